@@ -1,0 +1,58 @@
+/* pp_decide(): the one place a scaling choice is made.
+ *
+ * Pure and deterministic: the same (policy, state, observation) gives the same decision
+ * and the same next state, on any machine, in the server, the simulator or the replayer.
+ * No clocks (time comes in obs->time_ns), no globals, no allocation. The rules and their
+ * reasons are documented in docs/CONTROL.md. */
+#ifndef PP_DECIDE_H
+#define PP_DECIDE_H
+
+#include <stdint.h>
+#include "control/observation.h"
+#include "control/policy.h"
+
+typedef enum pp_action {
+  PP_ACTION_NONE = 0,
+  PP_ACTION_SPAWN_WORKER = 1,
+  PP_ACTION_RETIRE_WORKER = 2,
+  PP_ACTION_ADD_THREAD = 3,
+  PP_ACTION_REMOVE_THREAD = 4,
+} pp_action;
+
+/* The controller's memory between ticks. Plain data, logged before and after every tick.
+ * INT64_MIN in a *_ns time field means "never". */
+typedef struct pp_ctl_state {
+  uint32_t breach_ticks;      /* consecutive ticks over target (queue p95 or predicted wait) */
+  uint32_t calm_ticks;        /* consecutive calm ticks */
+  int64_t last_spawn_ns;      /* time of the last spawn decision */
+  int64_t last_retire_ns;     /* time of the last retire decision */
+  int64_t last_thread_ns;     /* time of the last thread change */
+  uint32_t workers_wanted;    /* workers the controller has asked for (ready + booting) */
+  uint32_t threads_wanted;    /* threads per worker the controller has asked for */
+  int shedding;               /* admission control currently on */
+} pp_ctl_state;
+
+typedef struct pp_decision {
+  pp_action action;
+  uint32_t count;              /* units for the action (0 for NONE) */
+  uint32_t workers_target;     /* workers_wanted after this decision */
+  uint64_t predicted_wait_ns;  /* W_pred at this tick (UINT64_MAX: no capacity) */
+  double rho;                  /* utilisation estimate: arrival_rate * S / c */
+  int shed;                    /* admission control on after this decision */
+  uint64_t shed_budget_ns;     /* wait budget the server sheds against when shed is on */
+  char reason[256];            /* one human line, e.g. "spawn_worker x2: queue p95 503ms over ..." */
+} pp_decision;
+
+/* Initial state for a server that starts with `workers` workers and `threads` threads each. */
+void pp_ctl_state_init(pp_ctl_state *s, const pp_policy *p, uint32_t workers, uint32_t threads);
+
+/* Decides one tick. Reads *policy and *obs, updates *state to the next state, returns the
+ * decision. Never fails: invalid inputs produce a NONE decision whose reason says why. */
+pp_decision pp_decide(const pp_policy *policy, pp_ctl_state *state, const pp_observation *obs);
+
+/* "none", "spawn_worker", "retire_worker", "add_thread", "remove_thread". */
+const char *pp_action_name(pp_action a);
+/* Inverse of pp_action_name. 0, or PP_CTL_EINVAL for an unknown name. */
+int pp_action_parse(const char *name, pp_action *out);
+
+#endif

@@ -1,0 +1,77 @@
+/* The controller's policy: thresholds, cooldowns and bounds, parsed from YAML text.
+ *
+ * One policy file is read identically by puma-plus-server, pp-sim and pp-replay; its hash
+ * (of the canonical text, so comments and field order do not matter) is written in every
+ * decision-log line. The parser works on memory only (libyaml); reading the file is the
+ * caller's job. Durations accept units: "250us", "25ms", "3s", "1m"; a bare number is
+ * seconds. Field reference: docs/CONTROL.md. */
+#ifndef PP_POLICY_H
+#define PP_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pp_policy {
+  uint64_t tick_ns;              /* tick: controller period (default 1s) */
+  uint32_t min_workers;          /* min_workers (default 1) */
+  uint32_t max_workers;          /* max_workers (default 8) */
+  uint32_t max_step;             /* max_step: most workers added by one decision (default 4) */
+  uint32_t cores;                /* cores: CPU bound for sizing, 0 = no bound (default 0) */
+  int64_t memory_limit_bytes;    /* memory_limit: bound for sizing, 0 = no bound (default 0) */
+
+  uint64_t target_queue_p95_ns;  /* target_queue_p95 (default 50ms) */
+  double severe_factor;          /* severe_factor: p95 over factor*target acts at once (default 4) */
+  uint32_t breach_ticks;         /* breach_ticks: ticks over target before acting (default 2) */
+  double calm_fraction;          /* calm_fraction: p95 under fraction*target is calm (default 0.2) */
+  double calm_utilisation;       /* calm_utilisation: busy/ready under this is calm (default 0.5) */
+  uint32_t calm_ticks;           /* calm_ticks: calm ticks before retiring one (default 30) */
+  uint64_t spawn_cooldown_ns;    /* spawn_cooldown (default 3s) */
+  uint64_t retire_cooldown_ns;   /* retire_cooldown (default 30s) */
+  double target_utilisation;     /* target_utilisation: sizing aims rho at this (default 0.7) */
+
+  int threads_enabled;           /* threads.enabled (default false) */
+  uint32_t min_threads;          /* threads.min (default 1) */
+  uint32_t max_threads;          /* threads.max (default 16) */
+  uint64_t gvl_wait_max_ns;      /* threads.gvl_wait_max: add threads only below (default 5ms) */
+
+  int shed_enabled;              /* shed.enabled (default false) */
+  uint64_t shed_budget_ns;       /* shed.budget: predicted wait beyond which to shed (default 10s) */
+} pp_policy;
+
+/* Where a parse or set failed. line/column are 1-based (0 when not from text). */
+typedef struct pp_policy_error {
+  int line;
+  int column;
+  char field[64];    /* dotted field name, e.g. "threads.max"; "" if the error is structural */
+  char message[192]; /* full sentence, e.g. "expected a duration like 25ms, got \"fast\"" */
+} pp_policy_error;
+
+/* Sets every field to its default. */
+void pp_policy_defaults(pp_policy *p);
+
+/* Parses YAML text (a mapping of the fields above; nested `threads:` and `shed:` maps, or
+ * dotted keys) over the defaults. Unknown keys are errors. Validates the result (see
+ * pp_policy_validate). Returns 0, or PP_CTL_EPARSE / PP_CTL_EINVAL with *err filled; on
+ * error *out holds defaults merged with whatever parsed before the error. err may be NULL. */
+int pp_policy_parse(pp_policy *out, const char *yaml, size_t len, pp_policy_error *err);
+
+/* Sets one field by its dotted name from text, as a flag or a sweep would
+ * ("spawn_cooldown", "2s"). Returns 0, PP_CTL_ENOENT for an unknown field, PP_CTL_EINVAL
+ * for a bad value. Does not validate cross-field rules: call pp_policy_validate after. */
+int pp_policy_set(pp_policy *p, const char *field, const char *value, pp_policy_error *err);
+
+/* Cross-field checks (min <= max, fractions in (0,1], tick > 0 ...). 0 or PP_CTL_EINVAL. */
+int pp_policy_validate(const pp_policy *p, pp_policy_error *err);
+
+/* Canonical text: every field, fixed order, one `name: value` line each, durations in ns
+ * with an "ns" suffix, doubles as %.17g. Parses back to an identical struct. Returns the
+ * length written (excluding NUL) or PP_CTL_ENOSPC. */
+int pp_policy_canonical(const pp_policy *p, char *buf, size_t cap);
+
+/* FNV-1a 64 of the canonical text. Equal policies hash equal, whatever their source text. */
+uint64_t pp_policy_hash(const pp_policy *p);
+
+/* The dotted names of all fields, NULL-terminated, for --help and sweep validation. */
+extern const char *const pp_policy_field_names[];
+
+#endif

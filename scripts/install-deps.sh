@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian package puma-plus needs to build, test and run.
+# Idempotent: when everything is already installed it prints one line and exits 0.
+# Both README commands (make run, make test) call it; CI starts from a clean machine.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config clang-format
+  libuv1-dev node-llhttp
+  libnghttp2-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev
+  libgnutls28-dev libssl-dev
+  libgsl-dev libsqlite3-dev sqlite3 libyaml-dev libjansson-dev libcunit1-dev
+  gnuplot-nox
+  ruby ruby-dev ruby-rack puma ruby-sinatra ruby-minitest
+  nghttp2-client ngtcp2-client wrk curl valgrind procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == *"ok installed" ]] || missing+=("$p")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
