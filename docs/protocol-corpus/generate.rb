@@ -1,0 +1,221 @@
+#!/usr/bin/env ruby
+# frozen_string_literal: true
+
+# Writes the golden corpus of wire frames (docs/PROTOCOL.md, "Golden corpus").
+#
+# The bytes are built here with Array#pack straight from the field tables of PROTOCOL.md,
+# never through the gem's codec or the server's, so the corpus is an independent check of
+# both. Each case writes NAME.bin (header + payload, exactly) and NAME.json (its meaning).
+# bad-*.bin are malformed frames every decoder must reject; their .json names the reason
+# class (see README.md in this folder). Run: ruby docs/protocol-corpus/generate.rb
+# It is deterministic: running it again rewrites identical files.
+
+require "json"
+
+DIR = __dir__
+
+TYPES = {
+  "HELLO" => 0x01, "REQUEST" => 0x10, "BODY" => 0x11, "BODY_END" => 0x12, "CANCEL" => 0x13,
+  "RESPONSE_HEAD" => 0x20, "RESPONSE_BODY" => 0x21, "RESPONSE_END" => 0x22,
+  "SPAWN" => 0x30, "RETIRE" => 0x31, "STOP" => 0x32, "READY" => 0x33, "FORKED" => 0x34,
+  "EXITED" => 0x35
+}.freeze
+
+# Largest u64 used in the corpus: 2^63-1, so that JSON readers with signed 64-bit integers
+# (jansson's json_int_t) read it exactly. Codecs must still handle the full u64 range.
+U64_BIG = 9_223_372_036_854_775_807
+U32_MAX = 4_294_967_295
+U16_MAX = 65_535
+
+def u8(v) = [v].pack("C")
+def u16(v) = [v].pack("n")
+def u32(v) = [v].pack("N")
+def i32(v) = [v].pack("l>")
+def u64(v) = [v].pack("Q>")
+def i64(v) = [v].pack("q>")
+def bytes(s) = u32(s.bytesize) + s.b
+def pairs(list) = u32(list.size) + list.map { |k, v| bytes(k) + bytes(v) }.join.b
+
+def header(type, length, reserved: "\0\0\0")
+  u8(type) + reserved.b + u32(length)
+end
+
+def frame(name, payload) = header(TYPES.fetch(name), payload.bytesize) + payload
+
+def hex(s) = s.unpack1("H*")
+
+CASES = []
+
+def good(name, json, payload)
+  CASES << [name, json, frame(json.fetch("type"), payload.b)]
+end
+
+def bad(name, error, description, bin)
+  CASES << [name, { "error" => error, "description" => description }, bin.b]
+end
+
+# ---- HELLO -------------------------------------------------------------------------------
+def hello(version, pid, wi, ti, caps)
+  [{ "type" => "HELLO", "version" => version, "pid" => pid, "worker_index" => wi,
+     "thread_index" => ti, "capabilities" => caps },
+   u16(version) + u32(pid) + u32(wi) + u32(ti) + u32(caps)]
+end
+good("hello", *hello(1, 12_345, 0, 0, 2))
+good("hello-all-capabilities", *hello(1, 4242, 3, 4, 3))
+good("hello-max", *hello(1, U32_MAX, U32_MAX, U32_MAX, 0))
+
+# ---- REQUEST -----------------------------------------------------------------------------
+def request(id, t2b, t3, flags, env, body)
+  [{ "type" => "REQUEST", "request_id" => id, "t2b_ns" => t2b, "t3_ns" => t3, "flags" => flags,
+     "env" => env, "body_hex" => hex(body.b) },
+   u64(id) + u64(t2b) + u64(t3) + u8(flags) + pairs(env) + bytes(body.b)]
+end
+
+get_env = [
+  ["REQUEST_METHOD", "GET"], ["SCRIPT_NAME", ""], ["PATH_INFO", "/hello%20world"],
+  ["QUERY_STRING", "a=1&b=%2F"], ["SERVER_NAME", "localhost"], ["SERVER_PORT", "9292"],
+  ["SERVER_PROTOCOL", "HTTP/1.1"], ["REMOTE_ADDR", "127.0.0.1"], ["rack.url_scheme", "http"],
+  ["HTTP_HOST", "localhost:9292"], ["HTTP_ACCEPT", "text/html, application/json"],
+  ["HTTP_COOKIE", "a=1; b=2"], ["HTTP_X_FORWARDED_FOR", "10.0.0.1, 10.0.0.2"],
+  ["REQUEST_URI", "/hello%20world?a=1&b=%2F"], ["puma_plus.request_id", "7"],
+  ["puma_plus.queue_ns", "1500"]
+]
+good("request-get", *request(7, 1_000_000_000, 1_000_001_500, 0, get_env, ""))
+
+post_env = [
+  ["REQUEST_METHOD", "POST"], ["SCRIPT_NAME", ""], ["PATH_INFO", "/echo"], ["QUERY_STRING", ""],
+  ["SERVER_NAME", "example.org"], ["SERVER_PORT", "443"], ["SERVER_PROTOCOL", "HTTP/2"],
+  ["REMOTE_ADDR", "::1"], ["rack.url_scheme", "https"],
+  ["CONTENT_TYPE", "application/x-www-form-urlencoded"], ["CONTENT_LENGTH", "7"],
+  ["HTTP_HOST", "example.org"], ["REQUEST_URI", "/echo"], ["puma_plus.request_id", "8"],
+  ["puma_plus.queue_ns", "0"]
+]
+good("request-post", *request(8, 2_000_000_000, 2_000_000_000, 0, post_env, "a=1&b=2"))
+good("request-empty-env", *request(1, 0, 0, 0, [], ""))
+good("request-binary-body",
+     *request(9, 5, 6, 0, [["REQUEST_METHOD", "PUT"], ["CONTENT_LENGTH", "256"]],
+              (0..255).map(&:chr).join))
+good("request-streams",
+     *request(10, 3_000_000_000, 3_000_000_100, 1,
+              [["REQUEST_METHOD", "POST"], ["CONTENT_LENGTH", "2097152"]], ""))
+good("request-utf8-and-empty-values",
+     *request(11, 1, 2, 0,
+              [["PATH_INFO", "/caf\u00e9"], ["QUERY_STRING", ""], ["HTTP_X_EMPTY", ""],
+               ["", "empty key"]], ""))
+good("request-max-ids", *request(U64_BIG, U64_BIG - 1, U64_BIG, 0, [["REQUEST_METHOD", "GET"]], ""))
+
+# ---- BODY / BODY_END / CANCEL ------------------------------------------------------------
+def chunk_frame(type, id, chunk)
+  [{ "type" => type, "request_id" => id, "chunk_hex" => hex(chunk.b) }, u64(id) + chunk.b]
+end
+good("body", *chunk_frame("BODY", 10, "hello, body"))
+good("body-empty", *chunk_frame("BODY", 10, ""))
+good("body-binary", *chunk_frame("BODY", 10, "\x00\xff\r\n\x80abc".b))
+good("body-64k", *chunk_frame("BODY", 10, (0...65_536).map { |i| (i % 251).chr }.join))
+good("body-end", { "type" => "BODY_END", "request_id" => 10 }, u64(10))
+good("cancel", { "type" => "CANCEL", "request_id" => 12 }, u64(12))
+
+# ---- RESPONSE_HEAD / BODY / END ----------------------------------------------------------
+def head(id, status, headers)
+  [{ "type" => "RESPONSE_HEAD", "request_id" => id, "status" => status, "headers" => headers },
+   u64(id) + u16(status) + pairs(headers)]
+end
+good("response-head", *head(7, 200, [["Content-Type", "text/plain"], ["Content-Length", "5"]]))
+good("response-head-multi-value",
+     *head(7, 302, [["Location", "/next"], ["Set-Cookie", "a=1; Path=/"],
+                    ["Set-Cookie", "b=2; HttpOnly"], ["x-lower", "kept as given"],
+                    ["Set-Cookie", "c=3"]]))
+good("response-head-no-headers", *head(8, 204, []))
+good("response-head-status-999", *head(U64_BIG, 999, [["X-Odd", ""]]))
+good("response-head-status-100", *head(1, 100, []))
+
+good("response-body", *chunk_frame("RESPONSE_BODY", 7, "hello"))
+good("response-body-empty", *chunk_frame("RESPONSE_BODY", 7, ""))
+good("response-body-binary", *chunk_frame("RESPONSE_BODY", 9, (0..255).to_a.reverse.pack("C*")))
+
+def resp_end(id, t4, t5, body_read, gvl, cpu)
+  [{ "type" => "RESPONSE_END", "request_id" => id, "t4_ns" => t4, "t5_ns" => t5,
+     "body_read_ns" => body_read, "gvl_wait_ns" => gvl, "cpu_ns" => cpu },
+   u64(id) + u64(t4) + u64(t5) + u64(body_read) + i64(gvl) + i64(cpu)]
+end
+good("response-end", *resp_end(7, 1_000_002_000, 1_000_102_000, 0, -1, 95_000))
+good("response-end-unknown", *resp_end(8, 10, 20, 0, -1, -1))
+good("response-end-all-known", *resp_end(9, 100, 5_000_100, 2_000_000, 150_000, 2_500_000))
+good("response-end-zero", *resp_end(1, 0, 0, 0, 0, 0))
+good("response-end-max", *resp_end(U64_BIG, U64_BIG - 2, U64_BIG, U64_BIG, U64_BIG, U64_BIG))
+
+# ---- shepherd frames ---------------------------------------------------------------------
+good("spawn", { "type" => "SPAWN", "count" => 2 }, u32(2))
+good("spawn-max", { "type" => "SPAWN", "count" => U32_MAX }, u32(U32_MAX))
+good("retire", { "type" => "RETIRE", "pid" => 31_337 }, u32(31_337))
+good("stop", { "type" => "STOP", "grace_ms" => 30_000 }, u32(30_000))
+good("stop-zero", { "type" => "STOP", "grace_ms" => 0 }, u32(0))
+good("ready", { "type" => "READY", "pid" => 4000, "boot_ns" => 812_345_678 },
+     u32(4000) + u64(812_345_678))
+good("forked", { "type" => "FORKED", "pid" => 4001, "worker_index" => 0 }, u32(4001) + u32(0))
+good("forked-index-5", { "type" => "FORKED", "pid" => 4006, "worker_index" => 5 },
+     u32(4006) + u32(5))
+good("exited", { "type" => "EXITED", "pid" => 4001, "status" => 0 }, u32(4001) + i32(0))
+good("exited-code", { "type" => "EXITED", "pid" => 4002, "status" => 1 }, u32(4002) + i32(1))
+good("exited-signal", { "type" => "EXITED", "pid" => 4003, "status" => -9 }, u32(4003) + i32(-9))
+good("exited-extremes", { "type" => "EXITED", "pid" => U32_MAX, "status" => -2_147_483_648 },
+     u32(U32_MAX) + i32(-2_147_483_648))
+
+# ---- malformed frames --------------------------------------------------------------------
+hello_payload = u16(1) + u32(1) + u32(0) + u32(0) + u32(0)
+bad("bad-reserved-first", "reserved", "HELLO with reserved byte 1 = 0x01",
+    header(0x01, 18, reserved: "\x01\x00\x00") + hello_payload)
+bad("bad-reserved-last", "reserved", "SPAWN with reserved byte 3 = 0x80",
+    header(0x30, 4, reserved: "\x00\x00\x80") + u32(1))
+bad("bad-unknown-type", "unknown_type", "type 0x7f does not exist", header(0x7f, 0))
+bad("bad-type-zero", "unknown_type", "type 0x00 does not exist", header(0x00, 4) + u32(0))
+bad("bad-type-0x14", "unknown_type", "type 0x14 (next to CANCEL) does not exist",
+    header(0x14, 8) + u64(1))
+bad("bad-length-over-max", "too_large",
+    "BODY header with length 4 MiB + 1; only the header is present: reject before the payload",
+    header(0x11, 4_194_305))
+bad("bad-length-u32-max", "too_large", "RESPONSE_BODY header with length 0xffffffff",
+    header(0x21, U32_MAX))
+bad("bad-hello-short", "length_mismatch", "HELLO payload 17 bytes, fields need 18",
+    header(0x01, 17) + hello_payload[0, 17])
+bad("bad-hello-long", "length_mismatch", "HELLO payload 19 bytes, one trailing byte",
+    header(0x01, 19) + hello_payload + "\x00")
+bad("bad-spawn-short", "length_mismatch", "SPAWN payload 3 bytes", header(0x30, 3) + "\x00\x00\x01")
+bad("bad-body-end-long", "length_mismatch", "BODY_END payload 9 bytes",
+    header(0x12, 9) + u64(1) + "\x00")
+bad("bad-cancel-empty", "length_mismatch", "CANCEL with empty payload", header(0x13, 0))
+bad("bad-body-no-id", "length_mismatch", "BODY payload 4 bytes, shorter than its u64 request_id",
+    header(0x11, 4) + u32(1))
+bad("bad-response-end-short", "length_mismatch", "RESPONSE_END payload 40 bytes, fields need 48",
+    header(0x22, 40) + u64(1) * 5)
+bad("bad-ready-long", "length_mismatch", "READY payload 16 bytes, fields need 12",
+    header(0x33, 16) + u32(1) + u64(2) + u32(0))
+req_head = u64(1) + u64(2) + u64(3) + u8(0)
+p = req_head + u32(5) + bytes("REQUEST_METHOD") + bytes("GET") + bytes("")
+bad("bad-request-pairs-overrun", "length_mismatch",
+    "REQUEST env pairs count 5 but one pair and the body length fill the payload",
+    header(0x10, p.bytesize) + p)
+p = req_head + pairs([["A", "b"]]) + u32(100) + "abc"
+bad("bad-request-body-overrun", "length_mismatch", "REQUEST body says 100 bytes, 3 present",
+    header(0x10, p.bytesize) + p)
+p = req_head + pairs([]) + bytes("xy") + "z"
+bad("bad-request-trailing", "length_mismatch", "REQUEST with one byte after the body field",
+    header(0x10, p.bytesize) + p)
+p = req_head + u32(1) + u32(3) + "KEY" + u32(0xffff_fff0)
+bad("bad-request-value-huge", "length_mismatch", "REQUEST env value length 0xfffffff0",
+    header(0x10, p.bytesize) + p)
+p = u64(1) + u16(200) + u32(1) + bytes("Content-Type")
+bad("bad-head-pair-missing-value", "length_mismatch",
+    "RESPONSE_HEAD pair with a key and no value", header(0x20, p.bytesize) + p)
+bad("bad-truncated-header", "truncated", "5 bytes of an 8-byte header, then end of input",
+    header(0x01, 18)[0, 5])
+bad("bad-truncated-payload", "truncated", "HELLO header says 18 bytes, 10 present, then end of input",
+    header(0x01, 18) + hello_payload[0, 10])
+
+# ---- write ---------------------------------------------------------------------------------
+Dir[File.join(DIR, "*.{bin,json}")].each { |f| File.delete(f) }
+CASES.each do |name, json, bin|
+  File.binwrite(File.join(DIR, "#{name}.bin"), bin)
+  File.write(File.join(DIR, "#{name}.json"), "#{JSON.pretty_generate(json)}\n")
+end
+puts "wrote #{CASES.size} frames to #{DIR}"
