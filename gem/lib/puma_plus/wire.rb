@@ -1,0 +1,249 @@
+# frozen_string_literal: true
+
+# The Ruby codec of the puma-plus wire protocol (docs/PROTOCOL.md, normative).
+#
+# Sans-I/O: bytes in, frame Structs out, and back. `Wire.decode` takes a buffer and an offset
+# and returns [frame, bytes consumed], or nil when the buffer holds only part of a frame
+# ("need more"); a malformed frame raises Wire::ProtocolError and nothing else. Encoders
+# return binary Strings ready to write. The worker's hot path uses the `encode_response_*`
+# helpers and `decode_payload` directly; the generic `encode` exists for tests and tools.
+#
+# Frame: 8-byte header (u8 type | u24 reserved = 0 | u32 length, big-endian), then `length`
+# bytes of payload (at most MAX_PAYLOAD), whose fields must fill it exactly.
+
+require_relative "wire/protocol_error"
+require_relative "wire/frames"
+require_relative "wire/decoder"
+
+module PumaPlus
+  module Wire
+    VERSION = 1
+    HEADER_SIZE = 8
+    MAX_PAYLOAD = 4 * 1024 * 1024
+
+    HELLO = 0x01
+    REQUEST = 0x10
+    BODY = 0x11
+    BODY_END = 0x12
+    CANCEL = 0x13
+    RESPONSE_HEAD = 0x20
+    RESPONSE_BODY = 0x21
+    RESPONSE_END = 0x22
+    SPAWN = 0x30
+    RETIRE = 0x31
+    STOP = 0x32
+    READY = 0x33
+    FORKED = 0x34
+    EXITED = 0x35
+
+    # HELLO capability bits and REQUEST flag bits.
+    CAP_GVL_WAIT = 1
+    CAP_CPU_TIME = 2
+    FLAG_BODY_STREAMS = 1
+
+    # Frame type byte → [name, Struct class].
+    TYPES = {
+      HELLO => ["HELLO", Hello], REQUEST => ["REQUEST", Request], BODY => ["BODY", Body],
+      BODY_END => ["BODY_END", BodyEnd], CANCEL => ["CANCEL", Cancel],
+      RESPONSE_HEAD => ["RESPONSE_HEAD", ResponseHead],
+      RESPONSE_BODY => ["RESPONSE_BODY", ResponseBody],
+      RESPONSE_END => ["RESPONSE_END", ResponseEnd], SPAWN => ["SPAWN", Spawn],
+      RETIRE => ["RETIRE", Retire], STOP => ["STOP", Stop], READY => ["READY", Ready],
+      FORKED => ["FORKED", Forked], EXITED => ["EXITED", Exited]
+    }.freeze
+    TYPE_OF_CLASS = TYPES.to_h { |type, (_, klass)| [klass, type] }.freeze
+
+    # Fixed-size frames: type → [payload size, unpack template].
+    FIXED = {
+      HELLO => [18, "nNNNN"], BODY_END => [8, "Q>"], CANCEL => [8, "Q>"],
+      RESPONSE_END => [48, "Q>Q>Q>Q>q>q>"], SPAWN => [4, "N"], RETIRE => [4, "N"],
+      STOP => [4, "N"], READY => [12, "NQ>"], FORKED => [8, "NN"], EXITED => [8, "Nl>"]
+    }.freeze
+
+    BINARY = Encoding::BINARY
+    UTF_8 = Encoding::UTF_8
+
+    module_function
+
+    # Decodes one frame from `buf` at byte offset `pos`. Returns [frame, consumed] or nil if
+    # the frame is not complete yet. Raises ProtocolError for a malformed frame, as soon as the
+    # header shows it (bad reserved bytes, unknown type, length over MAX_PAYLOAD).
+    def decode(buf, pos = 0)
+      avail = buf.bytesize - pos
+      return nil if avail < HEADER_SIZE
+
+      type, length = check_header(buf, pos)
+      return nil if avail < HEADER_SIZE + length
+
+      payload = buf.byteslice(pos + HEADER_SIZE, length)
+      [decode_payload(type, payload), HEADER_SIZE + length]
+    end
+
+    # Validates the 8-byte header at `pos`; returns [type, length] or raises.
+    def check_header(buf, pos = 0)
+      word, length = buf.unpack("NN", offset: pos)
+      type = word >> 24
+      raise ProtocolError.new(:reserved, format("reserved header bytes 0x%06x are not zero", word & 0xffffff)) if word & 0xffffff != 0
+      raise ProtocolError.new(:unknown_type, format("unknown frame type 0x%02x", type)) unless TYPES.key?(type)
+      raise ProtocolError.new(:too_large, "payload length #{length} over the maximum #{MAX_PAYLOAD}") if length > MAX_PAYLOAD
+
+      [type, length]
+    end
+
+    # Decodes a complete payload of frame `type` (a binary String of exactly the payload).
+    def decode_payload(type, payload)
+      fixed = FIXED[type]
+      if fixed
+        size, template = fixed
+        mismatch(type, payload.bytesize, "exactly #{size}") if payload.bytesize != size
+        return TYPES[type][1].new(*payload.unpack(template))
+      end
+      case type
+      when REQUEST then decode_request(payload)
+      when RESPONSE_HEAD then decode_response_head(payload)
+      when BODY then Body.new(*decode_chunk(type, payload))
+      when RESPONSE_BODY then ResponseBody.new(*decode_chunk(type, payload))
+      end
+    end
+
+    def decode_request(payload)
+      len = payload.bytesize
+      mismatch(REQUEST, len, "at least 33") if len < 33
+      id, t2b, t3, flags = payload.unpack("Q>Q>Q>C")
+      env, pos = decode_pairs(REQUEST, payload, 25)
+      body, pos = decode_bytes(REQUEST, payload, pos)
+      mismatch(REQUEST, len, "#{pos} (trailing bytes)") if pos != len
+      Request.new(id, t2b, t3, flags, env, body)
+    end
+
+    def decode_response_head(payload)
+      len = payload.bytesize
+      mismatch(RESPONSE_HEAD, len, "at least 14") if len < 14
+      id, status = payload.unpack("Q>n")
+      headers, pos = decode_pairs(RESPONSE_HEAD, payload, 10)
+      mismatch(RESPONSE_HEAD, len, "#{pos} (trailing bytes)") if pos != len
+      ResponseHead.new(id, status, headers)
+    end
+
+    def decode_chunk(type, payload)
+      mismatch(type, payload.bytesize, "at least 8") if payload.bytesize < 8
+      [payload.unpack1("Q>"), payload.byteslice(8, payload.bytesize - 8)]
+    end
+
+    # Reads `pairs` at `pos`; returns [[[key, value], ...], next_pos]. Keys are interned frozen
+    # UTF-8 Strings (Hash#[]= then stores them without copying); values are binary Strings.
+    def decode_pairs(type, payload, pos)
+      len = payload.bytesize
+      mismatch(type, len, "room for a pairs count at #{pos}") if pos + 4 > len
+      count = payload.unpack1("N", offset: pos)
+      pos += 4
+      # Each pair takes at least 8 bytes: reject absurd counts before looping.
+      mismatch(type, len, "room for #{count} pairs") if count * 8 > len - pos
+      pairs = Array.new(count)
+      i = 0
+      while i < count
+        key, pos = decode_bytes(type, payload, pos)
+        value, pos = decode_bytes(type, payload, pos)
+        key.force_encoding(UTF_8)
+        pairs[i] = [-key, value]
+        i += 1
+      end
+      [pairs, pos]
+    end
+
+    def decode_bytes(type, payload, pos)
+      len = payload.bytesize
+      mismatch(type, len, "room for a bytes length at #{pos}") if pos + 4 > len
+      n = payload.unpack1("N", offset: pos)
+      pos += 4
+      mismatch(type, len, "#{n} bytes at #{pos}") if n > len - pos
+      [payload.byteslice(pos, n), pos + n]
+    end
+
+    def mismatch(type, length, need)
+      raise ProtocolError.new(:length_mismatch, "#{TYPES[type][0]} payload of #{length} bytes, fields need #{need}")
+    end
+
+    # ---- encoders ------------------------------------------------------------------------
+
+    def header(type, length)
+      [type << 24, length].pack("NN")
+    end
+
+    # Generic encoder for any frame Struct (tests, tools, the shepherd's rare frames).
+    def encode(frame)
+      type = TYPE_OF_CLASS.fetch(frame.class) { raise ArgumentError, "not a wire frame: #{frame.class}" }
+      payload =
+        case frame
+        when Hello, BodyEnd, Cancel, ResponseEnd, Spawn, Retire, Stop, Ready, Forked, Exited
+          frame.to_a.pack(FIXED[type][1])
+        when Request
+          buf = [frame.request_id, frame.t2b_ns, frame.t3_ns, frame.flags].pack("Q>Q>Q>C")
+          append_pairs(buf, frame.env)
+          append_bytes(buf, frame.body)
+        when ResponseHead
+          append_pairs([frame.request_id, frame.status].pack("Q>n"), frame.headers)
+        when Body, ResponseBody
+          [frame.request_id].pack("Q>") << bin(frame.chunk)
+        end
+      raise ArgumentError, "payload of #{payload.bytesize} bytes over #{MAX_PAYLOAD}" if payload.bytesize > MAX_PAYLOAD
+
+      header(type, payload.bytesize) << payload
+    end
+
+    def append_bytes(buf, str)
+      buf << [str.bytesize].pack("N") << bin(str)
+    end
+
+    # `str` as something a binary buffer can take with <<: a String with non-ASCII bytes in
+    # another encoding is copied as binary; others (the common case) are used as they are.
+    def bin(str)
+      str.encoding == BINARY || str.ascii_only? ? str : str.b
+    end
+
+    def append_pairs(buf, pairs)
+      buf << [pairs.size].pack("N")
+      pairs.each { |k, v| append_bytes(append_bytes(buf, k), v) }
+      buf
+    end
+
+    # ---- hot-path encoders (worker) -------------------------------------------------------
+
+    def encode_hello(pid, worker_index, thread_index, capabilities)
+      header(HELLO, 18) << [VERSION, pid, worker_index, thread_index, capabilities].pack("nNNNN")
+    end
+
+    # Appends a RESPONSE_HEAD to `out`. `flat` is [key, value, key, value, ...] of Strings.
+    def append_response_head(out, request_id, status, flat)
+      start = out.bytesize
+      out << "\0\0\0\0\0\0\0\0".b << [request_id, status, flat.size / 2].pack("Q>nN")
+      flat.each { |s| out << [s.bytesize].pack("N") << bin(s) }
+      length = out.bytesize - start - HEADER_SIZE
+      raise ArgumentError, "response head of #{length} bytes over #{MAX_PAYLOAD}" if length > MAX_PAYLOAD
+
+      out[start, HEADER_SIZE] = header(RESPONSE_HEAD, length)
+      out
+    end
+
+    # Appends RESPONSE_BODY frames carrying `chunk` (split at MAX_PAYLOAD) to `out`.
+    def append_response_body(out, request_id, chunk)
+      chunk = bin(chunk)
+      size = chunk.bytesize
+      if size <= MAX_PAYLOAD - 8
+        return out << [RESPONSE_BODY << 24, size + 8, request_id].pack("NNQ>") << chunk
+      end
+
+      off = 0
+      while off < size
+        part = chunk.byteslice(off, MAX_PAYLOAD - 8)
+        out << [RESPONSE_BODY << 24, part.bytesize + 8, request_id].pack("NNQ>") << part
+        off += part.bytesize
+      end
+      out
+    end
+
+    def append_response_end(out, request_id, t4, t5, body_read_ns, gvl_wait_ns, cpu_ns)
+      out << [RESPONSE_END << 24, 48, request_id, t4, t5, body_read_ns, gvl_wait_ns, cpu_ns].pack("NNQ>Q>Q>Q>q>q>")
+    end
+  end
+end

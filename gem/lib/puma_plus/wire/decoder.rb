@@ -1,0 +1,58 @@
+# frozen_string_literal: true
+
+module PumaPlus
+  module Wire
+    # Incremental frame decoder over a byte stream: feed it what the socket gave, take frames
+    # out. Sans-I/O. An error is sticky: once a frame was malformed, every later call raises
+    # the same ProtocolError (the connection must be closed).
+    class Decoder
+      COMPACT_AT = 1 << 16
+
+      def initialize
+        @buf = String.new(capacity: COMPACT_AT, encoding: Encoding::BINARY)
+        @pos = 0
+        @error = nil
+      end
+
+      # Appends bytes received from the peer.
+      def feed(bytes)
+        @buf << bytes
+        self
+      end
+
+      # The internal buffer, so a reader can `read_nonblock(n, decoder.spare)`-style append.
+      def buffered_bytes
+        @buf.bytesize - @pos
+      end
+
+      # Returns the next complete frame, or nil when more bytes are needed.
+      def next_frame
+        raise @error if @error
+
+        result = Wire.decode(@buf, @pos)
+        unless result
+          compact
+          return nil
+        end
+        @pos += result[1]
+        compact
+        result[0]
+      rescue ProtocolError => e
+        @error = e
+        raise
+      end
+
+      private
+
+      def compact
+        if @pos == @buf.bytesize
+          @buf.clear
+          @pos = 0
+        elsif @pos >= COMPACT_AT
+          @buf = @buf.byteslice(@pos, @buf.bytesize - @pos)
+          @pos = 0
+        end
+      end
+    end
+  end
+end

@@ -1,0 +1,23 @@
+# frozen_string_literal: true
+
+module PumaPlus
+  module Wire
+    # One Struct per frame type of docs/PROTOCOL.md, members named as its field table.
+    # `pairs` fields are Arrays of [key, value] String pairs (order and repeats kept);
+    # `bytes`/`rest` fields are binary Strings.
+    Hello = Struct.new(:version, :pid, :worker_index, :thread_index, :capabilities)
+    Request = Struct.new(:request_id, :t2b_ns, :t3_ns, :flags, :env, :body)
+    Body = Struct.new(:request_id, :chunk)
+    BodyEnd = Struct.new(:request_id)
+    Cancel = Struct.new(:request_id)
+    ResponseHead = Struct.new(:request_id, :status, :headers)
+    ResponseBody = Struct.new(:request_id, :chunk)
+    ResponseEnd = Struct.new(:request_id, :t4_ns, :t5_ns, :body_read_ns, :gvl_wait_ns, :cpu_ns)
+    Spawn = Struct.new(:count)
+    Retire = Struct.new(:pid)
+    Stop = Struct.new(:grace_ms)
+    Ready = Struct.new(:pid, :boot_ns)
+    Forked = Struct.new(:pid, :worker_index)
+    Exited = Struct.new(:pid, :status)
+  end
+end

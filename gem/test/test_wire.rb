@@ -1,0 +1,165 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# The Ruby codec against the golden corpus (docs/protocol-corpus): every good frame decodes to
+# its .json and re-encodes to the same bytes; every bad-* frame is rejected with its class;
+# every strict prefix of every frame is "need more" (nil) or a ProtocolError, never another
+# exception.
+class TestWire < Minitest::Test
+  W = PumaPlus::Wire
+
+  GOOD = Dir[File.join(CORPUS_DIR, "*.bin")].reject { |f| File.basename(f).start_with?("bad-") }.sort
+  BAD = Dir[File.join(CORPUS_DIR, "bad-*.bin")].sort
+
+  def self.json_for(bin) = JSON.parse(File.read(bin.sub(/\.bin\z/, ".json")))
+
+  def frame_to_json(frame)
+    name = W::TYPES.fetch(W::TYPE_OF_CLASS.fetch(frame.class))[0]
+    h = { "type" => name }
+    frame.each_pair do |k, v|
+      case k
+      when :body, :chunk then h["#{k}_hex"] = v.unpack1("H*")
+      when :env, :headers then h[k.to_s] = v.map { |a, b| [a.b, b.b] }
+      else h[k.to_s] = v
+      end
+    end
+    h
+  end
+
+  def normalize_json(json)
+    json.transform_values { |v| v.is_a?(Array) ? v.map { |a, b| [a.b, b.b] } : v }
+  end
+
+  def test_corpus_is_present
+    assert_operator GOOD.size, :>=, 14, "expected at least one good frame per type"
+    assert_operator BAD.size, :>=, 6
+    names = GOOD.map { |f| self.class.json_for(f)["type"] }.uniq.sort
+    assert_equal W::TYPES.values.map(&:first).sort, names, "every frame type is in the corpus"
+  end
+
+  GOOD.each do |bin|
+    name = File.basename(bin, ".bin")
+    define_method("test_good_#{name.tr('-', '_')}") do
+      bytes = File.binread(bin)
+      json = self.class.json_for(bin)
+      frame, consumed = W.decode(bytes)
+      assert_equal bytes.bytesize, consumed
+      assert_equal normalize_json(json), frame_to_json(frame)
+      assert_equal bytes, W.encode(frame), "re-encoding #{name} gives the same bytes"
+
+      # Every strict prefix is "need more", never an error.
+      (0...bytes.bytesize).step(prefix_step(bytes)) do |n|
+        assert_nil W.decode(bytes.byteslice(0, n)), "prefix #{n} of #{name}"
+      end
+      # The same frame at an offset, followed by another frame's bytes.
+      padded = "xyz".b + bytes + bytes
+      frame2, consumed2 = W.decode(padded, 3)
+      assert_equal consumed, consumed2
+      assert_equal frame, frame2
+    end
+  end
+
+  # Every prefix of small frames; for the 64 KiB one, every prefix would be 65k decodes of a
+  # growing string, so step through it (still covering the header and its first bytes).
+  def prefix_step(bytes) = bytes.bytesize > 4096 ? 97 : 1
+
+  BAD.each do |bin|
+    name = File.basename(bin, ".bin")
+    define_method("test_#{name.tr('-', '_')}") do
+      bytes = File.binread(bin)
+      expected = self.class.json_for(bin).fetch("error")
+      if expected == "truncated"
+        assert_nil W.decode(bytes), "#{name}: a truncated frame is need-more"
+      else
+        err = assert_raises(W::ProtocolError) { W.decode(bytes) }
+        assert_equal expected, err.reason.to_s, err.message
+      end
+      (0...bytes.bytesize).each do |n|
+        begin
+          W.decode(bytes.byteslice(0, n))
+        rescue W::ProtocolError
+          nil
+        end
+      end
+    end
+  end
+
+  def test_decoder_streams_frames_split_anywhere
+    frames = GOOD.first(20).map { |f| File.binread(f) }
+    stream = frames.join.b
+    expected = frames.map { |b| W.decode(b)[0] }
+    [1, 3, 7, 64, 1000].each do |step|
+      dec = W::Decoder.new
+      got = []
+      (0...stream.bytesize).step(step) do |off|
+        dec.feed(stream.byteslice(off, step))
+        while (f = dec.next_frame)
+          got << f
+        end
+      end
+      assert_equal expected, got, "split every #{step} bytes"
+      assert_equal 0, dec.buffered_bytes
+    end
+  end
+
+  def test_decoder_error_is_sticky
+    dec = W::Decoder.new
+    dec.feed(File.binread(File.join(CORPUS_DIR, "bad-reserved-first.bin")))
+    assert_raises(W::ProtocolError) { dec.next_frame }
+    dec.feed(File.binread(File.join(CORPUS_DIR, "hello.bin")))
+    assert_raises(W::ProtocolError) { dec.next_frame }
+  end
+
+  def test_fuzzed_mutations_only_raise_protocol_error
+    rng = Random.new(1234)
+    GOOD.each do |bin|
+      bytes = File.binread(bin)
+      next if bytes.bytesize > 4096
+
+      20.times do
+        m = bytes.dup
+        rng.rand(1..3).times { m.setbyte(rng.rand(m.bytesize), rng.rand(256)) }
+        begin
+          W.decode(m)
+        rescue W::ProtocolError
+          nil
+        end
+      end
+    end
+    pass
+  end
+
+  def test_hot_path_encoders_match_generic_encoder
+    out = "".b
+    W.append_response_head(out, 7, 302, ["Location", "/next", "Set-Cookie", "a=1", "Set-Cookie", "b=\u00e9"])
+    W.append_response_body(out, 7, "caf\u00e9")
+    W.append_response_body(out, 7, "")
+    W.append_response_end(out, 7, 1, 2, 0, -1, 5)
+    exp = W.encode(W::ResponseHead.new(7, 302, [["Location", "/next"], ["Set-Cookie", "a=1"], ["Set-Cookie", "b=\u00e9"]])) +
+          W.encode(W::ResponseBody.new(7, "caf\u00e9".b)) + W.encode(W::ResponseBody.new(7, "".b)) +
+          W.encode(W::ResponseEnd.new(7, 1, 2, 0, -1, 5))
+    assert_equal exp, out
+    assert_equal File.binread(File.join(CORPUS_DIR, "hello.bin")), W.encode_hello(12_345, 0, 0, 2)
+  end
+
+  def test_large_response_body_is_split_at_max_payload
+    out = "".b
+    big = "x" * (W::MAX_PAYLOAD + 10)
+    W.append_response_body(out, 3, big)
+    frames = []
+    pos = 0
+    while (r = W.decode(out, pos))
+      frames << r[0]
+      pos += r[1]
+    end
+    assert_equal out.bytesize, pos
+    assert_equal 2, frames.size
+    assert_equal big, frames.map(&:chunk).join
+  end
+
+  def test_full_u64_range_round_trips
+    f = W::ResponseEnd.new(2**64 - 1, 2**64 - 2, 0, 2**64 - 1, -1, -(2**63))
+    assert_equal f, W.decode(W.encode(f))[0]
+  end
+end
