@@ -1,0 +1,506 @@
+/* HTTP/1.1 request parsing over llhttp, the refusal rules of issue 4, and the Rack env
+ * builder of PROTOCOL.md. See http1.h for the contract.
+ *
+ * llhttp reports the URL and header bytes in fragments (a read may end anywhere); each
+ * fragment is appended to one per-connection buffer and the spans are recorded, so a header
+ * may arrive split across any number of reads. */
+#include "server/http1.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+static llhttp_settings_t settings;
+static int settings_ready;
+
+void pp_h1_limits_default(pp_h1_limits *l) {
+  l->max_header_bytes = 32768;
+  l->max_uri_bytes = 8192;
+  l->max_headers = 100;
+  l->max_body_bytes = 64ull << 20;
+}
+
+static pp_h1 *of(llhttp_t *p) {
+  return (pp_h1 *)p->data;
+}
+
+static int fail(pp_h1 *h, int status, const char *reason) {
+  h->status = status;
+  h->reason = reason;
+  return HPE_USER;
+}
+
+static void reset_request(pp_h1 *h) {
+  h->raw.len = 0;
+  h->url.off = h->url.len = 0;
+  h->header_count = 0;
+  h->in_value = 0;
+  h->has_content_length = 0;
+  h->content_length = 0;
+  h->chunked = 0;
+  h->expect_continue = 0;
+  h->keep_alive = 0;
+  h->host_index = -1;
+  h->content_type_index = -1;
+  h->body_received = 0;
+  h->started = 0;
+}
+
+static int head_too_big(pp_h1 *h) {
+  return h->raw.len + 4u * h->header_count > h->limits->max_header_bytes;
+}
+
+static int on_message_begin(llhttp_t *p) {
+  pp_h1 *h = of(p);
+  reset_request(h);
+  h->started = 1;
+  return 0;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t len) {
+  pp_h1 *h = of(p);
+  if (h->url.len == 0) h->url.off = (uint32_t)h->raw.len;
+  if (h->url.len + len > h->limits->max_uri_bytes) return fail(h, 414, "request-target too long");
+  pp_buf_append(&h->raw, at, len);
+  h->url.len += (uint32_t)len;
+  if (head_too_big(h)) return fail(h, 431, "request header section too large");
+  return 0;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len) {
+  pp_h1 *h = of(p);
+  uint32_t i = h->header_count;
+  if (!h->in_value) {
+    if (i >= h->limits->max_headers || i >= PP_H1_MAX_HEADERS_CAP)
+      return fail(h, 431, "too many header fields");
+    h->name[i].off = (uint32_t)h->raw.len;
+    h->name[i].len = 0;
+    h->in_value = 1; /* a field is open */
+  }
+  pp_buf_append(&h->raw, at, len);
+  h->name[i].len += (uint32_t)len;
+  if (head_too_big(h)) return fail(h, 431, "request header section too large");
+  return 0;
+}
+
+static int is_tchar(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static int on_header_field_complete(llhttp_t *p) {
+  pp_h1 *h = of(p);
+  uint32_t i = h->header_count;
+  /* RFC 9112: a field name is a token; whitespace before the colon is a smuggling shape. */
+  if (h->name[i].len == 0) return fail(h, 400, "empty header name");
+  for (uint32_t k = 0; k < h->name[i].len; k++)
+    if (!is_tchar(h->raw.data[h->name[i].off + k])) return fail(h, 400, "invalid header name");
+  h->value[i].off = (uint32_t)h->raw.len;
+  h->value[i].len = 0;
+  return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len) {
+  pp_h1 *h = of(p);
+  uint32_t i = h->header_count;
+  pp_buf_append(&h->raw, at, len);
+  h->value[i].len += (uint32_t)len;
+  if (head_too_big(h)) return fail(h, 431, "request header section too large");
+  return 0;
+}
+
+static int name_is(const pp_h1 *h, uint32_t i, const char *name) {
+  size_t n = strlen(name);
+  return h->name[i].len == n &&
+         strncasecmp((const char *)h->raw.data + h->name[i].off, name, n) == 0;
+}
+
+/* Trims optional whitespace (SP / HTAB) around a header value. */
+static void trimmed(const pp_h1 *h, uint32_t i, const char **s, size_t *n) {
+  const char *v = (const char *)h->raw.data + h->value[i].off;
+  size_t len = h->value[i].len;
+  while (len && (v[0] == ' ' || v[0] == '\t'))
+    v++, len--;
+  while (len && (v[len - 1] == ' ' || v[len - 1] == '\t'))
+    len--;
+  *s = v;
+  *n = len;
+}
+
+static int on_header_value_complete(llhttp_t *p) {
+  pp_h1 *h = of(p);
+  uint32_t i = h->header_count;
+  const char *v;
+  size_t n;
+  trimmed(h, i, &v, &n);
+  /* Whatever llhttp lets through, a value never carries CR or LF: that is obs-fold (a header
+   * continued on the next line), a smuggling shape we refuse. */
+  if (memchr(v, '\r', n) || memchr(v, '\n', n))
+    return fail(h, 400, "obs-fold (folded header line) is not accepted");
+  if (name_is(h, i, "content-length")) {
+    if (h->has_content_length) return fail(h, 400, "duplicate Content-Length");
+    if (n == 0 || n > 18) return fail(h, 400, "invalid Content-Length");
+    uint64_t cl = 0;
+    for (size_t k = 0; k < n; k++) {
+      if (v[k] < '0' || v[k] > '9') return fail(h, 400, "invalid Content-Length");
+      cl = cl * 10 + (uint64_t)(v[k] - '0');
+    }
+    h->has_content_length = 1;
+    h->content_length = cl;
+  } else if (name_is(h, i, "transfer-encoding")) {
+    if (h->chunked) return fail(h, 501, "repeated Transfer-Encoding is not supported");
+    if (n != 7 || strncasecmp(v, "chunked", 7) != 0)
+      return fail(h, 501, "Transfer-Encoding other than chunked is not supported");
+    h->chunked = 1;
+  } else if (name_is(h, i, "host")) {
+    if (h->host_index >= 0) return fail(h, 400, "duplicate Host");
+    h->host_index = (int)i;
+  } else if (name_is(h, i, "expect")) {
+    if (n == 12 && strncasecmp(v, "100-continue", 12) == 0)
+      h->expect_continue = 1;
+    else
+      return fail(h, 417, "unsupported Expect");
+  } else if (name_is(h, i, "content-type")) {
+    if (h->content_type_index < 0) h->content_type_index = (int)i;
+  }
+  if (h->has_content_length && h->chunked)
+    return fail(h, 400, "both Content-Length and Transfer-Encoding");
+  h->header_count++;
+  h->in_value = 0;
+  return 0;
+}
+
+static int on_headers_complete(llhttp_t *p) {
+  pp_h1 *h = of(p);
+  h->method = llhttp_get_method(p);
+  h->http_major = llhttp_get_http_major(p);
+  h->http_minor = llhttp_get_http_minor(p);
+  if (h->method == HTTP_CONNECT) return fail(h, 501, "CONNECT is not supported");
+  if (h->http_major != 1) return fail(h, 505, "HTTP version not supported");
+  if (h->http_minor >= 1 && h->host_index < 0) return fail(h, 400, "HTTP/1.1 request without Host");
+  if (h->has_content_length && h->content_length > h->limits->max_body_bytes)
+    return fail(h, 413, "Content-Length over the body limit");
+  if (h->http_minor == 0) h->expect_continue = 0; /* RFC 9110: ignore Expect from HTTP/1.0 */
+  h->keep_alive = llhttp_should_keep_alive(p);
+  if (h->cb->on_headers) {
+    int st = h->cb->on_headers(h);
+    if (st) return fail(h, st, h->reason ? h->reason : "refused");
+  }
+  return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len) {
+  pp_h1 *h = of(p);
+  h->body_received += len;
+  if (h->body_received > h->limits->max_body_bytes)
+    return fail(h, 413, "request body over the limit");
+  if (h->cb->on_body) {
+    int st = h->cb->on_body(h, (const uint8_t *)at, len);
+    if (st) return fail(h, st, h->reason ? h->reason : "refused");
+  }
+  return 0;
+}
+
+static int on_message_complete(llhttp_t *p) {
+  pp_h1 *h = of(p);
+  h->messages++;
+  if (h->cb->on_complete) {
+    int st = h->cb->on_complete(h);
+    if (st) return fail(h, st, h->reason ? h->reason : "refused");
+  }
+  return HPE_PAUSED;
+}
+
+void pp_h1_init(pp_h1 *h, const pp_h1_callbacks *cb, const pp_h1_limits *limits, void *data) {
+  if (!settings_ready) {
+    llhttp_settings_init(&settings);
+    settings.on_message_begin = on_message_begin;
+    settings.on_url = on_url;
+    settings.on_header_field = on_header_field;
+    settings.on_header_field_complete = on_header_field_complete;
+    settings.on_header_value = on_header_value;
+    settings.on_header_value_complete = on_header_value_complete;
+    settings.on_headers_complete = on_headers_complete;
+    settings.on_body = on_body;
+    settings.on_message_complete = on_message_complete;
+    settings_ready = 1;
+  }
+  memset(h, 0, sizeof *h);
+  llhttp_init(&h->parser, HTTP_REQUEST, &settings);
+  h->parser.data = h;
+  h->cb = cb;
+  h->limits = limits;
+  h->data = data;
+  pp_buf_init(&h->raw);
+  reset_request(h);
+}
+
+void pp_h1_dispose(pp_h1 *h) {
+  pp_buf_dispose(&h->raw);
+}
+
+/* Scans the header section for obs-fold (a line that starts with SP or HTAB), which llhttp
+ * accepts. The scan stops at the empty line ending the section; pp_h1_resume() restarts it
+ * for the next request. Returns 1 on obs-fold. */
+static int scan_fold(pp_h1 *h, const uint8_t *data, size_t len) {
+  for (size_t i = 0; i < len && h->scan_state != 3; i++) {
+    uint8_t c = data[i];
+    if (h->scan_state == 2) { /* at the start of a line */
+      if ((c == ' ' || c == '\t') && h->scan_lines > 0) return 1;
+      h->scan_state = 0;
+    }
+    if (c == '\n') {
+      if (h->scan_line_len == 0 && h->scan_lines > 0) {
+        h->scan_state = 3; /* end of the header section */
+        break;
+      }
+      if (h->scan_line_len > 0) h->scan_lines++;
+      h->scan_line_len = 0;
+      h->scan_state = 2;
+    } else if (c != '\r') {
+      h->scan_line_len++;
+    }
+  }
+  return 0;
+}
+
+pp_h1_result pp_h1_execute(pp_h1 *h, const uint8_t *data, size_t len, size_t *consumed) {
+  *consumed = 0;
+  if (h->status) return PP_H1_ERROR;
+  if (h->scan_state != 3 && scan_fold(h, data, len)) {
+    h->status = 400;
+    h->reason = "obs-fold (folded header line) is not accepted";
+    return PP_H1_ERROR;
+  }
+  llhttp_errno_t e = llhttp_execute(&h->parser, (const char *)data, len);
+  if (e == HPE_OK) {
+    *consumed = len;
+    return PP_H1_NEED_MORE;
+  }
+  if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
+    const char *pos = llhttp_get_error_pos(&h->parser);
+    *consumed = pos ? (size_t)(pos - (const char *)data) : len;
+    if (e == HPE_PAUSED_UPGRADE) h->keep_alive = 0; /* we never switch protocols */
+    return PP_H1_PAUSED;
+  }
+  if (!h->status) {
+    switch (e) {
+    case HPE_INVALID_TRANSFER_ENCODING:
+      h->status = 501;
+      h->reason = "unsupported Transfer-Encoding";
+      break;
+    default:
+      h->status = 400;
+      h->reason = llhttp_get_error_reason(&h->parser);
+      if (!h->reason) h->reason = llhttp_errno_name(e);
+    }
+  }
+  return PP_H1_ERROR;
+}
+
+void pp_h1_resume(pp_h1 *h) {
+  if (llhttp_get_errno(&h->parser) == HPE_PAUSED_UPGRADE)
+    llhttp_resume_after_upgrade(&h->parser);
+  else
+    llhttp_resume(&h->parser);
+  reset_request(h);
+  h->scan_state = 0;
+  h->scan_lines = 0;
+  h->scan_line_len = 0;
+}
+
+const uint8_t *pp_h1_header(const pp_h1 *h, const char *name, size_t *len) {
+  for (uint32_t i = 0; i < h->header_count; i++)
+    if (name_is(h, i, name)) {
+      const char *v;
+      trimmed(h, i, &v, len);
+      return (const uint8_t *)v;
+    }
+  return NULL;
+}
+
+void pp_h1_put_pair(pp_buf *out, const char *key, size_t key_len, const char *value,
+                    size_t value_len) {
+  pp_buf_reserve(out, 8 + key_len + value_len);
+  pp_buf_append_u32(out, (uint32_t)key_len);
+  pp_buf_append(out, key, key_len);
+  pp_buf_append_u32(out, (uint32_t)value_len);
+  pp_buf_append(out, value, value_len);
+}
+
+static void put_cstr(pp_buf *out, const char *key, const char *value) {
+  pp_h1_put_pair(out, key, strlen(key), value, strlen(value));
+}
+
+uint32_t pp_h1_build_env(const pp_h1 *h, const pp_h1_conninfo *ci, uint64_t request_id,
+                         pp_buf *out) {
+  uint32_t pairs = 0;
+  const char *raw = (const char *)h->raw.data;
+  const char *method = llhttp_method_name((llhttp_method_t)h->method);
+  put_cstr(out, "REQUEST_METHOD", method), pairs++;
+  put_cstr(out, "SCRIPT_NAME", ""), pairs++;
+
+  /* The request-target: origin-form "/p?q", or absolute-form "http://host/p?q". */
+  const char *url = raw ? raw + h->url.off : "";
+  size_t url_len = h->url.len;
+  const char *path = url;
+  size_t path_len = url_len;
+  if (url_len && url[0] != '/' && url_len > 7) {
+    const char *scheme_end = memchr(url, ':', url_len);
+    if (scheme_end && scheme_end + 3 <= url + url_len && scheme_end[1] == '/' &&
+        scheme_end[2] == '/') {
+      const char *host = scheme_end + 3;
+      const char *slash = memchr(host, '/', (size_t)(url + url_len - host));
+      path = slash ? slash : url + url_len;
+      path_len = (size_t)(url + url_len - path);
+    }
+  }
+  const char *hash = memchr(path, '#', path_len);
+  if (hash) path_len = (size_t)(hash - path);
+  const char *q = memchr(path, '?', path_len);
+  size_t pinfo_len = q ? (size_t)(q - path) : path_len;
+  if (pinfo_len == 1 && path[0] == '*') pinfo_len = 0; /* OPTIONS * */
+  pp_h1_put_pair(out, "PATH_INFO", 9, path, pinfo_len), pairs++;
+  if (q)
+    pp_h1_put_pair(out, "QUERY_STRING", 12, q + 1, path_len - pinfo_len - 1), pairs++;
+  else
+    put_cstr(out, "QUERY_STRING", ""), pairs++;
+
+  /* SERVER_NAME / SERVER_PORT from Host ("name", "name:port", "[v6]:port"). */
+  const char *sname = ci->server_name, *sport = ci->server_port;
+  size_t sname_len = strlen(sname), sport_len = strlen(sport);
+  if (h->host_index >= 0) {
+    const char *v;
+    size_t n;
+    trimmed(h, (uint32_t)h->host_index, &v, &n);
+    if (n) {
+      const char *colon = NULL;
+      if (v[0] == '[') {
+        const char *close = memchr(v, ']', n);
+        if (close && close + 1 < v + n && close[1] == ':') colon = close + 1;
+      } else {
+        colon = memchr(v, ':', n);
+      }
+      if (colon) {
+        sname = v, sname_len = (size_t)(colon - v);
+        sport = colon + 1, sport_len = (size_t)(v + n - colon - 1);
+      } else {
+        sname = v, sname_len = n;
+        sport = strcmp(ci->url_scheme, "https") == 0 ? "443" : "80";
+        sport_len = strlen(sport);
+      }
+    }
+  }
+  pp_h1_put_pair(out, "SERVER_NAME", 11, sname, sname_len), pairs++;
+  pp_h1_put_pair(out, "SERVER_PORT", 11, sport, sport_len), pairs++;
+  put_cstr(out, "SERVER_PROTOCOL", h->http_minor == 0 ? "HTTP/1.0" : "HTTP/1.1"), pairs++;
+  put_cstr(out, "REMOTE_ADDR", ci->remote_addr), pairs++;
+  put_cstr(out, "rack.url_scheme", ci->url_scheme), pairs++;
+
+  if (h->content_type_index >= 0) {
+    const char *v;
+    size_t n;
+    trimmed(h, (uint32_t)h->content_type_index, &v, &n);
+    pp_h1_put_pair(out, "CONTENT_TYPE", 12, v, n), pairs++;
+  }
+  if (h->has_content_length) {
+    char num[24];
+    int n = snprintf(num, sizeof num, "%llu", (unsigned long long)h->content_length);
+    pp_h1_put_pair(out, "CONTENT_LENGTH", 14, num, (size_t)n), pairs++;
+  }
+
+  /* HTTP_* pairs: one per distinct name, in order of first appearance, repeated values
+   * joined. Names with '_' are dropped (they would alias a dashed name, as nginx does). */
+  uint8_t done[PP_H1_MAX_HEADERS_CAP] = {0};
+  for (uint32_t i = 0; i < h->header_count; i++) {
+    if (done[i]) continue;
+    if (name_is(h, i, "content-type") || name_is(h, i, "content-length")) continue;
+    const char *name = raw + h->name[i].off;
+    uint32_t name_len = h->name[i].len;
+    if (memchr(name, '_', name_len)) continue;
+    int cookie = name_is(h, i, "cookie");
+    /* Key: HTTP_ + upper-cased name with '-' -> '_'. */
+    size_t key_len = 5 + name_len;
+    pp_buf_reserve(out, 8 + key_len);
+    pp_buf_append_u32(out, (uint32_t)key_len);
+    pp_buf_append(out, "HTTP_", 5);
+    for (uint32_t k = 0; k < name_len; k++) {
+      char c = name[k] == '-' ? '_' : (char)toupper((unsigned char)name[k]);
+      pp_buf_append(out, &c, 1);
+    }
+    size_t len_at = out->len;
+    pp_buf_append_u32(out, 0);
+    size_t value_start = out->len;
+    for (uint32_t j = i; j < h->header_count; j++) {
+      if (j != i && (done[j] || h->name[j].len != name_len ||
+                     strncasecmp(raw + h->name[j].off, name, name_len) != 0))
+        continue;
+      done[j] = 1;
+      const char *v;
+      size_t n;
+      trimmed(h, j, &v, &n);
+      if (out->len > value_start) pp_buf_append(out, cookie ? "; " : ", ", 2);
+      pp_buf_append(out, v, n);
+    }
+    uint32_t vlen = (uint32_t)(out->len - value_start);
+    out->data[len_at] = (uint8_t)(vlen >> 24);
+    out->data[len_at + 1] = (uint8_t)(vlen >> 16);
+    out->data[len_at + 2] = (uint8_t)(vlen >> 8);
+    out->data[len_at + 3] = (uint8_t)vlen;
+    pairs++;
+  }
+
+  pp_h1_put_pair(out, "REQUEST_URI", 11, url, url_len), pairs++;
+  char id[24];
+  int n = snprintf(id, sizeof id, "%llu", (unsigned long long)request_id);
+  pp_h1_put_pair(out, "puma_plus.request_id", 20, id, (size_t)n), pairs++;
+  return pairs;
+}
+
+const char *pp_h1_reason_phrase(int status) {
+  switch (status) {
+  case 100: return "Continue";
+  case 101: return "Switching Protocols";
+  case 200: return "OK";
+  case 201: return "Created";
+  case 202: return "Accepted";
+  case 203: return "Non-Authoritative Information";
+  case 204: return "No Content";
+  case 205: return "Reset Content";
+  case 206: return "Partial Content";
+  case 300: return "Multiple Choices";
+  case 301: return "Moved Permanently";
+  case 302: return "Found";
+  case 303: return "See Other";
+  case 304: return "Not Modified";
+  case 307: return "Temporary Redirect";
+  case 308: return "Permanent Redirect";
+  case 400: return "Bad Request";
+  case 401: return "Unauthorized";
+  case 403: return "Forbidden";
+  case 404: return "Not Found";
+  case 405: return "Method Not Allowed";
+  case 406: return "Not Acceptable";
+  case 408: return "Request Timeout";
+  case 409: return "Conflict";
+  case 410: return "Gone";
+  case 411: return "Length Required";
+  case 412: return "Precondition Failed";
+  case 413: return "Content Too Large";
+  case 414: return "URI Too Long";
+  case 415: return "Unsupported Media Type";
+  case 416: return "Range Not Satisfiable";
+  case 417: return "Expectation Failed";
+  case 422: return "Unprocessable Content";
+  case 429: return "Too Many Requests";
+  case 431: return "Request Header Fields Too Large";
+  case 500: return "Internal Server Error";
+  case 501: return "Not Implemented";
+  case 502: return "Bad Gateway";
+  case 503: return "Service Unavailable";
+  case 504: return "Gateway Timeout";
+  case 505: return "HTTP Version Not Supported";
+  default: return "Unknown";
+  }
+}

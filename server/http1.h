@@ -1,0 +1,123 @@
+/* HTTP/1.1 request parsing for one client connection, on top of llhttp, without I/O.
+ *
+ * The owner feeds bytes with pp_h1_execute(); the parser calls the owner back when a
+ * request's headers are complete and validated, for each piece of body, and when the message
+ * is complete, and then pauses so that the owner answers requests one at a time, in order
+ * (pipelined bytes wait unparsed in the owner's buffer). Everything that must be refused is
+ * refused here with the status the issue asks for: 431 (header section too large or too many
+ * headers), 414 (URI too long), 413 (body over the limit), 400 (malformed, or a smuggling
+ * shape: Content-Length with Transfer-Encoding, duplicate Content-Length, obs-fold, missing
+ * Host in HTTP/1.1), 501 (a Transfer-Encoding other than chunked, or CONNECT), 417 (an
+ * Expect other than 100-continue).
+ *
+ * pp_h1_build_env() writes the Rack env pairs of PROTOCOL.md (REQUEST) for the current
+ * request. The parser keeps URL and header bytes in one buffer it reuses for every request
+ * of the connection, so after warm-up it does not allocate. */
+#ifndef PP_HTTP1_H
+#define PP_HTTP1_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <llhttp.h>
+
+#include "server/buf.h"
+
+#define PP_H1_MAX_HEADERS_CAP 256 /* hard upper bound of the header-count limit */
+
+typedef struct pp_h1_limits {
+  size_t max_header_bytes; /* request line + header section (431 beyond; 414 if the URI alone) */
+  size_t max_uri_bytes;    /* request-target length (414 beyond) */
+  uint32_t max_headers;    /* header lines (431 beyond), at most PP_H1_MAX_HEADERS_CAP */
+  uint64_t max_body_bytes; /* body (413 beyond) */
+} pp_h1_limits;
+
+void pp_h1_limits_default(pp_h1_limits *l);
+
+typedef enum pp_h1_result {
+  PP_H1_NEED_MORE = 0, /* every byte consumed, the message is not complete */
+  PP_H1_PAUSED = 1,    /* a message completed; call pp_h1_resume() before feeding more */
+  PP_H1_ERROR = -1,    /* the request is refused: see pp_h1.status and pp_h1.reason */
+} pp_h1_result;
+
+typedef struct pp_h1 pp_h1;
+
+/* The owner's callbacks. Each returns 0 to go on, or an HTTP status (>= 400) to refuse the
+ * request (the parser then fails with that status). */
+typedef struct pp_h1_callbacks {
+  int (*on_headers)(pp_h1 *h); /* headers complete and validated */
+  int (*on_body)(pp_h1 *h, const uint8_t *data, size_t len);
+  int (*on_complete)(pp_h1 *h); /* whole message received */
+} pp_h1_callbacks;
+
+typedef struct pp_h1_span {
+  uint32_t off, len;
+} pp_h1_span;
+
+struct pp_h1 {
+  llhttp_t parser;
+  const pp_h1_callbacks *cb;
+  const pp_h1_limits *limits;
+  void *data; /* the owner's */
+
+  /* The current request. Spans index into `raw`. */
+  pp_buf raw;
+  pp_h1_span url;
+  pp_h1_span name[PP_H1_MAX_HEADERS_CAP], value[PP_H1_MAX_HEADERS_CAP];
+  uint32_t header_count;
+  int in_value;   /* a header field is open (until its value completes) */
+  uint8_t method; /* llhttp_method_t */
+  uint8_t http_major, http_minor;
+  int has_content_length;
+  uint64_t content_length;
+  int chunked;
+  int expect_continue;
+  int keep_alive;         /* after headers: the connection may carry another request */
+  int host_index;         /* header index of Host, or -1 */
+  int content_type_index; /* header index of Content-Type, or -1 */
+  uint64_t body_received;
+  uint64_t messages; /* requests completed on this connection */
+  int started;       /* a byte of the current request has been seen */
+
+  int scan_state; /* obs-fold scanner: 0 in a line, 2 line start, 3 section over */
+  uint32_t scan_lines, scan_line_len;
+
+  int status;         /* after PP_H1_ERROR: the HTTP status to answer */
+  const char *reason; /* after PP_H1_ERROR: why, for the log */
+};
+
+/* Initialises a parser; cb and limits must outlive it. */
+void pp_h1_init(pp_h1 *h, const pp_h1_callbacks *cb, const pp_h1_limits *limits, void *data);
+void pp_h1_dispose(pp_h1 *h);
+
+/* Feeds bytes. *consumed is how many were parsed (all of them for NEED_MORE; up to the end of
+ * the completed message for PAUSED). After ERROR the parser stays failed. */
+pp_h1_result pp_h1_execute(pp_h1 *h, const uint8_t *data, size_t len, size_t *consumed);
+
+/* Prepares for the next request on the connection after PP_H1_PAUSED. */
+void pp_h1_resume(pp_h1 *h);
+
+/* The header value of the first header named `name` (case-insensitive), or NULL. */
+const uint8_t *pp_h1_header(const pp_h1 *h, const char *name, size_t *len);
+
+/* The connection facts the env needs. */
+typedef struct pp_h1_conninfo {
+  const char *remote_addr; /* textual peer address ("127.0.0.1", "::1", "" for unix) */
+  const char *server_name; /* used when the request has no Host */
+  const char *server_port;
+  const char *url_scheme; /* "http" or "https" */
+} pp_h1_conninfo;
+
+/* Appends the env pairs (without the u32 count) to *out, in PROTOCOL.md's order, ending with
+ * REQUEST_URI and puma_plus.request_id; puma_plus.queue_ns is NOT written (the caller appends
+ * it at dispatch, when it is known). Returns the number of pairs written. */
+uint32_t pp_h1_build_env(const pp_h1 *h, const pp_h1_conninfo *ci, uint64_t request_id,
+                         pp_buf *out);
+
+/* Appends one encoded pair (bytes key, bytes value). */
+void pp_h1_put_pair(pp_buf *out, const char *key, size_t key_len, const char *value,
+                    size_t value_len);
+
+/* The reason phrase for a status ("OK", "Not Found", ...); "Unknown" if none. */
+const char *pp_h1_reason_phrase(int status);
+
+#endif

@@ -1,0 +1,96 @@
+/* The one FIFO of runnable requests, and the worker registry that dispatch draws from.
+ *
+ * Both are plain data with no I/O so that dispatch order is unit-tested without sockets.
+ * The queue is an intrusive doubly linked list: push and pop are O(1), and a request whose
+ * client goes away while it waits leaves from the middle in O(1). The registry groups slots
+ * (one per worker-thread connection) by worker pid; a worker becomes ready when its first
+ * connection says HELLO. Dispatch takes an idle slot of the ready worker with the fewest busy
+ * slots (spreading load across processes, each with its own GVL), lowest index on ties. */
+#ifndef PP_QUEUE_H
+#define PP_QUEUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pp_qnode {
+  struct pp_qnode *prev, *next; /* both NULL while not linked */
+} pp_qnode;
+
+typedef struct pp_queue {
+  pp_qnode head; /* sentinel */
+  uint32_t len;  /* L */
+} pp_queue;
+
+void pp_queue_init(pp_queue *q);
+void pp_queue_push(pp_queue *q, pp_qnode *n); /* at the tail */
+pp_qnode *pp_queue_pop(pp_queue *q);          /* from the head, or NULL */
+pp_qnode *pp_queue_peek(const pp_queue *q);
+void pp_queue_remove(pp_queue *q, pp_qnode *n); /* n must be linked in q */
+static inline int pp_qnode_linked(const pp_qnode *n) {
+  return n->next != NULL;
+}
+
+#define PP_CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+typedef enum pp_worker_state {
+  PP_WORKER_FREE = 0,     /* registry entry unused */
+  PP_WORKER_BOOTING = 1,  /* forked (or asked for), no connection yet */
+  PP_WORKER_READY = 2,    /* at least one connection said HELLO */
+  PP_WORKER_RETIRING = 3, /* no more dispatch; exits after its in-flight requests */
+} pp_worker_state;
+
+typedef struct pp_worker pp_worker;
+
+/* One worker-thread connection: one unit of capacity. Owned by the caller (embedded in its
+ * connection struct); the registry only links it. */
+typedef struct pp_slot {
+  pp_qnode idle_link; /* in worker->idle while idle */
+  pp_worker *worker;
+  uint32_t thread_index;
+  int busy;
+  void *data; /* the caller's */
+} pp_slot;
+
+struct pp_worker {
+  pp_worker_state state;
+  uint32_t pid;
+  uint32_t index;    /* the shepherd's worker_index */
+  uint32_t slots;    /* connected slots */
+  uint32_t busy;     /* slots running a request */
+  pp_queue idle;     /* idle slots, FIFO */
+  int64_t forked_ns; /* when FORKED (or first seen) arrived */
+  int64_t ready_ns;  /* when the first HELLO arrived; 0 before */
+  uint64_t requests; /* requests dispatched to this worker */
+};
+
+#define PP_MAX_WORKERS 256
+
+typedef struct pp_registry {
+  pp_worker workers[PP_MAX_WORKERS];
+  uint32_t slots_ready; /* connected slots of READY workers */
+  uint32_t slots_busy;
+} pp_registry;
+
+void pp_registry_init(pp_registry *r);
+/* The entry of pid, or NULL. */
+pp_worker *pp_registry_find(pp_registry *r, uint32_t pid);
+/* The entry of pid, created BOOTING if new (NULL if the registry is full). */
+pp_worker *pp_registry_add(pp_registry *r, uint32_t pid, uint32_t index, int64_t now_ns);
+/* A connection of worker pid said HELLO: link the slot idle, make the worker READY. Returns the
+ * worker, or NULL if the registry is full. */
+pp_worker *pp_registry_attach(pp_registry *r, pp_slot *s, uint32_t pid, uint32_t worker_index,
+                              uint32_t thread_index, int64_t now_ns);
+/* The slot's connection closed. Returns its worker (still registered). */
+pp_worker *pp_registry_detach(pp_registry *r, pp_slot *s);
+/* Removes a worker entry (its process exited). Its slots must already be detached. */
+void pp_registry_remove(pp_registry *r, pp_worker *w);
+/* Stops dispatching to w; its busy slots finish. */
+void pp_registry_retire(pp_registry *r, pp_worker *w);
+/* Takes an idle slot for dispatch (marks it busy), or NULL if none. */
+pp_slot *pp_registry_take(pp_registry *r);
+/* The slot finished its request and is idle again (unless its worker is retiring). */
+void pp_registry_release(pp_registry *r, pp_slot *s);
+/* Counts by state. */
+uint32_t pp_registry_count(const pp_registry *r, pp_worker_state state);
+
+#endif

@@ -1,0 +1,270 @@
+/* Tests for server/http1.c: the Rack env of PROTOCOL.md, byte-at-a-time feeding, pipelining,
+ * chunked bodies, Expect, keep-alive rules, and every refusal of issue 4 with its status. */
+#include <CUnit/Basic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "server/http1.h"
+#include "server/wire.h"
+
+typedef struct owner {
+  int headers, completes;
+  pp_buf body;
+  char env[4096]; /* "K=V\n" per pair of the last request */
+  int expect_continue, keep_alive;
+} owner;
+
+static void env_text(pp_h1 *h, owner *o) {
+  pp_buf env;
+  pp_buf_init(&env);
+  pp_h1_conninfo ci = {"10.0.0.1", "listen.host", "9292", "http"};
+  uint32_t count = pp_h1_build_env(h, &ci, 7, &env);
+  pp_wire_pairs pairs = {env.data, env.len, count};
+  pp_wire_pairs_iter it;
+  pp_wire_pairs_iter_init(&it, &pairs);
+  const uint8_t *k, *v;
+  uint32_t kl, vl;
+  o->env[0] = 0;
+  size_t at = 0;
+  while (pp_wire_pairs_next(&it, &k, &kl, &v, &vl))
+    at += (size_t)snprintf(o->env + at, sizeof o->env - at, "%.*s=%.*s\n", (int)kl, k, (int)vl, v);
+  pp_buf_dispose(&env);
+}
+
+static int on_headers(pp_h1 *h) {
+  owner *o = h->data;
+  o->headers++;
+  o->expect_continue = h->expect_continue;
+  env_text(h, o);
+  return 0;
+}
+static int on_body(pp_h1 *h, const uint8_t *d, size_t n) {
+  owner *o = h->data;
+  pp_buf_append(&o->body, d, n);
+  return 0;
+}
+static int on_complete(pp_h1 *h) {
+  owner *o = h->data;
+  o->completes++;
+  o->keep_alive = h->keep_alive;
+  return 0;
+}
+static const pp_h1_callbacks cbs = {on_headers, on_body, on_complete};
+
+/* Parses text fed `step` bytes at a time (0 = all at once). Returns 0 when every message
+ * completed, or the refusal status. */
+static int parse(const char *text, size_t step, const pp_h1_limits *lim, owner *o) {
+  pp_h1_limits def;
+  pp_h1_limits_default(&def);
+  memset(o, 0, sizeof *o);
+  pp_buf_init(&o->body);
+  pp_h1 h;
+  pp_h1_init(&h, &cbs, lim ? lim : &def, o);
+  size_t len = strlen(text), pos = 0, end = 0;
+  int status = 0;
+  while (pos < len) {
+    if (end <= pos) end = step ? (pos + step < len ? pos + step : len) : len;
+    size_t used;
+    pp_h1_result r = pp_h1_execute(&h, (const uint8_t *)text + pos, end - pos, &used);
+    pos += used;
+    if (r == PP_H1_ERROR) {
+      status = h.status;
+      break;
+    }
+    if (r == PP_H1_PAUSED) pp_h1_resume(&h);
+  }
+  pp_h1_dispose(&h);
+  return status;
+}
+
+static void test_env_get(void) {
+  owner o;
+  const char *req = "GET /a%20b/c?x=1&y=2 HTTP/1.1\r\nHost: example.org:8080\r\n"
+                    "User-Agent: t\r\nAccept: a\r\naccept: b\r\nCookie: c=1\r\nCookie: d=2\r\n"
+                    "X_Spoof: no\r\nX-Forwarded-For: 1.2.3.4\r\n\r\n";
+  const char *want = "REQUEST_METHOD=GET\nSCRIPT_NAME=\nPATH_INFO=/a%20b/c\nQUERY_STRING=x=1&y=2\n"
+                     "SERVER_NAME=example.org\nSERVER_PORT=8080\nSERVER_PROTOCOL=HTTP/1.1\n"
+                     "REMOTE_ADDR=10.0.0.1\nrack.url_scheme=http\nHTTP_HOST=example.org:8080\n"
+                     "HTTP_USER_AGENT=t\nHTTP_ACCEPT=a, b\nHTTP_COOKIE=c=1; d=2\n"
+                     "HTTP_X_FORWARDED_FOR=1.2.3.4\nREQUEST_URI=/a%20b/c?x=1&y=2\n"
+                     "puma_plus.request_id=7\n";
+  size_t steps[] = {0, 1, 2, 3, 7, 13};
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    CU_ASSERT_EQUAL(parse(req, steps[i], NULL, &o), 0);
+    CU_ASSERT_EQUAL(o.completes, 1);
+    CU_ASSERT_STRING_EQUAL(o.env, want);
+    if (strcmp(o.env, want)) fprintf(stderr, "step %zu:\n%s", steps[i], o.env);
+    CU_ASSERT_EQUAL(o.keep_alive, 1);
+    pp_buf_dispose(&o.body);
+  }
+}
+
+static void test_env_post_and_forms(void) {
+  owner o;
+  CU_ASSERT_EQUAL(parse("POST /echo HTTP/1.1\r\nHost: h\r\nContent-Type: text/plain\r\n"
+                        "Content-Length: 5\r\n\r\nhello",
+                        1, NULL, &o),
+                  0);
+  CU_ASSERT(strstr(o.env, "CONTENT_TYPE=text/plain\nCONTENT_LENGTH=5\nHTTP_HOST=h\n") != NULL);
+  CU_ASSERT(strstr(o.env, "HTTP_CONTENT") == NULL);
+  CU_ASSERT(strstr(o.env, "SERVER_NAME=h\nSERVER_PORT=80\n") != NULL);
+  CU_ASSERT(o.body.len == 5 && memcmp(o.body.data, "hello", 5) == 0);
+  pp_buf_dispose(&o.body);
+
+  /* absolute-form, IPv6 Host, fragment dropped */
+  CU_ASSERT_EQUAL(
+      parse("GET http://h.example/p?q=1 HTTP/1.1\r\nHost: [::1]:9\r\n\r\n", 0, NULL, &o), 0);
+  CU_ASSERT(strstr(o.env, "PATH_INFO=/p\nQUERY_STRING=q=1\nSERVER_NAME=[::1]\nSERVER_PORT=9\n") !=
+            NULL);
+  CU_ASSERT(strstr(o.env, "REQUEST_URI=http://h.example/p?q=1\n") != NULL);
+  pp_buf_dispose(&o.body);
+
+  /* HTTP/1.0 without Host: listener name; closes by default */
+  CU_ASSERT_EQUAL(parse("HEAD / HTTP/1.0\r\n\r\n", 0, NULL, &o), 0);
+  CU_ASSERT(strstr(o.env, "REQUEST_METHOD=HEAD\n") != NULL);
+  CU_ASSERT(
+      strstr(o.env, "SERVER_NAME=listen.host\nSERVER_PORT=9292\nSERVER_PROTOCOL=HTTP/1.0\n") !=
+      NULL);
+  CU_ASSERT_EQUAL(o.keep_alive, 0);
+  pp_buf_dispose(&o.body);
+
+  CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", 0, NULL, &o), 0);
+  CU_ASSERT_EQUAL(o.keep_alive, 0);
+  pp_buf_dispose(&o.body);
+  CU_ASSERT_EQUAL(parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", 0, NULL, &o), 0);
+  CU_ASSERT_EQUAL(o.keep_alive, 1);
+  pp_buf_dispose(&o.body);
+}
+
+static void test_chunked_and_expect(void) {
+  owner o;
+  const char *req = "POST /u HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+                    "Expect: 100-continue\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n";
+  for (size_t step = 0; step < 4; step++) {
+    CU_ASSERT_EQUAL(parse(req, step, NULL, &o), 0);
+    CU_ASSERT_EQUAL(o.completes, 1);
+    CU_ASSERT_EQUAL(o.expect_continue, 1);
+    CU_ASSERT(o.body.len == 11 && memcmp(o.body.data, "hello world", 11) == 0);
+    CU_ASSERT(strstr(o.env, "CONTENT_LENGTH") == NULL);
+    pp_buf_dispose(&o.body);
+  }
+  /* Transfer-Encoding is case-insensitive */
+  CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: Chunked\r\n\r\n0\r\n\r\n",
+                        0, NULL, &o),
+                  0);
+  pp_buf_dispose(&o.body);
+}
+
+static void test_pipelining(void) {
+  const char *two = "GET /1 HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n";
+  pp_h1_limits lim;
+  pp_h1_limits_default(&lim);
+  owner o;
+  memset(&o, 0, sizeof o);
+  pp_h1 h;
+  pp_h1_init(&h, &cbs, &lim, &o);
+  size_t used;
+  CU_ASSERT_EQUAL(pp_h1_execute(&h, (const uint8_t *)two, strlen(two), &used), PP_H1_PAUSED);
+  CU_ASSERT_EQUAL(used, strlen(two) / 2);
+  CU_ASSERT(strstr(o.env, "PATH_INFO=/1\n") != NULL);
+  pp_h1_resume(&h);
+  size_t used2;
+  CU_ASSERT_EQUAL(pp_h1_execute(&h, (const uint8_t *)two + used, strlen(two) - used, &used2),
+                  PP_H1_PAUSED);
+  CU_ASSERT_EQUAL(used + used2, strlen(two));
+  CU_ASSERT(strstr(o.env, "PATH_INFO=/2\n") != NULL);
+  CU_ASSERT_EQUAL(o.completes, 2);
+  CU_ASSERT_EQUAL(h.messages, 2);
+  pp_h1_dispose(&h);
+}
+
+static void test_rejections(void) {
+  static char long_uri[9000 + 64], big_header[40000], many[120 * 16 + 64];
+  strcpy(long_uri, "GET /");
+  memset(long_uri + 5, 'a', 9000);
+  strcpy(long_uri + 9005, " HTTP/1.1\r\nHost: h\r\n\r\n");
+  strcpy(big_header, "GET / HTTP/1.1\r\nHost: h\r\nX-Big: ");
+  size_t at = strlen(big_header);
+  memset(big_header + at, 'b', 36000);
+  strcpy(big_header + at + 36000, "\r\n\r\n");
+  strcpy(many, "GET / HTTP/1.1\r\nHost: h\r\n");
+  for (int i = 0; i < 120; i++)
+    sprintf(many + strlen(many), "X-H%d: v\r\n", i);
+  strcat(many, "\r\n");
+
+  struct {
+    const char *name, *req;
+    int status;
+  } cases[] = {
+      {"CL+TE",
+       "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+       400},
+      {"TE+CL",
+       "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+       400},
+      {"duplicate CL",
+       "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc", 400},
+      {"CL list", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3, 3\r\n\r\nabc", 400},
+      {"CL not a number", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: abc\r\n\r\n", 400},
+      {"obs-fold", "GET / HTTP/1.1\r\nHost: h\r\nX-A: one\r\n two\r\n\r\n", 400},
+      {"TE gzip", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
+      {"TE gzip, chunked", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+       501},
+      {"TE twice",
+       "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+       "chunked\r\n\r\n",
+       501},
+      {"no Host in 1.1", "GET / HTTP/1.1\r\n\r\n", 400},
+      {"two Hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
+      {"Expect other", "POST / HTTP/1.1\r\nHost: h\r\nExpect: fancy\r\nContent-Length: 1\r\n\r\nx",
+       417},
+      {"CONNECT", "CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n", 501},
+      {"garbage", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 400},
+      {"HTTP/0.9 request line", "GET /\r\n\r\n", 505},
+      {"missing request-target", "GET  HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+      {"space before colon", "GET / HTTP/1.1\r\nHost: h\r\nContent-Length : 0\r\n\r\n", 400},
+      {"space in header name", "GET / HTTP/1.1\r\nHost: h\r\nBad Name: v\r\n\r\n", 400},
+      {"bad chunk size", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+       400},
+      {"body over limit (CL)", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n", 413},
+      {"body over limit (chunked)",
+       "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: "
+       "chunked\r\n\r\n40\r\n0123456789012345678901234567890123456789012345678901234567890123\r\n0"
+       "\r\n\r\n",
+       413},
+      {"URI too long", long_uri, 414},
+      {"header section too large", big_header, 431},
+      {"too many headers", many, 431},
+  };
+  pp_h1_limits lim;
+  pp_h1_limits_default(&lim);
+  lim.max_body_bytes = 50;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (size_t step = 0; step < 2; step++) {
+      owner o;
+      int st = parse(cases[i].req, step ? 1 : 0, &lim, &o);
+      if (st != cases[i].status)
+        fprintf(stderr, "case %s (step %zu): got %d want %d\n", cases[i].name, step, st,
+                cases[i].status);
+      CU_ASSERT_EQUAL(st, cases[i].status);
+      CU_ASSERT_EQUAL(o.completes, 0);
+      pp_buf_dispose(&o.body);
+    }
+  }
+  CU_ASSERT_STRING_EQUAL(pp_h1_reason_phrase(431), "Request Header Fields Too Large");
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("http1", NULL, NULL);
+  CU_add_test(s, "env of a GET, fed in pieces of every size", test_env_get);
+  CU_add_test(s, "env of POST, absolute-form, HTTP/1.0, keep-alive", test_env_post_and_forms);
+  CU_add_test(s, "chunked body and Expect: 100-continue", test_chunked_and_expect);
+  CU_add_test(s, "pipelined requests pause one at a time", test_pipelining);
+  CU_add_test(s, "every refusal with its status", test_rejections);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failures = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failures ? 1 : 0;
+}
