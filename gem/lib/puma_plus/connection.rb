@@ -1,0 +1,298 @@
+# frozen_string_literal: true
+
+require "stringio"
+require_relative "wire"
+require_relative "response"
+require_relative "stream_input"
+
+module PumaPlus
+  # One worker thread's connection to puma-plus-server (docs/PROTOCOL.md): says HELLO, then
+  # serves one request at a time: REQUEST → Rack env → app.call → RESPONSE_HEAD, RESPONSE_BODY*,
+  # RESPONSE_END. This is the hot path: the env is a dup of a frozen prototype plus the pairs
+  # the server built, and a small response goes out in one write.
+  #
+  # #run returns why the connection ended: :eof (the server closed it, or the worker is
+  # stopping), :protocol_error (the server broke the protocol; logged), or :aborted (the app
+  # failed after part of its response was on the wire: the connection is closed so that the
+  # server answers 502 instead of passing on a truncated body; the caller may reconnect).
+  class Connection
+    READ_SIZE = 64 * 1024
+    # An Array body is gathered up to this many bytes before a write.
+    FLUSH_AT = 256 * 1024
+    CAPABILITIES = Wire::CAP_CPU_TIME
+    RACK_INPUT = "rack.input"
+    CANCELLED = "puma_plus.cancelled"
+
+    # Raised inside #handle when the response cannot be completed honestly.
+    class Aborted < StandardError; end
+
+    # The socket to the server failed (reset, broken pipe): this connection is over.
+    class ConnectionLost < StandardError; end
+
+    # Delivered by #stop with Thread#raise; only ever raised while the thread is idle, waiting
+    # for the next REQUEST (it is masked everywhere else, see #run).
+    class StopRequested < Exception; end # rubocop:disable Lint/InheritException
+
+    attr_reader :thread_index
+
+    # `proto_env` is the frozen prototype env (see Worker.prototype_env); `log` takes #puts.
+    def initialize(app, sock, proto_env, worker_index:, thread_index:, log: $stderr)
+      @app = app
+      @sock = sock
+      @proto_env = proto_env
+      @worker_index = worker_index
+      @thread_index = thread_index
+      @log = log
+      @decoder = Wire::Decoder.new
+      @pending = []
+      @rbuf = String.new(capacity: READ_SIZE, encoding: Encoding::BINARY)
+      @out = String.new(capacity: FLUSH_AT, encoding: Encoding::BINARY)
+      @current_id = nil
+      @cancelled = false
+      @body_open = false
+      @cancel_check = -> { poll_cancel }
+      @idle = false
+      @stopping = false
+    end
+
+    # True while the thread waits for the next REQUEST (nothing in flight).
+    def idle? = @idle
+
+    # Asks the connection to end after its in-flight request (SIGTERM; called from another
+    # thread). A StopRequested is raised in the connection's thread; it stays pending while a
+    # request runs and fires only in the blocking wait for the next REQUEST, so an in-flight
+    # request is never interrupted and an idle connection closes at once.
+    def stop
+      @stopping = true
+      thread = @thread
+      thread.raise(StopRequested) if thread&.alive?
+    rescue ThreadError
+      nil
+    end
+
+    def run
+      Thread.handle_interrupt(StopRequested => :never) { serve }
+    rescue StopRequested
+      :eof
+    ensure
+      @idle = false
+      @sock.close unless @sock.closed?
+    end
+
+    private
+
+    def serve
+      @thread = Thread.current
+      write_out(Wire.encode_hello(Process.pid, @worker_index, @thread_index, CAPABILITIES).dup)
+      loop do
+        @idle = true
+        return :eof if @stopping
+
+        frame = Thread.handle_interrupt(StopRequested => :on_blocking) { read_frame }
+        @idle = false
+        return :eof unless frame
+
+        case frame
+        when Wire::Request then handle(frame)
+        when Wire::Body, Wire::BodyEnd, Wire::Cancel
+          # Left over from a finished request (body the app did not read, a late CANCEL).
+          next
+        else
+          raise Wire::ProtocolError.new(:unexpected, "#{frame.class.name.split('::').last} frame on a worker connection")
+        end
+      end
+    rescue Wire::ProtocolError => e
+      @log.puts("puma-plus worker #{Process.pid}/#{@thread_index}: closing connection: #{e.message}")
+      :protocol_error
+    rescue Aborted
+      :aborted
+    rescue ConnectionLost, IOError, SystemCallError
+      :eof
+    end
+
+    public
+
+    # Used by StreamInput: the next body chunk of the current request, or nil at its end.
+    def next_body_chunk
+      return nil unless @body_open
+
+      loop do
+        frame = read_frame
+        unless frame
+          @body_open = false
+          return nil
+        end
+        next if frame.request_id != @current_id # stale frames of an earlier request
+
+        case frame
+        when Wire::Body then return frame.chunk
+        when Wire::BodyEnd
+          @body_open = false
+          return nil
+        when Wire::Cancel
+          @cancelled = true
+          @body_open = false
+          return nil
+        else
+          raise Wire::ProtocolError.new(:unexpected, "REQUEST while request #{@current_id} runs")
+        end
+      end
+    end
+
+    # True once the server sent CANCEL for the current request. Reads what the socket has
+    # without blocking; other frames are kept for later. env["puma_plus.cancelled"] calls it.
+    def poll_cancel
+      return true if @cancelled
+      return false unless @current_id
+
+      begin
+        data = @sock.read_nonblock(READ_SIZE, @rbuf, exception: false)
+      rescue IOError, SystemCallError
+        data = nil
+      end
+      if data.nil?
+        @cancelled = true # the server closed the connection: nobody is waiting any more
+      elsif data != :wait_readable
+        @decoder.feed(data)
+        while (frame = @decoder.next_frame)
+          if frame.is_a?(Wire::Cancel) && frame.request_id == @current_id
+            @cancelled = true
+          else
+            @pending << frame
+          end
+        end
+      end
+      @cancelled
+    end
+
+    private
+
+    def read_frame
+      return @pending.shift unless @pending.empty?
+
+      loop do
+        frame = @decoder.next_frame
+        return frame if frame
+
+        @decoder.feed(@sock.readpartial(READ_SIZE, @rbuf))
+      end
+    rescue EOFError
+      nil
+    rescue IOError, SystemCallError => e
+      raise ConnectionLost, e.message
+    end
+
+    def write_out(out)
+      @sock.write(out)
+      out.clear
+    rescue IOError, SystemCallError => e
+      raise ConnectionLost, e.message
+    end
+
+    def monotonic_ns = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
+
+    def thread_cpu_ns = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID, :nanosecond)
+
+    def handle(req)
+      id = req.request_id
+      @current_id = id
+      @cancelled = false
+      env = @proto_env.dup
+      req.env.each { |k, v| env[k] = v }
+      if req.flags & Wire::FLAG_BODY_STREAMS != 0
+        @body_open = true
+        input = StreamInput.new(self)
+      else
+        input = StringIO.new(req.body)
+      end
+      env[RACK_INPUT] = input
+      env[CANCELLED] = @cancel_check
+
+      cpu0 = thread_cpu_ns
+      t4 = monotonic_ns
+      begin
+        status, headers, body = @app.call(env)
+      rescue Exception => e # rubocop:disable Lint/RescueException
+        raise if e.is_a?(SystemExit) || e.is_a?(SignalException)
+
+        t5 = monotonic_ns
+        app_error(env, e)
+        status, headers, body = nil
+      end
+      t5 ||= monotonic_ns
+      out = @out
+      out.clear
+      if status
+        write_response(id, status, headers, body, env)
+      else
+        internal_error(id)
+      end
+      body_read_ns = input.is_a?(StreamInput) ? input.read_ns : 0
+      Wire.append_response_end(out, id, t4, t5, body_read_ns, -1, thread_cpu_ns - cpu0)
+      write_out(out)
+    ensure
+      @current_id = nil
+      @body_open = false
+    end
+
+    # Appends the response to @out, writing to the socket as it goes for bodies that stream.
+    def write_response(id, status, headers, body, env)
+      out = @out
+      written = false
+      begin
+        Wire.append_response_head(out, id, Response.status_code(status), Response.flatten_headers(headers))
+        if body.respond_to?(:to_ary)
+          body.to_ary.each do |chunk|
+            next if chunk.empty?
+
+            Wire.append_response_body(out, id, chunk)
+            next if out.bytesize < FLUSH_AT
+
+            write_out(out)
+            written = true
+          end
+        else
+          body.each do |chunk|
+            next if chunk.empty?
+            break if poll_cancel
+
+            Wire.append_response_body(out, id, chunk)
+            write_out(out)
+            written = true
+          end
+        end
+      rescue ConnectionLost
+        raise
+      rescue Exception => e # rubocop:disable Lint/RescueException
+        raise if e.is_a?(SystemExit) || e.is_a?(SignalException)
+
+        app_error(env, e)
+        raise Aborted if written
+
+        out.clear
+        internal_error(id)
+      ensure
+        close_body(body, env)
+      end
+    end
+
+    def close_body(body, env)
+      body.close if body.respond_to?(:close)
+    rescue Exception => e # rubocop:disable Lint/RescueException
+      raise if e.is_a?(SystemExit) || e.is_a?(SignalException)
+
+      app_error(env, e)
+    end
+
+    def internal_error(id)
+      Wire.append_response_head(@out, id, 500, Response::INTERNAL_ERROR_HEADERS)
+      Wire.append_response_body(@out, id, Response::INTERNAL_ERROR_BODY)
+    end
+
+    def app_error(env, error)
+      where = "#{env['REQUEST_METHOD']} #{env['PATH_INFO']}"
+      @log.puts("puma-plus worker #{Process.pid}: #{where}: #{error.class}: #{error.message}\n  " +
+                Array(error.backtrace).join("\n  "))
+    end
+  end
+end

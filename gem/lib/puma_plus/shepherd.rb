@@ -1,0 +1,270 @@
+# frozen_string_literal: true
+
+require "optparse"
+require "socket"
+require_relative "wire"
+require_relative "worker"
+require_relative "config"
+
+module PumaPlus
+  # The shepherd (docs/PROTOCOL.md, "Processes and command line"): started by
+  # puma-plus-server with the control channel on fd 3. It loads config.ru once, says READY,
+  # forks the initial workers, then obeys SPAWN / RETIRE / STOP and reports FORKED / EXITED
+  # for every worker it forks and reaps. When the control channel closes (the server died) it
+  # stops every worker and exits, so no worker is left behind.
+  #
+  # Single-threaded: one IO.select loop over the control channel and a self-pipe that the
+  # SIGCHLD / SIGTERM traps write to. Forking happens only from this thread.
+  class Shepherd
+    USAGE = "usage: puma-plus-shepherd --app CONFIG_RU --threads N --socket PATH --workers N"
+    # Grace for workers when the server vanished or the shepherd itself got SIGTERM.
+    ORPHAN_GRACE_MS = 5_000
+    TERM_GRACE_MS = 30_000
+
+    Options = Struct.new(:app, :threads, :socket, :workers, :control_fd, :config)
+
+    def self.parse(argv)
+      opts = Options.new(nil, nil, nil, nil, 3, ENV.fetch("PUMA_PLUS_CONFIG", nil))
+      OptionParser.new do |o|
+        o.banner = USAGE
+        o.on("--app PATH", String) { |v| opts.app = v }
+        o.on("--threads N", Integer) { |v| opts.threads = v }
+        o.on("--socket PATH", String) { |v| opts.socket = v }
+        o.on("--workers N", Integer) { |v| opts.workers = v }
+        o.on("--control-fd FD", Integer, "control channel fd (default 3)") { |v| opts.control_fd = v }
+      end.parse!(argv)
+      missing = %i[app threads socket workers].select { |k| opts[k].nil? }
+      raise OptionParser::MissingArgument, missing.map { |k| "--#{k}" }.join(", ") unless missing.empty?
+      raise OptionParser::InvalidArgument, "--threads must be >= 1" if opts.threads < 1
+      raise OptionParser::InvalidArgument, "--workers must be >= 0" if opts.workers.negative?
+      raise OptionParser::InvalidArgument, "extra arguments: #{argv.join(' ')}" unless argv.empty?
+
+      opts
+    end
+
+    def self.main(argv)
+      opts = parse(argv.dup)
+      exit(new(opts).run)
+    rescue OptionParser::ParseError => e
+      warn("puma-plus-shepherd: #{e.message}\n#{USAGE}")
+      exit(2)
+    end
+
+    def initialize(opts, log: $stderr)
+      @opts = opts
+      @log = log
+      @children = {} # pid => worker_index
+      @decoder = Wire::Decoder.new
+      @stopping = false
+      @term_requested = false
+    end
+
+    def run
+      @control = IO.for_fd(@opts.control_fd, autoclose: true)
+      @control.binmode
+      @control.sync = true
+      @control.close_on_exec = true
+      @wake_r, @wake_w = IO.pipe
+      @life_r, @life_w = IO.pipe
+      trap("CHLD") { @wake_w.write_nonblock("c", exception: false) }
+      trap("TERM") do
+        @term_requested = true
+        @wake_w.write_nonblock("t", exception: false)
+      end
+      # Ctrl-C reaches the whole process group; the server drives the drain and sends STOP.
+      trap("INT", "IGNORE")
+
+      @config = load_config
+      boot_started = monotonic_ns
+      @app = load_app
+      send_frame(Wire::Ready.new(Process.pid, monotonic_ns - boot_started))
+      spawn_workers(@opts.workers)
+      loop_until_stopped
+    rescue Errno::EPIPE, Errno::ECONNRESET, IOError => e
+      # The control channel is gone: the server died. Take the workers down with us.
+      @log.puts("puma-plus-shepherd: control channel lost (#{e.class}), stopping workers")
+      stop_workers(ORPHAN_GRACE_MS, report: false)
+      1
+    end
+
+    private
+
+    def log(msg) = @log.puts("puma-plus-shepherd #{Process.pid}: #{msg}")
+
+    def monotonic_ns = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
+
+    def load_config
+      path = @opts.config
+      return nil unless path && !path.empty?
+
+      Config.load(path)
+    rescue Config::Error => e
+      log("config: #{e.message}")
+      exit(1)
+    end
+
+    def load_app
+      ENV["RACK_ENV"] ||= "development"
+      require "rack"
+      require "rack/builder"
+      result = ::Rack::Builder.parse_file(@opts.app)
+      result.is_a?(Array) ? result.first : result # Rack 2 returns [app, options]
+    rescue ScriptError, StandardError => e
+      log("cannot load #{@opts.app}: #{e.class}: #{e.message}\n  #{Array(e.backtrace).first(10).join("\n  ")}")
+      exit(1)
+    end
+
+    def loop_until_stopped
+      loop do
+        ready = IO.select([@control, @wake_r])
+        if ready[0].include?(@wake_r)
+          @wake_r.read_nonblock(256, exception: false)
+          reap
+          return stop_workers(TERM_GRACE_MS) if @term_requested
+        end
+        next unless ready[0].include?(@control)
+
+        data = @control.read_nonblock(65_536, exception: false)
+        next if data == :wait_readable
+
+        if data.nil?
+          log("control channel closed (server gone), stopping workers")
+          stop_workers(ORPHAN_GRACE_MS, report: false)
+          return 1
+        end
+        @decoder.feed(data)
+        while (frame = @decoder.next_frame)
+          status = handle(frame)
+          return status if status
+        end
+      end
+    rescue Wire::ProtocolError => e
+      log("protocol error on the control channel: #{e.message}; stopping workers")
+      stop_workers(ORPHAN_GRACE_MS, report: false)
+      1
+    end
+
+    # Returns an exit status when the shepherd should exit, else nil.
+    def handle(frame)
+      case frame
+      when Wire::Spawn then spawn_workers(frame.count)
+      when Wire::Retire
+        if @children.key?(frame.pid)
+          signal(frame.pid, "TERM")
+        else
+          log("RETIRE #{frame.pid}: not one of my workers, ignored")
+        end
+      when Wire::Stop then return stop_workers(frame.grace_ms)
+      else
+        raise Wire::ProtocolError.new(:unexpected, "#{frame.class.name.split('::').last} frame on the control channel")
+      end
+      nil
+    end
+
+    def spawn_workers(count)
+      return if count.zero? || @stopping
+
+      @config&.run_hooks(:before_fork)
+      count.times do
+        index = lowest_free_index
+        pid = fork { worker_main(index) }
+        @children[pid] = index
+        send_frame(Wire::Forked.new(pid, index))
+      end
+    end
+
+    def lowest_free_index
+      used = @children.values
+      index = 0
+      index += 1 while used.include?(index)
+      index
+    end
+
+    # Runs in the forked child; never returns.
+    def worker_main(index)
+      status = 1
+      begin
+        trap("CHLD", "DEFAULT")
+        trap("TERM", "DEFAULT") # the Worker installs its own graceful handler
+        trap("INT", "IGNORE")
+        [@control, @wake_r, @wake_w, @life_w].each(&:close)
+        @config&.run_hooks(:on_worker_boot, index)
+        status = Worker.new(@app, socket_path: @opts.socket, threads: @opts.threads,
+                                  worker_index: index, life_pipe: @life_r, log: @log).run
+      rescue Exception => e # rubocop:disable Lint/RescueException
+        @log.puts("puma-plus worker #{Process.pid}: #{e.class}: #{e.message}\n  #{Array(e.backtrace).join("\n  ")}")
+      ensure
+        $stdout.flush
+        $stderr.flush
+        # exit! so that at_exit hooks the app registered in the shepherd do not run per worker.
+        exit!(status)
+      end
+    end
+
+    def reap
+      loop do
+        pid, st = Process.wait2(-1, Process::WNOHANG)
+        break unless pid
+
+        index = @children.delete(pid)
+        next unless index
+
+        code = st.exited? ? st.exitstatus : -(st.termsig || 0)
+        send_frame(Wire::Exited.new(pid, code)) unless @control.closed?
+      end
+    rescue Errno::ECHILD
+      nil
+    end
+
+    # TERM every worker, wait up to grace_ms for them, KILL the rest, reap all, then exit 0.
+    def stop_workers(grace_ms, report: true)
+      @stopping = true
+      @children.each_key { |pid| signal(pid, "TERM") }
+      deadline = monotonic_ns + grace_ms * 1_000_000
+      until @children.empty? || monotonic_ns >= deadline
+        sleep 0.01
+        report ? reap : reap_quietly
+      end
+      unless @children.empty?
+        log("#{@children.size} worker(s) still running after #{grace_ms} ms, sending KILL")
+        @children.each_key { |pid| signal(pid, "KILL") }
+        report ? reap_blocking : reap_quietly(blocking: true)
+      end
+      0
+    end
+
+    def reap_blocking
+      until @children.empty?
+        pid, st = Process.wait2(-1)
+        index = @children.delete(pid)
+        next unless index
+
+        send_frame(Wire::Exited.new(pid, st.exited? ? st.exitstatus : -(st.termsig || 0)))
+      end
+    rescue Errno::ECHILD
+      @children.clear
+    end
+
+    def reap_quietly(blocking: false)
+      loop do
+        pid = Process.wait(-1, blocking ? 0 : Process::WNOHANG)
+        break unless pid
+
+        @children.delete(pid)
+        break if @children.empty?
+      end
+    rescue Errno::ECHILD
+      @children.clear
+    end
+
+    def signal(pid, sig)
+      Process.kill(sig, pid)
+    rescue Errno::ESRCH
+      nil
+    end
+
+    def send_frame(frame)
+      @control.write(Wire.encode(frame))
+    end
+  end
+end
