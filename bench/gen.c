@@ -507,6 +507,7 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
   g->progress.data = g;
 
   g->t0 = uv_hrtime() + (cfg->start_delay_ns ? cfg->start_delay_ns : 20000000ull);
+  if (cfg->t0_ns) g->t0 = cfg->t0_ns;
   if (t0_out) *t0_out = g->t0;
   g->pacer_active = true;
   uv_poll_start(&g->pacer, UV_READABLE, on_pacer);

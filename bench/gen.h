@@ -95,7 +95,9 @@ typedef struct pb_gen_config {
   int port;
   uint32_t max_connections; /* cap on open connections (default 256 when 0) */
   uint64_t timeout_ns;      /* client timeout from intended start (default 20 s when 0) */
-  uint64_t start_delay_ns;  /* t0 = now + this at pp_gen_run (default 20 ms when 0) */
+  uint64_t start_delay_ns;  /* t0 = now + this at pb_gen_run (default 20 ms when 0) */
+  uint64_t t0_ns;           /* absolute uv_hrtime() start; overrides start_delay_ns when set
+                             * (so a sampler started earlier shares the run's clock) */
   pb_progress_cb progress;  /* optional, called every second from the loop */
   void *data;               /* passed to progress */
 } pb_gen_config;

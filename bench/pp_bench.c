@@ -18,6 +18,7 @@
 
 #include "bench/gen.h"
 #include "bench/nullsrv.h"
+#include "bench/run.h"
 #include "bench/schedule.h"
 #include "bench/stats.h"
 
@@ -36,13 +37,22 @@ typedef struct opts {
   bool spectrum;
   const char *csv;
   double max_errors;
+  uint32_t workers, threads;
+  const char *app;
+  const char *policy;
+  bool autoscale;
+  bool timeline;
+  uint64_t warmup_ns;
+  const char *db;
 } opts;
 
 static void usage(FILE *f) {
   fprintf(f, "usage:\n"
              "  pp-bench smoke [-server null|puma|pumaplus | -url HOST:PORT] [-path /hello]\n"
              "                 [-rate 100] [-dur 10s] [-timeout 20s] [-conns 256] [-seed N]\n"
-             "                 [-uniform] [-spectrum] [-csv FILE] [-max-errors 0.01]\n"
+             "                 [-uniform] [-spectrum] [-timeline] [-csv FILE] [-max-errors 0.01]\n"
+             "                 [-w 2] [-t 5] [-app config.ru] [-autoscale] [-policy FILE]\n"
+             "                 [-warmup 2s] [-delay MS (null server)]\n"
              "  pp-bench floor [-rate 500] [-dur 10s] [-spectrum]\n"
              "  pp-bench null-server [-port 0] [-delay 0]   (runs until SIGINT/SIGTERM)\n");
 }
@@ -91,6 +101,14 @@ static bool parse_opts(int argc, char **argv, int first, opts *o) {
       o->spectrum = true;
       continue;
     }
+    if (strcmp(a, "timeline") == 0) {
+      o->timeline = true;
+      continue;
+    }
+    if (strcmp(a, "autoscale") == 0) {
+      o->autoscale = true;
+      continue;
+    }
     if (i + 1 >= argc) {
       fprintf(stderr, "pp-bench: option -%s needs a value\n", a);
       return false;
@@ -106,6 +124,18 @@ static bool parse_opts(int argc, char **argv, int first, opts *o) {
       o->path = v;
     else if (strcmp(a, "csv") == 0)
       o->csv = v;
+    else if (strcmp(a, "app") == 0)
+      o->app = v;
+    else if (strcmp(a, "policy") == 0)
+      o->policy = v;
+    else if (strcmp(a, "db") == 0)
+      o->db = v;
+    else if (strcmp(a, "warmup") == 0)
+      ok = parse_duration(v, &o->warmup_ns);
+    else if (strcmp(a, "w") == 0)
+      ok = parse_double(v, &d) && d >= 1 && ((o->workers = (uint32_t)d), 1);
+    else if (strcmp(a, "t") == 0)
+      ok = parse_double(v, &d) && d >= 1 && ((o->threads = (uint32_t)d), 1);
     else if (strcmp(a, "rate") == 0)
       ok = parse_double(v, &o->rate) && o->rate > 0;
     else if (strcmp(a, "max-errors") == 0)
@@ -134,61 +164,56 @@ static bool parse_opts(int argc, char **argv, int first, opts *o) {
   return true;
 }
 
-typedef struct progress_ctx {
-  const char *phase;
-  bool tty;
-} progress_ctx;
-
-static void on_progress(const pb_progress *p, void *data) {
-  progress_ctx *ctx = data;
-  if (!ctx->tty) return;
-  fprintf(stderr,
-          "\r\033[K[%s] %5.1fs  offered %" PRIu64 "  done %" PRIu64 "  rps %" PRIu64
-          "  in-flight %" PRIu64 "  waiting %" PRIu64 "  conns %" PRIu64,
-          ctx->phase, p->elapsed_ns / 1e9, p->offered, p->completed, p->completed_last_second,
-          p->in_flight, p->waiting, p->open_conns);
-  fflush(stderr);
+static void run_options(const opts *o, pb_run_options *ro, const char *label) {
+  memset(ro, 0, sizeof *ro);
+  ro->timeout_ns = o->timeout_ns ? o->timeout_ns : 20000000000ull;
+  ro->max_connections = o->conns;
+  ro->warmup_ns = o->warmup_ns;
+  ro->warmup_rate = o->rate < 50 ? o->rate : 50;
+  ro->warmup_path = o->path;
+  ro->max_error_ratio = o->max_errors;
+  ro->stats_path = "/stats";
+  ro->label = label;
 }
 
-/* Runs `sched` against host:port and prints the summary. Returns 0 when the check passed. */
-static int generate_and_report(const opts *o, const pb_schedule *sched, const char *host, int port,
-                               const char *label) {
-  pb_result *results = calloc(sched->count ? sched->count : 1, sizeof *results);
-  if (!results) {
-    fprintf(stderr, "pp-bench: out of memory\n");
+/* Prints what a smoke run measured. Returns 0 when the success check passed. */
+static int report_result(const opts *o, const pb_config_result *r, const pb_schedule *sched,
+                         const char *label) {
+  if (!r->ran) {
+    fprintf(stderr, "pp-bench: %s: %s\n", label, r->error);
     return 2;
   }
-  progress_ctx pctx = {.phase = label, .tty = isatty(2)};
-  pb_gen_config cfg = {.host = host,
-                       .port = port,
-                       .max_connections = o->conns,
-                       .timeout_ns = o->timeout_ns,
-                       .progress = on_progress,
-                       .data = &pctx};
-  char err[256];
-  int rc = pb_gen_run(&cfg, sched, results, NULL, err, sizeof err);
-  if (pctx.tty) fprintf(stderr, "\r\033[K");
-  if (rc < 0) {
-    fprintf(stderr, "pp-bench: %s\n", err);
-    free(results);
-    return 2;
-  }
-  pb_summary s;
-  pb_summarize(results, sched->count, o->timeout_ns ? o->timeout_ns : 20000000000ull, o->max_errors,
-               &s);
-  pb_summary_print(stdout, label, &s);
-  if (o->spectrum) pb_spectrum_print(stdout, &s.latency);
+  pb_summary_print(stdout, label, &r->summary);
+  if (o->timeline) pb_rows_print(stdout, r->rows, r->n_rows);
+  if (o->spectrum) pb_spectrum_print(stdout, &r->summary.latency);
   if (o->csv) {
     FILE *f = fopen(o->csv, "w");
     if (!f)
       fprintf(stderr, "pp-bench: cannot write %s: %s\n", o->csv, strerror(errno));
     else {
-      pb_csv_write(f, results, sched->count, sched->paths);
+      pb_csv_write(f, r->results, r->n, sched->paths);
       fclose(f);
     }
   }
-  free(results);
-  return s.check_ok ? 0 : 1;
+  return r->summary.check_ok ? 0 : 1;
+}
+
+#ifndef PB_DEFAULT_APP
+#define PB_DEFAULT_APP "scenarios/apps/mix/config.ru"
+#endif
+#ifndef PB_SOURCE_DIR
+#define PB_SOURCE_DIR "."
+#endif
+
+/* Binaries of this build tree are preferred over PATH: puma-plus-server and the gem's CLI. */
+static void default_binaries(pb_server_spec *spec) {
+  const char *env = getenv("PP_PUMAPLUS");
+  if (env)
+    snprintf(spec->pumaplus_bin, sizeof spec->pumaplus_bin, "%s", env);
+  else
+    snprintf(spec->pumaplus_bin, sizeof spec->pumaplus_bin, "%s/gem/exe/puma-plus", PB_SOURCE_DIR);
+  env = getenv("PP_PUMA");
+  if (env) snprintf(spec->puma_bin, sizeof spec->puma_bin, "%s", env);
 }
 
 static int split_hostport(const char *url, char *host, size_t hostlen, int *port) {
@@ -215,6 +240,8 @@ static int cmd_smoke(opts *o) {
     return 2;
   }
   int rc;
+  pb_run_options ro;
+  pb_config_result r;
   if (o->url) {
     char host[128];
     int port;
@@ -223,7 +250,9 @@ static int cmd_smoke(opts *o) {
       pb_schedule_dispose(&sched);
       return 2;
     }
-    rc = generate_and_report(o, &sched, host, port, o->url);
+    run_options(o, &ro, o->url);
+    pb_run_target(host, port, &sched, &ro, &r);
+    rc = report_result(o, &r, &sched, o->url);
   } else if (!o->server || strcmp(o->server, "null") == 0) {
     pb_nullsrv *srv;
     int port;
@@ -232,12 +261,35 @@ static int cmd_smoke(opts *o) {
       pb_schedule_dispose(&sched);
       return 2;
     }
-    rc = generate_and_report(o, &sched, "127.0.0.1", port, "null server");
+    run_options(o, &ro, "null server");
+    pb_run_target("127.0.0.1", port, &sched, &ro, &r);
     pb_nullsrv_stop(srv, NULL, NULL);
+    rc = report_result(o, &r, &sched, "null server");
+  } else if (strcmp(o->server, "puma") == 0 || strcmp(o->server, "pumaplus") == 0) {
+    pb_server_spec spec;
+    memset(&spec, 0, sizeof spec);
+    bool puma = strcmp(o->server, "puma") == 0;
+    spec.kind = puma ? PB_SERVER_PUMA : PB_SERVER_PUMAPLUS;
+    spec.workers = o->workers ? o->workers : 2;
+    spec.threads = o->threads ? o->threads : 5;
+    spec.autoscale = o->autoscale;
+    if (o->policy) snprintf(spec.policy_path, sizeof spec.policy_path, "%s", o->policy);
+    snprintf(spec.name, sizeof spec.name, "%s-w%ut%u%s", o->server, spec.workers, spec.threads,
+             o->autoscale ? "-autoscale" : "");
+    snprintf(spec.app, sizeof spec.app, "%s", o->app ? o->app : PB_DEFAULT_APP);
+    default_binaries(&spec);
+    spec.port = pb_free_port();
+    run_options(o, &ro, spec.name);
+    ro.log_dir = "/tmp";
+    pb_run_config(&spec, &sched, &ro, &r);
+    rc = report_result(o, &r, &sched, spec.name);
+    if (r.ran) printf("  server log: %s\n", r.spec.log_path);
   } else {
-    fprintf(stderr, "pp-bench: -server %s: not available in this build yet\n", o->server);
-    rc = 2;
+    fprintf(stderr, "pp-bench: -server wants null, puma or pumaplus, got '%s'\n", o->server);
+    pb_schedule_dispose(&sched);
+    return 2;
   }
+  pb_config_result_dispose(&r);
   pb_schedule_dispose(&sched);
   return rc;
 }

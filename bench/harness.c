@@ -1,0 +1,522 @@
+/* Server processes, readiness, /proc sampling and /stats polling for pp-bench (harness.h).
+ * Blocking I/O on purpose: this runs on the main thread before and after a load run, and on
+ * the sampler's own thread during it, never on the generator's loop. */
+#include "bench/harness.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <llhttp.h>
+#include <uv.h>
+
+/* ---- argv ---- */
+
+typedef struct argv_builder {
+  char **argv;
+  int max, n;
+  char *store;
+  size_t left;
+  bool overflow;
+} argv_builder;
+
+static void add(argv_builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(argv_builder *b, const char *fmt, ...) {
+  if (b->n + 1 >= b->max) {
+    b->overflow = true;
+    return;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  int len = vsnprintf(b->store, b->left, fmt, ap);
+  va_end(ap);
+  if (len < 0 || (size_t)len >= b->left) {
+    b->overflow = true;
+    return;
+  }
+  b->argv[b->n++] = b->store;
+  b->argv[b->n] = NULL;
+  b->store += len + 1;
+  b->left -= (size_t)len + 1;
+}
+
+int pb_server_argv(const pb_server_spec *s, char **argv, int max, char *storage,
+                   size_t storage_len) {
+  argv_builder b = {.argv = argv, .max = max, .store = storage, .left = storage_len};
+  if (max < 1) return -1;
+  argv[0] = NULL;
+  if (s->kind == PB_SERVER_PUMA) {
+    add(&b, "%s", s->puma_bin[0] ? s->puma_bin : "puma");
+    add(&b, "--no-config");
+    add(&b, "-e");
+    add(&b, "production");
+    add(&b, "-w");
+    add(&b, "%u", s->workers);
+    add(&b, "-t");
+    add(&b, "%u:%u", s->threads, s->threads);
+    add(&b, "-b");
+    add(&b, "tcp://127.0.0.1:%d", s->port);
+    add(&b, "%s", s->app);
+  } else {
+    /* puma-plus CLI (gem/exe/puma-plus, docs/SERVER.md). */
+    add(&b, "%s", s->pumaplus_bin[0] ? s->pumaplus_bin : "puma-plus");
+    add(&b, "-b");
+    add(&b, "tcp://127.0.0.1:%d", s->port);
+    add(&b, "-w");
+    add(&b, "%u", s->workers);
+    add(&b, "-t");
+    add(&b, "%u", s->threads);
+    if (s->autoscale) {
+      add(&b, "--autoscale");
+      if (s->policy_path[0]) {
+        add(&b, "--policy");
+        add(&b, "%s", s->policy_path);
+      }
+      if (s->max_workers) {
+        add(&b, "--max-workers");
+        add(&b, "%u", s->max_workers);
+      }
+    }
+    add(&b, "%s", s->app);
+  }
+  return b.overflow ? -1 : b.n;
+}
+
+int pb_server_start(const pb_server_spec *spec, pb_server *srv, char *err, size_t errlen) {
+  char *argv[40];
+  char storage[4096];
+  memset(srv, 0, sizeof *srv);
+  if (pb_server_argv(spec, argv, 40, storage, sizeof storage) < 0) {
+    snprintf(err, errlen, "%s: server command line too long", spec->name);
+    return -1;
+  }
+  int logfd = open(spec->log_path[0] ? spec->log_path : "/dev/null",
+                   O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (logfd < 0) {
+    snprintf(err, errlen, "%s: cannot open log %s: %s", spec->name, spec->log_path,
+             strerror(errno));
+    return -1;
+  }
+  /* A pipe reports exec failure (its write end closes on a successful exec). */
+  int pfd[2];
+  if (pipe2(pfd, O_CLOEXEC) < 0) {
+    close(logfd);
+    snprintf(err, errlen, "pipe: %s", strerror(errno));
+    return -1;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(err, errlen, "fork: %s", strerror(errno));
+    close(logfd);
+    close(pfd[0]);
+    close(pfd[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    dup2(logfd, 1);
+    dup2(logfd, 2);
+    setenv("RACK_ENV", "production", 1);
+    execvp(argv[0], argv);
+    int e = errno;
+    ssize_t w = write(pfd[1], &e, sizeof e);
+    (void)w;
+    _exit(127);
+  }
+  setpgid(pid, pid); /* also from the parent, so kill(-pid) works at once */
+  close(logfd);
+  close(pfd[1]);
+  int child_errno = 0;
+  ssize_t r = read(pfd[0], &child_errno, sizeof child_errno);
+  close(pfd[0]);
+  if (r == (ssize_t)sizeof child_errno) {
+    waitpid(pid, NULL, 0);
+    snprintf(err, errlen, "%s: cannot run %s: %s", spec->name, argv[0], strerror(child_errno));
+    return -1;
+  }
+  srv->pid = pid;
+  srv->port = spec->port;
+  return 0;
+}
+
+static bool reap(pb_server *srv) {
+  if (srv->exited) return true;
+  int st;
+  pid_t r = waitpid(srv->pid, &st, WNOHANG);
+  if (r == srv->pid) {
+    srv->exited = true;
+    srv->status = st;
+  }
+  return srv->exited;
+}
+
+static void sleep_ns(uint64_t ns) {
+  struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+int pb_server_wait_ready(pb_server *srv, const char *host, const char *path, uint64_t timeout_ns,
+                         char *err, size_t errlen) {
+  uint64_t deadline = uv_hrtime() + timeout_ns;
+  int last = -1;
+  while (uv_hrtime() < deadline) {
+    if (reap(srv)) {
+      snprintf(err, errlen, "server exited before answering (status %d)",
+               WIFEXITED(srv->status) ? WEXITSTATUS(srv->status) : -WTERMSIG(srv->status));
+      return -1;
+    }
+    char body[256];
+    last = pb_http_get(host, srv->port, path, 500000000ull, body, sizeof body);
+    if (last >= 200 && last <= 299) return 0;
+    sleep_ns(100000000ull);
+  }
+  snprintf(err, errlen, "server did not answer GET %s with 2xx within %.0fs (last: %d)", path,
+           timeout_ns / 1e9, last);
+  return -1;
+}
+
+void pb_server_stop(pb_server *srv, uint64_t grace_ns) {
+  if (srv->pid <= 0) return;
+  kill(-srv->pid, SIGTERM);
+  uint64_t deadline = uv_hrtime() + grace_ns;
+  while (!reap(srv) && uv_hrtime() < deadline)
+    sleep_ns(20000000ull);
+  /* The leader may be gone while children of its group linger: sweep the group either way. */
+  kill(-srv->pid, SIGKILL);
+  if (!srv->exited) {
+    waitpid(srv->pid, &srv->status, 0);
+    srv->exited = true;
+  }
+}
+
+/* ---- blocking HTTP GET ---- */
+
+typedef struct get_ctx {
+  char *body;
+  size_t cap, len;
+  bool done;
+} get_ctx;
+
+static int get_on_body(llhttp_t *p, const char *at, size_t n) {
+  get_ctx *c = p->data;
+  if (c->cap && c->len + 1 < c->cap) {
+    size_t take = n < c->cap - 1 - c->len ? n : c->cap - 1 - c->len;
+    memcpy(c->body + c->len, at, take);
+    c->len += take;
+    c->body[c->len] = 0;
+  }
+  return 0;
+}
+
+static int get_on_complete(llhttp_t *p) {
+  ((get_ctx *)p->data)->done = true;
+  return 0;
+}
+
+int pb_http_get(const char *host, int port, const char *path, uint64_t timeout_ns, char *body,
+                size_t cap) {
+  if (cap) body[0] = 0;
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  int family = strchr(host, ':') ? AF_INET6 : AF_INET;
+  memset(&ss, 0, sizeof ss);
+  if (family == AF_INET) {
+    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+    a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, host, &a->sin_addr) != 1) return -1;
+    sl = sizeof *a;
+  } else {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1) return -1;
+    sl = sizeof *a;
+  }
+  int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  uint64_t deadline = uv_hrtime() + timeout_ns;
+  int status = -1;
+  if (connect(fd, (struct sockaddr *)&ss, sl) < 0 && errno != EINPROGRESS) goto out;
+  struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+  int left_ms = (int)(timeout_ns / 1000000u);
+  if (poll(&pfd, 1, left_ms) != 1) goto out;
+  int soerr = 0;
+  socklen_t el = sizeof soerr;
+  getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &el);
+  if (soerr) goto out;
+  char req[512];
+  int n = snprintf(req, sizeof req,
+                   "GET %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: pp-bench\r\nConnection: "
+                   "close\r\n\r\n",
+                   path, family == AF_INET ? host : "localhost", port);
+  if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) goto out;
+  llhttp_settings_t st;
+  llhttp_settings_init(&st);
+  st.on_body = get_on_body;
+  st.on_message_complete = get_on_complete;
+  llhttp_t parser;
+  llhttp_init(&parser, HTTP_RESPONSE, &st);
+  get_ctx ctx = {.body = body, .cap = cap};
+  parser.data = &ctx;
+  char buf[8192];
+  while (!ctx.done) {
+    uint64_t now = uv_hrtime();
+    if (now >= deadline) goto out;
+    pfd.events = POLLIN;
+    if (poll(&pfd, 1, (int)((deadline - now) / 1000000u) + 1) != 1) goto out;
+    ssize_t r = recv(fd, buf, sizeof buf, 0);
+    if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (r <= 0) {
+      if (llhttp_finish(&parser) != HPE_OK) goto out;
+      break;
+    }
+    if (llhttp_execute(&parser, buf, (size_t)r) != HPE_OK) goto out;
+  }
+  if (ctx.done) status = parser.status_code;
+out:
+  close(fd);
+  return status;
+}
+
+/* ---- /proc ---- */
+
+typedef struct proc_entry {
+  pid_t pid, ppid, pgid;
+  uint64_t rss_pages;
+} proc_entry;
+
+static bool read_stat(pid_t pid, proc_entry *e) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  /* The command name may contain spaces and parentheses: fields start after the last ')'. */
+  char *p = strrchr(buf, ')');
+  if (!p) return false;
+  char state;
+  int ppid, pgrp;
+  long rss = 0;
+  /* fields: 3 state 4 ppid 5 pgrp ... 24 rss */
+  if (sscanf(p + 2,
+             "%c %d %d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d "
+             "%*u %*u %ld",
+             &state, &ppid, &pgrp, &rss) != 4)
+    return false;
+  e->pid = pid;
+  e->ppid = ppid;
+  e->pgid = pgrp;
+  e->rss_pages = rss > 0 ? (uint64_t)rss : 0;
+  return state != 'Z';
+}
+
+int pb_proc_tree(pid_t root, uint32_t *count, uint64_t *rss_bytes) {
+  DIR *d = opendir("/proc");
+  if (!d) return -1;
+  size_t cap = 512, n = 0;
+  proc_entry *all = malloc(cap * sizeof *all);
+  if (!all) {
+    closedir(d);
+    return -1;
+  }
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
+    proc_entry e;
+    if (!read_stat((pid_t)atoi(de->d_name), &e)) continue;
+    if (n == cap) {
+      proc_entry *bigger = realloc(all, 2 * cap * sizeof *all);
+      if (!bigger) break;
+      all = bigger;
+      cap *= 2;
+    }
+    all[n++] = e;
+  }
+  closedir(d);
+  /* In the tree: the root's process group, or a descendant of anything in the tree. Iterate to
+   * a fixed point (trees here are a handful of processes deep). */
+  bool *in = calloc(n ? n : 1, sizeof *in);
+  if (!in) {
+    free(all);
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++)
+    in[i] = all[i].pid == root || all[i].pgid == root;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < n; i++) {
+      if (in[i]) continue;
+      for (size_t j = 0; j < n; j++) {
+        if (in[j] && all[i].ppid == all[j].pid) {
+          in[i] = changed = true;
+          break;
+        }
+      }
+    }
+  }
+  uint32_t c = 0;
+  uint64_t pages = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!in[i]) continue;
+    c++;
+    pages += all[i].rss_pages;
+  }
+  free(in);
+  free(all);
+  *count = c;
+  *rss_bytes = pages * (uint64_t)sysconf(_SC_PAGESIZE);
+  return 0;
+}
+
+/* ---- JSON ---- */
+
+static bool find_number(json_t *j, const char *key, double *out) {
+  if (json_is_object(j)) {
+    json_t *v = json_object_get(j, key);
+    if (v && json_is_number(v)) {
+      *out = json_number_value(v);
+      return true;
+    }
+    const char *k;
+    json_t *child;
+    json_object_foreach(j, k, child) {
+      if (find_number(child, key, out)) return true;
+    }
+  } else if (json_is_array(j)) {
+    size_t i;
+    json_t *child;
+    json_array_foreach(j, i, child) {
+      if (find_number(child, key, out)) return true;
+    }
+  }
+  return false;
+}
+
+bool pb_json_find_number(const char *json, const char *key, double *out) {
+  json_error_t e;
+  json_t *root = json_loads(json, 0, &e);
+  if (!root) return false;
+  bool ok = find_number(root, key, out);
+  json_decref(root);
+  return ok;
+}
+
+/* ---- sampler ---- */
+
+struct pb_sampler {
+  uv_thread_t thread;
+  uv_mutex_t lock;
+  uv_cond_t cond;
+  bool stop;
+  pid_t root;
+  char host[64];
+  int stats_port;
+  char stats_path[128];
+  uint64_t t0;
+  pb_sample *samples;
+  size_t n, cap;
+};
+
+static void take_sample(pb_sampler *s) {
+  pb_sample x = {.queue_p95_ms = -1, .workers = -1};
+  uint64_t now = uv_hrtime();
+  x.t_ns = now > s->t0 ? now - s->t0 : 0;
+  pb_proc_tree(s->root, &x.procs, &x.rss_bytes);
+  if (s->stats_port) {
+    static const char *const queue_keys[] = {"queue_p95_ms", "queue_p95"};
+    char *body = malloc(65536);
+    if (body &&
+        pb_http_get(s->host, s->stats_port, s->stats_path, 500000000ull, body, 65536) == 200) {
+      double v;
+      for (size_t k = 0; k < sizeof queue_keys / sizeof queue_keys[0]; k++) {
+        if (pb_json_find_number(body, queue_keys[k], &v)) {
+          x.queue_p95_ms = v;
+          break;
+        }
+      }
+      if (pb_json_find_number(body, "workers_ready", &v) ||
+          pb_json_find_number(body, "workers", &v))
+        x.workers = v;
+    }
+    free(body);
+  }
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 256;
+    pb_sample *bigger = realloc(s->samples, cap * sizeof *bigger);
+    if (!bigger) return;
+    s->samples = bigger;
+    s->cap = cap;
+  }
+  s->samples[s->n++] = x;
+}
+
+static void sampler_main(void *arg) {
+  pb_sampler *s = arg;
+  uint64_t next = uv_hrtime();
+  uv_mutex_lock(&s->lock);
+  while (!s->stop) {
+    uint64_t now = uv_hrtime();
+    if (now >= next) {
+      uv_mutex_unlock(&s->lock);
+      take_sample(s);
+      uv_mutex_lock(&s->lock);
+      next += 1000000000ull;
+      continue;
+    }
+    uv_cond_timedwait(&s->cond, &s->lock, next - now);
+  }
+  uv_mutex_unlock(&s->lock);
+}
+
+int pb_sampler_start(pb_sampler **out, pid_t root, const char *host, int stats_port,
+                     const char *stats_path, uint64_t t0_ns) {
+  pb_sampler *s = calloc(1, sizeof *s);
+  if (!s) return -1;
+  s->root = root;
+  snprintf(s->host, sizeof s->host, "%s", host);
+  s->stats_port = stats_port;
+  snprintf(s->stats_path, sizeof s->stats_path, "%s", stats_path ? stats_path : "/stats");
+  s->t0 = t0_ns;
+  uv_mutex_init(&s->lock);
+  uv_cond_init(&s->cond);
+  if (uv_thread_create(&s->thread, sampler_main, s) != 0) {
+    uv_mutex_destroy(&s->lock);
+    uv_cond_destroy(&s->cond);
+    free(s);
+    return -1;
+  }
+  *out = s;
+  return 0;
+}
+
+void pb_sampler_stop(pb_sampler *s, pb_sample **samples, size_t *n) {
+  uv_mutex_lock(&s->lock);
+  s->stop = true;
+  uv_cond_signal(&s->cond);
+  uv_mutex_unlock(&s->lock);
+  uv_thread_join(&s->thread);
+  uv_mutex_destroy(&s->lock);
+  uv_cond_destroy(&s->cond);
+  *samples = s->samples;
+  *n = s->n;
+  free(s);
+}

@@ -1,0 +1,90 @@
+/* The harness around the generator: start a server under test as its own process group, wait
+ * until it answers, sample it once a second while load runs (process-tree size and RSS from
+ * /proc, queue p95 from puma-plus's /stats), and stop it by its process group.
+ *
+ * Processes are started with fork+exec; the child calls setpgid(0, 0) so the whole tree the
+ * server forks (puma's workers, puma-plus's shepherd and Ruby workers) can be signalled with
+ * kill(-pgid, ...) and never by name. Output goes to a log file the caller names. */
+#ifndef PP_BENCH_HARNESS_H
+#define PP_BENCH_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef enum pb_server_kind {
+  PB_SERVER_PUMA = 0,     /* Debian's puma: puma -w W -t T:T -b tcp://127.0.0.1:PORT app */
+  PB_SERVER_PUMAPLUS = 1, /* puma-plus-server (static or autoscale with a policy) */
+} pb_server_kind;
+
+typedef struct pb_server_spec {
+  char name[64];
+  pb_server_kind kind;
+  uint32_t workers, threads;
+  bool autoscale;
+  uint32_t max_workers;   /* autoscale bound; 0 = server default */
+  char policy_path[512];  /* autoscale policy file, "" for the server's default */
+  char app[512];          /* the Rack app (config.ru) */
+  char puma_bin[256];     /* "puma" from PATH when empty */
+  char pumaplus_bin[512]; /* "puma-plus" from PATH when empty */
+  int port;               /* listening port (the caller picks a free one) */
+  int stats_port;         /* puma-plus control port for /stats, 0 = same as port */
+  char log_path[512];     /* server stdout+stderr */
+} pb_server_spec;
+
+typedef struct pb_server {
+  pid_t pid; /* also the process group id */
+  int port;
+  bool exited;
+  int status; /* wait status once exited */
+} pb_server;
+
+/* Builds the argv for `spec` into argv (NULL-terminated, at most `max` entries, strings point
+ * into `storage` of `storage_len` bytes). Returns the argument count or -1 if it does not fit.
+ * Exposed so the exact command can be printed and tested. */
+int pb_server_argv(const pb_server_spec *spec, char **argv, int max, char *storage,
+                   size_t storage_len);
+
+/* Starts the server. 0 or -1 with a message in err. */
+int pb_server_start(const pb_server_spec *spec, pb_server *srv, char *err, size_t errlen);
+
+/* Polls GET `path` every 100 ms until a 2xx arrives or `timeout_ns` passes, or the process
+ * dies. 0 when ready, -1 otherwise (message in err). */
+int pb_server_wait_ready(pb_server *srv, const char *host, const char *path, uint64_t timeout_ns,
+                         char *err, size_t errlen);
+
+/* SIGTERM to the process group, then SIGKILL after `grace_ns`; reaps the leader. */
+void pb_server_stop(pb_server *srv, uint64_t grace_ns);
+
+/* One blocking HTTP/1.1 GET with Connection: close. Returns the status (>0) and fills body
+ * (NUL-terminated, truncated to cap-1) or -1 on failure/timeout. */
+int pb_http_get(const char *host, int port, const char *path, uint64_t timeout_ns, char *body,
+                size_t cap);
+
+/* Processes in the tree rooted at `root` (itself, its process group and descendants) and
+ * their total RSS in bytes. 0 or -1. */
+int pb_proc_tree(pid_t root, uint32_t *count, uint64_t *rss_bytes);
+
+/* Finds a number named `key` anywhere in a JSON document (depth-first). true if found. */
+bool pb_json_find_number(const char *json, const char *key, double *out);
+
+/* One sample per second while load runs. */
+typedef struct pb_sample {
+  uint64_t t_ns; /* since the run's t0 (may be negative-clamped to 0) */
+  uint32_t procs;
+  uint64_t rss_bytes;
+  double queue_p95_ms; /* < 0: not available (puma, or /stats unanswered) */
+  double workers;      /* from /stats when reported, else < 0 */
+} pb_sample;
+
+typedef struct pb_sampler pb_sampler;
+
+/* Starts a thread sampling every second from now on. `stats_port` 0 disables /stats polling
+ * (puma). Samples are timestamped relative to `t0_ns` (absolute uv_hrtime). */
+int pb_sampler_start(pb_sampler **out, pid_t root, const char *host, int stats_port,
+                     const char *stats_path, uint64_t t0_ns);
+/* Stops the thread; *samples (malloc'd, caller frees) and *n receive what was collected. */
+void pb_sampler_stop(pb_sampler *s, pb_sample **samples, size_t *n);
+
+#endif

@@ -1,0 +1,195 @@
+/* One measured configuration (run.h). */
+#include "bench/run.h"
+
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "bench/schedule.h"
+
+int pb_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+typedef struct progress_ctx {
+  const char *label;
+  bool tty;
+} progress_ctx;
+
+static void on_progress(const pb_progress *p, void *data) {
+  progress_ctx *ctx = data;
+  if (!ctx->tty) return;
+  fprintf(stderr,
+          "\r\033[K[%s] %5.0fs  offered %" PRIu64 "  done %" PRIu64 "  rps %" PRIu64
+          "  in-flight %" PRIu64 "  waiting %" PRIu64 "  conns %" PRIu64,
+          ctx->label, p->elapsed_ns / 1e9, p->offered, p->completed, p->completed_last_second,
+          p->in_flight, p->waiting, p->open_conns);
+  fflush(stderr);
+}
+
+static void note(const pb_run_options *o, const char *fmt, const char *a, const char *b) {
+  if (o->quiet) return;
+  fprintf(stderr, fmt, a, b);
+}
+
+/* Joins client seconds and server samples into rows. */
+static void build_rows(pb_config_result *out, const pb_sample *samples, size_t n_samples) {
+  size_t need = pb_timeline(out->results, out->n, NULL, 0);
+  pb_second *secs = calloc(need ? need : 1, sizeof *secs);
+  out->rows = calloc(need ? need : 1, sizeof *out->rows);
+  if (!secs || !out->rows) {
+    free(secs);
+    return;
+  }
+  pb_timeline(out->results, out->n, secs, need);
+  for (size_t k = 0; k < need; k++) {
+    out->rows[k].client = secs[k];
+    out->rows[k].queue_p95_ms = -1;
+    out->rows[k].workers = -1;
+  }
+  for (size_t i = 0; i < n_samples; i++) {
+    size_t k = (size_t)(samples[i].t_ns / 1000000000u);
+    if (k >= need) continue;
+    out->rows[k].procs = samples[i].procs;
+    out->rows[k].rss_bytes = samples[i].rss_bytes;
+    out->rows[k].queue_p95_ms = samples[i].queue_p95_ms;
+    out->rows[k].workers = samples[i].workers;
+  }
+  out->n_rows = need;
+  free(secs);
+}
+
+static int generate(const char *host, int port, const pb_schedule *sched, const pb_run_options *o,
+                    uint64_t t0, pb_config_result *out) {
+  out->results = calloc(sched->count ? sched->count : 1, sizeof *out->results);
+  if (!out->results) {
+    snprintf(out->error, sizeof out->error, "out of memory");
+    return -1;
+  }
+  out->n = sched->count;
+  progress_ctx pctx = {.label = o->label ? o->label : out->spec.name, .tty = isatty(2)};
+  pb_gen_config cfg = {.host = host,
+                       .port = port,
+                       .max_connections = o->max_connections,
+                       .timeout_ns = o->timeout_ns,
+                       .t0_ns = t0,
+                       .progress = on_progress,
+                       .data = &pctx};
+  char err[256];
+  int rc = pb_gen_run(&cfg, sched, out->results, &out->t0_ns, err, sizeof err);
+  if (pctx.tty) fprintf(stderr, "\r\033[K");
+  if (rc < 0) {
+    snprintf(out->error, sizeof out->error, "generator: %s", err);
+    return -1;
+  }
+  pb_summarize(out->results, out->n, o->timeout_ns ? o->timeout_ns : 20000000000ull,
+               o->max_error_ratio, &out->summary);
+  return 0;
+}
+
+static void warm_up(const char *host, int port, const pb_run_options *o) {
+  if (!o->warmup_ns || !(o->warmup_rate > 0)) return;
+  pb_schedule w;
+  if (pb_schedule_constant(&w, o->warmup_rate, o->warmup_ns,
+                           o->warmup_path ? o->warmup_path : "/hello", false, 1) < 0)
+    return;
+  pb_result *r = calloc(w.count ? w.count : 1, sizeof *r);
+  if (r) {
+    pb_gen_config cfg = {.host = host, .port = port, .timeout_ns = 5000000000ull};
+    pb_gen_run(&cfg, &w, r, NULL, NULL, 0);
+  }
+  free(r);
+  pb_schedule_dispose(&w);
+}
+
+void pb_run_config(const pb_server_spec *spec, const pb_schedule *sched, const pb_run_options *o,
+                   pb_config_result *out) {
+  memset(out, 0, sizeof *out);
+  out->spec = *spec;
+  if (o->log_dir && o->log_dir[0] && !out->spec.log_path[0])
+    snprintf(out->spec.log_path, sizeof out->spec.log_path, "%s/%s.log", o->log_dir, spec->name);
+  pb_server srv;
+  char err[256];
+  note(o, "[%s] starting %s\n", spec->name, spec->kind == PB_SERVER_PUMA ? "puma" : "puma-plus");
+  if (pb_server_start(&out->spec, &srv, err, sizeof err) < 0) {
+    snprintf(out->error, sizeof out->error, "%s", err);
+    return;
+  }
+  const char *probe = o->warmup_path ? o->warmup_path : "/hello";
+  uint64_t ready_timeout = o->ready_timeout_ns ? o->ready_timeout_ns : 60000000000ull;
+  if (pb_server_wait_ready(&srv, "127.0.0.1", probe, ready_timeout, err, sizeof err) < 0) {
+    snprintf(out->error, sizeof out->error, "%s (log: %s)", err,
+             out->spec.log_path[0] ? out->spec.log_path : "none");
+    pb_server_stop(&srv, 5000000000ull);
+    return;
+  }
+  warm_up("127.0.0.1", spec->port, o);
+  /* The run's clock starts 200 ms from now; the sampler shares it. */
+  uint64_t t0 = uv_hrtime() + 200000000ull;
+  pb_sampler *sampler = NULL;
+  int stats_port =
+      spec->kind == PB_SERVER_PUMAPLUS ? (spec->stats_port ? spec->stats_port : spec->port) : 0;
+  pb_sampler_start(&sampler, srv.pid, "127.0.0.1", stats_port,
+                   o->stats_path ? o->stats_path : "/stats", t0);
+  int rc = generate("127.0.0.1", spec->port, sched, o, t0, out);
+  pb_sample *samples = NULL;
+  size_t n_samples = 0;
+  if (sampler) pb_sampler_stop(sampler, &samples, &n_samples);
+  pb_server_stop(&srv, 10000000000ull);
+  if (rc == 0) {
+    out->ran = true;
+    build_rows(out, samples, n_samples);
+  }
+  free(samples);
+}
+
+void pb_run_target(const char *host, int port, const pb_schedule *sched, const pb_run_options *o,
+                   pb_config_result *out) {
+  memset(out, 0, sizeof *out);
+  snprintf(out->spec.name, sizeof out->spec.name, "%s:%d", host, port);
+  warm_up(host, port, o);
+  if (generate(host, port, sched, o, uv_hrtime() + 100000000ull, out) == 0) {
+    out->ran = true;
+    build_rows(out, NULL, 0);
+  }
+}
+
+void pb_config_result_dispose(pb_config_result *r) {
+  free(r->results);
+  free(r->rows);
+  memset(r, 0, sizeof *r);
+}
+
+void pb_rows_print(FILE *f, const pb_row *rows, size_t n) {
+  char a[32], b[32];
+  fprintf(f, "%5s %8s %8s %10s %10s %6s %9s %10s %5s %5s %5s\n", "t", "offered", "rps", "p50",
+          "p99", "procs", "rss_MB", "queue_p95", "shed", "err", "tmo");
+  for (size_t k = 0; k < n; k++) {
+    const pb_row *r = &rows[k];
+    char q[32];
+    if (r->queue_p95_ms < 0)
+      snprintf(q, sizeof q, "(n/a)");
+    else
+      snprintf(q, sizeof q, "%.1fms", r->queue_p95_ms);
+    fprintf(f, "%4us %8u %8u %10s %10s %6u %9.1f %10s %5u %5u %5u\n", r->client.t,
+            r->client.offered, r->client.ok,
+            r->client.ok ? pb_fmt_ns(r->client.p50_ns, a, sizeof a) : "-",
+            r->client.ok ? pb_fmt_ns(r->client.p99_ns, b, sizeof b) : "-", r->procs,
+            r->rss_bytes / 1048576.0, q, r->client.shed, r->client.errors, r->client.timeouts);
+  }
+}
