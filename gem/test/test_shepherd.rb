@@ -1,0 +1,243 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "tmpdir"
+
+# The shepherd as a real process (exe/puma-plus-shepherd), with the test as the server: a
+# socketpair end as its fd 3 and a UNIXServer for the workers' connections.
+class TestShepherd < Minitest::Test
+  W = PumaPlus::Wire
+  EXE = File.expand_path("../exe/puma-plus-shepherd", __dir__)
+
+  APP = <<~RUBY
+    run(lambda do |env|
+      case env["PATH_INFO"]
+      when %r{\\A/sleep/(\\d+)\\z} then sleep(Integer($1) / 1000.0)
+      end
+      [200, { "content-type" => "text/plain" }, ["pid=\#{Process.pid}"]]
+    end)
+  RUBY
+
+  def setup
+    @dir = Dir.mktmpdir("pp-shepherd")
+    File.write(File.join(@dir, "config.ru"), APP)
+    @socket_path = File.join(@dir, "workers.sock")
+    @listener = UNIXServer.new(@socket_path)
+    @control, child_end = UNIXSocket.pair
+    @pid = nil
+    @child_end = child_end
+    @worker_pids = []
+  end
+
+  def teardown
+    @control.close unless @control.closed?
+    if @pid
+      begin
+        Timeout.timeout(10) { Process.wait(@pid) }
+      rescue Timeout::Error
+        Process.kill("KILL", @pid)
+        Process.wait(@pid)
+      rescue Errno::ECHILD
+        nil
+      end
+    end
+    @worker_pids.each do |pid|
+      Process.kill("KILL", pid)
+    rescue Errno::ESRCH
+      nil
+    end
+    @listener.close
+    FileUtils.rm_rf(@dir)
+  end
+
+  def start(workers:, threads:, env: {})
+    @stderr_path = File.join(@dir, "stderr.log")
+    @pid = Process.spawn(env, RbConfig.ruby, EXE, "--app", File.join(@dir, "config.ru"),
+                         "--threads", threads.to_s, "--socket", @socket_path, "--workers", workers.to_s,
+                         3 => @child_end, err: @stderr_path, out: File::NULL)
+    @child_end.close
+    ready = control_frame
+    assert_instance_of W::Ready, ready, stderr
+    assert_equal @pid, ready.pid
+    assert_operator ready.boot_ns, :>, 0
+  end
+
+  def stderr = File.exist?(@stderr_path.to_s) ? File.read(@stderr_path) : ""
+
+  def control_frame(timeout: 10) = FakeServer.read_frame(@control, timeout: timeout)
+
+  def send_control(frame) = @control.write(W.encode(frame))
+
+  # Accepts `n` worker connections; returns [[sock, hello], ...].
+  def accept(n)
+    Array.new(n) do
+      raise Timeout::Error, "no worker connection\n#{stderr}" unless IO.select([@listener], nil, nil, 10)
+
+      sock = @listener.accept
+      hello = FakeServer.read_frame(sock)
+      assert_instance_of W::Hello, hello
+      [sock, hello]
+    end
+  end
+
+  def forked(n)
+    Array.new(n) do
+      f = control_frame
+      assert_instance_of W::Forked, f, stderr
+      @worker_pids << f.pid
+      f
+    end
+  end
+
+  def alive?(pid)
+    Process.kill(0, pid)
+    true
+  rescue Errno::ESRCH
+    false
+  end
+
+  def wait_gone(pids, timeout: 10)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+    sleep 0.02 while pids.any? { |p| alive?(p) } && Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+    pids.reject { |p| alive?(p) }
+  end
+
+  def test_lifecycle_spawn_retire_index_reuse_kill_and_stop
+    start(workers: 2, threads: 2)
+    f = forked(2)
+    assert_equal [0, 1], f.map(&:worker_index)
+    conns = accept(4)
+    by_pid = conns.group_by { |_, h| h.pid }
+    assert_equal f.map(&:pid).sort, by_pid.keys.sort
+    conns.each { |_, h| assert_equal W::CAP_CPU_TIME, h.capabilities }
+    f.each do |fk|
+      hellos = by_pid[fk.pid].map(&:last)
+      assert_equal [fk.worker_index] * 2, hellos.map(&:worker_index)
+      assert_equal [0, 1], hellos.map(&:thread_index).sort
+    end
+
+    # A request through one of the connections.
+    sock = conns[0][0]
+    sock.write(FakeServer.request(1, "GET", "/"))
+    res = FakeServer.read_response(sock, 1)
+    assert_equal 200, res[:head].status
+    assert_equal "pid=#{conns[0][1].pid}", res[:body]
+
+    # SPAWN 1 → index 2.
+    send_control(W::Spawn.new(1))
+    f2 = forked(1)[0]
+    assert_equal 2, f2.worker_index
+    accept(2)
+
+    # RETIRE worker 0: its idle connections close, it exits 0, index 0 becomes free.
+    retired = f.find { |x| x.worker_index.zero? }
+    send_control(W::Retire.new(retired.pid))
+    by_pid[retired.pid].each { |s, _| assert_equal :eof, FakeServer.read_frame(s) }
+    ex = control_frame
+    assert_equal W::Exited.new(retired.pid, 0), ex
+    send_control(W::Spawn.new(1))
+    assert_equal 0, forked(1)[0].worker_index, "the lowest free index is reused"
+    accept(2)
+
+    # A worker killed with SIGKILL is reported as -9.
+    Process.kill("KILL", f2.pid)
+    assert_equal W::Exited.new(f2.pid, -9), control_frame
+
+    # STOP: every worker exits, each reported, then the shepherd exits 0.
+    live = @worker_pids - [retired.pid, f2.pid]
+    send_control(W::Stop.new(2000))
+    exited = Array.new(live.size) { control_frame }
+    assert_equal live.sort, exited.map(&:pid).sort
+    assert(exited.all? { |e| e.status.zero? })
+    _, st = Process.wait2(@pid)
+    @pid = nil
+    assert_equal 0, st.exitstatus
+    assert_equal live.sort, wait_gone(live).sort
+  end
+
+  def test_retire_finishes_the_in_flight_request
+    start(workers: 1, threads: 2)
+    pid = forked(1)[0].pid
+    conns = accept(2)
+    busy = conns[0][0]
+    busy.write(FakeServer.request(7, "GET", "/sleep/300"))
+    sleep 0.05
+    send_control(W::Retire.new(pid))
+    assert_equal :eof, FakeServer.read_frame(conns[1][0]), "the idle connection closes at once"
+    res = FakeServer.read_response(busy, 7)
+    assert_equal 200, res[:head].status
+    assert_equal "pid=#{pid}", res[:body]
+    assert_equal :eof, FakeServer.read_frame(busy)
+    assert_equal W::Exited.new(pid, 0), control_frame
+  end
+
+  def test_stop_kills_workers_that_outlive_the_grace
+    start(workers: 1, threads: 1)
+    pid = forked(1)[0].pid
+    sock, = accept(1)[0]
+    sock.write(FakeServer.request(1, "GET", "/sleep/5000"))
+    sleep 0.1
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    send_control(W::Stop.new(200))
+    assert_equal W::Exited.new(pid, -9), control_frame
+    Process.wait(@pid)
+    @pid = nil
+    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0, :<, 3
+  end
+
+  def test_control_channel_closing_takes_workers_down
+    start(workers: 2, threads: 1)
+    pids = forked(2).map(&:pid)
+    accept(2)
+    shepherd = @pid
+    @control.close
+    Timeout.timeout(10) { Process.wait(shepherd) }
+    @pid = nil
+    assert_equal pids.sort, wait_gone(pids).sort, "no worker outlives the shepherd's server"
+  end
+
+  def test_workers_exit_when_the_shepherd_is_killed
+    start(workers: 1, threads: 1)
+    pid = forked(1)[0].pid
+    accept(1)
+    Process.kill("KILL", @pid)
+    Process.wait(@pid)
+    @pid = nil
+    assert_equal [pid], wait_gone([pid]), "the worker notices its shepherd is gone"
+  end
+
+  def test_hooks_from_config_run_in_shepherd_and_worker
+    marks = File.join(@dir, "marks")
+    cfg = File.join(@dir, "puma-plus.rb")
+    File.write(cfg, <<~RUBY)
+      workers 2
+      before_fork { File.open(#{marks.inspect}, "a") { |f| f.puts "before_fork \#{Process.pid}" } }
+      on_worker_boot { |i| File.open(#{marks.inspect}, "a") { |f| f.puts "boot \#{i} \#{Process.pid}" } }
+    RUBY
+    start(workers: 2, threads: 1, env: { "PUMA_PLUS_CONFIG" => cfg })
+    f = forked(2)
+    accept(2)
+    lines = File.readlines(marks, chomp: true)
+    assert_includes lines, "before_fork #{@pid}"
+    f.each { |x| assert_includes lines, "boot #{x.worker_index} #{x.pid}" }
+    send_control(W::Stop.new(1000))
+  end
+
+  def test_bad_app_exits_non_zero_with_a_message
+    File.write(File.join(@dir, "config.ru"), "raise 'broken app'\n")
+    pid = Process.spawn(RbConfig.ruby, EXE, "--app", File.join(@dir, "config.ru"), "--threads", "1",
+                        "--socket", @socket_path, "--workers", "1", 3 => @child_end,
+                        err: (log = File.join(@dir, "err")))
+    @child_end.close
+    _, st = Process.wait2(pid)
+    assert_equal 1, st.exitstatus
+    assert_match(/cannot load .*config\.ru: RuntimeError: broken app/, File.read(log))
+    assert_equal :eof, control_frame
+  end
+
+  def test_usage_errors
+    out = IO.popen([RbConfig.ruby, EXE, "--app", "x.ru", err: [:child, :out]], &:read)
+    assert_equal 2, $?.exitstatus
+    assert_match(/missing argument: --threads, --socket, --workers/, out)
+  end
+end
