@@ -10,11 +10,11 @@
  * success and one of these, negative, on failure. */
 typedef enum pp_ctl_err {
   PP_CTL_OK = 0,
-  PP_CTL_EINVAL = -1,  /* an argument or a field value is out of its domain */
-  PP_CTL_ENOSPC = -2,  /* the caller's output buffer is too small */
-  PP_CTL_EPARSE = -3,  /* the input text is malformed (the error struct says where) */
-  PP_CTL_ERANGE = -4,  /* a number does not fit its field */
-  PP_CTL_ENOENT = -5,  /* an unknown field name */
+  PP_CTL_EINVAL = -1, /* an argument or a field value is out of its domain */
+  PP_CTL_ENOSPC = -2, /* the caller's output buffer is too small */
+  PP_CTL_EPARSE = -3, /* the input text is malformed (the error struct says where) */
+  PP_CTL_ERANGE = -4, /* a number does not fit its field */
+  PP_CTL_ENOENT = -5, /* an unknown field name */
 } pp_ctl_err;
 
 /* A static English description of an error code; never NULL. */

@@ -22,25 +22,25 @@ typedef enum pp_action {
 /* The controller's memory between ticks. Plain data, logged before and after every tick.
  * INT64_MIN in a *_ns time field means "never". */
 typedef struct pp_ctl_state {
-  uint32_t breach_ticks;      /* consecutive ticks over target (queue p95 or predicted wait) */
-  uint32_t calm_ticks;        /* consecutive calm ticks */
-  int64_t last_spawn_ns;      /* time of the last spawn decision */
-  int64_t last_retire_ns;     /* time of the last retire decision */
-  int64_t last_thread_ns;     /* time of the last thread change */
-  uint32_t workers_wanted;    /* workers the controller has asked for (ready + booting) */
-  uint32_t threads_wanted;    /* threads per worker the controller has asked for */
-  int shedding;               /* admission control currently on */
+  uint32_t breach_ticks;   /* consecutive ticks over target (queue p95 or predicted wait) */
+  uint32_t calm_ticks;     /* consecutive calm ticks */
+  int64_t last_spawn_ns;   /* time of the last spawn decision */
+  int64_t last_retire_ns;  /* time of the last retire decision */
+  int64_t last_thread_ns;  /* time of the last thread change */
+  uint32_t workers_wanted; /* workers the controller has asked for (ready + booting) */
+  uint32_t threads_wanted; /* threads per worker the controller has asked for */
+  int shedding;            /* admission control currently on */
 } pp_ctl_state;
 
 typedef struct pp_decision {
   pp_action action;
-  uint32_t count;              /* units for the action (0 for NONE) */
-  uint32_t workers_target;     /* workers_wanted after this decision */
-  uint64_t predicted_wait_ns;  /* W_pred at this tick (UINT64_MAX: no capacity) */
-  double rho;                  /* utilisation estimate: arrival_rate * S / c */
-  int shed;                    /* admission control on after this decision */
-  uint64_t shed_budget_ns;     /* wait budget the server sheds against when shed is on */
-  char reason[256];            /* one human line, e.g. "spawn_worker x2: queue p95 503ms over ..." */
+  uint32_t count;             /* units for the action (0 for NONE) */
+  uint32_t workers_target;    /* workers_wanted after this decision */
+  uint64_t predicted_wait_ns; /* W_pred at this tick (UINT64_MAX: no capacity) */
+  double rho;                 /* utilisation estimate: arrival_rate * S / c */
+  int shed;                   /* admission control on after this decision */
+  uint64_t shed_budget_ns;    /* wait budget the server sheds against when shed is on */
+  char reason[256];           /* one human line, e.g. "spawn_worker x2: queue p95 503ms over ..." */
 } pp_decision;
 
 /* Initial state for a server that starts with `workers` workers and `threads` threads each. */

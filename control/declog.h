@@ -19,8 +19,8 @@
 typedef struct pp_declog_record {
   uint64_t tick;
   int64_t time_ns;
-  uint64_t policy_hash;     /* pp_policy_hash() of the policy that decided */
-  char source[16];          /* "server" or "sim" (NUL-terminated) */
+  uint64_t policy_hash; /* pp_policy_hash() of the policy that decided */
+  char source[16];      /* "server" or "sim" (NUL-terminated) */
   pp_observation obs;
   pp_ctl_state state_before;
   pp_decision decision;

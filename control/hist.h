@@ -16,13 +16,13 @@
 #define PP_HIST_MAX_BITS  38 /* values up to 2^38 ns ≈ 275 s are resolved */
 #define PP_HIST_MAX_NS    ((1ull << PP_HIST_MAX_BITS) - 1)
 /* Bucket count: exact range [0, SUB_COUNT) plus one group of SUB_COUNT/2 ... see hist.c. */
-#define PP_HIST_BUCKETS   ((PP_HIST_MAX_BITS - PP_HIST_SUB_BITS + 1) * PP_HIST_SUB_COUNT)
+#define PP_HIST_BUCKETS ((PP_HIST_MAX_BITS - PP_HIST_SUB_BITS + 1) * PP_HIST_SUB_COUNT)
 
 typedef struct pp_hist {
-  uint64_t count;     /* samples recorded */
-  uint64_t sum_ns;    /* exact sum of recorded values (saturates at UINT64_MAX) */
-  uint64_t min_ns;    /* exact; UINT64_MAX when empty */
-  uint64_t max_ns;    /* exact; 0 when empty */
+  uint64_t count;  /* samples recorded */
+  uint64_t sum_ns; /* exact sum of recorded values (saturates at UINT64_MAX) */
+  uint64_t min_ns; /* exact; UINT64_MAX when empty */
+  uint64_t max_ns; /* exact; 0 when empty */
   uint64_t buckets[PP_HIST_BUCKETS];
 } pp_hist;
 
@@ -33,7 +33,7 @@ typedef struct pp_hist_window {
   pp_hist lifetime;
 } pp_hist_window;
 
-void pp_hist_init(pp_hist *h);  /* empty histogram; same as pp_hist_reset */
+void pp_hist_init(pp_hist *h); /* empty histogram; same as pp_hist_reset */
 void pp_hist_reset(pp_hist *h);
 void pp_hist_record(pp_hist *h, uint64_t value_ns);
 void pp_hist_record_n(pp_hist *h, uint64_t value_ns, uint64_t n);

@@ -10,36 +10,36 @@
 #include "control/hist.h"
 
 typedef struct pp_observation {
-  uint64_t tick;           /* tick number, 0-based, monotonically increasing */
-  int64_t time_ns;         /* the tick's time (end of its window), caller's monotonic clock */
-  uint64_t window_ns;      /* length of the window the percentiles and rates cover */
+  uint64_t tick;      /* tick number, 0-based, monotonically increasing */
+  int64_t time_ns;    /* the tick's time (end of its window), caller's monotonic clock */
+  uint64_t window_ns; /* length of the window the percentiles and rates cover */
 
   /* Queue time (T3 - T2b) of requests dispatched in the window. 0 when none were. */
   uint64_t queue_p50_ns, queue_p95_ns, queue_p99_ns, queue_max_ns;
-  uint64_t queue_count;    /* requests dispatched in the window (samples behind the p's) */
-  uint32_t queue_len;      /* L: runnable requests waiting at tick time */
+  uint64_t queue_count; /* requests dispatched in the window (samples behind the p's) */
+  uint32_t queue_len;   /* L: runnable requests waiting at tick time */
 
   /* Capacity. A slot is one worker thread connection. */
-  uint32_t slots_ready;    /* connected slots (busy + idle), the capacity c */
-  uint32_t slots_busy;     /* slots running a request at tick time */
-  uint32_t workers_ready;  /* workers with at least one connected slot */
-  uint32_t workers_booting;/* workers expected but not yet connected (expected - observed) */
-  uint32_t workers_retiring;/* workers draining towards exit; not capacity */
+  uint32_t slots_ready;      /* connected slots (busy + idle), the capacity c */
+  uint32_t slots_busy;       /* slots running a request at tick time */
+  uint32_t workers_ready;    /* workers with at least one connected slot */
+  uint32_t workers_booting;  /* workers expected but not yet connected (expected - observed) */
+  uint32_t workers_retiring; /* workers draining towards exit; not capacity */
   uint32_t threads_per_worker;
 
   /* Workload over the window. */
-  uint64_t arrivals;       /* requests that became runnable in the window */
-  uint64_t completions;    /* requests whose response ended in the window */
-  double arrival_rate;     /* arrivals per second over the window */
-  uint64_t service_mean_ns;/* mean service time (T5 - T4 - body_read) of completions;
-                              falls back to the lifetime mean when the window has none */
+  uint64_t arrivals;        /* requests that became runnable in the window */
+  uint64_t completions;     /* requests whose response ended in the window */
+  double arrival_rate;      /* arrivals per second over the window */
+  uint64_t service_mean_ns; /* mean service time (T5 - T4 - body_read) of completions;
+                               falls back to the lifetime mean when the window has none */
   uint64_t service_p95_ns;
-  int64_t service_cpu_mean_ns; /* mean CPU time per request, PP_UNKNOWN_NS if unmeasured */
-  int64_t gvl_wait_ns;     /* mean GVL wait per request, PP_UNKNOWN_NS if unmeasured */
+  int64_t service_cpu_mean_ns;  /* mean CPU time per request, PP_UNKNOWN_NS if unmeasured */
+  int64_t gvl_wait_ns;          /* mean GVL wait per request, PP_UNKNOWN_NS if unmeasured */
   int64_t mem_per_worker_bytes; /* RSS per worker, -1 if unknown */
 
-  uint64_t shed;           /* 503s answered by admission control in the window */
-  uint64_t timeouts;       /* requests whose client gave up (or timed out) in the window */
+  uint64_t shed;     /* 503s answered by admission control in the window */
+  uint64_t timeouts; /* requests whose client gave up (or timed out) in the window */
 } pp_observation;
 
 /* What a tick's caller hands the builder. Histograms are read, never kept or freed. */
@@ -47,16 +47,16 @@ typedef struct pp_obs_input {
   uint64_t tick;
   int64_t now_ns;
   uint64_t window_ns;
-  const pp_hist *queue_window;      /* queue times of this window (required) */
-  const pp_hist *service_window;    /* service times of this window (required) */
-  const pp_hist *service_lifetime;  /* fallback for the mean when the window is empty; may be NULL */
+  const pp_hist *queue_window;     /* queue times of this window (required) */
+  const pp_hist *service_window;   /* service times of this window (required) */
+  const pp_hist *service_lifetime; /* fallback for the mean when the window is empty; may be NULL */
   uint32_t queue_len;
   uint32_t slots_ready, slots_busy;
   uint32_t workers_ready, workers_booting, workers_retiring, threads_per_worker;
   uint64_t arrivals, completions, shed, timeouts;
-  int64_t service_cpu_mean_ns;      /* PP_UNKNOWN_NS if unmeasured */
-  int64_t gvl_wait_ns;              /* PP_UNKNOWN_NS if unmeasured */
-  int64_t mem_per_worker_bytes;     /* -1 if unknown */
+  int64_t service_cpu_mean_ns;  /* PP_UNKNOWN_NS if unmeasured */
+  int64_t gvl_wait_ns;          /* PP_UNKNOWN_NS if unmeasured */
+  int64_t mem_per_worker_bytes; /* -1 if unknown */
 } pp_obs_input;
 
 /* Fills *out from *in. Returns 0, or PP_CTL_EINVAL if a required pointer is NULL or

@@ -12,30 +12,30 @@
 #include <stdint.h>
 
 typedef struct pp_policy {
-  uint64_t tick_ns;              /* tick: controller period (default 1s) */
-  uint32_t min_workers;          /* min_workers (default 1) */
-  uint32_t max_workers;          /* max_workers (default 8) */
-  uint32_t max_step;             /* max_step: most workers added by one decision (default 4) */
-  uint32_t cores;                /* cores: CPU bound for sizing, 0 = no bound (default 0) */
-  int64_t memory_limit_bytes;    /* memory_limit: bound for sizing, 0 = no bound (default 0) */
+  uint64_t tick_ns;           /* tick: controller period (default 1s) */
+  uint32_t min_workers;       /* min_workers (default 1) */
+  uint32_t max_workers;       /* max_workers (default 8) */
+  uint32_t max_step;          /* max_step: most workers added by one decision (default 4) */
+  uint32_t cores;             /* cores: CPU bound for sizing, 0 = no bound (default 0) */
+  int64_t memory_limit_bytes; /* memory_limit: bound for sizing, 0 = no bound (default 0) */
 
-  uint64_t target_queue_p95_ns;  /* target_queue_p95 (default 50ms) */
-  double severe_factor;          /* severe_factor: p95 over factor*target acts at once (default 4) */
-  uint32_t breach_ticks;         /* breach_ticks: ticks over target before acting (default 2) */
-  double calm_fraction;          /* calm_fraction: p95 under fraction*target is calm (default 0.2) */
-  double calm_utilisation;       /* calm_utilisation: busy/ready under this is calm (default 0.5) */
-  uint32_t calm_ticks;           /* calm_ticks: calm ticks before retiring one (default 30) */
-  uint64_t spawn_cooldown_ns;    /* spawn_cooldown (default 3s) */
-  uint64_t retire_cooldown_ns;   /* retire_cooldown (default 30s) */
-  double target_utilisation;     /* target_utilisation: sizing aims rho at this (default 0.7) */
+  uint64_t target_queue_p95_ns; /* target_queue_p95 (default 50ms) */
+  double severe_factor;         /* severe_factor: p95 over factor*target acts at once (default 4) */
+  uint32_t breach_ticks;        /* breach_ticks: ticks over target before acting (default 2) */
+  double calm_fraction;         /* calm_fraction: p95 under fraction*target is calm (default 0.2) */
+  double calm_utilisation;      /* calm_utilisation: busy/ready under this is calm (default 0.5) */
+  uint32_t calm_ticks;          /* calm_ticks: calm ticks before retiring one (default 30) */
+  uint64_t spawn_cooldown_ns;   /* spawn_cooldown (default 3s) */
+  uint64_t retire_cooldown_ns;  /* retire_cooldown (default 30s) */
+  double target_utilisation;    /* target_utilisation: sizing aims rho at this (default 0.7) */
 
-  int threads_enabled;           /* threads.enabled (default false) */
-  uint32_t min_threads;          /* threads.min (default 1) */
-  uint32_t max_threads;          /* threads.max (default 16) */
-  uint64_t gvl_wait_max_ns;      /* threads.gvl_wait_max: add threads only below (default 5ms) */
+  int threads_enabled;      /* threads.enabled (default false) */
+  uint32_t min_threads;     /* threads.min (default 1) */
+  uint32_t max_threads;     /* threads.max (default 16) */
+  uint64_t gvl_wait_max_ns; /* threads.gvl_wait_max: add threads only below (default 5ms) */
 
-  int shed_enabled;              /* shed.enabled (default false) */
-  uint64_t shed_budget_ns;       /* shed.budget: predicted wait beyond which to shed (default 10s) */
+  int shed_enabled;        /* shed.enabled (default false) */
+  uint64_t shed_budget_ns; /* shed.budget: predicted wait beyond which to shed (default 10s) */
 } pp_policy;
 
 /* Where a parse or set failed. line/column are 1-based (0 when not from text). */

@@ -1,0 +1,538 @@
+/* pp_decide(): tiered thresholds with hysteresis, the settled gate, cooldowns, bounds,
+ * Little's-law sizing, GVL-gated threads and a shedding recommendation. docs/CONTROL.md
+ * explains each rule and why; the rule order below is the order of that page.
+ *
+ * Workload: called once per tick (1 s by default) by the server, and millions of times by
+ * sweeps in the simulator, so it avoids snprintf and allocation: the reason line is built by
+ * the small appender below, into the decision's own buffer. */
+#include "control/control.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- reason builder: bounded appends, always NUL-terminated, truncates silently ---- */
+
+typedef struct line {
+  char *buf;
+  size_t cap, len;
+} line;
+
+static void put(line *l, const char *s) {
+  while (*s && l->len + 1 < l->cap)
+    l->buf[l->len++] = *s++;
+  l->buf[l->len] = '\0';
+}
+
+static void put_u64(line *l, uint64_t v) {
+  char tmp[24];
+  int n = 0;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  char out[24];
+  for (int i = 0; i < n; i++)
+    out[i] = tmp[n - 1 - i];
+  out[n] = '\0';
+  put(l, out);
+}
+
+/* v / 10^decimals printed with exactly `decimals` fractional digits. */
+static void put_fixed(line *l, uint64_t scaled, int decimals) {
+  uint64_t div = 1;
+  for (int i = 0; i < decimals; i++)
+    div *= 10;
+  put_u64(l, scaled / div);
+  if (decimals == 0) return;
+  put(l, ".");
+  uint64_t frac = scaled % div;
+  char digits[8];
+  for (int i = decimals - 1; i >= 0; i--) {
+    digits[i] = (char)('0' + frac % 10);
+    frac /= 10;
+  }
+  digits[decimals] = '\0';
+  put(l, digits);
+}
+
+/* A duration for people: 850ns, 2.5us, 503ms, 1.23s, 42.1s. */
+static void put_dur(line *l, uint64_t ns) {
+  if (ns == UINT64_MAX) {
+    put(l, "unbounded");
+    return;
+  }
+  uint64_t unit;
+  const char *suffix;
+  if (ns < 1000) {
+    put_u64(l, ns);
+    put(l, "ns");
+    return;
+  } else if (ns < 999500ull) {
+    unit = 1000, suffix = "us";
+  } else if (ns < 999500000ull) {
+    unit = 1000000, suffix = "ms";
+  } else {
+    unit = 1000000000ull, suffix = "s";
+  }
+  uint64_t whole = ns / unit;
+  int decimals = suffix[0] == 's' ? (whole < 10 ? 2 : whole < 100 ? 1 : 0) : (whole < 10 ? 1 : 0);
+  uint64_t div = 1;
+  for (int i = 0; i < decimals; i++)
+    div *= 10;
+  unsigned __int128 scaled = ((unsigned __int128)ns * div + unit / 2) / unit;
+  put_fixed(l, (uint64_t)scaled, decimals);
+  put(l, suffix);
+}
+
+static void put_ratio(line *l, double r) {
+  if (!(r >= 0)) r = 0;
+  if (r > 999999.0) r = 999999.0;
+  put_fixed(l, (uint64_t)(r * 100.0 + 0.5), 2);
+}
+
+static void put_count(line *l, uint64_t n, const char *singular, const char *plural) {
+  put_u64(l, n);
+  put(l, " ");
+  put(l, n == 1 ? singular : plural);
+}
+
+/* ---- helpers ---- */
+
+static uint64_t elapsed_since(int64_t now, int64_t last) {
+  if (last == INT64_MIN) return UINT64_MAX;
+  if (now < last) return 0;
+  return (uint64_t)now - (uint64_t)last;
+}
+
+static uint32_t sat_add32(uint32_t a, uint32_t b) {
+  uint32_t r;
+  return __builtin_add_overflow(a, b, &r) ? UINT32_MAX : r;
+}
+
+static uint64_t mul_clamp(uint64_t v, double f) {
+  double x = (double)v * f;
+  return x >= 1.8e19 ? UINT64_MAX : (uint64_t)x;
+}
+
+void pp_ctl_state_init(pp_ctl_state *s, const pp_policy *p, uint32_t workers, uint32_t threads) {
+  memset(s, 0, sizeof *s);
+  s->last_spawn_ns = INT64_MIN;
+  s->last_retire_ns = INT64_MIN;
+  s->last_thread_ns = INT64_MIN;
+  s->workers_wanted = workers;
+  s->threads_wanted = threads ? threads : (p ? p->min_threads : 1);
+  s->shedding = 0;
+}
+
+static const char *const action_names[] = {"none", "spawn_worker", "retire_worker", "add_thread",
+                                           "remove_thread"};
+
+const char *pp_action_name(pp_action a) {
+  if ((unsigned)a < sizeof action_names / sizeof action_names[0]) return action_names[a];
+  return "invalid";
+}
+
+int pp_action_parse(const char *name, pp_action *out) {
+  if (!name) return PP_CTL_EINVAL;
+  for (unsigned i = 0; i < sizeof action_names / sizeof action_names[0]; i++) {
+    if (strcmp(name, action_names[i]) == 0) {
+      if (out) *out = (pp_action)i;
+      return 0;
+    }
+  }
+  return PP_CTL_EINVAL;
+}
+
+/* What one tick sees, derived once from the observation and policy. */
+typedef struct view {
+  uint64_t wait;     /* W_pred */
+  uint64_t p95;      /* queue p95 (0 when nothing was dispatched) */
+  uint64_t target;   /* target queue p95 */
+  uint64_t severe;   /* severe threshold */
+  uint32_t expected; /* ready + booting */
+  uint32_t tpw;      /* threads per worker used for sizing */
+  double offered;    /* arrival_rate * S: slots' worth of work arriving */
+  double rho;        /* offered / c */
+  int over_p95, over_wait, breach, severe_now, calm;
+} view;
+
+/* The common tail of most reasons: "(predicted 557ms, rho 0.92, 1 worker ready, 0 booting)". */
+static void put_context(line *l, const view *v, const pp_observation *o, int with_p95) {
+  put(l, " (");
+  if (with_p95) {
+    put(l, "queue p95 ");
+    put_dur(l, v->p95);
+    put(l, ", ");
+  }
+  put(l, "predicted ");
+  put_dur(l, v->wait);
+  put(l, ", rho ");
+  put_ratio(l, v->rho);
+  put(l, ", ");
+  put_count(l, o->workers_ready, "worker", "workers");
+  put(l, " ready, ");
+  put_u64(l, o->workers_booting);
+  put(l, " booting)");
+}
+
+/* "queue p95 503ms over target 50ms for 2 ticks" or the predicted-wait form. */
+static void put_breach(line *l, const view *v, uint32_t ticks) {
+  if (v->over_p95) {
+    put(l, "queue p95 ");
+    put_dur(l, v->p95);
+  } else {
+    put(l, "predicted wait ");
+    put_dur(l, v->wait);
+  }
+  put(l, v->severe_now ? " over severe " : " over target ");
+  put_dur(l, v->severe_now ? v->severe : v->target);
+  put(l, " for ");
+  put_count(l, ticks, "tick", "ticks");
+}
+
+static void put_action(line *l, pp_action a, uint32_t count) {
+  put(l, pp_action_name(a));
+  if (a != PP_ACTION_NONE) {
+    put(l, " x");
+    put_u64(l, count);
+  }
+  put(l, ": ");
+}
+
+/* The capacity bound on workers: max_workers, then cores (when the CPU share of service is
+ * measured), then memory (when RSS per worker is measured). *why names the binding one. */
+static uint32_t worker_cap(const pp_policy *p, const pp_observation *o, const view *v,
+                           const char **why) {
+  uint32_t cap = p->max_workers;
+  *why = "max_workers";
+  if (p->cores > 0 && o->service_cpu_mean_ns >= 0 && o->service_mean_ns > 0) {
+    double share = (double)o->service_cpu_mean_ns / (double)o->service_mean_ns;
+    if (share > 1) share = 1;
+    /* A busy worker keeps at most one core (the GVL) and at most tpw * share of one. */
+    double per_worker = (double)v->tpw * share;
+    if (per_worker > 1) per_worker = 1;
+    if (per_worker > 0) {
+      double by_cores = floor((double)p->cores / per_worker);
+      if (by_cores < (double)cap) {
+        cap = by_cores < 1 ? 1 : (uint32_t)by_cores;
+        *why = "cores";
+      }
+    }
+  }
+  if (p->memory_limit_bytes > 0 && o->mem_per_worker_bytes > 0) {
+    int64_t by_mem = p->memory_limit_bytes / o->mem_per_worker_bytes;
+    if (by_mem < (int64_t)cap) {
+      cap = by_mem < 1 ? 1 : (uint32_t)by_mem;
+      *why = "memory_limit";
+    }
+  }
+  return cap;
+}
+
+/* Workers needed: enough slots to carry the offered load at target utilisation, plus enough
+ * to drain the backlog L within a drain horizon (the longer of a tick and the spawn
+ * cooldown, the soonest the controller could correct itself). Little's law both ways. */
+static double workers_needed(const pp_policy *p, const pp_observation *o, const view *v) {
+  double horizon = (double)(p->spawn_cooldown_ns > p->tick_ns ? p->spawn_cooldown_ns : p->tick_ns);
+  double drain = (double)o->queue_len * (double)o->service_mean_ns / horizon;
+  double slots = v->offered / p->target_utilisation + drain;
+  double w = ceil(slots / (double)v->tpw);
+  return w > 1e9 ? 1e9 : w;
+}
+
+static int policy_ok(const pp_policy *p, line *l) {
+  if (pp_policy_validate(p, NULL) == 0) return 1;
+  pp_policy_error e;
+  pp_policy_validate(p, &e);
+  put(l, "none: invalid policy: ");
+  put(l, e.field);
+  put(l, " ");
+  put(l, e.message);
+  return 0;
+}
+
+pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation *o) {
+  pp_decision d;
+  memset(&d, 0, sizeof d);
+  d.action = PP_ACTION_NONE;
+  line l = {d.reason, sizeof d.reason, 0};
+  d.reason[0] = '\0';
+  if (!p || !st || !o) {
+    put(&l, "none: invalid input: policy, state and observation are required");
+    if (st) d.workers_target = st->workers_wanted, d.shed = st->shedding;
+    return d;
+  }
+  d.shed_budget_ns = p->shed_budget_ns;
+  d.workers_target = st->workers_wanted;
+  d.shed = st->shedding;
+  if (!policy_ok(p, &l)) return d;
+  if (!isfinite(o->arrival_rate) || o->arrival_rate < 0) {
+    put(&l, "none: invalid observation: arrival_rate is negative or not finite");
+    return d;
+  }
+
+  /* Reconcile: the observation is the truth about workers that exist or are coming. */
+  view v;
+  v.expected = sat_add32(o->workers_ready, o->workers_booting);
+  st->workers_wanted = v.expected;
+  if (o->threads_per_worker) st->threads_wanted = o->threads_per_worker;
+  v.tpw =
+      o->threads_per_worker ? o->threads_per_worker : (st->threads_wanted ? st->threads_wanted : 1);
+
+  v.wait = pp_observation_predicted_wait(o);
+  v.p95 = o->queue_count ? o->queue_p95_ns : 0;
+  v.target = p->target_queue_p95_ns;
+  v.severe = mul_clamp(v.target, p->severe_factor);
+  v.offered = o->arrival_rate * (double)o->service_mean_ns / 1e9;
+  v.rho = o->slots_ready ? v.offered / (double)o->slots_ready : 0;
+  if (!isfinite(v.rho)) v.rho = 0;
+  v.over_p95 = v.p95 > v.target;
+  v.over_wait = v.wait > v.target;
+  v.breach = v.over_p95 || v.over_wait;
+  v.severe_now = v.p95 > v.severe || v.wait > v.severe;
+  v.calm = !v.breach && o->queue_len == 0 && o->slots_ready > 0 &&
+           v.p95 <= mul_clamp(v.target, p->calm_fraction) &&
+           (double)o->slots_busy < p->calm_utilisation * (double)o->slots_ready;
+  d.predicted_wait_ns = v.wait;
+  d.rho = v.rho;
+
+  /* Hysteresis counters: consecutive breach ticks, consecutive calm ticks. The band between
+   * calm and breach resets both, so a signal hovering around the target never retires. */
+  if (v.breach) {
+    st->breach_ticks = sat_add32(st->breach_ticks, 1);
+    st->calm_ticks = 0;
+  } else if (v.calm) {
+    st->calm_ticks = sat_add32(st->calm_ticks, 1);
+    st->breach_ticks = 0;
+  } else {
+    st->breach_ticks = 0;
+    st->calm_ticks = 0;
+  }
+
+  /* Shedding recommendation, with its own hysteresis: on above the budget, off at half. */
+  int shed_before = st->shedding;
+  if (!p->shed_enabled) {
+    st->shedding = 0;
+  } else if (v.wait != UINT64_MAX) {
+    if (!st->shedding && v.wait > p->shed_budget_ns)
+      st->shedding = 1;
+    else if (st->shedding && v.wait <= p->shed_budget_ns / 2)
+      st->shedding = 0;
+  }
+
+  int64_t now = o->time_ns;
+  const char *cap_why;
+  uint32_t cap = worker_cap(p, o, &v, &cap_why);
+  int gvl_known = o->gvl_wait_ns >= 0;
+
+  if (v.expected < p->min_workers) {
+    /* Bounds: the floor. Still behind the settled gate. */
+    if (o->workers_booting > 0) {
+      put_action(&l, PP_ACTION_NONE, 0);
+      put_count(&l, v.expected, "worker", "workers");
+      put(&l, " below min_workers but ");
+      put_count(&l, o->workers_booting, "worker", "workers");
+      put(&l, " still booting");
+    } else {
+      d.action = PP_ACTION_SPAWN_WORKER;
+      d.count = p->min_workers - v.expected;
+      st->workers_wanted = p->min_workers;
+      st->last_spawn_ns = now;
+      put_action(&l, d.action, d.count);
+      put_count(&l, v.expected, "worker", "workers");
+      put(&l, " below min_workers ");
+      put_u64(&l, p->min_workers);
+      put_context(&l, &v, o, 1);
+    }
+  } else if (v.expected > p->max_workers && o->workers_ready > 0) {
+    /* Bounds: the ceiling (a policy reload lowered max_workers). One at a time. */
+    d.action = PP_ACTION_RETIRE_WORKER;
+    d.count = 1;
+    st->workers_wanted = v.expected - 1;
+    st->last_retire_ns = now;
+    put_action(&l, d.action, 1);
+    put_count(&l, v.expected, "worker", "workers");
+    put(&l, " above max_workers ");
+    put_u64(&l, p->max_workers);
+  } else if (v.breach) {
+    int threads_ok = p->threads_enabled && gvl_known &&
+                     (uint64_t)o->gvl_wait_ns < p->gvl_wait_max_ns && v.tpw < p->max_threads &&
+                     elapsed_since(now, st->last_thread_ns) >= p->spawn_cooldown_ns;
+    uint64_t spawn_wait = elapsed_since(now, st->last_spawn_ns);
+    if (st->breach_ticks < p->breach_ticks && !v.severe_now) {
+      put_action(&l, PP_ACTION_NONE, 0);
+      put_breach(&l, &v, st->breach_ticks);
+      put(&l, " of ");
+      put_u64(&l, p->breach_ticks);
+      put_context(&l, &v, o, !v.over_p95);
+    } else if (o->workers_booting > 0) {
+      /* The settled gate: capacity already on its way has not been seen yet. */
+      put_action(&l, PP_ACTION_NONE, 0);
+      put(&l, "breach for ");
+      put_count(&l, st->breach_ticks, "tick", "ticks");
+      put(&l, " but ");
+      put_count(&l, o->workers_booting, "worker", "workers");
+      put(&l, " still booting");
+      put_context(&l, &v, o, 1);
+    } else if (threads_ok) {
+      d.action = PP_ACTION_ADD_THREAD;
+      d.count = 1;
+      st->threads_wanted = v.tpw + 1;
+      st->last_thread_ns = now;
+      put_action(&l, d.action, 1);
+      put_breach(&l, &v, st->breach_ticks);
+      st->breach_ticks = 0;
+      put(&l, " (gvl wait ");
+      put_dur(&l, (uint64_t)o->gvl_wait_ns);
+      put(&l, " under ");
+      put_dur(&l, p->gvl_wait_max_ns);
+      put(&l, ", ");
+      put_u64(&l, v.tpw);
+      put(&l, " -> ");
+      put_u64(&l, v.tpw + 1);
+      put(&l, " threads, rho ");
+      put_ratio(&l, v.rho);
+      put(&l, ")");
+    } else if (spawn_wait < p->spawn_cooldown_ns) {
+      put_action(&l, PP_ACTION_NONE, 0);
+      put_breach(&l, &v, st->breach_ticks);
+      put(&l, " but spawn cooldown has ");
+      put_dur(&l, p->spawn_cooldown_ns - spawn_wait);
+      put(&l, " left");
+      put_context(&l, &v, o, !v.over_p95);
+    } else if (v.expected >= cap) {
+      put_action(&l, PP_ACTION_NONE, 0);
+      put_breach(&l, &v, st->breach_ticks);
+      put(&l, " but at ");
+      put(&l, cap_why);
+      put(&l, " bound of ");
+      put_count(&l, cap, "worker", "workers");
+      put_context(&l, &v, o, !v.over_p95);
+    } else {
+      double need = o->service_mean_ns ? workers_needed(p, o, &v) : 0;
+      int64_t add = (int64_t)need - (int64_t)v.expected;
+      if (add <= 0 && o->service_mean_ns && v.wait <= v.target) {
+        /* Sized capacity suffices and the request arriving now would meet the target: the
+         * high p95 is the backlog of an earlier shortage draining. Adding more overshoots. */
+        put_action(&l, PP_ACTION_NONE, 0);
+        put_breach(&l, &v, st->breach_ticks);
+        put(&l, " but ");
+        put_count(&l, v.expected, "worker", "workers");
+        put(&l, " suffice and predicted wait is under target; draining");
+        put_context(&l, &v, o, 0);
+      } else {
+        const char *bound = NULL;
+        if (add < 1) add = 1;
+        if (add > (int64_t)p->max_step) add = p->max_step, bound = "max_step";
+        if (add > (int64_t)(cap - v.expected)) add = cap - v.expected, bound = cap_why;
+        d.action = PP_ACTION_SPAWN_WORKER;
+        d.count = (uint32_t)add;
+        st->workers_wanted = v.expected + d.count;
+        st->last_spawn_ns = now;
+        put_action(&l, d.action, d.count);
+        put_breach(&l, &v, st->breach_ticks);
+        put_context(&l, &v, o, !v.over_p95);
+        if (o->service_mean_ns) {
+          put(&l, "; sized ");
+          put_u64(&l, (uint64_t)need);
+          put(&l, " workers");
+          if (bound) {
+            put(&l, ", capped by ");
+            put(&l, bound);
+          }
+        }
+        st->breach_ticks = 0;
+      }
+    }
+  } else if (p->threads_enabled && gvl_known && (uint64_t)o->gvl_wait_ns > p->gvl_wait_max_ns &&
+             v.tpw > p->min_threads &&
+             elapsed_since(now, st->last_thread_ns) >= p->spawn_cooldown_ns) {
+    /* Threads are fighting over the GVL: one fewer per worker costs nothing in throughput. */
+    d.action = PP_ACTION_REMOVE_THREAD;
+    d.count = 1;
+    st->threads_wanted = v.tpw - 1;
+    st->last_thread_ns = now;
+    put_action(&l, d.action, 1);
+    put(&l, "gvl wait ");
+    put_dur(&l, (uint64_t)o->gvl_wait_ns);
+    put(&l, " over ");
+    put_dur(&l, p->gvl_wait_max_ns);
+    put(&l, " (");
+    put_u64(&l, v.tpw);
+    put(&l, " -> ");
+    put_u64(&l, v.tpw - 1);
+    put(&l, " threads)");
+  } else if (v.calm && st->calm_ticks >= p->calm_ticks) {
+    uint64_t since_retire = elapsed_since(now, st->last_retire_ns);
+    uint64_t since_spawn = elapsed_since(now, st->last_spawn_ns);
+    uint32_t c_after = o->slots_ready > v.tpw ? o->slots_ready - v.tpw : 0;
+    double rho_after = c_after ? v.offered / (double)c_after : INFINITY;
+    put_action(&l, PP_ACTION_NONE, 0); /* rewritten below if we retire */
+    if (v.expected <= p->min_workers) {
+      l.len = 0;
+      put(&l, "none: calm, at min_workers ");
+      put_u64(&l, p->min_workers);
+      put_context(&l, &v, o, 1);
+    } else if (o->workers_booting > 0) {
+      put(&l, "calm but ");
+      put_count(&l, o->workers_booting, "worker", "workers");
+      put(&l, " still booting");
+    } else if (since_retire < p->retire_cooldown_ns || since_spawn < p->retire_cooldown_ns) {
+      uint64_t since = since_retire < since_spawn ? since_retire : since_spawn;
+      put(&l, "calm for ");
+      put_count(&l, st->calm_ticks, "tick", "ticks");
+      put(&l, " but retire cooldown has ");
+      put_dur(&l, p->retire_cooldown_ns - since);
+      put(&l, " left");
+    } else if (!(rho_after < p->target_utilisation)) {
+      put(&l, "calm for ");
+      put_count(&l, st->calm_ticks, "tick", "ticks");
+      put(&l, " but one fewer worker would put rho at ");
+      put_ratio(&l, rho_after);
+      put(&l, " over target ");
+      put_ratio(&l, p->target_utilisation);
+    } else {
+      l.len = 0;
+      d.action = PP_ACTION_RETIRE_WORKER;
+      d.count = 1;
+      put_action(&l, d.action, 1);
+      put(&l, "calm for ");
+      put_count(&l, st->calm_ticks, "tick", "ticks");
+      put(&l, " (queue p95 ");
+      put_dur(&l, v.p95);
+      put(&l, ", busy ");
+      put_u64(&l, o->slots_busy);
+      put(&l, "/");
+      put_u64(&l, o->slots_ready);
+      put(&l, ", rho ");
+      put_ratio(&l, v.rho);
+      put(&l, " -> ");
+      put_ratio(&l, rho_after);
+      put(&l, " with one fewer)");
+      st->workers_wanted = v.expected - 1;
+      st->last_retire_ns = now;
+      st->calm_ticks = 0;
+    }
+  } else {
+    put_action(&l, PP_ACTION_NONE, 0);
+    if (v.calm) {
+      put(&l, "calm for ");
+      put_count(&l, st->calm_ticks, "tick", "ticks");
+      put(&l, " of ");
+      put_u64(&l, p->calm_ticks);
+    } else {
+      put(&l, "steady");
+    }
+    put_context(&l, &v, o, 1);
+  }
+
+  if (st->shedding != shed_before) {
+    put(&l, st->shedding ? "; shedding on: predicted " : "; shedding off: predicted ");
+    put_dur(&l, v.wait);
+    put(&l, st->shedding ? " over budget " : " under half the budget ");
+    put_dur(&l, p->shed_budget_ns);
+  }
+  d.workers_target = st->workers_wanted;
+  d.shed = st->shedding;
+  return d;
+}

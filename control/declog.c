@@ -1,0 +1,425 @@
+/* The decision-log codec: one pp_declog_record <-> one compact JSON line (jansson).
+ *
+ * Each sub-object (obs, state, decision) is described by a field table, so the encoder and
+ * the decoder walk the same list in the same order and cannot drift apart. Exactness rules
+ * (docs/CONTROL.md, "Decision log"): integers are JSON integers; a uint64 above INT64_MAX
+ * (which jansson's long long cannot hold, e.g. an unbounded predicted wait) is a string of
+ * decimal digits; the policy hash is a 16-digit lowercase hex string; doubles are written
+ * with 17 significant digits so they read back to the same bits. Workload: one line per
+ * tick in the server, a few thousand lines per replay; nothing here is hot. */
+#include "control/control.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum kind { K_U64, K_I64, K_U32, K_F64, K_BOOL, K_ACTION, K_STR };
+
+typedef struct jfield {
+  const char *name;
+  enum kind kind;
+  size_t offset;
+  size_t size; /* for K_STR: buffer size including NUL */
+} jfield;
+
+#define OBS(n, k)                                                                                  \
+  { #n, k, offsetof(pp_observation, n), 0 }
+#define STATE(n, k)                                                                                \
+  { #n, k, offsetof(pp_ctl_state, n), 0 }
+#define DEC(n, k)                                                                                  \
+  { #n, k, offsetof(pp_decision, n), 0 }
+
+static const jfield obs_fields[] = {
+    OBS(tick, K_U64),
+    OBS(time_ns, K_I64),
+    OBS(window_ns, K_U64),
+    OBS(queue_p50_ns, K_U64),
+    OBS(queue_p95_ns, K_U64),
+    OBS(queue_p99_ns, K_U64),
+    OBS(queue_max_ns, K_U64),
+    OBS(queue_count, K_U64),
+    OBS(queue_len, K_U32),
+    OBS(slots_ready, K_U32),
+    OBS(slots_busy, K_U32),
+    OBS(workers_ready, K_U32),
+    OBS(workers_booting, K_U32),
+    OBS(workers_retiring, K_U32),
+    OBS(threads_per_worker, K_U32),
+    OBS(arrivals, K_U64),
+    OBS(completions, K_U64),
+    OBS(arrival_rate, K_F64),
+    OBS(service_mean_ns, K_U64),
+    OBS(service_p95_ns, K_U64),
+    OBS(service_cpu_mean_ns, K_I64),
+    OBS(gvl_wait_ns, K_I64),
+    OBS(mem_per_worker_bytes, K_I64),
+    OBS(shed, K_U64),
+    OBS(timeouts, K_U64),
+};
+
+static const jfield state_fields[] = {
+    STATE(breach_ticks, K_U32),   STATE(calm_ticks, K_U32),     STATE(last_spawn_ns, K_I64),
+    STATE(last_retire_ns, K_I64), STATE(last_thread_ns, K_I64), STATE(workers_wanted, K_U32),
+    STATE(threads_wanted, K_U32), STATE(shedding, K_BOOL),
+};
+
+static const jfield decision_fields[] = {
+    DEC(action, K_ACTION),
+    DEC(count, K_U32),
+    DEC(workers_target, K_U32),
+    DEC(predicted_wait_ns, K_U64),
+    DEC(rho, K_F64),
+    DEC(shed, K_BOOL),
+    DEC(shed_budget_ns, K_U64),
+    {"reason", K_STR, offsetof(pp_decision, reason), sizeof(((pp_decision *)0)->reason)},
+};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- encode ---- */
+
+static json_t *u64_value(uint64_t v) {
+  if (v <= INT64_MAX) return json_integer((json_int_t)v);
+  char digits[24];
+  snprintf(digits, sizeof digits, "%" PRIu64, v);
+  return json_string(digits);
+}
+
+static int encode_fields(json_t *obj, const void *base, const jfield *f, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const char *p = (const char *)base + f[i].offset;
+    json_t *v = NULL;
+    switch (f[i].kind) {
+    case K_U64: {
+      uint64_t x;
+      memcpy(&x, p, sizeof x);
+      v = u64_value(x);
+      break;
+    }
+    case K_I64: {
+      int64_t x;
+      memcpy(&x, p, sizeof x);
+      v = json_integer((json_int_t)x);
+      break;
+    }
+    case K_U32: {
+      uint32_t x;
+      memcpy(&x, p, sizeof x);
+      v = json_integer((json_int_t)x);
+      break;
+    }
+    case K_F64: {
+      double x;
+      memcpy(&x, p, sizeof x);
+      v = isfinite(x) ? json_real(x) : NULL;
+      break;
+    }
+    case K_BOOL: {
+      int x;
+      memcpy(&x, p, sizeof x);
+      v = json_boolean(x);
+      break;
+    }
+    case K_ACTION: {
+      pp_action a;
+      memcpy(&a, p, sizeof a);
+      if (pp_action_name(a)[0] != 'i') v = json_string(pp_action_name(a)); /* not "invalid" */
+      break;
+    }
+    case K_STR: v = memchr(p, '\0', f[i].size) ? json_string(p) : NULL; break;
+    }
+    if (!v || json_object_set_new(obj, f[i].name, v) != 0) return PP_CTL_EINVAL;
+  }
+  return 0;
+}
+
+static json_t *encode_object(const void *base, const jfield *f, size_t n) {
+  json_t *obj = json_object();
+  if (!obj) return NULL;
+  if (encode_fields(obj, base, f, n) != 0) {
+    json_decref(obj);
+    return NULL;
+  }
+  return obj;
+}
+
+static int set_new(json_t *root, const char *key, json_t *v) {
+  return v ? json_object_set_new(root, key, v) : -1;
+}
+
+int pp_declog_encode(const pp_declog_record *r, char *buf, size_t cap) {
+  if (!r || !buf) return PP_CTL_EINVAL;
+  char hash[17];
+  snprintf(hash, sizeof hash, "%016" PRIx64, r->policy_hash);
+  if (!memchr(r->source, '\0', sizeof r->source)) return PP_CTL_EINVAL;
+  json_t *root = json_object();
+  if (!root) return PP_CTL_EINVAL;
+  int bad = 0;
+  bad |= set_new(root, "v", json_integer(PP_DECLOG_VERSION));
+  bad |= set_new(root, "tick", u64_value(r->tick));
+  bad |= set_new(root, "time_ns", json_integer((json_int_t)r->time_ns));
+  bad |= set_new(root, "policy_hash", json_string(hash));
+  bad |= set_new(root, "source", json_string(r->source));
+  bad |= set_new(root, "obs", encode_object(&r->obs, obs_fields, COUNT(obs_fields)));
+  bad |= set_new(root, "state_before",
+                 encode_object(&r->state_before, state_fields, COUNT(state_fields)));
+  bad |= set_new(root, "decision",
+                 encode_object(&r->decision, decision_fields, COUNT(decision_fields)));
+  bad |= set_new(root, "state_after",
+                 encode_object(&r->state_after, state_fields, COUNT(state_fields)));
+  if (bad) {
+    json_decref(root);
+    return PP_CTL_EINVAL;
+  }
+  char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+  json_decref(root);
+  if (!text) return PP_CTL_EINVAL;
+  size_t n = strlen(text);
+  if (n + 2 > cap) {
+    free(text);
+    if (cap) buf[0] = '\0';
+    return PP_CTL_ENOSPC;
+  }
+  memcpy(buf, text, n);
+  buf[n] = '\n';
+  buf[n + 1] = '\0';
+  free(text);
+  return (int)(n + 1);
+}
+
+/* ---- decode ---- */
+
+static int fail(pp_declog_error *err, long line, const char *prefix, const char *name,
+                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int fail(pp_declog_error *err, long line, const char *prefix, const char *name,
+                const char *fmt, ...) {
+  if (err) {
+    err->line = line;
+    snprintf(err->field, sizeof err->field, "%s%s%s", prefix ? prefix : "",
+             prefix && prefix[0] && name && name[0] ? "." : "", name ? name : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+  }
+  return PP_CTL_EPARSE;
+}
+
+typedef struct dctx {
+  pp_declog_error *err;
+  long line;
+} dctx;
+
+static int get_u64(dctx *c, json_t *v, const char *prefix, const char *name, uint64_t *out) {
+  if (json_is_integer(v)) {
+    json_int_t x = json_integer_value(v);
+    if (x < 0) return fail(c->err, c->line, prefix, name, "must not be negative");
+    *out = (uint64_t)x;
+    return 0;
+  }
+  if (json_is_string(v)) {
+    /* Only values above INT64_MAX are written as strings; accept exactly that form. */
+    const char *s = json_string_value(v);
+    size_t n = json_string_length(v);
+    if (n == 0 || n > 20 || s[0] == '0')
+      return fail(c->err, c->line, prefix, name, "expected an integer");
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (s[i] < '0' || s[i] > '9')
+        return fail(c->err, c->line, prefix, name, "expected an integer");
+      unsigned d = (unsigned)(s[i] - '0');
+      if (x > (UINT64_MAX - d) / 10)
+        return fail(c->err, c->line, prefix, name, "integer out of range");
+      x = x * 10 + d;
+    }
+    if (x <= INT64_MAX)
+      return fail(c->err, c->line, prefix, name, "integers up to 2^63-1 must be JSON numbers");
+    *out = x;
+    return 0;
+  }
+  return fail(c->err, c->line, prefix, name, "expected an integer");
+}
+
+static int decode_fields(dctx *c, json_t *obj, const char *prefix, void *base, const jfield *f,
+                         size_t n) {
+  if (!json_is_object(obj)) return fail(c->err, c->line, prefix, "", "expected an object");
+  for (size_t i = 0; i < n; i++) {
+    char *p = (char *)base + f[i].offset;
+    const char *name = f[i].name;
+    json_t *v = json_object_get(obj, name);
+    if (!v) return fail(c->err, c->line, prefix, name, "missing");
+    switch (f[i].kind) {
+    case K_U64: {
+      uint64_t x;
+      if (get_u64(c, v, prefix, name, &x)) return PP_CTL_EPARSE;
+      memcpy(p, &x, sizeof x);
+      break;
+    }
+    case K_I64: {
+      if (!json_is_integer(v)) return fail(c->err, c->line, prefix, name, "expected an integer");
+      int64_t x = (int64_t)json_integer_value(v);
+      memcpy(p, &x, sizeof x);
+      break;
+    }
+    case K_U32: {
+      if (!json_is_integer(v)) return fail(c->err, c->line, prefix, name, "expected an integer");
+      json_int_t x = json_integer_value(v);
+      if (x < 0 || x > UINT32_MAX)
+        return fail(c->err, c->line, prefix, name, "must be between 0 and 4294967295");
+      uint32_t y = (uint32_t)x;
+      memcpy(p, &y, sizeof y);
+      break;
+    }
+    case K_F64: {
+      if (!json_is_number(v)) return fail(c->err, c->line, prefix, name, "expected a number");
+      double x = json_number_value(v);
+      memcpy(p, &x, sizeof x);
+      break;
+    }
+    case K_BOOL: {
+      if (!json_is_boolean(v)) return fail(c->err, c->line, prefix, name, "expected true or false");
+      int x = json_is_true(v);
+      memcpy(p, &x, sizeof x);
+      break;
+    }
+    case K_ACTION: {
+      pp_action a;
+      if (!json_is_string(v) || pp_action_parse(json_string_value(v), &a) != 0)
+        return fail(c->err, c->line, prefix, name,
+                    "expected none, spawn_worker, retire_worker, add_thread or remove_thread");
+      memcpy(p, &a, sizeof a);
+      break;
+    }
+    case K_STR: {
+      if (!json_is_string(v)) return fail(c->err, c->line, prefix, name, "expected a string");
+      size_t len = json_string_length(v);
+      if (len >= f[i].size)
+        return fail(c->err, c->line, prefix, name, "longer than %zu bytes", f[i].size - 1);
+      memcpy(p, json_string_value(v), len + 1);
+      break;
+    }
+    }
+  }
+  if (json_object_size(obj) != n) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+      size_t i = 0;
+      while (i < n && strcmp(f[i].name, key) != 0)
+        i++;
+      if (i == n) return fail(c->err, c->line, prefix, key, "unknown field");
+    }
+  }
+  return 0;
+}
+
+int pp_declog_decode(pp_declog_record *out, const char *text, size_t len, long line,
+                     pp_declog_error *err) {
+  dctx c = {err, line};
+  if (err) memset(err, 0, sizeof *err), err->line = line;
+  if (!out || !text) return fail(err, line, "", "", "no input");
+  if (len > 0 && text[len - 1] == '\n') len--;
+  if (len == 0) return fail(err, line, "", "", "empty line");
+  json_error_t jerr;
+  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (!root)
+    return fail(err, line, "", "", "invalid JSON at column %d: %s", jerr.column, jerr.text);
+  pp_declog_record r;
+  memset(&r, 0, sizeof r);
+  int rc = PP_CTL_EPARSE;
+  if (!json_is_object(root)) {
+    fail(err, line, "", "", "expected a JSON object");
+    goto done;
+  }
+  json_t *v = json_object_get(root, "v");
+  if (!v) {
+    fail(err, line, "", "v", "missing");
+    goto done;
+  }
+  if (!json_is_integer(v) || json_integer_value(v) != PP_DECLOG_VERSION) {
+    fail(err, line, "", "v", "unsupported log version (this reader knows version %d)",
+         PP_DECLOG_VERSION);
+    goto done;
+  }
+  if (!(v = json_object_get(root, "tick"))) {
+    fail(err, line, "", "tick", "missing");
+    goto done;
+  }
+  if (get_u64(&c, v, "", "tick", &r.tick)) goto done;
+  if (!(v = json_object_get(root, "time_ns"))) {
+    fail(err, line, "", "time_ns", "missing");
+    goto done;
+  }
+  if (!json_is_integer(v)) {
+    fail(err, line, "", "time_ns", "expected an integer");
+    goto done;
+  }
+  r.time_ns = (int64_t)json_integer_value(v);
+  if (!(v = json_object_get(root, "policy_hash"))) {
+    fail(err, line, "", "policy_hash", "missing");
+    goto done;
+  }
+  {
+    const char *h = json_is_string(v) ? json_string_value(v) : NULL;
+    int ok = h && json_string_length(v) == 16;
+    for (int i = 0; ok && i < 16; i++)
+      ok = (h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f');
+    if (!ok) {
+      fail(err, line, "", "policy_hash", "expected 16 lowercase hex digits");
+      goto done;
+    }
+    r.policy_hash = strtoull(h, NULL, 16);
+  }
+  if (!(v = json_object_get(root, "source"))) {
+    fail(err, line, "", "source", "missing");
+    goto done;
+  }
+  if (!json_is_string(v) || json_string_length(v) >= sizeof r.source) {
+    fail(err, line, "", "source", "expected a string of at most %zu bytes", sizeof r.source - 1);
+    goto done;
+  }
+  memcpy(r.source, json_string_value(v), json_string_length(v) + 1);
+  static const struct {
+    const char *name;
+    size_t offset;
+    const jfield *fields;
+    size_t n;
+  } subs[] = {
+      {"obs", offsetof(pp_declog_record, obs), obs_fields, COUNT(obs_fields)},
+      {"state_before", offsetof(pp_declog_record, state_before), state_fields, COUNT(state_fields)},
+      {"decision", offsetof(pp_declog_record, decision), decision_fields, COUNT(decision_fields)},
+      {"state_after", offsetof(pp_declog_record, state_after), state_fields, COUNT(state_fields)},
+  };
+  for (size_t i = 0; i < COUNT(subs); i++) {
+    if (!(v = json_object_get(root, subs[i].name))) {
+      fail(err, line, "", subs[i].name, "missing");
+      goto done;
+    }
+    if (decode_fields(&c, v, subs[i].name, (char *)&r + subs[i].offset, subs[i].fields, subs[i].n))
+      goto done;
+  }
+  if (json_object_size(root) != 9) {
+    const char *key;
+    json_object_foreach(root, key, v) {
+      static const char *const top[] = {"v",   "tick",         "time_ns",  "policy_hash", "source",
+                                        "obs", "state_before", "decision", "state_after"};
+      size_t i = 0;
+      while (i < COUNT(top) && strcmp(top[i], key) != 0)
+        i++;
+      if (i == COUNT(top)) {
+        fail(err, line, "", key, "unknown field");
+        goto done;
+      }
+    }
+  }
+  *out = r;
+  rc = 0;
+done:
+  json_decref(root);
+  return rc;
+}

@@ -1,0 +1,627 @@
+/* The policy: defaults, YAML parsing (libyaml, memory only), flag overrides, validation,
+ * canonical text and its FNV-1a hash.
+ *
+ * Every field is described once in the table below (dotted name, kind, offset); parsing,
+ * pp_policy_set, the canonical text and the field-name list all walk that table, so a new
+ * field is one line here plus its default. Workload: a policy is parsed a few times per
+ * process (startup, SIGHUP, a sweep of a few hundred variants); nothing here is hot. */
+#include "control/control.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+enum field_kind { F_DURATION, F_U32, F_BYTES, F_DOUBLE, F_BOOL };
+
+typedef struct field {
+  const char *name;
+  enum field_kind kind;
+  size_t offset;
+} field;
+
+#define FIELD(name, kind, member)                                                                  \
+  { name, kind, offsetof(pp_policy, member) }
+static const field fields[] = {
+    FIELD("tick", F_DURATION, tick_ns),
+    FIELD("min_workers", F_U32, min_workers),
+    FIELD("max_workers", F_U32, max_workers),
+    FIELD("max_step", F_U32, max_step),
+    FIELD("cores", F_U32, cores),
+    FIELD("memory_limit", F_BYTES, memory_limit_bytes),
+    FIELD("target_queue_p95", F_DURATION, target_queue_p95_ns),
+    FIELD("severe_factor", F_DOUBLE, severe_factor),
+    FIELD("breach_ticks", F_U32, breach_ticks),
+    FIELD("calm_fraction", F_DOUBLE, calm_fraction),
+    FIELD("calm_utilisation", F_DOUBLE, calm_utilisation),
+    FIELD("calm_ticks", F_U32, calm_ticks),
+    FIELD("spawn_cooldown", F_DURATION, spawn_cooldown_ns),
+    FIELD("retire_cooldown", F_DURATION, retire_cooldown_ns),
+    FIELD("target_utilisation", F_DOUBLE, target_utilisation),
+    FIELD("threads.enabled", F_BOOL, threads_enabled),
+    FIELD("threads.min", F_U32, min_threads),
+    FIELD("threads.max", F_U32, max_threads),
+    FIELD("threads.gvl_wait_max", F_DURATION, gvl_wait_max_ns),
+    FIELD("shed.enabled", F_BOOL, shed_enabled),
+    FIELD("shed.budget", F_DURATION, shed_budget_ns),
+};
+#define NFIELDS (sizeof fields / sizeof fields[0])
+
+const char *const pp_policy_field_names[] = {
+    "tick",
+    "min_workers",
+    "max_workers",
+    "max_step",
+    "cores",
+    "memory_limit",
+    "target_queue_p95",
+    "severe_factor",
+    "breach_ticks",
+    "calm_fraction",
+    "calm_utilisation",
+    "calm_ticks",
+    "spawn_cooldown",
+    "retire_cooldown",
+    "target_utilisation",
+    "threads.enabled",
+    "threads.min",
+    "threads.max",
+    "threads.gvl_wait_max",
+    "shed.enabled",
+    "shed.budget",
+    NULL,
+};
+
+/* Longest duration any field accepts: keeps now + cooldown far from int64 overflow. */
+#define DURATION_MAX_NS (1ull << 62)
+#define WORKERS_MAX     65536u
+#define THREADS_MAX     1024u
+
+void pp_policy_defaults(pp_policy *p) {
+  memset(p, 0, sizeof *p);
+  p->tick_ns = 1000000000ull;
+  p->min_workers = 1;
+  p->max_workers = 8;
+  p->max_step = 4;
+  p->cores = 0;
+  p->memory_limit_bytes = 0;
+  p->target_queue_p95_ns = 50000000ull;
+  p->severe_factor = 4.0;
+  p->breach_ticks = 2;
+  p->calm_fraction = 0.2;
+  p->calm_utilisation = 0.5;
+  p->calm_ticks = 30;
+  p->spawn_cooldown_ns = 3000000000ull;
+  p->retire_cooldown_ns = 30000000000ull;
+  p->target_utilisation = 0.7;
+  p->threads_enabled = 0;
+  p->min_threads = 1;
+  p->max_threads = 16;
+  p->gvl_wait_max_ns = 5000000ull;
+  p->shed_enabled = 0;
+  p->shed_budget_ns = 10000000000ull;
+}
+
+static void set_err(pp_policy_error *err, int line, int column, const char *fieldname,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void set_err(pp_policy_error *err, int line, int column, const char *fieldname,
+                    const char *fmt, ...) {
+  if (!err) return;
+  err->line = line;
+  err->column = column;
+  snprintf(err->field, sizeof err->field, "%s", fieldname ? fieldname : "");
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err->message, sizeof err->message, fmt, ap);
+  va_end(ap);
+}
+
+static const field *find_field(const char *name) {
+  for (size_t i = 0; i < NFIELDS; i++)
+    if (strcmp(fields[i].name, name) == 0) return &fields[i];
+  return NULL;
+}
+
+/* Parses "<digits>[.<digits>]" at *s, returning value * scale_num / 10^frac_digits through
+ * *mant and *frac_digits. Returns the number of characters consumed, 0 if none. */
+static size_t parse_decimal(const char *s, unsigned __int128 *mant, int *frac_digits) {
+  size_t i = 0;
+  unsigned __int128 m = 0;
+  int fd = 0, digits = 0;
+  while (isdigit((unsigned char)s[i])) {
+    if (digits < 30)
+      m = m * 10 + (unsigned)(s[i] - '0');
+    else
+      return 0; /* absurdly long: let the caller report it */
+    digits++;
+    i++;
+  }
+  if (s[i] == '.') {
+    size_t j = i + 1;
+    while (isdigit((unsigned char)s[j])) {
+      if (digits >= 30) return 0;
+      m = m * 10 + (unsigned)(s[j] - '0');
+      digits++;
+      fd++;
+      j++;
+    }
+    if (fd == 0 && digits == 0) return 0;
+    i = j;
+  }
+  if (digits == 0) return 0;
+  *mant = m;
+  *frac_digits = fd;
+  return i;
+}
+
+/* value * unit / 10^fd, rounded to nearest; -1 on overflow of `limit`. */
+static int scale_value(unsigned __int128 mant, int fd, uint64_t unit, uint64_t limit,
+                       uint64_t *out) {
+  unsigned __int128 div = 1;
+  for (int k = 0; k < fd; k++)
+    div *= 10;
+  /* mant < 10^30 and unit < 2^42: the product fits 128 bits. */
+  unsigned __int128 v = (mant * unit + div / 2) / div;
+  if (v > limit) return -1;
+  *out = (uint64_t)v;
+  return 0;
+}
+
+static int parse_duration(const char *s, uint64_t *out, const char **why) {
+  unsigned __int128 mant;
+  int fd;
+  size_t n = parse_decimal(s, &mant, &fd);
+  if (n == 0) {
+    *why = "expected a duration like 25ms, 3s or 250us";
+    return PP_CTL_EINVAL;
+  }
+  const char *u = s + n;
+  while (*u == ' ')
+    u++;
+  static const struct {
+    const char *suffix;
+    uint64_t ns;
+  } units[] = {{"ns", 1},
+               {"us", 1000},
+               {"\xc2\xb5s", 1000},
+               {"ms", 1000000},
+               {"s", 1000000000ull},
+               {"", 1000000000ull},
+               {"m", 60000000000ull},
+               {"h", 3600000000000ull}};
+  for (size_t k = 0; k < sizeof units / sizeof units[0]; k++) {
+    if (strcmp(u, units[k].suffix) == 0) {
+      if (scale_value(mant, fd, units[k].ns, DURATION_MAX_NS, out) < 0) {
+        *why = "duration too large";
+        return PP_CTL_ERANGE;
+      }
+      return 0;
+    }
+  }
+  *why = "unknown duration unit (use ns, us, ms, s, m or h; a bare number is seconds)";
+  return PP_CTL_EINVAL;
+}
+
+static int parse_bytes(const char *s, int64_t *out, const char **why) {
+  unsigned __int128 mant;
+  int fd;
+  size_t n = parse_decimal(s, &mant, &fd);
+  if (n == 0) {
+    *why = "expected a size like 512MiB, 2GB or a number of bytes";
+    return PP_CTL_EINVAL;
+  }
+  const char *u = s + n;
+  while (*u == ' ')
+    u++;
+  static const struct {
+    const char *suffix;
+    uint64_t bytes;
+  } units[] = {{"", 1},
+               {"B", 1},
+               {"KB", 1000},
+               {"MB", 1000000},
+               {"GB", 1000000000ull},
+               {"TB", 1000000000000ull},
+               {"KiB", 1ull << 10},
+               {"MiB", 1ull << 20},
+               {"GiB", 1ull << 30},
+               {"TiB", 1ull << 40}};
+  for (size_t k = 0; k < sizeof units / sizeof units[0]; k++) {
+    if (strcmp(u, units[k].suffix) == 0) {
+      uint64_t v;
+      if (scale_value(mant, fd, units[k].bytes, INT64_MAX, &v) < 0) {
+        *why = "size too large";
+        return PP_CTL_ERANGE;
+      }
+      *out = (int64_t)v;
+      return 0;
+    }
+  }
+  *why = "unknown size unit (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)";
+  return PP_CTL_EINVAL;
+}
+
+static int parse_u32(const char *s, uint32_t *out, const char **why) {
+  if (!isdigit((unsigned char)s[0])) {
+    *why = "expected a non-negative integer";
+    return PP_CTL_EINVAL;
+  }
+  uint64_t v = 0;
+  for (const char *c = s; *c; c++) {
+    if (!isdigit((unsigned char)*c)) {
+      *why = "expected a non-negative integer";
+      return PP_CTL_EINVAL;
+    }
+    v = v * 10 + (uint64_t)(*c - '0');
+    if (v > UINT32_MAX) {
+      *why = "integer too large";
+      return PP_CTL_ERANGE;
+    }
+  }
+  *out = (uint32_t)v;
+  return 0;
+}
+
+static int parse_double(const char *s, double *out, const char **why) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end == s || *end != '\0' || s[0] == ' ') {
+    *why = "expected a number";
+    return PP_CTL_EINVAL;
+  }
+  if (errno == ERANGE || !isfinite(v)) {
+    *why = "number out of range";
+    return PP_CTL_ERANGE;
+  }
+  *out = v;
+  return 0;
+}
+
+static int parse_bool(const char *s, int *out, const char **why) {
+  static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no", "off"};
+  for (int k = 0; k < 3; k++) {
+    if (strcasecmp(s, yes[k]) == 0) {
+      *out = 1;
+      return 0;
+    }
+    if (strcasecmp(s, no[k]) == 0) {
+      *out = 0;
+      return 0;
+    }
+  }
+  *why = "expected true or false";
+  return PP_CTL_EINVAL;
+}
+
+/* Sets one described field from text; on error fills *err (line/column from the caller). */
+static int set_field(pp_policy *p, const field *f, const char *value, int line, int column,
+                     pp_policy_error *err) {
+  char *base = (char *)p + f->offset;
+  const char *why = "bad value";
+  int rc;
+  switch (f->kind) {
+  case F_DURATION: {
+    uint64_t v;
+    rc = parse_duration(value, &v, &why);
+    if (rc == 0) memcpy(base, &v, sizeof v);
+    break;
+  }
+  case F_U32: {
+    uint32_t v;
+    rc = parse_u32(value, &v, &why);
+    if (rc == 0) memcpy(base, &v, sizeof v);
+    break;
+  }
+  case F_BYTES: {
+    int64_t v;
+    rc = parse_bytes(value, &v, &why);
+    if (rc == 0) memcpy(base, &v, sizeof v);
+    break;
+  }
+  case F_DOUBLE: {
+    double v;
+    rc = parse_double(value, &v, &why);
+    if (rc == 0) memcpy(base, &v, sizeof v);
+    break;
+  }
+  case F_BOOL: {
+    int v;
+    rc = parse_bool(value, &v, &why);
+    if (rc == 0) memcpy(base, &v, sizeof v);
+    break;
+  }
+  default: rc = PP_CTL_EINVAL;
+  }
+  if (rc != 0) {
+    set_err(err, line, column, f->name, "%s, got \"%.80s\"", why, value);
+    return PP_CTL_EINVAL;
+  }
+  return 0;
+}
+
+int pp_policy_set(pp_policy *p, const char *name, const char *value, pp_policy_error *err) {
+  if (!p || !name || !value) {
+    set_err(err, 0, 0, name, "missing field name or value");
+    return PP_CTL_EINVAL;
+  }
+  const field *f = find_field(name);
+  if (!f) {
+    set_err(err, 0, 0, name, "unknown policy field \"%.40s\"", name);
+    return PP_CTL_ENOENT;
+  }
+  return set_field(p, f, value, 0, 0, err);
+}
+
+static int check(pp_policy_error *err, int ok, const char *name, const char *msg) {
+  if (ok) return 0;
+  set_err(err, 0, 0, name, "%s", msg);
+  return PP_CTL_EINVAL;
+}
+
+int pp_policy_validate(const pp_policy *p, pp_policy_error *err) {
+  int rc = 0;
+#define CHECK(cond, name, msg)                                                                     \
+  if ((rc = check(err, (cond), name, msg)) != 0) return rc
+  CHECK(p->tick_ns > 0, "tick", "must be greater than 0");
+  CHECK(p->min_workers >= 1, "min_workers", "must be at least 1");
+  CHECK(p->max_workers <= WORKERS_MAX, "max_workers", "must be at most 65536");
+  CHECK(p->min_workers <= p->max_workers, "min_workers", "must not exceed max_workers");
+  CHECK(p->max_step >= 1, "max_step", "must be at least 1");
+  CHECK(p->memory_limit_bytes >= 0, "memory_limit", "must not be negative");
+  CHECK(p->target_queue_p95_ns > 0, "target_queue_p95", "must be greater than 0");
+  CHECK(p->severe_factor > 1 && p->severe_factor <= 1e6, "severe_factor",
+        "must be greater than 1 and at most 1e6");
+  CHECK(p->breach_ticks >= 1, "breach_ticks", "must be at least 1");
+  CHECK(p->calm_fraction > 0 && p->calm_fraction <= 1, "calm_fraction", "must be in (0, 1]");
+  CHECK(p->calm_utilisation > 0 && p->calm_utilisation <= 1, "calm_utilisation",
+        "must be in (0, 1]");
+  CHECK(p->calm_ticks >= 1, "calm_ticks", "must be at least 1");
+  CHECK(p->spawn_cooldown_ns <= DURATION_MAX_NS, "spawn_cooldown", "is too large");
+  CHECK(p->retire_cooldown_ns <= DURATION_MAX_NS, "retire_cooldown", "is too large");
+  CHECK(p->target_utilisation > 0 && p->target_utilisation <= 1, "target_utilisation",
+        "must be in (0, 1]");
+  CHECK(p->threads_enabled == 0 || p->threads_enabled == 1, "threads.enabled",
+        "must be true or false");
+  CHECK(p->min_threads >= 1, "threads.min", "must be at least 1");
+  CHECK(p->max_threads <= THREADS_MAX, "threads.max", "must be at most 1024");
+  CHECK(p->min_threads <= p->max_threads, "threads.min", "must not exceed threads.max");
+  CHECK(p->gvl_wait_max_ns > 0 && p->gvl_wait_max_ns <= DURATION_MAX_NS, "threads.gvl_wait_max",
+        "must be greater than 0");
+  CHECK(p->shed_enabled == 0 || p->shed_enabled == 1, "shed.enabled", "must be true or false");
+  CHECK(p->shed_budget_ns > 0 && p->shed_budget_ns <= DURATION_MAX_NS, "shed.budget",
+        "must be greater than 0");
+  CHECK(p->tick_ns <= DURATION_MAX_NS && p->target_queue_p95_ns <= DURATION_MAX_NS, "tick",
+        "is too large");
+#undef CHECK
+  return 0;
+}
+
+/* ---- YAML ---- */
+
+typedef struct parse_ctx {
+  pp_policy *p;
+  pp_policy_error *err;
+  int line[NFIELDS]; /* where each field was set (0 = not set), for duplicate and
+                        validation errors */
+  int column[NFIELDS];
+} parse_ctx;
+
+static int apply_pair(parse_ctx *c, const char *name, yaml_node_t *value) {
+  const field *f = find_field(name);
+  int line = (int)value->start_mark.line + 1, column = (int)value->start_mark.column + 1;
+  if (!f) {
+    set_err(c->err, line, column, name, "unknown policy field \"%.40s\"", name);
+    return PP_CTL_EINVAL;
+  }
+  size_t idx = (size_t)(f - fields);
+  if (value->type != YAML_SCALAR_NODE) {
+    set_err(c->err, line, column, name, "expected a single value, got a %s",
+            value->type == YAML_MAPPING_NODE ? "mapping" : "list");
+    return PP_CTL_EINVAL;
+  }
+  if (c->line[idx]) {
+    set_err(c->err, line, column, name, "set twice (first on line %d)", c->line[idx]);
+    return PP_CTL_EINVAL;
+  }
+  const char *text = (const char *)value->data.scalar.value;
+  if (value->data.scalar.length != strlen(text)) {
+    set_err(c->err, line, column, name, "value contains a NUL byte");
+    return PP_CTL_EINVAL;
+  }
+  if (text[0] == '\0') {
+    set_err(c->err, line, column, name, "expected a value, got nothing");
+    return PP_CTL_EINVAL;
+  }
+  int rc = set_field(c->p, f, text, line, column, c->err);
+  if (rc == 0) {
+    c->line[idx] = line;
+    c->column[idx] = column;
+  }
+  return rc;
+}
+
+static int walk_mapping(parse_ctx *c, yaml_document_t *doc, yaml_node_t *map, const char *prefix) {
+  for (yaml_node_pair_t *pair = map->data.mapping.pairs.start; pair < map->data.mapping.pairs.top;
+       pair++) {
+    yaml_node_t *k = yaml_document_get_node(doc, pair->key);
+    yaml_node_t *v = yaml_document_get_node(doc, pair->value);
+    if (!k || !v) {
+      set_err(c->err, 0, 0, prefix, "malformed mapping");
+      return PP_CTL_EPARSE;
+    }
+    int kline = (int)k->start_mark.line + 1, kcol = (int)k->start_mark.column + 1;
+    if (k->type != YAML_SCALAR_NODE) {
+      set_err(c->err, kline, kcol, prefix, "expected a field name, got a %s",
+              k->type == YAML_MAPPING_NODE ? "mapping" : "list");
+      return PP_CTL_EPARSE;
+    }
+    char name[64];
+    const char *key = (const char *)k->data.scalar.value;
+    if (snprintf(name, sizeof name, "%s%s%s", prefix, prefix[0] ? "." : "", key) >=
+        (int)sizeof name) {
+      set_err(c->err, kline, kcol, "", "field name too long: \"%.40s...\"", key);
+      return PP_CTL_EINVAL;
+    }
+    if (v->type == YAML_MAPPING_NODE && prefix[0] == '\0' &&
+        (strcmp(name, "threads") == 0 || strcmp(name, "shed") == 0)) {
+      int rc = walk_mapping(c, doc, v, name);
+      if (rc) return rc;
+      continue;
+    }
+    if (v->type == YAML_MAPPING_NODE && !find_field(name)) {
+      set_err(c->err, kline, kcol, name, "unknown policy section \"%.40s\"", name);
+      return PP_CTL_EINVAL;
+    }
+    if (!find_field(name)) {
+      set_err(c->err, kline, kcol, name, "unknown policy field \"%.40s\"", name);
+      return PP_CTL_EINVAL;
+    }
+    int rc = apply_pair(c, name, v);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+int pp_policy_parse(pp_policy *out, const char *yaml, size_t len, pp_policy_error *err) {
+  pp_policy_defaults(out);
+  if (err) memset(err, 0, sizeof *err);
+  if (!yaml && len) {
+    set_err(err, 0, 0, "", "no policy text");
+    return PP_CTL_EINVAL;
+  }
+  parse_ctx c;
+  memset(&c, 0, sizeof c);
+  c.p = out;
+  c.err = err;
+
+  yaml_parser_t parser;
+  yaml_document_t doc;
+  if (!yaml_parser_initialize(&parser)) {
+    set_err(err, 0, 0, "", "out of memory initialising the YAML parser");
+    return PP_CTL_EPARSE;
+  }
+  yaml_parser_set_input_string(&parser, (const unsigned char *)(yaml ? yaml : ""), len);
+  if (!yaml_parser_load(&parser, &doc)) {
+    set_err(err, (int)parser.problem_mark.line + 1, (int)parser.problem_mark.column + 1, "",
+            "YAML syntax error: %s%s%s", parser.problem ? parser.problem : "unknown problem",
+            parser.context ? " " : "", parser.context ? parser.context : "");
+    yaml_parser_delete(&parser);
+    return PP_CTL_EPARSE;
+  }
+  int rc = 0;
+  yaml_node_t *root = yaml_document_get_root_node(&doc);
+  if (root) {
+    if (root->type == YAML_SCALAR_NODE && root->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+        (root->data.scalar.length == 0 || strcmp((char *)root->data.scalar.value, "~") == 0 ||
+         strcmp((char *)root->data.scalar.value, "null") == 0)) {
+      /* "~" or an empty document: the defaults. */
+    } else if (root->type != YAML_MAPPING_NODE) {
+      set_err(err, (int)root->start_mark.line + 1, (int)root->start_mark.column + 1, "",
+              "a policy must be a mapping of field: value");
+      rc = PP_CTL_EPARSE;
+    } else {
+      rc = walk_mapping(&c, &doc, root, "");
+    }
+  }
+  /* A second document in the same text is a mistake, not something to ignore silently. */
+  if (rc == 0 && root) {
+    yaml_document_t extra;
+    if (yaml_parser_load(&parser, &extra)) {
+      yaml_node_t *r2 = yaml_document_get_root_node(&extra);
+      if (r2) {
+        set_err(err, (int)r2->start_mark.line + 1, (int)r2->start_mark.column + 1, "",
+                "a policy is a single YAML document; found a second one");
+        rc = PP_CTL_EPARSE;
+      }
+      yaml_document_delete(&extra);
+    } else {
+      set_err(err, (int)parser.problem_mark.line + 1, (int)parser.problem_mark.column + 1, "",
+              "YAML syntax error: %s", parser.problem ? parser.problem : "unknown problem");
+      rc = PP_CTL_EPARSE;
+    }
+  }
+  yaml_document_delete(&doc);
+  yaml_parser_delete(&parser);
+  if (rc) return rc;
+
+  pp_policy_error verr;
+  memset(&verr, 0, sizeof verr);
+  rc = pp_policy_validate(out, &verr);
+  if (rc) {
+    const field *f = find_field(verr.field);
+    if (f) {
+      verr.line = c.line[f - fields];
+      verr.column = c.column[f - fields];
+    }
+    if (err) *err = verr;
+  }
+  return rc;
+}
+
+int pp_policy_canonical(const pp_policy *p, char *buf, size_t cap) {
+  size_t used = 0;
+  for (size_t i = 0; i < NFIELDS; i++) {
+    const field *f = &fields[i];
+    const char *base = (const char *)p + f->offset;
+    char value[64];
+    switch (f->kind) {
+    case F_DURATION: {
+      uint64_t v;
+      memcpy(&v, base, sizeof v);
+      snprintf(value, sizeof value, "%lluns", (unsigned long long)v);
+      break;
+    }
+    case F_U32: {
+      uint32_t v;
+      memcpy(&v, base, sizeof v);
+      snprintf(value, sizeof value, "%u", v);
+      break;
+    }
+    case F_BYTES: {
+      int64_t v;
+      memcpy(&v, base, sizeof v);
+      snprintf(value, sizeof value, "%lld", (long long)v);
+      break;
+    }
+    case F_DOUBLE: {
+      double v;
+      memcpy(&v, base, sizeof v);
+      snprintf(value, sizeof value, "%.17g", v);
+      break;
+    }
+    case F_BOOL: {
+      int v;
+      memcpy(&v, base, sizeof v);
+      snprintf(value, sizeof value, "%s", v ? "true" : "false");
+      break;
+    }
+    }
+    char entry[160];
+    int n = snprintf(entry, sizeof entry, "%s: %s\n", f->name, value);
+    if (buf && used + (size_t)n < cap) memcpy(buf + used, entry, (size_t)n + 1);
+    used += (size_t)n;
+  }
+  if (used >= cap) {
+    if (buf && cap) buf[0] = '\0';
+    return PP_CTL_ENOSPC;
+  }
+  return (int)used;
+}
+
+uint64_t pp_policy_hash(const pp_policy *p) {
+  char buf[2048];
+  int n = pp_policy_canonical(p, buf, sizeof buf);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < n; i++) {
+    h ^= (unsigned char)buf[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}

@@ -1,0 +1,537 @@
+/* Tests for control/decide.c. Each policy rule has a test that fails if the rule is removed:
+ * breach -> spawn, the settled gate, cooldown, hysteresis, calm -> retire one, bounds,
+ * multi-unit sizing for a 12x step, unknown GVL never adds a thread, shedding on/off; plus
+ * determinism (same sequence twice -> same decisions and byte-identical states). */
+#include "control/control.h"
+#include "test_util.h"
+
+#include <string.h>
+
+#define MS 1000000ull
+#define S  1000000000ull
+
+/* An observation for tick t: `workers` ready with `tpw` threads each, `booting` on the way,
+ * `rate` arrivals/s with mean service `svc`, queue p95 `p95`, queue length L, `busy` slots. */
+static pp_observation mk(uint64_t t, uint32_t workers, uint32_t booting, uint32_t tpw, double rate,
+                         uint64_t svc, uint64_t p95, uint32_t len, uint32_t busy) {
+  pp_observation o;
+  memset(&o, 0, sizeof o);
+  o.tick = t;
+  o.time_ns = (int64_t)(t * S);
+  o.window_ns = S;
+  o.queue_p50_ns = p95 / 2;
+  o.queue_p95_ns = p95;
+  o.queue_p99_ns = p95 + p95 / 10;
+  o.queue_max_ns = p95 * 2;
+  o.queue_count = (uint64_t)rate;
+  o.queue_len = len;
+  o.slots_ready = workers * tpw;
+  o.slots_busy = busy;
+  o.workers_ready = workers;
+  o.workers_booting = booting;
+  o.threads_per_worker = tpw;
+  o.arrivals = (uint64_t)rate;
+  o.completions = (uint64_t)rate;
+  o.arrival_rate = rate;
+  o.service_mean_ns = svc;
+  o.service_p95_ns = svc * 2;
+  o.service_cpu_mean_ns = PP_UNKNOWN_NS;
+  o.gvl_wait_ns = PP_UNKNOWN_NS;
+  o.mem_per_worker_bytes = -1;
+  return o;
+}
+
+static pp_policy P;
+static pp_ctl_state st;
+
+static void setup(uint32_t workers, uint32_t threads) {
+  pp_policy_defaults(&P);
+  pp_ctl_state_init(&st, &P, workers, threads);
+}
+
+/* A breaching tick for 2 workers x 5 threads: 320 rps at 25 ms is 8 slots of work, more
+ * than 70% of 10; p95 80 ms is over the 50 ms target but under the 200 ms severe tier. */
+static pp_observation breaching(uint64_t t) {
+  return mk(t, 2, 0, 5, 320, 25 * MS, 80 * MS, 4, 10);
+}
+
+static void test_breach_spawns(void) {
+  setup(2, 5);
+  pp_observation o = breaching(1);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE); /* 1 tick of 2 */
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "for 1 tick of 2"));
+  CU_ASSERT_EQUAL(st.breach_ticks, 1);
+  o = breaching(2);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT(d.count >= 1);
+  CU_ASSERT_EQUAL(d.workers_target, 2 + d.count);
+  CU_ASSERT_EQUAL(st.workers_wanted, 2 + d.count);
+  CU_ASSERT_EQUAL(st.last_spawn_ns, (int64_t)(2 * S));
+  CU_ASSERT_EQUAL(st.breach_ticks, 0);
+  CU_ASSERT_NSTRING_EQUAL(d.reason, "spawn_worker x", 14);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "queue p95 80ms over target 50ms for 2 ticks"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "2 workers ready, 0 booting"));
+}
+
+static void test_severe_acts_first_tick(void) {
+  setup(1, 5);
+  pp_observation o = mk(1, 1, 0, 5, 300, 25 * MS, 503 * MS, 40, 5);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "queue p95 503ms over severe 200ms for 1 tick"));
+  /* The same p95 below the severe tier waits for breach_ticks. */
+  setup(1, 5);
+  o = mk(1, 1, 0, 5, 300, 25 * MS, 150 * MS, 4, 5);
+  P.breach_ticks = 3;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+}
+
+static void test_settled_gate(void) {
+  setup(2, 5);
+  P.breach_ticks = 1;
+  for (uint64_t t = 1; t <= 3; t++) {
+    pp_observation o = mk(t, 2, 2, 5, 320, 25 * MS, 300 * MS, 30, 10);
+    pp_decision d = pp_decide(&P, &st, &o);
+    CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "but 2 workers still booting"));
+    CU_ASSERT_NSTRING_EQUAL(d.reason, "none: breach for ", 17);
+    CU_ASSERT_EQUAL(d.workers_target, 4);
+  }
+  pp_observation o4 = mk(4, 2, 1, 5, 320, 25 * MS, 300 * MS, 30, 10);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(pp_decide(&P, &st, &o4).reason, "breach for 4 ticks but 1 worker still booting"));
+  /* Once they are ready and it still breaches, it acts. */
+  pp_observation o = mk(5, 4, 0, 5, 900, 25 * MS, 300 * MS, 30, 20);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+}
+
+static void test_spawn_cooldown(void) {
+  setup(2, 5);
+  P.breach_ticks = 1;
+  pp_observation o = breaching(10);
+  CU_ASSERT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SPAWN_WORKER);
+  /* The new worker is ready a tick later (booting 0) and the breach persists: cooldown. */
+  o = mk(11, 3, 0, 5, 500, 25 * MS, 80 * MS, 10, 15);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "spawn cooldown has 2.00s left"));
+  o = mk(12, 3, 0, 5, 500, 25 * MS, 80 * MS, 10, 15);
+  CU_ASSERT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_NONE);
+  o = mk(13, 3, 0, 5, 500, 25 * MS, 80 * MS, 10, 15);
+  CU_ASSERT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SPAWN_WORKER);
+}
+
+static void test_hysteresis_no_flapping(void) {
+  /* A p95 oscillating around the target (45 ms / 55 ms) never spawns (breach is never
+   * sustained) and never retires (never calm). With breach_ticks 1 it would spawn. */
+  setup(2, 5);
+  int actions = 0;
+  for (uint64_t t = 1; t <= 200; t++) {
+    pp_observation o = mk(t, 2, 0, 5, 300, 25 * MS, (t % 2 ? 55 : 45) * MS, 0, 8);
+    if (pp_decide(&P, &st, &o).action != PP_ACTION_NONE) actions++;
+  }
+  CU_ASSERT_EQUAL(actions, 0);
+  CU_ASSERT_EQUAL(st.workers_wanted, 2);
+  /* Oscillating between calm (2 ms, idle) and breach never accumulates calm ticks either. */
+  setup(3, 5);
+  actions = 0;
+  for (uint64_t t = 1; t <= 200; t++) {
+    pp_observation o = t % 2 ? mk(t, 3, 0, 5, 10, 25 * MS, 2 * MS, 0, 0)
+                             : mk(t, 3, 0, 5, 300, 25 * MS, 60 * MS, 0, 8);
+    if (pp_decide(&P, &st, &o).action != PP_ACTION_NONE) actions++;
+  }
+  CU_ASSERT_EQUAL(actions, 0);
+  /* Control: the same oscillation with breach_ticks 1 does act (the test can fail). */
+  setup(2, 5);
+  P.breach_ticks = 1;
+  actions = 0;
+  for (uint64_t t = 1; t <= 20; t++) {
+    pp_observation o = mk(t, 2, 0, 5, 320, 25 * MS, (t % 2 ? 55 : 45) * MS, 4, 10);
+    if (pp_decide(&P, &st, &o).action != PP_ACTION_NONE) actions++;
+  }
+  CU_ASSERT(actions > 0);
+}
+
+static pp_observation calm_obs(uint64_t t, uint32_t workers) {
+  return mk(t, workers, 0, 5, 20, 25 * MS, 1 * MS, 0, 1);
+}
+
+static void test_calm_retires_one(void) {
+  setup(4, 5);
+  P.calm_ticks = 30;
+  P.retire_cooldown_ns = 30 * S;
+  uint64_t t = 100;
+  for (uint32_t i = 1; i < 30; i++, t++) {
+    pp_observation o = calm_obs(t, 4);
+    pp_decision d = pp_decide(&P, &st, &o);
+    CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  }
+  pp_observation o = calm_obs(t++, 4);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_RETIRE_WORKER);
+  CU_ASSERT_EQUAL(d.count, 1);
+  CU_ASSERT_EQUAL(d.workers_target, 3);
+  CU_ASSERT_NSTRING_EQUAL(d.reason, "retire_worker x1: calm for 30 ticks", 35);
+  CU_ASSERT_EQUAL(st.calm_ticks, 0);
+  /* One at a time: the next retire needs another calm_ticks of calm and the cooldown. */
+  int retired_at = -1;
+  for (uint32_t i = 1; i <= 40; i++, t++) {
+    o = calm_obs(t, 3);
+    d = pp_decide(&P, &st, &o);
+    if (d.action == PP_ACTION_RETIRE_WORKER && retired_at < 0) retired_at = (int)i;
+  }
+  CU_ASSERT_EQUAL(retired_at, 30);
+}
+
+static void test_retire_guards(void) {
+  /* Not while booting, not below min, not when one fewer would overload the rest. */
+  setup(2, 5);
+  P.calm_ticks = 3;
+  P.retire_cooldown_ns = 0;
+  for (uint64_t t = 1; t <= 10; t++) {
+    pp_observation o = mk(t, 2, 1, 5, 20, 25 * MS, 1 * MS, 0, 1);
+    CU_ASSERT_NOT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_RETIRE_WORKER);
+  }
+  setup(1, 5);
+  P.calm_ticks = 3;
+  for (uint64_t t = 1; t <= 10; t++) {
+    pp_observation o = calm_obs(t, 1);
+    CU_ASSERT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_NONE);
+  }
+  /* 2 workers x 5, 4 busy (calm: 40% < 50%) at 150 rps x 25 ms = 3.75 slots: with one
+   * fewer worker rho would be 0.75, over the 0.7 target: keep it. */
+  setup(2, 5);
+  P.calm_ticks = 3;
+  P.retire_cooldown_ns = 0;
+  pp_decision d;
+  for (uint64_t t = 1; t <= 10; t++) {
+    pp_observation o = mk(t, 2, 0, 5, 150, 25 * MS, 1 * MS, 0, 4);
+    d = pp_decide(&P, &st, &o);
+    CU_ASSERT_NOT_EQUAL(d.action, PP_ACTION_RETIRE_WORKER);
+  }
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "one fewer worker would put rho at 0.75"));
+}
+
+static void test_bounds(void) {
+  /* At max_workers: decline, naming the bound. */
+  setup(8, 5);
+  P.breach_ticks = 1;
+  pp_observation o = mk(1, 8, 0, 5, 2000, 25 * MS, 900 * MS, 400, 40);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "at max_workers bound of 8 workers"));
+  /* Near max: the step is cut to what is left. */
+  setup(6, 5);
+  P.breach_ticks = 1;
+  o = mk(1, 6, 0, 5, 2000, 25 * MS, 900 * MS, 400, 30);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_EQUAL(d.count, 2);
+  CU_ASSERT_EQUAL(d.workers_target, 8);
+  /* Below min_workers (a worker died): back to the floor at once, no breach needed. */
+  setup(3, 5);
+  P.min_workers = 3;
+  o = calm_obs(1, 1);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_EQUAL(d.count, 2);
+  CU_ASSERT_EQUAL(d.workers_target, 3);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "below min_workers 3"));
+  /* Above max_workers (a reload lowered it): one retire per tick. */
+  setup(8, 5);
+  P.max_workers = 6;
+  o = mk(1, 8, 0, 5, 300, 25 * MS, 30 * MS, 0, 10);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_RETIRE_WORKER);
+  CU_ASSERT_EQUAL(d.count, 1);
+  CU_ASSERT_EQUAL(d.workers_target, 7);
+}
+
+static void test_step_12x_sizes_several(void) {
+  /* 60 -> 700 rps at S = 25 ms with 1 worker x 5 threads: 17.5 slots of work at rho 0.7 is
+   * 25 slots, and 500 queued requests drain over 3 s with 4.2 more: 6 workers, 5 to add. */
+  setup(1, 5);
+  pp_observation o = mk(1, 1, 0, 5, 60, 25 * MS, 2 * MS, 0, 2);
+  CU_ASSERT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_NONE);
+  o = mk(2, 1, 0, 5, 700, 25 * MS, 503 * MS, 500, 5);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_EQUAL(d.count, 4); /* capped by max_step 4 */
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "sized 6 workers, capped by max_step"));
+  setup(1, 5);
+  P.max_step = 8;
+  o = mk(1, 1, 0, 5, 60, 25 * MS, 2 * MS, 0, 2);
+  pp_decide(&P, &st, &o);
+  o = mk(2, 1, 0, 5, 700, 25 * MS, 503 * MS, 500, 5);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_EQUAL(d.count, 5);
+  CU_ASSERT_EQUAL(d.workers_target, 6);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "rho 3.50, 1 worker ready, 0 booting"));
+}
+
+static void test_cores_and_memory_bound(void) {
+  /* CPU-bound service (cpu share 1) on 2 cores: no more than 2 workers, whatever the load. */
+  setup(1, 5);
+  P.cores = 2;
+  pp_observation o = mk(1, 1, 0, 5, 700, 25 * MS, 503 * MS, 500, 5);
+  o.service_cpu_mean_ns = 25 * MS;
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_EQUAL(d.count, 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "capped by cores"));
+  /* Mostly waiting (5% CPU, 5 threads = 0.25 core per worker): 8 workers fit in 2 cores. */
+  setup(1, 5);
+  P.cores = 2;
+  o.service_cpu_mean_ns = 1250000;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.count, 4);
+  /* Unknown CPU share: cores does not bind (documented). */
+  setup(1, 5);
+  P.cores = 1;
+  o.service_cpu_mean_ns = PP_UNKNOWN_NS;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.count, 4);
+  /* Memory: 1 GiB limit at 300 MiB per worker is 3 workers. */
+  setup(1, 5);
+  P.memory_limit_bytes = 1 << 30;
+  o.mem_per_worker_bytes = 300 << 20;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.count, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "capped by memory_limit"));
+  o = mk(2, 3, 0, 5, 700, 25 * MS, 503 * MS, 500, 15);
+  o.mem_per_worker_bytes = 300 << 20;
+  st.last_spawn_ns = INT64_MIN;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "at memory_limit bound of 3 workers"));
+}
+
+static void test_draining_declines(void) {
+  /* p95 still high from an earlier shortage, but capacity is sized and the request arriving
+   * now would not wait: do not overshoot. */
+  setup(6, 5);
+  P.breach_ticks = 1;
+  pp_observation o = mk(1, 6, 0, 5, 700, 25 * MS, 400 * MS, 0, 20);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "draining"));
+}
+
+static void test_unknown_gvl_never_adds_thread(void) {
+  setup(1, 2);
+  P.threads_enabled = 1;
+  P.breach_ticks = 1;
+  P.spawn_cooldown_ns = 0;
+  P.max_workers = 64;
+  int threads_added = 0, spawned = 0;
+  for (uint64_t t = 1; t <= 100; t++) {
+    uint32_t w = st.workers_wanted;
+    pp_observation o = mk(t, w, 0, 2, 400.0 * (double)t, 25 * MS, 300 * MS, 100, w * 2);
+    pp_decision d = pp_decide(&P, &st, &o);
+    threads_added += d.action == PP_ACTION_ADD_THREAD;
+    spawned += d.action == PP_ACTION_SPAWN_WORKER;
+  }
+  CU_ASSERT_EQUAL(threads_added, 0);
+  CU_ASSERT(spawned > 0);
+  /* Measured and low: a thread is added instead of a worker. */
+  setup(1, 2);
+  P.threads_enabled = 1;
+  P.breach_ticks = 1;
+  pp_observation o = mk(1, 1, 0, 2, 400, 25 * MS, 300 * MS, 100, 2);
+  o.gvl_wait_ns = 1 * MS;
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_ADD_THREAD);
+  CU_ASSERT_EQUAL(st.threads_wanted, 3);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "gvl wait 1.0ms under 5.0ms, 2 -> 3 threads"));
+  /* Measured but high: workers, not threads; and off the breach, one thread is removed. */
+  setup(1, 4);
+  P.threads_enabled = 1;
+  P.breach_ticks = 1;
+  o = mk(1, 1, 0, 4, 400, 25 * MS, 300 * MS, 100, 4);
+  o.gvl_wait_ns = 20 * MS;
+  CU_ASSERT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SPAWN_WORKER);
+  o = mk(10, 2, 0, 4, 100, 25 * MS, 20 * MS, 0, 3);
+  o.gvl_wait_ns = 20 * MS;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_REMOVE_THREAD);
+  CU_ASSERT_EQUAL(st.threads_wanted, 3);
+  /* Threads disabled: never, even when measured and low. */
+  setup(1, 2);
+  P.breach_ticks = 1;
+  o = mk(1, 1, 0, 2, 400, 25 * MS, 300 * MS, 100, 2);
+  o.gvl_wait_ns = 0;
+  CU_ASSERT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SPAWN_WORKER);
+}
+
+static void test_shedding_on_off(void) {
+  setup(2, 5);
+  P.shed_enabled = 1;
+  P.shed_budget_ns = 1 * S;
+  /* 10 slots, all busy, 400 waiting at 25 ms: W = 401 * 25 ms / 10 = 1.0025 s > 1 s. */
+  pp_observation o = mk(1, 2, 2, 5, 400, 25 * MS, 900 * MS, 400, 10);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.shed, 1);
+  CU_ASSERT_EQUAL(st.shedding, 1);
+  CU_ASSERT_EQUAL(d.shed_budget_ns, 1 * S);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "shedding on: predicted 1.00s over budget 1.00s"));
+  /* 0.8 s: under the budget but over half of it: stays on (hysteresis). */
+  o = mk(2, 2, 2, 5, 400, 25 * MS, 900 * MS, 319, 10);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.shed, 1);
+  /* 0.4 s: off. */
+  o = mk(3, 2, 2, 5, 400, 25 * MS, 900 * MS, 159, 10);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.shed, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "shedding off"));
+  /* Disabled: never on. */
+  setup(2, 5);
+  o = mk(1, 2, 0, 5, 400, 25 * MS, 900 * MS, 4000, 10);
+  CU_ASSERT_EQUAL(pp_decide(&P, &st, &o).shed, 0);
+}
+
+static void test_reconcile_dead_worker(void) {
+  setup(3, 5);
+  st.workers_wanted = 3;
+  pp_observation o = mk(1, 2, 0, 5, 50, 25 * MS, 10 * MS, 0, 2);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_EQUAL(st.workers_wanted, 2);
+  CU_ASSERT_EQUAL(d.workers_target, 2);
+}
+
+static void test_invalid_inputs(void) {
+  setup(1, 1);
+  pp_decision d = pp_decide(&P, &st, NULL);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "invalid input"));
+  d = pp_decide(NULL, NULL, NULL);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  pp_observation o = breaching(1);
+  P.max_step = 0;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "invalid policy: max_step"));
+  P.max_step = 4;
+  o.arrival_rate = NAN;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "arrival_rate"));
+  /* No capacity and nothing booting: back to the floor. */
+  o = mk(5, 0, 0, 5, 100, 25 * MS, 0, 50, 0);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_EQUAL(d.predicted_wait_ns, UINT64_MAX);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "predicted unbounded"));
+}
+
+static void test_action_names(void) {
+  for (int a = 0; a <= 4; a++) {
+    pp_action back;
+    CU_ASSERT_EQUAL(pp_action_parse(pp_action_name((pp_action)a), &back), 0);
+    CU_ASSERT_EQUAL(back, (pp_action)a);
+  }
+  pp_action x;
+  CU_ASSERT_EQUAL(pp_action_parse("explode", &x), PP_CTL_EINVAL);
+  CU_ASSERT_EQUAL(pp_action_parse(NULL, &x), PP_CTL_EINVAL);
+  CU_ASSERT_STRING_EQUAL(pp_action_name((pp_action)99), "invalid");
+}
+
+/* A pseudo-random but plausible observation stream (load waves, boots, GVL, memory). */
+static pp_observation random_obs(test_rng *r, uint64_t t, const pp_ctl_state *s) {
+  uint32_t wanted = s->workers_wanted ? s->workers_wanted : 1;
+  uint32_t booting = (uint32_t)(rng_next(r) % 3 == 0 ? rng_next(r) % (wanted + 1) : 0);
+  uint32_t ready = wanted - booting;
+  uint32_t tpw = s->threads_wanted ? s->threads_wanted : 1;
+  double rate = 50 + 600 * fabs(sin((double)t / 40.0)) + (double)(rng_next(r) % 100);
+  uint64_t p95 = rng_next(r) % 4 == 0 ? (rng_next(r) % 800) * MS : (rng_next(r) % 60) * MS;
+  uint32_t len = (uint32_t)(rng_next(r) % 200);
+  pp_observation o = mk(t, ready, booting, tpw, rate, (10 + rng_next(r) % 40) * MS, p95, len,
+                        (uint32_t)(rng_next(r) % (ready * tpw + 1)));
+  o.gvl_wait_ns = rng_next(r) % 3 == 0 ? PP_UNKNOWN_NS : (int64_t)(rng_next(r) % (10 * MS));
+  o.service_cpu_mean_ns = rng_next(r) % 2 ? PP_UNKNOWN_NS : (int64_t)(rng_next(r) % (10 * MS));
+  o.mem_per_worker_bytes = rng_next(r) % 2 ? -1 : (int64_t)(200 + rng_next(r) % 200) << 20;
+  return o;
+}
+
+#define DET_TICKS 2000
+static pp_decision det_a[DET_TICKS], det_b[DET_TICKS];
+static pp_ctl_state det_sa[DET_TICKS], det_sb[DET_TICKS];
+
+static void run_sequence(uint64_t seed, pp_decision *out, pp_ctl_state *states) {
+  pp_policy p;
+  pp_policy_defaults(&p);
+  p.threads_enabled = 1;
+  p.shed_enabled = 1;
+  p.shed_budget_ns = 2 * S;
+  p.cores = 4;
+  p.memory_limit_bytes = 4ll << 30;
+  p.calm_ticks = 5;
+  p.retire_cooldown_ns = 5 * S;
+  pp_ctl_state s;
+  memset(&s, 0, sizeof s);
+  pp_ctl_state_init(&s, &p, 1, 2);
+  test_rng r = {seed};
+  for (uint64_t t = 0; t < DET_TICKS; t++) {
+    pp_observation o = random_obs(&r, t, &s);
+    out[t] = pp_decide(&p, &s, &o);
+    states[t] = s;
+  }
+}
+
+static void test_determinism(void) {
+  memset(det_sa, 0, sizeof det_sa);
+  memset(det_sb, 0, sizeof det_sb);
+  run_sequence(77, det_a, det_sa);
+  /* Something unrelated in between must not matter: decide() keeps no global state. */
+  {
+    static pp_decision other[DET_TICKS];
+    static pp_ctl_state other_s[DET_TICKS];
+    run_sequence(78, other, other_s);
+  }
+  run_sequence(77, det_b, det_sb);
+  int counts[5] = {0};
+  int same = 1;
+  for (int t = 0; t < DET_TICKS; t++) {
+    same &= det_a[t].action == det_b[t].action && det_a[t].count == det_b[t].count &&
+            det_a[t].workers_target == det_b[t].workers_target &&
+            det_a[t].predicted_wait_ns == det_b[t].predicted_wait_ns &&
+            memcmp(&det_a[t].rho, &det_b[t].rho, sizeof(double)) == 0 &&
+            det_a[t].shed == det_b[t].shed && strcmp(det_a[t].reason, det_b[t].reason) == 0;
+    same &= memcmp(&det_sa[t], &det_sb[t], sizeof(pp_ctl_state)) == 0;
+    counts[det_a[t].action]++;
+  }
+  CU_ASSERT(same);
+  /* The stream exercises more than one kind of decision, or the test proves little. */
+  CU_ASSERT(counts[PP_ACTION_NONE] > 0);
+  CU_ASSERT(counts[PP_ACTION_SPAWN_WORKER] > 0);
+  CU_ASSERT(counts[PP_ACTION_ADD_THREAD] + counts[PP_ACTION_REMOVE_THREAD] > 0);
+}
+
+int pp_test_register(void) {
+  static const test_case cases[] = {
+      {"breach for breach_ticks spawns", test_breach_spawns},
+      {"severe tier acts on the first tick", test_severe_acts_first_tick},
+      {"settled gate declines while booting", test_settled_gate},
+      {"spawn cooldown", test_spawn_cooldown},
+      {"hysteresis: no flapping around target", test_hysteresis_no_flapping},
+      {"calm retires one at a time", test_calm_retires_one},
+      {"retire guards", test_retire_guards},
+      {"bounds: max, min, step", test_bounds},
+      {"12x step sizes several workers", test_step_12x_sizes_several},
+      {"cores and memory bound sizing", test_cores_and_memory_bound},
+      {"draining backlog declines", test_draining_declines},
+      {"unknown GVL never adds a thread", test_unknown_gvl_never_adds_thread},
+      {"shedding on and off", test_shedding_on_off},
+      {"state reconciles with observation", test_reconcile_dead_worker},
+      {"invalid inputs give NONE with a reason", test_invalid_inputs},
+      {"action names", test_action_names},
+      {"determinism", test_determinism},
+      {NULL, NULL},
+  };
+  return register_suite("decide", cases);
+}

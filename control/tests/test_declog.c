@@ -1,0 +1,335 @@
+/* Tests for control/declog.c: encode -> decode -> encode is byte-identical for random
+ * records, exact edge values survive, every truncated prefix of a valid line is rejected,
+ * and each malformed field is reported by line and dotted name. */
+#include "control/control.h"
+#include "test_util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static uint64_t any_u64(test_rng *r) {
+  switch (rng_next(r) % 6) {
+  case 0: return 0;
+  case 1: return UINT64_MAX;
+  case 2: return (uint64_t)INT64_MAX + rng_next(r) % 1000;
+  case 3: return rng_next(r) % 1000;
+  default: return rng_next(r);
+  }
+}
+
+static int64_t any_i64(test_rng *r) {
+  switch (rng_next(r) % 5) {
+  case 0: return INT64_MIN;
+  case 1: return PP_UNKNOWN_NS;
+  case 2: return INT64_MAX;
+  default: return (int64_t)rng_next(r);
+  }
+}
+
+static uint32_t any_u32(test_rng *r) {
+  return rng_next(r) % 4 == 0 ? UINT32_MAX : (uint32_t)(rng_next(r) % 5000);
+}
+
+static double any_double(test_rng *r) {
+  switch (rng_next(r) % 8) {
+  case 0: return 0.0;
+  case 1: return -0.0;
+  case 2: return 5e-324;
+  case 3: return 1.7976931348623157e308;
+  case 4: return 0.1;
+  default: {
+    double x;
+    uint64_t bits;
+    do {
+      bits = rng_next(r);
+      memcpy(&x, &bits, sizeof x);
+    } while (!isfinite(x));
+    return x;
+  }
+  }
+}
+
+static void any_text(test_rng *r, char *buf, size_t cap) {
+  static const char alphabet[] = "abcXYZ 0123456789:;,.\"\\/\t\n\x01{}[]x";
+  size_t n = rng_next(r) % cap;
+  for (size_t i = 0; i < n; i++)
+    buf[i] = alphabet[rng_next(r) % (sizeof alphabet - 1)];
+  buf[n] = '\0';
+}
+
+static void any_state(test_rng *r, pp_ctl_state *s) {
+  s->breach_ticks = any_u32(r);
+  s->calm_ticks = any_u32(r);
+  s->last_spawn_ns = any_i64(r);
+  s->last_retire_ns = any_i64(r);
+  s->last_thread_ns = any_i64(r);
+  s->workers_wanted = any_u32(r);
+  s->threads_wanted = any_u32(r);
+  s->shedding = (int)(rng_next(r) % 2);
+}
+
+static void any_record(test_rng *r, pp_declog_record *rec) {
+  memset(rec, 0, sizeof *rec);
+  rec->tick = any_u64(r);
+  rec->time_ns = any_i64(r);
+  rec->policy_hash = rng_next(r);
+  any_text(r, rec->source, sizeof rec->source);
+  pp_observation *o = &rec->obs;
+  o->tick = any_u64(r);
+  o->time_ns = any_i64(r);
+  o->window_ns = any_u64(r);
+  o->queue_p50_ns = any_u64(r);
+  o->queue_p95_ns = any_u64(r);
+  o->queue_p99_ns = any_u64(r);
+  o->queue_max_ns = any_u64(r);
+  o->queue_count = any_u64(r);
+  o->queue_len = any_u32(r);
+  o->slots_ready = any_u32(r);
+  o->slots_busy = any_u32(r);
+  o->workers_ready = any_u32(r);
+  o->workers_booting = any_u32(r);
+  o->workers_retiring = any_u32(r);
+  o->threads_per_worker = any_u32(r);
+  o->arrivals = any_u64(r);
+  o->completions = any_u64(r);
+  o->arrival_rate = any_double(r);
+  o->service_mean_ns = any_u64(r);
+  o->service_p95_ns = any_u64(r);
+  o->service_cpu_mean_ns = any_i64(r);
+  o->gvl_wait_ns = any_i64(r);
+  o->mem_per_worker_bytes = any_i64(r);
+  o->shed = any_u64(r);
+  o->timeouts = any_u64(r);
+  any_state(r, &rec->state_before);
+  any_state(r, &rec->state_after);
+  pp_decision *d = &rec->decision;
+  d->action = (pp_action)(rng_next(r) % 5);
+  d->count = any_u32(r);
+  d->workers_target = any_u32(r);
+  d->predicted_wait_ns = any_u64(r);
+  d->rho = any_double(r);
+  d->shed = (int)(rng_next(r) % 2);
+  d->shed_budget_ns = any_u64(r);
+  any_text(r, d->reason, sizeof d->reason);
+}
+
+static char line1[PP_DECLOG_LINE_MAX], line2[PP_DECLOG_LINE_MAX];
+
+static void test_random_round_trip(void) {
+  test_rng r = {2024};
+  int failures = 0;
+  for (int i = 0; i < 1500; i++) {
+    pp_declog_record a, b;
+    any_record(&r, &a);
+    int n1 = pp_declog_encode(&a, line1, sizeof line1);
+    CU_ASSERT_FATAL(n1 > 0);
+    CU_ASSERT_EQUAL(line1[n1 - 1], '\n');
+    CU_ASSERT_PTR_NULL(memchr(line1, '\n', (size_t)n1 - 1)); /* one line */
+    pp_declog_error e;
+    int rc = pp_declog_decode(&b, line1, (size_t)n1, i + 1, &e);
+    if (rc != 0) {
+      fprintf(stderr, "decode %d: %s: %s\n%s", i, e.field, e.message, line1);
+      failures++;
+      continue;
+    }
+    int n2 = pp_declog_encode(&b, line2, sizeof line2);
+    if (n1 != n2 || memcmp(line1, line2, (size_t)n1) != 0) failures++;
+    /* Bits, not just text: the doubles and the big unsigned values. */
+    if (memcmp(&a.obs.arrival_rate, &b.obs.arrival_rate, sizeof(double)) != 0 ||
+        memcmp(&a.decision.rho, &b.decision.rho, sizeof(double)) != 0 ||
+        a.policy_hash != b.policy_hash ||
+        a.decision.predicted_wait_ns != b.decision.predicted_wait_ns ||
+        a.obs.queue_max_ns != b.obs.queue_max_ns ||
+        a.state_after.last_spawn_ns != b.state_after.last_spawn_ns ||
+        strcmp(a.decision.reason, b.decision.reason) != 0 || strcmp(a.source, b.source) != 0 ||
+        memcmp(&a.obs, &b.obs, sizeof a.obs) != 0 ||
+        memcmp(&a.state_before, &b.state_before, sizeof a.state_before) != 0)
+      failures++;
+  }
+  CU_ASSERT_EQUAL(failures, 0);
+}
+
+static pp_declog_record sample_record(void) {
+  pp_declog_record rec;
+  memset(&rec, 0, sizeof rec);
+  rec.tick = 3;
+  rec.time_ns = 3000000000;
+  rec.policy_hash = 0x0123456789abcdefull;
+  strcpy(rec.source, "sim");
+  rec.obs.tick = 3;
+  rec.obs.time_ns = 3000000000;
+  rec.obs.window_ns = 1000000000;
+  rec.obs.queue_p95_ns = 503000000;
+  rec.obs.arrival_rate = 700.25;
+  rec.obs.gvl_wait_ns = PP_UNKNOWN_NS;
+  rec.obs.service_cpu_mean_ns = PP_UNKNOWN_NS;
+  rec.obs.mem_per_worker_bytes = -1;
+  rec.obs.slots_ready = 5;
+  rec.obs.workers_ready = 1;
+  rec.obs.threads_per_worker = 5;
+  rec.state_before.last_spawn_ns = INT64_MIN;
+  rec.state_before.last_retire_ns = INT64_MIN;
+  rec.state_before.last_thread_ns = INT64_MIN;
+  rec.state_before.workers_wanted = 1;
+  rec.state_before.threads_wanted = 5;
+  rec.state_after = rec.state_before;
+  rec.state_after.workers_wanted = 3;
+  rec.state_after.last_spawn_ns = 3000000000;
+  rec.decision.action = PP_ACTION_SPAWN_WORKER;
+  rec.decision.count = 2;
+  rec.decision.workers_target = 3;
+  rec.decision.predicted_wait_ns = UINT64_MAX;
+  rec.decision.rho = 0.92;
+  rec.decision.shed_budget_ns = 10000000000ull;
+  strcpy(rec.decision.reason, "spawn_worker x2: queue p95 503ms over target 50ms for 1 tick");
+  return rec;
+}
+
+static void test_format_and_order(void) {
+  pp_declog_record rec = sample_record();
+  int n = pp_declog_encode(&rec, line1, sizeof line1);
+  CU_ASSERT_FATAL(n > 0);
+  CU_ASSERT_NSTRING_EQUAL(
+      line1,
+      "{\"v\":1,\"tick\":3,\"time_ns\":3000000000,"
+      "\"policy_hash\":\"0123456789abcdef\",\"source\":\"sim\",\"obs\":{\"tick\":3,",
+      100);
+  CU_ASSERT_PTR_NOT_NULL(strstr(line1, "\"arrival_rate\":700.25,"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(line1, "\"gvl_wait_ns\":-1,"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(line1, "\"predicted_wait_ns\":\"18446744073709551615\""));
+  CU_ASSERT_PTR_NOT_NULL(strstr(line1, "\"last_spawn_ns\":-9223372036854775808"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(line1, "\"action\":\"spawn_worker\",\"count\":2"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(line1, "\"shed\":false"));
+  const char *obs = strstr(line1, "\"obs\""), *sb = strstr(line1, "\"state_before\""),
+             *dec = strstr(line1, "\"decision\""), *sa = strstr(line1, "\"state_after\"");
+  CU_ASSERT(obs && sb && dec && sa && obs < sb && sb < dec && dec < sa);
+  /* No spaces outside strings: compact. */
+  CU_ASSERT_PTR_NULL(strstr(line1, "\": "));
+  /* ENOSPC when the buffer is short, never a partial line. */
+  char small[64];
+  CU_ASSERT_EQUAL(pp_declog_encode(&rec, small, sizeof small), PP_CTL_ENOSPC);
+  CU_ASSERT_EQUAL(pp_declog_encode(&rec, line2, (size_t)n + 1), n);
+  CU_ASSERT_EQUAL(pp_declog_encode(&rec, line2, (size_t)n), PP_CTL_ENOSPC);
+  /* Unencodable: a non-finite double, an invalid action, invalid UTF-8. */
+  pp_declog_record bad = rec;
+  bad.decision.rho = NAN;
+  CU_ASSERT_EQUAL(pp_declog_encode(&bad, line2, sizeof line2), PP_CTL_EINVAL);
+  bad = rec;
+  bad.decision.action = (pp_action)9;
+  CU_ASSERT_EQUAL(pp_declog_encode(&bad, line2, sizeof line2), PP_CTL_EINVAL);
+  bad = rec;
+  strcpy(bad.decision.reason, "\xff\xfe");
+  CU_ASSERT_EQUAL(pp_declog_encode(&bad, line2, sizeof line2), PP_CTL_EINVAL);
+}
+
+static void test_truncated_prefixes(void) {
+  test_rng r = {99};
+  for (int k = 0; k < 20; k++) {
+    pp_declog_record rec;
+    if (k == 0)
+      rec = sample_record();
+    else
+      any_record(&r, &rec);
+    int n = pp_declog_encode(&rec, line1, sizeof line1);
+    CU_ASSERT_FATAL(n > 1);
+    int rejected = 0, total = 0;
+    for (int len = 0; len < n - 1; len++) { /* n-1 is the whole JSON text without '\n' */
+      pp_declog_record out;
+      pp_declog_error e;
+      memcpy(line2, line1, (size_t)len); /* exact-size copy: ASan sees any overread */
+      total++;
+      int rc = pp_declog_decode(&out, line2, (size_t)len, 42, &e);
+      if (rc == PP_CTL_EPARSE && e.line == 42 && e.message[0]) rejected++;
+    }
+    CU_ASSERT_EQUAL(rejected, total);
+    pp_declog_record out;
+    CU_ASSERT_EQUAL(pp_declog_decode(&out, line1, (size_t)n - 1, 1, NULL), 0);
+  }
+}
+
+/* Replace the first occurrence of `from` by `to` in line1 into line2. */
+static void edit(const char *from, const char *to) {
+  const char *p = strstr(line1, from);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  size_t pre = (size_t)(p - line1);
+  snprintf(line2, sizeof line2, "%.*s%s%s", (int)pre, line1, to, p + strlen(from));
+}
+
+static void test_field_errors(void) {
+  static const struct {
+    const char *from, *to, *field, *message_part;
+  } cases[] = {
+      {"\"queue_p95_ns\":503000000,", "", "obs.queue_p95_ns", "missing"},
+      {"\"queue_p95_ns\":503000000", "\"queue_p95_ns\":\"503ms\"", "obs.queue_p95_ns", "integer"},
+      {"\"queue_p95_ns\":503000000", "\"queue_p95_ns\":-5", "obs.queue_p95_ns", "negative"},
+      {"\"queue_p95_ns\":503000000", "\"queue_p95_ns\":\"5\"", "obs.queue_p95_ns", "2^63"},
+      {"\"queue_p95_ns\":503000000", "\"queue_p95_ns\":\"99999999999999999999\"",
+       "obs.queue_p95_ns", "range"},
+      {"\"queue_p95_ns\":503000000", "\"queue_p95_ns\":1.5", "obs.queue_p95_ns", "integer"},
+      {"\"slots_ready\":5", "\"slots_ready\":4294967296", "obs.slots_ready", "between"},
+      {"\"arrival_rate\":700.25", "\"arrival_rate\":\"fast\"", "obs.arrival_rate", "number"},
+      {"\"shed\":false", "\"shed\":0", "decision.shed", "true or false"},
+      {"\"action\":\"spawn_worker\"", "\"action\":\"explode\"", "decision.action", "spawn_worker"},
+      {"\"reason\":\"", "\"reason\":7,\"x\":\"", "decision.reason", "string"},
+      {"\"workers_wanted\":1", "\"workers_wanted\":true", "state_before.workers_wanted", "integer"},
+      {"\"policy_hash\":\"0123456789abcdef\"", "\"policy_hash\":\"0123456789ABCDEF\"",
+       "policy_hash", "hex"},
+      {"\"policy_hash\":\"0123456789abcdef\"", "\"policy_hash\":81985529216486895", "policy_hash",
+       "hex"},
+      {"\"source\":\"sim\"", "\"source\":\"a-very-long-source-name\"", "source", "at most"},
+      {"\"v\":1", "\"v\":2", "v", "version"},
+      {"\"tick\":3,\"time_ns\"", "\"tick\":-3,\"time_ns\"", "tick", "negative"},
+      {"\"time_ns\":3000000000,\"policy", "\"time_ns\":null,\"policy", "time_ns", "integer"},
+      {"\"obs\":{", "\"obs\":7,\"o\":{", "obs", "object"},
+      {"\"tick\":3,", "\"tick\":3,\"extra\":1,", "extra", "unknown"},
+      {"\"calm_ticks\":0,", "\"calm_ticks\":0,\"mood\":1,", "state_before.mood", "unknown"},
+      {"{\"v\":1,", "{\"v\":1,\"v\":1,", "", "duplicate"},
+      {"\"state_after\"", "\"state_later\"", "state_after", "missing"},
+  };
+  pp_declog_record rec = sample_record();
+  CU_ASSERT_FATAL(pp_declog_encode(&rec, line1, sizeof line1) > 0);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    edit(cases[i].from, cases[i].to);
+    pp_declog_record out;
+    pp_declog_error e;
+    int rc = pp_declog_decode(&out, line2, strlen(line2), 17, &e);
+    int ok = rc == PP_CTL_EPARSE && e.line == 17 && strcmp(e.field, cases[i].field) == 0 &&
+             strstr(e.message, cases[i].message_part) != NULL;
+    if (!ok) fprintf(stderr, "case %zu: rc %d field '%s': %s\n", i, rc, e.field, e.message);
+    CU_ASSERT(ok);
+  }
+  /* Too long a reason. */
+  char big[600];
+  memset(big, 'x', 300);
+  big[300] = '\0';
+  char to[640];
+  snprintf(to, sizeof to, "\"reason\":\"%s", big);
+  edit("\"reason\":\"", to);
+  pp_declog_record out;
+  pp_declog_error e;
+  CU_ASSERT_EQUAL(pp_declog_decode(&out, line2, strlen(line2), 5, &e), PP_CTL_EPARSE);
+  CU_ASSERT_STRING_EQUAL(e.field, "decision.reason");
+  /* Not JSON, not an object, empty, NULL. */
+  CU_ASSERT_EQUAL(pp_declog_decode(&out, "[1,2]", 5, 1, &e), PP_CTL_EPARSE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "object"));
+  CU_ASSERT_EQUAL(pp_declog_decode(&out, "hello", 5, 1, &e), PP_CTL_EPARSE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "invalid JSON"));
+  CU_ASSERT_EQUAL(pp_declog_decode(&out, "\n", 1, 9, &e), PP_CTL_EPARSE);
+  CU_ASSERT_EQUAL(e.line, 9);
+  CU_ASSERT_EQUAL(pp_declog_decode(&out, NULL, 0, 9, &e), PP_CTL_EPARSE);
+  CU_ASSERT_EQUAL(pp_declog_decode(NULL, line1, strlen(line1), 9, NULL), PP_CTL_EPARSE);
+  /* Trailing garbage after the object. */
+  snprintf(line2, sizeof line2, "%.*s x\n", (int)strlen(line1) - 1, line1);
+  CU_ASSERT_EQUAL(pp_declog_decode(&out, line2, strlen(line2), 1, &e), PP_CTL_EPARSE);
+}
+
+int pp_test_register(void) {
+  static const test_case cases[] = {
+      {"random records round-trip byte-identically", test_random_round_trip},
+      {"format, key order, exact edge values", test_format_and_order},
+      {"every truncated prefix rejected", test_truncated_prefixes},
+      {"field errors name line and field", test_field_errors},
+      {NULL, NULL},
+  };
+  return register_suite("declog", cases);
+}

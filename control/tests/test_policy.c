@@ -1,0 +1,327 @@
+/* Tests for control/policy.c: defaults, units, canonical text and hash, flag overrides,
+ * and every error path (each names its field and, from YAML, its line and column). */
+#include "control/control.h"
+#include "test_util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int parse(pp_policy *p, const char *text, pp_policy_error *e) {
+  return pp_policy_parse(p, text, strlen(text), e);
+}
+
+static void test_defaults_valid(void) {
+  pp_policy p;
+  pp_policy_defaults(&p);
+  CU_ASSERT_EQUAL(pp_policy_validate(&p, NULL), 0);
+  CU_ASSERT_EQUAL(p.tick_ns, 1000000000ull);
+  CU_ASSERT_EQUAL(p.min_workers, 1);
+  CU_ASSERT_EQUAL(p.max_workers, 8);
+  CU_ASSERT_EQUAL(p.target_queue_p95_ns, 50000000ull);
+  CU_ASSERT_EQUAL(p.gvl_wait_max_ns, 5000000ull);
+  CU_ASSERT_EQUAL(p.threads_enabled, 0);
+  /* Empty text and a null document both mean "the defaults". */
+  pp_policy q;
+  pp_policy_error e;
+  CU_ASSERT_EQUAL(parse(&q, "", &e), 0);
+  CU_ASSERT_EQUAL(memcmp(&p, &q, sizeof p), 0);
+  CU_ASSERT_EQUAL(parse(&q, "# nothing but a comment\n", &e), 0);
+  CU_ASSERT_EQUAL(pp_policy_hash(&p), pp_policy_hash(&q));
+  CU_ASSERT_EQUAL(parse(&q, "~\n", &e), 0);
+}
+
+static void test_parse_all_fields(void) {
+  const char *text = "tick: 500ms\n"
+                     "min_workers: 2\n"
+                     "max_workers: 12\n"
+                     "max_step: 3\n"
+                     "cores: 4\n"
+                     "memory_limit: 2GiB\n"
+                     "target_queue_p95: 25ms\n"
+                     "severe_factor: 3\n"
+                     "breach_ticks: 3\n"
+                     "calm_fraction: 0.25\n"
+                     "calm_utilisation: 0.4\n"
+                     "calm_ticks: 10\n"
+                     "spawn_cooldown: 2s\n"
+                     "retire_cooldown: 1m\n"
+                     "target_utilisation: 0.75\n"
+                     "threads:\n"
+                     "  enabled: true\n"
+                     "  min: 2\n"
+                     "  max: 8\n"
+                     "  gvl_wait_max: 250us\n"
+                     "shed:\n"
+                     "  enabled: yes\n"
+                     "  budget: 1.5\n";
+  pp_policy p;
+  pp_policy_error e;
+  CU_ASSERT_EQUAL_FATAL(parse(&p, text, &e), 0);
+  CU_ASSERT_EQUAL(p.tick_ns, 500000000ull);
+  CU_ASSERT_EQUAL(p.min_workers, 2);
+  CU_ASSERT_EQUAL(p.max_workers, 12);
+  CU_ASSERT_EQUAL(p.max_step, 3);
+  CU_ASSERT_EQUAL(p.cores, 4);
+  CU_ASSERT_EQUAL(p.memory_limit_bytes, 2147483648ll);
+  CU_ASSERT_EQUAL(p.target_queue_p95_ns, 25000000ull);
+  CU_ASSERT_DOUBLE_EQUAL(p.severe_factor, 3.0, 0);
+  CU_ASSERT_EQUAL(p.breach_ticks, 3);
+  CU_ASSERT_DOUBLE_EQUAL(p.calm_fraction, 0.25, 0);
+  CU_ASSERT_DOUBLE_EQUAL(p.calm_utilisation, 0.4, 0);
+  CU_ASSERT_EQUAL(p.calm_ticks, 10);
+  CU_ASSERT_EQUAL(p.spawn_cooldown_ns, 2000000000ull);
+  CU_ASSERT_EQUAL(p.retire_cooldown_ns, 60000000000ull);
+  CU_ASSERT_DOUBLE_EQUAL(p.target_utilisation, 0.75, 0);
+  CU_ASSERT_EQUAL(p.threads_enabled, 1);
+  CU_ASSERT_EQUAL(p.min_threads, 2);
+  CU_ASSERT_EQUAL(p.max_threads, 8);
+  CU_ASSERT_EQUAL(p.gvl_wait_max_ns, 250000ull);
+  CU_ASSERT_EQUAL(p.shed_enabled, 1);
+  CU_ASSERT_EQUAL(p.shed_budget_ns, 1500000000ull);
+}
+
+static void test_units(void) {
+  static const struct {
+    const char *text;
+    uint64_t ns;
+  } d[] = {{"7ns", 7},
+           {"250us", 250000},
+           {"250\xc2\xb5s", 250000},
+           {"25ms", 25000000},
+           {"2.5ms", 2500000},
+           {"0.025s", 25000000},
+           {"3s", 3000000000ull},
+           {"3", 3000000000ull},
+           {".5", 500000000},
+           {"1m", 60000000000ull},
+           {"2h", 7200000000000ull},
+           {"25 ms", 25000000},
+           {"1.0000000004s", 1000000000}};
+  for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
+    pp_policy p;
+    pp_policy_defaults(&p);
+    pp_policy_error e;
+    CU_ASSERT_EQUAL(pp_policy_set(&p, "spawn_cooldown", d[i].text, &e), 0);
+    CU_ASSERT_EQUAL(p.spawn_cooldown_ns, d[i].ns);
+  }
+  static const struct {
+    const char *text;
+    int64_t bytes;
+  } b[] = {{"0", 0},       {"512", 512},        {"512B", 512},       {"1KB", 1000},
+           {"1KiB", 1024}, {"1.5MiB", 1572864}, {"3GB", 3000000000}, {"1TiB", 1099511627776ll}};
+  for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
+    pp_policy p;
+    pp_policy_defaults(&p);
+    CU_ASSERT_EQUAL(pp_policy_set(&p, "memory_limit", b[i].text, NULL), 0);
+    CU_ASSERT_EQUAL(p.memory_limit_bytes, b[i].bytes);
+  }
+}
+
+static void test_canonical_round_trip(void) {
+  pp_policy p, q;
+  pp_policy_error e;
+  CU_ASSERT_EQUAL_FATAL(parse(&p,
+                              "target_utilisation: 0.7\ncalm_fraction: 0.1\n"
+                              "threads.enabled: true\nmemory_limit: 1.5GiB\n"
+                              "severe_factor: 3.3333333333333335\n",
+                              &e),
+                        0);
+  char buf[2048];
+  int n = pp_policy_canonical(&p, buf, sizeof buf);
+  CU_ASSERT_FATAL(n > 0);
+  CU_ASSERT_EQUAL((size_t)n, strlen(buf));
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "tick: 1000000000ns\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "threads.enabled: true\n"));
+  CU_ASSERT_EQUAL_FATAL(pp_policy_parse(&q, buf, (size_t)n, &e), 0);
+  CU_ASSERT_EQUAL(memcmp(&p, &q, sizeof p), 0);
+  char buf2[2048];
+  CU_ASSERT_EQUAL(pp_policy_canonical(&q, buf2, sizeof buf2), n);
+  CU_ASSERT_STRING_EQUAL(buf, buf2);
+  /* Too small a buffer: ENOSPC, never a partial line mistaken for a policy. */
+  CU_ASSERT_EQUAL(pp_policy_canonical(&p, buf, 10), PP_CTL_ENOSPC);
+  CU_ASSERT_EQUAL(pp_policy_canonical(&p, buf, (size_t)n), PP_CTL_ENOSPC);
+  CU_ASSERT_EQUAL(pp_policy_canonical(&p, buf, (size_t)n + 1), n);
+}
+
+static void test_hash_stable_across_spellings(void) {
+  pp_policy a, b, c;
+  pp_policy_error e;
+  CU_ASSERT_EQUAL_FATAL(parse(&a, "max_workers: 6\nthreads:\n  max: 4\nspawn_cooldown: 2s\n", &e),
+                        0);
+  CU_ASSERT_EQUAL_FATAL(parse(&b,
+                              "# tuned\nspawn_cooldown: 2000ms   # faster\n"
+                              "threads.max: 4\nmax_workers: 6\n",
+                              &e),
+                        0);
+  CU_ASSERT_EQUAL(pp_policy_hash(&a), pp_policy_hash(&b));
+  CU_ASSERT_EQUAL_FATAL(parse(&c, "max_workers: 7\nthreads.max: 4\nspawn_cooldown: 2s\n", &e), 0);
+  CU_ASSERT_NOT_EQUAL(pp_policy_hash(&a), pp_policy_hash(&c));
+  /* FNV-1a of the canonical text, computed independently here. */
+  char buf[2048];
+  int n = pp_policy_canonical(&a, buf, sizeof buf);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < n; i++)
+    h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ull;
+  CU_ASSERT_EQUAL(pp_policy_hash(&a), h);
+  /* Every field matters to the hash. */
+  pp_policy d;
+  pp_policy_defaults(&d);
+  uint64_t h0 = pp_policy_hash(&d);
+  for (const char *const *f = pp_policy_field_names; *f; f++) {
+    pp_policy x = d;
+    const char *v = strstr(*f, "enabled")                          ? "true"
+                    : strstr(*f, "fraction") || strstr(*f, "util") ? "0.33"
+                                                                   : "17";
+    CU_ASSERT_EQUAL(pp_policy_set(&x, *f, v, NULL), 0);
+    CU_ASSERT_NOT_EQUAL(pp_policy_hash(&x), h0);
+  }
+}
+
+static void test_field_names(void) {
+  size_t n = 0;
+  for (const char *const *f = pp_policy_field_names; *f; f++)
+    n++;
+  CU_ASSERT_EQUAL(n, 21);
+  pp_policy p;
+  pp_policy_defaults(&p);
+  char buf[2048];
+  CU_ASSERT_FATAL(pp_policy_canonical(&p, buf, sizeof buf) > 0);
+  for (const char *const *f = pp_policy_field_names; *f; f++) {
+    char key[80];
+    snprintf(key, sizeof key, "%s: ", *f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, key));
+  }
+}
+
+static void test_set_overrides(void) {
+  pp_policy p;
+  pp_policy_defaults(&p);
+  pp_policy_error e;
+  CU_ASSERT_EQUAL(pp_policy_set(&p, "target_queue_p95", "25ms", &e), 0);
+  CU_ASSERT_EQUAL(p.target_queue_p95_ns, 25000000ull);
+  CU_ASSERT_EQUAL(pp_policy_set(&p, "threads.enabled", "on", &e), 0);
+  CU_ASSERT_EQUAL(p.threads_enabled, 1);
+  CU_ASSERT_EQUAL(pp_policy_set(&p, "bogus", "1", &e), PP_CTL_ENOENT);
+  CU_ASSERT_STRING_EQUAL(e.field, "bogus");
+  CU_ASSERT_EQUAL(e.line, 0);
+  CU_ASSERT_EQUAL(pp_policy_set(&p, "max_workers", "many", &e), PP_CTL_EINVAL);
+  CU_ASSERT_STRING_EQUAL(e.field, "max_workers");
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "many"));
+  CU_ASSERT_EQUAL(p.max_workers, 8); /* untouched on error */
+  CU_ASSERT_EQUAL(pp_policy_set(&p, NULL, "1", &e), PP_CTL_EINVAL);
+  CU_ASSERT_EQUAL(pp_policy_set(&p, "max_workers", NULL, NULL), PP_CTL_EINVAL);
+  /* set does not validate; validate catches the cross-field rule */
+  CU_ASSERT_EQUAL(pp_policy_set(&p, "min_workers", "9", &e), 0);
+  CU_ASSERT_EQUAL(pp_policy_validate(&p, &e), PP_CTL_EINVAL);
+  CU_ASSERT_STRING_EQUAL(e.field, "min_workers");
+}
+
+/* One table of bad policies: the code, the field and the line/column each must report. */
+static void test_error_paths(void) {
+  static const struct {
+    const char *text;
+    int rc;
+    const char *field;
+    int line, column;
+    const char *message_part;
+  } cases[] = {
+      {"max_workers: [1, 2\n", PP_CTL_EPARSE, "", 2, 1, "YAML syntax error"},
+      {"a: b: c\n", PP_CTL_EPARSE, "", 1, 5, "YAML syntax error"},
+      {"- 1\n- 2\n", PP_CTL_EPARSE, "", 1, 1, "mapping"},
+      {"just text\n", PP_CTL_EPARSE, "", 1, 1, "mapping"},
+      {"max_workers: 4\nmax_wrokers: 5\n", PP_CTL_EINVAL, "max_wrokers", 2, 1, "unknown"},
+      {"threads:\n  enabled: true\n  maxx: 3\n", PP_CTL_EINVAL, "threads.maxx", 3, 3, "unknown"},
+      {"turbo:\n  on: true\n", PP_CTL_EINVAL, "turbo", 1, 1, "unknown policy section"},
+      {"max_workers: [1, 2]\n", PP_CTL_EINVAL, "max_workers", 1, 14, "list"},
+      {"max_workers:\n  a: 1\n", PP_CTL_EINVAL, "max_workers", 2, 3, "mapping"},
+      {"max_workers: 4\nmax_workers: 5\n", PP_CTL_EINVAL, "max_workers", 2, 14, "line 1"},
+      {"threads.max: 4\nthreads:\n  max: 5\n", PP_CTL_EINVAL, "threads.max", 3, 8, "twice"},
+      {"max_workers:\n", PP_CTL_EINVAL, "max_workers", 1, 13, "nothing"},
+      {"target_queue_p95: fast\n", PP_CTL_EINVAL, "target_queue_p95", 1, 19, "fast"},
+      {"target_queue_p95: 25 parsecs\n", PP_CTL_EINVAL, "target_queue_p95", 1, 19, "unit"},
+      {"target_queue_p95: -5ms\n", PP_CTL_EINVAL, "target_queue_p95", 1, 19, "duration"},
+      {"spawn_cooldown: 99999999999h\n", PP_CTL_EINVAL, "spawn_cooldown", 1, 17, "too large"},
+      {"max_workers: 4294967296\n", PP_CTL_EINVAL, "max_workers", 1, 14, "too large"},
+      {"max_workers: 2.5\n", PP_CTL_EINVAL, "max_workers", 1, 14, "integer"},
+      {"max_workers: -1\n", PP_CTL_EINVAL, "max_workers", 1, 14, "integer"},
+      {"severe_factor: lots\n", PP_CTL_EINVAL, "severe_factor", 1, 16, "number"},
+      {"severe_factor: inf\n", PP_CTL_EINVAL, "severe_factor", 1, 16, "range"},
+      {"severe_factor: 1e999\n", PP_CTL_EINVAL, "severe_factor", 1, 16, "range"},
+      {"threads:\n  enabled: maybe\n", PP_CTL_EINVAL, "threads.enabled", 2, 12, "true or false"},
+      {"memory_limit: 3 bananas\n", PP_CTL_EINVAL, "memory_limit", 1, 15, "unit"},
+      {"memory_limit: lots\n", PP_CTL_EINVAL, "memory_limit", 1, 15, "size"},
+      {"memory_limit: 99999999999TiB\n", PP_CTL_EINVAL, "memory_limit", 1, 15, "too large"},
+      {"? [a, b]\n: 1\n", PP_CTL_EPARSE, "", 1, 3, "field name"},
+      {"min_workers: 5\nmax_workers: 3\n", PP_CTL_EINVAL, "min_workers", 1, 14, "max_workers"},
+      {"min_workers: 0\n", PP_CTL_EINVAL, "min_workers", 1, 14, "at least 1"},
+      {"max_workers: 100000\n", PP_CTL_EINVAL, "max_workers", 1, 14, "at most"},
+      {"max_step: 0\n", PP_CTL_EINVAL, "max_step", 1, 11, "at least 1"},
+      {"tick: 0s\n", PP_CTL_EINVAL, "tick", 1, 7, "greater than 0"},
+      {"target_queue_p95: 0\n", PP_CTL_EINVAL, "target_queue_p95", 1, 19, "greater than 0"},
+      {"severe_factor: 1\n", PP_CTL_EINVAL, "severe_factor", 1, 16, "greater than 1"},
+      {"breach_ticks: 0\n", PP_CTL_EINVAL, "breach_ticks", 1, 15, "at least 1"},
+      {"calm_fraction: 0\n", PP_CTL_EINVAL, "calm_fraction", 1, 16, "(0, 1]"},
+      {"calm_utilisation: 1.5\n", PP_CTL_EINVAL, "calm_utilisation", 1, 19, "(0, 1]"},
+      {"calm_ticks: 0\n", PP_CTL_EINVAL, "calm_ticks", 1, 13, "at least 1"},
+      {"target_utilisation: 0\n", PP_CTL_EINVAL, "target_utilisation", 1, 21, "(0, 1]"},
+      {"threads:\n  min: 0\n", PP_CTL_EINVAL, "threads.min", 2, 8, "at least 1"},
+      {"threads:\n  min: 9\n  max: 4\n", PP_CTL_EINVAL, "threads.min", 2, 8, "threads.max"},
+      {"threads.max: 5000\n", PP_CTL_EINVAL, "threads.max", 1, 14, "at most"},
+      {"threads.gvl_wait_max: 0\n", PP_CTL_EINVAL, "threads.gvl_wait_max", 1, 23, "greater"},
+      {"shed.budget: 0ms\n", PP_CTL_EINVAL, "shed.budget", 1, 14, "greater than 0"},
+      {"max_workers: 4\n---\nmax_workers: 5\n", PP_CTL_EPARSE, "", 3, 1, "second"},
+      {"max_workers: \"4\\u0000\"\n", PP_CTL_EINVAL, "max_workers", 1, 14, "NUL"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pp_policy p;
+    pp_policy_error e;
+    int rc = parse(&p, cases[i].text, &e);
+    int ok = rc == cases[i].rc && strcmp(e.field, cases[i].field) == 0 && e.line == cases[i].line &&
+             e.column == cases[i].column && strstr(e.message, cases[i].message_part) != NULL;
+    if (!ok)
+      fprintf(stderr, "case %zu %s: rc %d field '%s' line %d col %d: %s\n", i, cases[i].text, rc,
+              e.field, e.line, e.column, e.message);
+    CU_ASSERT(ok);
+  }
+  /* NULL err is allowed; a NULL text with a length is an error, not a crash. */
+  pp_policy p;
+  CU_ASSERT_EQUAL(pp_policy_parse(&p, "max_step: 0\n", 12, NULL), PP_CTL_EINVAL);
+  CU_ASSERT_EQUAL(pp_policy_parse(&p, NULL, 5, NULL), PP_CTL_EINVAL);
+  CU_ASSERT_EQUAL(pp_policy_parse(&p, NULL, 0, NULL), 0);
+}
+
+static void test_truncations_never_crash(void) {
+  /* Every prefix of a valid policy either parses or fails with a located error. */
+  const char *text = "tick: 1s\nthreads:\n  enabled: true\n  max: 8\nshed:\n  budget: 2s\n";
+  size_t n = strlen(text);
+  for (size_t len = 0; len <= n; len++) {
+    pp_policy p;
+    pp_policy_error e;
+    int rc = pp_policy_parse(&p, text, len, &e);
+    CU_ASSERT(rc == 0 || ((rc == PP_CTL_EPARSE || rc == PP_CTL_EINVAL) && e.message[0]));
+  }
+}
+
+static void test_strerror(void) {
+  for (int c = 0; c >= -6; c--)
+    CU_ASSERT_PTR_NOT_NULL(pp_ctl_strerror(c));
+  CU_ASSERT_STRING_EQUAL(pp_ctl_strerror(PP_CTL_ENOENT), "unknown field");
+  CU_ASSERT_STRING_EQUAL(pp_ctl_strerror(42), "unknown error");
+}
+
+int pp_test_register(void) {
+  static const test_case cases[] = {
+      {"defaults are valid", test_defaults_valid},
+      {"parse every field", test_parse_all_fields},
+      {"duration and size units", test_units},
+      {"canonical text round trip", test_canonical_round_trip},
+      {"hash stable across spellings", test_hash_stable_across_spellings},
+      {"field name list", test_field_names},
+      {"pp_policy_set overrides", test_set_overrides},
+      {"every error path names field and line", test_error_paths},
+      {"truncated text never crashes", test_truncations_never_crash},
+      {"strerror", test_strerror},
+      {NULL, NULL},
+  };
+  return register_suite("policy", cases);
+}
