@@ -1,0 +1,667 @@
+/* pp-sim: the discrete-event simulator's command line.
+ *
+ *   pp-sim run SCENARIO.yaml [--timeline] [--decisions F] [--db F] [--plot F] ...
+ *   pp-sim sweep SCENARIO.yaml --set policy.FIELD=v1,v2 [--set ...] ...
+ *   pp-sim schedule SCENARIO.yaml [--seed N] [--limit N]
+ *
+ * All the work is in libppsim; this file parses flags, prints, and writes files. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "control/control.h"
+#include "sim/arrivals.h"
+#include "sim/engine.h"
+#include "sim/report.h"
+#include "sim/results.h"
+#include "sim/scenario.h"
+#include "sim/scenario_file.h"
+#include "sim/sweep.h"
+#include "sim/units.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void usage_main(FILE *f) {
+  fprintf(f, "usage: pp-sim <command> [options]\n\n"
+             "Simulates Ruby app servers (puma, puma-plus static, puma-plus autoscale) under the\n"
+             "traffic a scenario describes (docs/SCENARIOS.md, docs/SIM.md).\n\n"
+             "commands:\n"
+             "  run SCENARIO       simulate every configuration and print the comparison\n"
+             "  sweep SCENARIO     run policy variants (--set field=v1,v2) and rank them\n"
+             "  schedule SCENARIO  print the arrival schedule (what pp-bench sends)\n"
+             "  help [COMMAND]     this text, or a command's options\n\n"
+             "`pp-sim COMMAND --help` shows a command's options.\n");
+}
+
+static void usage_run(FILE *f) {
+  fprintf(f,
+          "usage: pp-sim run SCENARIO.yaml [options]\n\n"
+          "Simulates each configuration of the scenario and prints the summary table.\n\n"
+          "options:\n"
+          "  -c, --config NAME      only this configuration (repeatable)\n"
+          "  -s, --seed N           arrival seed (default: the scenario's `seed`)\n"
+          "  -t, --timeline         print the per-second timeline of every configuration\n"
+          "  -d, --decisions FILE   write the controllers' decision log (JSONL) to FILE\n"
+          "      --db FILE          append the run to a SQLite results database (docs/RESULTS.md)\n"
+          "  -p, --plot FILE.png    draw the timelines with gnuplot\n"
+          "  -q, --quiet            no summary table (useful with --db)\n"
+          "  -h, --help             this text\n");
+}
+
+static void usage_sweep(FILE *f) {
+  fprintf(f,
+          "usage: pp-sim sweep SCENARIO.yaml --set policy.FIELD=v1,v2[,...] [--set ...] "
+          "[options]\n\n"
+          "Runs every combination of the --set values (a cross product) on the scenario's\n"
+          "autoscale configurations and prints them ranked.\n\n"
+          "options:\n"
+          "  -S, --set FIELD=V1,V2  a policy field and its values (repeatable, up to %d)\n"
+          "  -c, --config NAME      only this autoscale configuration (repeatable)\n"
+          "  -s, --seed N           arrival seed (default: the scenario's `seed`)\n"
+          "  -r, --rank METRIC      excess (default), p50, p99, p999, memory, workers, shed,\n"
+          "                         timeouts, achieved (higher is better)\n"
+          "  -n, --top N            print only the best N rows\n"
+          "      --db FILE          append every variant to a SQLite results database\n"
+          "  -h, --help             this text\n\n"
+          "policy fields:",
+          PP_SWEEP_MAX_AXES);
+  for (size_t i = 0; pp_policy_field_names[i]; i++)
+    fprintf(f, "%s%s", i % 6 ? " " : "\n  ", pp_policy_field_names[i]);
+  fprintf(f, "\n");
+}
+
+static void usage_schedule(FILE *f) {
+  fprintf(f, "usage: pp-sim schedule SCENARIO.yaml [--seed N] [--limit N]\n\n"
+             "Prints the arrival schedule, one line per request: seq, intended time (ns), kind,\n"
+             "path, and the simulator's cpu/io draws (ns); then its digest. pp-bench generates\n"
+             "the same schedule from the same scenario and seed.\n\n"
+             "options:\n"
+             "  -s, --seed N    arrival seed (default: the scenario's `seed`)\n"
+             "  -l, --limit N   print only the first N arrivals (the digest covers all)\n"
+             "  -h, --help      this text\n");
+}
+
+static int load(const char *path, pp_scenario *scn) {
+  pp_scn_error err;
+  int rc = pp_scenario_load(scn, path, &err);
+  if (rc) {
+    char buf[1200];
+    fprintf(stderr, "pp-sim: %s\n", pp_scn_error_format(&err, buf, sizeof buf));
+    return 2;
+  }
+  return 0;
+}
+
+static int parse_seed(const char *v, uint64_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (errno || !*v || *end || v[0] == '-') {
+    fprintf(stderr, "pp-sim: --seed: expected a whole number, got \"%s\"\n", v);
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+static void iso_now(char *buf, size_t cap) {
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static const char *server_name(pp_server_kind k) {
+  return k == PP_SERVER_PUMA ? "puma" : "pumaplus";
+}
+
+static const char *queue_name(pp_queue_model q) {
+  return q == PP_QUEUE_FIFO ? "fifo" : "per_worker";
+}
+
+/* Writes one configuration's results to the database. */
+static int db_write_config(pp_results_db *db, int64_t run_id, const pp_config *c,
+                           const pp_policy *pol, const char *variant, const pp_sim_result *r) {
+  char hash[20], canon[4096];
+  pp_results_config rc = {c->name,
+                          server_name(c->server),
+                          queue_name(c->queue),
+                          c->workers,
+                          c->threads,
+                          c->autoscale,
+                          NULL,
+                          NULL,
+                          variant};
+  if (c->autoscale) {
+    snprintf(hash, sizeof hash, "%016" PRIx64, pp_policy_hash(pol));
+    if (pp_policy_canonical(pol, canon, sizeof canon) < 0) canon[0] = 0;
+    rc.policy_hash = hash;
+    rc.policy_text = canon;
+  }
+  int64_t config_id;
+  if (pp_results_add_config(db, run_id, &rc, &config_id)) return -1;
+  if (pp_results_add_summary(db, config_id, &r->summary)) return -1;
+  if (pp_results_add_timeline(db, config_id, r->timeline, r->timeline_len)) return -1;
+  for (size_t i = 0; i < r->n_ticks; i++) {
+    const pp_sim_tick *t = &r->ticks[i];
+    char *line = strndup(r->decisions + t->line_off, t->line_len);
+    if (!line) return -1;
+    if (line[0] && line[strlen(line) - 1] == '\n') line[strlen(line) - 1] = 0;
+    int e = pp_results_add_decision(db, config_id, t->tick, t->time_ns, pp_action_name(t->action),
+                                    t->count, t->workers_target, t->reason, line);
+    free(line);
+    if (e) return -1;
+  }
+  return 0;
+}
+
+static int open_db(const char *path, pp_results_db **db) {
+  char err[512];
+  if (pp_results_open(db, path, err, sizeof err)) {
+    fprintf(stderr, "pp-sim: %s\n", err);
+    return -1;
+  }
+  return 0;
+}
+
+static int selected(const pp_scenario *scn, const char **only, int n_only, uint32_t i) {
+  if (!n_only) return 1;
+  for (int k = 0; k < n_only; k++)
+    if (strcmp(scn->configs[i].name, only[k]) == 0) return 1;
+  return 0;
+}
+
+static int check_only(const pp_scenario *scn, const char **only, int n_only, const char *path) {
+  for (int k = 0; k < n_only; k++)
+    if (pp_scenario_find_config(scn, only[k]) < 0) {
+      fprintf(stderr, "pp-sim: %s has no configuration named \"%s\" (it has:", path, only[k]);
+      for (uint32_t i = 0; i < scn->n_configs; i++)
+        fprintf(stderr, " %s", scn->configs[i].name);
+      fprintf(stderr, ")\n");
+      return -1;
+    }
+  return 0;
+}
+
+static int cmd_run(int argc, char **argv) {
+  static const struct option opts[] = {{"config", required_argument, 0, 'c'},
+                                       {"seed", required_argument, 0, 's'},
+                                       {"timeline", no_argument, 0, 't'},
+                                       {"decisions", required_argument, 0, 'd'},
+                                       {"db", required_argument, 0, 'D'},
+                                       {"plot", required_argument, 0, 'p'},
+                                       {"quiet", no_argument, 0, 'q'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+  const char *only[PP_SCN_MAX_CONFIGS];
+  int n_only = 0, timeline = 0, quiet = 0, have_seed = 0;
+  const char *decisions = NULL, *dbpath = NULL, *plot = NULL;
+  uint64_t seed = 0;
+  int ch;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "c:s:td:p:qh", opts, NULL)) != -1) {
+    switch (ch) {
+    case 'c':
+      if (n_only == PP_SCN_MAX_CONFIGS) {
+        fprintf(stderr, "pp-sim run: too many --config\n");
+        return 2;
+      }
+      only[n_only++] = optarg;
+      break;
+    case 's':
+      if (parse_seed(optarg, &seed)) return 2;
+      have_seed = 1;
+      break;
+    case 't': timeline = 1; break;
+    case 'd': decisions = optarg; break;
+    case 'D': dbpath = optarg; break;
+    case 'p': plot = optarg; break;
+    case 'q': quiet = 1; break;
+    case 'h': usage_run(stdout); return 0;
+    default: usage_run(stderr); return 2;
+    }
+  }
+  if (optind != argc - 1) {
+    fprintf(stderr, "pp-sim run: expected one scenario file\n");
+    usage_run(stderr);
+    return 2;
+  }
+  const char *path = argv[optind];
+  pp_scenario *scn = malloc(sizeof *scn);
+  if (!scn) return 1;
+  int rc = load(path, scn);
+  if (!rc && check_only(scn, only, n_only, path)) rc = 2;
+  if (rc) {
+    pp_scenario_dispose(scn);
+    free(scn);
+    return rc;
+  }
+  if (!have_seed) seed = scn->seed;
+
+  pp_sim_result *res = calloc(scn->n_configs, sizeof *res);
+  pp_report_item items[PP_SCN_MAX_CONFIGS];
+  uint32_t idx[PP_SCN_MAX_CONFIGS];
+  size_t n = 0;
+  uint64_t events = 0;
+  double t0 = now_s();
+  for (uint32_t i = 0; i < scn->n_configs && res; i++) {
+    if (!selected(scn, only, n_only, i)) continue;
+    pp_sim_options o;
+    pp_sim_options_default(&o, scn);
+    o.seed = seed;
+    o.keep_decisions = scn->configs[i].autoscale;
+    rc = pp_sim_run(scn, i, &o, &res[n]);
+    if (rc) {
+      fprintf(stderr, "pp-sim: config %s: %s\n", scn->configs[i].name, pp_sim_strerror(rc));
+      rc = 1;
+      goto out;
+    }
+    events += res[n].events;
+    items[n] = (pp_report_item){scn->configs[i].name, &res[n].summary, res[n].timeline,
+                                res[n].timeline_len};
+    idx[n++] = i;
+  }
+  double elapsed = now_s() - t0;
+  if (!quiet) {
+    printf("scenario %s (%s), seed %" PRIu64 ", %.0f s, %u cores\n", scn->name, path, seed,
+           scn->duration_ns / 1e9, scn->cores);
+    pp_report_summary(stdout, items, n, scn->slo_ns / 1e6);
+  }
+  if (timeline)
+    for (size_t k = 0; k < n; k++)
+      pp_report_timeline(stdout, &items[k]);
+  fprintf(stderr, "pp-sim: %zu configs, %" PRIu64 " events in %.3f s (%.2f M events/s)\n", n,
+          events, elapsed, elapsed > 0 ? events / elapsed / 1e6 : 0);
+
+  if (decisions) {
+    FILE *f = fopen(decisions, "w");
+    if (!f) {
+      fprintf(stderr, "pp-sim: cannot write %s: %s\n", decisions, strerror(errno));
+      rc = 1;
+      goto out;
+    }
+    for (size_t k = 0; k < n; k++)
+      if (res[k].decisions_len) fwrite(res[k].decisions, 1, res[k].decisions_len, f);
+    if (fclose(f)) {
+      fprintf(stderr, "pp-sim: writing %s failed: %s\n", decisions, strerror(errno));
+      rc = 1;
+      goto out;
+    }
+  }
+  if (dbpath) {
+    pp_results_db *db;
+    if (open_db(dbpath, &db)) {
+      rc = 1;
+      goto out;
+    }
+    char when[32];
+    iso_now(when, sizeof when);
+    pp_results_run run = {"simulated", "pp-sim", scn->name, path, seed, scn->duration_ns / 1e9,
+                          when,        NULL};
+    int64_t run_id;
+    int e = pp_results_begin(db) || pp_results_add_run(db, &run, &run_id);
+    for (size_t k = 0; k < n && !e; k++)
+      e = db_write_config(db, run_id, &scn->configs[idx[k]], &scn->configs[idx[k]].policy, NULL,
+                          &res[k]);
+    if (!e) e = pp_results_commit(db);
+    if (e) {
+      fprintf(stderr, "pp-sim: writing %s failed: %s\n", dbpath, pp_results_errmsg(db));
+      rc = 1;
+    } else {
+      fprintf(stderr, "pp-sim: run %" PRId64 " written to %s\n", run_id, dbpath);
+    }
+    pp_results_close(db);
+  }
+  if (plot && !rc) {
+    char err[512], title[256];
+    snprintf(title, sizeof title, "pp-sim: %s (seed %" PRIu64 ")", scn->name, seed);
+    if (pp_report_plot(plot, title, items, n, err, sizeof err)) {
+      fprintf(stderr, "pp-sim: --plot %s: %s\n", plot, err);
+      rc = 1;
+    }
+  }
+out:
+  for (size_t k = 0; k < n; k++)
+    pp_sim_result_dispose(&res[k]);
+  free(res);
+  pp_scenario_dispose(scn);
+  free(scn);
+  return rc;
+}
+
+typedef struct sweep_row {
+  size_t variant;
+  uint32_t config;
+  char label[256];
+  pp_summary s;
+  double key;
+} sweep_row;
+
+static int rank_cmp(const void *a, const void *b) {
+  const sweep_row *x = a, *y = b;
+  if (x->key < y->key) return -1;
+  if (x->key > y->key) return 1;
+  if (x->variant != y->variant) return x->variant < y->variant ? -1 : 1;
+  return x->config < y->config ? -1 : x->config > y->config;
+}
+
+static int rank_key(const char *metric, const pp_summary *s, double *key) {
+  if (!strcmp(metric, "excess"))
+    *key = s->excess_latency_ns;
+  else if (!strcmp(metric, "p50"))
+    *key = s->p50_ns;
+  else if (!strcmp(metric, "p99"))
+    *key = s->p99_ns;
+  else if (!strcmp(metric, "p999"))
+    *key = s->p999_ns;
+  else if (!strcmp(metric, "memory"))
+    *key = s->avg_memory_bytes;
+  else if (!strcmp(metric, "workers"))
+    *key = s->avg_workers;
+  else if (!strcmp(metric, "shed"))
+    *key = (double)s->shed;
+  else if (!strcmp(metric, "timeouts"))
+    *key = (double)s->timed_out;
+  else if (!strcmp(metric, "achieved"))
+    *key = -s->achieved_rps;
+  else
+    return -1;
+  return 0;
+}
+
+static int cmd_sweep(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"set", required_argument, 0, 'S'},  {"config", required_argument, 0, 'c'},
+      {"seed", required_argument, 0, 's'}, {"rank", required_argument, 0, 'r'},
+      {"top", required_argument, 0, 'n'},  {"db", required_argument, 0, 'D'},
+      {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
+  pp_sweep *sw = malloc(sizeof *sw);
+  if (!sw) return 1;
+  pp_sweep_init(sw);
+  const char *only[PP_SCN_MAX_CONFIGS];
+  int n_only = 0, have_seed = 0;
+  const char *metric = "excess", *dbpath = NULL;
+  long top = -1;
+  uint64_t seed = 0;
+  char err[512];
+  int ch, rc = 0;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "S:c:s:r:n:h", opts, NULL)) != -1) {
+    switch (ch) {
+    case 'S':
+      if (pp_sweep_add(sw, optarg, err, sizeof err)) {
+        fprintf(stderr, "pp-sim sweep: %s\n", err);
+        free(sw);
+        return 2;
+      }
+      break;
+    case 'c':
+      if (n_only == PP_SCN_MAX_CONFIGS) {
+        free(sw);
+        return 2;
+      }
+      only[n_only++] = optarg;
+      break;
+    case 's':
+      if (parse_seed(optarg, &seed)) {
+        free(sw);
+        return 2;
+      }
+      have_seed = 1;
+      break;
+    case 'r': metric = optarg; break;
+    case 'n': {
+      char *end;
+      top = strtol(optarg, &end, 10);
+      if (*end || top < 1) {
+        fprintf(stderr, "pp-sim sweep: --top: expected a positive number, got \"%s\"\n", optarg);
+        free(sw);
+        return 2;
+      }
+      break;
+    }
+    case 'D': dbpath = optarg; break;
+    case 'h':
+      usage_sweep(stdout);
+      free(sw);
+      return 0;
+    default:
+      usage_sweep(stderr);
+      free(sw);
+      return 2;
+    }
+  }
+  double dummy;
+  pp_summary zero;
+  memset(&zero, 0, sizeof zero);
+  if (rank_key(metric, &zero, &dummy)) {
+    fprintf(stderr, "pp-sim sweep: --rank: unknown metric \"%s\" (see --help)\n", metric);
+    free(sw);
+    return 2;
+  }
+  if (optind != argc - 1) {
+    fprintf(stderr, "pp-sim sweep: expected one scenario file\n");
+    usage_sweep(stderr);
+    free(sw);
+    return 2;
+  }
+  if (sw->n_axes == 0) {
+    fprintf(stderr, "pp-sim sweep: nothing to sweep: give at least one --set FIELD=V1,V2\n");
+    free(sw);
+    return 2;
+  }
+  const char *path = argv[optind];
+  pp_scenario *scn = malloc(sizeof *scn);
+  if (!scn) {
+    free(sw);
+    return 1;
+  }
+  rc = load(path, scn);
+  if (!rc && check_only(scn, only, n_only, path)) rc = 2;
+  uint32_t cfgs[PP_SCN_MAX_CONFIGS], n_cfg = 0;
+  for (uint32_t i = 0; !rc && i < scn->n_configs; i++)
+    if (scn->configs[i].autoscale && selected(scn, only, n_only, i)) cfgs[n_cfg++] = i;
+  if (!rc && n_cfg == 0) {
+    fprintf(stderr, "pp-sim sweep: %s has no (selected) autoscale configuration to sweep\n", path);
+    rc = 2;
+  }
+  if (rc) {
+    pp_scenario_dispose(scn);
+    free(scn);
+    free(sw);
+    return rc;
+  }
+  if (!have_seed) seed = scn->seed;
+  size_t nv = pp_sweep_count(sw), total = nv * n_cfg;
+  sweep_row *rows = calloc(total, sizeof *rows);
+  pp_results_db *db = NULL;
+  int64_t run_id = 0;
+  if (!rows) rc = 1;
+  if (!rc && dbpath) {
+    if (open_db(dbpath, &db))
+      rc = 1;
+    else {
+      char when[32];
+      iso_now(when, sizeof when);
+      pp_results_run run = {"simulated", "pp-sim sweep",         scn->name, path,
+                            seed,        scn->duration_ns / 1e9, when,      NULL};
+      if (pp_results_begin(db) || pp_results_add_run(db, &run, &run_id)) {
+        fprintf(stderr, "pp-sim: %s: %s\n", dbpath, pp_results_errmsg(db));
+        rc = 1;
+      }
+    }
+  }
+  int tty = isatty(2);
+  double t0 = now_s();
+  size_t done = 0;
+  for (size_t v = 0; v < nv && !rc; v++) {
+    for (uint32_t k = 0; k < n_cfg && !rc; k++) {
+      const pp_config *c = &scn->configs[cfgs[k]];
+      sweep_row *row = &rows[done];
+      pp_policy pol = c->policy;
+      if (pp_sweep_apply(sw, v, &pol, row->label, sizeof row->label, err, sizeof err)) {
+        fprintf(stderr, "\npp-sim sweep: config %s: %s\n", c->name, err);
+        rc = 2;
+        break;
+      }
+      pp_sim_options o;
+      pp_sim_options_default(&o, scn);
+      o.seed = seed;
+      o.policy = &pol;
+      o.keep_timeline = db != NULL;
+      o.keep_decisions = db != NULL;
+      pp_sim_result r;
+      int e = pp_sim_run(scn, cfgs[k], &o, &r);
+      if (e) {
+        fprintf(stderr, "\npp-sim sweep: config %s: %s\n", c->name, pp_sim_strerror(e));
+        pp_sim_result_dispose(&r);
+        rc = 1;
+        break;
+      }
+      row->variant = v;
+      row->config = cfgs[k];
+      row->s = r.summary;
+      rank_key(metric, &r.summary, &row->key);
+      if (db && db_write_config(db, run_id, c, &pol, row->label, &r)) {
+        fprintf(stderr, "\npp-sim: %s: %s\n", dbpath, pp_results_errmsg(db));
+        rc = 1;
+      }
+      pp_sim_result_dispose(&r);
+      done++;
+      if (tty) {
+        int width = 40, fill = (int)(width * done / total);
+        double el = now_s() - t0;
+        fprintf(stderr, "\r[%.*s%*s] %zu/%zu variants  %.1fs elapsed, ~%.0fs left ", fill,
+                "########################################", width - fill, "", done, total, el,
+                el / done * (total - done));
+        fflush(stderr);
+      }
+    }
+  }
+  if (tty) fprintf(stderr, "\n");
+  if (db) {
+    if (!rc && pp_results_commit(db)) {
+      fprintf(stderr, "pp-sim: %s: %s\n", dbpath, pp_results_errmsg(db));
+      rc = 1;
+    }
+    if (!rc) fprintf(stderr, "pp-sim: run %" PRId64 " written to %s\n", run_id, dbpath);
+    pp_results_close(db);
+  }
+  if (!rc) {
+    qsort(rows, done, sizeof *rows, rank_cmp);
+    printf("sweep of %s: %zu variants x %u configs, ranked by %s (seed %" PRIu64 ")\n", scn->name,
+           nv, n_cfg, metric, seed);
+    printf("%4s  %-36s %-18s %8s %8s %8s %11s %6s %7s %6s %8s\n", "rank", "variant", "config",
+           "achieved", "p50", "p99", "excess_s", "shed", "timeout", "avg_w", "avg_mem");
+    size_t show = top > 0 && (size_t)top < done ? (size_t)top : done;
+    for (size_t i = 0; i < show; i++) {
+      const sweep_row *r = &rows[i];
+      char a[24], b[24], m[24];
+      printf("%4zu  %-36s %-18s %8.1f %8s %8s %11.1f %6llu %7llu %6.2f %8s\n", i + 1, r->label,
+             scn->configs[r->config].name, r->s.achieved_rps,
+             pp_units_format_ns(r->s.p50_ns, a, sizeof a),
+             pp_units_format_ns(r->s.p99_ns, b, sizeof b), r->s.excess_latency_ns / 1e9,
+             (unsigned long long)r->s.shed, (unsigned long long)r->s.timed_out, r->s.avg_workers,
+             pp_units_format_bytes(r->s.avg_memory_bytes, m, sizeof m));
+    }
+    fprintf(stderr, "pp-sim: %zu simulations in %.2f s\n", done, now_s() - t0);
+  }
+  free(rows);
+  pp_scenario_dispose(scn);
+  free(scn);
+  free(sw);
+  return rc;
+}
+
+static int cmd_schedule(int argc, char **argv) {
+  static const struct option opts[] = {{"seed", required_argument, 0, 's'},
+                                       {"limit", required_argument, 0, 'l'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+  uint64_t seed = 0;
+  int have_seed = 0;
+  long long limit = -1;
+  int ch;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "s:l:h", opts, NULL)) != -1) {
+    switch (ch) {
+    case 's':
+      if (parse_seed(optarg, &seed)) return 2;
+      have_seed = 1;
+      break;
+    case 'l': {
+      char *end;
+      limit = strtoll(optarg, &end, 10);
+      if (*end || limit < 0) {
+        fprintf(stderr, "pp-sim schedule: --limit: expected a number, got \"%s\"\n", optarg);
+        return 2;
+      }
+      break;
+    }
+    case 'h': usage_schedule(stdout); return 0;
+    default: usage_schedule(stderr); return 2;
+    }
+  }
+  if (optind != argc - 1) {
+    fprintf(stderr, "pp-sim schedule: expected one scenario file\n");
+    usage_schedule(stderr);
+    return 2;
+  }
+  pp_scenario *scn = malloc(sizeof *scn);
+  if (!scn) return 1;
+  int rc = load(argv[optind], scn);
+  if (!rc) {
+    if (!have_seed) seed = scn->seed;
+    pp_schedule sch;
+    rc = pp_schedule_build(&sch, scn, seed);
+    if (rc) {
+      fprintf(stderr, "pp-sim schedule: %s\n", pp_sim_strerror(rc));
+      rc = 1;
+    } else {
+      for (size_t i = 0; i < sch.n && (limit < 0 || (long long)i < limit); i++) {
+        const pp_arrival *a = &sch.items[i];
+        printf("%u %" PRId64 " %u %s %" PRIu64 " %" PRIu64 "\n", a->seq, a->t_ns, a->kind,
+               scn->kinds[a->kind].path, a->cpu_ns, a->io_ns);
+      }
+      printf("# %zu arrivals, digest %016" PRIx64 "\n", sch.n, pp_schedule_digest(&sch));
+      pp_schedule_dispose(&sch);
+    }
+  }
+  pp_scenario_dispose(scn);
+  free(scn);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage_main(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+  if (!strcmp(cmd, "sweep")) return cmd_sweep(argc - 1, argv + 1);
+  if (!strcmp(cmd, "schedule")) return cmd_schedule(argc - 1, argv + 1);
+  if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+    if (argc > 2 && !strcmp(argv[2], "run"))
+      usage_run(stdout);
+    else if (argc > 2 && !strcmp(argv[2], "sweep"))
+      usage_sweep(stdout);
+    else if (argc > 2 && !strcmp(argv[2], "schedule"))
+      usage_schedule(stdout);
+    else
+      usage_main(stdout);
+    return 0;
+  }
+  fprintf(stderr, "pp-sim: unknown command \"%s\"\n\n", cmd);
+  usage_main(stderr);
+  return 2;
+}

@@ -1,0 +1,145 @@
+/* Text tables and gnuplot figures for a run's results. */
+#include "sim/report.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sim/units.h"
+
+void pp_report_summary(FILE *out, const pp_report_item *items, size_t n, double slo_ms) {
+  char a[24], b[24], c[24], d[24], m[24];
+  fprintf(out, "%-22s %8s %8s %8s %8s %8s %11s %7s %7s %6s %6s %8s %9s\n", "config", "offered",
+          "achieved", "p50", "p99", "p99.9", "excess_s", "shed", "timeout", "avg_w", "peak_w",
+          "avg_mem", "worker_s");
+  for (size_t i = 0; i < n; i++) {
+    const pp_summary *s = items[i].summary;
+    fprintf(out, "%-22s %8.1f %8.1f %8s %8s %8s %11.1f %7llu %7llu %6.2f %6u %8s %9.1f\n",
+            items[i].name, s->offered_rps, s->achieved_rps,
+            pp_units_format_ns(s->p50_ns, a, sizeof a), pp_units_format_ns(s->p99_ns, b, sizeof b),
+            pp_units_format_ns(s->p999_ns, c, sizeof c), s->excess_latency_ns / 1e9,
+            (unsigned long long)s->shed, (unsigned long long)s->timed_out, s->avg_workers,
+            s->peak_workers, pp_units_format_bytes(s->avg_memory_bytes, m, sizeof m),
+            s->worker_seconds);
+    (void)d;
+  }
+  fprintf(out,
+          "(latency from intended arrival over served requests; excess_s = total latency above "
+          "the %.0fms SLO; achieved = served within the scenario's duration)\n",
+          slo_ms);
+}
+
+void pp_report_timeline(FILE *out, const pp_report_item *item) {
+  char a[24], b[24], c[24];
+  fprintf(out, "\ntimeline: %s\n", item->name);
+  fprintf(out, "%6s %7s %9s %9s %6s %10s %8s %6s %7s\n", "t", "rps", "p50", "p99", "procs",
+          "queue_p95", "queue", "shed", "timeout");
+  for (size_t i = 0; i < item->timeline_len; i++) {
+    const pp_timeline_row *r = &item->timeline[i];
+    fprintf(out, "%5us %7llu %9s %9s %6u %10s %8lld %6llu %7llu\n", r->t_s,
+            (unsigned long long)r->completed, pp_units_format_ns(r->p50_ns, a, sizeof a),
+            pp_units_format_ns(r->p99_ns, b, sizeof b), r->workers,
+            pp_units_format_ns(r->queue_p95_ns, c, sizeof c), (long long)r->queue_len,
+            (unsigned long long)r->shed, (unsigned long long)r->timeouts);
+  }
+}
+
+static void gp_quote(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+int pp_report_plot(const char *png_path, const char *title, const pp_report_item *items, size_t n,
+                   char *errbuf, size_t errcap) {
+  char dir[] = "/tmp/pp-sim-plot-XXXXXX";
+  if (!mkdtemp(dir)) {
+    snprintf(errbuf, errcap, "cannot create a temporary folder: %s", strerror(errno));
+    return -1;
+  }
+  char data[64], script[64];
+  snprintf(data, sizeof data, "%s/data.tsv", dir);
+  snprintf(script, sizeof script, "%s/plot.gp", dir);
+  FILE *f = fopen(data, "w");
+  if (!f) {
+    snprintf(errbuf, errcap, "cannot write %s: %s", data, strerror(errno));
+    rmdir(dir);
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    fprintf(f, "# %s\n# t rps p50_ms p99_ms workers queue_p95_ms\n", items[i].name);
+    for (size_t k = 0; k < items[i].timeline_len; k++) {
+      const pp_timeline_row *r = &items[i].timeline[k];
+      fprintf(f, "%u %llu ", r->t_s, (unsigned long long)r->completed);
+      if (r->p50_ns >= 0)
+        fprintf(f, "%.3f %.3f ", r->p50_ns / 1e6, r->p99_ns / 1e6);
+      else
+        fprintf(f, "NaN NaN ");
+      fprintf(f, "%u ", r->workers);
+      if (r->queue_p95_ns >= 0)
+        fprintf(f, "%.3f\n", r->queue_p95_ns / 1e6);
+      else
+        fprintf(f, "NaN\n");
+    }
+    fprintf(f, "\n\n");
+  }
+  fclose(f);
+  f = fopen(script, "w");
+  if (!f) {
+    snprintf(errbuf, errcap, "cannot write %s: %s", script, strerror(errno));
+    unlink(data);
+    rmdir(dir);
+    return -1;
+  }
+  fprintf(f, "set terminal pngcairo size 1200,1100 noenhanced font \",10\"\nset output ");
+  gp_quote(f, png_path);
+  fprintf(f, "\nset multiplot layout 4,1 title ");
+  gp_quote(f, title);
+  fprintf(f, "\nset grid\nset key outside right\nset datafile missing \"NaN\"\n"
+             "set xlabel \"t (s)\"\n");
+  static const char *panels[][3] = {
+      {"p50 latency (ms, log)", "3", "set logscale y"},
+      {"completed rps", "2", "unset logscale y"},
+      {"workers", "5", "unset logscale y"},
+      {"queue p95 (ms)", "6", "unset logscale y"},
+  };
+  for (int p = 0; p < 4; p++) {
+    fprintf(f, "%s\nset ylabel \"%s\"\nplot ", panels[p][2], panels[p][0]);
+    for (size_t i = 0; i < n; i++) {
+      fprintf(f, "%s\"%s\" index %zu using 1:%s with lines lw 2 title ", i ? ", " : "", data, i,
+              panels[p][1]);
+      gp_quote(f, items[i].name);
+    }
+    fprintf(f, "\n");
+  }
+  fprintf(f, "unset multiplot\n");
+  fclose(f);
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(errbuf, errcap, "fork failed: %s", strerror(errno));
+    return -1;
+  }
+  if (pid == 0) {
+    execlp("gnuplot", "gnuplot", script, (char *)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  unlink(data);
+  unlink(script);
+  rmdir(dir);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    snprintf(errbuf, errcap,
+             WIFEXITED(status) && WEXITSTATUS(status) == 127
+                 ? "gnuplot is not installed (apt-get install gnuplot-nox)"
+                 : "gnuplot failed (exit status %d)",
+             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,175 @@
+/* Scenarios: the YAML description of traffic and of the server configurations to compare,
+ * shared by pp-sim and pp-bench. Field reference: docs/SCENARIOS.md.
+ *
+ * The parser is sans-I/O: pp_scenario_parse() takes the YAML text and the name to quote in
+ * errors; files it refers to (a policy file, a trace) are only recorded as paths, and
+ * scenario_file.h reads them at the edge. Every error names the file, line, column and the
+ * dotted field ("configs[2].policy.spawn_cooldown"). The struct is plain data plus a few
+ * owned heap arrays; pp_scenario_dispose() frees them. */
+#ifndef PP_SIM_SCENARIO_H
+#define PP_SIM_SCENARIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "control/control.h"
+
+#define PP_SCN_NAME_MAX    64
+#define PP_SCN_PATH_MAX    512
+#define PP_SCN_MAX_PHASES  64
+#define PP_SCN_MAX_KINDS   16
+#define PP_SCN_MAX_CONFIGS 16
+#define PP_SCN_MAX_THREADS 256
+
+/* Errors of the sim library (negative, one enum). */
+typedef enum pp_sim_err {
+  PP_SIM_OK = 0,
+  PP_SIM_EINVAL = -1, /* a value is out of its domain */
+  PP_SIM_EPARSE = -2, /* malformed text (the error struct says where) */
+  PP_SIM_EIO = -3,    /* a file could not be read or written */
+  PP_SIM_ENOMEM = -4,
+  PP_SIM_EDB = -5, /* SQLite failed */
+} pp_sim_err;
+
+const char *pp_sim_strerror(int err);
+
+/* Where parsing failed. line/column are 1-based; 0 when the error is not tied to text. */
+typedef struct pp_scn_error {
+  char file[PP_SCN_PATH_MAX * 2 + 2];
+  int line;
+  int column;
+  char field[96];
+  char message[384];
+} pp_scn_error;
+
+/* Formats "file:line:col: field: message" into buf. Returns buf. */
+char *pp_scn_error_format(const pp_scn_error *e, char *buf, size_t cap);
+
+typedef enum pp_dist_kind {
+  PP_DIST_FIXED = 0,
+  PP_DIST_EXPONENTIAL = 1,
+  PP_DIST_LOGNORMAL = 2,
+  PP_DIST_UNIFORM = 3,
+} pp_dist_kind;
+
+/* A non-negative random duration. mean_ns for fixed/exponential/lognormal, sd_ns for
+ * lognormal, min_ns/max_ns for uniform. */
+typedef struct pp_dist {
+  pp_dist_kind kind;
+  uint64_t mean_ns;
+  uint64_t sd_ns;
+  uint64_t min_ns, max_ns;
+} pp_dist;
+
+typedef enum pp_arrival_process {
+  PP_ARRIVALS_POISSON = 0,
+  PP_ARRIVALS_UNIFORM = 1,
+  PP_ARRIVALS_TRACE = 2,
+} pp_arrival_process;
+
+/* One phase: `rate` requests/s for `duration_ns`, ramping linearly to `rate_end` when
+ * has_ramp (the `to:` field). */
+typedef struct pp_phase {
+  double rate;
+  double rate_end;
+  int has_ramp;
+  uint64_t duration_ns;
+} pp_phase;
+
+/* One request kind: the path the real app serves and the service model the sim uses. Each
+ * request runs its CPU segment (holding the worker's GVL) and then its IO segment, as
+ * /mix/<cpu_ms>/<sleep_ms> does. */
+typedef struct pp_request_kind {
+  char path[128];
+  double weight;
+  pp_dist cpu;
+  pp_dist io;
+} pp_request_kind;
+
+typedef enum pp_server_kind {
+  PP_SERVER_PUMA = 0,     /* per-worker queues fed round robin */
+  PP_SERVER_PUMAPLUS = 1, /* one FIFO in the front end */
+} pp_server_kind;
+
+typedef enum pp_queue_model {
+  PP_QUEUE_FIFO = 0,       /* one shared queue, any idle slot takes the head */
+  PP_QUEUE_PER_WORKER = 1, /* arrivals dealt round robin to ready workers' own queues */
+} pp_queue_model;
+
+typedef struct pp_config {
+  char name[PP_SCN_NAME_MAX];
+  pp_server_kind server;
+  pp_queue_model queue;
+  uint32_t workers; /* static: workers; autoscale: initial workers */
+  uint32_t threads; /* threads per worker */
+  int autoscale;
+  pp_policy policy;                  /* valid when autoscale */
+  char policy_path[PP_SCN_PATH_MAX]; /* "" when inline or none; resolved by scenario_file.h */
+  int policy_line;                   /* where `policy:` was written, for file errors */
+  int policy_loaded;                 /* policy_path has been read into policy */
+  int has_boot;                      /* per-config boot distribution overrides machine.boot */
+  pp_dist boot;
+} pp_config;
+
+typedef struct pp_scenario {
+  char name[PP_SCN_NAME_MAX];
+  char description[256];
+  uint64_t seed;
+
+  pp_arrival_process process;
+  uint32_t n_phases;
+  pp_phase phases[PP_SCN_MAX_PHASES];
+  char trace_path[PP_SCN_PATH_MAX]; /* for process: trace */
+  int64_t *trace_ns;                /* owned; sorted offsets from start, loaded at the edge */
+  size_t trace_len;
+  uint64_t duration_ns; /* sum of phases, or `duration:`, or the trace's last timestamp */
+
+  uint32_t n_kinds;
+  pp_request_kind kinds[PP_SCN_MAX_KINDS];
+
+  uint64_t client_timeout_ns; /* default 20s */
+  uint64_t slo_ns;            /* default 150ms */
+  uint64_t tick_ns;           /* timeline/observation tick for configs without a policy; 1s */
+  uint64_t drain_limit_ns;    /* how long to keep serving after the last arrival; 600s */
+
+  uint32_t cores;            /* machine.cores, default 8 */
+  uint64_t mem_worker_bytes; /* machine.memory.worker, default 80MB */
+  uint64_t mem_thread_bytes; /* machine.memory.per_thread, default 2MB */
+  uint64_t gvl_timeslice_ns; /* machine.gvl_timeslice, default 100ms */
+  int gvl_measured;          /* machine.gvl_measured, default true */
+  pp_dist boot;              /* machine.boot: worker boot time, default lognormal 2s sd 0.5s */
+
+  uint32_t n_configs;
+  pp_config configs[PP_SCN_MAX_CONFIGS];
+} pp_scenario;
+
+/* Sets defaults: no phases, no kinds, no configs. */
+void pp_scenario_defaults(pp_scenario *s);
+
+/* Parses YAML text. `file` is only quoted in errors. Policy and trace files are recorded as
+ * paths (exactly as written) and must be resolved with scenario_file.h before use.
+ * Returns 0, or PP_SIM_EPARSE / PP_SIM_EINVAL with *err filled. *out must be disposed either way.
+ */
+int pp_scenario_parse(pp_scenario *out, const char *yaml, size_t len, const char *file,
+                      pp_scn_error *err);
+
+/* Parses a trace: one timestamp per line in seconds from the start ("0.0125"); blank lines and
+ * lines starting with '#' are ignored; timestamps must not decrease. Fills s->trace_ns (owned
+ * by s). Returns 0 or PP_SIM_EPARSE with err naming the line. */
+int pp_scenario_parse_trace(pp_scenario *s, const char *text, size_t len, const char *file,
+                            pp_scn_error *err);
+
+/* Cross-field checks after everything is resolved (weights, phases, autoscale only on
+ * pumaplus ...). 0 or PP_SIM_EINVAL. */
+int pp_scenario_validate(const pp_scenario *s, pp_scn_error *err);
+
+/* The config with this name, or -1. */
+int pp_scenario_find_config(const pp_scenario *s, const char *name);
+
+/* Frees owned arrays; the struct may be reused after pp_scenario_defaults(). */
+void pp_scenario_dispose(pp_scenario *s);
+
+/* Draws are done by arrivals.c/engine.c; this returns the distribution's mean in ns. */
+double pp_dist_mean_ns(const pp_dist *d);
+
+#endif
