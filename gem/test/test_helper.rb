@@ -61,7 +61,7 @@ module FakeServer
     now = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
     env = env_pairs(method, path, extra: extra, **kw) +
           [["puma_plus.request_id", id.to_s], ["puma_plus.queue_ns", "0"]]
-    W.encode(W::Request.new(id, now, now, streams ? W::FLAG_BODY_STREAMS : 0, env, streams ? "".b : body.b))
+    W.encode(W::Request.new(id, now, now, streams ? W::FLAG_BODY_STREAMS : 0, env.flatten, streams ? "".b : body.b))
   end
 
   # Reads RESPONSE_HEAD? RESPONSE_BODY* RESPONSE_END for `id`; returns a Hash.

@@ -198,7 +198,13 @@ module PumaPlus
       @current_id = id
       @cancelled = false
       env = @proto_env.dup
-      req.env.each { |k, v| env[k] = v }
+      pairs = req.env
+      i = 0
+      n = pairs.size
+      while i < n
+        env[pairs[i]] = pairs[i + 1]
+        i += 2
+      end
       if req.flags & Wire::FLAG_BODY_STREAMS != 0
         @body_open = true
         input = StreamInput.new(self)

@@ -111,9 +111,11 @@ module PumaPlus
       mismatch(REQUEST, len, "at least 33") if len < 33
       id, t2b, t3, flags = payload.unpack("Q>Q>Q>C")
       env, pos = decode_pairs(REQUEST, payload, 25)
-      body, pos = decode_bytes(REQUEST, payload, pos)
-      mismatch(REQUEST, len, "#{pos} (trailing bytes)") if pos != len
-      Request.new(id, t2b, t3, flags, env, body)
+      mismatch(REQUEST, len, "room for the body length at #{pos}") if pos + 4 > len
+      n = payload.unpack1("N", offset: pos)
+      pos += 4
+      mismatch(REQUEST, len, "#{pos + n} (body of #{n} bytes at #{pos})") if n != len - pos
+      Request.new(id, t2b, t3, flags, env, payload.byteslice(pos, n))
     end
 
     def decode_response_head(payload)
@@ -130,8 +132,9 @@ module PumaPlus
       [payload.unpack1("Q>"), payload.byteslice(8, payload.bytesize - 8)]
     end
 
-    # Reads `pairs` at `pos`; returns [[[key, value], ...], next_pos]. Keys are interned frozen
-    # UTF-8 Strings (Hash#[]= then stores them without copying); values are binary Strings.
+    # Reads `pairs` at `pos`; returns [[key, value, key, value, ...], next_pos]. Keys are
+    # interned frozen UTF-8 Strings (Hash#[]= then stores them without copying); values are
+    # binary Strings. Hot path: one REQUEST carries ~15 pairs, so this loop is inlined.
     def decode_pairs(type, payload, pos)
       len = payload.bytesize
       mismatch(type, len, "room for a pairs count at #{pos}") if pos + 4 > len
@@ -139,25 +142,27 @@ module PumaPlus
       pos += 4
       # Each pair takes at least 8 bytes: reject absurd counts before looping.
       mismatch(type, len, "room for #{count} pairs") if count * 8 > len - pos
-      pairs = Array.new(count)
+      flat = Array.new(count * 2)
       i = 0
-      while i < count
-        key, pos = decode_bytes(type, payload, pos)
-        value, pos = decode_bytes(type, payload, pos)
+      last = count * 2
+      while i < last
+        mismatch(type, len, "room for a key length at #{pos}") if pos + 4 > len
+        n = payload.unpack1("N", offset: pos)
+        pos += 4
+        mismatch(type, len, "#{n} key bytes at #{pos}") if n > len - pos
+        key = payload.byteslice(pos, n)
         key.force_encoding(UTF_8)
-        pairs[i] = [-key, value]
-        i += 1
+        flat[i] = -key
+        pos += n
+        mismatch(type, len, "room for a value length at #{pos}") if pos + 4 > len
+        n = payload.unpack1("N", offset: pos)
+        pos += 4
+        mismatch(type, len, "#{n} value bytes at #{pos}") if n > len - pos
+        flat[i + 1] = payload.byteslice(pos, n)
+        pos += n
+        i += 2
       end
-      [pairs, pos]
-    end
-
-    def decode_bytes(type, payload, pos)
-      len = payload.bytesize
-      mismatch(type, len, "room for a bytes length at #{pos}") if pos + 4 > len
-      n = payload.unpack1("N", offset: pos)
-      pos += 4
-      mismatch(type, len, "#{n} bytes at #{pos}") if n > len - pos
-      [payload.byteslice(pos, n), pos + n]
+      [flat, pos]
     end
 
     def mismatch(type, length, need)
@@ -201,9 +206,11 @@ module PumaPlus
       str.encoding == BINARY || str.ascii_only? ? str : str.b
     end
 
-    def append_pairs(buf, pairs)
-      buf << [pairs.size].pack("N")
-      pairs.each { |k, v| append_bytes(append_bytes(buf, k), v) }
+    def append_pairs(buf, flat)
+      raise ArgumentError, "pairs need an even number of strings, got #{flat.size}" if flat.size.odd?
+
+      buf << [flat.size / 2].pack("N")
+      flat.each { |s| append_bytes(buf, s) }
       buf
     end
 

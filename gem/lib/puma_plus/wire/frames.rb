@@ -3,7 +3,8 @@
 module PumaPlus
   module Wire
     # One Struct per frame type of docs/PROTOCOL.md, members named as its field table.
-    # `pairs` fields are Arrays of [key, value] String pairs (order and repeats kept);
+    # `pairs` fields (REQUEST env, RESPONSE_HEAD headers) are flat Arrays
+    # [key, value, key, value, ...] of Strings, order and repeated keys kept;
     # `bytes`/`rest` fields are binary Strings.
     Hello = Struct.new(:version, :pid, :worker_index, :thread_index, :capabilities)
     Request = Struct.new(:request_id, :t2b_ns, :t3_ns, :flags, :env, :body)
