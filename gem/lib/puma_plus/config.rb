@@ -126,8 +126,7 @@ module PumaPlus
       end
 
       def method_missing(name, *_args, &_block)
-        loc = caller_locations(1, 1).first
-        @config.unsupported << "#{@path}:#{loc&.lineno}: #{name}: no puma-plus equivalent, not applied"
+        @config.unsupported << "#{@path}:#{file_line}: #{name}: no puma-plus equivalent, not applied"
         nil
       end
 
@@ -137,9 +136,12 @@ module PumaPlus
 
       def set = @config.settings
 
-      def note(text) = @config.notes << "#{@path}:#{caller_locations(2, 1).first&.lineno}: #{text}"
+      def note(text) = @config.notes << "#{@path}:#{file_line}: #{text}"
 
-      def where(text) = "#{@path}:#{caller_locations(2, 1).first&.lineno}: #{text}"
+      def where(text) = "#{@path}:#{file_line}: #{text}"
+
+      # The line of the config file being evaluated (the innermost frame in that file).
+      def file_line = caller_locations.find { |l| l.path == @path }&.lineno
 
       # "50ms", "0.05s", 50 (milliseconds) → Integer milliseconds.
       def parse_ms(value)

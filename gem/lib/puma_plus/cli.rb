@@ -1,0 +1,166 @@
+# frozen_string_literal: true
+
+require "optparse"
+require "shellwords"
+require_relative "config"
+
+module PumaPlus
+  # The `puma-plus` command (docs/CONFIG.md): resolves config/puma-plus.rb (puma's DSL names)
+  # plus command-line flags into puma-plus-server flags, then execs the server. The server
+  # spawns the shepherd, which finds the same config file through $PUMA_PLUS_CONFIG to run
+  # the before_fork / on_worker_boot hooks.
+  class CLI
+    DEFAULT_CONFIG = "config/puma-plus.rb"
+    GEM_DIR = File.expand_path("../..", __dir__)
+
+    class UsageError < StandardError; end
+
+    def initialize(argv, env: ENV, out: $stdout, err: $stderr)
+      @argv = argv.dup
+      @env = env
+      @out = out
+      @err = err
+      @flags = {}
+      @server_args = []
+    end
+
+    # Returns an exit status (or does not return: exec).
+    def run
+      parse_flags
+      config = load_config
+      settings = resolve(config)
+      command = server_command(settings)
+      env = { "RACK_ENV" => settings[:environment] }
+      env["PUMA_PLUS_CONFIG"] = File.expand_path(@config_path) if @config_path
+      report(config, settings, command, env) if @flags[:dry_run] || !config&.unsupported&.empty?
+      return 0 if @flags[:dry_run]
+
+      exec(env, *command)
+    rescue UsageError, OptionParser::ParseError, Config::Error => e
+      @err.puts("puma-plus: #{e.message}")
+      2
+    rescue Errno::ENOENT, Errno::EACCES => e
+      @err.puts("puma-plus: cannot run #{command&.first}: #{e.message}")
+      127
+    end
+
+    private
+
+    def parse_flags
+      parser = OptionParser.new do |o|
+        o.banner = "usage: puma-plus [options] [rackup file] [-- puma-plus-server flags]"
+        o.on("-C", "--config PATH", "config file (default #{DEFAULT_CONFIG} if it exists)") { |v| @flags[:config] = v }
+        o.on("-b", "--bind URL", "tcp://HOST:PORT or unix://PATH (repeatable)") { |v| (@flags[:binds] ||= []) << v }
+        o.on("-p", "--port PORT", Integer, "same as --bind tcp://0.0.0.0:PORT") { |v| (@flags[:binds] ||= []) << "tcp://0.0.0.0:#{v}" }
+        o.on("-t", "--threads INT", "MIN:MAX threads per worker (puma-plus runs MAX)") { |v| @flags[:threads] = v }
+        o.on("-w", "--workers COUNT", Integer, "worker processes at start") { |v| @flags[:workers] = v }
+        o.on("-e", "--environment ENV", "RACK_ENV (default development)") { |v| @flags[:environment] = v }
+        o.on("--control-url URL", "control app (/stats, /metrics): tcp://HOST:PORT, unix://PATH or off") { |v| @flags[:control_url] = v }
+        o.on("--control-token TOKEN", "token the control app requires") { |v| @flags[:control_token] = v }
+        o.on("--server PATH", "puma-plus-server executable") { |v| @flags[:server] = v }
+        o.on("--dry-run", "print the resolved settings and the server command, do not start") { @flags[:dry_run] = true }
+        o.on("-h", "--help", "this text") do
+          @out.puts(o)
+          throw :help_done
+        end
+      end
+      if (sep = @argv.index("--"))
+        @server_args = @argv[(sep + 1)..]
+        @argv = @argv[0...sep]
+      end
+      catch(:help_done) do
+        rest = parser.parse(@argv)
+        raise UsageError, "more than one rackup file: #{rest.join(' ')}" if rest.size > 1
+
+        @flags[:rackup] = rest.first if rest.first
+        return
+      end
+      @flags[:dry_run] = true
+      @help = true
+    end
+
+    def load_config
+      @config_path = @flags[:config] || (File.file?(DEFAULT_CONFIG) ? DEFAULT_CONFIG : nil)
+      return nil unless @config_path
+
+      Config.load(@config_path)
+    end
+
+    # Settings from the config file, then flags over them.
+    def resolve(config)
+      s = (config ? config.settings : Config::DEFAULTS).dup
+      s[:binds] = @flags[:binds] if @flags[:binds]
+      if @flags[:threads]
+        min, max = @flags[:threads].split(":", 2)
+        max ||= min
+        s[:threads_min] = Integer(min, exception: false) or raise UsageError, "--threads #{@flags[:threads]}: expected MIN:MAX"
+        s[:threads_max] = Integer(max, exception: false) or raise UsageError, "--threads #{@flags[:threads]}: expected MIN:MAX"
+        raise UsageError, "--threads: max must be at least 1" if s[:threads_max] < 1
+      end
+      s[:workers] = @flags[:workers] if @flags[:workers]
+      raise UsageError, "--workers must be at least 1" if s[:workers] < 1
+
+      s[:rackup] = @flags[:rackup] if @flags[:rackup]
+      s[:control_url] = @flags[:control_url] if @flags[:control_url]
+      s[:control_token] = @flags[:control_token] if @flags[:control_token]
+      s[:environment] = @flags[:environment] || s[:environment] || @env["RACK_ENV"] || "development"
+      s
+    end
+
+    def server_command(s)
+      cmd = [server_path, "-app", s[:rackup], "-workers", s[:workers].to_s, "-threads", s[:threads_max].to_s]
+      s[:binds].each { |url| cmd.push("-listen", listen_address(url)) }
+      if s[:control_url]
+        cmd.push("-control", s[:control_url] == "off" ? "off" : listen_address(s[:control_url]))
+      end
+      cmd.push("-control-token", s[:control_token]) if s[:control_token]
+      if s[:autoscale_min]
+        cmd.push("-autoscale", "-min-workers", s[:autoscale_min].to_s, "-max-workers", s[:autoscale_max].to_s)
+        cmd.push("-target-queue-p95", "#{s[:autoscale_target_queue_p95_ms]}ms") if s[:autoscale_target_queue_p95_ms]
+      end
+      cmd.push("-gem-dir", GEM_DIR)
+      cmd + @server_args
+    end
+
+    # tcp://HOST:PORT → HOST:PORT, tcp://[::1]:PORT kept bracketed, unix://PATH → unix:PATH.
+    def listen_address(url)
+      case url
+      when %r{\Atcp://([^/?]+)\z} then Regexp.last_match(1)
+      when %r{\Aunix://(.+)\z} then "unix:#{Regexp.last_match(1)}"
+      when %r{\A(ssl|https)://} then raise UsageError, "#{url}: TLS listeners are not supported by puma-plus-server yet"
+      else raise UsageError, "#{url}: expected tcp://HOST:PORT or unix://PATH"
+      end
+    end
+
+    def server_path
+      return @flags[:server] if @flags[:server]
+      return @env["PUMA_PLUS_SERVER"] if @env["PUMA_PLUS_SERVER"] && !@env["PUMA_PLUS_SERVER"].empty?
+
+      @env.fetch("PATH", "").split(File::PATH_SEPARATOR).each do |dir|
+        path = File.join(dir, "puma-plus-server")
+        return path if File.executable?(path)
+      end
+      repo = File.expand_path("..", GEM_DIR)
+      Dir[File.join(repo, "build*/server/puma-plus-server")].max_by { |p| File.mtime(p) } || "puma-plus-server"
+    end
+
+    def report(config, settings, command, env)
+      io = @flags[:dry_run] ? @out : @err
+      return if @help
+
+      if @flags[:dry_run]
+        io.puts("config: #{@config_path || '(none)'}")
+        settings.each { |k, v| io.puts(format("  %-32s %s", k, v.inspect)) }
+        if config
+          io.puts("  hooks: before_fork ×#{config.hooks[:before_fork].size}, on_worker_boot ×#{config.hooks[:on_worker_boot].size}")
+        end
+      end
+      config&.notes&.each { |n| io.puts("note: #{n}") }
+      config&.unsupported&.each { |u| io.puts("unsupported: #{u}") }
+      return unless @flags[:dry_run]
+
+      io.puts("env: #{env.map { |k, v| "#{k}=#{v}" }.join(' ')}")
+      io.puts("exec: #{Shellwords.join(command)}")
+    end
+  end
+end
