@@ -336,7 +336,13 @@ int pp_declog_decode(pp_declog_record *out, const char *text, size_t len, long l
     fail(err, line, "", "", "expected a JSON object");
     goto done;
   }
-  json_t *v = json_object_get(root, "v");
+  json_t *v = json_object_get(root, "type");
+  if (v) {
+    fail(err, line, "", "type",
+         "a header line, not a tick record (read it with pp_declog_decode_header)");
+    goto done;
+  }
+  v = json_object_get(root, "v");
   if (!v) {
     fail(err, line, "", "v", "missing");
     goto done;
@@ -418,6 +424,174 @@ int pp_declog_decode(pp_declog_record *out, const char *text, size_t len, long l
     }
   }
   *out = r;
+  rc = 0;
+done:
+  json_decref(root);
+  return rc;
+}
+
+/* ---- header lines ---- */
+
+int pp_declog_header_init(pp_declog_header *h, const pp_policy *p, const char *source) {
+  if (!h || !p) return PP_CTL_EINVAL;
+  memset(h, 0, sizeof *h);
+  snprintf(h->source, sizeof h->source, "%s", source ? source : "");
+  int n = pp_policy_canonical(p, h->policy, sizeof h->policy);
+  if (n < 0) return n;
+  h->policy_hash = pp_policy_hash(p);
+  return 0;
+}
+
+int pp_declog_encode_header(const pp_declog_header *h, char *buf, size_t cap) {
+  if (!h || !buf) return PP_CTL_EINVAL;
+  if (!memchr(h->source, '\0', sizeof h->source) || !memchr(h->policy, '\0', sizeof h->policy))
+    return PP_CTL_EINVAL;
+  char hash[17];
+  snprintf(hash, sizeof hash, "%016" PRIx64, h->policy_hash);
+  json_t *root = json_object();
+  if (!root) return PP_CTL_EINVAL;
+  int bad = 0;
+  bad |= set_new(root, "v", json_integer(PP_DECLOG_VERSION));
+  bad |= set_new(root, "type", json_string("header"));
+  bad |= set_new(root, "source", json_string(h->source));
+  bad |= set_new(root, "policy_hash", json_string(hash));
+  bad |= set_new(root, "policy", json_string(h->policy));
+  char *text = bad ? NULL : json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(root);
+  if (!text) return PP_CTL_EINVAL;
+  size_t n = strlen(text);
+  if (n + 2 > cap) {
+    free(text);
+    if (cap) buf[0] = '\0';
+    return PP_CTL_ENOSPC;
+  }
+  memcpy(buf, text, n);
+  buf[n] = '\n';
+  buf[n + 1] = '\0';
+  free(text);
+  return (int)(n + 1);
+}
+
+static json_t *load_line(const char *text, size_t len, long line, pp_declog_error *err) {
+  if (!text) {
+    fail(err, line, "", "", "no input");
+    return NULL;
+  }
+  if (len > 0 && text[len - 1] == '\n') len--;
+  if (len == 0) {
+    fail(err, line, "", "", "empty line");
+    return NULL;
+  }
+  json_error_t jerr;
+  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (!root) {
+    fail(err, line, "", "", "invalid JSON at column %d: %s", jerr.column, jerr.text);
+    return NULL;
+  }
+  if (!json_is_object(root)) {
+    fail(err, line, "", "", "expected a JSON object");
+    json_decref(root);
+    return NULL;
+  }
+  return root;
+}
+
+int pp_declog_line_kind(const char *text, size_t len) {
+  json_t *root = load_line(text, len, 0, NULL);
+  if (!root) return PP_CTL_EPARSE;
+  json_t *type = json_object_get(root, "type");
+  int kind = json_is_string(type) && strcmp(json_string_value(type), "header") == 0
+                 ? PP_DECLOG_KIND_HEADER
+                 : PP_DECLOG_KIND_TICK;
+  json_decref(root);
+  return kind;
+}
+
+static const char *header_string(json_t *root, const char *key, long line, pp_declog_error *err) {
+  json_t *v = json_object_get(root, key);
+  if (!v) {
+    fail(err, line, "", key, "missing");
+    return NULL;
+  }
+  if (!json_is_string(v)) {
+    fail(err, line, "", key, "expected a string");
+    return NULL;
+  }
+  return json_string_value(v);
+}
+
+int pp_declog_decode_header(pp_declog_header *out, pp_policy *policy_out, const char *text,
+                            size_t len, long line, pp_declog_error *err) {
+  if (err) memset(err, 0, sizeof *err), err->line = line;
+  if (!out) return fail(err, line, "", "", "no output");
+  json_t *root = load_line(text, len, line, err);
+  if (!root) return PP_CTL_EPARSE;
+  pp_declog_header h;
+  memset(&h, 0, sizeof h);
+  int rc = PP_CTL_EPARSE;
+  const char *s;
+  json_t *v = json_object_get(root, "v");
+  if (!json_is_integer(v) || json_integer_value(v) != PP_DECLOG_VERSION) {
+    fail(err, line, "", "v", v ? "unsupported log version" : "missing");
+    goto done;
+  }
+  if (!(s = header_string(root, "type", line, err))) goto done;
+  if (strcmp(s, "header") != 0) {
+    fail(err, line, "", "type", "expected \"header\"");
+    goto done;
+  }
+  if (!(s = header_string(root, "source", line, err))) goto done;
+  if (strlen(s) >= sizeof h.source) {
+    fail(err, line, "", "source", "longer than %zu bytes", sizeof h.source - 1);
+    goto done;
+  }
+  strcpy(h.source, s);
+  if (!(s = header_string(root, "policy_hash", line, err))) goto done;
+  {
+    int ok = strlen(s) == 16;
+    for (int i = 0; ok && i < 16; i++)
+      ok = (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f');
+    if (!ok) {
+      fail(err, line, "", "policy_hash", "expected 16 lowercase hex digits");
+      goto done;
+    }
+    h.policy_hash = strtoull(s, NULL, 16);
+  }
+  if (!(s = header_string(root, "policy", line, err))) goto done;
+  if (strlen(s) >= sizeof h.policy) {
+    fail(err, line, "", "policy", "longer than %zu bytes", sizeof h.policy - 1);
+    goto done;
+  }
+  strcpy(h.policy, s);
+  {
+    pp_policy p;
+    pp_policy_error perr;
+    if (pp_policy_parse(&p, h.policy, strlen(h.policy), &perr) != 0) {
+      fail(err, line, "", "policy", "policy line %d: %s: %s", perr.line, perr.field, perr.message);
+      goto done;
+    }
+    if (pp_policy_hash(&p) != h.policy_hash) {
+      fail(err, line, "", "policy_hash",
+           "policy text hashes to %016" PRIx64 ", not the %016" PRIx64 " the header names",
+           pp_policy_hash(&p), h.policy_hash);
+      goto done;
+    }
+    if (policy_out) *policy_out = p;
+  }
+  if (json_object_size(root) != 5) {
+    const char *key;
+    json_object_foreach(root, key, v) {
+      static const char *const keys[] = {"v", "type", "source", "policy_hash", "policy"};
+      size_t i = 0;
+      while (i < COUNT(keys) && strcmp(keys[i], key) != 0)
+        i++;
+      if (i == COUNT(keys)) {
+        fail(err, line, "", key, "unknown field");
+        goto done;
+      }
+    }
+  }
+  *out = h;
   rc = 0;
 done:
   json_decref(root);

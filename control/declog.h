@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include "control/decide.h"
 #include "control/observation.h"
+#include "control/policy.h"
 
 #define PP_DECLOG_VERSION 1
 
@@ -45,5 +46,41 @@ int pp_declog_encode(const pp_declog_record *r, char *buf, size_t cap);
  * with *err filled (never crashes on any input, including truncated lines). */
 int pp_declog_decode(pp_declog_record *out, const char *text, size_t len, long line,
                      pp_declog_error *err);
+
+/* ---- Header lines (an addition to the version-1 format) ----
+ *
+ * A log may start with a header line that carries the canonical text of the policy that
+ * decided the tick lines after it, so pp-replay can verify a log without its policy file:
+ *   {"v":1,"type":"header","source":"server","policy_hash":"<16 hex>","policy":"<canonical>"}
+ * Writers emit one at the start of a log (and again after reopening it, e.g. on SIGHUP) and
+ * a new one whenever the policy changes. Readers that do not know headers can skip any line
+ * whose kind is PP_DECLOG_KIND_HEADER. Tick lines are unchanged. */
+#define PP_DECLOG_POLICY_MAX 2048
+
+typedef struct pp_declog_header {
+  uint64_t policy_hash;              /* pp_policy_hash() of the policy below */
+  char source[16];                   /* "server" or "sim" (NUL-terminated) */
+  char policy[PP_DECLOG_POLICY_MAX]; /* pp_policy_canonical() text, NUL-terminated */
+} pp_declog_header;
+
+/* Fills *h from a policy (canonical text and hash) and a source name (truncated to 15
+ * bytes). Returns 0, or PP_CTL_ENOSPC if the canonical text does not fit. */
+int pp_declog_header_init(pp_declog_header *h, const pp_policy *p, const char *source);
+
+/* Encodes a header as one line plus '\n' and a NUL. Returns the length or PP_CTL_ENOSPC /
+ * PP_CTL_EINVAL. PP_DECLOG_LINE_MAX is always enough. */
+int pp_declog_encode_header(const pp_declog_header *h, char *buf, size_t cap);
+
+/* Decodes a header line; checks the policy text parses and hashes to policy_hash. Returns
+ * 0 or PP_CTL_EPARSE with *err filled. If policy_out is not NULL it receives the policy. */
+int pp_declog_decode_header(pp_declog_header *out, pp_policy *policy_out, const char *text,
+                            size_t len, long line, pp_declog_error *err);
+
+enum { PP_DECLOG_KIND_TICK = 0, PP_DECLOG_KIND_HEADER = 1 };
+
+/* The kind of a line: PP_DECLOG_KIND_HEADER when it is a JSON object whose "type" is
+ * "header", PP_DECLOG_KIND_TICK for any other object (which pp_declog_decode then checks
+ * fully), PP_CTL_EPARSE when it is not a JSON object at all. */
+int pp_declog_line_kind(const char *text, size_t len);
 
 #endif

@@ -323,12 +323,71 @@ static void test_field_errors(void) {
   CU_ASSERT_EQUAL(pp_declog_decode(&out, line2, strlen(line2), 1, &e), PP_CTL_EPARSE);
 }
 
+static void test_header_lines(void) {
+  pp_policy p, back;
+  pp_policy_defaults(&p);
+  p.max_workers = 12;
+  p.target_queue_p95_ns = 25000000;
+  pp_declog_header h, h2;
+  CU_ASSERT_EQUAL_FATAL(pp_declog_header_init(&h, &p, "server"), 0);
+  CU_ASSERT_EQUAL(h.policy_hash, pp_policy_hash(&p));
+  int n = pp_declog_encode_header(&h, line1, sizeof line1);
+  CU_ASSERT_FATAL(n > 0);
+  CU_ASSERT_NSTRING_EQUAL(line1, "{\"v\":1,\"type\":\"header\",\"source\":\"server\",", 40);
+  CU_ASSERT_EQUAL(pp_declog_line_kind(line1, (size_t)n), PP_DECLOG_KIND_HEADER);
+  pp_declog_error e;
+  CU_ASSERT_EQUAL_FATAL(pp_declog_decode_header(&h2, &back, line1, (size_t)n, 1, &e), 0);
+  CU_ASSERT_EQUAL(memcmp(&p, &back, sizeof p), 0);
+  CU_ASSERT_EQUAL(h2.policy_hash, h.policy_hash);
+  CU_ASSERT_STRING_EQUAL(h2.policy, h.policy);
+  CU_ASSERT_EQUAL(pp_declog_encode_header(&h2, line2, sizeof line2), n);
+  CU_ASSERT_STRING_EQUAL(line1, line2);
+  /* A tick decoder refuses a header and says what it is. */
+  pp_declog_record rec;
+  CU_ASSERT_EQUAL(pp_declog_decode(&rec, line1, (size_t)n, 1, &e), PP_CTL_EPARSE);
+  CU_ASSERT_STRING_EQUAL(e.field, "type");
+  /* Every truncated prefix is rejected. */
+  int rejected = 0;
+  for (int len = 0; len < n - 1; len++) {
+    memcpy(line2, line1, (size_t)len);
+    rejected += pp_declog_decode_header(&h2, NULL, line2, (size_t)len, 3, &e) == PP_CTL_EPARSE &&
+                e.line == 3;
+  }
+  CU_ASSERT_EQUAL(rejected, n - 1);
+  /* A hash that does not match its text, an unparsable policy, an unknown key. */
+  char wrong[17];
+  snprintf(wrong, sizeof wrong, "%016llx", (unsigned long long)(h.policy_hash ^ 1));
+  char right[17];
+  snprintf(right, sizeof right, "%016llx", (unsigned long long)h.policy_hash);
+  edit(right, wrong);
+  CU_ASSERT_EQUAL(pp_declog_decode_header(&h2, NULL, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
+  CU_ASSERT_STRING_EQUAL(e.field, "policy_hash");
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.message, wrong));
+  edit("max_workers: 12", "max_workers: lots");
+  CU_ASSERT_EQUAL(pp_declog_decode_header(&h2, NULL, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
+  CU_ASSERT_STRING_EQUAL(e.field, "policy");
+  CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "max_workers"));
+  edit("\"type\":\"header\",", "\"type\":\"header\",\"extra\":2,");
+  CU_ASSERT_EQUAL(pp_declog_decode_header(&h2, NULL, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
+  CU_ASSERT_STRING_EQUAL(e.field, "extra");
+  edit("\"type\":\"header\"", "\"type\":\"footer\"");
+  CU_ASSERT_EQUAL(pp_declog_decode_header(&h2, NULL, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
+  CU_ASSERT_STRING_EQUAL(e.field, "type");
+  /* Kinds of other lines. */
+  pp_declog_record r = sample_record();
+  n = pp_declog_encode(&r, line1, sizeof line1);
+  CU_ASSERT_EQUAL(pp_declog_line_kind(line1, (size_t)n), PP_DECLOG_KIND_TICK);
+  CU_ASSERT_EQUAL(pp_declog_line_kind("{\"v\":1", 6), PP_CTL_EPARSE);
+  CU_ASSERT_EQUAL(pp_declog_line_kind("[]", 2), PP_CTL_EPARSE);
+}
+
 int pp_test_register(void) {
   static const test_case cases[] = {
       {"random records round-trip byte-identically", test_random_round_trip},
       {"format, key order, exact edge values", test_format_and_order},
       {"every truncated prefix rejected", test_truncated_prefixes},
       {"field errors name line and field", test_field_errors},
+      {"header lines carry the policy", test_header_lines},
       {NULL, NULL},
   };
   return register_suite("declog", cases);
