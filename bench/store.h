@@ -1,0 +1,58 @@
+/* Measured results in the shared SQLite schema (docs/RESULTS.md, sim/results.h), and the
+ * reports pp-bench prints from it.
+ *
+ * A measured run is one `runs` row (kind 'measured', tool 'pp-bench'), one `configs` row per
+ * configuration, its `summary` and per-second `timeline` rows, written with the simulator's
+ * own helpers so one query compares both. What only a measurement has goes in a side table
+ * that pp-bench owns, `bench_measure` (one row per config): the success check and its
+ * reason, http/connection error split, the generator's lateness, connections used, the exact
+ * server command and, for a configuration that could not run, why.
+ *
+ * Conventions (as the schema's): durations in ms, NULL = not measured (puma's queue time).
+ * A configuration whose success check failed gets achieved_rps = -1 (never throughput). */
+#ifndef PP_BENCH_STORE_H
+#define PP_BENCH_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "bench/run.h"
+#include "sim/results.h"
+
+typedef struct pb_store_run {
+  const char *scenario;      /* name */
+  const char *scenario_path; /* may be NULL */
+  uint64_t seed;
+  double duration_s; /* the schedule's length */
+  uint64_t slo_ns;
+  const char *notes;
+} pb_store_run;
+
+/* Converts one measured configuration into the schema's summary and timeline records.
+ * `rows_out` must hold r->n_rows entries. */
+void pb_store_convert(const pb_config_result *r, double duration_s, uint64_t slo_ns,
+                      pp_summary *sum, pp_timeline_row *rows_out);
+
+/* Writes the run and every configuration (ran or not). Returns 0 and sets *run_id, or -1 with
+ * a message in err. */
+int pb_store_write(const char *db_path, const pb_store_run *run, const pb_config_result *configs,
+                   size_t n, int64_t *run_id, char *err, size_t errlen);
+
+/* `pp-bench report`: the comparison table of run `run_id` (< 0: the latest measured run). */
+int pb_report_table(FILE *f, const char *db_path, int64_t run_id, char *err, size_t errlen);
+/* The per-second table of one configuration of a run. */
+int pb_report_timeline(FILE *f, const char *db_path, int64_t run_id, const char *config, char *err,
+                       size_t errlen);
+/* Measured vs simulated per phase: for each configuration name present in both runs, mean
+ * rps, p50 and p99 of the per-second rows within each phase [start, end) seconds. */
+int pb_report_vs_sim(FILE *f, const char *db_path, int64_t measured_run, int64_t simulated_run,
+                     const double *phase_edges_s, size_t n_phases, char *err, size_t errlen);
+/* Writes a gnuplot script + data for the run's timelines and runs gnuplot to make `png`. */
+int pb_report_plot(const char *db_path, int64_t run_id, const char *png, char *err, size_t errlen);
+
+/* The latest run id of `kind` ("measured", "simulated"), or -1. */
+int64_t pb_store_latest_run(const char *db_path, const char *kind);
+
+#endif

@@ -1,0 +1,111 @@
+/* bench/plan.c: the arrival schedule pp-bench sends is the simulator's, arrival for arrival.
+ * pp-sim builds its schedule with pp_schedule_build (sim/arrivals.h); pp-bench converts the
+ * same call's output. This test rebuilds the simulator's schedule independently and compares
+ * every intended time and request path, the digest both tools print, and that the seed (and
+ * only the seed) moves it. */
+#include <CUnit/Basic.h>
+#include <string.h>
+
+#include "bench/plan.h"
+#include "bench/schedule.h"
+#include "sim/arrivals.h"
+#include "sim/scenario_file.h"
+
+static const char *scenario_path = PP_SOURCE_DIR "/bench/tests/scenarios/tiny.yaml";
+
+static void load(pp_scenario *scn) {
+  pp_scn_error e;
+  memset(&e, 0, sizeof e);
+  pp_scenario_defaults(scn);
+  int rc = pp_scenario_load(scn, scenario_path, &e);
+  if (rc) {
+    char buf[1024];
+    fprintf(stderr, "%s\n", pp_scn_error_format(&e, buf, sizeof buf));
+  }
+  CU_ASSERT_FATAL(rc == 0);
+}
+
+static void test_schedule_identical_to_simulator(void) {
+  pp_scenario scn;
+  load(&scn);
+  pb_schedule mine;
+  uint64_t digest = 0;
+  CU_ASSERT_FATAL(pb_plan_schedule(&scn, scn.seed, &mine, &digest) == 0);
+  pp_schedule sim;
+  CU_ASSERT_FATAL(pp_schedule_build(&sim, &scn, scn.seed) == 0);
+  CU_ASSERT_EQUAL_FATAL(mine.count, sim.n);
+  CU_ASSERT(mine.count > 200); /* 40 rps × 2 s + 120 rps × 2 s ≈ 320 */
+  size_t same = 0;
+  for (size_t i = 0; i < sim.n; i++) {
+    if (mine.arrivals[i].intended_ns == (uint64_t)sim.items[i].t_ns &&
+        strcmp(mine.paths[mine.arrivals[i].kind], scn.kinds[sim.items[i].kind].path) == 0)
+      same++;
+  }
+  CU_ASSERT_EQUAL(same, sim.n);
+  CU_ASSERT_EQUAL(digest, pp_schedule_digest(&sim));
+  /* Both kinds are used, in roughly their 1:3 weights. */
+  size_t hello = 0;
+  for (size_t i = 0; i < mine.count; i++)
+    hello += strcmp(mine.paths[mine.arrivals[i].kind], "/hello") == 0;
+  CU_ASSERT(hello > mine.count / 8 && hello < mine.count / 2);
+  pp_schedule_dispose(&sim);
+  pb_schedule_dispose(&mine);
+  pp_scenario_dispose(&scn);
+}
+
+static void test_seed_moves_the_schedule(void) {
+  pp_scenario scn;
+  load(&scn);
+  pb_schedule a, b, c;
+  uint64_t da, db, dc;
+  CU_ASSERT_FATAL(pb_plan_schedule(&scn, scn.seed, &a, &da) == 0);
+  CU_ASSERT_FATAL(pb_plan_schedule(&scn, scn.seed, &b, &db) == 0);
+  CU_ASSERT_FATAL(pb_plan_schedule(&scn, scn.seed + 1, &c, &dc) == 0);
+  CU_ASSERT_EQUAL(da, db);
+  CU_ASSERT_NOT_EQUAL(da, dc);
+  CU_ASSERT_EQUAL_FATAL(a.count, b.count);
+  CU_ASSERT(memcmp(a.arrivals, b.arrivals, a.count * sizeof *a.arrivals) == 0);
+  pb_schedule_dispose(&a);
+  pb_schedule_dispose(&b);
+  pb_schedule_dispose(&c);
+  pp_scenario_dispose(&scn);
+}
+
+static void test_server_specs(void) {
+  pp_scenario scn;
+  load(&scn);
+  pb_server_spec spec;
+  char err[256];
+  CU_ASSERT_FATAL(pb_plan_server(&scn, 0, "/app/config.ru", "/s", "/tmp", &spec, err, sizeof err) ==
+                  0);
+  CU_ASSERT_STRING_EQUAL(spec.name, "puma-w1t2");
+  CU_ASSERT_EQUAL(spec.kind, PB_SERVER_PUMA);
+  CU_ASSERT_EQUAL(spec.workers, 1);
+  CU_ASSERT_EQUAL(spec.threads, 2);
+  spec.port = 4567;
+  char *argv[40], storage[4096];
+  int argc = pb_server_argv(&spec, argv, 40, storage, sizeof storage);
+  CU_ASSERT_FATAL(argc > 0);
+  char joined[1024] = "";
+  for (int i = 0; i < argc; i++) {
+    strcat(joined, i ? " " : "");
+    strcat(joined, argv[i]);
+  }
+  CU_ASSERT_STRING_EQUAL(joined, "puma --no-config -e production -w 1 -t 2:2 -b "
+                                 "tcp://127.0.0.1:4567 /app/config.ru");
+  CU_ASSERT(pb_plan_server(&scn, 5, "x", "/s", "/tmp", &spec, err, sizeof err) < 0);
+  pp_scenario_dispose(&scn);
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 2;
+  CU_pSuite s = CU_add_suite("bench_plan", NULL, NULL);
+  CU_add_test(s, "schedule identical to the simulator's", test_schedule_identical_to_simulator);
+  CU_add_test(s, "seed moves the schedule", test_seed_moves_the_schedule);
+  CU_add_test(s, "server specs", test_server_specs);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failures = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failures ? 1 : 0;
+}
