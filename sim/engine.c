@@ -117,10 +117,12 @@ typedef struct sim {
   double life_cpu_sum;
   uint64_t life_completions;
   /* second */
-  pp_hist lat_sec, q_sec;
+  pp_hist q_sec;
   uint64_t s_arrivals, s_completed, s_shed, s_timeouts;
   uint32_t second;
   size_t tl_cap;
+  double *lat_by_seq; /* keep_timeline: latency (s) of each request by seq, NAN if none */
+  size_t lat_cap;
   /* controller */
   pp_ctl_state ctl;
   uint64_t tick;
@@ -409,7 +411,7 @@ static void complete(sim *s, uint32_t wi, uint32_t ti) {
   r->t_done = s->now;
   uint64_t lat = (uint64_t)(s->now - r->t_arr);
   pp_hist_record(&s->res->latency, lat);
-  pp_hist_record(&s->lat_sec, lat);
+  if (s->lat_by_seq) s->lat_by_seq[t->req] = (double)lat;
   uint64_t svc = (uint64_t)(s->now - r->t_disp);
   pp_hist_record(&s->s_win, svc);
   pp_hist_record(&s->s_life, svc);
@@ -634,6 +636,19 @@ static void on_arrival(sim *s) {
   r->io_ns = s->pending.io_ns;
   r->kind = s->pending.kind;
   r->status = R_QUEUED;
+  if (s->opt->keep_timeline) {
+    if (seq >= s->lat_cap) {
+      size_t nc = s->lat_cap ? s->lat_cap * 2 : 4096;
+      double *nl = realloc(s->lat_by_seq, nc * sizeof *nl);
+      if (!nl) {
+        s->oom = 1;
+        return;
+      }
+      s->lat_by_seq = nl;
+      s->lat_cap = nc;
+    }
+    s->lat_by_seq[seq] = NAN;
+  }
   s->w_arrivals++;
   s->s_arrivals++;
   schedule_next_arrival(s);
@@ -722,11 +737,11 @@ static void on_second(sim *s) {
       s->tl_cap = nc;
     }
     pp_timeline_row *row = &res->timeline[res->timeline_len++];
+    memset(row, 0, sizeof *row); /* padding too: rows are compared bytewise */
     row->t_s = s->second;
     row->arrivals = s->s_arrivals;
     row->completed = s->s_completed;
-    row->p50_ns = pct(&s->lat_sec, 50);
-    row->p99_ns = pct(&s->lat_sec, 99);
+    row->p50_ns = row->p99_ns = -1; /* filled at the end, by arrival second */
     row->workers = s->alive;
     row->workers_ready = s->ready;
     row->queue_p95_ns = s->q_sec.count ? pct(&s->q_sec, 95) : 0;
@@ -735,7 +750,6 @@ static void on_second(sim *s) {
     row->timeouts = s->s_timeouts;
     row->memory_bytes = s->mem_now;
   }
-  pp_hist_reset(&s->lat_sec);
   pp_hist_reset(&s->q_sec);
   s->s_arrivals = s->s_completed = s->s_shed = s->s_timeouts = 0;
   s->second++;
@@ -863,6 +877,59 @@ static void on_tick(sim *s) {
   s->tick++;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of a sorted array. */
+static double nearest_rank(const double *v, size_t n, double q) {
+  size_t k = (size_t)ceil(q / 100.0 * (double)n);
+  if (k < 1) k = 1;
+  if (k > n) k = n;
+  return v[k - 1];
+}
+
+/* Timeline p50/p99 are over the requests that arrived (intended) in each second, which is
+ * how a load generator that measures from intended start bins them; requests of one second
+ * are a contiguous run of sequence numbers. */
+static void fill_latency_by_arrival(sim *s) {
+  pp_sim_result *res = s->res;
+  if (!s->lat_by_seq || !res->timeline_len) return;
+  double *buf = malloc((s->arrived ? s->arrived : 1) * sizeof *buf);
+  if (!buf) {
+    s->oom = 1;
+    return;
+  }
+  /* The arrival times are gone from the ring; regenerate the schedule's times (cheap). */
+  pp_arrivals a;
+  if (pp_arrivals_init(&a, s->scn, s->opt->seed)) {
+    free(buf);
+    s->oom = 1;
+    return;
+  }
+  pp_arrival x;
+  uint64_t seq = 0;
+  int more = pp_arrivals_next(&a, &x);
+  for (size_t row = 0; row < res->timeline_len; row++) {
+    int64_t end = (int64_t)(res->timeline[row].t_s + 1) * 1000000000;
+    size_t n = 0;
+    while (more && seq < s->arrived && x.t_ns < end) {
+      double v = s->lat_by_seq[seq];
+      if (!isnan(v)) buf[n++] = v;
+      seq++;
+      more = pp_arrivals_next(&a, &x);
+    }
+    if (n) {
+      qsort(buf, n, sizeof *buf, cmp_double);
+      res->timeline[row].p50_ns = nearest_rank(buf, n, 50);
+      res->timeline[row].p99_ns = nearest_rank(buf, n, 99);
+    }
+  }
+  pp_arrivals_dispose(&a);
+  free(buf);
+}
+
 /* ---- run --------------------------------------------------------------------------------- */
 
 void pp_sim_options_default(pp_sim_options *o, const pp_scenario *scn) {
@@ -894,6 +961,7 @@ static void sim_free(sim *s) {
   free(s->rq);
   free(s->fifo.v);
   free(s->idle.v);
+  free(s->lat_by_seq);
   if (s->boot_rng) gsl_rng_free(s->boot_rng);
   pp_arrivals_dispose(&s->arr);
 }
@@ -920,7 +988,6 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
   pp_hist_init(&s->q_win);
   pp_hist_init(&s->s_win);
   pp_hist_init(&s->s_life);
-  pp_hist_init(&s->lat_sec);
   pp_hist_init(&s->q_sec);
   int rc = pp_arrivals_init(&s->arr, scn, opt->seed);
   if (rc) {
@@ -989,6 +1056,12 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
   }
   if (s->now < s->duration) s->now = s->duration;
   account(s);
+  fill_latency_by_arrival(s);
+  if (s->oom) {
+    sim_free(s);
+    free(s);
+    return PP_SIM_ENOMEM;
+  }
 
   /* Requests still in the server at the drain limit count as unfinished and timed out. */
   uint64_t unfinished = 0;
