@@ -61,6 +61,7 @@ struct pp_worker {
   int64_t forked_ns; /* when FORKED (or first seen) arrived */
   int64_t ready_ns;  /* when the first HELLO arrived; 0 before */
   uint64_t requests; /* requests dispatched to this worker */
+  int retire_sent;   /* RETIRE has been sent to the shepherd */
 };
 
 #define PP_MAX_WORKERS 256

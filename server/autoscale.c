@@ -1,0 +1,180 @@
+/* The live controller (issue 5): every tick, build the observation with the shared builder
+ * (control/observation.h), call pp_decide(), act on the decision (SPAWN n, RETIRE a drained
+ * worker, admission control) and append one JSONL line to the decision log. The decision is
+ * made only by pp_decide(); this file only gathers inputs and carries out outputs. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "server/server_int.h"
+
+static int read_file(const char *path, pp_buf *out) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  char tmp[4096];
+  size_t n;
+  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
+    pp_buf_append(out, tmp, n);
+  fclose(f);
+  pp_buf_append(out, "", 1);
+  out->len--;
+  return 0;
+}
+
+static int set_field(pp_policy *p, const char *field, const char *value, const char *flag) {
+  pp_policy_error err;
+  memset(&err, 0, sizeof err);
+  if (pp_policy_set(p, field, value, &err) != 0) {
+    fprintf(stderr, "puma-plus-server: %s %s: %s\n", flag, value, err.message);
+    return -1;
+  }
+  return 0;
+}
+
+int pp_controller_init(server *s) {
+  controller *ct = &s->ctl_state;
+  pp_config *cfg = s->cfg;
+  memset(ct, 0, sizeof *ct);
+  ct->enabled = cfg->autoscale;
+  pp_policy_defaults(&ct->policy);
+  if (cfg->policy_file) {
+    pp_buf text;
+    pp_buf_init(&text);
+    if (read_file(cfg->policy_file, &text) < 0) {
+      fprintf(stderr, "puma-plus-server: -policy %s: %s\n", cfg->policy_file, strerror(errno));
+      return -1;
+    }
+    pp_policy_error err;
+    memset(&err, 0, sizeof err);
+    int rc = pp_policy_parse(&ct->policy, (const char *)text.data, text.len, &err);
+    pp_buf_dispose(&text);
+    if (rc != 0) {
+      fprintf(stderr, "puma-plus-server: %s:%d:%d: %s%s%s\n", cfg->policy_file, err.line,
+              err.column, err.field, err.field[0] ? ": " : "", err.message);
+      return -1;
+    }
+  }
+  if (cfg->min_workers && set_field(&ct->policy, "min_workers", cfg->min_workers, "-min-workers"))
+    return -1;
+  if (cfg->max_workers && set_field(&ct->policy, "max_workers", cfg->max_workers, "-max-workers"))
+    return -1;
+  if (cfg->target_queue_p95 &&
+      set_field(&ct->policy, "target_queue_p95", cfg->target_queue_p95, "-target-queue-p95"))
+    return -1;
+  if (cfg->shed && set_field(&ct->policy, "shed.enabled", "true", "-shed")) return -1;
+  pp_policy_error err;
+  memset(&err, 0, sizeof err);
+  if (pp_policy_validate(&ct->policy, &err) != 0) {
+    fprintf(stderr, "puma-plus-server: policy: %s%s%s\n", err.field, err.field[0] ? ": " : "",
+            err.message);
+    return -1;
+  }
+  if (ct->enabled) {
+    cfg->tick_ns = ct->policy.tick_ns; /* the controller's period is the policy's */
+    if (s->workers_wanted < ct->policy.min_workers) s->workers_wanted = ct->policy.min_workers;
+    if (s->workers_wanted > ct->policy.max_workers) s->workers_wanted = ct->policy.max_workers;
+  }
+  pp_ctl_state_init(&ct->state, &ct->policy, s->workers_wanted, cfg->threads);
+  if (cfg->decision_log) {
+    ct->log_path = cfg->decision_log;
+    ct->log = fopen(cfg->decision_log, "a");
+    if (!ct->log) {
+      fprintf(stderr, "puma-plus-server: -decision-log %s: %s\n", cfg->decision_log,
+              strerror(errno));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* The ready worker to retire: the one with the fewest busy slots, newest index on ties. */
+static pp_worker *retire_candidate(server *s) {
+  pp_worker *best = NULL;
+  for (int i = 0; i < PP_MAX_WORKERS; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    if (w->state != PP_WORKER_READY) continue;
+    if (!best || w->busy < best->busy || (w->busy == best->busy && w->index > best->index))
+      best = w;
+  }
+  return best;
+}
+
+void pp_controller_tick(server *s) {
+  controller *ct = &s->ctl_state;
+  if (!ct->enabled || s->draining) return;
+  pp_stats *st = &s->stats;
+  int64_t now = pp_now_ns();
+  uint32_t ready = 0, booting, retiring;
+  for (int i = 0; i < PP_MAX_WORKERS; i++)
+    ready += s->reg.workers[i].state == PP_WORKER_READY && s->reg.workers[i].slots > 0;
+  booting = pp_registry_count(&s->reg, PP_WORKER_BOOTING) + s->spawns_pending;
+  retiring = pp_registry_count(&s->reg, PP_WORKER_RETIRING);
+
+  pp_obs_input in;
+  memset(&in, 0, sizeof in);
+  in.tick = ct->tick;
+  in.now_ns = now;
+  in.window_ns = s->cfg->tick_ns;
+  in.queue_window = &st->queue.window;
+  in.service_window = &st->service.window;
+  in.service_lifetime = &st->service.lifetime;
+  in.queue_len = s->queue.len;
+  in.slots_ready = s->reg.slots_ready;
+  in.slots_busy = s->reg.slots_busy;
+  in.workers_ready = ready;
+  in.workers_booting = booting;
+  in.workers_retiring = retiring;
+  in.threads_per_worker = s->cfg->threads;
+  in.arrivals = st->arrivals_window;
+  in.completions = st->completions_window;
+  in.shed = st->shed_window;
+  in.timeouts = st->timeouts_window;
+  in.service_cpu_mean_ns = st->cpu_count ? st->cpu_sum_ns / (int64_t)st->cpu_count : PP_UNKNOWN_NS;
+  in.gvl_wait_ns = st->gvl_count ? st->gvl_sum_ns / (int64_t)st->gvl_count : PP_UNKNOWN_NS;
+  in.mem_per_worker_bytes = -1;
+
+  static pp_declog_record rec;
+  memset(&rec, 0, sizeof rec);
+  if (pp_observation_build(&rec.obs, &in) != 0) return;
+  rec.tick = ct->tick;
+  rec.time_ns = now;
+  rec.policy_hash = pp_policy_hash(&ct->policy);
+  snprintf(rec.source, sizeof rec.source, "server");
+  rec.state_before = ct->state;
+  rec.decision = pp_decide(&ct->policy, &ct->state, &rec.obs);
+  rec.state_after = ct->state;
+  ct->last = rec.decision;
+  ct->have_last = 1;
+  ct->tick++;
+
+  switch (rec.decision.action) {
+  case PP_ACTION_SPAWN_WORKER:
+    if (rec.decision.count) {
+      s->workers_wanted += rec.decision.count;
+      pp__ctl_spawn(s, rec.decision.count);
+    }
+    break;
+  case PP_ACTION_RETIRE_WORKER:
+    for (uint32_t i = 0; i < rec.decision.count; i++) {
+      pp_worker *w = retire_candidate(s);
+      if (!w) break;
+      if (s->workers_wanted) s->workers_wanted--;
+      pp__ctl_retire(s, w);
+    }
+    break;
+  default: break; /* thread changes are not actuated by this server (threads are fixed) */
+  }
+  ct->shedding = rec.decision.shed;
+  ct->shed_budget_ns = rec.decision.shed_budget_ns;
+  if (rec.decision.action != PP_ACTION_NONE && !s->cfg->quiet)
+    fprintf(stderr, "[puma-plus] tick %llu %s\n", (unsigned long long)rec.tick,
+            rec.decision.reason);
+  if (ct->log) {
+    static char line[PP_DECLOG_LINE_MAX];
+    int n = pp_declog_encode(&rec, line, sizeof line);
+    if (n > 0) {
+      fwrite(line, 1, (size_t)n, ct->log);
+      fflush(ct->log);
+    }
+  }
+}

@@ -1,0 +1,278 @@
+/* The control app's documents: GET /stats (puma's stats JSON, a strict superset, plus a
+ * `queue` key) and GET /metrics (Prometheus text). Field reference: docs/SERVER.md.
+ * Runs only on control requests, so it may allocate (jansson). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/server_int.h"
+
+static void iso8601(time_t t, char *out, size_t n) {
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static double ms(uint64_t ns) {
+  return (double)ns / 1e6;
+}
+
+/* p50/p95/p99/max/mean/count of a histogram, in milliseconds. */
+static json_t *summary(const pp_hist *h) {
+  json_t *o = json_object();
+  json_object_set_new(o, "count", json_integer((json_int_t)h->count));
+  json_object_set_new(o, "p50_ms", json_real(ms(pp_hist_percentile(h, 50))));
+  json_object_set_new(o, "p95_ms", json_real(ms(pp_hist_percentile(h, 95))));
+  json_object_set_new(o, "p99_ms", json_real(ms(pp_hist_percentile(h, 99))));
+  json_object_set_new(o, "max_ms", json_real(ms(h->count ? h->max_ns : 0)));
+  json_object_set_new(o, "mean_ms", json_real(ms(pp_hist_mean(h))));
+  return o;
+}
+
+uint64_t pp_server_predicted_wait(server *s) {
+  pp_observation obs;
+  memset(&obs, 0, sizeof obs);
+  obs.queue_len = s->queue.len;
+  obs.slots_ready = s->reg.slots_ready;
+  obs.slots_busy = s->reg.slots_busy;
+  obs.service_mean_ns = pp_hist_mean(&s->stats.service.lifetime);
+  if (s->stats.service_last.count) obs.service_mean_ns = pp_hist_mean(&s->stats.service_last);
+  return pp_observation_predicted_wait(&obs);
+}
+
+void pp_stats_json(server *s, int pretty, pp_buf *out) {
+  pp_stats *st = &s->stats;
+  char ts[32];
+  json_t *root = json_object();
+  iso8601(s->started_at, ts, sizeof ts);
+  uint32_t ready = pp_registry_count(&s->reg, PP_WORKER_READY);
+  uint32_t booting = pp_registry_count(&s->reg, PP_WORKER_BOOTING);
+  uint32_t retiring = pp_registry_count(&s->reg, PP_WORKER_RETIRING);
+  json_object_set_new(root, "started_at", json_string(ts));
+  json_object_set_new(root, "workers", json_integer(ready + booting));
+  json_object_set_new(root, "phase", json_integer(0));
+  json_object_set_new(root, "booted_workers", json_integer(ready));
+  json_object_set_new(root, "old_workers", json_integer(retiring));
+  json_t *ws = json_array();
+  char now_ts[32];
+  iso8601(time(NULL), now_ts, sizeof now_ts);
+  int64_t mono_now = pp_now_ns();
+  time_t wall_now = time(NULL);
+  for (int i = 0; i < PP_MAX_WORKERS; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    if (w->state == PP_WORKER_FREE) continue;
+    json_t *o = json_object();
+    char started[32];
+    iso8601(wall_now - (time_t)((mono_now - w->forked_ns) / 1000000000), started, sizeof started);
+    json_object_set_new(o, "started_at", json_string(started));
+    json_object_set_new(o, "pid", json_integer(w->pid));
+    json_object_set_new(o, "index", json_integer(w->index));
+    json_object_set_new(o, "phase", json_integer(0));
+    json_object_set_new(o, "booted", json_boolean(w->state == PP_WORKER_READY));
+    json_object_set_new(o, "last_checkin", json_string(now_ts));
+    json_object_set_new(o, "state",
+                        json_string(w->state == PP_WORKER_READY     ? "ready"
+                                    : w->state == PP_WORKER_BOOTING ? "booting"
+                                                                    : "retiring"));
+    json_t *ls = json_object();
+    json_object_set_new(ls, "backlog", json_integer(0)); /* the one queue is server-wide */
+    json_object_set_new(ls, "running", json_integer(w->slots));
+    json_object_set_new(ls, "pool_capacity", json_integer(w->slots - w->busy));
+    json_object_set_new(ls, "max_threads", json_integer(s->cfg->threads));
+    json_object_set_new(ls, "requests_count", json_integer((json_int_t)w->requests));
+    json_object_set_new(ls, "busy_threads", json_integer(w->busy));
+    json_object_set_new(o, "last_status", ls);
+    json_array_append_new(ws, o);
+  }
+  json_object_set_new(root, "worker_status", ws);
+
+  json_t *q = json_object();
+  json_object_set_new(q, "depth", json_integer(s->queue.len));
+  json_object_set_new(q, "slots_ready", json_integer(s->reg.slots_ready));
+  json_object_set_new(q, "slots_busy", json_integer(s->reg.slots_busy));
+  json_object_set_new(q, "window_seconds", json_real((double)s->cfg->tick_ns / 1e9));
+  json_object_set_new(q, "window", summary(&st->queue_last));
+  json_object_set_new(q, "lifetime", summary(&st->queue.lifetime));
+  uint64_t wait = pp_server_predicted_wait(s);
+  json_object_set_new(q, "predicted_wait_ms",
+                      wait == UINT64_MAX ? json_null() : json_real(ms(wait)));
+  json_t *svc = json_object();
+  json_object_set_new(svc, "window", summary(&st->service_last));
+  json_object_set_new(svc, "lifetime", summary(&st->service.lifetime));
+  json_object_set_new(q, "service", svc);
+  json_t *ttfb = json_object();
+  json_object_set_new(ttfb, "window", summary(&st->ttfb_last));
+  json_object_set_new(ttfb, "lifetime", summary(&st->ttfb.lifetime));
+  json_object_set_new(q, "ttfb", ttfb);
+  json_object_set_new(q, "total", summary(&st->total.lifetime));
+  json_object_set_new(q, "body_wait", summary(&st->body_wait.lifetime));
+  json_object_set_new(q, "arrivals", json_integer((json_int_t)st->arrivals));
+  json_object_set_new(q, "completions", json_integer((json_int_t)st->completions));
+  json_object_set_new(q, "arrival_rate",
+                      json_real(st->last_window_ns
+                                    ? (double)st->arrivals_last * 1e9 / (double)st->last_window_ns
+                                    : 0));
+  json_object_set_new(q, "shed", json_integer((json_int_t)st->shed));
+  json_object_set_new(q, "cancelled_queued", json_integer((json_int_t)st->cancelled_queued));
+  json_object_set_new(q, "cancelled_running", json_integer((json_int_t)st->cancelled_running));
+  json_object_set_new(q, "gvl_wait_mean_ms",
+                      st->gvl_count ? json_real(ms((uint64_t)st->gvl_sum_ns / st->gvl_count))
+                                    : json_null());
+  json_object_set_new(q, "cpu_mean_ms",
+                      st->cpu_count ? json_real(ms((uint64_t)st->cpu_sum_ns / st->cpu_count))
+                                    : json_null());
+  json_object_set_new(root, "queue", q);
+
+  json_t *rq = json_object();
+  json_object_set_new(rq, "total", json_integer((json_int_t)st->requests));
+  json_object_set_new(rq, "responses", json_integer((json_int_t)st->responses));
+  json_object_set_new(rq, "status_1xx", json_integer((json_int_t)st->status_1xx));
+  json_object_set_new(rq, "status_2xx", json_integer((json_int_t)st->status_2xx));
+  json_object_set_new(rq, "status_3xx", json_integer((json_int_t)st->status_3xx));
+  json_object_set_new(rq, "status_4xx", json_integer((json_int_t)st->status_4xx));
+  json_object_set_new(rq, "status_5xx", json_integer((json_int_t)st->status_5xx));
+  json_object_set_new(rq, "refused", json_integer((json_int_t)st->refused));
+  json_object_set_new(rq, "bad_gateway", json_integer((json_int_t)st->errors_502));
+  json_object_set_new(rq, "app_errors_500", json_integer((json_int_t)st->errors_500));
+  json_object_set_new(rq, "timeouts", json_integer((json_int_t)st->timeouts));
+  json_object_set_new(rq, "connections_accepted",
+                      json_integer((json_int_t)st->connections_accepted));
+  json_object_set_new(rq, "worker_restarts", json_integer((json_int_t)st->worker_restarts));
+  json_object_set_new(root, "requests", rq);
+
+  controller *ct = &s->ctl_state;
+  json_t *co = json_object();
+  json_object_set_new(co, "autoscale", json_boolean(ct->enabled));
+  json_object_set_new(co, "workers_wanted", json_integer(s->workers_wanted));
+  json_object_set_new(co, "workers_ready", json_integer(ready));
+  json_object_set_new(co, "workers_booting", json_integer(booting + s->spawns_pending));
+  json_object_set_new(co, "workers_retiring", json_integer(retiring));
+  json_object_set_new(co, "shedding", json_boolean(ct->shedding));
+  json_object_set_new(co, "tick", json_integer((json_int_t)ct->tick));
+  if (ct->have_last) {
+    json_object_set_new(co, "last_action", json_string(pp_action_name(ct->last.action)));
+    json_object_set_new(co, "last_reason", json_string(ct->last.reason));
+  } else {
+    json_object_set_new(co, "last_action", json_null());
+    json_object_set_new(co, "last_reason", json_null());
+  }
+  json_object_set_new(root, "controller", co);
+
+  char *text = json_dumps(root, (pretty ? JSON_INDENT(2) : JSON_COMPACT) | JSON_REAL_PRECISION(10));
+  pp_buf_append_str(out, text);
+  pp_buf_append(out, "\n", 1);
+  free(text);
+  json_decref(root);
+}
+
+static void appendf(pp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void appendf(pp_buf *b, const char *fmt, ...) {
+  char tmp[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n > 0) pp_buf_append(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+static const double bounds_s[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                  0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30,    60};
+
+/* A Prometheus histogram from a pp_hist. A bucket counts toward a bound when its whole range
+ * lies at or below the bound (pp_hist buckets are < 1% wide, so this is within 1%). */
+static void prom_hist(pp_buf *b, const char *name, const char *help, const pp_hist *h) {
+  appendf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+  size_t nb = sizeof bounds_s / sizeof bounds_s[0];
+  uint64_t cum[sizeof bounds_s / sizeof bounds_s[0]] = {0};
+  for (uint32_t i = 0; i < PP_HIST_BUCKETS; i++) {
+    if (!h->buckets[i]) continue;
+    uint64_t lo, hi;
+    pp_hist__bucket_range(i, &lo, &hi);
+    for (size_t k = 0; k < nb; k++)
+      if ((double)hi <= bounds_s[k] * 1e9) cum[k] += h->buckets[i];
+  }
+  for (size_t k = 0; k < nb; k++)
+    appendf(b, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, bounds_s[k], cum[k]);
+  appendf(b, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, h->count);
+  appendf(b, "%s_sum %.9f\n%s_count %" PRIu64 "\n", name, (double)h->sum_ns / 1e9, name, h->count);
+}
+
+static void prom_counter(pp_buf *b, const char *name, const char *help, uint64_t v) {
+  appendf(b, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
+}
+static void prom_gauge(pp_buf *b, const char *name, const char *help, double v) {
+  appendf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
+}
+
+void pp_stats_metrics(server *s, pp_buf *out) {
+  pp_stats *st = &s->stats;
+  prom_hist(out, "puma_plus_queue_seconds", "Queue time (T3 - T2b) of dispatched requests.",
+            &st->queue.lifetime);
+  prom_hist(out, "puma_plus_service_seconds",
+            "Service time (T5 - T4 - body read) reported by workers.", &st->service.lifetime);
+  prom_hist(out, "puma_plus_ttfb_seconds",
+            "First response byte written minus first request byte (T1).", &st->ttfb.lifetime);
+  prom_hist(out, "puma_plus_request_duration_seconds",
+            "Response flushed (T6) minus first request byte (T1).", &st->total.lifetime);
+  prom_hist(
+      out, "puma_plus_body_wait_seconds",
+      "Time spent waiting for request body bytes (buffered before T2b, or reported by the worker).",
+      &st->body_wait.lifetime);
+  prom_gauge(out, "puma_plus_queue_depth", "Runnable requests waiting (L).", s->queue.len);
+  uint64_t wait = pp_server_predicted_wait(s);
+  prom_gauge(out, "puma_plus_predicted_wait_seconds",
+             "Predicted wait of a request arriving now (-1: no capacity).",
+             wait == UINT64_MAX ? -1.0 : (double)wait / 1e9);
+  prom_gauge(out, "puma_plus_slots_ready", "Connected worker threads (capacity).",
+             s->reg.slots_ready);
+  prom_gauge(out, "puma_plus_slots_busy", "Worker threads running a request.", s->reg.slots_busy);
+  appendf(out,
+          "# HELP puma_plus_workers Worker processes by state.\n# TYPE puma_plus_workers gauge\n");
+  appendf(out, "puma_plus_workers{state=\"ready\"} %u\n",
+          pp_registry_count(&s->reg, PP_WORKER_READY));
+  appendf(out, "puma_plus_workers{state=\"booting\"} %u\n",
+          pp_registry_count(&s->reg, PP_WORKER_BOOTING));
+  appendf(out, "puma_plus_workers{state=\"retiring\"} %u\n",
+          pp_registry_count(&s->reg, PP_WORKER_RETIRING));
+  prom_gauge(out, "puma_plus_workers_wanted",
+             "Workers the server keeps alive (the controller's target when autoscaling).",
+             s->workers_wanted);
+  appendf(out, "# HELP puma_plus_responses_total Responses by status class.\n# TYPE "
+               "puma_plus_responses_total counter\n");
+  appendf(out, "puma_plus_responses_total{class=\"1xx\"} %" PRIu64 "\n", st->status_1xx);
+  appendf(out, "puma_plus_responses_total{class=\"2xx\"} %" PRIu64 "\n", st->status_2xx);
+  appendf(out, "puma_plus_responses_total{class=\"3xx\"} %" PRIu64 "\n", st->status_3xx);
+  appendf(out, "puma_plus_responses_total{class=\"4xx\"} %" PRIu64 "\n", st->status_4xx);
+  appendf(out, "puma_plus_responses_total{class=\"5xx\"} %" PRIu64 "\n", st->status_5xx);
+  prom_counter(out, "puma_plus_requests_total", "Requests whose headers were parsed.",
+               st->requests);
+  prom_counter(out, "puma_plus_refused_total",
+               "Requests refused by the HTTP parser (400, 413, 414, 431, 501, ...).", st->refused);
+  prom_counter(out, "puma_plus_shed_total", "Requests answered 503 by admission control.",
+               st->shed);
+  appendf(out, "# HELP puma_plus_cancelled_total Requests whose client went away.\n# TYPE "
+               "puma_plus_cancelled_total counter\n");
+  appendf(out, "puma_plus_cancelled_total{where=\"queued\"} %" PRIu64 "\n", st->cancelled_queued);
+  appendf(out, "puma_plus_cancelled_total{where=\"running\"} %" PRIu64 "\n", st->cancelled_running);
+  prom_counter(out, "puma_plus_bad_gateway_total",
+               "Requests answered 502 because their worker died.", st->errors_502);
+  prom_counter(out, "puma_plus_timeouts_total", "Client connections closed by a timeout.",
+               st->timeouts);
+  prom_counter(out, "puma_plus_worker_restarts_total",
+               "Workers respawned after an unexpected exit.", st->worker_restarts);
+  prom_counter(out, "puma_plus_connections_total", "Client connections accepted.",
+               st->connections_accepted);
+  controller *ct = &s->ctl_state;
+  prom_gauge(out, "puma_plus_autoscale_enabled", "1 when the controller runs.", ct->enabled);
+  prom_gauge(out, "puma_plus_shedding", "1 while admission control is on.", ct->shedding);
+  prom_counter(out, "puma_plus_controller_ticks_total", "Controller ticks.", ct->tick);
+  if (ct->have_last)
+    appendf(out,
+            "# HELP puma_plus_controller_last_action Last decision (1 for its action).\n# TYPE "
+            "puma_plus_controller_last_action "
+            "gauge\npuma_plus_controller_last_action{action=\"%s\"} 1\n",
+            pp_action_name(ct->last.action));
+}
