@@ -171,6 +171,18 @@ class TestShepherd < Minitest::Test
     assert_equal W::Exited.new(pid, 0), control_frame
   end
 
+  def test_threads_of_a_worker_serve_concurrently
+    start(workers: 1, threads: 3)
+    forked(1)
+    conns = accept(3).map(&:first)
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    conns.each_with_index { |c, i| c.write(FakeServer.request(i + 1, "GET", "/sleep/300")) }
+    conns.each_with_index { |c, i| assert_equal 200, FakeServer.read_response(c, i + 1)[:head].status }
+    elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
+    assert_operator elapsed, :<, 0.8, "three 300 ms sleeps on three threads overlap"
+    send_control(W::Stop.new(1000))
+  end
+
   def test_stop_kills_workers_that_outlive_the_grace
     start(workers: 1, threads: 1)
     pid = forked(1)[0].pid

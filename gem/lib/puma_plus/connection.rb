@@ -108,6 +108,8 @@ module PumaPlus
       :aborted
     rescue ConnectionLost, IOError, SystemCallError
       :eof
+    ensure
+      @thread = nil # still masked: a later #stop finds no thread to interrupt
     end
 
     public

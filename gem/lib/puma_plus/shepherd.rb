@@ -265,6 +265,8 @@ module PumaPlus
 
     def send_frame(frame)
       @control.write(Wire.encode(frame))
+    rescue Errno::EPIPE, Errno::ECONNRESET, IOError
+      raise unless @stopping # while stopping, a server that already left is fine
     end
   end
 end

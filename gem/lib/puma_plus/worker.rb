@@ -92,6 +92,8 @@ module PumaPlus
         sock.close
         return unless result == :aborted && !@stopping
       end
+    rescue Connection::StopRequested
+      nil # a stop that raced the end of a connection: the thread was ending anyway
     rescue Exception => e # rubocop:disable Lint/RescueException
       @log.puts("puma-plus worker #{Process.pid}: thread #{index} died: #{e.class}: #{e.message}\n  " +
                 Array(e.backtrace).join("\n  "))
