@@ -71,26 +71,37 @@ int pb_server_argv(const pb_server_spec *s, char **argv, int max, char *storage,
     add(&b, "tcp://127.0.0.1:%d", s->port);
     add(&b, "%s", s->app);
   } else {
-    /* puma-plus CLI (gem/exe/puma-plus, docs/SERVER.md). */
+    /* The gem's CLI (docs/CONFIG.md), which execs puma-plus-server in place (same pid).
+     * The control app gets a private port: the default 9293 would collide between runs. */
     add(&b, "%s", s->pumaplus_bin[0] ? s->pumaplus_bin : "puma-plus");
-    add(&b, "-b");
-    add(&b, "tcp://127.0.0.1:%d", s->port);
+    add(&b, "-e");
+    add(&b, "production");
     add(&b, "-w");
     add(&b, "%u", s->workers);
     add(&b, "-t");
-    add(&b, "%u", s->threads);
+    add(&b, "%u:%u", s->threads, s->threads);
+    add(&b, "-b");
+    add(&b, "tcp://127.0.0.1:%d", s->port);
+    add(&b, "--control-url");
+    add(&b, "tcp://127.0.0.1:%d", s->stats_port ? s->stats_port : s->port + 1);
+    if (s->server_bin[0]) {
+      add(&b, "--server");
+      add(&b, "%s", s->server_bin);
+    }
+    add(&b, "%s", s->app);
+    add(&b, "--");
+    add(&b, "-quiet");
     if (s->autoscale) {
-      add(&b, "--autoscale");
+      add(&b, "-autoscale");
       if (s->policy_path[0]) {
-        add(&b, "--policy");
+        add(&b, "-policy");
         add(&b, "%s", s->policy_path);
       }
       if (s->max_workers) {
-        add(&b, "--max-workers");
+        add(&b, "-max-workers");
         add(&b, "%u", s->max_workers);
       }
     }
-    add(&b, "%s", s->app);
   }
   return b.overflow ? -1 : b.n;
 }
@@ -420,6 +431,26 @@ bool pb_json_find_number(const char *json, const char *key, double *out) {
   return ok;
 }
 
+bool pb_stats_parse(const char *json, pb_server_stats *out) {
+  json_error_t e;
+  json_t *root = json_loads(json, 0, &e);
+  if (!root) return false;
+  out->workers = out->queue_p95_ms = out->queue_p95_lifetime_ms = out->queue_depth = -1;
+  json_t *v = json_object_get(root, "workers");
+  if (json_is_number(v)) out->workers = json_number_value(v);
+  json_t *q = json_object_get(root, "queue");
+  if (json_is_object(q)) {
+    v = json_object_get(q, "depth");
+    if (json_is_number(v)) out->queue_depth = json_number_value(v);
+    v = json_object_get(json_object_get(q, "window"), "p95_ms");
+    if (json_is_number(v)) out->queue_p95_ms = json_number_value(v);
+    v = json_object_get(json_object_get(q, "lifetime"), "p95_ms");
+    if (json_is_number(v)) out->queue_p95_lifetime_ms = json_number_value(v);
+  }
+  json_decref(root);
+  return true;
+}
+
 /* ---- sampler ---- */
 
 struct pb_sampler {
@@ -434,28 +465,24 @@ struct pb_sampler {
   uint64_t t0;
   pb_sample *samples;
   size_t n, cap;
+  double last_lifetime_p95_ms;
 };
 
 static void take_sample(pb_sampler *s) {
-  pb_sample x = {.queue_p95_ms = -1, .workers = -1};
+  pb_sample x = {.queue_p95_ms = -1, .workers = -1, .queue_depth = -1};
   uint64_t now = uv_hrtime();
   x.t_ns = now > s->t0 ? now - s->t0 : 0;
   pb_proc_tree(s->root, &x.procs, &x.rss_bytes);
   if (s->stats_port) {
-    static const char *const queue_keys[] = {"queue_p95_ms", "queue_p95"};
     char *body = malloc(65536);
+    pb_server_stats st;
     if (body &&
-        pb_http_get(s->host, s->stats_port, s->stats_path, 500000000ull, body, 65536) == 200) {
-      double v;
-      for (size_t k = 0; k < sizeof queue_keys / sizeof queue_keys[0]; k++) {
-        if (pb_json_find_number(body, queue_keys[k], &v)) {
-          x.queue_p95_ms = v;
-          break;
-        }
-      }
-      if (pb_json_find_number(body, "workers_ready", &v) ||
-          pb_json_find_number(body, "workers", &v))
-        x.workers = v;
+        pb_http_get(s->host, s->stats_port, s->stats_path, 500000000ull, body, 65536) == 200 &&
+        pb_stats_parse(body, &st)) {
+      x.queue_p95_ms = st.queue_p95_ms;
+      x.workers = st.workers;
+      x.queue_depth = st.queue_depth;
+      s->last_lifetime_p95_ms = st.queue_p95_lifetime_ms;
     }
     free(body);
   }
@@ -496,6 +523,7 @@ int pb_sampler_start(pb_sampler **out, pid_t root, const char *host, int stats_p
   s->stats_port = stats_port;
   snprintf(s->stats_path, sizeof s->stats_path, "%s", stats_path ? stats_path : "/stats");
   s->t0 = t0_ns;
+  s->last_lifetime_p95_ms = -1;
   uv_mutex_init(&s->lock);
   uv_cond_init(&s->cond);
   if (uv_thread_create(&s->thread, sampler_main, s) != 0) {
@@ -508,7 +536,7 @@ int pb_sampler_start(pb_sampler **out, pid_t root, const char *host, int stats_p
   return 0;
 }
 
-void pb_sampler_stop(pb_sampler *s, pb_sample **samples, size_t *n) {
+void pb_sampler_stop(pb_sampler *s, pb_sample **samples, size_t *n, double *lifetime_p95_ms) {
   uv_mutex_lock(&s->lock);
   s->stop = true;
   uv_cond_signal(&s->cond);
@@ -518,5 +546,6 @@ void pb_sampler_stop(pb_sampler *s, pb_sample **samples, size_t *n) {
   uv_cond_destroy(&s->cond);
   *samples = s->samples;
   *n = s->n;
+  if (lifetime_p95_ms) *lifetime_p95_ms = s->last_lifetime_p95_ms;
   free(s);
 }

@@ -27,9 +27,10 @@ typedef struct pb_server_spec {
   char policy_path[512];  /* autoscale policy file, "" for the server's default */
   char app[512];          /* the Rack app (config.ru) */
   char puma_bin[256];     /* "puma" from PATH when empty */
-  char pumaplus_bin[512]; /* "puma-plus" from PATH when empty */
+  char pumaplus_bin[512]; /* the gem's CLI; "puma-plus" from PATH when empty */
+  char server_bin[512];   /* puma-plus-server for the CLI's --server ("" = its default) */
   int port;               /* listening port (the caller picks a free one) */
-  int stats_port;         /* puma-plus control port for /stats, 0 = same as port */
+  int stats_port;         /* puma-plus control app port for /stats (0 = port + 1) */
   char log_path[512];     /* server stdout+stderr */
 } pb_server_spec;
 
@@ -76,7 +77,20 @@ typedef struct pb_sample {
   uint64_t rss_bytes;
   double queue_p95_ms; /* < 0: not available (puma, or /stats unanswered) */
   double workers;      /* from /stats when reported, else < 0 */
+  double queue_depth;  /* from /stats, < 0 when not reported */
 } pb_sample;
+
+/* What pp-bench reads from puma-plus's /stats (docs/SERVER.md): root.workers, and in
+ * root.queue: depth, window.p95_ms (the last tick), lifetime.p95_ms. Absent fields are -1.
+ * false when the text is not JSON. */
+typedef struct pb_server_stats {
+  double workers;
+  double queue_depth;
+  double queue_p95_ms;
+  double queue_p95_lifetime_ms;
+} pb_server_stats;
+
+bool pb_stats_parse(const char *json, pb_server_stats *out);
 
 typedef struct pb_sampler pb_sampler;
 
@@ -84,7 +98,9 @@ typedef struct pb_sampler pb_sampler;
  * (puma). Samples are timestamped relative to `t0_ns` (absolute uv_hrtime). */
 int pb_sampler_start(pb_sampler **out, pid_t root, const char *host, int stats_port,
                      const char *stats_path, uint64_t t0_ns);
-/* Stops the thread; *samples (malloc'd, caller frees) and *n receive what was collected. */
-void pb_sampler_stop(pb_sampler *s, pb_sample **samples, size_t *n);
+/* Stops the thread; *samples (malloc'd, caller frees) and *n receive what was collected, and
+ * *lifetime_p95_ms (if not NULL) the server's whole-run queue p95 from the last /stats read
+ * (-1 when never read). */
+void pb_sampler_stop(pb_sampler *s, pb_sample **samples, size_t *n, double *lifetime_p95_ms);
 
 #endif

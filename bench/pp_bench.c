@@ -238,6 +238,12 @@ static void default_binaries(pb_server_spec *spec) {
     snprintf(spec->pumaplus_bin, sizeof spec->pumaplus_bin, "%s", env);
   else
     snprintf(spec->pumaplus_bin, sizeof spec->pumaplus_bin, "%s/gem/exe/puma-plus", PB_SOURCE_DIR);
+  env = getenv("PP_PUMA_PLUS_SERVER");
+  if (env) snprintf(spec->server_bin, sizeof spec->server_bin, "%s", env);
+#ifdef PB_SERVER_BIN
+  else
+    snprintf(spec->server_bin, sizeof spec->server_bin, "%s", PB_SERVER_BIN);
+#endif
   env = getenv("PP_PUMA");
   if (env) snprintf(spec->puma_bin, sizeof spec->puma_bin, "%s", env);
 }
@@ -305,6 +311,7 @@ static int cmd_smoke(opts *o) {
     snprintf(spec.app, sizeof spec.app, "%s", o->app ? o->app : PB_DEFAULT_APP);
     default_binaries(&spec);
     spec.port = pb_free_port();
+    spec.stats_port = pb_free_port();
     run_options(o, &ro, spec.name);
     ro.log_dir = "/tmp";
     pb_run_config(&spec, &sched, &ro, &r);
@@ -398,6 +405,7 @@ static int cmd_run(const char *path, opts *o) {
     }
     default_binaries(&spec);
     spec.port = pb_free_port();
+    spec.stats_port = pb_free_port();
     pb_run_options ro;
     memset(&ro, 0, sizeof ro);
     ro.timeout_ns = scn.client_timeout_ns;

@@ -61,6 +61,7 @@ static void build_rows(pb_config_result *out, const pb_sample *samples, size_t n
     out->rows[k].client = secs[k];
     out->rows[k].queue_p95_ms = -1;
     out->rows[k].workers = -1;
+    out->rows[k].queue_depth = -1;
   }
   for (size_t i = 0; i < n_samples; i++) {
     size_t k = (size_t)(samples[i].t_ns / 1000000000u);
@@ -69,6 +70,17 @@ static void build_rows(pb_config_result *out, const pb_sample *samples, size_t n
     out->rows[k].rss_bytes = samples[i].rss_bytes;
     out->rows[k].queue_p95_ms = samples[i].queue_p95_ms;
     out->rows[k].workers = samples[i].workers;
+    out->rows[k].queue_depth = samples[i].queue_depth;
+  }
+  /* A second the sampler missed (its 1 s period drifts against the run's seconds) shows the
+   * previous sample rather than an empty server; the server runs until every request ended. */
+  for (size_t k = 1; k < need; k++) {
+    if (out->rows[k].procs || !out->rows[k - 1].procs) continue;
+    out->rows[k].procs = out->rows[k - 1].procs;
+    out->rows[k].rss_bytes = out->rows[k - 1].rss_bytes;
+    out->rows[k].queue_p95_ms = out->rows[k - 1].queue_p95_ms;
+    out->rows[k].workers = out->rows[k - 1].workers;
+    out->rows[k].queue_depth = out->rows[k - 1].queue_depth;
   }
   out->n_rows = need;
   free(secs);
@@ -120,6 +132,7 @@ static void warm_up(const char *host, int port, const pb_run_options *o) {
 void pb_run_config(const pb_server_spec *spec, const pb_schedule *sched, const pb_run_options *o,
                    pb_config_result *out) {
   memset(out, 0, sizeof *out);
+  out->queue_p95_lifetime_ms = -1;
   out->spec = *spec;
   if (o->log_dir && o->log_dir[0] && !out->spec.log_path[0])
     snprintf(out->spec.log_path, sizeof out->spec.log_path, "%s/%s.log", o->log_dir, spec->name);
@@ -149,7 +162,7 @@ void pb_run_config(const pb_server_spec *spec, const pb_schedule *sched, const p
   int rc = generate("127.0.0.1", spec->port, sched, o, t0, out);
   pb_sample *samples = NULL;
   size_t n_samples = 0;
-  if (sampler) pb_sampler_stop(sampler, &samples, &n_samples);
+  if (sampler) pb_sampler_stop(sampler, &samples, &n_samples, &out->queue_p95_lifetime_ms);
   pb_server_stop(&srv, 10000000000ull);
   if (rc == 0) {
     out->ran = true;

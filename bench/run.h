@@ -34,6 +34,7 @@ typedef struct pb_row {
   uint64_t rss_bytes;
   double queue_p95_ms; /* < 0: n/a */
   double workers;      /* from /stats, < 0 when not reported */
+  double queue_depth;  /* from /stats, < 0 when not reported */
 } pb_row;
 
 typedef struct pb_config_result {
@@ -46,6 +47,7 @@ typedef struct pb_config_result {
   pb_row *rows; /* owned */
   size_t n_rows;
   uint64_t t0_ns;
+  double queue_p95_lifetime_ms; /* the server's own whole-run queue p95, -1 when n/a */
 } pb_config_result;
 
 /* Picks a free loopback TCP port (bind to 0, read it, close). > 0 or -1. */

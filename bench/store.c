@@ -63,7 +63,7 @@ void pb_store_convert(const pb_config_result *r, double duration_s, uint64_t slo
   s->max_ns = any ? (double)h->max_ns : -1;
   s->mean_ns = any ? (double)pp_hist_mean(h) : -1;
   s->excess_latency_ns = excess;
-  s->queue_p95_ns = -1; /* no whole-run figure: per second in the timeline */
+  s->queue_p95_ns = r->queue_p95_lifetime_ms >= 0 ? r->queue_p95_lifetime_ms * 1e6 : -1;
   s->queue_mean_ns = -1;
   double wsum = 0, msum = 0;
   size_t wn = 0, mn = 0;
@@ -81,7 +81,7 @@ void pb_store_convert(const pb_config_result *r, double duration_s, uint64_t slo
     t->workers = w >= 0 ? (uint32_t)w : 0;
     t->workers_ready = t->workers;
     t->queue_p95_ns = row->queue_p95_ms >= 0 ? row->queue_p95_ms * 1e6 : -1;
-    t->queue_len = -1;
+    t->queue_len = row->queue_depth >= 0 ? (int64_t)row->queue_depth : -1;
     t->shed = row->client.shed;
     t->timeouts = row->client.timeouts;
     t->memory_bytes = (double)row->rss_bytes;

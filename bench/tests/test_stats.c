@@ -2,6 +2,7 @@
 #include <CUnit/Basic.h>
 #include <string.h>
 
+#include "bench/harness.h"
 #include "bench/schedule.h"
 #include "bench/stats.h"
 
@@ -123,6 +124,50 @@ static void test_fmt_ns(void) {
   CU_ASSERT_STRING_EQUAL(pb_fmt_ns(2730000000ull, b, sizeof b), "2.73s");
 }
 
+static void test_stats_parse(void) {
+  /* The shape of puma-plus's /stats (server/stats.c); p95_ms also appears under service and
+   * ttfb, which must not be mistaken for queue time. */
+  const char *json = "{\"workers\": 3, \"booted_workers\": 2, \"queue\": {\"depth\": 17,"
+                     " \"service\": {\"window\": {\"p95_ms\": 99.0}},"
+                     " \"window\": {\"count\": 10, \"p95_ms\": 604.5},"
+                     " \"lifetime\": {\"p95_ms\": 120.25}}}";
+  pb_server_stats st;
+  CU_ASSERT_FATAL(pb_stats_parse(json, &st));
+  CU_ASSERT_DOUBLE_EQUAL(st.workers, 3, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(st.queue_depth, 17, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(st.queue_p95_ms, 604.5, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(st.queue_p95_lifetime_ms, 120.25, 1e-9);
+  CU_ASSERT_TRUE(pb_stats_parse("{}", &st));
+  CU_ASSERT(st.queue_p95_ms < 0 && st.workers < 0);
+  CU_ASSERT_FALSE(pb_stats_parse("not json", &st));
+}
+
+static void test_pumaplus_argv(void) {
+  pb_server_spec s;
+  memset(&s, 0, sizeof s);
+  s.kind = PB_SERVER_PUMAPLUS;
+  s.workers = 1;
+  s.threads = 5;
+  s.port = 4000;
+  s.stats_port = 4001;
+  s.autoscale = true;
+  s.max_workers = 6;
+  strcpy(s.policy_path, "/p.yaml");
+  strcpy(s.pumaplus_bin, "/g/puma-plus");
+  strcpy(s.app, "/a/config.ru");
+  char *argv[40], storage[4096], joined[2048] = "";
+  int argc = pb_server_argv(&s, argv, 40, storage, sizeof storage);
+  CU_ASSERT_FATAL(argc > 0);
+  for (int i = 0; i < argc; i++) {
+    strcat(joined, i ? " " : "");
+    strcat(joined, argv[i]);
+  }
+  CU_ASSERT_STRING_EQUAL(joined, "/g/puma-plus -e production -w 1 -t 5:5 -b tcp://127.0.0.1:4000"
+                                 " --control-url tcp://127.0.0.1:4001 /a/config.ru -- -quiet"
+                                 " -autoscale -policy /p.yaml -max-workers 6");
+  CU_ASSERT(pb_server_argv(&s, argv, 5, storage, sizeof storage) < 0); /* too small */
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite s = CU_add_suite("bench_stats", NULL, NULL);
@@ -133,6 +178,8 @@ int main(void) {
   CU_add_test(s, "uniform schedule", test_uniform_schedule);
   CU_add_test(s, "poisson schedule seeded", test_poisson_schedule_seeded);
   CU_add_test(s, "fmt_ns", test_fmt_ns);
+  CU_add_test(s, "stats parse", test_stats_parse);
+  CU_add_test(s, "puma-plus argv", test_pumaplus_argv);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();
