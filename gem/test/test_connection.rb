@@ -375,6 +375,9 @@ class TestConnection < Minitest::Test
     assert_equal "chunk 0\nchunk 1\nchunk 2\n", res[:body]
     assert_equal 3, res[:chunks]
     assert_equal 404, call(5, "GET", "/nope")[:head].status
+    head = call(7, "HEAD", "/hello")
+    assert_equal [200, ""], [head[:head].status, head[:body]]
+    assert_includes head[:head].headers.each_slice(2).to_a, ["content-length", "13"]
     @server.write(FakeServer.request(6, "POST", "/echo", streams: true, content_length: 4))
     @server.write(W.encode(W::Body.new(6, "ab")) + W.encode(W::Body.new(6, "cd")) + W.encode(W::BodyEnd.new(6)))
     assert_equal "abcd", call_result(6)

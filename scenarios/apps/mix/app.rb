@@ -9,6 +9,7 @@
 #                                  any GVL contention), then sleep sleep_ms; both 0..60000
 #   POST /echo                     the request body back (application/octet-stream)
 #   GET  /stream/<n>               n chunks ("chunk i\n"), 10 ms apart; n in 0..10000
+#   HEAD on any route              the GET headers, empty body
 module MixApp
   HELLO = "Hello, world\n"
   TEXT = "text/plain"
@@ -32,7 +33,15 @@ module MixApp
 
   module_function
 
+  # HEAD gets the GET headers and an empty body (Rack::Lint insists; servers strip it anyway).
   def call(env)
+    status, headers, body = route(env)
+    return [status, headers, []] if env["REQUEST_METHOD"] == "HEAD"
+
+    [status, headers, body]
+  end
+
+  def route(env)
     path = env["PATH_INFO"]
     case path
     when "/hello"
