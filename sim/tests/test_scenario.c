@@ -1,0 +1,234 @@
+/* Scenario parser: a full example, errors that name line and field (table-driven), every
+ * truncated prefix of a valid scenario, traces, and every shipped scenario file. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/Basic.h>
+
+#include "sim/scenario.h"
+#include "sim/scenario_file.h"
+
+static const char full[] = "name: demo\n"
+                           "description: a demo\n"
+                           "seed: 9\n"
+                           "arrivals:\n"
+                           "  process: poisson\n"
+                           "  phases:\n"
+                           "    - {rate: 60, duration: 30s}\n"
+                           "    - {rate: 100, to: 300, duration: 1m}\n"
+                           "requests:\n"
+                           "  - path: /mix/5/20\n"
+                           "    weight: 3\n"
+                           "    cpu: 5ms\n"
+                           "    io: {dist: exponential, mean: 20ms}\n"
+                           "  - path: /hello\n"
+                           "    cpu: {dist: lognormal, mean: 1ms, sd: 500us}\n"
+                           "client: {timeout: 10s, slo: 100ms}\n"
+                           "machine:\n"
+                           "  cores: 2\n"
+                           "  memory: {worker: 100MB, per_thread: 1MiB}\n"
+                           "  gvl_timeslice: 50ms\n"
+                           "  gvl_measured: false\n"
+                           "  boot: {dist: uniform, min: 1s, max: 3s}\n"
+                           "configs:\n"
+                           "  - {name: p, server: puma, workers: 2, threads: 5}\n"
+                           "  - name: a\n"
+                           "    server: pumaplus\n"
+                           "    workers: 1\n"
+                           "    threads: 3\n"
+                           "    autoscale: true\n"
+                           "    policy:\n"
+                           "      max_workers: 4\n"
+                           "      spawn_cooldown: 2s\n"
+                           "      shed: {enabled: true, budget: 5s}\n";
+
+static void test_full(void) {
+  pp_scenario s;
+  pp_scn_error err;
+  int rc = pp_scenario_parse(&s, full, strlen(full), "demo.yaml", &err);
+  if (rc) printf("\n  %s:%d %s %s", err.file, err.line, err.field, err.message);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_EQUAL(pp_scenario_validate(&s, &err), 0);
+  CU_ASSERT_STRING_EQUAL(s.name, "demo");
+  CU_ASSERT_EQUAL(s.seed, 9);
+  CU_ASSERT_EQUAL(s.n_phases, 2);
+  CU_ASSERT_EQUAL(s.phases[1].has_ramp, 1);
+  CU_ASSERT_DOUBLE_EQUAL(s.phases[1].rate_end, 300, 1e-9);
+  CU_ASSERT_EQUAL(s.duration_ns, 90000000000ull);
+  CU_ASSERT_EQUAL(s.n_kinds, 2);
+  CU_ASSERT_EQUAL(s.kinds[0].io.kind, PP_DIST_EXPONENTIAL);
+  CU_ASSERT_EQUAL(s.kinds[1].cpu.sd_ns, 500000);
+  CU_ASSERT_DOUBLE_EQUAL(s.kinds[1].weight, 1, 1e-9);
+  CU_ASSERT_EQUAL(s.client_timeout_ns, 10000000000ull);
+  CU_ASSERT_EQUAL(s.cores, 2);
+  CU_ASSERT_EQUAL(s.mem_thread_bytes, 1048576);
+  CU_ASSERT_EQUAL(s.gvl_measured, 0);
+  CU_ASSERT_EQUAL(s.boot.kind, PP_DIST_UNIFORM);
+  CU_ASSERT_EQUAL(s.n_configs, 2);
+  CU_ASSERT_EQUAL(s.configs[0].queue, PP_QUEUE_PER_WORKER);
+  CU_ASSERT_EQUAL(s.configs[1].queue, PP_QUEUE_FIFO);
+  CU_ASSERT_EQUAL(s.configs[1].policy.max_workers, 4);
+  CU_ASSERT_EQUAL(s.configs[1].policy.spawn_cooldown_ns, 2000000000ull);
+  CU_ASSERT_EQUAL(s.configs[1].policy.shed_enabled, 1);
+  CU_ASSERT_EQUAL(s.configs[1].policy.shed_budget_ns, 5000000000ull);
+  pp_scenario_dispose(&s);
+}
+
+/* Replaces the first occurrence of `from` in the full example by `to`. */
+static char *mutate(const char *from, const char *to) {
+  const char *p = strstr(full, from);
+  if (!p) return NULL;
+  size_t n = strlen(full) - strlen(from) + strlen(to) + 1;
+  char *out = malloc(n);
+  size_t pre = (size_t)(p - full);
+  memcpy(out, full, pre);
+  strcpy(out + pre, to);
+  strcat(out, p + strlen(from));
+  return out;
+}
+
+static void test_errors(void) {
+  static const struct {
+    const char *from, *to;
+    int line;
+    const char *field;
+  } cases[] = {
+      {"seed: 9", "seed: nine", 3, "seed"},
+      {"seed: 9", "sede: 9", 3, "sede"},
+      {"process: poisson", "process: bursty", 5, "arrivals.process"},
+      {"{rate: 60, duration: 30s}", "{rate: 60, duration: soon}", 7, "arrivals.phases[0].duration"},
+      {"{rate: 60, duration: 30s}", "{rate: -5, duration: 30s}", 7, "arrivals.phases[0].rate"},
+      {"{rate: 60, duration: 30s}", "{duration: 30s}", 7, "arrivals.phases[0]"},
+      {"    cpu: 5ms\n", "    cpu: 5 parsecs\n", 12, "requests[0].cpu"},
+      {"dist: exponential", "dist: pareto", 13, "requests[0].io.dist"},
+      {"mean: 1ms, sd: 500us", "mean: 1ms", 15, "requests[1].cpu"},
+      {"- path: /hello", "- path: hello", 14, "requests[1].path"},
+      {"timeout: 10s", "timeout: 0s", 16, "client.timeout"},
+      {"cores: 2", "cores: 0", 18, "machine.cores"},
+      {"worker: 100MB", "worker: lots", 19, "machine.memory.worker"},
+      {"server: puma,", "server: unicorn,", 24, "configs[0].server"},
+      {"threads: 5}", "threads: 500}", 24, "configs[0].threads"},
+      {"      max_workers: 4", "      max_wrkrs: 4", 31, "configs[1].policy.max_wrkrs"},
+      {"      spawn_cooldown: 2s", "      spawn_cooldown: soon", 32,
+       "configs[1].policy.spawn_cooldown"},
+      {"    server: pumaplus\n", "    server: puma\n", 25, "configs[1]"},
+      {"{name: p,", "{name: a,", 25, "configs[1]"},
+      {"  - name: a\n", "  - nme: a\n", 25, "configs[1].nme"},
+      {"requests:", "requests: 3\nx:", 9, "requests"},
+      {"machine:\n", "machine: [\n", 19, ""}, /* libyaml notices one line later */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *text = mutate(cases[i].from, cases[i].to);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    pp_scenario s;
+    pp_scn_error err;
+    int rc = pp_scenario_parse(&s, text, strlen(text), "bad.yaml", &err);
+    CU_ASSERT_NOT_EQUAL(rc, 0);
+    if (rc) {
+      CU_ASSERT_STRING_EQUAL(err.file, "bad.yaml");
+      CU_ASSERT(err.message[0] != 0);
+      if (cases[i].line > 1 && err.line != cases[i].line)
+        printf("\n  case %zu: line %d, expected %d (%s)", i, err.line, cases[i].line, err.message);
+      if (cases[i].line > 1) CU_ASSERT_EQUAL(err.line, cases[i].line);
+      if (strcmp(err.field, cases[i].field) != 0 && cases[i].field[0])
+        printf("\n  case %zu: field %s, expected %s (%s)", i, err.field, cases[i].field,
+               err.message);
+      if (cases[i].field[0]) CU_ASSERT_STRING_EQUAL(err.field, cases[i].field);
+    }
+    pp_scenario_dispose(&s);
+    free(text);
+  }
+}
+
+/* Every prefix of a valid scenario parses or fails cleanly, never crashes. */
+static void test_truncated_prefixes(void) {
+  size_t n = strlen(full), ok = 0;
+  for (size_t len = 0; len <= n; len++) {
+    pp_scenario s;
+    pp_scn_error err;
+    int rc = pp_scenario_parse(&s, full, len, "cut.yaml", &err);
+    if (rc == 0)
+      ok++;
+    else
+      CU_ASSERT(err.message[0] != 0);
+    pp_scenario_dispose(&s);
+  }
+  CU_ASSERT(ok >= 1); /* the whole text at least */
+}
+
+static void test_trace(void) {
+  pp_scenario s;
+  pp_scenario_defaults(&s);
+  pp_scn_error err;
+  const char *t = "# seconds\n0\n0.5\n\n0.5\n2.25\n";
+  CU_ASSERT_EQUAL(pp_scenario_parse_trace(&s, t, strlen(t), "t.txt", &err), 0);
+  CU_ASSERT_EQUAL(s.trace_len, 4);
+  CU_ASSERT_EQUAL(s.trace_ns[3], 2250000000ll);
+  CU_ASSERT_EQUAL(s.duration_ns, 3000000000ull);
+  const char *bad = "0\n1\n0.5\n";
+  CU_ASSERT_NOT_EQUAL(pp_scenario_parse_trace(&s, bad, strlen(bad), "t.txt", &err), 0);
+  CU_ASSERT_EQUAL(err.line, 3);
+  const char *bad2 = "0\nsoon\n";
+  CU_ASSERT_NOT_EQUAL(pp_scenario_parse_trace(&s, bad2, strlen(bad2), "t.txt", &err), 0);
+  CU_ASSERT_EQUAL(err.line, 2);
+  pp_scenario_dispose(&s);
+}
+
+static void test_shipped_scenarios(void) {
+  DIR *d = opendir(PP_SOURCE_DIR "/scenarios");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+  struct dirent *e;
+  int n = 0;
+  while ((e = readdir(d))) {
+    size_t l = strlen(e->d_name);
+    if (l < 6 || strcmp(e->d_name + l - 5, ".yaml") != 0) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/scenarios/%s", PP_SOURCE_DIR, e->d_name);
+    pp_scenario s;
+    pp_scn_error err;
+    int rc = pp_scenario_load(&s, path, &err);
+    if (rc) {
+      char buf[1200];
+      printf("\n  %s", pp_scn_error_format(&err, buf, sizeof buf));
+    }
+    CU_ASSERT_EQUAL(rc, 0);
+    pp_scenario_dispose(&s);
+    n++;
+  }
+  closedir(d);
+  CU_ASSERT(n >= 7);
+}
+
+static void test_missing_policy_file(void) {
+  char *text = mutate("    policy:\n      max_workers: 4\n      spawn_cooldown: 2s\n      shed: "
+                      "{enabled: true, budget: 5s}\n",
+                      "    policy: policies/nope.yaml\n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  pp_scenario s;
+  pp_scn_error err;
+  CU_ASSERT_EQUAL(pp_scenario_parse(&s, text, strlen(text), "x.yaml", &err), 0);
+  CU_ASSERT_NOT_EQUAL(pp_scenario_validate(&s, &err), 0); /* not loaded yet */
+  CU_ASSERT_NOT_EQUAL(pp_scenario_resolve(&s, "/nonexistent", "x.yaml", &err), 0);
+  CU_ASSERT_EQUAL(err.line, 30);
+  CU_ASSERT(strstr(err.message, "policies/nope.yaml") != NULL);
+  pp_scenario_dispose(&s);
+  free(text);
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("scenario", NULL, NULL);
+  CU_add_test(s, "full example", test_full);
+  CU_add_test(s, "errors name line and field", test_errors);
+  CU_add_test(s, "every truncated prefix", test_truncated_prefixes);
+  CU_add_test(s, "trace files", test_trace);
+  CU_add_test(s, "missing policy file", test_missing_policy_file);
+  CU_add_test(s, "shipped scenarios load", test_shipped_scenarios);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned fails = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return fails ? 1 : 0;
+}
