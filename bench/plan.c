@@ -42,6 +42,7 @@ int pb_plan_server(const pp_scenario *scn, uint32_t i, const char *app, const ch
     snprintf(err, errlen, "no configuration %u", i);
     return -1;
   }
+  (void)scenario_dir;
   const pp_config *c = &scn->configs[i];
   snprintf(out->name, sizeof out->name, "%s", c->name);
   out->kind = c->server == PP_SERVER_PUMA ? PB_SERVER_PUMA : PB_SERVER_PUMAPLUS;
@@ -49,16 +50,12 @@ int pb_plan_server(const pp_scenario *scn, uint32_t i, const char *app, const ch
   out->threads = c->threads ? c->threads : 1;
   out->autoscale = c->autoscale != 0;
   if (c->autoscale) out->max_workers = c->policy.max_workers;
-  if (c->policy_path[0]) {
-    if (c->policy_path[0] == '/' || !scenario_dir)
-      snprintf(out->policy_path, sizeof out->policy_path, "%s", c->policy_path);
-    else
-      snprintf(out->policy_path, sizeof out->policy_path, "%s/%s", scenario_dir, c->policy_path);
-  } else if (c->autoscale && policy_dir) {
-    /* An inline policy: hand the server its canonical text as a file. */
+  if (c->autoscale && policy_dir) {
+    /* The policy the simulator loaded (inline or from its file), in canonical form: the server
+     * then runs exactly what pp-sim simulates, whatever the server's working directory. */
     char text[8192];
     if (pp_policy_canonical(&c->policy, text, sizeof text) < 0) {
-      snprintf(err, errlen, "%s: cannot write the inline policy", c->name);
+      snprintf(err, errlen, "%s: cannot format the policy", c->name);
       return -1;
     }
     snprintf(out->policy_path, sizeof out->policy_path, "%s/%s.policy.yaml", policy_dir, c->name);

@@ -18,10 +18,11 @@
  * pp_schedule_digest of the simulator's schedule (printed so two tools can be compared). */
 int pb_plan_schedule(const pp_scenario *scn, uint64_t seed, pb_schedule *out, uint64_t *digest);
 
-/* The server spec for scn->configs[i]. `app` is the Rack app; policy file paths are relative
- * to `scenario_dir`; an inline policy is written in canonical form to
- * <policy_dir>/<config>.policy.yaml for the server to read. Returns 0 or -1 with a message in
- * err. The port is left 0: the caller picks one right before starting. */
+/* The server spec for scn->configs[i]. `app` is the Rack app. An autoscale configuration's
+ * policy (as the scenario loader resolved it, inline or from a file) is written in canonical
+ * form to <policy_dir>/<config>.policy.yaml for the server to read. `scenario_dir` is unused
+ * (kept for callers). Returns 0 or -1 with a message in err. The port is left 0: the caller
+ * picks one right before starting. */
 int pb_plan_server(const pp_scenario *scn, uint32_t i, const char *app, const char *scenario_dir,
                    const char *policy_dir, pb_server_spec *out, char *err, size_t errlen);
 
