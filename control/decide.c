@@ -359,6 +359,10 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
                      (uint64_t)o->gvl_wait_ns < p->gvl_wait_max_ns && v.tpw < p->max_threads &&
                      elapsed_since(now, st->last_thread_ns) >= p->spawn_cooldown_ns;
     uint64_t spawn_wait = elapsed_since(now, st->last_spawn_ns);
+    double need = o->service_mean_ns ? workers_needed(p, o, &v) : 0;
+    /* Sized capacity suffices and the request arriving now would meet the target: the high
+     * p95 is the backlog of an earlier shortage draining. Adding more would overshoot. */
+    int draining = o->service_mean_ns && need <= (double)v.expected && v.wait <= v.target;
     if (st->breach_ticks < p->breach_ticks && !v.severe_now) {
       put_action(&l, PP_ACTION_NONE, 0);
       put_breach(&l, &v, st->breach_ticks);
@@ -374,6 +378,13 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put_count(&l, o->workers_booting, "worker", "workers");
       put(&l, " still booting");
       put_context(&l, &v, o, 1);
+    } else if (draining) {
+      put_action(&l, PP_ACTION_NONE, 0);
+      put_breach(&l, &v, st->breach_ticks);
+      put(&l, " but ");
+      put_count(&l, v.expected, "worker", "workers");
+      put(&l, " suffice and predicted wait is under target; draining");
+      put_context(&l, &v, o, 0);
     } else if (threads_ok) {
       d.action = PP_ACTION_ADD_THREAD;
       d.count = 1;
@@ -409,18 +420,8 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put_count(&l, cap, "worker", "workers");
       put_context(&l, &v, o, !v.over_p95);
     } else {
-      double need = o->service_mean_ns ? workers_needed(p, o, &v) : 0;
       int64_t add = (int64_t)need - (int64_t)v.expected;
-      if (add <= 0 && o->service_mean_ns && v.wait <= v.target) {
-        /* Sized capacity suffices and the request arriving now would meet the target: the
-         * high p95 is the backlog of an earlier shortage draining. Adding more overshoots. */
-        put_action(&l, PP_ACTION_NONE, 0);
-        put_breach(&l, &v, st->breach_ticks);
-        put(&l, " but ");
-        put_count(&l, v.expected, "worker", "workers");
-        put(&l, " suffice and predicted wait is under target; draining");
-        put_context(&l, &v, o, 0);
-      } else {
+      {
         const char *bound = NULL;
         if (add < 1) add = 1;
         if (add > (int64_t)p->max_step) add = p->max_step, bound = "max_step";

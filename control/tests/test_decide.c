@@ -320,6 +320,18 @@ static void test_draining_declines(void) {
   pp_decision d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
   CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "draining"));
+  /* Nor by a thread. */
+  setup(6, 5);
+  P.breach_ticks = 1;
+  P.threads_enabled = 1;
+  o.gvl_wait_ns = 1 * MS;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  /* Control: with a real backlog (predicted wait over target) the same tick acts. */
+  o = mk(1, 6, 0, 5, 700, 25 * MS, 400 * MS, 200, 30);
+  o.gvl_wait_ns = 1 * MS;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_ADD_THREAD);
 }
 
 static void test_unknown_gvl_never_adds_thread(void) {
