@@ -1,10 +1,14 @@
 /* pp-bench: open-loop load generator and benchmark harness. The only main() of bench/.
  *
- *   pp-bench smoke [-server null|puma|pumaplus | -url HOST:PORT] [-path P] [-rate R] [-dur D]
- *   pp-bench floor [-rate R] [-dur D]
- *   pp-bench null-server [-port P] [-delay MS]
+ *   pp-bench run SCENARIO.yaml      every configuration of a scenario, measured, into SQLite
+ *   pp-bench report RUN|latest      comparison table, -timeline CONFIG, -plot, -vs-sim
+ *   pp-bench smoke ...              one quick load against null, puma, pumaplus or a URL
+ *   pp-bench floor                  the harness's resolution floor (null server)
+ *   pp-bench schedule SCENARIO.yaml the arrival schedule's count and digest (as pp-sim's)
+ *   pp-bench null-server            the built-in do-nothing server, in the foreground
  *
- * Options accept one or two leading dashes. Durations: 10s, 500ms, 2m, 1500us. */
+ * Options accept one or two leading dashes. Durations: 10s, 500ms, 2m, 1500us.
+ * bench/README.md documents all of it. */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -64,6 +68,11 @@ static void usage(FILE *f) {
              "                 [-w 2] [-t 5] [-app config.ru] [-autoscale] [-policy FILE]\n"
              "                 [-warmup 2s] [-delay MS (null server)]\n"
              "  pp-bench floor [-rate 500] [-dur 10s] [-spectrum]\n"
+             "  pp-bench run SCENARIO.yaml [-db results.db] [-only A,B] [-timeline] [-warmup 3s]\n"
+             "               [-conns N] [-seed N] [-app config.ru] [-log-dir DIR]\n"
+             "  pp-bench report RUN|latest [-db results.db] [-timeline CONFIG] [-plot out.png]\n"
+             "               [-vs-sim [SIMRUN]]\n"
+             "  pp-bench schedule SCENARIO.yaml [-seed N] [-timeline (list arrivals)]\n"
              "  pp-bench null-server [-port 0] [-delay 0]   (runs until SIGINT/SIGTERM)\n");
 }
 
@@ -456,6 +465,28 @@ static int cmd_run(const char *path, opts *o) {
   return rc;
 }
 
+/* pp-bench schedule scenario.yaml: what `run` would send (count and digest, as pp-sim
+ * schedule prints them), optionally every arrival. */
+static int cmd_schedule(const char *path, opts *o) {
+  pp_scenario scn;
+  if (load_scenario(path, &scn) < 0) return 2;
+  uint64_t seed = o->seed_set ? o->seed : scn.seed;
+  pb_schedule sched;
+  if (pb_plan_schedule(&scn, seed, &sched, NULL) < 0) {
+    fprintf(stderr, "pp-bench: cannot build the schedule of %s\n", path);
+    pp_scenario_dispose(&scn);
+    return 2;
+  }
+  if (o->timeline) /* -timeline doubles as "list every arrival" here */
+    for (size_t i = 0; i < sched.count; i++)
+      printf("%zu %" PRIu64 " %u %s\n", i, sched.arrivals[i].intended_ns, sched.arrivals[i].kind,
+             sched.paths[sched.arrivals[i].kind]);
+  printf("# %zu arrivals, digest %016" PRIx64 "\n", sched.count, pb_schedule_digest(&sched));
+  pb_schedule_dispose(&sched);
+  pp_scenario_dispose(&scn);
+  return 0;
+}
+
 /* Looks up the scenario path recorded for a run. */
 static int run_scenario_path(const char *db, int64_t run_id, char *out, size_t len);
 
@@ -556,7 +587,8 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "floor") == 0) o.rate = 500;
   const char *positional = NULL;
   int first = 2;
-  if ((strcmp(cmd, "run") == 0 || strcmp(cmd, "report") == 0) && argc > 2 && argv[2][0] != '-') {
+  if ((strcmp(cmd, "run") == 0 || strcmp(cmd, "report") == 0 || strcmp(cmd, "schedule") == 0) &&
+      argc > 2 && argv[2][0] != '-') {
     positional = argv[2];
     first = 3;
   }
@@ -575,6 +607,13 @@ int main(int argc, char **argv) {
     return cmd_run(positional, &o);
   }
   if (strcmp(cmd, "report") == 0) return cmd_report(positional, &o);
+  if (strcmp(cmd, "schedule") == 0) {
+    if (!positional) {
+      fprintf(stderr, "pp-bench schedule: which scenario?\n");
+      return 2;
+    }
+    return cmd_schedule(positional, &o);
+  }
   fprintf(stderr, "pp-bench: unknown command '%s'\n", cmd);
   usage(stderr);
   return 2;

@@ -45,6 +45,20 @@ int pb_schedule_constant(pb_schedule *s, double rate, uint64_t duration_ns, cons
   return 0;
 }
 
+uint64_t pb_schedule_digest(const pb_schedule *s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < s->count; i++) {
+    uint64_t v[2] = {s->arrivals[i].intended_ns, s->arrivals[i].kind};
+    for (int j = 0; j < 2; j++) {
+      for (int b = 0; b < 8; b++) {
+        h ^= (v[j] >> (8 * b)) & 0xff;
+        h *= 0x100000001b3ull;
+      }
+    }
+  }
+  return h;
+}
+
 void pb_schedule_dispose(pb_schedule *s) {
   if (s->paths)
     for (size_t k = 0; k < s->path_count; k++)

@@ -15,6 +15,11 @@
 int pb_schedule_constant(pb_schedule *s, double rate, uint64_t duration_ns, const char *path,
                          bool poisson, uint64_t seed);
 
+/* FNV-1a 64 over (intended_ns, kind) of every arrival, each as 8 little-endian bytes: the
+ * digest `pp-sim schedule` prints (sim/arrivals.h), computed here from pp-bench's own copy of
+ * the schedule so the two tools can be compared from outside. */
+uint64_t pb_schedule_digest(const pb_schedule *s);
+
 /* Frees what a pb_schedule owns and zeroes it. */
 void pb_schedule_dispose(pb_schedule *s);
 

@@ -43,6 +43,8 @@ static void test_schedule_identical_to_simulator(void) {
   }
   CU_ASSERT_EQUAL(same, sim.n);
   CU_ASSERT_EQUAL(digest, pp_schedule_digest(&sim));
+  /* pp-bench's own digest of its copy agrees with the simulator's. */
+  CU_ASSERT_EQUAL(pb_schedule_digest(&mine), pp_schedule_digest(&sim));
   /* Both kinds are used, in roughly their 1:3 weights. */
   size_t hello = 0;
   for (size_t i = 0; i < mine.count; i++)
