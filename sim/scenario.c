@@ -61,7 +61,6 @@ void pp_scenario_defaults(pp_scenario *s) {
   s->process = PP_ARRIVALS_POISSON;
   s->client_timeout_ns = 20000000000ull;
   s->slo_ns = 150000000ull;
-  s->tick_ns = 1000000000ull;
   s->drain_limit_ns = 600000000000ull;
   s->cores = 8;
   s->mem_worker_bytes = 80000000ull;
@@ -579,10 +578,7 @@ static int parse_root(walk *w, const yaml_node_t *root, pp_scenario *s) {
       rc = get_string(w, v, f, s->description, sizeof s->description);
     else if (!strcmp(key, "seed"))
       rc = get_u64(w, v, f, &s->seed);
-    else if (!strcmp(key, "tick")) {
-      rc = get_duration(w, v, f, &s->tick_ns);
-      if (!rc && s->tick_ns < 1000000) return fail(w, v, f, "must be at least 1ms");
-    } else if (!strcmp(key, "drain_limit"))
+    else if (!strcmp(key, "drain_limit"))
       rc = get_duration(w, v, f, &s->drain_limit_ns);
     else if (!strcmp(key, "duration"))
       rc = get_duration(w, v, f, &s->duration_ns), have_duration = 1;
@@ -627,7 +623,7 @@ static int parse_root(walk *w, const yaml_node_t *root, pp_scenario *s) {
       if (s->n_configs == 0) return fail(w, v, f, "at least one configuration is needed");
     } else {
       return fail(w, k, f,
-                  "unknown field (expected name, description, seed, tick, duration, drain_limit, "
+                  "unknown field (expected name, description, seed, duration, drain_limit, "
                   "arrivals, requests, client, machine, configs)");
     }
     if (rc) return rc;

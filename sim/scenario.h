@@ -129,7 +129,6 @@ typedef struct pp_scenario {
 
   uint64_t client_timeout_ns; /* default 20s */
   uint64_t slo_ns;            /* default 150ms */
-  uint64_t tick_ns;           /* timeline/observation tick for configs without a policy; 1s */
   uint64_t drain_limit_ns;    /* how long to keep serving after the last arrival; 600s */
 
   uint32_t cores;            /* machine.cores, default 8 */

@@ -132,6 +132,7 @@ static void test_determinism_contract(void) {
   s.kinds[1].io.mean_ns = 20000000;
   s.kinds[1].io.sd_ns = 5000000;
   s.kinds[0].weight = 1;
+  pp_schedule_dispose(&b);
   CU_ASSERT_EQUAL_FATAL(pp_schedule_build(&b, &s, 5), 0);
   CU_ASSERT_EQUAL_FATAL(b.n, a.n);
   size_t same_t = 0, same_all = 0;
