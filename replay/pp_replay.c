@@ -9,6 +9,9 @@
  * Exit codes: 0 identical (or report printed), 1 a replayed decision differs, 2 unusable
  * input (malformed log, unreadable file, bad policy, no matching policy, bad flags). */
 #include "replay/replay.h"
+#ifdef PP_REPLAY_HAVE_SIM
+#include "replay/simulate.h"
+#endif
 
 #include <errno.h>
 #include <inttypes.h>
@@ -21,7 +24,11 @@
 #define EXIT_INPUT   2
 
 static const char usage[] =
-    "usage: pp-replay LOG.jsonl [--policy FILE] [--verify | --counterfactual | --explain]\n"
+    "usage: pp-replay LOG.jsonl [--policy FILE] [--verify | --counterfactual | --explain"
+#ifdef PP_REPLAY_HAVE_SIM
+    " | --simulate"
+#endif
+    "]\n"
     "\n"
     "Re-runs the controller's decide() on a decision log written by puma-plus-server\n"
     "(-decision-log) or pp-sim, and compares.\n"
@@ -37,6 +44,14 @@ static const char usage[] =
     "  --counterfactual  open-loop what-if: FILE's policy decides on each logged observation;\n"
     "                    lists the ticks where it decides differently, and how\n"
     "  --explain         print the log as a table: tick, action, reason\n"
+#ifdef PP_REPLAY_HAVE_SIM
+    "  --simulate        re-simulate the logged workload (arrivals per tick, service-time\n"
+    "                    summary) closed-loop under the logged policy and, with --policy,\n"
+    "                    the tuned one; prints the two summaries side by side\n"
+    "    --seed N        arrival placement and simulator seed (default 1)\n"
+    "    --cores N       simulated machine cores (default: the simulator's, 8)\n"
+    "    --cpu-share X   CPU share of service time, 0..1 (default: from the log, else 0.5)\n"
+#endif
     "  -h, --help        this text\n"
     "\n"
     "Exit: 0 identical (or report printed), 1 a decision differs, 2 unusable input\n"
@@ -215,9 +230,91 @@ static int counterfactual(const char *path, const pp_replay_log *log, const pp_p
   return EXIT_SAME;
 }
 
+#ifdef PP_REPLAY_HAVE_SIM
+static void row_d(const char *name, double a, double b, int two, const char *fmt) {
+  printf("%-24s", name);
+  printf(fmt, a);
+  if (two) printf(fmt, b);
+  printf("\n");
+}
+
+static int simulate(const char *path, const pp_replay_log *log, const pp_policy *given,
+                    const char *policy_path, const pp_replay_sim_options *opt) {
+  pp_policy logged;
+  uint64_t hash = log->recs[0].policy_hash;
+  pp_replay_policy_source src = pp_replay_policy_for(log, hash, given, &logged);
+  if (src == PP_REPLAY_POLICY_NONE) {
+    fprintf(stderr,
+            "pp-replay: %s: the log's policy %016" PRIx64 " is not in a header line and is not "
+            "the defaults; --simulate needs it to re-simulate the logged run\n",
+            path, hash);
+    return EXIT_INPUT;
+  }
+  const pp_policy *tuned = given && pp_policy_hash(given) != hash ? given : NULL;
+  pp_scenario scn;
+  pp_replay_workload w;
+  char err[256];
+  if (pp_replay_build_scenario(log, &logged, tuned, opt, &scn, &w, err, sizeof err) != 0) {
+    fprintf(stderr, "pp-replay: %s: cannot re-simulate: %s\n", path, err);
+    pp_scenario_dispose(&scn);
+    return EXIT_INPUT;
+  }
+  printf("# re-simulation of %s: %" PRIu64 " arrivals over %.0f s, service mean %.1f ms p95 "
+         "%.1f ms, cpu share %.2f (%s), start %u workers x %u threads, %u cores, seed %" PRIu64
+         "\n",
+         path, w.arrivals, w.duration_s, w.service_mean_ns / 1e6, w.service_p95_ns / 1e6,
+         w.cpu_share, w.cpu_share_from_log ? "from the log" : "assumed", w.workers, w.threads,
+         scn.cores, opt->seed);
+  printf("# closed loop: the simulated workers follow each policy's own decisions, so the\n"
+         "# 'logged' column is the simulator's model of the logged run, not the measurement\n");
+  pp_sim_result res[2];
+  memset(res, 0, sizeof res);
+  int rc = 0;
+  for (uint32_t c = 0; c < scn.n_configs && rc == 0; c++) {
+    pp_sim_options so;
+    pp_sim_options_default(&so, &scn);
+    so.seed = opt->seed;
+    so.keep_timeline = 0;
+    so.keep_decisions = 0;
+    rc = pp_sim_run(&scn, c, &so, &res[c]);
+  }
+  if (rc != 0) {
+    fprintf(stderr, "pp-replay: simulation failed: %s\n", pp_sim_strerror(rc));
+  } else {
+    int two = scn.n_configs == 2;
+    char h1[64], h2[64];
+    snprintf(h1, sizeof h1, "logged %016" PRIx64, hash);
+    snprintf(h2, sizeof h2, "tuned %016" PRIx64, two ? pp_policy_hash(given) : 0);
+    printf("%-24s%-24s%s\n", "", h1, two ? h2 : "");
+    if (two) printf("%-24s%-24s%s\n", "", source_name(src, policy_path), policy_path);
+    const pp_summary *a = &res[0].summary, *b = &res[two ? 1 : 0].summary;
+    row_d("requests", (double)a->requests, (double)b->requests, two, "%-24.0f");
+    row_d("completed", (double)a->completed, (double)b->completed, two, "%-24.0f");
+    row_d("p50 ms", a->p50_ns / 1e6, b->p50_ns / 1e6, two, "%-24.1f");
+    row_d("p99 ms", a->p99_ns / 1e6, b->p99_ns / 1e6, two, "%-24.1f");
+    row_d("max ms", a->max_ns / 1e6, b->max_ns / 1e6, two, "%-24.1f");
+    row_d("excess latency s", a->excess_latency_ns / 1e9, b->excess_latency_ns / 1e9, two,
+          "%-24.1f");
+    row_d("queue p95 ms", a->queue_p95_ns / 1e6, b->queue_p95_ns / 1e6, two, "%-24.1f");
+    row_d("shed", (double)a->shed, (double)b->shed, two, "%-24.0f");
+    row_d("timed out", (double)a->timed_out, (double)b->timed_out, two, "%-24.0f");
+    row_d("worker-seconds", a->worker_seconds, b->worker_seconds, two, "%-24.1f");
+    row_d("avg workers", a->avg_workers, b->avg_workers, two, "%-24.2f");
+    row_d("peak workers", (double)a->peak_workers, (double)b->peak_workers, two, "%-24.0f");
+  }
+  for (uint32_t c = 0; c < scn.n_configs; c++)
+    pp_sim_result_dispose(&res[c]);
+  pp_scenario_dispose(&scn);
+  return rc == 0 ? EXIT_SAME : EXIT_INPUT;
+}
+#endif
+
 int main(int argc, char **argv) {
   const char *log_path = NULL, *policy_path = NULL;
-  int want_verify = 0, want_cf = 0, want_explain = 0;
+  int want_verify = 0, want_cf = 0, want_explain = 0, want_sim = 0;
+#ifdef PP_REPLAY_HAVE_SIM
+  pp_replay_sim_options sim_opt = {1, 0, -1.0};
+#endif
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -237,6 +334,38 @@ int main(int argc, char **argv) {
       want_cf = 1;
     } else if (strcmp(a, "--explain") == 0) {
       want_explain = 1;
+#ifdef PP_REPLAY_HAVE_SIM
+    } else if (strcmp(a, "--simulate") == 0) {
+      want_sim = 1;
+    } else if (strcmp(a, "--seed") == 0 || strcmp(a, "--cores") == 0 ||
+               strcmp(a, "--cpu-share") == 0) {
+      char *end = NULL;
+      if (++i >= argc) {
+        fprintf(stderr, "pp-replay: %s needs a value\n", a);
+        return EXIT_INPUT;
+      }
+      errno = 0;
+      if (strcmp(a, "--cpu-share") == 0) {
+        double x = strtod(argv[i], &end);
+        if (*end || end == argv[i] || !(x >= 0 && x <= 1)) {
+          fprintf(stderr, "pp-replay: --cpu-share: expected a number from 0 to 1, got %s\n",
+                  argv[i]);
+          return EXIT_INPUT;
+        }
+        sim_opt.cpu_share = x;
+      } else {
+        unsigned long long x = strtoull(argv[i], &end, 10);
+        if (*end || end == argv[i] || errno || argv[i][0] == '-' ||
+            (strcmp(a, "--cores") == 0 && (x == 0 || x > 4096))) {
+          fprintf(stderr, "pp-replay: %s: expected a positive integer, got %s\n", a, argv[i]);
+          return EXIT_INPUT;
+        }
+        if (strcmp(a, "--seed") == 0)
+          sim_opt.seed = x;
+        else
+          sim_opt.cores = (uint32_t)x;
+      }
+#endif
     } else if (a[0] == '-' && a[1] != '\0') {
       fprintf(stderr, "pp-replay: unknown option %s (see --help)\n", a);
       return EXIT_INPUT;
@@ -251,8 +380,9 @@ int main(int argc, char **argv) {
     fputs(usage, stderr);
     return EXIT_INPUT;
   }
-  if (want_verify + want_cf + want_explain > 1) {
-    fprintf(stderr, "pp-replay: --verify, --counterfactual and --explain are exclusive\n");
+  if (want_verify + want_cf + want_explain + want_sim > 1) {
+    fprintf(stderr,
+            "pp-replay: --verify, --counterfactual, --explain and --simulate are exclusive\n");
     return EXIT_INPUT;
   }
   if (want_cf && !policy_path) {
@@ -285,6 +415,10 @@ int main(int argc, char **argv) {
   int exit_code;
   if (want_explain) {
     exit_code = explain(log_path, &log);
+#ifdef PP_REPLAY_HAVE_SIM
+  } else if (want_sim) {
+    exit_code = simulate(log_path, &log, policy_path ? &given : NULL, policy_path, &sim_opt);
+#endif
   } else if (want_cf ||
              (policy_path && !want_verify && pp_policy_hash(&given) != log.recs[0].policy_hash)) {
     if (!want_cf)

@@ -89,7 +89,20 @@ expect 0 "^tick 20 +spawn_worker x4 +queue p95 .* over severe 200ms for 1 tick" 
 grep -Eq "^tick [0-9]+ +none +breach for [0-9]+ ticks? but [0-9]+ workers? still booting" "$TMP/out" ||
   { echo "FAIL: explain shows no settled-gate decline"; failures=$((failures + 1)); }
 
-# 8. Usage errors.
+# 8. --simulate, when pp-replay was built with the simulator.
+if "$REPLAY" --help | grep -q -- --simulate; then
+  expect 0 "^p99 ms +[0-9.]+ +[0-9.]+" -- \
+    "$REPLAY" "$LOGS/step.jsonl" --simulate --policy "$TMP/tuned.yaml" --cpu-share 0.2
+  grep -Eq "^requests +4[0-9]{4} +4[0-9]{4}" "$TMP/out" ||
+    { echo "FAIL: simulate does not show both columns"; failures=$((failures + 1)); }
+  expect 0 "cpu share 0.10 \(from the log\)" -- "$REPLAY" "$LOGS/overload.jsonl" --simulate
+  expect 2 "cpu-share: expected a number" -- "$REPLAY" "$LOGS/step.jsonl" --simulate --cpu-share 2
+  expect 2 "is not in a header line" -- "$REPLAY" "$TMP/noheader.jsonl" --simulate
+else
+  echo "skip: pp-replay built without the simulator (--simulate)"
+fi
+
+# 9. Usage errors.
 expect 0 "usage: pp-replay" -- "$REPLAY" --help
 expect 2 "unknown option --frobnicate" -- "$REPLAY" "$LOGS/step.jsonl" --frobnicate
 expect 2 "usage" -- "$REPLAY"
