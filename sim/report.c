@@ -104,8 +104,10 @@ int pp_report_plot(const char *png_path, const char *title, const pp_report_item
   for (size_t i = 0; i < n; i++)
     if (items[i].timeline_len && items[i].timeline[items[i].timeline_len - 1].t_s + 1 > tmax)
       tmax = items[i].timeline[items[i].timeline_len - 1].t_s + 1;
-  fprintf(f, "\nset grid\nset key outside right\nset datafile missing \"NaN\"\n"
-             "set xlabel \"t (s)\"\nset xrange [0:%u]\n", tmax);
+  fprintf(f,
+          "\nset grid\nset key outside right\nset datafile missing \"NaN\"\n"
+          "set xlabel \"t (s)\"\nset xrange [0:%u]\n",
+          tmax);
   static const char *panels[][3] = {
       {"p50 latency (ms, log)", "3", "set logscale y"},
       {"completed rps", "2", "unset logscale y"},

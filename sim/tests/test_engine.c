@@ -285,6 +285,60 @@ static void test_fifo_beats_per_worker(void) {
   pp_sim_result_dispose(&p);
 }
 
+/* Actuators: spawn, retire (drain then exit), threads and shedding as the decisions say.
+ * Whatever the controller decides, the engine must end with the workers it was asked for,
+ * lose no request when retiring, and log one line per tick. */
+static void test_actuators_follow_decisions(void) {
+  static const char yaml[] =
+      "name: act\n"
+      "arrivals:\n"
+      "  phases:\n"
+      "    - {rate: 50, duration: 20s}\n"
+      "    - {rate: 400, duration: 40s}\n"
+      "    - {rate: 20, duration: 60s}\n"
+      "requests:\n"
+      "  - {path: /mix/1/50, cpu: 1ms, io: {dist: exponential, mean: 50ms}}\n"
+      "machine: {cores: 2}\n"
+      "configs:\n"
+      "  - name: auto\n"
+      "    server: pumaplus\n"
+      "    workers: 1\n"
+      "    threads: 2\n"
+      "    autoscale: true\n"
+      "    policy:\n"
+      "      max_workers: 3\n"
+      "      retire_cooldown: 5s\n"
+      "      calm_ticks: 5\n"
+      "      threads: {enabled: true, max: 16}\n"
+      "      shed: {enabled: true, budget: 1s}\n";
+  pp_scenario s;
+  pp_scn_error err;
+  CU_ASSERT_EQUAL_FATAL(pp_scenario_parse(&s, yaml, sizeof yaml - 1, "act.yaml", &err), 0);
+  CU_ASSERT_EQUAL_FATAL(pp_scenario_validate(&s, &err), 0);
+  pp_sim_result r;
+  CU_ASSERT_EQUAL_FATAL(pp_sim_run(&s, 0, NULL, &r), 0);
+  const pp_summary *m = &r.summary;
+  CU_ASSERT_EQUAL(m->completed + m->shed, m->requests); /* retiring drained, nothing lost */
+  CU_ASSERT_EQUAL(m->unfinished, 0);
+  CU_ASSERT_FATAL(r.n_ticks >= 119);
+  size_t lines = 0;
+  for (size_t i = 0; i < r.decisions_len; i++)
+    lines += r.decisions[i] == '\n';
+  CU_ASSERT_EQUAL(lines, r.n_ticks);
+  int spawned = 0, retired = 0;
+  for (size_t i = 0; i < r.n_ticks; i++) {
+    spawned += r.ticks[i].action == PP_ACTION_SPAWN_WORKER;
+    retired += r.ticks[i].action == PP_ACTION_RETIRE_WORKER;
+  }
+  /* The ticks' targets and the workers alive agree at the end (boots are over by then). */
+  CU_ASSERT_EQUAL(r.timeline[r.timeline_len - 1].workers, r.ticks[r.n_ticks - 1].workers_target);
+  CU_ASSERT(m->peak_workers >= 1 + (spawned ? 1u : 0u));
+  printf("\n  %d spawn and %d retire decisions, peak %u workers, %llu shed", spawned, retired,
+         m->peak_workers, (unsigned long long)m->shed);
+  pp_sim_result_dispose(&r);
+  pp_scenario_dispose(&s);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("engine", NULL, NULL);
@@ -296,6 +350,7 @@ int main(void) {
   CU_add_test(s, "determinism: same seed same bytes", test_determinism);
   CU_add_test(s, "controller in the loop on step-mix", test_controller_in_the_loop);
   CU_add_test(s, "queue models: fifo vs per-worker", test_fifo_beats_per_worker);
+  CU_add_test(s, "actuators follow the decisions", test_actuators_follow_decisions);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned fails = CU_get_number_of_failures();
