@@ -24,6 +24,27 @@ static gsl_rng *stream(uint64_t seed, uint64_t which) {
   return r;
 }
 
+static uint64_t clamp_ns(double v) {
+  if (!(v >= 0)) return 0;
+  if (v > 9e18) return (uint64_t)9e18;
+  return (uint64_t)llround(v);
+}
+
+/* The lognormal's mu and sigma from its mean and standard deviation. */
+static void lognormal_params(const pp_dist *d, double *mu, double *sigma) {
+  double m = (double)d->mean_ns, sd = (double)d->sd_ns;
+  double s2 = log1p((sd * sd) / (m * m));
+  *mu = log(m) - s2 / 2;
+  *sigma = sqrt(s2);
+}
+
+/* pp_dist_draw with the lognormal parameters computed once (same draws, same values). */
+static uint64_t draw_prepared(const pp_dist *d, double mu, double sigma, gsl_rng *rng) {
+  if (d->kind == PP_DIST_LOGNORMAL && d->mean_ns > 0)
+    return clamp_ns(gsl_ran_lognormal(rng, mu, sigma));
+  return pp_dist_draw(d, rng);
+}
+
 uint64_t pp_dist_draw(const pp_dist *d, gsl_rng *rng) {
   double v;
   switch (d->kind) {
@@ -34,17 +55,15 @@ uint64_t pp_dist_draw(const pp_dist *d, gsl_rng *rng) {
     break;
   case PP_DIST_LOGNORMAL: {
     if (d->mean_ns == 0) return 0;
-    double m = (double)d->mean_ns, sd = (double)d->sd_ns;
-    double s2 = log1p((sd * sd) / (m * m));
-    v = gsl_ran_lognormal(rng, log(m) - s2 / 2, sqrt(s2));
+    double mu, sigma;
+    lognormal_params(d, &mu, &sigma);
+    v = gsl_ran_lognormal(rng, mu, sigma);
     break;
   }
   case PP_DIST_UNIFORM: v = gsl_ran_flat(rng, (double)d->min_ns, (double)d->max_ns); break;
   default: return d->mean_ns;
   }
-  if (!(v >= 0)) return 0;
-  if (v > 9e18) return (uint64_t)9e18;
-  return (uint64_t)llround(v);
+  return clamp_ns(v);
 }
 
 void pp_arrivals_dispose(pp_arrivals *a) {
@@ -78,6 +97,12 @@ int pp_arrivals_init(pp_arrivals *a, const pp_scenario *scn, uint64_t seed) {
     a->kind_cum[i] = c;
   }
   a->kind_cum[scn->n_kinds - 1] = 1.0;
+  for (uint32_t i = 0; i < scn->n_kinds; i++) {
+    if (scn->kinds[i].cpu.kind == PP_DIST_LOGNORMAL && scn->kinds[i].cpu.mean_ns)
+      lognormal_params(&scn->kinds[i].cpu, &a->ln_mu[i][0], &a->ln_sigma[i][0]);
+    if (scn->kinds[i].io.kind == PP_DIST_LOGNORMAL && scn->kinds[i].io.mean_ns)
+      lognormal_params(&scn->kinds[i].io, &a->ln_mu[i][1], &a->ln_sigma[i][1]);
+  }
   return 0;
 }
 
@@ -156,8 +181,10 @@ int pp_arrivals_next(pp_arrivals *a, pp_arrival *out) {
   out->t_ns = (int64_t)llround(t);
   out->kind = kind;
   out->seq = a->count++;
-  out->cpu_ns = pp_dist_draw(&s->kinds[kind].cpu, a->service_rng);
-  out->io_ns = pp_dist_draw(&s->kinds[kind].io, a->service_rng);
+  out->cpu_ns =
+      draw_prepared(&s->kinds[kind].cpu, a->ln_mu[kind][0], a->ln_sigma[kind][0], a->service_rng);
+  out->io_ns =
+      draw_prepared(&s->kinds[kind].io, a->ln_mu[kind][1], a->ln_sigma[kind][1], a->service_rng);
   return 1;
 }
 

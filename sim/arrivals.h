@@ -51,6 +51,7 @@ typedef struct pp_arrivals {
   size_t trace_pos;
   uint32_t count;
   int done;
+  double ln_mu[PP_SCN_MAX_KINDS][2], ln_sigma[PP_SCN_MAX_KINDS][2]; /* lognormal cpu/io */
 } pp_arrivals;
 
 /* splitmix64: the seed derivation used for every stream of the library. */

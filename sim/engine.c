@@ -98,6 +98,8 @@ typedef struct sim {
   uint32_t *running;
   uint32_t nrun;
   uint64_t cpu_version;
+  int64_t cpu_sched_t; /* time of the pending valid EV_CPU, -1 when none */
+  uint64_t stale;      /* superseded EV_CPU events popped (not counted as work) */
   int ps_dirty;
   /* queues */
   u32ring fifo, idle;
@@ -121,8 +123,10 @@ typedef struct sim {
   uint64_t s_arrivals, s_completed, s_shed, s_timeouts;
   uint32_t second;
   size_t tl_cap;
-  double *lat_by_seq; /* keep_timeline: latency (s) of each request by seq, NAN if none */
+  double *lat_by_seq; /* keep_timeline: latency (ns) of each request by seq, NAN if none */
   size_t lat_cap;
+  uint64_t *sec_first; /* keep_timeline: first seq arriving in each second */
+  size_t n_sec, sec_cap;
   /* controller */
   pp_ctl_state ctl;
   uint64_t tick;
@@ -283,16 +287,23 @@ static void ps_start(sim *s, uint32_t wi, uint64_t seg) {
   s->ps_dirty = 1;
 }
 
+/* Keeps exactly one valid EV_CPU pending, at the next segment end; an unchanged time keeps
+ * the pending event (most segment starts do not move the earliest end). */
 static void ps_reschedule(sim *s) {
   s->ps_dirty = 0;
-  s->cpu_version++;
-  if (!s->nrun) return;
+  if (!s->nrun) {
+    if (s->cpu_sched_t >= 0) s->cpu_version++, s->cpu_sched_t = -1;
+    return;
+  }
   double mn = s->w[s->running[0]].v_end;
   for (uint32_t i = 1; i < s->nrun; i++)
     if (s->w[s->running[i]].v_end < mn) mn = s->w[s->running[i]].v_end;
   double dt = (mn - s->V) / ps_rate(s);
-  int64_t d = dt <= 0 ? 0 : (int64_t)ceil(dt);
-  push_ev(s, s->now + d, EV_CPU, 0, s->cpu_version);
+  int64_t t = s->now + (dt <= 0 ? 0 : (int64_t)ceil(dt));
+  if (t == s->cpu_sched_t) return;
+  s->cpu_version++;
+  s->cpu_sched_t = t;
+  push_ev(s, t, EV_CPU, 0, s->cpu_version);
 }
 
 /* ---- request flow ---------------------------------------------------------------------- */
@@ -456,7 +467,11 @@ static void segment_done(sim *s, uint32_t wi) {
 }
 
 static void on_cpu(sim *s, uint64_t version) {
-  if (version != s->cpu_version) return;
+  if (version != s->cpu_version) {
+    s->stale++;
+    return;
+  }
+  s->cpu_sched_t = -1;
   ps_advance(s);
   uint32_t done[64];
   uint32_t nd = 0;
@@ -648,6 +663,20 @@ static void on_arrival(sim *s) {
       s->lat_cap = nc;
     }
     s->lat_by_seq[seq] = NAN;
+    uint64_t sec = (uint64_t)(r->t_arr / 1000000000);
+    while (s->n_sec <= sec) {
+      if (s->n_sec == s->sec_cap) {
+        size_t nc = s->sec_cap ? s->sec_cap * 2 : 256;
+        uint64_t *ns = realloc(s->sec_first, nc * sizeof *ns);
+        if (!ns) {
+          s->oom = 1;
+          return;
+        }
+        s->sec_first = ns;
+        s->sec_cap = nc;
+      }
+      s->sec_first[s->n_sec++] = seq;
+    }
   }
   s->w_arrivals++;
   s->s_arrivals++;
@@ -901,32 +930,19 @@ static void fill_latency_by_arrival(sim *s) {
     s->oom = 1;
     return;
   }
-  /* The arrival times are gone from the ring; regenerate the schedule's times (cheap). */
-  pp_arrivals a;
-  if (pp_arrivals_init(&a, s->scn, s->opt->seed)) {
-    free(buf);
-    s->oom = 1;
-    return;
-  }
-  pp_arrival x;
-  uint64_t seq = 0;
-  int more = pp_arrivals_next(&a, &x);
   for (size_t row = 0; row < res->timeline_len; row++) {
-    int64_t end = (int64_t)(res->timeline[row].t_s + 1) * 1000000000;
+    uint32_t t = res->timeline[row].t_s;
+    if (t >= s->n_sec) break;
+    uint64_t from = s->sec_first[t], to = t + 1 < s->n_sec ? s->sec_first[t + 1] : s->arrived;
     size_t n = 0;
-    while (more && seq < s->arrived && x.t_ns < end) {
-      double v = s->lat_by_seq[seq];
-      if (!isnan(v)) buf[n++] = v;
-      seq++;
-      more = pp_arrivals_next(&a, &x);
-    }
+    for (uint64_t q = from; q < to; q++)
+      if (!isnan(s->lat_by_seq[q])) buf[n++] = s->lat_by_seq[q];
     if (n) {
       qsort(buf, n, sizeof *buf, cmp_double);
       res->timeline[row].p50_ns = nearest_rank(buf, n, 50);
       res->timeline[row].p99_ns = nearest_rank(buf, n, 99);
     }
   }
-  pp_arrivals_dispose(&a);
   free(buf);
 }
 
@@ -962,6 +978,7 @@ static void sim_free(sim *s) {
   free(s->fifo.v);
   free(s->idle.v);
   free(s->lat_by_seq);
+  free(s->sec_first);
   if (s->boot_rng) gsl_rng_free(s->boot_rng);
   pp_arrivals_dispose(&s->arr);
 }
@@ -996,6 +1013,7 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
   }
   s->boot_rng = gsl_rng_alloc(gsl_rng_mt19937);
   s->rq_cap = 1024;
+  s->cpu_sched_t = -1;
   s->rq = malloc(s->rq_cap * sizeof *s->rq);
   if (!s->boot_rng || !s->rq) {
     sim_free(s);
@@ -1099,7 +1117,7 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
   sm->avg_memory_bytes = s->mem_ns / (double)s->duration;
   sm->peak_memory_bytes = s->peak_mem;
   sm->worker_seconds = s->worker_ns / 1e9;
-  out->events = events;
+  out->events = events - s->stale;
   sim_free(s);
   free(s);
   return 0;
