@@ -171,6 +171,14 @@ class TestShepherd < Minitest::Test
     assert_equal W::Exited.new(pid, 0), control_frame
   end
 
+  def test_worker_exits_when_the_server_closes_its_connections
+    start(workers: 1, threads: 2)
+    pid = forked(1)[0].pid
+    accept(2).each { |sock, _| sock.close }
+    assert_equal W::Exited.new(pid, 0), control_frame
+    send_control(W::Stop.new(1000))
+  end
+
   def test_threads_of_a_worker_serve_concurrently
     start(workers: 1, threads: 3)
     forked(1)

@@ -48,14 +48,20 @@ module PumaPlus
     # Runs until stopped; returns the process exit status to use.
     def run
       stop_r, stop_w = IO.pipe
+      @done_r, @done_w = IO.pipe
       trap("TERM") { stop_w.write_nonblock(".", exception: false) }
       threads = Array.new(@thread_count) { |i| Thread.new { thread_main(i) } }
-      watch = [stop_r, @life_pipe].compact
-      until threads.none?(&:alive?)
-        ready = IO.select(watch, nil, nil, 0.25)
-        next unless ready
-
-        if ready[0].include?(@life_pipe) && @life_pipe.read_nonblock(1, exception: false).nil?
+      watch = [stop_r, @done_r, @life_pipe].compact
+      # Block (no polling) until SIGTERM, the shepherd's death, or every thread has ended
+      # (each thread writes one byte to @done_w as it ends).
+      ended = 0
+      while ended < @thread_count
+        ready = IO.select(watch)[0]
+        if ready.include?(@done_r)
+          ended += (@done_r.read_nonblock(256, exception: false) || "").bytesize
+          next unless ready.include?(stop_r) || ready.include?(@life_pipe)
+        end
+        if @life_pipe && ready.include?(@life_pipe) && @life_pipe.read_nonblock(1, exception: false).nil?
           @log.puts("puma-plus worker #{Process.pid}: shepherd is gone, stopping")
         end
         stop
@@ -97,6 +103,8 @@ module PumaPlus
     rescue Exception => e # rubocop:disable Lint/RescueException
       @log.puts("puma-plus worker #{Process.pid}: thread #{index} died: #{e.class}: #{e.message}\n  " +
                 Array(e.backtrace).join("\n  "))
+    ensure
+      @done_w&.write_nonblock("d", exception: false)
     end
 
     def connect
