@@ -4,6 +4,8 @@
  * re-recorded by replay/tests/rerecord.sh whenever decide() changes on purpose.
  *
  *   pp-replay-gen SCRIPT [--policy FILE] [--no-header] > LOG.jsonl
+ *   pp-replay-gen --header-only --policy FILE [--source NAME]   (just the header line, to
+ *                                               prepend to a log pp-sim wrote)
  *
  * Scripts: "step" (60 -> 700 -> 60 rps at 25 ms, 1 worker x 5 threads, workers boot in 2
  * ticks), "overload" (a long overload beyond max_workers: shedding, threads, the cap).
@@ -62,12 +64,17 @@ static char *read_file(const char *path, size_t *len) {
 int main(int argc, char **argv) {
   const script *sc = NULL;
   const char *policy_path = NULL;
-  int header = 1;
+  int header = 1, header_only = 0;
+  const char *source = "gen";
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc)
       policy_path = argv[++i];
+    else if (strcmp(argv[i], "--source") == 0 && i + 1 < argc)
+      source = argv[++i];
     else if (strcmp(argv[i], "--no-header") == 0)
       header = 0;
+    else if (strcmp(argv[i], "--header-only") == 0)
+      header_only = 1;
     else {
       for (size_t k = 0; k < sizeof scripts / sizeof scripts[0]; k++)
         if (strcmp(argv[i], scripts[k].name) == 0) sc = &scripts[k];
@@ -77,7 +84,7 @@ int main(int argc, char **argv) {
       }
     }
   }
-  if (!sc) {
+  if (!sc && !header_only) {
     fprintf(stderr, "usage: pp-replay-gen step|overload [--policy FILE] [--no-header]\n");
     return 2;
   }
@@ -97,10 +104,11 @@ int main(int argc, char **argv) {
   char line[PP_DECLOG_LINE_MAX];
   if (header) {
     pp_declog_header h;
-    pp_declog_header_init(&h, &p, "gen");
+    pp_declog_header_init(&h, &p, header_only ? source : "gen");
     if (pp_declog_encode_header(&h, line, sizeof line) < 0) return 3;
     fputs(line, stdout);
   }
+  if (header_only) return 0;
 
   static pp_hist qwin, swin, slife;
   pp_hist_init(&slife);

@@ -19,10 +19,27 @@ declare -A RECIPES=(
   [overload.jsonl]="overload --policy $LOGS/overload.yaml"
 )
 
+# A log from the simulator: pp-sim's decision log of the step scenario, with a header line
+# carrying the scenario's policy so it replays without the policy file.
+SIM_SCENARIO=$ROOT/scenarios/step-mix.yaml
+SIM_POLICY=$ROOT/scenarios/policies/step.yaml
+record_sim() {
+  cmake --build "$BUILD" --target pp-sim >/dev/null
+  "$GEN" --header-only --policy "$SIM_POLICY" --source sim >"$1"
+  "$BUILD/sim/pp-sim" run "$SIM_SCENARIO" --decisions "$TMP/sim-decisions.jsonl" \
+    >/dev/null 2>"$TMP/sim.err" || { cat "$TMP/sim.err" >&2; exit 1; }
+  cat "$TMP/sim-decisions.jsonl" >>"$1"
+}
+RECIPES[sim-step-mix.jsonl]=record_sim
+
 changed=0
 for name in "${!RECIPES[@]}"; do
-  # shellcheck disable=SC2086
-  "$GEN" ${RECIPES[$name]} >"$TMP/$name"
+  if [ "${RECIPES[$name]}" = record_sim ]; then
+    record_sim "$TMP/$name"
+  else
+    # shellcheck disable=SC2086
+    "$GEN" ${RECIPES[$name]} >"$TMP/$name"
+  fi
   if [ -f "$LOGS/$name" ] && cmp -s "$LOGS/$name" "$TMP/$name"; then
     echo "$name: unchanged"
     continue
