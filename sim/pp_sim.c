@@ -540,7 +540,7 @@ static int cmd_sweep(int argc, char **argv) {
       if (tty) {
         int width = 40, fill = (int)(width * done / total);
         double el = now_s() - t0;
-        fprintf(stderr, "\r[%.*s%*s] %zu/%zu variants  %.1fs elapsed, ~%.0fs left ", fill,
+        fprintf(stderr, "\r[%.*s%*s] %zu/%zu runs  %.1fs elapsed, ~%.0fs left ", fill,
                 "########################################", width - fill, "", done, total, el,
                 el / done * (total - done));
         fflush(stderr);
