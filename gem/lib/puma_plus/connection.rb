@@ -124,6 +124,9 @@ module PumaPlus
           @body_open = false
           return nil
         end
+        unless frame.is_a?(Wire::Body) || frame.is_a?(Wire::BodyEnd) || frame.is_a?(Wire::Cancel)
+          raise Wire::ProtocolError.new(:unexpected, "#{frame.class.name.split('::').last} frame while request #{@current_id} runs")
+        end
         next if frame.request_id != @current_id # stale frames of an earlier request
 
         case frame
@@ -131,12 +134,10 @@ module PumaPlus
         when Wire::BodyEnd
           @body_open = false
           return nil
-        when Wire::Cancel
+        else # CANCEL: the server sends nothing more for this request
           @cancelled = true
           @body_open = false
           return nil
-        else
-          raise Wire::ProtocolError.new(:unexpected, "REQUEST while request #{@current_id} runs")
         end
       end
     end
