@@ -527,7 +527,9 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
     put_context(&l, &v, o, 1);
   }
 
-  if (st->shedding != shed_before) {
+  if (st->shedding != shed_before && !p->shed_enabled) {
+    put(&l, "; shedding off: disabled by the policy");
+  } else if (st->shedding != shed_before) {
     put(&l, st->shedding ? "; shedding on: predicted " : "; shedding off: predicted ");
     put_dur(&l, v.wait);
     put(&l, st->shedding ? " over budget " : " under half the budget ");

@@ -400,6 +400,12 @@ static void test_shedding_on_off(void) {
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.shed, 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "shedding off"));
+  /* A reload that disables shedding turns it off at once, saying why. */
+  P.shed_enabled = 0;
+  st.shedding = 1;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.shed, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "shedding off: disabled by the policy"));
   /* Disabled: never on. */
   setup(2, 5);
   o = mk(1, 2, 0, 5, 400, 25 * MS, 900 * MS, 4000, 10);
