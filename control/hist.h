@@ -15,7 +15,8 @@
 #define PP_HIST_SUB_COUNT (1u << PP_HIST_SUB_BITS)
 #define PP_HIST_MAX_BITS  38 /* values up to 2^38 ns ≈ 275 s are resolved */
 #define PP_HIST_MAX_NS    ((1ull << PP_HIST_MAX_BITS) - 1)
-/* Bucket count: exact range [0, SUB_COUNT) plus one group of SUB_COUNT/2 ... see hist.c. */
+/* Bucket count: the exact range [0, SUB_COUNT) plus one group of SUB_COUNT linear buckets
+ * per power of two from 2^SUB_BITS to 2^MAX_BITS (layout in hist.c). */
 #define PP_HIST_BUCKETS ((PP_HIST_MAX_BITS - PP_HIST_SUB_BITS + 1) * PP_HIST_SUB_COUNT)
 
 typedef struct pp_hist {
