@@ -361,6 +361,7 @@ static void dispatch(sim *s, uint32_t wi, uint32_t ti, uint32_t seq) {
   s->res->queue_sum_ns += (double)qt;
   s->res->queue_count++;
   t->req = seq;
+  t->in_idle = 0; /* any entry of this slot left in the idle ring is now stale */
   t->gvl_wait = 0;
   t->cpu_left = r->cpu_ns;
   w->busy++;
@@ -593,7 +594,7 @@ static void retire(sim *s) {
     uint32_t id = ring_pop(&s->idle);
     worker *x = &s->w[id >> 8];
     thr *t = &x->t[id & 255];
-    if (!t->in_idle) continue;
+    if (!t->in_idle || t->state != T_IDLE) continue;
     t->in_idle = 0;
     thread_free(s, id >> 8, id & 255);
   }
