@@ -114,7 +114,16 @@ int pp_report_plot(const char *png_path, const char *title, const pp_report_item
       {"workers", "5", "unset logscale y"},
       {"queue p95 (ms)", "6", "unset logscale y"},
   };
+  int have_latency = 0; /* a log axis with no point at all makes gnuplot fail */
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < items[i].timeline_len; k++)
+      if (items[i].timeline[k].p50_ns > 0) have_latency = 1;
   for (int p = 0; p < 4; p++) {
+    if (p == 0 && !have_latency) {
+      fprintf(f, "set ylabel \"%s\"\nset yrange [0:1]\nplot 1/0 notitle\nset yrange [*:*]\n",
+              panels[p][0]);
+      continue;
+    }
     fprintf(f, "%s\nset ylabel \"%s\"\nplot ", panels[p][2], panels[p][0]);
     for (size_t i = 0; i < n; i++) {
       fprintf(f, "%s\"%s\" index %zu using 1:%s with lines lw 2 title ", i ? ", " : "", data, i,
