@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -85,6 +86,7 @@ static uint64_t now_rel(gen *g) {
 static void maybe_finish(gen *g);
 static void conn_close(conn *c);
 static void conn_became_idle(conn *c);
+static void maybe_open(gen *g);
 
 static void finish_request(gen *g, uint32_t i, pb_outcome o, uint16_t status) {
   pb_result *r = &g->results[i];
@@ -110,6 +112,8 @@ static void on_close(uv_handle_t *h) {
   c->next_free = g->free_head;
   g->free_head = (int32_t)(c - g->conns);
   g->open_conns--;
+  /* A connection that died (timeout, reset, server close) is replaced while arrivals wait. */
+  if (!g->stopping) maybe_open(g);
   maybe_finish(g);
 }
 
@@ -297,8 +301,8 @@ static void on_connect(uv_connect_t *req, int status) {
   conn_became_idle(c);
 }
 
-static void conn_open(gen *g) {
-  if (g->free_head < 0) return;
+static bool conn_open(gen *g) {
+  if (g->free_head < 0) return false;
   conn *c = &g->conns[g->free_head];
   g->free_head = c->next_free;
   memset(c, 0, sizeof *c);
@@ -317,7 +321,9 @@ static void conn_open(gen *g) {
     uint32_t i;
     if (pending_pop(g, &i)) finish_request(g, i, PB_CONN_ERROR, 0);
     conn_close(c);
+    return false;
   }
+  return true;
 }
 
 /* ---- pacing ---- */
@@ -330,7 +336,14 @@ static void dispatch(gen *g, uint32_t i) {
     return;
   }
   pending_push(g, i);
-  if (g->pending_len > g->connecting && g->open_conns < g->max_conns) conn_open(g);
+  maybe_open(g);
+}
+
+/* Opens connections while more arrivals wait than connections are being opened for them. */
+static void maybe_open(gen *g) {
+  while (g->pending_len > g->connecting && g->open_conns < g->max_conns && g->free_head >= 0) {
+    if (!conn_open(g)) break; /* failed at once; its close callback will try again */
+  }
 }
 
 static void arm_pacer(gen *g) {
@@ -417,6 +430,15 @@ static void maybe_finish(gen *g) {
   close_all(g);
 }
 
+/* 4096, or less when the open-file limit would not allow it (keep 64 descriptors spare). */
+static uint32_t default_max_conns(void) {
+  struct rlimit rl;
+  uint32_t cap = 4096;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < cap + 64)
+    cap = rl.rlim_cur > 128 ? (uint32_t)rl.rlim_cur - 64 : 64;
+  return cap;
+}
+
 static int resolve(gen *g, const char *host, int port) {
   if (strchr(host, ':')) return uv_ip6_addr(host, port, (struct sockaddr_in6 *)&g->addr);
   return uv_ip4_addr(host, port, (struct sockaddr_in *)&g->addr);
@@ -457,7 +479,7 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
   g->sched = sched;
   g->results = results;
   g->timeout_ns = cfg->timeout_ns ? cfg->timeout_ns : 20000000000ull;
-  g->max_conns = cfg->max_connections ? cfg->max_connections : 256;
+  g->max_conns = cfg->max_connections ? cfg->max_connections : default_max_conns();
   g->timerfd = -1;
   g->pending = calloc(sched->count, sizeof *g->pending);
   g->conns = calloc(g->max_conns, sizeof *g->conns);

@@ -93,7 +93,8 @@ typedef void (*pb_progress_cb)(const pb_progress *p, void *data);
 typedef struct pb_gen_config {
   const char *host; /* numeric IPv4/IPv6 loopback address, e.g. "127.0.0.1" */
   int port;
-  uint32_t max_connections; /* cap on open connections (default 256 when 0) */
+  uint32_t max_connections; /* cap on open connections (default when 0: 4096, or the open-file
+                             * limit minus 64 if that is lower) */
   uint64_t timeout_ns;      /* client timeout from intended start (default 20 s when 0) */
   uint64_t start_delay_ns;  /* t0 = now + this at pb_gen_run (default 20 ms when 0) */
   uint64_t t0_ns;           /* absolute uv_hrtime() start; overrides start_delay_ns when set

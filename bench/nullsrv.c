@@ -63,6 +63,7 @@ static void respond(uv_timer_t *t) {
     code = (unsigned)strtoul(c->url + 8, NULL, 10);
     if (code < 100 || code > 599) code = 400;
   }
+  if (strcmp(c->url, "/close") == 0) c->keep_alive = false; /* answer, then close */
   int n =
       snprintf(c->response, sizeof c->response, "HTTP/1.1 %u X\r\nContent-Length: 2\r\n%s\r\nok",
                code, c->keep_alive ? "" : "Connection: close\r\n");

@@ -3,10 +3,11 @@
  *
  * It answers every request after `delay_ms` (a timer, so requests overlap: capacity is not
  * limited by the delay), with 200 and a 2-byte body, except GET /status/<code> which answers
- * <code>. Optionally the whole event loop stalls once — blocks in nanosleep, as a GC pause or
- * a stuck process would — for `stall_ns` starting at `stall_at_ns` (absolute CLOCK_MONOTONIC),
- * and records when the stall really began and ended. Runs on its own thread and uv loop.
- * Loopback only. Not a general server: no bodies, no pipelining beyond one request at a time. */
+ * <code>, and GET /close which answers 200 with Connection: close and closes. Optionally the whole
+ * event loop stalls once — blocks in nanosleep, as a GC pause or a stuck process would — for
+ * `stall_ns` starting at `stall_at_ns` (absolute CLOCK_MONOTONIC), and records when the stall
+ * really began and ended. Runs on its own thread and uv loop. Loopback only. Not a general server:
+ * no bodies, no pipelining beyond one request at a time. */
 #ifndef PP_BENCH_NULLSRV_H
 #define PP_BENCH_NULLSRV_H
 

@@ -166,6 +166,22 @@ static void test_connection_cap_waits_and_still_times_from_intended(void) {
   run_dispose(&r);
 }
 
+/* One connection allowed, and the server closes it after every response. Arrivals that wait
+ * for a connection must get a new one when the old one closes, not only when another arrival
+ * comes along: here all 20 arrive within 100 ms and nothing follows. */
+static void test_closed_connections_are_replaced_for_waiting_arrivals(void) {
+  run r;
+  run_against(&r, 20, 200, 100 * MS, "/close", 1, 2 * SEC, 0, 0);
+  assert_all_accounted(&r);
+  CU_ASSERT_EQUAL(r.summary.outcomes[PB_OK], r.sched.count);
+  /* One connection per request, one at a time: ~20 × (20 ms + connect) ≈ 0.5 s in all. */
+  CU_ASSERT(r.summary.conns_opened >= r.sched.count);
+  for (size_t i = 1; i < r.sched.count; i++)
+    CU_ASSERT(r.results[i].conn_id != r.results[i - 1].conn_id);
+  CU_ASSERT(r.results[r.sched.count - 1].done_ns < 1500 * MS);
+  run_dispose(&r);
+}
+
 static void test_timeout_from_intended_start(void) {
   run r;
   run_against(&r, 400, 50, 400 * MS, "/hello", 0, 100 * MS, 0, 0);
@@ -202,6 +218,8 @@ int main(void) {
   CU_add_test(s, "non-2xx never success", test_non_2xx_is_never_success);
   CU_add_test(s, "connection cap waits, timed from intended",
               test_connection_cap_waits_and_still_times_from_intended);
+  CU_add_test(s, "closed connections replaced",
+              test_closed_connections_are_replaced_for_waiting_arrivals);
   CU_add_test(s, "timeout from intended start", test_timeout_from_intended_start);
   CU_add_test(s, "dead server is errors", test_dead_server_is_errors_not_silence);
   CU_basic_set_mode(CU_BRM_VERBOSE);
