@@ -857,7 +857,7 @@ static void on_tick(sim *s) {
   else if (s->w_completions)
     in.gvl_wait_ns = (int64_t)llround(s->w_gvl_sum / (double)s->w_completions);
   else
-    in.gvl_wait_ns = 0;
+    in.gvl_wait_ns = PP_UNKNOWN_NS; /* nothing completed: not measured this tick, never 0 */
   in.mem_per_worker_bytes =
       (int64_t)(s->scn->mem_worker_bytes + s->scn->mem_thread_bytes * s->threads_per_worker);
 

@@ -289,8 +289,23 @@ static int cmd_run(int argc, char **argv) {
       rc = 1;
       goto out;
     }
-    for (size_t k = 0; k < n; k++)
-      if (res[k].decisions_len) fwrite(res[k].decisions, 1, res[k].decisions_len, f);
+    /* Each autoscale config's ticks follow a header line carrying its policy, so
+     * `pp-replay FILE` verifies without being handed the policy file. */
+    for (size_t k = 0; k < n; k++) {
+      if (!res[k].decisions_len) continue;
+      pp_declog_header h;
+      char hline[PP_DECLOG_LINE_MAX * 2];
+      int hn = pp_declog_header_init(&h, &scn->configs[idx[k]].policy, "sim");
+      if (hn >= 0) hn = pp_declog_encode_header(&h, hline, sizeof hline);
+      if (hn < 0) {
+        fprintf(stderr, "pp-sim: cannot encode the policy header for %s: %s\n",
+                scn->configs[idx[k]].name, pp_ctl_strerror(hn));
+        rc = 1;
+      } else {
+        fwrite(hline, 1, (size_t)hn, f);
+      }
+      fwrite(res[k].decisions, 1, res[k].decisions_len, f);
+    }
     if (fclose(f)) {
       fprintf(stderr, "pp-sim: writing %s failed: %s\n", decisions, strerror(errno));
       rc = 1;

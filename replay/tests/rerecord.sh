@@ -19,16 +19,13 @@ declare -A RECIPES=(
   [overload.jsonl]="overload --policy $LOGS/overload.yaml"
 )
 
-# A log from the simulator: pp-sim's decision log of the step scenario, with a header line
-# carrying the scenario's policy so it replays without the policy file.
+# A log from the simulator: pp-sim's decision log of the step scenario. pp-sim writes the
+# header line carrying the scenario's policy itself, so it replays without the policy file.
 SIM_SCENARIO=$ROOT/scenarios/step-mix.yaml
-SIM_POLICY=$ROOT/scenarios/policies/step.yaml
 record_sim() {
   cmake --build "$BUILD" --target pp-sim >/dev/null
-  "$GEN" --header-only --policy "$SIM_POLICY" --source sim >"$1"
-  "$BUILD/sim/pp-sim" run "$SIM_SCENARIO" --decisions "$TMP/sim-decisions.jsonl" \
+  "$BUILD/sim/pp-sim" run "$SIM_SCENARIO" --decisions "$1" \
     >/dev/null 2>"$TMP/sim.err" || { cat "$TMP/sim.err" >&2; exit 1; }
-  cat "$TMP/sim-decisions.jsonl" >>"$1"
 }
 RECIPES[sim-step-mix.jsonl]=record_sim
 
