@@ -66,6 +66,12 @@ struct gen {
   bool pacer_active;
 };
 
+const char *pb_error_name(int err) {
+  if (err == 0) return "";
+  if (err == PB_ERR_BAD_HTTP) return "bad_http";
+  return uv_err_name(err);
+}
+
 const char *pb_outcome_name(pb_outcome o) {
   switch (o) {
   case PB_PENDING: return "pending";
@@ -88,10 +94,11 @@ static void conn_close(conn *c);
 static void conn_became_idle(conn *c);
 static void maybe_open(gen *g);
 
-static void finish_request(gen *g, uint32_t i, pb_outcome o, uint16_t status) {
+static void finish_request(gen *g, uint32_t i, pb_outcome o, uint16_t status, int err) {
   pb_result *r = &g->results[i];
   if (r->outcome != PB_PENDING) return;
   r->outcome = (uint8_t)o;
+  r->error = (int16_t)err;
   r->status = status;
   r->done_ns = now_rel(g);
   g->completed++;
@@ -139,15 +146,15 @@ static void conn_close(conn *c) {
 }
 
 /* The request in flight on `c` failed with `o`; the connection is unusable. */
-static void conn_fail(conn *c, pb_outcome o) {
-  if (c->req >= 0) finish_request(c->g, (uint32_t)c->req, o, 0);
+static void conn_fail(conn *c, pb_outcome o, int err) {
+  if (c->req >= 0) finish_request(c->g, (uint32_t)c->req, o, 0, err);
   conn_close(c);
   maybe_finish(c->g);
 }
 
 static void on_write(uv_write_t *w, int status) {
   conn *c = w->data;
-  if (status < 0 && c->state == C_BUSY) conn_fail(c, PB_CONN_ERROR);
+  if (status < 0 && c->state == C_BUSY) conn_fail(c, PB_CONN_ERROR, status);
 }
 
 static void conn_send(conn *c, uint32_t i) {
@@ -165,7 +172,7 @@ static void conn_send(conn *c, uint32_t i) {
   c->write_req.data = c;
   r->sent_ns = now_rel(g);
   int rc = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &buf, 1, on_write);
-  if (rc < 0) conn_fail(c, PB_CONN_ERROR);
+  if (rc < 0) conn_fail(c, PB_CONN_ERROR, rc);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
@@ -186,7 +193,7 @@ static void after_message(conn *c) {
   unsigned status = c->parser.status_code;
   llhttp_resume(&c->parser);
   if (c->req >= 0) {
-    finish_request(g, (uint32_t)c->req, outcome_of_status(status), (uint16_t)status);
+    finish_request(g, (uint32_t)c->req, outcome_of_status(status), (uint16_t)status, 0);
     c->req = -1;
   }
   g->in_flight--;
@@ -213,7 +220,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
       }
     }
     if (c->state == C_BUSY)
-      conn_fail(c, PB_CONN_ERROR);
+      conn_fail(c, PB_CONN_ERROR, (int)nread);
     else
       conn_close(c);
     return;
@@ -239,7 +246,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
       return;
     }
     if (e != HPE_OK) {
-      conn_fail(c, PB_CONN_ERROR);
+      conn_fail(c, PB_CONN_ERROR, PB_ERR_BAD_HTTP);
       return;
     }
     left = 0;
@@ -267,7 +274,7 @@ static void conn_became_idle(conn *c) {
   c->parser.data = c;
   while (pending_pop(g, &i)) {
     if (now_rel(g) >= g->results[i].intended_ns + g->timeout_ns) {
-      finish_request(g, i, PB_TIMEOUT, 0);
+      finish_request(g, i, PB_TIMEOUT, 0, 0);
       continue;
     }
     conn_send(c, i);
@@ -286,7 +293,7 @@ static void on_connect(uv_connect_t *req, int status) {
     /* Charge the failure to the oldest waiting arrival so a dead server produces one error
      * per arrival instead of an endless reconnect loop. */
     uint32_t i;
-    if (pending_pop(g, &i)) finish_request(g, i, PB_CONN_ERROR, 0);
+    if (pending_pop(g, &i)) finish_request(g, i, PB_CONN_ERROR, 0, status);
     conn_close(c);
     maybe_finish(g);
     return;
@@ -319,7 +326,7 @@ static bool conn_open(gen *g) {
   int rc = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr *)&g->addr, on_connect);
   if (rc < 0) {
     uint32_t i;
-    if (pending_pop(g, &i)) finish_request(g, i, PB_CONN_ERROR, 0);
+    if (pending_pop(g, &i)) finish_request(g, i, PB_CONN_ERROR, 0, rc);
     conn_close(c);
     return false;
   }
@@ -386,13 +393,13 @@ static void on_sweep(uv_timer_t *t) {
     uint32_t i = g->pending[g->pending_head];
     if (now < g->results[i].intended_ns + g->timeout_ns) break;
     pending_pop(g, &i);
-    finish_request(g, i, PB_TIMEOUT, 0);
+    finish_request(g, i, PB_TIMEOUT, 0, 0);
   }
   for (uint32_t k = 0; k < g->max_conns; k++) {
     conn *c = &g->conns[k];
     if (c->state == C_BUSY && c->req >= 0 &&
         now >= g->results[c->req].intended_ns + g->timeout_ns) {
-      conn_fail(c, PB_TIMEOUT);
+      conn_fail(c, PB_TIMEOUT, 0);
     }
   }
   maybe_finish(g);

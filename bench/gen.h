@@ -66,7 +66,14 @@ typedef struct pb_result {
   uint8_t outcome;  /* pb_outcome */
   uint8_t reused;   /* sent on a connection that had served a request before */
   uint32_t conn_id; /* connection serial (1-based), 0 if never sent */
+  int16_t error;    /* PB_CONN_ERROR: the libuv error (UV_ECONNRESET, UV_EOF, ...) or
+                     * PB_ERR_BAD_HTTP; 0 otherwise */
 } pb_result;
+
+#define PB_ERR_BAD_HTTP 1 /* pb_result.error: the response did not parse as HTTP/1.1 */
+
+/* "ECONNRESET", "EOF", "bad_http", ... for pb_result.error; "" for 0. Static storage. */
+const char *pb_error_name(int err);
 
 /* Errors from pp_gen_* (negative). */
 enum {

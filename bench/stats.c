@@ -41,6 +41,35 @@ void pb_summarize(const pb_result *r, size_t n, uint64_t timeout_ns, double max_
       pp_hist_record(&s->latency, timeout_ns);
   }
   s->conns_opened = max_conn;
+  /* Causes of connection errors, most frequent first (a handful of distinct codes at most). */
+  int codes[16];
+  uint64_t counts[16];
+  size_t n_codes = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (r[i].outcome != PB_CONN_ERROR) continue;
+    size_t k = 0;
+    while (k < n_codes && codes[k] != r[i].error)
+      k++;
+    if (k == n_codes) {
+      if (n_codes == 16) continue;
+      codes[n_codes] = r[i].error;
+      counts[n_codes++] = 0;
+    }
+    counts[k]++;
+  }
+  size_t used = 0;
+  for (size_t emitted = 0; emitted < n_codes; emitted++) {
+    size_t best = 0;
+    for (size_t k = 1; k < n_codes; k++)
+      if (counts[k] > counts[best]) best = k;
+    if (counts[best] == 0) break;
+    int w = snprintf(s->conn_error_causes + used, sizeof s->conn_error_causes - used,
+                     "%s%s %" PRIu64, used ? ", " : "",
+                     codes[best] ? pb_error_name(codes[best]) : "unknown", counts[best]);
+    if (w < 0 || (size_t)w >= sizeof s->conn_error_causes - used) break;
+    used += (size_t)w;
+    counts[best] = 0;
+  }
   if (n == 0) first = 0;
   s->completion_span_ns = last_done > first ? last_done - first : 0;
   /* The schedule spans from 0 to the last arrival; one mean gap is added so that n arrivals
@@ -123,6 +152,7 @@ void pb_summary_print(FILE *f, const char *label, const pb_summary *s) {
           "  http_errors %" PRIu64 "  conn_errors %" PRIu64 "  timeouts %" PRIu64 "\n",
           s->offered, s->outcomes[PB_OK], s->outcomes[PB_SHED], s->outcomes[PB_HTTP_ERROR],
           s->outcomes[PB_CONN_ERROR], s->outcomes[PB_TIMEOUT]);
+  if (s->conn_error_causes[0]) fprintf(f, "  conn_errors by cause: %s\n", s->conn_error_causes);
   if (s->check_ok)
     fprintf(f, "  rate      offered %.1f rps  achieved %.1f rps (2xx done within the schedule)\n",
             s->offered_rps, s->achieved_rps);
@@ -165,12 +195,12 @@ void pb_spectrum_print(FILE *f, const pp_hist *h) {
 
 void pb_csv_write(FILE *f, const pb_result *r, size_t n, char *const *paths) {
   fprintf(f, "index,intended_ms,dispatched_ms,sent_ms,done_ms,latency_ms,status,outcome,path,"
-             "conn,reused\n");
+             "conn,reused,error\n");
   for (size_t i = 0; i < n; i++) {
     const pb_result *x = &r[i];
-    fprintf(f, "%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%u,%s,%s,%u,%u\n", i, x->intended_ns / 1e6,
+    fprintf(f, "%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%u,%s,%s,%u,%u,%s\n", i, x->intended_ns / 1e6,
             x->dispatched_ns / 1e6, x->sent_ns / 1e6, x->done_ns / 1e6,
             (x->done_ns - x->intended_ns) / 1e6, x->status, pb_outcome_name(x->outcome),
-            paths[x->kind], x->conn_id, x->reused);
+            paths[x->kind], x->conn_id, x->reused, pb_error_name(x->error));
   }
 }

@@ -27,8 +27,9 @@ typedef struct pb_summary {
   pp_hist pacer_lateness; /* intended -> dispatched: the generator's own lateness */
   pp_hist send_lateness;  /* intended -> written (adds waiting for a connection) */
   uint64_t timeout_ns;
-  uint64_t conns_opened; /* distinct connections used */
-  bool check_ok;         /* the success check passed */
+  uint64_t conns_opened;       /* distinct connections used */
+  char conn_error_causes[160]; /* "ECONNRESET 500, EOF 66" (most frequent first), "" if none */
+  bool check_ok;               /* the success check passed */
   char check_reason[160];
 } pb_summary;
 

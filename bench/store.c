@@ -16,7 +16,7 @@ static const char side_schema[] =
     "  check_ok INTEGER, check_reason TEXT,\n"
     "  http_errors INTEGER, conn_errors INTEGER,\n"
     "  pacer_p50_ms REAL, pacer_p99_ms REAL, pacer_max_ms REAL, send_p99_ms REAL,\n"
-    "  connections INTEGER, server_cmd TEXT);\n";
+    "  connections INTEGER, server_cmd TEXT, conn_error_causes TEXT);\n";
 
 /* Workers from what the harness saw: /stats when it reports them, else the process tree
  * minus the processes that are not workers (puma: the master; puma-plus: server + shepherd). */
@@ -121,9 +121,9 @@ static int write_side(sqlite3 *db, int64_t config_id, const pb_config_result *r)
     snprintf(cmd + len, sizeof cmd - len, "%s%s", i ? " " : "", argv[i]);
   }
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db,
-                         "INSERT OR REPLACE INTO bench_measure VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                         -1, &st, NULL) != SQLITE_OK)
+  if (sqlite3_prepare_v2(
+          db, "INSERT OR REPLACE INTO bench_measure VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st,
+          NULL) != SQLITE_OK)
     return -1;
   const pb_summary *m = &r->summary;
   int i = 1;
@@ -145,6 +145,7 @@ static int write_side(sqlite3 *db, int64_t config_id, const pb_config_result *r)
       sqlite3_bind_null(st, i++);
   }
   bind_text_or_null(st, i++, cmd);
+  bind_text_or_null(st, i++, r->ran && m->conn_error_causes[0] ? m->conn_error_causes : NULL);
   int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
   sqlite3_finalize(st);
   return rc;

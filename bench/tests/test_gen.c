@@ -206,6 +206,8 @@ static void test_dead_server_is_errors_not_silence(void) {
   CU_ASSERT_EQUAL(sum.outcomes[PB_CONN_ERROR] + sum.outcomes[PB_TIMEOUT], s.count);
   CU_ASSERT_EQUAL(sum.outcomes[PB_OK], 0);
   CU_ASSERT_FALSE(sum.check_ok);
+  if (sum.outcomes[PB_CONN_ERROR])
+    CU_ASSERT_PTR_NOT_NULL(strstr(sum.conn_error_causes, "ECONNREFUSED"));
   free(res);
   pb_schedule_dispose(&s);
 }
