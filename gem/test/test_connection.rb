@@ -344,6 +344,14 @@ class TestConnection < Minitest::Test
     assert_match(/reserved/, @log.string)
   end
 
+  def test_request_while_a_streamed_body_is_read_is_a_protocol_error
+    start { |env| [200, {}, [env["rack.input"].read]] }
+    @server.write(FakeServer.request(1, "POST", "/", streams: true, content_length: 4))
+    @server.write(W.encode(W::Body.new(1, "ab")) + FakeServer.request(2, "GET", "/"))
+    assert_equal :protocol_error, @thread.value
+    assert_match(/REQUEST frame while request 1 runs/, @log.string)
+  end
+
   def test_unexpected_frame_type_is_a_protocol_error
     start { |_env| [200, {}, []] }
     @server.write(W.encode(W::Spawn.new(1)))

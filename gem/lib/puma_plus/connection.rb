@@ -53,6 +53,7 @@ module PumaPlus
       @cancel_check = -> { poll_cancel }
       @idle = false
       @stopping = false
+      @broken = nil
     end
 
     # True while the thread waits for the next REQUEST (nothing in flight).
@@ -93,12 +94,14 @@ module PumaPlus
         return :eof unless frame
 
         case frame
-        when Wire::Request then handle(frame)
+        when Wire::Request
+          handle(frame)
+          raise @broken if @broken
         when Wire::Body, Wire::BodyEnd, Wire::Cancel
           # Left over from a finished request (body the app did not read, a late CANCEL).
           next
         else
-          raise Wire::ProtocolError.new(:unexpected, "#{frame.class.name.split('::').last} frame on a worker connection")
+          raise Wire::ProtocolError.new(:unexpected, "#{Wire.frame_name(frame)} frame on a worker connection")
         end
       end
     rescue Wire::ProtocolError => e
@@ -125,7 +128,9 @@ module PumaPlus
           return nil
         end
         unless frame.is_a?(Wire::Body) || frame.is_a?(Wire::BodyEnd) || frame.is_a?(Wire::Cancel)
-          raise Wire::ProtocolError.new(:unexpected, "#{frame.class.name.split('::').last} frame while request #{@current_id} runs")
+          # Sticky: even if the app swallows the exception, the connection closes after it.
+          @broken = Wire::ProtocolError.new(:unexpected, "#{Wire.frame_name(frame)} frame while request #{@current_id} runs")
+          raise @broken
         end
         next if frame.request_id != @current_id # stale frames of an earlier request
 
@@ -171,6 +176,7 @@ module PumaPlus
     private
 
     def read_frame
+      raise @broken if @broken
       return @pending.shift unless @pending.empty?
 
       loop do

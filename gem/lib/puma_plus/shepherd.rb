@@ -156,7 +156,7 @@ module PumaPlus
         end
       when Wire::Stop then return stop_workers(frame.grace_ms)
       else
-        raise Wire::ProtocolError.new(:unexpected, "#{frame.class.name.split('::').last} frame on the control channel")
+        raise Wire::ProtocolError.new(:unexpected, "#{Wire.frame_name(frame)} frame on the control channel")
       end
       nil
     end

@@ -79,6 +79,9 @@ module PumaPlus
       [decode_payload(type, payload), HEADER_SIZE + length]
     end
 
+    # The PROTOCOL.md name of a frame Struct ("REQUEST", "BODY_END", ...).
+    def frame_name(frame) = TYPES.fetch(TYPE_OF_CLASS.fetch(frame.class))[0]
+
     # Validates the 8-byte header at `pos`; returns [type, length] or raises.
     def check_header(buf, pos = 0)
       word, length = buf.unpack("NN", offset: pos)
