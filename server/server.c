@@ -231,6 +231,7 @@ static void client_drop_request(client *c) {
     request_release(s, r);
     break;
   case RS_RUNNING:
+    if (r->w) pp__wconn_resume(r->w); /* nobody reads this response any more */
     if (!r->cancelled && r->w) {
       r->cancelled = 1;
       s->stats.cancelled_running++;
@@ -455,8 +456,15 @@ static void dispatch_all(server *s) {
 
 void pp__on_worker_write(uv_write_t *wr, int status) {
   wchunk *k = (wchunk *)wr;
-  (void)status;
+  wconn *w = k->owner;
   chunk_put(k->srv, k);
+  /* Backpressure on streamed uploads: the client paused while this worker's write queue was
+   * over the limit may be read again. */
+  if (status < 0 || !w || w->closing || !w->req) return;
+  client *c = w->req->c;
+  if (c && !c->closing && !c->in_parse && w->req->streaming && !w->req->body_done &&
+      uv_stream_get_write_queue_size((uv_stream_t *)&w->pipe) <= PP_WORKER_WRITE_HIGH / 2)
+    client_process(c);
 }
 
 static void on_request_written(uv_write_t *wr, int status) {
@@ -543,8 +551,8 @@ static void send_request(server *s, request *r, wconn *w) {
     if (r->body.len > 4) send_body_frames(s, r, r->body.data + 4, r->body.len - 4);
     r->body.len = 4;
     if (r->body_done) send_body_end(s, r);
-    /* reading the client may resume now */
-    if (r->c) client_process(r->c);
+    /* reading the client may resume now (unless we are inside its parser right now) */
+    if (r->c && !r->c->in_parse) client_process(r->c);
   }
 }
 
@@ -686,7 +694,9 @@ static void client_process(client *c) {
   while (!c->closing && c->rpos < c->rlen && client_can_parse(c)) {
     if (!c->req && !c->h1.started && !c->t1) c->t1 = pp_now_ns();
     size_t used = 0;
+    c->in_parse = 1;
     pp_h1_result res = pp_h1_execute(&c->h1, c->rbuf + c->rpos, c->rlen - c->rpos, &used);
+    c->in_parse = 0;
     c->rpos += used;
     if (res == PP_H1_ERROR) {
       client_fail(c, c->h1.status, c->h1.reason);
@@ -901,6 +911,7 @@ static void response_head(server *s, client *c, request *r, const pp_wire_frame 
 
 static int wconn_frame(wconn *w, const pp_wire_frame *f) {
   server *s = w->srv;
+
   if (!w->hello) {
     if (f->type != PP_WIRE_HELLO) {
       wconn_close(w, "first frame is not HELLO");
@@ -986,6 +997,8 @@ static int wconn_frame(wconn *w, const pp_wire_frame *f) {
   s->stats.completions_window++;
   w->req = NULL;
   r->w = NULL;
+  /* Backpressure was against this response's client; the next request may go elsewhere. */
+  pp__wconn_resume(w);
   pp_registry_release(&s->reg, &w->slot);
   retire_if_drained(s, w->slot.worker);
   if (c) {
@@ -1072,6 +1085,7 @@ static void ctl_send(server *s, const pp_wire_frame *f) {
   if (!s->ctl_open) return;
   wchunk *k = chunk_get(s, 0);
   k->len = (size_t)pp_wire_encode(f, k->data, k->cap);
+  k->owner = NULL;
   uv_buf_t b = uv_buf_init((char *)k->data, (unsigned)k->len);
   if (uv_write(&k->wr, (uv_stream_t *)&s->ctl, &b, 1, pp__on_worker_write) < 0) chunk_put(s, k);
 }

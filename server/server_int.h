@@ -104,6 +104,7 @@ struct client {
   size_t write_bytes; /* bytes queued to the kernel and not yet written */
   int parser_paused, reading, closing, close_after_write, discarding, response_done;
   int eof;
+  int in_parse; /* inside pp_h1_execute: never re-enter the parser */
   int64_t t1;
   int64_t last_progress;
   char remote[64];

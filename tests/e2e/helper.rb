@@ -1,0 +1,218 @@
+# frozen_string_literal: true
+
+# Shared harness of the end-to-end tests: starts the real puma-plus-server with the real gem
+# workers on free loopback ports, waits until every worker is ready (or fails with the server's
+# log, so a broken gem is a clear failure, never a skip), talks to it with real clients (curl,
+# wrk, raw sockets), and stops everything it started by PID / process group.
+#
+#   ruby tests/e2e/test_http.rb PATH/TO/puma-plus-server
+require "json"
+require "minitest/autorun"
+require "open3"
+require "socket"
+require "timeout"
+
+module E2E
+  ROOT = File.expand_path("../..", __dir__)
+  MIX = File.join(ROOT, "scenarios/apps/mix/config.ru")
+  LINT = File.join(ROOT, "scenarios/apps/mix/lint.ru")
+
+  def self.server_bin
+    bin = ARGV.find { |a| !a.start_with?("-") && File.executable?(a) } || ENV["PP_SERVER_BIN"]
+    bin ||= File.join(ROOT, "build/server/puma-plus-server")
+    abort "e2e: puma-plus-server not found (pass its path as the first argument)" unless File.executable?(bin)
+    bin
+  end
+  BIN = server_bin
+
+  def self.free_port
+    s = TCPServer.new("127.0.0.1", 0)
+    port = s.addr[1]
+    s.close
+    port
+  end
+
+  # One running server (its own process group: the shepherd and the workers are in it too).
+  class Server
+    attr_reader :port, :control_port, :pid, :log_path, :args
+
+    def initialize(app: MIX, workers: 1, threads: 4, extra: [], boot_timeout: 30)
+      @port = E2E.free_port
+      @control_port = E2E.free_port
+      @workers = workers
+      @log_path = "/tmp/pp-e2e-#{Process.pid}-#{@port}.log"
+      @args = [BIN, "-app", app, "-workers", workers.to_s, "-threads", threads.to_s,
+               "-listen", "127.0.0.1:#{@port}", "-control", "127.0.0.1:#{@control_port}",
+               "-gem-dir", File.join(ROOT, "gem"), *extra]
+      @pid = Process.spawn(*@args, in: File::NULL, out: @log_path, err: [:child, :out], pgroup: true)
+      wait_ready(boot_timeout)
+    end
+
+    def log
+      File.exist?(@log_path) ? File.read(@log_path) : ""
+    end
+
+    def fail_with_log(msg)
+      stop
+      raise Minitest::Assertion, "#{msg}\n--- server log (#{@log_path}) ---\n#{log[-4000..] || log}"
+    end
+
+    def wait_ready(timeout)
+      deadline = now + timeout
+      loop do
+        if (done = Process.waitpid(@pid, Process::WNOHANG))
+          @pid = nil
+          fail_with_log("puma-plus-server exited during boot (status #{$?.inspect})")
+        end
+        begin
+          st = stats
+          return if st["booted_workers"] == @workers && st["queue"]["slots_ready"].positive?
+        rescue StandardError
+          nil
+        end
+        fail_with_log("workers not ready within #{timeout}s (is the gem broken?)") if now > deadline
+        sleep 0.05
+      end
+    end
+
+    def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+
+    def control_get(path, headers = {})
+      Timeout.timeout(10) do
+        s = TCPSocket.new("127.0.0.1", @control_port)
+        s.write("GET #{path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" +
+                headers.map { |k, v| "#{k}: #{v}\r\n" }.join + "\r\n")
+        raw = s.read
+        s.close
+        head, body = raw.split("\r\n\r\n", 2)
+        [head[/\AHTTP\/1\.1 (\d+)/, 1].to_i, body]
+      end
+    end
+
+    def stats
+      status, body = control_get("/stats")
+      raise "GET /stats: #{status}" unless status == 200
+
+      JSON.parse(body)
+    end
+
+    # SIGTERM, wait (bounded), then SIGKILL the whole group. Returns the exit status or nil.
+    def stop(signal: "TERM", timeout: 20)
+      return @status unless @pid
+
+      begin
+        Process.kill(signal, @pid)
+      rescue Errno::ESRCH
+        nil
+      end
+      deadline = now + timeout
+      until (done = Process.waitpid(@pid, Process::WNOHANG))
+        break if now > deadline
+
+        sleep 0.05
+      end
+      @status = done ? $? : nil
+      begin
+        Process.kill("KILL", -@pid) # the shepherd and workers, whatever state they are in
+      rescue Errno::ESRCH, Errno::EPERM
+        nil
+      end
+      Process.waitpid(@pid) rescue nil unless done
+      @pid = nil
+      @status
+    end
+  end
+
+  # A raw HTTP/1.1 exchange: writes `request`, reads responses until `count` have arrived or
+  # the connection closed. Returns [[status, headers(hash, lower-case), body], ...].
+  def self.raw(port, request, count: 1, timeout: 20, host: "127.0.0.1")
+    Timeout.timeout(timeout) do
+      s = TCPSocket.new(host, port)
+      s.write(request)
+      reader = ResponseReader.new(s)
+      out = []
+      count.times do
+        r = reader.next_response
+        break unless r
+
+        out << r
+      end
+      s.close
+      out
+    end
+  end
+
+  # Incremental HTTP/1.1 response reader over a socket (Content-Length, chunked, or EOF).
+  class ResponseReader
+    def initialize(sock, head_request: false)
+      @s = sock
+      @buf = +""
+      @head = head_request
+    end
+
+    def fill
+      chunk = @s.readpartial(65_536)
+      @buf << chunk
+      true
+    rescue EOFError, Errno::ECONNRESET
+      false
+    end
+
+    def next_response
+      wait_for { @buf.include?("\r\n\r\n") }
+      return nil unless @buf.include?("\r\n\r\n")
+
+      head, rest = @buf.split("\r\n\r\n", 2)
+      @buf = rest
+      lines = head.split("\r\n")
+      status = lines.shift[/\AHTTP\/1\.[01] (\d+)/, 1].to_i
+      headers = {}
+      lines.each do |l|
+        k, v = l.split(":", 2)
+        (headers[k.downcase] ||= []) << v.strip
+      end
+      headers = headers.transform_values { |v| v.join(", ") }
+      return next_response if status == 100
+
+      body = +""
+      if @head || status == 204 || status == 304
+        # no body
+      elsif headers["content-length"]
+        n = headers["content-length"].to_i
+        wait_for { @buf.bytesize >= n }
+        body = @buf.byteslice(0, n)
+        @buf = @buf.byteslice(n..) || +""
+      elsif headers["transfer-encoding"]&.include?("chunked")
+        loop do
+          break unless wait_for { @buf.include?("\r\n") }
+          size_line, @buf = @buf.split("\r\n", 2)
+          size = size_line.to_i(16)
+          wait_for { @buf.bytesize >= size + 2 }
+          body << @buf.byteslice(0, size)
+          @buf = @buf.byteslice(size + 2..) || +""
+          next unless size.zero?
+
+          break
+        end
+      else
+        wait_for { false }
+        body = @buf
+        @buf = +""
+      end
+      [status, headers, body]
+    end
+
+    # Reads until the block is true (returns true) or the connection ends (returns false).
+    def wait_for
+      loop do
+        return true if yield
+        return false unless fill
+      end
+    end
+  end
+
+  # curl bounds itself (--max-time), so a hang fails the test instead of hanging the suite.
+  def self.curl(*args, timeout: 30)
+    Open3.capture3("curl", "-sS", "--max-time", timeout.to_s, *args)
+  end
+end

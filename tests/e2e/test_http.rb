@@ -1,0 +1,225 @@
+# frozen_string_literal: true
+
+# HTTP/1.1 end to end: the real server, the real gem workers and the mix app, driven by curl,
+# wrk and raw sockets. GET, POST, chunked upload, a streamed (> 1 MiB) upload, keep-alive,
+# pipelining (responses in order), HEAD, Expect: 100-continue, Connection: close, HTTP/1.0,
+# unix and IPv6 listeners, every refusal status on the wire, and the app under Rack::Lint.
+require_relative "helper"
+
+class TestHTTP < Minitest::Test
+  UNIX_PATH = "/tmp/pp-e2e-http-#{Process.pid}.sock"
+
+  def self.server
+    @server ||= begin
+      v6 = begin
+        TCPServer.new("::1", 0).close
+        true
+      rescue StandardError
+        false
+      end
+      @v6_port = v6 ? E2E.free_port : nil
+      extra = ["-listen", "unix:#{UNIX_PATH}", "-max-body-size", "8MiB"]
+      extra += ["-listen", "[::1]:#{@v6_port}"] if v6
+      E2E::Server.new(workers: 2, threads: 2, extra: extra)
+    end
+  end
+
+  def self.v6_port = @v6_port
+
+  Minitest.after_run { @server&.stop }
+
+  def srv = self.class.server
+  def url(path) = "http://127.0.0.1:#{srv.port}#{path}"
+
+  def test_get_and_post_with_curl
+    out, = E2E.curl(url("/hello"))
+    assert_equal "Hello, world\n", out
+    body = Random.new(1).bytes(100_000)
+    File.binwrite("/tmp/pp-e2e-body-#{Process.pid}", body)
+    out, = E2E.curl("--data-binary", "@/tmp/pp-e2e-body-#{Process.pid}",
+                    "-H", "Content-Type: application/octet-stream", url("/echo"))
+    assert_equal body.bytesize, out.bytesize
+    assert_equal body, out.b
+  end
+
+  def test_chunked_upload
+    body = "x" * 300_000
+    path = "/tmp/pp-e2e-chunked-#{Process.pid}"
+    File.write(path, body)
+    out, err, = E2E.curl("-H", "Transfer-Encoding: chunked", "--data-binary", "@#{path}",
+                         "-w", "\n%{http_code}", url("/echo"))
+    resp, code = out.rpartition("\n").values_at(0, 2)
+    assert_equal "200", code, err
+    assert_equal body, resp
+  end
+
+  def test_streamed_upload_over_one_mib
+    body = Random.new(2).bytes(3 * 1024 * 1024 + 17)
+    path = "/tmp/pp-e2e-big-#{Process.pid}"
+    File.binwrite(path, body)
+    out, err, = E2E.curl("--data-binary", "@#{path}", "-H", "Expect:", url("/echo"))
+    assert_equal body.bytesize, out.bytesize, err
+    assert_equal body, out.b
+    # the same body chunked (runnable once 1 MiB is buffered, then BODY frames)
+    out, = E2E.curl("-H", "Transfer-Encoding: chunked", "--data-binary", "@#{path}", url("/echo"))
+    assert_equal body, out.b
+  end
+
+  def test_keep_alive_reuses_one_connection
+    out, = E2E.curl("-w", "%{num_connects}\n", "-o", "/dev/null", "-o", "/dev/null",
+                    url("/hello"), url("/hello"))
+    assert_equal %w[1 0], out.split
+  end
+
+  def test_pipelining_answers_in_order
+    reqs = "GET /mix/0/150 HTTP/1.1\r\nHost: a\r\n\r\n" \
+           "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n" \
+           "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nfirst" \
+           "GET /nope HTTP/1.1\r\nHost: a\r\n\r\n"
+    rs = E2E.raw(srv.port, reqs, count: 4)
+    assert_equal [200, 200, 200, 404], rs.map(&:first)
+    assert_match(/sleep_ms=150/, rs[0][2])
+    assert_equal "Hello, world\n", rs[1][2]
+    assert_equal "first", rs[2][2]
+  end
+
+  def test_head_has_headers_and_no_body
+    s = TCPSocket.new("127.0.0.1", srv.port)
+    s.write("HEAD /hello HTTP/1.1\r\nHost: a\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n")
+    r = E2E::ResponseReader.new(s, head_request: true)
+    st, h, body = r.next_response
+    assert_equal 200, st
+    assert_equal "13", h["content-length"]
+    assert_equal "", body
+    # the next response on the same connection starts right after the HEAD's headers
+    r.instance_variable_set(:@head, false)
+    st, _, body = r.next_response
+    assert_equal [200, "Hello, world\n"], [st, body]
+    s.close
+  end
+
+  def test_expect_100_continue
+    s = TCPSocket.new("127.0.0.1", srv.port)
+    s.write("POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n")
+    line = Timeout.timeout(10) { s.readpartial(100) }
+    assert_equal "HTTP/1.1 100 Continue\r\n\r\n", line
+    s.write("ping")
+    st, _, body = E2E::ResponseReader.new(s).next_response
+    assert_equal [200, "ping"], [st, body]
+    s.close
+  end
+
+  def test_connection_close_and_http10
+    rs = E2E.raw(srv.port, "GET /hello HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n" \
+                           "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n", count: 2)
+    assert_equal 1, rs.size, "the server must close after Connection: close"
+    assert_equal "close", rs[0][1]["connection"]
+    rs = E2E.raw(srv.port, "GET /stream/3 HTTP/1.0\r\n\r\n", count: 2)
+    assert_equal 1, rs.size
+    assert_equal "chunk 0\nchunk 1\nchunk 2\n", rs[0][2]
+    assert_nil rs[0][1]["transfer-encoding"]
+  end
+
+  def test_streamed_response_is_chunked
+    rs = E2E.raw(srv.port, "GET /stream/5 HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert_equal "chunked", rs[0][1]["transfer-encoding"]
+    assert_equal (0..4).map { |i| "chunk #{i}\n" }.join, rs[0][2]
+  end
+
+  def test_unix_and_ipv6_listeners
+    out, = E2E.curl("--unix-socket", UNIX_PATH, "http://localhost/hello")
+    assert_equal "Hello, world\n", out
+    skip "no IPv6 loopback on this machine" unless self.class.v6_port
+
+    out, = E2E.curl("http://[::1]:#{self.class.v6_port}/hello")
+    assert_equal "Hello, world\n", out
+  end
+
+  def test_refusals_on_the_wire
+    cases = {
+      "GET /hello HTTP/1.1\r\nHost: a\r\nX-Big: #{"b" * 40_000}\r\n\r\n" => 431,
+      "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 100000000\r\n\r\n" => 413,
+      "GET /#{"u" * 10_000} HTTP/1.1\r\nHost: a\r\n\r\n" => 414,
+      "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n" => 400,
+      "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc" => 400,
+      "GET /hello HTTP/1.1\r\nHost: a\r\nX-A: b\r\n folded\r\n\r\n" => 400,
+      "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n" => 501,
+      "GET /hello HTTP/1.1\r\n\r\n" => 400,
+      "BLAH\r\n\r\n" => 400,
+    }
+    cases.each do |req, want|
+      rs = E2E.raw(srv.port, req + "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n", count: 2)
+      assert_equal want, rs[0][0], "request #{req[0, 60].inspect}"
+      assert_equal 1, rs.size, "connection must close after #{want}"
+      assert_equal "close", rs[0][1]["connection"]
+    end
+  end
+
+  def test_wrk_keep_alive_load_has_no_errors
+    out, err, st = Timeout.timeout(30) do
+      Open3.capture3("wrk", "-t1", "-c8", "-d1s", url("/hello"))
+    end
+    assert st.success?, err
+    assert_match(/Requests\/sec/, out)
+    refute_match(/Non-2xx/, out)
+    refute_match(/Socket errors/, out)
+  end
+
+  def test_stats_are_puma_compatible_and_metrics_render
+    st = srv.stats
+    %w[started_at workers phase booted_workers old_workers worker_status].each { |k| assert st.key?(k), k }
+    st["worker_status"].each do |w|
+      %w[started_at pid index phase booted last_checkin last_status].each { |k| assert w.key?(k), k }
+      %w[backlog running pool_capacity max_threads requests_count busy_threads].each do |k|
+        assert w["last_status"].key?(k), k
+      end
+    end
+    q = st["queue"]
+    %w[depth window lifetime predicted_wait_ms service ttfb shed cancelled_queued cancelled_running].each do |k|
+      assert q.key?(k), k
+    end
+    status, body = srv.control_get("/stats?pretty=1")
+    assert_equal 200, status
+    assert_includes body, "\n  \"queue\": {"
+    status, body = srv.control_get("/metrics")
+    assert_equal 200, status
+    assert_match(/^puma_plus_queue_seconds_bucket\{le="0.001"\} \d+$/, body)
+    assert_match(/^puma_plus_queue_seconds_count \d+$/, body)
+    assert_match(/^puma_plus_slots_ready 4$/, body)
+  end
+end
+
+# The mix app wrapped in Rack::Lint (scenarios/apps/mix/lint.ru): every route, every body
+# shape. A Lint violation raises inside the app, which the worker turns into a 500 and logs;
+# so zero 500s and no LintError in the log means zero violations.
+class TestRackLint < Minitest::Test
+  def test_every_route_passes_rack_lint
+    srv = E2E::Server.new(app: E2E::LINT, workers: 1, threads: 2)
+    base = "http://127.0.0.1:#{srv.port}"
+    big = "/tmp/pp-e2e-lint-#{Process.pid}"
+    File.binwrite(big, "z" * (2 * 1024 * 1024))
+    runs = [
+      [%w[-o /dev/null -w %{http_code}], "/hello", "200"],
+      [%w[-o /dev/null -w %{http_code} -I], "/hello", "200"],
+      [%w[-o /dev/null -w %{http_code}], "/hello?x=1&y=%20", "200"],
+      [%w[-o /dev/null -w %{http_code}], "/mix/1/1", "200"],
+      [%w[-o /dev/null -w %{http_code}], "/mix/99999999/1", "404"],
+      [%w[-o /dev/null -w %{http_code} --data-binary hello], "/echo", "200"],
+      [%w[-o /dev/null -w %{http_code} -H Transfer-Encoding:chunked --data-binary hello], "/echo", "200"],
+      [["-o", "/dev/null", "-w", "%{http_code}", "--data-binary", "@#{big}"], "/echo", "200"],
+      [%w[-o /dev/null -w %{http_code}], "/stream/3", "200"],
+      [%w[-o /dev/null -w %{http_code}], "/stream/0", "200"],
+      [%w[-o /dev/null -w %{http_code}], "/nowhere", "404"],
+      [%w[-o /dev/null -w %{http_code} -H Cookie:a=1 -H Cookie:b=2 -H X-Multi:1 -H X-Multi:2], "/hello", "200"],
+    ]
+    runs.each do |args, path, want|
+      out, err, = E2E.curl(*args, base + path)
+      assert_equal want, out, "#{path} #{args.inspect}: #{err}"
+    end
+    st = srv.stats
+    assert_equal 0, st["requests"]["status_5xx"], srv.log
+    refute_match(/LintError|Rack::Lint::/, srv.log)
+  ensure
+    srv&.stop
+  end
+end

@@ -1,0 +1,70 @@
+# frozen_string_literal: true
+
+# Worker failure and shutdown end to end: a worker SIGKILLed mid-request (that request 502,
+# the worker respawned, everything else served) and SIGTERM under load (every accepted request
+# completes, the server exits 0).
+require_relative "helper"
+
+class TestWorkers < Minitest::Test
+  def get_all(port, n, path)
+    Array.new(n) do
+      Thread.new { E2E.raw(port, "GET #{path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", timeout: 30) }
+    end.map { |t| t.value.dig(0, 0) }
+  end
+
+  def test_worker_killed_mid_request
+    srv = E2E::Server.new(workers: 2, threads: 2)
+    victim_req = Thread.new { E2E.raw(srv.port, "GET /mix/0/3000 HTTP/1.1\r\nHost: a\r\n\r\n", timeout: 30) }
+    pid = nil
+    Timeout.timeout(10) do
+      until pid
+        busy = srv.stats["worker_status"].find { |w| w["last_status"]["busy_threads"] == 1 }
+        pid = busy && busy["pid"]
+        sleep 0.02
+      end
+    end
+    Process.kill("KILL", pid)
+    rs = victim_req.value
+    assert_equal 502, rs.dig(0, 0), "the request of the killed worker gets 502"
+    # while the worker is respawned, the other worker serves everything
+    statuses = get_all(srv.port, 20, "/mix/0/20")
+    assert_equal [200] * 20, statuses
+    st = nil
+    Timeout.timeout(20) do
+      loop do
+        st = srv.stats
+        pids = st["worker_status"].map { |w| w["pid"] }
+        break if st["booted_workers"] == 2 && !pids.include?(pid)
+
+        sleep 0.05
+      end
+    end
+    assert_equal 1, st["requests"]["worker_restarts"]
+    assert_equal 1, st["requests"]["bad_gateway"]
+    assert_equal [200] * 8, get_all(srv.port, 8, "/hello")
+  ensure
+    srv&.stop
+  end
+
+  def test_sigterm_during_load_completes_every_accepted_request
+    srv = E2E::Server.new(workers: 2, threads: 2)
+    socks = Array.new(16) { TCPSocket.new("127.0.0.1", srv.port) }
+    socks.each { |s| s.write("GET /mix/0/300 HTTP/1.1\r\nHost: a\r\n\r\n") }
+    readers = socks.map do |s|
+      Thread.new { Timeout.timeout(30) { E2E::ResponseReader.new(s).next_response } }
+    end
+    sleep 0.15 # every request is in (4 running, 12 queued); 4 waves of 300 ms remain
+    Process.kill("TERM", srv.pid)
+    sleep 0.1
+    assert_raises(Errno::ECONNREFUSED) { TCPSocket.new("127.0.0.1", srv.port) }
+    statuses = readers.map { |t| t.value&.first }
+    assert_equal [200] * 16, statuses
+    # the response to a drained request says the connection closes
+    status = srv.stop(signal: 0, timeout: 20)
+    refute_nil status, "the server did not exit after draining"
+    assert status.success?, "exit status #{status.inspect}\n#{srv.log}"
+  ensure
+    socks&.each { |s| s.close rescue nil }
+    srv&.stop
+  end
+end
