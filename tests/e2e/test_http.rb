@@ -127,12 +127,13 @@ class TestHTTP < Minitest::Test
   end
 
   def test_unix_and_ipv6_listeners
-    out, = E2E.curl("--unix-socket", UNIX_PATH, "http://localhost/hello")
-    assert_equal "Hello, world\n", out
+    srv # started (with its unix and IPv6 listeners) before we dial them
+    out, err, = E2E.curl("--unix-socket", UNIX_PATH, "http://localhost/hello")
+    assert_equal "Hello, world\n", out, err
     skip "no IPv6 loopback on this machine" unless self.class.v6_port
 
-    out, = E2E.curl("http://[::1]:#{self.class.v6_port}/hello")
-    assert_equal "Hello, world\n", out
+    out, err, = E2E.curl("http://[::1]:#{self.class.v6_port}/hello")
+    assert_equal "Hello, world\n", out, err
   end
 
   def test_refusals_on_the_wire
