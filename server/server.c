@@ -1571,7 +1571,11 @@ int pp_server_run(pp_config *cfg, const char *argv0) {
     }
     s->own_runtime_dir = 1;
   }
-  snprintf(s->socket_path, sizeof s->socket_path, "%s/workers.sock", s->runtime_dir);
+  if (snprintf(s->socket_path, sizeof s->socket_path, "%s/workers.sock", s->runtime_dir) >=
+      (int)sizeof s->socket_path) {
+    LOG_ERR(s, "-runtime-dir %s: path too long", s->runtime_dir);
+    return 1;
+  }
   unlink(s->socket_path);
   uv_pipe_init(s->loop, &s->worker_listener, 0);
   s->worker_listener.data = s;
