@@ -31,6 +31,19 @@ static int set_field(pp_policy *p, const char *field, const char *value, const c
   return 0;
 }
 
+void pp_controller_log_header(server *s) {
+  controller *ct = &s->ctl_state;
+  if (!ct->log) return;
+  static pp_declog_header h;
+  static char line[PP_DECLOG_LINE_MAX];
+  if (pp_declog_header_init(&h, &ct->policy, "server") != 0) return;
+  int n = pp_declog_encode_header(&h, line, sizeof line);
+  if (n > 0) {
+    fwrite(line, 1, (size_t)n, ct->log);
+    fflush(ct->log);
+  }
+}
+
 int pp_controller_init(server *s) {
   controller *ct = &s->ctl_state;
   pp_config *cfg = s->cfg;
@@ -83,6 +96,7 @@ int pp_controller_init(server *s) {
               strerror(errno));
       return -1;
     }
+    pp_controller_log_header(s);
   }
   return 0;
 }

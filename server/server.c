@@ -1395,6 +1395,7 @@ static void on_signal(uv_signal_t *h, int signum) {
       if (f) {
         fclose(s->ctl_state.log);
         s->ctl_state.log = f;
+        pp_controller_log_header(s);
         LOG(s, "SIGHUP: reopened %s", s->ctl_state.log_path);
       } else {
         LOG_ERR(s, "SIGHUP: cannot reopen %s: %s", s->ctl_state.log_path, strerror(errno));

@@ -209,6 +209,8 @@ uint64_t pp_server_predicted_wait(server *s);
 /* autoscale.c */
 /* Reads the policy (-policy, flags) and opens the decision log. 0, or -1 (logged). */
 int pp_controller_init(server *s);
+/* Writes the decision log's header line (the policy), at open and after SIGHUP. */
+void pp_controller_log_header(server *s);
 /* One controller tick: observation, pp_decide(), actuators, decision log. */
 void pp_controller_tick(server *s);
 

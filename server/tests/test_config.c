@@ -26,10 +26,30 @@ static void test_defaults_and_flags(void) {
   CU_ASSERT_EQUAL(c.workers, 1);
   CU_ASSERT_EQUAL(c.threads, 5);
 
-  char *argv[] = {"x", "-app", "a.ru", "-workers", "2", "--threads=7", "-listen", "[::1]:80",
-                  "-listen", "unix:/tmp/s.sock", "-listen", ":8080", "-control", "off",
-                  "-max-body-size", "1MiB", "-header-timeout", "250ms", "-quiet", "-autoscale",
-                  "-min-workers", "1", "-target-queue-p95", "25ms"};
+  char *argv[] = {"x",
+                  "-app",
+                  "a.ru",
+                  "-workers",
+                  "2",
+                  "--threads=7",
+                  "-listen",
+                  "[::1]:80",
+                  "-listen",
+                  "unix:/tmp/s.sock",
+                  "-listen",
+                  ":8080",
+                  "-control",
+                  "off",
+                  "-max-body-size",
+                  "1MiB",
+                  "-header-timeout",
+                  "250ms",
+                  "-quiet",
+                  "-autoscale",
+                  "-min-workers",
+                  "1",
+                  "-target-queue-p95",
+                  "25ms"};
   CU_ASSERT_EQUAL(parse(&c, err, (int)(sizeof argv / sizeof argv[0]), argv), 0);
   CU_ASSERT_STRING_EQUAL(c.app, "a.ru");
   CU_ASSERT_EQUAL(c.workers, 2);

@@ -11,6 +11,8 @@ require "minitest/autorun"
 require "open3"
 require "socket"
 require "timeout"
+require "tmpdir"
+require "fileutils"
 
 module E2E
   ROOT = File.expand_path("../..", __dir__)
