@@ -53,6 +53,7 @@ struct gen {
   conn *conns;
   uint32_t max_conns;
   int32_t free_head;
+  uint32_t conn_high; /* slots [0, conn_high) have ever been used: the sweep scans only those */
   uint32_t open_conns, connecting;
   uint32_t *idle; /* stack of idle connection slots */
   uint32_t idle_len;
@@ -311,6 +312,7 @@ static void on_connect(uv_connect_t *req, int status) {
 static bool conn_open(gen *g) {
   if (g->free_head < 0) return false;
   conn *c = &g->conns[g->free_head];
+  if ((uint32_t)g->free_head + 1 > g->conn_high) g->conn_high = (uint32_t)g->free_head + 1;
   g->free_head = c->next_free;
   memset(c, 0, sizeof *c);
   c->g = g;
@@ -395,7 +397,7 @@ static void on_sweep(uv_timer_t *t) {
     pending_pop(g, &i);
     finish_request(g, i, PB_TIMEOUT, 0, 0);
   }
-  for (uint32_t k = 0; k < g->max_conns; k++) {
+  for (uint32_t k = 0; k < g->conn_high; k++) {
     conn *c = &g->conns[k];
     if (c->state == C_BUSY && c->req >= 0 &&
         now >= g->results[c->req].intended_ns + g->timeout_ns) {
@@ -422,7 +424,7 @@ static void on_progress(uv_timer_t *t) {
 }
 
 static void close_all(gen *g) {
-  for (uint32_t k = 0; k < g->max_conns; k++) {
+  for (uint32_t k = 0; k < g->conn_high; k++) {
     conn *c = &g->conns[k];
     if (c->state != C_FREE && c->state != C_CLOSING) conn_close(c);
   }

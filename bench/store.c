@@ -111,6 +111,24 @@ static void bind_text_or_null(sqlite3_stmt *st, int i, const char *s) {
     sqlite3_bind_null(st, i);
 }
 
+/* Databases written before conn_error_causes existed get the column added. */
+static int upgrade_side(sqlite3 *db) {
+  sqlite3_stmt *st;
+  bool have = false;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT 1 FROM pragma_table_info('bench_measure') WHERE name ="
+                         " 'conn_error_causes'",
+                         -1, &st, NULL) != SQLITE_OK)
+    return -1;
+  have = sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_finalize(st);
+  if (have) return 0;
+  return sqlite3_exec(db, "ALTER TABLE bench_measure ADD COLUMN conn_error_causes TEXT", NULL, NULL,
+                      NULL) == SQLITE_OK
+             ? 0
+             : -1;
+}
+
 static int write_side(sqlite3 *db, int64_t config_id, const pb_config_result *r) {
   char cmd[2048] = "";
   char *argv[40];
@@ -197,7 +215,7 @@ int pb_store_write(const char *db_path, const pb_store_run *run, const pb_config
     /* The side table, through a second connection (the results handle is opaque). */
     sqlite3 *s3;
     if (sqlite3_open(db_path, &s3) != SQLITE_OK ||
-        sqlite3_exec(s3, side_schema, NULL, NULL, NULL) != SQLITE_OK) {
+        sqlite3_exec(s3, side_schema, NULL, NULL, NULL) != SQLITE_OK || upgrade_side(s3) != 0) {
       snprintf(err, errlen, "%s: %s", db_path, sqlite3_errmsg(s3));
       rc = -1;
     }
