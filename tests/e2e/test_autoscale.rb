@@ -97,4 +97,53 @@ class TestAutoscale < Minitest::Test
     srv&.stop
     FileUtils.rm_rf(dir) if dir
   end
+
+  SHED_POLICY = <<~YAML
+    tick: 250ms
+    min_workers: 1
+    max_workers: 1
+    target_queue_p95: 50ms
+    shed:
+      enabled: true
+      budget: 300ms
+  YAML
+
+  # Overload a server that may not grow (max_workers 1, one thread, 200 ms requests at
+  # 20 req/s = 4x its capacity): once the predicted wait passes the 300 ms budget, admission
+  # control answers 503 with Retry-After at once (never after queueing), counted in /stats.
+  def test_shedding_answers_503_at_once
+    dir = Dir.mktmpdir("pp-e2e-shed")
+    policy = File.join(dir, "policy.yaml")
+    File.write(policy, SHED_POLICY)
+    srv = E2E::Server.new(workers: 1, threads: 1, extra: ["-autoscale", "-policy", policy])
+    results = Queue.new
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    threads = Array.new(60) do |i|
+      due = t0 + i / 20.0
+      delay = due - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      sleep delay if delay.positive?
+      Thread.new do
+        start = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        r = E2E.raw(srv.port, "GET /mix/0/200 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", timeout: 60)[0]
+        results << [r[0], r[1]["retry-after"], Process.clock_gettime(Process::CLOCK_MONOTONIC) - start]
+      end
+    end
+    threads.each(&:join)
+    rs = Array.new(results.size) { results.pop }
+    shed = rs.select { |st, _, _| st == 503 }
+    ok = rs.select { |st, _, _| st == 200 }
+    assert_equal 60, shed.size + ok.size, rs.map(&:first).tally.inspect
+    refute_empty shed, "no request was shed under 4x overload"
+    refute_empty ok
+    shed.each do |_, retry_after, secs|
+      refute_nil retry_after, "503 without Retry-After"
+      assert_operator secs, :<, 0.1, "a shed request is answered at once, not after queueing"
+    end
+    st = srv.stats
+    assert_equal shed.size, st["queue"]["shed"]
+    assert_equal true, st["controller"]["autoscale"]
+  ensure
+    srv&.stop
+    FileUtils.rm_rf(dir) if dir
+  end
 end
