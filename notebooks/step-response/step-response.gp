@@ -1,12 +1,13 @@
 # Timelines of the latest measured step-2core run in results.db (gnuplot, reads SQLite with
-# the sqlite3 command). Output: step-response.png.
+# the sqlite3 command). Output: step-response-run<N>.png.
 db = 'results.db'
-run = system("sqlite3 ".db." \"SELECT max(run_id) FROM runs WHERE kind='measured' AND scenario='step-2core'\"")
+# The run to draw: gnuplot -e "run='2'" step-response.gp; default the latest measured one.
+if (!exists("run")) run = system("sqlite3 ".db." \"SELECT max(run_id) FROM runs WHERE kind='measured' AND scenario='step-2core'\"")
 q(cfg, col) = sprintf("< sqlite3 -separator ' ' %s \"SELECT t.t_s, ifnull(%s,'NaN') FROM timeline t JOIN configs c USING (config_id) WHERE c.run_id=%s AND c.name='%s' ORDER BY t.t_s\"", db, col, run, cfg)
 configs = "puma-avg-w1t4 puma-peak-w2t6 pumaplus-static-w1t4 pumaplus-auto-1to3"
 
 set terminal pngcairo size 1200,1400 font ',10'
-set output 'step-response.png'
+set output sprintf('step-response-run%s.png', run)
 set multiplot layout 5,1 title sprintf("step-2core measured (run %s): 30 -> 320 -> 30 rps on /mix/2/20, 2 cores", run)
 set grid
 set key outside right
