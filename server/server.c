@@ -977,11 +977,7 @@ static int wconn_frame(wconn *w, const pp_wire_frame *f) {
       if (r->resp_chunked) client_outf(c, "%zx\r\n", f->data_len);
       client_out(c, f->data, f->data_len);
       if (r->resp_chunked) client_out(c, "\r\n", 2);
-      client_flush(c);
-      if (c->write_bytes > PP_CLIENT_WRITE_HIGH && !w->paused) {
-        w->paused = 1;
-        uv_read_stop((uv_stream_t *)&w->pipe);
-      }
+      /* flushed at the end of this read (one write for all the frames it carried) */
     }
     return 0;
   }
@@ -1059,6 +1055,17 @@ static void on_worker_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
   }
   if (w->closing) return;
   pp_buf_consume(&w->rbuf, pos);
+  /* Flush what this read produced for the running request's client; stop reading this
+   * worker while that client has too much unwritten (backpressure). */
+  request *r = w->req;
+  client *c = r && !r->cancelled ? r->c : NULL;
+  if (c && !c->closing) {
+    client_flush(c);
+    if (c->write_bytes > PP_CLIENT_WRITE_HIGH && !w->paused) {
+      w->paused = 1;
+      uv_read_stop((uv_stream_t *)&w->pipe);
+    }
+  }
 }
 
 static void on_worker_connection(uv_stream_t *ls, int status) {
