@@ -401,6 +401,9 @@ static int cmd_run(const char *path, opts *o) {
   const char *log_dir = o->log_dir ? o->log_dir : "/tmp";
   pb_config_result *res = calloc(scn.n_configs ? scn.n_configs : 1, sizeof *res);
   size_t n = 0;
+  uint64_t phase_end[PP_SCN_MAX_PHASES];
+  for (uint32_t p = 0; p < scn.n_phases; p++)
+    phase_end[p] = (p ? phase_end[p - 1] : 0) + scn.phases[p].duration_ns;
   int rc = 0;
   for (uint32_t i = 0; i < scn.n_configs; i++) {
     if (!selected(o->only, scn.configs[i].name)) continue;
@@ -426,6 +429,8 @@ static int cmd_run(const char *path, opts *o) {
     ro.max_error_ratio = o->max_errors;
     ro.stats_path = "/stats";
     ro.log_dir = log_dir;
+    ro.phase_end_ns = phase_end;
+    ro.n_phases = scn.n_phases;
     pb_run_config(&spec, &sched, &ro, &res[n]);
     if (!res[n].ran) {
       fprintf(stderr, "pp-bench: %s: %s\n", spec.name, res[n].error);

@@ -29,16 +29,28 @@ int pb_free_port(void) {
 typedef struct progress_ctx {
   const char *label;
   bool tty;
+  const uint64_t *phase_end_ns;
+  uint32_t n_phases;
 } progress_ctx;
 
 static void on_progress(const pb_progress *p, void *data) {
   progress_ctx *ctx = data;
   if (!ctx->tty) return;
+  char phase[32] = "";
+  if (ctx->n_phases) {
+    uint32_t k = 0;
+    while (k + 1 < ctx->n_phases && p->elapsed_ns >= ctx->phase_end_ns[k])
+      k++;
+    if (p->elapsed_ns >= ctx->phase_end_ns[ctx->n_phases - 1])
+      snprintf(phase, sizeof phase, " drain");
+    else
+      snprintf(phase, sizeof phase, " phase %u/%u", k + 1, ctx->n_phases);
+  }
   fprintf(stderr,
-          "\r\033[K[%s] %5.0fs  offered %" PRIu64 "  done %" PRIu64 "  rps %" PRIu64
+          "\r\033[K[%s%s] %5.0fs  offered %" PRIu64 "  done %" PRIu64 "  rps %" PRIu64
           "  in-flight %" PRIu64 "  waiting %" PRIu64 "  conns %" PRIu64,
-          ctx->label, p->elapsed_ns / 1e9, p->offered, p->completed, p->completed_last_second,
-          p->in_flight, p->waiting, p->open_conns);
+          ctx->label, phase, p->elapsed_ns / 1e9, p->offered, p->completed,
+          p->completed_last_second, p->in_flight, p->waiting, p->open_conns);
   fflush(stderr);
 }
 
@@ -94,7 +106,10 @@ static int generate(const char *host, int port, const pb_schedule *sched, const 
     return -1;
   }
   out->n = sched->count;
-  progress_ctx pctx = {.label = o->label ? o->label : out->spec.name, .tty = isatty(2)};
+  progress_ctx pctx = {.label = o->label ? o->label : out->spec.name,
+                       .tty = isatty(2),
+                       .phase_end_ns = o->phase_end_ns,
+                       .n_phases = o->n_phases};
   pb_gen_config cfg = {.host = host,
                        .port = port,
                        .max_connections = o->max_connections,

@@ -21,9 +21,11 @@ typedef struct pb_run_options {
   const char *warmup_path;  /* warm-up request path (and readiness probe) */
   uint64_t ready_timeout_ns;
   double max_error_ratio;
-  const char *stats_path; /* "/stats" */
-  const char *label;      /* progress line label */
-  const char *log_dir;    /* server logs go to <log_dir>/<config>.log ("" = /dev/null) */
+  const char *stats_path;       /* "/stats" */
+  const char *label;            /* progress line label */
+  const char *log_dir;          /* server logs go to <log_dir>/<config>.log ("" = /dev/null) */
+  const uint64_t *phase_end_ns; /* optional: cumulative phase ends, for the progress line */
+  uint32_t n_phases;
   bool quiet;
 } pb_run_options;
 
