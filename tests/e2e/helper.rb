@@ -121,6 +121,10 @@ module E2E
       end
       Process.waitpid(@pid) rescue nil unless done
       @pid = nil
+      # Under ASan/UBSan builds a sanitizer report in the server's log fails the test.
+      if log =~ /ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/
+        raise Minitest::Assertion, "sanitizer report in #{@log_path}:\n#{log[-4000..] || log}"
+      end
       @status
     end
   end
