@@ -5,7 +5,7 @@ BUILD      ?= build
 BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build run test test-asan format format-check clean
+.PHONY: all deps build run sim test test-asan format format-check clean
 
 all: build
 
@@ -19,7 +19,11 @@ build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	@bash scripts/run.sh $(BUILD)
+	@bash scripts/run.sh $(BUILD) $(ARGS)
+
+# The simulator on the default scenario: summary table and per-second timeline.
+sim: build
+	$(BUILD)/sim/pp-sim run scenarios/step-mix.yaml --timeline
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
