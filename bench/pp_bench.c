@@ -196,6 +196,21 @@ static bool parse_opts(int argc, char **argv, int first, opts *o) {
   return true;
 }
 
+/* The server being measured, so an interrupted pp-bench does not leave it running. */
+static volatile sig_atomic_t running_pgid;
+
+static void on_interrupt(int sig) {
+  if (running_pgid > 0) kill(-(pid_t)running_pgid, SIGTERM);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+static void stop_servers_on_interrupt(void) {
+  signal(SIGINT, on_interrupt);
+  signal(SIGTERM, on_interrupt);
+  signal(SIGHUP, on_interrupt);
+}
+
 static void run_options(const opts *o, pb_run_options *ro, const char *label) {
   memset(ro, 0, sizeof *ro);
   ro->timeout_ns = o->timeout_ns ? o->timeout_ns : 20000000000ull;
@@ -206,6 +221,7 @@ static void run_options(const opts *o, pb_run_options *ro, const char *label) {
   ro->max_error_ratio = o->max_errors;
   ro->stats_path = "/stats";
   ro->label = label;
+  ro->running_pgid = &running_pgid;
 }
 
 /* Prints what a smoke run measured. Returns 0 when the success check passed. */
@@ -430,6 +446,7 @@ static int cmd_run(const char *path, opts *o) {
     ro.stats_path = "/stats";
     ro.log_dir = log_dir;
     ro.phase_end_ns = phase_end;
+    ro.running_pgid = &running_pgid;
     ro.n_phases = scn.n_phases;
     pb_run_config(&spec, &sched, &ro, &res[n]);
     if (!res[n].ran) {
@@ -601,6 +618,7 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  if (strcmp(cmd, "smoke") == 0 || strcmp(cmd, "run") == 0) stop_servers_on_interrupt();
   if (strcmp(cmd, "smoke") == 0) return cmd_smoke(&o);
   if (strcmp(cmd, "floor") == 0) return cmd_floor(&o);
   if (strcmp(cmd, "null-server") == 0) return cmd_null_server(&o);

@@ -158,12 +158,14 @@ void pb_run_config(const pb_server_spec *spec, const pb_schedule *sched, const p
     snprintf(out->error, sizeof out->error, "%s", err);
     return;
   }
+  if (o->running_pgid) *o->running_pgid = (sig_atomic_t)srv.pid;
   const char *probe = o->warmup_path ? o->warmup_path : "/hello";
   uint64_t ready_timeout = o->ready_timeout_ns ? o->ready_timeout_ns : 60000000000ull;
   if (pb_server_wait_ready(&srv, "127.0.0.1", probe, ready_timeout, err, sizeof err) < 0) {
     snprintf(out->error, sizeof out->error, "%s (log: %s)", err,
              out->spec.log_path[0] ? out->spec.log_path : "none");
     pb_server_stop(&srv, 5000000000ull);
+    if (o->running_pgid) *o->running_pgid = 0;
     return;
   }
   warm_up("127.0.0.1", spec->port, o);
@@ -179,6 +181,7 @@ void pb_run_config(const pb_server_spec *spec, const pb_schedule *sched, const p
   size_t n_samples = 0;
   if (sampler) pb_sampler_stop(sampler, &samples, &n_samples, &out->queue_p95_lifetime_ms);
   pb_server_stop(&srv, 10000000000ull);
+  if (o->running_pgid) *o->running_pgid = 0;
   if (rc == 0) {
     out->ran = true;
     build_rows(out, samples, n_samples);

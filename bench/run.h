@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 
 #include "bench/gen.h"
@@ -25,6 +26,9 @@ typedef struct pb_run_options {
   const char *label;            /* progress line label */
   const char *log_dir;          /* server logs go to <log_dir>/<config>.log ("" = /dev/null) */
   const uint64_t *phase_end_ns; /* optional: cumulative phase ends, for the progress line */
+  /* Optional: the running server's process group id is stored here while it runs (0 when
+   * none), so the program's signal handler can stop it if pp-bench is interrupted. */
+  volatile sig_atomic_t *running_pgid;
   uint32_t n_phases;
   bool quiet;
 } pb_run_options;
