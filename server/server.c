@@ -150,7 +150,10 @@ static void client_flush(client *c) {
     c->write_bytes -= k->len;
     chunk_put(c->srv, k);
     client_close(c);
+    return;
   }
+  /* The first pending write starts the write timeout; each completion restarts it. */
+  if (c->writes_in_flight == 1) client_arm_timer(c);
 }
 
 static void client_out(client *c, const void *data, size_t len) {
