@@ -321,7 +321,7 @@ int pb_report_table(FILE *f, const char *db_path, int64_t run_id, char *err, siz
     }
     char rps[32];
     double ach = sqlite3_column_double(st, 12);
-    if (ach < 0)
+    if (sqlite3_column_type(st, 12) == SQLITE_NULL || ach < 0)
       snprintf(rps, sizeof rps, "FAILED");
     else
       snprintf(rps, sizeof rps, "%.1f", ach);

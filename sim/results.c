@@ -214,7 +214,12 @@ int pp_results_add_summary(pp_results_db *db, int64_t config_id, const pp_summar
   sqlite3_bind_int64(st, i++, (sqlite3_int64)s->errors);
   sqlite3_bind_int64(st, i++, (sqlite3_int64)s->unfinished);
   sqlite3_bind_double(st, i++, s->offered_rps);
-  sqlite3_bind_double(st, i++, s->achieved_rps);
+  /* A negative rate means "not reported" (a measured run that failed its success check):
+   * store NULL so no query can average it in as throughput. */
+  if (s->achieved_rps < 0)
+    sqlite3_bind_null(st, i++);
+  else
+    sqlite3_bind_double(st, i++, s->achieved_rps);
   bind_ms(st, i++, s->p50_ns);
   bind_ms(st, i++, s->p90_ns);
   bind_ms(st, i++, s->p99_ns);
