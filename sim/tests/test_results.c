@@ -29,7 +29,8 @@ static void test_roundtrip(void) {
     memset(&s, 0, sizeof s);
     s.requests = 100;
     s.p50_ns = 25e6;
-    s.queue_p95_ns = -1; /* unknown */
+    s.queue_p95_ns = -1;               /* unknown */
+    s.achieved_rps = pass ? -1 : 99.5; /* the measured pass "failed its success check" */
     CU_ASSERT_EQUAL(pp_results_add_summary(db, cfg_id, &s), 0);
     pp_timeline_row rows[3];
     memset(rows, 0, sizeof rows);
@@ -51,7 +52,9 @@ static void test_roundtrip(void) {
                                            "(SELECT count(*) FROM summary WHERE queue_p95_ms IS "
                                            "NULL), (SELECT count(*) FROM timeline), "
                                            "(SELECT count(*) FROM timeline WHERE queue_p95_ms IS "
-                                           "NULL) FROM runs",
+                                           "NULL), (SELECT count(*) FROM summary WHERE "
+                                           "achieved_rps IS NULL), (SELECT sum(achieved_rps) "
+                                           "FROM summary) FROM runs",
                                            -1, &st, NULL),
                         SQLITE_OK);
   CU_ASSERT_EQUAL_FATAL(sqlite3_step(st), SQLITE_ROW);
@@ -61,6 +64,8 @@ static void test_roundtrip(void) {
   CU_ASSERT_EQUAL(sqlite3_column_int(st, 3), 2);
   CU_ASSERT_EQUAL(sqlite3_column_int(st, 4), 6);
   CU_ASSERT_EQUAL(sqlite3_column_int(st, 5), 2);
+  CU_ASSERT_EQUAL(sqlite3_column_int(st, 6), 1);                    /* failed run: NULL */
+  CU_ASSERT_DOUBLE_EQUAL(sqlite3_column_double(st, 7), 99.5, 1e-9); /* never averaged in */
   sqlite3_finalize(st);
   sqlite3_close(q);
   unlink(path);
