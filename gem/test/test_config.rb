@@ -104,6 +104,17 @@ class TestConfig < Minitest::Test
     end
   end
 
+  def test_without_dry_run_problems_go_to_stderr_and_the_server_is_execed
+    with_config("threads 1, 4\nworker_timeout 9\n") do
+      status, out, err = cli("--server", "/nonexistent/puma-plus-server")
+      assert_equal 127, status, "exec of a missing server fails cleanly"
+      assert_equal "", out
+      assert_match(/note: .*threads: puma-plus runs exactly max/, err)
+      assert_match(/unsupported: .*:2: worker_timeout/, err)
+      assert_match(%r{cannot run /nonexistent/puma-plus-server}, err)
+    end
+  end
+
   def test_durations
     {
       "50ms" => 50, "0.25s" => 250, 75 => 75, 0.1 => 100

@@ -32,7 +32,7 @@ module PumaPlus
       command = server_command(settings)
       env = { "RACK_ENV" => settings[:environment] }
       env["PUMA_PLUS_CONFIG"] = File.expand_path(@config_path) if @config_path
-      report(config, settings, command, env) if @flags[:dry_run] || !config&.unsupported&.empty?
+      report(config, settings, command, env) if @flags[:dry_run] || config&.unsupported&.any? || config&.notes&.any?
       return 0 if @flags[:dry_run]
 
       exec(env, *command)
