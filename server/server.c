@@ -616,7 +616,8 @@ static int on_h1_body(pp_h1 *h, const uint8_t *data, size_t len) {
   client *c = h->data;
   server *s = c->srv;
   request *r = c->req;
-  if (!r || r->state == RS_CONTROL) return 0;
+  /* control requests, and the rest of an upload whose response already ended: discarded */
+  if (!r || r->state == RS_CONTROL || r->state == RS_RESPONDED) return 0;
   if (r->state == RS_RUNNING) {
     if (!r->cancelled) send_body_frames(s, r, data, len);
     return 0;
