@@ -63,6 +63,13 @@ class TestHTTP < Minitest::Test
     # the same body chunked (runnable once 1 MiB is buffered, then BODY frames)
     out, = E2E.curl("-H", "Transfer-Encoding: chunked", "--data-binary", "@#{path}", url("/echo"))
     assert_equal body, out.b
+    # an app that answers without reading its streamed body; every worker thread stays usable
+    4.times do
+      out, err, = E2E.curl("--data-binary", "@#{path}", "-H", "Expect:", url("/hello"))
+      assert_equal "Hello, world\n", out, err
+    end
+    rs = Array.new(4) { Thread.new { E2E.curl(url("/mix/0/50")).first } }.map(&:value)
+    assert_equal ["cpu_ns=0 sleep_ms=50\n"] * 4, rs
   end
 
   def test_keep_alive_reuses_one_connection
