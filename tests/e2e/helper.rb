@@ -38,7 +38,9 @@ module E2E
   class Server
     attr_reader :port, :control_port, :pid, :log_path, :args
 
-    def initialize(app: MIX, workers: 1, threads: 4, extra: [], boot_timeout: 30)
+    def initialize(app: MIX, workers: 1, threads: 4, extra: [], boot_timeout: 30, token: nil)
+      @token = token
+      extra += ["-control-token", token] if token
       @port = E2E.free_port
       @control_port = E2E.free_port
       @workers = workers
@@ -79,7 +81,8 @@ module E2E
 
     def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
-    def control_get(path, headers = {})
+    def control_get(path, headers = {}, auth: true)
+      headers = headers.merge("Authorization" => "Bearer #{@token}") if @token && auth
       Timeout.timeout(10) do
         s = TCPSocket.new("127.0.0.1", @control_port)
         s.write("GET #{path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" +

@@ -86,6 +86,15 @@ class TestAutoscale < Minitest::Test
                    "tick #{r["tick"]}: spawned while a worker was booting (settled gate): #{r["reason"]}"
     end
 
+    # SIGHUP reopens the log (rotation): the new file starts with the header, then ticks
+    File.rename(log, "#{log}.1")
+    Process.kill("HUP", srv.pid)
+    sleep 1.2
+    fresh = File.readlines(log).map { |l| JSON.parse(l) }
+    assert_equal "header", fresh.first["type"]
+    assert_operator fresh.size, :>=, 2, "ticks continue in the reopened log"
+    log = "#{log}.1"
+
     replay = ENV["PP_REPLAY_BIN"]
     if replay && File.executable?(replay)
       out, err, st = Open3.capture3(replay, log)

@@ -202,7 +202,12 @@ end
 # so zero 500s and no LintError in the log means zero violations.
 class TestRackLint < Minitest::Test
   def test_every_route_passes_rack_lint
-    srv = E2E::Server.new(app: E2E::LINT, workers: 1, threads: 2)
+    srv = E2E::Server.new(app: E2E::LINT, workers: 1, threads: 2, token: "s3cret")
+    # the control token is required when set (header or query), and nothing else opens it
+    assert_equal 401, srv.control_get("/stats", auth: false)[0]
+    assert_equal 401, srv.control_get("/metrics?token=wrong", auth: false)[0]
+    assert_equal 200, srv.control_get("/metrics?token=s3cret", auth: false)[0]
+    assert_equal 200, srv.control_get("/stats")[0]
     base = "http://127.0.0.1:#{srv.port}"
     big = "/tmp/pp-e2e-lint-#{Process.pid}"
     File.binwrite(big, "z" * (2 * 1024 * 1024))
