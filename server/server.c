@@ -207,6 +207,7 @@ static void client_simple_response(client *c, int status, const char *ctype, con
 static void on_client_closed(uv_handle_t *h) {
   client *c = h->data;
   server *s = c->srv;
+  pp_h1_dispose(&c->h1); /* here, never while a parser callback may still run */
   if (c->out) chunk_put(s, c->out), c->out = NULL;
   c->next_free = s->free_clients;
   s->free_clients = c;
@@ -263,7 +264,6 @@ static void client_close(client *c) {
   client_drop_request(c);
   if (c->out) chunk_put(c->srv, c->out), c->out = NULL;
   pp_queue_remove(&c->srv->clients, &c->link);
-  pp_h1_dispose(&c->h1);
   uv_read_stop(&c->h.stream);
   uv_timer_stop(&c->timer);
   uv_close((uv_handle_t *)&c->timer, on_timer_closed);
@@ -695,6 +695,7 @@ static void client_update_reading(client *c) {
 }
 
 static void client_process(client *c) {
+  if (c->in_parse) return; /* never re-enter the parser; the running loop continues */
   while (!c->closing && c->rpos < c->rlen && client_can_parse(c)) {
     if (!c->req && !c->h1.started && !c->t1) c->t1 = pp_now_ns();
     size_t used = 0;
