@@ -40,7 +40,7 @@ void pp_registry_init(pp_registry *r) {
 }
 
 pp_worker *pp_registry_find(pp_registry *r, uint32_t pid) {
-  for (int i = 0; i < PP_MAX_WORKERS; i++)
+  for (uint32_t i = 0; i < r->high; i++)
     if (r->workers[i].state != PP_WORKER_FREE && r->workers[i].pid == pid) return &r->workers[i];
   return NULL;
 }
@@ -57,6 +57,7 @@ pp_worker *pp_registry_add(pp_registry *r, uint32_t pid, uint32_t index, int64_t
     w->pid = pid;
     w->index = index;
     w->forked_ns = now_ns;
+    if ((uint32_t)i >= r->high) r->high = (uint32_t)i + 1;
     return w;
   }
   return NULL;
@@ -113,7 +114,7 @@ void pp_registry_retire(pp_registry *r, pp_worker *w) {
 
 pp_slot *pp_registry_take(pp_registry *r) {
   pp_worker *best = NULL;
-  for (int i = 0; i < PP_MAX_WORKERS; i++) {
+  for (uint32_t i = 0; i < r->high; i++) {
     pp_worker *w = &r->workers[i];
     if (w->state != PP_WORKER_READY || w->idle.len == 0) continue;
     if (!best || w->busy < best->busy || (w->busy == best->busy && w->index < best->index))
@@ -141,7 +142,7 @@ void pp_registry_release(pp_registry *r, pp_slot *s) {
 
 uint32_t pp_registry_count(const pp_registry *r, pp_worker_state state) {
   uint32_t n = 0;
-  for (int i = 0; i < PP_MAX_WORKERS; i++)
+  for (uint32_t i = 0; i < r->high; i++)
     n += r->workers[i].state == state;
   return n;
 }

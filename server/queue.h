@@ -68,6 +68,7 @@ struct pp_worker {
 
 typedef struct pp_registry {
   pp_worker workers[PP_MAX_WORKERS];
+  uint32_t high;        /* entries [high, PP_MAX_WORKERS) have never been used */
   uint32_t slots_ready; /* connected slots of READY workers */
   uint32_t slots_busy;
 } pp_registry;
