@@ -1128,6 +1128,22 @@ void pp__ctl_retire(server *s, pp_worker *w) {
   retire_if_drained(s, w);
 }
 
+/* Asks for as many workers as are missing from workers_wanted. */
+static void respawn_missing(server *s) {
+  if (s->stopping || s->draining) return;
+  uint32_t alive = pp_registry_count(&s->reg, PP_WORKER_READY) +
+                   pp_registry_count(&s->reg, PP_WORKER_BOOTING) + s->spawns_pending;
+  if (alive < s->workers_wanted) {
+    s->stats.worker_restarts++;
+    LOG(s, "respawning (%u of %u workers alive)", alive, s->workers_wanted);
+    pp__ctl_spawn(s, s->workers_wanted - alive);
+  }
+}
+
+static void on_respawn_timer(uv_timer_t *t) {
+  respawn_missing(t->data);
+}
+
 static void ctl_frame(server *s, const pp_wire_frame *f) {
   int64_t now = pp_now_ns();
   switch (f->type) {
@@ -1143,6 +1159,7 @@ static void ctl_frame(server *s, const pp_wire_frame *f) {
   case PP_WIRE_EXITED: {
     pp_worker *w = pp_registry_find(&s->reg, f->pid);
     int retiring = w && w->state == PP_WORKER_RETIRING;
+    int64_t w_forked_ns = w ? w->forked_ns : 0;
     if (w) {
       /* its connections are closed (or closing); detach whatever is left */
       pp_qnode *n = s->wconns.head.next;
@@ -1158,12 +1175,20 @@ static void ctl_frame(server *s, const pp_wire_frame *f) {
     else
       LOG(s, "worker pid %u exited with status %d", f->pid, f->exit_status);
     if (!s->stopping && !retiring) {
-      uint32_t alive = pp_registry_count(&s->reg, PP_WORKER_READY) +
-                       pp_registry_count(&s->reg, PP_WORKER_BOOTING) + s->spawns_pending;
-      if (alive < s->workers_wanted) {
-        s->stats.worker_restarts++;
-        LOG(s, "respawning a worker (%u of %u alive)", alive, s->workers_wanted);
-        pp__ctl_spawn(s, s->workers_wanted - alive);
+      /* A worker that dies young (within 1 s of its fork) is respawned with a growing delay
+       * (100 ms doubling to 5 s), so an app that cannot boot does not fork in a tight loop. */
+      int young = w_forked_ns && now - w_forked_ns < 1000000000LL;
+      if (!young)
+        s->respawn_delay_ms = 0;
+      else
+        s->respawn_delay_ms = s->respawn_delay_ms ? s->respawn_delay_ms * 2 : 100;
+      if (s->respawn_delay_ms > 5000) s->respawn_delay_ms = 5000;
+      if (s->respawn_delay_ms) {
+        LOG_ERR(s, "worker died %.0f ms after its fork; respawning in %u ms",
+                (now - w_forked_ns) / 1e6, s->respawn_delay_ms);
+        uv_timer_start(&s->respawn_timer, on_respawn_timer, s->respawn_delay_ms, 0);
+      } else {
+        respawn_missing(s);
       }
     }
     break;
@@ -1631,7 +1656,8 @@ int pp_server_run(pp_config *cfg, const char *argv0) {
   uv_signal_start(&s->sig_hup, on_signal, SIGHUP);
   uv_timer_init(s->loop, &s->tick_timer);
   uv_timer_init(s->loop, &s->drain_timer);
-  s->tick_timer.data = s->drain_timer.data = s;
+  uv_timer_init(s->loop, &s->respawn_timer);
+  s->tick_timer.data = s->drain_timer.data = s->respawn_timer.data = s;
   uint64_t tick_ms = cfg->tick_ns / 1000000 ? cfg->tick_ns / 1000000 : 1;
   uv_timer_start(&s->tick_timer, on_tick, tick_ms, tick_ms);
 

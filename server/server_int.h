@@ -174,7 +174,8 @@ struct server {
   uint64_t boot_ns;
 
   uv_signal_t sig_term, sig_int, sig_quit, sig_hup;
-  uv_timer_t tick_timer, drain_timer;
+  uv_timer_t tick_timer, drain_timer, respawn_timer;
+  uint32_t respawn_delay_ms; /* backoff for workers that die young */
 
   pp_queue queue;
   pp_registry reg;
