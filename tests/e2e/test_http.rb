@@ -173,6 +173,12 @@ class TestHTTP < Minitest::Test
     refute_match(/Socket errors/, out)
   end
 
+  def test_h2load_h1_pipelined_load_succeeds
+    out, err, st = Open3.capture3("h2load", "--h1", "-n", "400", "-c", "4", "-m", "4", url("/hello"))
+    assert st.success?, err
+    assert_match(/400 succeeded, 0 failed, 0 errored, 0 timeout/, out)
+  end
+
   def test_stats_are_puma_compatible_and_metrics_render
     st = srv.stats
     %w[started_at workers phase booted_workers old_workers worker_status].each { |k| assert st.key?(k), k }
