@@ -67,4 +67,20 @@ class TestWorkers < Minitest::Test
     socks&.each { |s| s.close rescue nil }
     srv&.stop
   end
+
+  # Ctrl-C in a terminal: SIGINT to the whole foreground process group (server, shepherd,
+  # workers). The server drains, the Ruby side ignores SIGINT and waits for STOP.
+  def test_ctrl_c_to_the_process_group_drains
+    srv = E2E::Server.new(workers: 1, threads: 2)
+    inflight = Thread.new { E2E.raw(srv.port, "GET /mix/0/400 HTTP/1.1\r\nHost: a\r\n\r\n", timeout: 20) }
+    sleep 0.15
+    Process.kill("INT", -srv.pid)
+    rs = inflight.value
+    assert_equal 200, rs.dig(0, 0), "the in-flight request completes during the drain"
+    status = srv.stop(signal: 0, timeout: 20)
+    refute_nil status, "the server did not exit after Ctrl-C"
+    assert status.success?, "exit status #{status.inspect}\n#{srv.log}"
+  ensure
+    srv&.stop
+  end
 end
