@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Writes the committed seed corpora of fuzz/corpus/<name>/ (docs/FUZZING.md).
+
+Deterministic: run it from anywhere (`python3 fuzz/make_corpus.py`) and commit the result.
+Seeds are small hand-made inputs plus copies or excerpts of the repository's own files (the
+shipped policies and scenarios, a few lines of each replay test log, several golden wire
+frames concatenated into pipelined streams). The golden wire corpus itself is not copied: the
+replay test and fuzz/run.sh read docs/protocol-corpus/*.bin where it lives.
+"""
+import glob
+import os
+import shutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "fuzz", "corpus")
+
+
+def reset(name):
+    d = os.path.join(OUT, name)
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    return d
+
+
+def write(d, name, data):
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# ---- http1: byte 0 = mode (bit 7 small limits, bits 0-6 chunking), then the stream ----
+DEFAULT, SMALL = 0x07, 0x87
+
+
+def http1():
+    d = reset("http1")
+    crlf = lambda s: s.replace("\n", "\r\n")
+    seeds = {
+        # accepted
+        "get": (DEFAULT, crlf("GET /hello?x=1&y=2 HTTP/1.1\nHost: example.com:8080\nAccept: */*\n\n")),
+        "get-http10": (DEFAULT, crlf("GET / HTTP/1.0\n\n")),
+        "get-http10-keepalive": (DEFAULT, crlf("GET / HTTP/1.0\nConnection: keep-alive\n\n")),
+        "post-content-length": (DEFAULT, crlf("POST /form HTTP/1.1\nHost: a\nContent-Type: application/x-www-form-urlencoded\nContent-Length: 11\n\n") + "a=1&b=2&c=3"),
+        "post-chunked": (DEFAULT, crlf("POST /up HTTP/1.1\nHost: a\nTransfer-Encoding: chunked\n\n5\nhello\n6;ext=1\n world\n0\n\n")),
+        "post-chunked-trailer": (DEFAULT, crlf("POST /up HTTP/1.1\nHost: a\nTransfer-Encoding: chunked\n\n3\nabc\n0\nX-Checksum: 1\n\n")),
+        "expect-continue": (DEFAULT, crlf("PUT /f HTTP/1.1\nHost: a\nExpect: 100-continue\nContent-Length: 4\n\n") + "data"),
+        "pipelined-3": (DEFAULT, crlf("GET /1 HTTP/1.1\nHost: a\n\nPOST /2 HTTP/1.1\nHost: a\nContent-Length: 3\n\nabcGET /3 HTTP/1.1\nHost: a\nConnection: close\n\n")),
+        "pipelined-chunked-then-get": (0x03, crlf("POST /a HTTP/1.1\nHost: a\nTransfer-Encoding: chunked\n\n1\nx\n0\n\nGET /b HTTP/1.1\nHost: a\n\n")),
+        "absolute-form": (DEFAULT, crlf("GET http://example.com/p/q?z#frag HTTP/1.1\nHost: example.com\n\n")),
+        "options-star": (DEFAULT, crlf("OPTIONS * HTTP/1.1\nHost: a\n\n")),
+        "ipv6-host": (DEFAULT, crlf("GET / HTTP/1.1\nHost: [::1]:9292\n\n")),
+        "repeated-headers-cookie": (DEFAULT, crlf("GET / HTTP/1.1\nHost: a\nCookie: a=1\nX-A: 1\nCookie: b=2\nx-a: 2\nX_Under: dropped\n\n")),
+        "head-delete-patch": (0x01, crlf("HEAD / HTTP/1.1\nHost: a\n\nDELETE /x HTTP/1.1\nHost: a\n\nPATCH /y HTTP/1.1\nHost: a\nContent-Length: 0\n\n")),
+        "leading-crlf": (DEFAULT, crlf("\n\nGET / HTTP/1.1\nHost: a\n\n")),
+        "upgrade": (DEFAULT, crlf("GET /ws HTTP/1.1\nHost: a\nConnection: Upgrade\nUpgrade: websocket\n\n")),
+        "lf-only": (DEFAULT, "GET / HTTP/1.1\nHost: a\n\n"),
+        "auth-header": (DEFAULT, crlf("GET /stats HTTP/1.1\nHost: a\nAuthorization: Bearer token\n\n")),
+        # refused
+        "reject-cl-and-te": (DEFAULT, crlf("POST / HTTP/1.1\nHost: a\nContent-Length: 3\nTransfer-Encoding: chunked\n\n0\n\n")),
+        "reject-duplicate-cl": (DEFAULT, crlf("POST / HTTP/1.1\nHost: a\nContent-Length: 3\nContent-Length: 3\n\nabc")),
+        "reject-bad-cl": (DEFAULT, crlf("POST / HTTP/1.1\nHost: a\nContent-Length: 1x\n\n")),
+        "reject-obs-fold": (DEFAULT, crlf("GET / HTTP/1.1\nHost: a\nX-Long: a\n  continued\n\n")),
+        "reject-no-host": (DEFAULT, crlf("GET / HTTP/1.1\n\n")),
+        "reject-duplicate-host": (DEFAULT, crlf("GET / HTTP/1.1\nHost: a\nHost: b\n\n")),
+        "reject-te-gzip": (DEFAULT, crlf("POST / HTTP/1.1\nHost: a\nTransfer-Encoding: gzip, chunked\n\n")),
+        "reject-connect": (DEFAULT, crlf("CONNECT example.com:443 HTTP/1.1\nHost: example.com\n\n")),
+        "reject-expect": (DEFAULT, crlf("POST / HTTP/1.1\nHost: a\nExpect: something\nContent-Length: 1\n\nx")),
+        "reject-http2-version": (DEFAULT, crlf("GET / HTTP/2.0\nHost: a\n\n")),
+        "reject-space-before-colon": (DEFAULT, crlf("GET / HTTP/1.1\nHost : a\n\n")),
+        "reject-bad-method": (DEFAULT, crlf("G@T / HTTP/1.1\nHost: a\n\n")),
+        "reject-bad-chunk-size": (DEFAULT, crlf("POST / HTTP/1.1\nHost: a\nTransfer-Encoding: chunked\n\nzz\n")),
+        "reject-431-headers": (SMALL, crlf("GET / HTTP/1.1\nHost: a\n" + "".join("X-%d: v\n" % i for i in range(10)) + "\n")),
+        "reject-431-bytes": (SMALL, crlf("GET / HTTP/1.1\nHost: a\nX-Big: " + "b" * 600 + "\n\n")),
+        "reject-414-uri": (SMALL, crlf("GET /" + "u" * 200 + " HTTP/1.1\nHost: a\n\n")),
+        "reject-413-cl": (SMALL, crlf("POST / HTTP/1.1\nHost: a\nContent-Length: 1000\n\n")),
+        "reject-413-chunked": (SMALL, crlf("POST / HTTP/1.1\nHost: a\nTransfer-Encoding: chunked\n\n200\n" + "c" * 512 + "\n0\n\n")),
+        "reject-second-of-pipeline": (DEFAULT, crlf("GET /ok HTTP/1.1\nHost: a\n\nGET /bad HTTP/1.1\n\n")),
+        "reject-nul-in-header": (DEFAULT, "GET / HTTP/1.1\r\nHost: a\x00b\r\n\r\n"),
+        "partial-request": (DEFAULT, crlf("GET /incomplete HTTP/1.1\nHost: a\nX-")),
+    }
+    for name, (mode, text) in sorted(seeds.items()):
+        write(d, name, bytes([mode]) + text.encode("latin-1"))
+
+
+# ---- wire: streams of several golden frames ----
+def wire():
+    d = reset("wire")
+    pc = os.path.join(ROOT, "docs", "protocol-corpus")
+    rd = lambda n: open(os.path.join(pc, n + ".bin"), "rb").read()
+    streams = {
+        "worker-session": ["hello", "ready", "response-head", "response-body", "response-body-empty", "response-end"],
+        "server-session": ["request-get", "request-post", "body", "body-end", "cancel", "request-streams", "body-empty", "body-end"],
+        "control-session": ["spawn", "forked", "ready", "retire", "stop", "exited", "exited-signal"],
+        "good-then-bad": ["request-get", "response-end", "bad-reserved-first", "hello"],
+        "good-then-truncated": ["request-utf8-and-empty-values", "bad-truncated-payload"],
+        "good-then-length-mismatch": ["response-head-multi-value", "bad-request-pairs-overrun"],
+        "good-then-too-large": ["retire", "bad-length-over-max"],
+    }
+    for name, parts in sorted(streams.items()):
+        write(d, name, b"".join(rd(p) for p in parts))
+    write(d, "empty", b"")
+
+
+# ---- policy: the shipped policies plus hand-made shapes ----
+def policy():
+    d = reset("policy")
+    for p in sorted(glob.glob(os.path.join(ROOT, "scenarios", "policies", "*.yaml"))):
+        shutil.copy(p, os.path.join(d, "shipped-" + os.path.basename(p)))
+    seeds = {
+        "nested-sections.yaml": "tick: 500ms\nthreads:\n  enabled: true\n  min: 2\n  max: 8\n  gvl_wait_max: 2ms\nshed:\n  enabled: yes\n  budget: 1.5s\n",
+        "dotted-keys.yaml": "threads.enabled: on\nthreads.max: 32\nshed.budget: 250000us\nmemory_limit: 2GiB\n",
+        "units.yaml": "tick: 1m\nspawn_cooldown: 2.5s\nretire_cooldown: 0.5h\ntarget_queue_p95: 1500\xc2\xb5s\ngvl_wait_max_ns: 1\n",
+        "canonical.yaml": "tick: 1000000000ns\nmin_workers: 1\nmax_workers: 8\nmax_step: 4\ncores: 0\nmemory_limit: 0\ntarget_queue_p95: 50000000ns\nsevere_factor: 4\nbreach_ticks: 2\ncalm_fraction: 0.20000000000000001\ncalm_utilisation: 0.5\ncalm_ticks: 30\nspawn_cooldown: 3000000000ns\nretire_cooldown: 30000000000ns\ntarget_utilisation: 0.69999999999999996\nthreads.enabled: false\nthreads.min: 1\nthreads.max: 16\nthreads.gvl_wait_max: 5000000ns\nshed.enabled: false\nshed.budget: 10000000000ns\n",
+        "flow-style.yaml": "{tick: 2s, max_workers: 4, threads: {enabled: true, max: 4}}\n",
+        "set-field.txt": "spawn_cooldown=2s\n",
+        "empty.yaml": "",
+        "null.yaml": "~\n",
+        "bad-unknown.yaml": "tick: 1s\nbogus: 3\n",
+        "bad-twice.yaml": "tick: 1s\ntick: 2s\n",
+        "bad-range.yaml": "min_workers: 9\nmax_workers: 8\n",
+        "bad-unit.yaml": "tick: 3 fortnights\n",
+        "bad-two-docs.yaml": "tick: 1s\n---\ntick: 2s\n",
+        "bad-list.yaml": "- tick\n- 1s\n",
+        "anchors.yaml": "tick: &t 2s\nspawn_cooldown: *t\n",
+        "big-numbers.yaml": "memory_limit: 8EiB\ncalm_fraction: 1e-300\nmax_workers: 4294967296\n",
+    }
+    for name, text in sorted(seeds.items()):
+        write(d, name, text.encode("utf-8") if isinstance(text, str) else text)
+
+
+# ---- declog: single lines from the replay test logs, plus edge cases ----
+def declog():
+    d = reset("declog")
+    for path in sorted(glob.glob(os.path.join(ROOT, "replay", "tests", "logs", "*.jsonl"))):
+        base = os.path.splitext(os.path.basename(path))[0]
+        lines = open(path, "rb").read().splitlines(keepends=True)
+        picked = {0: "first", 1: "second"}
+        for i, ln in enumerate(lines):
+            if b'"action":"none"' not in ln and b'"type":"header"' not in ln:
+                picked.setdefault(i, "action%d" % i)
+        picked[len(lines) - 1] = "last"
+        for i, label in sorted(picked.items())[:8]:
+            write(d, "%s-%s.jsonl" % (base, label), lines[i])
+        # a header followed by a tick: the target decides that tick under the header's policy
+        write(d, "%s-header-and-tick.jsonl" % base, lines[0] + lines[1])
+    write(d, "not-object.jsonl", b"[1,2,3]\n")
+    write(d, "empty-object.jsonl", b"{}\n")
+    write(d, "truncated.jsonl", b'{"v":1,"tick":0,"time_ns":10')
+    write(d, "wrong-version.jsonl", b'{"v":2,"tick":0}\n')
+
+
+# ---- scenario: the shipped scenarios, a trace, inline policies ----
+def scenario():
+    d = reset("scenario")
+    for p in sorted(glob.glob(os.path.join(ROOT, "scenarios", "*.yaml"))):
+        shutil.copy(p, os.path.join(d, "shipped-" + os.path.basename(p)))
+    seeds = {
+        "inline-policy.yaml": "name: inline\narrivals:\n  process: uniform\n  phases:\n    - {rate: 10, to: 50, duration: 10s}\nrequests:\n  - {path: /a, weight: 2, cpu: {dist: lognormal, mean: 5ms, sd: 2ms}, io: {dist: uniform, min: 1ms, max: 3ms}}\nclient: {timeout: 5s, slo: 100ms}\nmachine: {cores: 2, memory: {worker: 100MB, per_thread: 1MiB}, gvl_timeslice: 50ms, gvl_measured: false, boot: 1s}\nconfigs:\n  - name: auto\n    server: pumaplus\n    autoscale: true\n    workers: 1\n    policy:\n      max_workers: 4\n      threads: {enabled: true, max: 8}\n",
+        "trace-process.yaml": "name: t\narrivals: {process: trace, trace: arrivals.txt}\nrequests: [{path: /x}]\nconfigs: [{name: a, server: puma, workers: 1, queue: fifo}]\n",
+        "trace.txt": "# seconds\n0.0\n0.0125\n 0.5 \n\n1\n",
+        "trace-decreasing.txt": "1.0\n0.5\n",
+        "bad-duplicate-config.yaml": "arrivals: {phases: [{rate: 1, duration: 1s}]}\nrequests: [{path: /}]\nconfigs: [{name: a, server: puma}, {name: a, server: puma}]\n",
+        "bad-duration-sum.yaml": "duration: 5s\narrivals: {phases: [{rate: 1, duration: 1s}]}\nrequests: [{path: /}]\nconfigs: [{name: a, server: puma}]\n",
+        "bad-policy-static.yaml": "arrivals: {phases: [{rate: 1, duration: 1s}]}\nrequests: [{path: /}]\nconfigs: [{name: a, server: puma, policy: p.yaml}]\n",
+        "anchors.yaml": "arrivals: {phases: [&p {rate: 1, duration: 1s}, *p]}\nrequests: [&r {path: /}, *r]\nconfigs: [{name: a, server: puma}]\n",
+    }
+    for name, text in sorted(seeds.items()):
+        write(d, name, text)
+
+
+if __name__ == "__main__":
+    http1()
+    wire()
+    policy()
+    declog()
+    scenario()
+    total = 0
+    for dp, _, files in os.walk(OUT):
+        total += sum(os.path.getsize(os.path.join(dp, f)) for f in files)
+    print("fuzz/corpus: %d bytes" % total)
