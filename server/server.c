@@ -64,6 +64,24 @@ void pp__on_worker_write(uv_write_t *wr, int status);
 void pp__wconn_resume(wconn *w);
 void pp__on_client_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 
+/* Writes bufs at once when the kernel takes them all (returns 0: no callback will fire, no
+ * epoll change), else queues what is left with uv_write (returns 1: cb fires later).
+ * uv_try_write refuses while earlier writes are queued, so order is kept. <0 on error. */
+static int write_or_queue(uv_stream_t *st, uv_write_t *req, uv_buf_t *bufs, unsigned n,
+                          uv_write_cb cb) {
+  int w = uv_try_write(st, bufs, n);
+  if (w < 0 && w != UV_EAGAIN) return w;
+  size_t done = w > 0 ? (size_t)w : 0;
+  unsigned i = 0;
+  while (i < n && done >= bufs[i].len)
+    done -= bufs[i].len, i++;
+  if (i == n) return 0;
+  bufs[i].base += done;
+  bufs[i].len -= done;
+  int rc = uv_write(req, st, bufs + i, n - i, cb);
+  return rc < 0 ? rc : 1;
+}
+
 /* ---------------------------------------------------------------- pools */
 
 static wchunk *chunk_get(server *s, size_t need) {
@@ -142,16 +160,18 @@ static void client_flush(client *c) {
   k->owner = c;
   k->to_client = 1;
   uv_buf_t b = uv_buf_init((char *)k->data, (unsigned)k->len);
-  c->writes_in_flight++;
-  c->write_bytes += k->len;
-  int rc = uv_write(&k->wr, &c->h.stream, &b, 1, on_client_write);
-  if (rc < 0) {
-    c->writes_in_flight--;
-    c->write_bytes -= k->len;
+  int rc = write_or_queue(&c->h.stream, &k->wr, &b, 1, on_client_write);
+  if (rc <= 0) {
     chunk_put(c->srv, k);
-    client_close(c);
+    if (rc < 0)
+      client_close(c);
+    else
+      c->last_progress = pp_now_ns();
     return;
   }
+  c->writes_in_flight++;
+  c->write_bytes += b.len;
+  k->len = b.len; /* what is still queued (write_bytes is decremented by it) */
   /* The first pending write starts the write timeout; each completion restarts it. */
   if (c->writes_in_flight == 1) client_arm_timer(c);
 }
@@ -249,7 +269,7 @@ static void client_drop_request(client *c) {
       k->owner = r->w;
       k->to_client = 0;
       uv_buf_t b = uv_buf_init((char *)k->data, (unsigned)k->len);
-      if (uv_write(&k->wr, (uv_stream_t *)&r->w->pipe, &b, 1, pp__on_worker_write) < 0)
+      if (write_or_queue((uv_stream_t *)&r->w->pipe, &k->wr, &b, 1, pp__on_worker_write) <= 0)
         chunk_put(s, k);
     }
     /* freed when RESPONSE_END arrives (or the worker connection closes) */
@@ -494,10 +514,9 @@ static void send_body_frames(server *s, request *r, const uint8_t *data, size_t 
     k->owner = w;
     k->to_client = 0;
     uv_buf_t b = uv_buf_init((char *)k->data, (unsigned)k->len);
-    if (uv_write(&k->wr, (uv_stream_t *)&w->pipe, &b, 1, pp__on_worker_write) < 0) {
-      chunk_put(s, k);
-      return;
-    }
+    int rc = write_or_queue((uv_stream_t *)&w->pipe, &k->wr, &b, 1, pp__on_worker_write);
+    if (rc <= 0) chunk_put(s, k);
+    if (rc < 0) return;
     data += n;
     len -= n;
   }
@@ -512,7 +531,8 @@ static void send_body_end(server *s, request *r) {
   k->len = (size_t)pp_wire_encode(&f, k->data, k->cap);
   k->owner = r->w;
   uv_buf_t b = uv_buf_init((char *)k->data, (unsigned)k->len);
-  if (uv_write(&k->wr, (uv_stream_t *)&r->w->pipe, &b, 1, pp__on_worker_write) < 0) chunk_put(s, k);
+  if (write_or_queue((uv_stream_t *)&r->w->pipe, &k->wr, &b, 1, pp__on_worker_write) <= 0)
+    chunk_put(s, k);
 }
 
 static void send_request(server *s, request *r, wconn *w) {
@@ -544,12 +564,12 @@ static void send_request(server *s, request *r, wconn *w) {
   w->req = r;
   r->state = RS_RUNNING;
   r->wreq.data = s;
-  r->writes++;
-  if (uv_write(&r->wreq, (uv_stream_t *)&w->pipe, bufs, 2, on_request_written) < 0) {
-    r->writes--;
+  int rc = write_or_queue((uv_stream_t *)&w->pipe, &r->wreq, bufs, 2, on_request_written);
+  if (rc < 0) {
     wconn_close(w, "write failed");
     return;
   }
+  if (rc == 1) r->writes++; /* the buffers stay referenced until on_request_written */
   if (r->streaming) {
     if (r->body.len > 4) send_body_frames(s, r, r->body.data + 4, r->body.len - 4);
     r->body.len = 4;
@@ -709,6 +729,12 @@ static void client_process(client *c) {
     }
   }
   if (c->closing) return;
+  /* A response finished inside the parser (control app, written at once): complete it now
+   * that the parser has returned. */
+  if (c->response_done && c->writes_in_flight == 0) {
+    client_response_complete(c);
+    return;
+  }
   if (c->rpos > 0) {
     memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
     c->rlen -= c->rpos;
@@ -1099,7 +1125,8 @@ static void ctl_send(server *s, const pp_wire_frame *f) {
   k->len = (size_t)pp_wire_encode(f, k->data, k->cap);
   k->owner = NULL;
   uv_buf_t b = uv_buf_init((char *)k->data, (unsigned)k->len);
-  if (uv_write(&k->wr, (uv_stream_t *)&s->ctl, &b, 1, pp__on_worker_write) < 0) chunk_put(s, k);
+  if (write_or_queue((uv_stream_t *)&s->ctl, &k->wr, &b, 1, pp__on_worker_write) <= 0)
+    chunk_put(s, k);
 }
 
 void pp__ctl_spawn(server *s, uint32_t n) {
