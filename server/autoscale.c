@@ -82,6 +82,13 @@ int pp_controller_init(server *s) {
             err.message);
     return -1;
   }
+  if (ct->enabled && ct->policy.threads_enabled) {
+    /* decide() could ask for add_thread/remove_thread, which this server cannot carry out
+     * (threads per worker are fixed), and would then prefer threads over workers forever. */
+    fprintf(stderr, "puma-plus-server: policy: threads.enabled: thread scaling is not supported "
+                    "by this server (threads per worker are fixed by -threads); set it to false\n");
+    return -1;
+  }
   if (ct->enabled) {
     cfg->tick_ns = ct->policy.tick_ns; /* the controller's period is the policy's */
     if (s->workers_wanted < ct->policy.min_workers) s->workers_wanted = ct->policy.min_workers;
@@ -119,6 +126,15 @@ void pp_controller_tick(server *s) {
   pp_stats *st = &s->stats;
   int64_t now = pp_now_ns();
   uint32_t ready = 0, booting, retiring;
+  /* A SPAWN the shepherd never answered with FORKED (it could not fork) must not count as
+   * booting forever, or the settled gate would block scaling up for good. */
+  if (s->spawns_pending && now - s->last_spawn_ns > 30000000000LL) {
+    fprintf(stderr,
+            "[puma-plus] %u requested worker(s) never forked in 30 s; not waiting for them\n",
+            s->spawns_pending);
+    if (s->workers_wanted >= s->spawns_pending) s->workers_wanted -= s->spawns_pending;
+    s->spawns_pending = 0;
+  }
   for (int i = 0; i < PP_MAX_WORKERS; i++)
     ready += s->reg.workers[i].state == PP_WORKER_READY && s->reg.workers[i].slots > 0;
   booting = pp_registry_count(&s->reg, PP_WORKER_BOOTING) + s->spawns_pending;

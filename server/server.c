@@ -1135,6 +1135,7 @@ void pp__ctl_spawn(server *s, uint32_t n) {
   f.type = PP_WIRE_SPAWN;
   f.count = n;
   s->spawns_pending += n;
+  s->last_spawn_ns = pp_now_ns();
   ctl_send(s, &f);
 }
 
@@ -1358,6 +1359,7 @@ static int spawn_shepherd(server *s) {
   s->shepherd_alive = 1;
   s->shepherd_pid = (uint32_t)s->shepherd.pid;
   s->spawns_pending = s->workers_wanted; /* the shepherd forks --workers at start */
+  s->last_spawn_ns = pp_now_ns();
   LOG(s, "shepherd pid %d: %s %s %s --app %s --threads %s --socket %s --workers %s",
       s->shepherd.pid, s->cfg->ruby, libdir, exe, s->cfg->app, threads, s->socket_path, workers);
   uv_read_start((uv_stream_t *)&s->ctl, on_ctl_alloc, on_ctl_read);

@@ -184,6 +184,7 @@ struct server {
   uint32_t live_requests;  /* requests allocated (any state) */
   uint32_t workers_wanted; /* the count the server keeps alive (respawn target) */
   uint32_t spawns_pending; /* SPAWNed but not yet FORKED */
+  int64_t last_spawn_ns;   /* when the last SPAWN was sent */
 
   request *free_requests;
   client *free_clients;
