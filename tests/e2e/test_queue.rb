@@ -26,7 +26,8 @@ class TestQueueTime < Minitest::Test
   # histogram's < 1% bucket width, dispatch/response overhead per wave (a few ms on this
   # 2-core machine, multiplied by the wave index) and the spread of the 40 arrivals (all are
   # written before the first response can come back). TTFB (first byte in to first byte out)
-  # must equal queue + service for the median request within 25 ms.
+  # must equal queue + service for the median request within 40 ms (the sum of two medians is
+  # not exactly the median of the sums; a loaded CI machine adds scheduling delay).
   def test_reconciliation_40_requests_4_threads_100ms
     srv = E2E::Server.new(workers: 1, threads: 4)
     rs = burst(srv.port, 40, "GET /mix/0/100 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
@@ -37,14 +38,16 @@ class TestQueueTime < Minitest::Test
     ttfb = q["ttfb"]["lifetime"]
     assert_equal 40, life["count"]
     s = svc["p50_ms"]
-    assert_in_delta 100.0, s, 25.0, "service p50 of a 100 ms sleep"
+    # a 100 ms sleep never takes less; on a loaded 2-core CI machine it may take a little more
+    assert_operator s, :>=, 99.0, "service p50 of a 100 ms sleep"
+    assert_operator s, :<=, 150.0, "service p50 of a 100 ms sleep"
     want_p50 = 4 * s
     want_max = 9 * s
     msg = "queue #{life.inspect}, service #{svc.inspect}, ttfb #{ttfb.inspect}"
     assert_in_delta want_p50, life["p50_ms"], 0.15 * want_p50 + 25, "queue p50 = 4 waves; #{msg}"
     assert_in_delta want_max, life["max_ms"], 0.15 * want_max + 25, "queue max = 9 waves; #{msg}"
     assert_operator life["p50_ms"], :>, 250, msg
-    assert_in_delta life["p50_ms"] + s, ttfb["p50_ms"], 25.0, "TTFB = queue + service; #{msg}"
+    assert_in_delta life["p50_ms"] + s, ttfb["p50_ms"], 40.0, "TTFB = queue + service; #{msg}"
     assert_equal 0, q["depth"]
   ensure
     srv&.stop
