@@ -83,4 +83,18 @@ class TestWorkers < Minitest::Test
   ensure
     srv&.stop
   end
+
+  # SIGQUIT stops at once: no drain, even with a long request in flight.
+  def test_sigquit_stops_at_once
+    srv = E2E::Server.new(workers: 1, threads: 1)
+    Thread.new { E2E.raw(srv.port, "GET /mix/0/5000 HTTP/1.1\r\nHost: a\r\n\r\n", timeout: 10) rescue nil }
+    sleep 0.2
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    status = srv.stop(signal: "QUIT", timeout: 10)
+    refute_nil status
+    assert status.success?
+    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0, :<, 2.0
+  ensure
+    srv&.stop
+  end
 end
