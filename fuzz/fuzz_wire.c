@@ -1,7 +1,8 @@
 /* Fuzz target for the wire-frame decoder (server/wire.h).
  *
  * The input is a byte stream of frames as a worker would send it (the golden corpus
- * the .bin files of docs/protocol-corpus/ is a valid seed as is: there is no prefix byte). Properties:
+ * the .bin files of docs/protocol-corpus/ is a valid seed as is: there is no prefix byte).
+ * Properties:
  *  1. Decoding the whole stream at once: every decoded frame re-encodes to exactly the bytes
  *     it was decoded from, pp_wire_encoded_size agrees, and decoding the re-encoded bytes gives
  *     an equal frame. Pairs iterate exactly `count` times and cover exactly `len` bytes.

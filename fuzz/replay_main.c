@@ -42,8 +42,7 @@ static void say_current(void) {
 
 static void on_signal(int sig) {
   say_current();
-  signal(sig, SIG_DFL);
-  raise(sig);
+  raise(sig); /* SA_RESETHAND restored the default action */
 }
 
 static int run_file(const char *path, size_t *inputs) {
@@ -132,10 +131,17 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(say_current);
-  signal(SIGABRT, on_signal);
-  signal(SIGSEGV, on_signal);
-  signal(SIGBUS, on_signal);
-  signal(SIGFPE, on_signal);
+  /* An alternate stack, so a stack overflow (runaway recursion) is reported too. */
+  static char alt_stack[1 << 16];
+  stack_t ss = {.ss_sp = alt_stack, .ss_size = sizeof alt_stack, .ss_flags = 0};
+  sigaltstack(&ss, NULL);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
+  int sigs[] = {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+    sigaction(sigs[i], &sa, NULL);
 
   size_t inputs = 0;
   int rc = 0;
