@@ -101,6 +101,10 @@ int pb_server_argv(const pb_server_spec *s, char **argv, int max, char *storage,
         add(&b, "-max-workers");
         add(&b, "%u", s->max_workers);
       }
+      if (s->decision_log[0]) {
+        add(&b, "-decision-log");
+        add(&b, "%s", s->decision_log);
+      }
     }
   }
   return b.overflow ? -1 : b.n;

@@ -32,6 +32,7 @@ typedef struct pb_server_spec {
   int port;               /* listening port (the caller picks a free one) */
   int stats_port;         /* puma-plus control app port for /stats (0 = port + 1) */
   char log_path[512];     /* server stdout+stderr */
+  char decision_log[512]; /* autoscale: the server's JSONL decision log ("" = none) */
 } pb_server_spec;
 
 typedef struct pb_server {

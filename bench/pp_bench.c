@@ -454,6 +454,8 @@ static int cmd_run(const char *path, opts *o) {
       rc = 1;
     } else {
       pb_summary_print(stdout, spec.name, &res[n].summary);
+      if (res[n].spec.decision_log[0])
+        printf("  decision log: %s (pp-replay --explain reads it)\n", res[n].spec.decision_log);
       if (o->timeline) pb_rows_print(stdout, res[n].rows, res[n].n_rows);
       if (!res[n].summary.check_ok) rc = 1;
     }

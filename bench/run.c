@@ -151,6 +151,12 @@ void pb_run_config(const pb_server_spec *spec, const pb_schedule *sched, const p
   out->spec = *spec;
   if (o->log_dir && o->log_dir[0] && !out->spec.log_path[0])
     snprintf(out->spec.log_path, sizeof out->spec.log_path, "%s/%s.log", o->log_dir, spec->name);
+  /* An autoscaling server writes its decision log beside its server log, so the run's
+   * decisions can be stored, explained and replayed (pp-replay). */
+  if (spec->autoscale && spec->kind == PB_SERVER_PUMAPLUS && o->log_dir && o->log_dir[0] &&
+      !out->spec.decision_log[0])
+    snprintf(out->spec.decision_log, sizeof out->spec.decision_log, "%s/%s.decisions.jsonl",
+             o->log_dir, spec->name);
   pb_server srv;
   char err[256];
   note(o, "[%s] starting %s\n", spec->name, spec->kind == PB_SERVER_PUMA ? "puma" : "puma-plus");

@@ -1,6 +1,9 @@
 /* Measured results in SQLite, and the reports read back from it (store.h). */
 #include "bench/store.h"
 
+#include <errno.h>
+#include <stdio.h>
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +11,8 @@
 #include <unistd.h>
 
 #include <sqlite3.h>
+
+#include "control/control.h"
 
 static const char side_schema[] =
     "CREATE TABLE IF NOT EXISTS bench_measure (\n"
@@ -169,6 +174,43 @@ static int write_side(sqlite3 *db, int64_t config_id, const pb_config_result *r)
   return rc;
 }
 
+/* Stores an autoscaling server's decision log (JSONL, docs/CONTROL.md) in the decisions table,
+ * one row per tick line, as pp-sim does for simulated runs. Header lines are skipped. A line
+ * that does not decode (a server stopped mid-write leaves a truncated last line) is reported on
+ * stderr with its line number and skipped: the other ticks are still stored. A missing log is
+ * reported and stores nothing. Returns 0, or -1 when the database refuses a row. */
+static int add_decisions(pp_results_db *db, int64_t config_id, const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "pp-bench: decision log %s: %s (no decisions stored)\n", path, strerror(errno));
+    return 0;
+  }
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  long lineno = 0;
+  int rc = 0;
+  while (rc == 0 && (len = getline(&line, &cap, f)) > 0) {
+    lineno++;
+    if (pp_declog_line_kind(line, (size_t)len) == PP_DECLOG_KIND_HEADER) continue;
+    pp_declog_record rec;
+    pp_declog_error derr;
+    if (pp_declog_decode(&rec, line, (size_t)len, lineno, &derr) != 0) {
+      fprintf(stderr, "pp-bench: %s:%ld: %s: %s (line skipped)\n", path, lineno, derr.field,
+              derr.message);
+      continue;
+    }
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+      line[--len] = '\0';
+    rc = pp_results_add_decision(db, config_id, rec.tick, rec.time_ns,
+                                 pp_action_name(rec.decision.action), rec.decision.count,
+                                 rec.decision.workers_target, rec.decision.reason, line);
+  }
+  free(line);
+  fclose(f);
+  return rc == 0 ? 0 : -1;
+}
+
 int pb_store_write(const char *db_path, const pb_store_run *run, const pb_config_result *configs,
                    size_t n, int64_t *run_id, char *err, size_t errlen) {
   pp_results_db *db;
@@ -206,6 +248,7 @@ int pb_store_write(const char *db_path, const pb_store_run *run, const pb_config
     pb_store_convert(r, run->duration_s, run->slo_ns, &s, rows);
     rc = pp_results_add_summary(db, ids[i], &s);
     if (rc == 0) rc = pp_results_add_timeline(db, ids[i], rows, r->n_rows);
+    if (rc == 0 && r->spec.decision_log[0]) rc = add_decisions(db, ids[i], r->spec.decision_log);
     free(rows);
   }
   if (rc == 0) rc = pp_results_commit(db);

@@ -99,12 +99,43 @@ static void test_server_specs(void) {
   pp_scenario_dispose(&scn);
 }
 
+/* An autoscaling puma-plus gets its policy and, when the run has a log directory, a decision
+ * log beside its server log (pb_run_config fills the path; here it is set by hand). */
+static void test_autoscale_argv(void) {
+  pb_server_spec spec;
+  memset(&spec, 0, sizeof spec);
+  snprintf(spec.name, sizeof spec.name, "auto");
+  spec.kind = PB_SERVER_PUMAPLUS;
+  spec.workers = 1;
+  spec.threads = 4;
+  spec.autoscale = true;
+  spec.max_workers = 3;
+  spec.port = 4567;
+  spec.stats_port = 4568;
+  snprintf(spec.app, sizeof spec.app, "/app/config.ru");
+  snprintf(spec.policy_path, sizeof spec.policy_path, "/tmp/auto.policy.yaml");
+  snprintf(spec.decision_log, sizeof spec.decision_log, "/tmp/auto.decisions.jsonl");
+  char *argv[40], storage[4096];
+  int argc = pb_server_argv(&spec, argv, 40, storage, sizeof storage);
+  CU_ASSERT_FATAL(argc > 0);
+  char joined[1024] = "";
+  for (int i = 0; i < argc; i++) {
+    strcat(joined, i ? " " : "");
+    strcat(joined, argv[i]);
+  }
+  CU_ASSERT_STRING_EQUAL(joined, "puma-plus -e production -w 1 -t 4:4 -b tcp://127.0.0.1:4567 "
+                                 "--control-url tcp://127.0.0.1:4568 /app/config.ru -- -quiet "
+                                 "-autoscale -policy /tmp/auto.policy.yaml -max-workers 3 "
+                                 "-decision-log /tmp/auto.decisions.jsonl");
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite s = CU_add_suite("bench_plan", NULL, NULL);
   CU_add_test(s, "schedule identical to the simulator's", test_schedule_identical_to_simulator);
   CU_add_test(s, "seed moves the schedule", test_seed_moves_the_schedule);
   CU_add_test(s, "server specs", test_server_specs);
+  CU_add_test(s, "autoscale command line", test_autoscale_argv);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();
