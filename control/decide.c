@@ -177,7 +177,11 @@ static void put_context(line *l, const view *v, const pp_observation *o, int wit
 
 /* "queue p95 503ms over target 50ms for 2 ticks" or the predicted-wait form. */
 static void put_breach(line *l, const view *v, uint32_t ticks) {
-  if (v->over_p95) {
+  /* Name the signal that crossed the threshold the line names: a severe breach can come from
+   * the predicted wait while queue p95 is only over target ("p95 140ms over severe 200ms"
+   * would be false). */
+  int use_p95 = v->severe_now ? v->p95 > v->severe : v->over_p95;
+  if (use_p95) {
     put(l, "queue p95 ");
     put_dur(l, v->p95);
   } else {

@@ -81,6 +81,14 @@ static void test_severe_acts_first_tick(void) {
   pp_decision d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
   CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "queue p95 503ms over severe 200ms for 1 tick"));
+  /* A severe breach from the predicted wait names the wait, not a p95 under the tier:
+   * (40 + 1) x 25 ms / 5 slots = 205 ms over severe 200 ms while p95 is 140 ms. */
+  setup(1, 5);
+  o = mk(1, 1, 0, 5, 300, 25 * MS, 140 * MS, 40, 5);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "predicted wait 205ms over severe 200ms for 1 tick"));
+  CU_ASSERT_PTR_NULL(strstr(d.reason, "queue p95 140ms over severe"));
   /* The same p95 below the severe tier waits for breach_ticks. */
   setup(1, 5);
   o = mk(1, 1, 0, 5, 300, 25 * MS, 150 * MS, 4, 5);
