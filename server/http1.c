@@ -43,6 +43,7 @@ static void reset_request(pp_h1 *h) {
   h->keep_alive = 0;
   h->host_index = -1;
   h->content_type_index = -1;
+  h->upgrade = 0;
   h->body_received = 0;
   h->started = 0;
 }
@@ -163,6 +164,8 @@ static int on_header_value_complete(llhttp_t *p) {
       return fail(h, 417, "unsupported Expect");
   } else if (name_is(h, i, "content-type")) {
     if (h->content_type_index < 0) h->content_type_index = (int)i;
+  } else if (name_is(h, i, "upgrade")) {
+    h->upgrade = 1;
   }
   if (h->has_content_length && h->chunked)
     return fail(h, 400, "both Content-Length and Transfer-Encoding");
@@ -183,6 +186,9 @@ static int on_headers_complete(llhttp_t *p) {
     return fail(h, 413, "Content-Length over the body limit");
   if (h->http_minor == 0) h->expect_continue = 0; /* RFC 9110: ignore Expect from HTTP/1.0 */
   h->keep_alive = llhttp_should_keep_alive(p);
+  /* We never switch protocols: an Upgrade request is answered as plain HTTP and the
+   * connection closes after it (llhttp would stop parsing HTTP after it anyway). */
+  if (h->upgrade) h->keep_alive = 0;
   if (h->cb->on_headers) {
     int st = h->cb->on_headers(h);
     if (st) return fail(h, st, h->reason ? h->reason : "refused");

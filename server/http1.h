@@ -74,6 +74,7 @@ struct pp_h1 {
   int keep_alive;         /* after headers: the connection may carry another request */
   int host_index;         /* header index of Host, or -1 */
   int content_type_index; /* header index of Content-Type, or -1 */
+  int upgrade;            /* an Upgrade header was present (answered, then closed) */
   uint64_t body_received;
   uint64_t messages; /* requests completed on this connection */
   int started;       /* a byte of the current request has been seen */

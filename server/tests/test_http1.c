@@ -134,6 +134,14 @@ static void test_env_post_and_forms(void) {
   CU_ASSERT_EQUAL(parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", 0, NULL, &o), 0);
   CU_ASSERT_EQUAL(o.keep_alive, 1);
   pp_buf_dispose(&o.body);
+  /* Upgrade: answered as HTTP, never switched; the connection closes after it */
+  CU_ASSERT_EQUAL(parse("GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\n"
+                        "Upgrade: websocket\r\n\r\n",
+                        0, NULL, &o),
+                  0);
+  CU_ASSERT_EQUAL(o.completes, 1);
+  CU_ASSERT_EQUAL(o.keep_alive, 0);
+  pp_buf_dispose(&o.body);
 }
 
 static void test_chunked_and_expect(void) {
