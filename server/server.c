@@ -763,10 +763,8 @@ void pp__on_client_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   client_process(c);
 }
 
-static void on_connection(uv_stream_t *ls_stream, int status) {
-  listener *ls = ls_stream->data;
-  server *s = ls->srv;
-  if (status < 0 || s->draining) return;
+/* A client struct from the pool with its stream handle initialised (not yet connected). */
+static client *client_new(server *s, listener *ls) {
   client *c = s->free_clients;
   if (c) {
     s->free_clients = c->next_free;
@@ -785,15 +783,22 @@ static void on_connection(uv_stream_t *ls_stream, int status) {
   else
     uv_tcp_init(s->loop, &c->h.tcp);
   c->h.handle.data = c;
-  if (uv_accept(ls_stream, &c->h.stream) < 0) {
-    c->closing = 1;
-    uv_timer_init(s->loop, &c->timer);
-    c->timer.data = c;
-    uv_close((uv_handle_t *)&c->timer, on_timer_closed);
-    return;
-  }
+  return c;
+}
+
+/* A client whose stream could not be connected: release it through the close callbacks. */
+static void client_discard(client *c) {
+  c->closing = 1;
+  uv_timer_init(c->srv->loop, &c->timer);
+  c->timer.data = c;
+  uv_close((uv_handle_t *)&c->timer, on_timer_closed);
+}
+
+/* The stream is connected: start serving it. */
+static void client_start(client *c) {
+  server *s = c->srv;
   s->stats.connections_accepted++;
-  if (!ls->addr.is_unix) {
+  if (!c->ls->addr.is_unix) {
     uv_tcp_nodelay(&c->h.tcp, 1);
     struct sockaddr_storage ss;
     int len = sizeof ss;
@@ -815,6 +820,38 @@ static void on_connection(uv_stream_t *ls_stream, int status) {
   pp_queue_push(&s->clients, &c->link);
   client_update_reading(c);
   client_arm_timer(c);
+}
+
+static void on_connection(uv_stream_t *ls_stream, int status) {
+  listener *ls = ls_stream->data;
+  server *s = ls->srv;
+  if (status < 0 || s->draining) return;
+  client *c = client_new(s, ls);
+  if (uv_accept(ls_stream, &c->h.stream) < 0) {
+    client_discard(c);
+    return;
+  }
+  client_start(c);
+}
+
+/* At drain start: take every connection the kernel has already completed (the listen
+ * backlog) before the listener closes, so that a client that connected before SIGTERM is
+ * served rather than reset. */
+static void accept_backlog(server *s, listener *ls) {
+  uv_os_fd_t fd;
+  if (uv_fileno(&ls->h.handle, &fd) < 0) return;
+  for (int n = 0; n < 4096; n++) {
+    int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (cfd < 0) return;
+    client *c = client_new(s, ls);
+    int rc = ls->addr.is_unix ? uv_pipe_open(&c->h.pipe, cfd) : uv_tcp_open(&c->h.tcp, cfd);
+    if (rc < 0) {
+      close(cfd);
+      client_discard(c);
+      continue;
+    }
+    client_start(c);
+  }
 }
 
 /* ---------------------------------------------------------------- worker connections */
@@ -1396,9 +1433,30 @@ static void stop_shepherd(server *s) {
   LOG(s, "drained; stopping the workers");
 }
 
+#define PP_DRAIN_GRACE_MS 100
+
+/* An HTTP client with no request, no partial request and nothing being written. */
+static int client_idle(const client *c) {
+  return c->ls->kind == LISTEN_HTTP && !c->req && !c->h1.started && c->rpos == c->rlen &&
+         c->writes_in_flight == 0;
+}
+
 static void drain_check(server *s) {
   if (!s->draining || s->stopping) return;
-  if (s->queue.len == 0 && s->live_requests == 0) stop_shepherd(s);
+  if (pp_now_ns() - s->drain_started_ns < PP_DRAIN_GRACE_MS * 1000000LL) return;
+  /* after the grace: idle connections close; the drain ends when no request is left */
+  int partial = 0;
+  pp_qnode *n = s->clients.head.next;
+  while (n != &s->clients.head) {
+    client *c = PP_CONTAINER_OF(n, client, link);
+    n = n->next;
+    if (c->closing || c->discarding) continue;
+    if (client_idle(c))
+      client_close(c);
+    else if (c->ls->kind == LISTEN_HTTP && !c->req)
+      partial = 1;
+  }
+  if (s->queue.len == 0 && s->live_requests == 0 && !partial) stop_shepherd(s);
 }
 
 static void on_drain_timer(uv_timer_t *t) {
@@ -1433,19 +1491,13 @@ static void begin_drain(server *s) {
   for (int i = 0; i < s->listener_count; i++) {
     listener *ls = &s->listeners[i];
     if (ls->kind == LISTEN_HTTP && ls->open) {
+      accept_backlog(s, ls);
       ls->open = 0;
       uv_close(&ls->h.handle, on_listener_closed);
     }
   }
-  /* idle keep-alive connections close now; busy ones after their response */
-  pp_qnode *n = s->clients.head.next;
-  while (n != &s->clients.head) {
-    client *c = PP_CONTAINER_OF(n, client, link);
-    n = n->next;
-    if (c->ls->kind == LISTEN_HTTP && !c->req && !c->h1.started && c->rpos == c->rlen &&
-        c->writes_in_flight == 0)
-      client_close(c);
-  }
+  /* Idle connections close after a short grace (PP_DRAIN_GRACE_MS), in which the loop reads
+   * request bytes the kernel already holds for them; busy ones close after their response. */
   uv_timer_start(&s->drain_timer, on_drain_timer, 20, 20);
   drain_check(s);
 }
