@@ -374,7 +374,8 @@ static void client_fail(client *c, int status, const char *reason) {
     client_close(c);
     return;
   }
-  LOG(s, "client %s: %d %s", c->remote, status, reason ? reason : "");
+  /* shed requests are counted, not logged one by one (there can be thousands a second) */
+  if (status != 503) LOG(s, "client %s: %d %s", c->remote, status, reason ? reason : "");
   s->stats.refused++;
   client_drop_request(c);
   uv_read_stop(&c->h.stream);
