@@ -1,11 +1,25 @@
 #!/usr/bin/env bash
 # Re-records the policy-regression logs in replay/tests/logs/ after a deliberate change to
 # decide() (or to the generator), and prints what changed as a diff of `pp-replay --explain`.
-#   replay/tests/rerecord.sh [BUILD_DIR]     (default: build)
+#   replay/tests/rerecord.sh [BUILD_DIR]            (default: build)
+#   replay/tests/rerecord.sh [BUILD_DIR] --server   also re-record server-step-2core.jsonl
 # Review the diff, then commit the logs with the change that caused it.
+#
+# server-step-2core.jsonl is the decision log of a real puma-plus-server under the 2-core step
+# (pp-bench run scenarios/step-2core.yaml -only pumaplus-auto-1to3). It cannot be regenerated
+# bit-for-bit: --server runs that real benchmark again (about 100 s, loopback only) and
+# records whatever the real server decides this time.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${1:-$ROOT/build}
+BUILD=$ROOT/build
+SERVER=0
+for a in "$@"; do
+  case $a in
+    --server) SERVER=1 ;;
+    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) BUILD=$a ;;
+  esac
+done
 LOGS=$ROOT/replay/tests/logs
 cmake --build "$BUILD" --target pp-replay pp-replay-gen >/dev/null
 REPLAY=$BUILD/replay/pp-replay
@@ -29,10 +43,21 @@ record_sim() {
 }
 RECIPES[sim-step-mix.jsonl]=record_sim
 
+record_server() {
+  cmake --build "$BUILD" --target pp-bench puma-plus-server >/dev/null
+  mkdir -p "$TMP/bench"
+  "$BUILD/bench/pp-bench" run "$ROOT/scenarios/step-2core.yaml" -only pumaplus-auto-1to3 \
+    -log-dir "$TMP/bench" -db "$TMP/bench/step.db" >"$TMP/bench.out" 2>&1 ||
+    echo "rerecord: pp-bench reported a failed check (see below); the log is still recorded" >&2
+  tail -n 5 "$TMP/bench.out" >&2
+  cp "$TMP/bench/pumaplus-auto-1to3.decisions.jsonl" "$1"
+}
+if [ "$SERVER" = 1 ]; then RECIPES[server-step-2core.jsonl]=record_server; fi
+
 changed=0
 for name in "${!RECIPES[@]}"; do
-  if [ "${RECIPES[$name]}" = record_sim ]; then
-    record_sim "$TMP/$name"
+  if [ "${RECIPES[$name]}" = record_sim ] || [ "${RECIPES[$name]}" = record_server ]; then
+    "${RECIPES[$name]}" "$TMP/$name"
   else
     # shellcheck disable=SC2086
     "$GEN" ${RECIPES[$name]} >"$TMP/$name"
