@@ -148,6 +148,10 @@ def declog():
             write(d, "%s-%s.jsonl" % (base, label), lines[i])
         # a header followed by a tick: the target decides that tick under the header's policy
         write(d, "%s-header-and-tick.jsonl" % base, lines[0] + lines[1])
+    # policy text, for the header-carrying-any-policy-text property
+    for p in sorted(glob.glob(os.path.join(ROOT, "scenarios", "policies", "*.yaml")))[:2]:
+        shutil.copy(p, os.path.join(d, "policy-" + os.path.basename(p)))
+    write(d, "policy-escapes.yaml", "# tab\there, quote \" and backslash \\ and \u00e9\u2603\ntick: 2s\n")
     write(d, "not-object.jsonl", b"[1,2,3]\n")
     write(d, "empty-object.jsonl", b"{}\n")
     write(d, "truncated.jsonl", b'{"v":1,"tick":0,"time_ns":10')
