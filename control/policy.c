@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -128,46 +129,72 @@ static const field *find_field(const char *name) {
   return NULL;
 }
 
-/* Parses "<digits>[.<digits>]" at *s, returning value * scale_num / 10^frac_digits through
- * *mant and *frac_digits. Returns the number of characters consumed, 0 if none. */
-static size_t parse_decimal(const char *s, unsigned __int128 *mant, int *frac_digits) {
+/* Most significant digits a duration or size may have. With at most 30 digits the mantissa is
+ * under 10^30 < 2^100 and 10^frac_digits is at most 10^30, which scale_value relies on. */
+#define DECIMAL_DIGITS 30
+
+enum decimal_status { DECIMAL_OK, DECIMAL_TOO_LARGE, DECIMAL_TOO_LONG };
+
+/* Parses "<digits>[.<digits>]" at *s into *mant / 10^*frac_digits. Leading zeros do not count
+ * as digits. Returns the number of characters consumed (0 if there is no number) and sets
+ * *status: DECIMAL_TOO_LARGE when the integer part alone has more than DECIMAL_DIGITS digits
+ * (so the value is at least 10^30, over every limit in every unit), DECIMAL_TOO_LONG when the
+ * fraction takes the count over DECIMAL_DIGITS. All digits are consumed either way, so the
+ * caller can still check the unit that follows. */
+static size_t parse_decimal(const char *s, unsigned __int128 *mant, int *frac_digits,
+                            enum decimal_status *status) {
   size_t i = 0;
   unsigned __int128 m = 0;
-  int fd = 0, digits = 0;
+  int fd = 0, significant = 0, any = 0;
+  *status = DECIMAL_OK;
   while (isdigit((unsigned char)s[i])) {
-    if (digits < 30)
-      m = m * 10 + (unsigned)(s[i] - '0');
-    else
-      return 0; /* absurdly long: let the caller report it */
-    digits++;
+    any = 1;
+    if (m != 0 || s[i] != '0') {
+      if (significant == DECIMAL_DIGITS)
+        *status = DECIMAL_TOO_LARGE;
+      else
+        m = m * 10 + (unsigned)(s[i] - '0'), significant++;
+    }
     i++;
   }
   if (s[i] == '.') {
     size_t j = i + 1;
     while (isdigit((unsigned char)s[j])) {
-      if (digits >= 30) return 0;
-      m = m * 10 + (unsigned)(s[j] - '0');
-      digits++;
-      fd++;
+      any = 1;
+      if (m != 0 || s[j] != '0') significant++;
+      if (significant > DECIMAL_DIGITS || fd == DECIMAL_DIGITS) {
+        if (*status == DECIMAL_OK) *status = DECIMAL_TOO_LONG;
+      } else {
+        m = m * 10 + (unsigned)(s[j] - '0');
+        fd++;
+      }
       j++;
     }
-    if (fd == 0 && digits == 0) return 0;
+    if (!any) return 0;
     i = j;
   }
-  if (digits == 0) return 0;
+  if (!any) return 0;
   *mant = m;
   *frac_digits = fd;
   return i;
 }
 
-/* value * unit / 10^fd, rounded to nearest; -1 on overflow of `limit`. */
+/* mant * unit / 10^fd rounded to nearest (halves up), exactly; -1 if over `limit`.
+ * mant < 10^30 < 2^100 and unit < 2^42, so mant * unit can need 142 bits: unit is split into
+ * hi * 2^21 + lo (each under 2^21), and each partial product stays under 2^121. With
+ * a = mant * hi = qa * div + ra:
+ *   mant * unit + div/2 = qa * 2^21 * div + (ra * 2^21 + mant * lo + div/2)
+ * where the bracket is under 2^123, so the quotient is qa * 2^21 + bracket / div. */
 static int scale_value(unsigned __int128 mant, int fd, uint64_t unit, uint64_t limit,
                        uint64_t *out) {
   unsigned __int128 div = 1;
   for (int k = 0; k < fd; k++)
     div *= 10;
-  /* mant < 10^30 and unit < 2^42: the product fits 128 bits. */
-  unsigned __int128 v = (mant * unit + div / 2) / div;
+  uint64_t hi = unit >> 21, lo = unit & ((1u << 21) - 1);
+  unsigned __int128 a = mant * hi;
+  unsigned __int128 qa = a / div, ra = a % div;
+  if (qa > (limit >> 21)) return -1; /* the result is at least qa * 2^21 */
+  unsigned __int128 v = (qa << 21) + ((ra << 21) + mant * lo + div / 2) / div;
   if (v > limit) return -1;
   *out = (uint64_t)v;
   return 0;
@@ -176,7 +203,8 @@ static int scale_value(unsigned __int128 mant, int fd, uint64_t unit, uint64_t l
 static int parse_duration(const char *s, uint64_t *out, const char **why) {
   unsigned __int128 mant;
   int fd;
-  size_t n = parse_decimal(s, &mant, &fd);
+  enum decimal_status status;
+  size_t n = parse_decimal(s, &mant, &fd, &status);
   if (n == 0) {
     *why = "expected a duration like 25ms, 3s or 250us";
     return PP_CTL_EINVAL;
@@ -197,7 +225,12 @@ static int parse_duration(const char *s, uint64_t *out, const char **why) {
                {"h", 3600000000000ull}};
   for (size_t k = 0; k < sizeof units / sizeof units[0]; k++) {
     if (strcmp(u, units[k].suffix) == 0) {
-      if (scale_value(mant, fd, units[k].ns, DURATION_MAX_NS, out) < 0) {
+      if (status == DECIMAL_TOO_LONG) {
+        *why = "too many digits (at most 30)";
+        return PP_CTL_EINVAL;
+      }
+      if (status == DECIMAL_TOO_LARGE ||
+          scale_value(mant, fd, units[k].ns, DURATION_MAX_NS, out) < 0) {
         *why = "duration too large";
         return PP_CTL_ERANGE;
       }
@@ -211,7 +244,8 @@ static int parse_duration(const char *s, uint64_t *out, const char **why) {
 static int parse_bytes(const char *s, int64_t *out, const char **why) {
   unsigned __int128 mant;
   int fd;
-  size_t n = parse_decimal(s, &mant, &fd);
+  enum decimal_status status;
+  size_t n = parse_decimal(s, &mant, &fd, &status);
   if (n == 0) {
     *why = "expected a size like 512MiB, 2GB or a number of bytes";
     return PP_CTL_EINVAL;
@@ -235,7 +269,11 @@ static int parse_bytes(const char *s, int64_t *out, const char **why) {
   for (size_t k = 0; k < sizeof units / sizeof units[0]; k++) {
     if (strcmp(u, units[k].suffix) == 0) {
       uint64_t v;
-      if (scale_value(mant, fd, units[k].bytes, INT64_MAX, &v) < 0) {
+      if (status == DECIMAL_TOO_LONG) {
+        *why = "too many digits (at most 30)";
+        return PP_CTL_EINVAL;
+      }
+      if (status == DECIMAL_TOO_LARGE || scale_value(mant, fd, units[k].bytes, INT64_MAX, &v) < 0) {
         *why = "size too large";
         return PP_CTL_ERANGE;
       }
@@ -278,6 +316,12 @@ static int parse_double(const char *s, double *out, const char **why) {
   }
   if (errno == ERANGE || !isfinite(v)) {
     *why = "number out of range";
+    return PP_CTL_ERANGE;
+  }
+  /* strtod takes an exact subnormal (0x1p-1074) without ERANGE, but the %.17g canonical text of
+   * one is inexact and sets ERANGE: refuse them here so every accepted value reads back. */
+  if (v != 0 && fabs(v) < DBL_MIN) {
+    *why = "number out of range (too close to 0: under 2.2250738585072014e-308)";
     return PP_CTL_ERANGE;
   }
   *out = v;
@@ -369,6 +413,9 @@ int pp_policy_validate(const pp_policy *p, pp_policy_error *err) {
   int rc = 0;
 #define CHECK(cond, name, msg)                                                                     \
   if ((rc = check(err, (cond), name, msg)) != 0) return rc
+/* A subnormal fraction is in (0, 1] but its canonical text would not parse back (strtod sets
+ * ERANGE on an inexact subnormal), so the canonical-text promise needs them refused. */
+#define TOO_SMALL "is too close to 0 (under 2.2250738585072014e-308, a subnormal number)"
   CHECK(p->tick_ns > 0, "tick", "must be greater than 0");
   CHECK(p->min_workers >= 1, "min_workers", "must be at least 1");
   CHECK(p->max_workers <= WORKERS_MAX, "max_workers", "must be at most 65536");
@@ -380,13 +427,16 @@ int pp_policy_validate(const pp_policy *p, pp_policy_error *err) {
         "must be greater than 1 and at most 1e6");
   CHECK(p->breach_ticks >= 1, "breach_ticks", "must be at least 1");
   CHECK(p->calm_fraction > 0 && p->calm_fraction <= 1, "calm_fraction", "must be in (0, 1]");
+  CHECK(p->calm_fraction >= DBL_MIN, "calm_fraction", TOO_SMALL);
   CHECK(p->calm_utilisation > 0 && p->calm_utilisation <= 1, "calm_utilisation",
         "must be in (0, 1]");
+  CHECK(p->calm_utilisation >= DBL_MIN, "calm_utilisation", TOO_SMALL);
   CHECK(p->calm_ticks >= 1, "calm_ticks", "must be at least 1");
   CHECK(p->spawn_cooldown_ns <= DURATION_MAX_NS, "spawn_cooldown", "is too large");
   CHECK(p->retire_cooldown_ns <= DURATION_MAX_NS, "retire_cooldown", "is too large");
   CHECK(p->target_utilisation > 0 && p->target_utilisation <= 1, "target_utilisation",
         "must be in (0, 1]");
+  CHECK(p->target_utilisation >= DBL_MIN, "target_utilisation", TOO_SMALL);
   CHECK(p->threads_enabled == 0 || p->threads_enabled == 1, "threads.enabled",
         "must be true or false");
   CHECK(p->min_threads >= 1, "threads.min", "must be at least 1");
@@ -400,6 +450,7 @@ int pp_policy_validate(const pp_policy *p, pp_policy_error *err) {
   CHECK(p->tick_ns <= DURATION_MAX_NS && p->target_queue_p95_ns <= DURATION_MAX_NS, "tick",
         "is too large");
 #undef CHECK
+#undef TOO_SMALL
   return 0;
 }
 

@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "control/control.h"
-#include "fuzz/known.h"
 
 #define CHECK(cond)                                                                                \
   do {                                                                                             \
@@ -174,16 +173,6 @@ static void fuzz_set(const uint8_t *data, size_t size) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (pp_fuzz_skip_known()) {
-    size_t run = 0;
-    for (size_t i = 0; i < size; i++) {
-      /* pending finding 2: subnormal doubles (hex floats) */
-      if (i + 1 < size && data[i] == '0' && (data[i + 1] == 'x' || data[i + 1] == 'X')) return 0;
-      /* pending finding 4: 26-30 digit numbers wrap */
-      run = data[i] >= '0' && data[i] <= '9' ? run + 1 : 0;
-      if (run > 20) return 0;
-    }
-  }
   pp_policy p;
   pp_policy_error err;
   int rc = pp_policy_parse(&p, (const char *)data, size, &err);

@@ -3,6 +3,8 @@
 #include "control/control.h"
 #include "test_util.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -290,6 +292,183 @@ static void test_error_paths(void) {
   CU_ASSERT_EQUAL(pp_policy_parse(&p, NULL, 0, NULL), 0);
 }
 
+/* Fuzz finding 4: 26 to 30 digit durations and sizes overflowed 128 bits in the scaling and
+ * wrapped to small, valid-looking values. Now every accepted value is exact (rounded to the
+ * nearest ns or byte) and anything over the field's limit is "too large", with field and line. */
+static void test_long_numbers_exact_or_refused(void) {
+  static const struct {
+    const char *text, *field, *message_part;
+  } big[] = {
+      {"tick: 94522879700260684295381836h\n", "tick", "duration too large"},
+      {"tick: 340282366920938463463374607432\n", "tick", "duration too large"},
+      {"spawn_cooldown: 999999999999999999999999999999h\n", "spawn_cooldown", "duration too large"},
+      {"shed:\n  budget: 1000000000000000000000000000000000000ns\n", "shed.budget",
+       "duration too large"},
+      {"retire_cooldown: 1281023.8940076079h\n", "retire_cooldown", "duration too large"},
+      {"tick: 4611686018427387905ns\n", "tick", "duration too large"},
+      {"memory_limit: 309485009821345068724781056TiB\n", "memory_limit", "size too large"},
+      {"memory_limit: 8388607.99999999999999999999TiB\n", "memory_limit", "size too large"},
+      {"memory_limit: 9223372036854775808\n", "memory_limit", "size too large"},
+      {"memory_limit: 1.0000000000000000000000000000001KB\n", "memory_limit", "too many digits"},
+  };
+  for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+    pp_policy p;
+    pp_policy_error e;
+    int rc = parse(&p, big[i].text, &e);
+    int line = strncmp(big[i].text, "shed:", 5) == 0 ? 2 : 1;
+    int ok = rc == PP_CTL_EINVAL && strcmp(e.field, big[i].field) == 0 && e.line == line &&
+             strstr(e.message, big[i].message_part) != NULL;
+    if (!ok)
+      fprintf(stderr, "case %zu %s: rc %d field '%s' line %d: %s\n", i, big[i].text, rc, e.field,
+              e.line, e.message);
+    CU_ASSERT(ok);
+  }
+  /* Long but in range: exact (expected values computed with Python's fractions module). */
+  static const struct {
+    const char *field, *text;
+    uint64_t value;
+  } exact[] = {
+      {"tick", "0.12345678901234567890123456789h", 444444440444ull},
+      {"tick", "4611686018427387904ns", 4611686018427387904ull},
+      {"tick", "000000000000000000000000000000000000001s", 1000000000ull},
+      {"tick", "1281023.894007607h", 4611686018427385200ull},
+      {"memory_limit", "7.99999999999999999999999999999TiB", 8796093022208ull},
+      {"memory_limit", "9223372036854775807", 9223372036854775807ull},
+      {"memory_limit", "4.0000000000000000000000000005TiB", 4398046511104ull},
+  };
+  for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
+    pp_policy p;
+    pp_policy_defaults(&p);
+    pp_policy_error e;
+    int rc = pp_policy_set(&p, exact[i].field, exact[i].text, &e);
+    uint64_t got = strcmp(exact[i].field, "tick") == 0 ? p.tick_ns : (uint64_t)p.memory_limit_bytes;
+    if (rc != 0 || got != exact[i].value)
+      fprintf(stderr, "%s=%s: rc %d, %llu, expected %llu (%s)\n", exact[i].field, exact[i].text, rc,
+              (unsigned long long)got, (unsigned long long)exact[i].value, rc ? e.message : "");
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(got, exact[i].value);
+  }
+  /* Differential against a naive long-double reference: random 1..30 digit decimals, a random
+   * decimal point and unit. The reference is good to about 1e-18 relative, so only values well
+   * inside or well outside the limit are judged; a wrapped value would be far off. */
+  static const struct {
+    const char *suffix;
+    long double scale;
+  } units[] = {{"ns", 1}, {"us", 1e3L}, {"ms", 1e6L}, {"s", 1e9L}, {"m", 60e9L}, {"h", 3600e9L}};
+  test_rng r = {42};
+  for (int iter = 0; iter < 20000; iter++) {
+    char text[48];
+    int digits = 1 + (int)(rng_next(&r) % 30), point = (int)(rng_next(&r) % (uint64_t)(digits + 1));
+    size_t u = rng_next(&r) % (sizeof units / sizeof units[0]);
+    size_t n = 0;
+    long double mant = 0, div = 1;
+    for (int k = 0; k < digits; k++) {
+      if (k == point && k > 0) text[n++] = '.';
+      int dgt = (int)(rng_next(&r) % 10);
+      text[n++] = (char)('0' + dgt);
+      mant = mant * 10 + dgt;
+      if (k >= point && point > 0) div *= 10;
+    }
+    snprintf(text + n, sizeof text - n, "%s", units[u].suffix);
+    long double ref = mant * units[u].scale / div, limit = 4611686018427387904.0L;
+    pp_policy p;
+    pp_policy_defaults(&p);
+    int rc = pp_policy_set(&p, "tick", text, NULL);
+    if (ref > limit * (1 + 1e-15L)) {
+      if (rc == 0)
+        fprintf(stderr, "tick=%s accepted as %llu\n", text, (unsigned long long)p.tick_ns);
+      CU_ASSERT_NOT_EQUAL(rc, 0);
+    } else if (ref < limit * (1 - 1e-15L)) {
+      long double got = (long double)p.tick_ns;
+      int ok = rc == 0 && got >= ref - ref * 1e-15L - 1 && got <= ref + ref * 1e-15L + 1;
+      if (!ok)
+        fprintf(stderr, "tick=%s: rc %d, %llu, reference %.3Lf\n", text, rc,
+                (unsigned long long)p.tick_ns, ref);
+      CU_ASSERT(ok);
+    }
+  }
+}
+
+/* Fuzz finding 2: strtod takes an exact subnormal hex float without ERANGE, validation let it
+ * through ((0, 1]), but its canonical text (%.17g) sets ERANGE and did not parse back. */
+static void test_subnormal_doubles_refused(void) {
+  static const char *const names[] = {"calm_fraction", "calm_utilisation", "target_utilisation"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char text[128];
+    snprintf(text, sizeof text, "max_workers: 4\n%s: 0x1p-1074\n", names[i]);
+    pp_policy p;
+    pp_policy_error e;
+    int rc = parse(&p, text, &e);
+    CU_ASSERT_EQUAL(rc, PP_CTL_EINVAL);
+    CU_ASSERT_STRING_EQUAL(e.field, names[i]);
+    CU_ASSERT_EQUAL(e.line, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "range"));
+    pp_policy_defaults(&p);
+    CU_ASSERT_NOT_EQUAL(pp_policy_set(&p, names[i], "0x1p-1074", &e), 0);
+    CU_ASSERT_NOT_EQUAL(pp_policy_set(&p, names[i], "0x1.fffffffffffffp-1023", &e), 0);
+    CU_ASSERT_NOT_EQUAL(pp_policy_set(&p, names[i], "4.9406564584124654e-324", &e), 0);
+  }
+  /* Set directly in the struct: validation refuses it, naming the field. */
+  pp_policy p;
+  pp_policy_error e;
+  pp_policy_defaults(&p);
+  p.calm_utilisation = DBL_TRUE_MIN;
+  CU_ASSERT_EQUAL(pp_policy_validate(&p, &e), PP_CTL_EINVAL);
+  CU_ASSERT_STRING_EQUAL(e.field, "calm_utilisation");
+  pp_policy_defaults(&p);
+  p.target_utilisation = DBL_MIN / 2;
+  CU_ASSERT_EQUAL(pp_policy_validate(&p, &e), PP_CTL_EINVAL);
+  CU_ASSERT_STRING_EQUAL(e.field, "target_utilisation");
+  /* The smallest normal double is accepted and its canonical text reads back to the same bits
+   * and hash, from text and from the struct. */
+  CU_ASSERT_EQUAL_FATAL(parse(&p, "calm_fraction: 0x1p-1022\n", &e), 0);
+  CU_ASSERT_EQUAL(p.calm_fraction, DBL_MIN);
+  p.calm_utilisation = DBL_MIN;
+  p.target_utilisation = nextafter(DBL_MIN, 1);
+  CU_ASSERT_EQUAL_FATAL(pp_policy_validate(&p, &e), 0);
+  char buf[2048];
+  int n = pp_policy_canonical(&p, buf, sizeof buf);
+  CU_ASSERT_FATAL(n > 0);
+  pp_policy q;
+  int rc = pp_policy_parse(&q, buf, (size_t)n, &e);
+  if (rc) fprintf(stderr, "canonical does not parse: %s: %s\n", e.field, e.message);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_EQUAL(memcmp(&p, &q, sizeof p), 0);
+  CU_ASSERT_EQUAL(pp_policy_hash(&p), pp_policy_hash(&q));
+}
+
+/* Fuzz finding 3 was in the scenario parser (an alias cycle in an inline policy recursed
+ * forever). The policy parser only descends into `threads:` and `shed:` at the top level, so
+ * the same shapes end in an error here; these pin that. */
+static void test_yaml_aliases_bounded(void) {
+  static const struct {
+    const char *text, *field, *message_part;
+  } cases[] = {
+      {"threads: &t {min: *t}\n", "threads.min", "mapping"},
+      {"&r {threads: *r}\n", "threads.threads", "unknown policy section"},
+      {"shed: &s {budget: 1s, x: *s}\n", "shed.x", "unknown policy section"},
+      {"x: &p {x: *p}\n", "x", "unknown policy section"},
+      {"threads: &t {max: 8}\nshed: *t\n", "shed.max", "unknown policy field"},
+      {"threads: &t {max: 8}\nthreads.max: 2\nthreads: *t\n", "threads.max", "twice"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pp_policy p;
+    pp_policy_error e;
+    int rc = parse(&p, cases[i].text, &e);
+    int ok = rc != 0 && strcmp(e.field, cases[i].field) == 0 && e.line >= 1 &&
+             strstr(e.message, cases[i].message_part) != NULL;
+    if (!ok)
+      fprintf(stderr, "case %zu %s: rc %d field '%s' line %d: %s\n", i, cases[i].text, rc, e.field,
+              e.line, e.message);
+    CU_ASSERT(ok);
+  }
+  /* An alias of a scalar is plain YAML and still fine. */
+  pp_policy p;
+  pp_policy_error e;
+  CU_ASSERT_EQUAL(parse(&p, "spawn_cooldown: &c 2s\nretire_cooldown: *c\n", &e), 0);
+  CU_ASSERT_EQUAL(p.retire_cooldown_ns, 2000000000ull);
+}
+
 static void test_truncations_never_crash(void) {
   /* Every prefix of a valid policy either parses or fails with a located error. */
   const char *text = "tick: 1s\nthreads:\n  enabled: true\n  max: 8\nshed:\n  budget: 2s\n";
@@ -319,6 +498,9 @@ int pp_test_register(void) {
       {"field name list", test_field_names},
       {"pp_policy_set overrides", test_set_overrides},
       {"every error path names field and line", test_error_paths},
+      {"long durations and sizes exact or refused", test_long_numbers_exact_or_refused},
+      {"subnormal doubles refused", test_subnormal_doubles_refused},
+      {"YAML aliases stay bounded", test_yaml_aliases_bounded},
       {"truncated text never crashes", test_truncations_never_crash},
       {"strerror", test_strerror},
       {NULL, NULL},
