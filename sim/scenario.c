@@ -446,11 +446,29 @@ static int parse_client(walk *w, const yaml_node_t *n, pp_scenario *s) {
   return 0;
 }
 
-/* Inline policy: a mapping of policy fields (nested maps become dotted names), applied over
- * the defaults through pp_policy_set so the names and value syntax are exactly the policy
- * file's. */
-static int apply_policy_map(walk *w, const yaml_node_t *n, const char *prefix, const char *field,
-                            pp_policy *pol) {
+/* Inline policy: a mapping of policy fields (a nested map one level deep becomes dotted names,
+ * as `threads:` and `shed:` do in a policy file), applied over the defaults through
+ * pp_policy_set so the names and value syntax are exactly the policy file's.
+ *
+ * libyaml's loader resolves aliases to shared nodes and registers an anchor when its mapping
+ * starts, so `&p {x: *p}` is a mapping that contains itself. Two rules keep the walk finite
+ * and linear in the text: a mapping nested below a section is an error (no recursion beyond
+ * depth 1), and a field may be set only once (`set_line`), so aliasing a section again fails at
+ * its first field instead of re-applying it. */
+#define POLICY_FIELDS_MAX 64
+
+typedef struct policy_walk {
+  int set_line[POLICY_FIELDS_MAX]; /* line where each pp_policy_field_names[i] was set, 0 = not */
+} policy_walk;
+
+static int policy_field_index(const char *name) {
+  for (int i = 0; i < POLICY_FIELDS_MAX && pp_policy_field_names[i]; i++)
+    if (strcmp(pp_policy_field_names[i], name) == 0) return i;
+  return -1;
+}
+
+static int apply_policy_map(walk *w, policy_walk *pw, const yaml_node_t *n, const char *prefix,
+                            int depth, const char *field, pp_policy *pol) {
   FOR_PAIRS(w, n, p) {
     yaml_node_t *k = node_of(w, p->key), *v = node_of(w, p->value);
     const char *key = scalar(k);
@@ -459,20 +477,27 @@ static int apply_policy_map(walk *w, const yaml_node_t *n, const char *prefix, c
     snprintf(name, sizeof name, "%s%s", prefix, key);
     snprintf(f, sizeof f, "%s.%s", field, name);
     if (v && v->type == YAML_MAPPING_NODE) {
+      if (depth > 0)
+        return fail(w, v, f,
+                    "policy sections nest one level at most (threads:, shed:); expected a value");
       char sub[96];
       field_join(sub, sizeof sub, name, "");
-      int rc = apply_policy_map(w, v, sub, field, pol);
+      int rc = apply_policy_map(w, pw, v, sub, depth + 1, field, pol);
       if (rc) return rc;
       continue;
     }
     const char *val;
     if (want_scalar(w, v, f, &val)) return PP_SIM_EINVAL;
+    int idx = policy_field_index(name);
+    if (idx >= 0 && pw->set_line[idx])
+      return fail(w, v, f, "set twice (first on line %d)", pw->set_line[idx]);
     pp_policy_error perr;
     memset(&perr, 0, sizeof perr);
     int rc = pp_policy_set(pol, name, val, &perr);
     if (rc)
       return fail(w, rc == PP_CTL_ENOENT ? k : v, f, "%s",
                   perr.message[0] ? perr.message : pp_ctl_strerror(rc));
+    if (idx >= 0) pw->set_line[idx] = (int)v->start_mark.line + 1;
   }
   return 0;
 }
@@ -530,7 +555,9 @@ static int parse_config(walk *w, const yaml_node_t *n, const char *field, pp_con
       if (v->type == YAML_SCALAR_NODE) {
         rc = get_string(w, v, f, c->policy_path, sizeof c->policy_path);
       } else if (v->type == YAML_MAPPING_NODE) {
-        rc = apply_policy_map(w, v, "", f, &c->policy);
+        policy_walk pw;
+        memset(&pw, 0, sizeof pw);
+        rc = apply_policy_map(w, &pw, v, "", 0, f, &c->policy);
       } else {
         return fail(w, v, f, "expected a policy file path or an inline mapping");
       }

@@ -217,6 +217,73 @@ static void test_missing_policy_file(void) {
   free(text);
 }
 
+/* Fuzz finding 3: `&p {x: *p}` is a mapping that contains itself (libyaml registers the anchor
+ * when the mapping starts), and the inline-policy walk recursed into it until the stack
+ * overflowed. Now a mapping below a policy section and a field set twice are errors naming
+ * file, line and field, so neither a cycle nor an alias repeated many times can run away. */
+static void test_policy_aliases_bounded(void) {
+  static const char policy_block[] = "    policy:\n      max_workers: 4\n      spawn_cooldown: 2s\n"
+                                     "      shed: {enabled: true, budget: 5s}\n";
+  static const struct {
+    const char *to;
+    int line;
+    const char *field, *message_part;
+  } cases[] = {
+      {"    policy: &p {x: *p}\n", 30, "configs[1].policy.x.x", "nest"},
+      {"    policy: &p {shed: *p}\n", 30, "configs[1].policy.shed.shed", "nest"},
+      {"    policy: &p {shed: {budget: 5s}, threads: *p}\n", 30, "configs[1].policy.threads.shed",
+       "nest"},
+      {"    policy: {threads: {a: {b: 1}}}\n", 30, "configs[1].policy.threads.a", "nest"},
+      {"    policy:\n      max_workers: 4\n      max_workers: 5\n", 32,
+       "configs[1].policy.max_workers", "set twice (first on line 31)"},
+      {"    policy:\n      threads.max: 4\n      threads: {max: 5}\n", 32,
+       "configs[1].policy.threads.max", "set twice"},
+      {"    policy:\n      shed: &s {enabled: true}\n      shed: *s\n", 31,
+       "configs[1].policy.shed.enabled", "set twice"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *text = mutate(policy_block, cases[i].to);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    pp_scenario s;
+    pp_scn_error err;
+    int rc = pp_scenario_parse(&s, text, strlen(text), "alias.yaml", &err);
+    int ok = rc != 0 && strcmp(err.file, "alias.yaml") == 0 && err.line == cases[i].line &&
+             strcmp(err.field, cases[i].field) == 0 &&
+             strstr(err.message, cases[i].message_part) != NULL;
+    if (!ok)
+      printf("\n  case %zu: rc %d line %d field %s: %s", i, rc, err.line, err.field, err.message);
+    CU_ASSERT(ok);
+    pp_scenario_dispose(&s);
+    free(text);
+  }
+  /* The fuzzer's reproducer as it was found. */
+  const char *repro = "configs: [{policy: &p {x: *p}}]\n";
+  pp_scenario s;
+  pp_scn_error err;
+  CU_ASSERT_NOT_EQUAL(pp_scenario_parse(&s, repro, strlen(repro), "r.yaml", &err), 0);
+  CU_ASSERT_EQUAL(err.line, 1);
+  CU_ASSERT_STRING_EQUAL(err.field, "configs[0].policy.x.x");
+  pp_scenario_dispose(&s);
+  /* Sharing one inline policy between configs through an alias is still fine. */
+  char *shared =
+      mutate(policy_block, "    policy: &p {max_workers: 4, shed: {enabled: true}}\n"
+                           "  - {name: b, server: pumaplus, autoscale: true, policy: *p}\n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(shared);
+  int rc = pp_scenario_parse(&s, shared, strlen(shared), "shared.yaml", &err);
+  if (rc) printf("\n  shared: line %d field %s: %s", err.line, err.field, err.message);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_EQUAL(s.n_configs, 3);
+  CU_ASSERT_EQUAL(s.configs[2].policy.max_workers, 4);
+  CU_ASSERT_EQUAL(s.configs[2].policy.shed_enabled, 1);
+  pp_scenario_dispose(&s);
+  free(shared);
+  /* The duplicate check covers every policy field (it keeps a fixed-size table). */
+  size_t nfields = 0;
+  while (pp_policy_field_names[nfields])
+    nfields++;
+  CU_ASSERT(nfields > 0 && nfields <= 64);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("scenario", NULL, NULL);
@@ -225,6 +292,7 @@ int main(void) {
   CU_add_test(s, "every truncated prefix", test_truncated_prefixes);
   CU_add_test(s, "trace files", test_trace);
   CU_add_test(s, "missing policy file", test_missing_policy_file);
+  CU_add_test(s, "inline policy aliases stay bounded", test_policy_aliases_bounded);
   CU_add_test(s, "shipped scenarios load", test_shipped_scenarios);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
