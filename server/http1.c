@@ -279,16 +279,27 @@ pp_h1_result pp_h1_execute(pp_h1 *h, const uint8_t *data, size_t len, size_t *co
     h->reason = "obs-fold (folded header line) is not accepted";
     return PP_H1_ERROR;
   }
+  uint64_t messages = h->messages;
   llhttp_errno_t e = llhttp_execute(&h->parser, (const char *)data, len);
   if (e == HPE_OK) {
     *consumed = len;
     return PP_H1_NEED_MORE;
   }
-  if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
+  if ((e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) && h->messages > messages) {
     const char *pos = llhttp_get_error_pos(&h->parser);
     *consumed = pos ? (size_t)(pos - (const char *)data) : len;
     if (e == HPE_PAUSED_UPGRADE) h->keep_alive = 0; /* we never switch protocols */
     return PP_H1_PAUSED;
+  }
+  if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
+    /* Paused without completing a message: llhttp stops for good after an Upgrade request
+     * (HPE_PAUSED_UPGRADE at once, nothing consumed, on every call). PAUSED must mean "a
+     * message completed" or the owner's read loop would spin, so this is a refusal. The
+     * server never gets here (it closes after an Upgrade request's response). */
+    h->status = 400;
+    h->reason = e == HPE_PAUSED_UPGRADE ? "bytes after an Upgrade request (no protocol switch)"
+                                        : "parser paused without a complete message";
+    return PP_H1_ERROR;
   }
   if (!h->status) {
     switch (e) {

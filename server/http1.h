@@ -91,7 +91,9 @@ void pp_h1_init(pp_h1 *h, const pp_h1_callbacks *cb, const pp_h1_limits *limits,
 void pp_h1_dispose(pp_h1 *h);
 
 /* Feeds bytes. *consumed is how many were parsed (all of them for NEED_MORE; up to the end of
- * the completed message for PAUSED). After ERROR the parser stays failed. */
+ * the completed message for PAUSED). PAUSED always means that exactly one message completed
+ * in this call. Bytes after an Upgrade request (which is never switched) are an ERROR. After
+ * ERROR the parser stays failed. */
 pp_h1_result pp_h1_execute(pp_h1 *h, const uint8_t *data, size_t len, size_t *consumed);
 
 /* Prepares for the next request on the connection after PP_H1_PAUSED. */

@@ -720,12 +720,21 @@ static void client_process(client *c) {
   while (!c->closing && c->rpos < c->rlen && client_can_parse(c)) {
     if (!c->req && !c->h1.started && !c->t1) c->t1 = pp_now_ns();
     size_t used = 0;
+    uint64_t messages = c->h1.messages;
     c->in_parse = 1;
     pp_h1_result res = pp_h1_execute(&c->h1, c->rbuf + c->rpos, c->rlen - c->rpos, &used);
     c->in_parse = 0;
     c->rpos += used;
     if (res == PP_H1_ERROR) {
       client_fail(c, c->h1.status, c->h1.reason);
+      return;
+    }
+    /* Never spin: a PAUSED that consumed nothing and completed no message would be returned
+     * again on the next turn of this loop (pp_h1_execute does not do that since fuzz finding
+     * 5; this guard keeps a parser regression from hanging the whole event loop). */
+    if (res == PP_H1_PAUSED && used == 0 && c->h1.messages == messages) {
+      LOG_ERR(c->srv, "client %s: HTTP parser made no progress, connection closed", c->remote);
+      client_close(c);
       return;
     }
   }

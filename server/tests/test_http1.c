@@ -3,6 +3,7 @@
 #include <CUnit/Basic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "server/http1.h"
 #include "server/wire.h"
@@ -327,6 +328,84 @@ static void test_mutations_never_crash(void) {
   CU_ASSERT(completes > 1000); /* and many still parse */
 }
 
+/* One parse of text[0..len) handed to the parser in two reads split at `cut` (or byte by byte
+ * when cut == SIZE_MAX), resuming after each completed message as the server does. Returns
+ * the refusal status (0: none), with the completed message count in *completes. A PAUSED
+ * that completed no message is counted in *stalls and ends the parse (the old parser
+ * returned it forever, which hangs the server's read loop). */
+static int parse_cut(const char *text, size_t len, size_t cut, int *completes, int *stalls) {
+  pp_h1_limits lim;
+  pp_h1_limits_default(&lim);
+  owner o;
+  memset(&o, 0, sizeof o);
+  pp_buf_init(&o.body);
+  pp_h1 h;
+  pp_h1_init(&h, &cbs, &lim, &o);
+  size_t pos = 0, fed = 0;
+  int status = 0;
+  *stalls = 0;
+  while (pos < len && !status && !*stalls) {
+    if (cut == (size_t)-1)
+      fed = fed + 1 < len ? fed + 1 : len;
+    else
+      fed = fed < cut ? cut : len;
+    while (pos < fed) {
+      size_t used = 0;
+      uint64_t before = h.messages;
+      pp_h1_result r = pp_h1_execute(&h, (const uint8_t *)text + pos, fed - pos, &used);
+      pos += used;
+      if (r == PP_H1_ERROR) {
+        status = h.status;
+        break;
+      }
+      if (r == PP_H1_NEED_MORE) break;
+      if (h.messages == before) {
+        (*stalls)++;
+        break;
+      }
+      pp_h1_resume(&h);
+    }
+  }
+  *completes = o.completes;
+  pp_h1_dispose(&h);
+  pp_buf_dispose(&o.body);
+  return status;
+}
+
+/* Every split of `text` into two reads, and byte by byte, gives the same outcome, which is
+ * `want_status` after `want_completes` messages, and the parser never stalls. */
+static void check_every_split(const char *name, const char *text, int want_status,
+                              int want_completes) {
+  size_t len = strlen(text);
+  for (size_t cut = 0; cut <= len + 1; cut++) {
+    size_t c = cut == len + 1 ? (size_t)-1 : cut;
+    int completes = 0, stalls = 0;
+    int st = parse_cut(text, len, c, &completes, &stalls);
+    if (st != want_status || completes != want_completes || stalls)
+      fprintf(stderr, "%s: cut %zd: status %d (want %d), %d messages (want %d), %d stalls\n", name,
+              c == (size_t)-1 ? (ssize_t)-1 : (ssize_t)c, st, want_status, completes,
+              want_completes, stalls);
+    CU_ASSERT_EQUAL(st, want_status);
+    CU_ASSERT_EQUAL(completes, want_completes);
+    CU_ASSERT_EQUAL(stalls, 0);
+  }
+}
+
+/* Fuzz finding 5 (fuzz/regressions/http1/upgrade-then-pipelined-*): after an Upgrade request
+ * llhttp answered HPE_PAUSED_UPGRADE with nothing consumed on every later call, and
+ * pp_h1_execute passed it on as PAUSED without a completed message, so a read loop that
+ * feeds the rest spun forever. The request itself is served (keep_alive 0: the server closes
+ * after it); any byte after it is a refusal, never a stall. */
+static void test_bytes_after_upgrade_never_stall(void) {
+  const char *up = "GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n";
+  char text[256];
+  snprintf(text, sizeof text, "%sX", up);
+  check_every_split("upgrade + byte", text, 400, 1);
+  snprintf(text, sizeof text, "%sGET / HTTP/1.1\r\nHost: a\r\n\r\n", up);
+  check_every_split("upgrade + request", text, 400, 1);
+  check_every_split("upgrade alone", up, 0, 1);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("http1", NULL, NULL);
@@ -336,6 +415,8 @@ int main(void) {
   CU_add_test(s, "pipelined requests pause one at a time", test_pipelining);
   CU_add_test(s, "every refusal with its status", test_rejections);
   CU_add_test(s, "20000 mutated requests never crash", test_mutations_never_crash);
+  CU_add_test(s, "bytes after an Upgrade request are refused, never a stall",
+              test_bytes_after_upgrade_never_stall);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();

@@ -72,6 +72,19 @@ class TestHTTP < Minitest::Test
     assert_equal ["cpu_ns=0 sleep_ms=50\n"] * 4, rs
   end
 
+  # Fuzz finding 5: bytes after an Upgrade request stalled the parser (PAUSED, nothing consumed)
+  # and could spin the event loop. The request is answered as HTTP, the connection closes, the
+  # pipelined request is not served, and the server stays responsive.
+  def test_upgrade_then_pipelined_request_answered_once_and_closed
+    req = "GET /hello HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n" \
+          "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n"
+    rs = E2E.raw(srv.port, req, count: 2, timeout: 10)
+    assert_equal [200], rs.map(&:first)
+    assert_equal "close", rs[0][1]["connection"]
+    out, = E2E.curl(url("/hello"), timeout: 5)
+    assert_equal "Hello, world\n", out
+  end
+
   def test_keep_alive_reuses_one_connection
     out, = E2E.curl("-w", "%{num_connects}\n", "-o", "/dev/null", "-o", "/dev/null",
                     url("/hello"), url("/hello"))
