@@ -226,12 +226,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   uint8_t mode = data[0];
   data++, size--;
-  if (pp_fuzz_skip_known()) {
-    for (size_t i = 0; i < size; i++) {
-      /* pending finding 1: a bare CR ends the header section */
-      if (data[i] == '\r' && i + 1 < size && data[i + 1] != '\n') return 0;
-    }
-  }
+  /* No PP_FUZZ_SKIP_KNOWN filters: findings 1 and 5 are fixed (fuzz/regressions/http1/). */
+  (void)pp_fuzz_skip_known;
   pp_h1_limits lim;
   pp_h1_limits_default(&lim);
   if (mode & 0x80) {

@@ -246,14 +246,24 @@ void pp_h1_dispose(pp_h1 *h) {
   pp_buf_dispose(&h->raw);
 }
 
-/* Scans the header section for obs-fold (a line that starts with SP or HTAB), which llhttp
- * accepts. The scan stops at the empty line ending the section; pp_h1_resume() restarts it
- * for the next request. Returns 1 on obs-fold. */
-static int scan_fold(pp_h1 *h, const uint8_t *data, size_t len) {
+/* Scans the request line and header section ahead of llhttp, which accepts two shapes that we
+ * refuse: obs-fold (a line that starts with SP or HTAB) and a bare CR (a CR not followed by
+ * LF; llhttp 8 takes CR + any byte as a line end and swallows the byte, so its idea of where
+ * the header section ends would depend on the bytes after the CR). Refusing both here, before
+ * llhttp sees the offending byte, keeps the outcome independent of how the bytes were split
+ * into reads. A CR at the end of one read is judged by the first byte of the next. The scan
+ * stops at the empty line ending the section; pp_h1_resume() restarts it for the next request.
+ * Returns 0, or the reason for a 400. */
+static const char *scan_head(pp_h1 *h, const uint8_t *data, size_t len) {
   for (size_t i = 0; i < len && h->scan_state != 3; i++) {
     uint8_t c = data[i];
+    if (h->scan_cr) {
+      h->scan_cr = 0;
+      if (c != '\n') return "bare CR in the request head";
+    }
     if (h->scan_state == 2) { /* at the start of a line */
-      if ((c == ' ' || c == '\t') && h->scan_lines > 0) return 1;
+      if ((c == ' ' || c == '\t') && h->scan_lines > 0)
+        return "obs-fold (folded header line) is not accepted";
       h->scan_state = 0;
     }
     if (c == '\n') {
@@ -264,19 +274,22 @@ static int scan_fold(pp_h1 *h, const uint8_t *data, size_t len) {
       if (h->scan_line_len > 0) h->scan_lines++;
       h->scan_line_len = 0;
       h->scan_state = 2;
-    } else if (c != '\r') {
+    } else if (c == '\r') {
+      h->scan_cr = 1;
+    } else {
       h->scan_line_len++;
     }
   }
-  return 0;
+  return NULL;
 }
 
 pp_h1_result pp_h1_execute(pp_h1 *h, const uint8_t *data, size_t len, size_t *consumed) {
   *consumed = 0;
   if (h->status) return PP_H1_ERROR;
-  if (h->scan_state != 3 && scan_fold(h, data, len)) {
+  const char *bad = h->scan_state != 3 ? scan_head(h, data, len) : NULL;
+  if (bad) {
     h->status = 400;
-    h->reason = "obs-fold (folded header line) is not accepted";
+    h->reason = bad;
     return PP_H1_ERROR;
   }
   uint64_t messages = h->messages;
@@ -325,6 +338,7 @@ void pp_h1_resume(pp_h1 *h) {
   h->scan_state = 0;
   h->scan_lines = 0;
   h->scan_line_len = 0;
+  h->scan_cr = 0;
 }
 
 const uint8_t *pp_h1_header(const pp_h1 *h, const char *name, size_t *len) {

@@ -6,9 +6,9 @@
  * (pipelined bytes wait unparsed in the owner's buffer). Everything that must be refused is
  * refused here with the status the issue asks for: 431 (header section too large or too many
  * headers), 414 (URI too long), 413 (body over the limit), 400 (malformed, or a smuggling
- * shape: Content-Length with Transfer-Encoding, duplicate Content-Length, obs-fold, missing
- * Host in HTTP/1.1), 501 (a Transfer-Encoding other than chunked, or CONNECT), 417 (an
- * Expect other than 100-continue).
+ * shape: Content-Length with Transfer-Encoding, duplicate Content-Length, obs-fold, a bare CR
+ * in the request line or header section, missing Host in HTTP/1.1), 501 (a Transfer-Encoding other
+ * than chunked, or CONNECT), 417 (an Expect other than 100-continue).
  *
  * pp_h1_build_env() writes the Rack env pairs of PROTOCOL.md (REQUEST) for the current
  * request. The parser keeps URL and header bytes in one buffer it reuses for every request
@@ -79,7 +79,8 @@ struct pp_h1 {
   uint64_t messages; /* requests completed on this connection */
   int started;       /* a byte of the current request has been seen */
 
-  int scan_state; /* obs-fold scanner: 0 in a line, 2 line start, 3 section over */
+  int scan_state; /* head scanner: 0 in a line, 2 line start, 3 section over */
+  int scan_cr;    /* head scanner: the last byte seen was CR (the next must be LF) */
   uint32_t scan_lines, scan_line_len;
 
   int status;         /* after PP_H1_ERROR: the HTTP status to answer */
@@ -92,8 +93,9 @@ void pp_h1_dispose(pp_h1 *h);
 
 /* Feeds bytes. *consumed is how many were parsed (all of them for NEED_MORE; up to the end of
  * the completed message for PAUSED). PAUSED always means that exactly one message completed
- * in this call. Bytes after an Upgrade request (which is never switched) are an ERROR. After
- * ERROR the parser stays failed. */
+ * in this call. Bytes after an Upgrade request (which is never switched) are an ERROR. The
+ * result does not depend on how the stream is split into calls. After ERROR the parser
+ * stays failed. */
 pp_h1_result pp_h1_execute(pp_h1 *h, const uint8_t *data, size_t len, size_t *consumed);
 
 /* Prepares for the next request on the connection after PP_H1_PAUSED. */

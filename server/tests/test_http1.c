@@ -391,6 +391,25 @@ static void check_every_split(const char *name, const char *text, int want_statu
   }
 }
 
+/* Fuzz finding 1 (fuzz/regressions/http1/bare-cr-ends-header-section*): llhttp took CR + any
+ * byte as the end of the header section while the obs-fold scan did not, so one read gave 400
+ * and byte-by-byte reads served a request. A bare CR in the head is now 400 however split. */
+static void test_bare_cr_is_refused_however_split(void) {
+  check_every_split("bare CR ends section", "GET / HTTP/1.1\r\nHost: a\r\n\rX\n\t", 400, 0);
+  check_every_split("bare CR then request",
+                    "GET / HTTP/1.1\r\nHost: a\r\n\rGET / HTTP/1.1\r\nHost: a\r\n\r\n", 400, 0);
+  check_every_split("fuzzer minimum", "GET / HTTP/1.0\n\r\xff\n\t", 400, 0);
+  check_every_split("bare CR in a value", "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\rc\r\n\r\n", 400, 0);
+  check_every_split("bare CR in the request line", "GET /\r HTTP/1.1\r\nHost: a\r\n\r\n", 400, 0);
+  /* a refusal after a served request: the second request's head has the bare CR */
+  check_every_split("second request",
+                    "GET /1 HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\rX\r\n\r\n",
+                    400, 1);
+  /* CR in a body is data */
+  check_every_split("CR in body", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\na\rb", 0,
+                    1);
+}
+
 /* Fuzz finding 5 (fuzz/regressions/http1/upgrade-then-pipelined-*): after an Upgrade request
  * llhttp answered HPE_PAUSED_UPGRADE with nothing consumed on every later call, and
  * pp_h1_execute passed it on as PAUSED without a completed message, so a read loop that
@@ -415,6 +434,8 @@ int main(void) {
   CU_add_test(s, "pipelined requests pause one at a time", test_pipelining);
   CU_add_test(s, "every refusal with its status", test_rejections);
   CU_add_test(s, "20000 mutated requests never crash", test_mutations_never_crash);
+  CU_add_test(s, "a bare CR in the head is 400 however the bytes are split",
+              test_bare_cr_is_refused_however_split);
   CU_add_test(s, "bytes after an Upgrade request are refused, never a stall",
               test_bytes_after_upgrade_never_stall);
   CU_basic_set_mode(CU_BRM_VERBOSE);
