@@ -30,9 +30,11 @@ if ! command -v clang >/dev/null 2>&1; then
 fi
 mkdir -p "$WORK"
 echo "fuzz/run.sh: building libFuzzer binaries in $BUILD"
-CC=clang cmake -S "$ROOT" -B "$BUILD" -DPP_FUZZ=ON >"$WORK/build.log" 2>&1 &&
-  cmake --build "$BUILD" --target fuzzers -j2 >>"$WORK/build.log" 2>&1 ||
-  { cat "$WORK/build.log" >&2; exit 2; }
+if ! { CC=clang cmake -S "$ROOT" -B "$BUILD" -DPP_FUZZ=ON &&
+  cmake --build "$BUILD" --target fuzzers -j2; } >"$WORK/build.log" 2>&1; then
+  cat "$WORK/build.log" >&2
+  exit 2
+fi
 found=0
 summary=""
 for t in $TARGETS; do
@@ -48,7 +50,7 @@ for t in $TARGETS; do
   mkdir -p "$corpus" "$artifacts"
   seeds=$ROOT/fuzz/corpus/$t
   [ "$t" = wire ] && seeds="$seeds $ROOT/docs/protocol-corpus"
-  before=$(ls "$corpus" | wc -l)
+  before=$(find "$corpus" -type f | wc -l)
   echo "fuzz/run.sh: fuzzing $t for ${SECONDS_EACH}s (log $log)"
   # The first directory receives new inputs; the seed directories are only read.
   # shellcheck disable=SC2086
@@ -62,7 +64,7 @@ for t in $TARGETS; do
   fi
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  after=$(ls "$corpus" | wc -l)
+  after=$(find "$corpus" -type f | wc -l)
   crash=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
   line="$t: ${execs:-?} execs (${rate:-?}/s), corpus $before -> $after, $status"
   [ -n "$crash" ] && line="$line
