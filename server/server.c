@@ -316,6 +316,10 @@ static void client_response_complete(client *c) {
     int64_t t6 = pp_now_ns();
     if (r->t1) pp_hist_window_record(&s->stats.total, (uint64_t)(t6 - r->t1));
     int keep = r->keep_alive && !r->resp_close;
+    /* The app answered before the request's body had all arrived (a streamed upload it did
+     * not read): the parser is still inside that body. It goes on reading and discarding the
+     * rest (on_h1_body without a request), and the connection is reused when it ends. */
+    if (!r->msg_complete && keep && !s->draining) c->discard_body = 1;
     c->req = NULL;
     r->c = NULL;
     request_release(s, r);
@@ -329,7 +333,7 @@ static void client_response_complete(client *c) {
     c->parser_paused = 0;
     pp_h1_resume(&c->h1);
   }
-  c->t1 = c->rpos < c->rlen ? pp_now_ns() : 0;
+  c->t1 = c->rpos < c->rlen && !c->discard_body ? pp_now_ns() : 0;
   client_process(c);
 }
 
@@ -417,6 +421,12 @@ static void on_client_timer(uv_timer_t *t) {
     client_close(c);
     return;
   }
+  if (c->discard_body) { /* its response is out: no 408, just close */
+    s->stats.timeouts++;
+    LOG(s, "client %s: body read timeout (discarding an unread upload)", c->remote);
+    client_close(c);
+    return;
+  }
   if (!c->req && (c->h1.started || c->rpos < c->rlen)) {
     s->stats.timeouts++;
     client_fail(c, 408, "header read timeout");
@@ -444,6 +454,8 @@ static void client_arm_timer(client *c) {
       uv_timer_stop(&c->timer);
       return;
     }
+  } else if (c->discard_body) {
+    ms = cfg->body_timeout_ns / 1000000;
   } else if (c->h1.started || c->rpos < c->rlen) {
     int64_t deadline = c->t1 + (int64_t)cfg->header_timeout_ns;
     ms = deadline > now ? (uint64_t)(deadline - now) / 1000000 : 0;
@@ -657,8 +669,14 @@ static int on_h1_complete(pp_h1 *h) {
   client *c = h->data;
   server *s = c->srv;
   request *r = c->req;
+  if (!r) {
+    /* the end of a body discarded after its response: the next request may follow at once
+     * (the parser is resumed by client_process, outside this callback) */
+    c->discard_body = 0;
+    c->discard_done = 1;
+    return 0;
+  }
   c->parser_paused = 1;
-  if (!r) return 0;
   r->msg_complete = 1;
   if (r->state == RS_CONTROL) {
     handle_control(c);
@@ -726,8 +744,20 @@ static void client_process(client *c) {
     c->in_parse = 0;
     c->rpos += used;
     if (res == PP_H1_ERROR) {
+      if (c->discard_body) { /* the response is out; a second one would corrupt the stream */
+        LOG(c->srv, "client %s: %s while discarding an unread upload, connection closed", c->remote,
+            c->h1.reason);
+        client_close(c);
+        return;
+      }
       client_fail(c, c->h1.status, c->h1.reason);
       return;
+    }
+    if (res == PP_H1_PAUSED && c->discard_done) {
+      c->discard_done = 0;
+      pp_h1_resume(&c->h1);
+      c->t1 = 0;
+      continue;
     }
     /* Never spin: a PAUSED that consumed nothing and completed no message would be returned
      * again on the next turn of this loop (pp_h1_execute does not do that since fuzz finding
@@ -1085,8 +1115,10 @@ static int wconn_frame(wconn *w, const pp_wire_frame *f) {
     } else if (r->resp_chunked) {
       client_out(c, "0\r\n\r\n", 5);
     }
-    /* a streamed upload the app did not read to the end: the connection cannot be reused */
-    if (r->streaming && !r->body_done) r->resp_close = 1, c->close_after_write = 1;
+    /* A streamed upload the app did not read to the end: nothing more is forwarded (the
+     * worker skips what was already sent: PROTOCOL.md "Stale frames"); once the response is
+     * flushed the client's remaining body is read and discarded, and keep-alive goes on
+     * (client_response_complete). */
     r->state = RS_RESPONDED;
     c->response_done = 1;
     client_flush(c);

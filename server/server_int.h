@@ -105,6 +105,10 @@ struct client {
   int parser_paused, reading, closing, close_after_write, discarding, response_done;
   int eof;
   int in_parse; /* inside pp_h1_execute: never re-enter the parser */
+  /* The response went out before the request's body had all arrived (a streamed upload the
+   * app did not read): the rest of the body is read and dropped, then keep-alive goes on. */
+  int discard_body;
+  int discard_done; /* that body ended inside the parser: resume it after pp_h1_execute */
   int64_t t1;
   int64_t last_progress;
   char remote[64];

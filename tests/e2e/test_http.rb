@@ -85,6 +85,45 @@ class TestHTTP < Minitest::Test
     assert_equal "Hello, world\n", out
   end
 
+  # An app that answers at once without reading its streamed (> 1 MiB) body: the response must
+  # complete, the rest of the body is read and discarded, and the connection stays usable
+  # (keep-alive). The client writes the whole body before it reads (a plain blocking client):
+  # when the server stopped reading after the response (old behaviour: half-close, then a
+  # 2 s discard window and a reset), a body larger than the socket buffers never finished
+  # writing and the response was lost. Many rounds, both worker threads, then busy must be 0.
+  def test_unread_streamed_upload_completes_and_keeps_alive
+    big = "x" * (7 * 1024 * 1024) # under this server's -max-body-size 8MiB
+    small = "y" * (1024 * 1024 + 4097)
+    Timeout.timeout(60) do
+      6.times do |round|
+        bodies = round.zero? ? [big] : [small, small]
+        s = Socket.new(:INET, :STREAM)
+        s.setsockopt(:SOCKET, :SNDBUF, 32 * 1024) # small kernel buffers: no hiding the stall
+        s.setsockopt(:SOCKET, :RCVBUF, 32 * 1024)
+        s.connect(Socket.sockaddr_in(srv.port, "127.0.0.1"))
+        reader = E2E::ResponseReader.new(s)
+        bodies.each_with_index do |body, i|
+          s.write("POST /hello HTTP/1.1\r\nHost: a\r\nContent-Length: #{body.bytesize}\r\n\r\n")
+          s.write(body)
+          r = reader.next_response
+          refute_nil r, "round #{round} request #{i}: no response"
+          assert_equal [200, "Hello, world\n"], [r[0], r[2]], "round #{round} request #{i}"
+          refute_equal "close", r[1]["connection"], "round #{round} request #{i}"
+        end
+        # the same connection still serves a plain request after the discarded body
+        s.write("GET /hello HTTP/1.1\r\nHost: a\r\n\r\n")
+        r = reader.next_response
+        refute_nil r, "round #{round}: keep-alive request after the discarded body"
+        assert_equal 200, r[0]
+        s.close
+      end
+    end
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+    sleep 0.05 until srv.stats["queue"]["slots_busy"].zero? ||
+                     Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    assert_equal 0, srv.stats["queue"]["slots_busy"]
+  end
+
   def test_keep_alive_reuses_one_connection
     out, = E2E.curl("-w", "%{num_connects}\n", "-o", "/dev/null", "-o", "/dev/null",
                     url("/hello"), url("/hello"))
