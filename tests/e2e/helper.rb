@@ -38,7 +38,7 @@ module E2E
   class Server
     attr_reader :port, :control_port, :pid, :log_path, :args
 
-    def initialize(app: MIX, workers: 1, threads: 4, extra: [], boot_timeout: 30, token: nil)
+    def initialize(app: MIX, workers: 1, threads: 4, extra: [], boot_timeout: 30, token: nil, env: {})
       @token = token
       extra += ["-control-token", token] if token
       @port = E2E.free_port
@@ -48,7 +48,7 @@ module E2E
       @args = [BIN, "-app", app, "-workers", workers.to_s, "-threads", threads.to_s,
                "-listen", "127.0.0.1:#{@port}", "-control", "127.0.0.1:#{@control_port}",
                "-gem-dir", File.join(ROOT, "gem"), *extra]
-      @pid = Process.spawn(*@args, in: File::NULL, out: @log_path, err: [:child, :out], pgroup: true)
+      @pid = Process.spawn(env, *@args, in: File::NULL, out: @log_path, err: [:child, :out], pgroup: true)
       wait_ready(boot_timeout)
     end
 

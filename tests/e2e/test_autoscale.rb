@@ -53,7 +53,11 @@ class TestAutoscale < Minitest::Test
     policy = File.join(dir, "policy.yaml")
     log = File.join(dir, "decisions.jsonl")
     File.write(policy, POLICY)
-    srv = E2E::Server.new(workers: 1, threads: 2,
+    # Workers the controller adds take 1.5 s (three ticks) to boot, as a slow Rails app's
+    # on_worker_boot would, so the settled gate has booting ticks to decline on.
+    config = File.join(dir, "puma-plus.rb")
+    File.write(config, "on_worker_boot { |index| sleep 1.5 if index.positive? }\n")
+    srv = E2E::Server.new(workers: 1, threads: 2, env: { "PUMA_PLUS_CONFIG" => config },
                           extra: ["-autoscale", "-policy", policy, "-decision-log", log])
     assert_equal 1, srv.stats["booted_workers"]
     # 30 req/s of a 100 ms request = 3 busy threads on average; one worker has 2.
@@ -79,12 +83,15 @@ class TestAutoscale < Minitest::Test
     assert_includes actions, "retire_worker"
     assert(recs.all? { |r| r["source"] == "server" })
     assert_equal 1, recs.map { |r| r["policy_hash"] }.uniq.size
-    recs.each do |r|
-      next unless r.dig("obs", "workers_booting").to_i.positive?
-
+    booting = recs.select { |r| r.dig("obs", "workers_booting").to_i.positive? }
+    refute_empty booting, "no tick saw a booting worker (boot takes 1.5 s, ticks are 500 ms)"
+    booting.each do |r|
       refute_equal "spawn_worker", r.dig("decision", "action"),
-                   "tick #{r["tick"]}: spawned while a worker was booting (settled gate): #{r["reason"]}"
+                   "tick #{r["tick"]}: spawned while a worker was booting (settled gate): #{r.dig("decision", "reason")}"
     end
+    gate = booting.select { |r| r.dig("decision", "reason").to_s.include?("still booting") }
+    refute_empty gate, "the log shows no settled-gate decline while workers booted:\n" +
+                       booting.map { |r| r.dig("decision", "reason") }.join("\n")
 
     # SIGHUP reopens the log (rotation): the new file starts with the header, then ticks
     File.rename(log, "#{log}.1")
