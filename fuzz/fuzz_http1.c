@@ -20,11 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "server/http1.h"
 #include "server/wire.h"
-#include "fuzz/known.h"
 
 #define CHECK(cond)                                                                                \
   do {                                                                                             \
@@ -226,8 +224,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   uint8_t mode = data[0];
   data++, size--;
-  /* No PP_FUZZ_SKIP_KNOWN filters: findings 1 and 5 are fixed (fuzz/regressions/http1/). */
-  (void)pp_fuzz_skip_known;
   pp_h1_limits lim;
   pp_h1_limits_default(&lim);
   if (mode & 0x80) {
