@@ -200,89 +200,93 @@ static int scale_value(unsigned __int128 mant, int fd, uint64_t unit, uint64_t l
   return 0;
 }
 
-static int parse_duration(const char *s, uint64_t *out, const char **why) {
+/* A number with a unit suffix, as durations and sizes are written. */
+typedef struct unit {
+  const char *suffix;
+  uint64_t scale; /* ns or bytes per unit */
+} unit;
+
+typedef struct unit_kind {
+  const unit *units;
+  size_t n_units;
+  uint64_t limit;        /* largest accepted value */
+  const char *expected;  /* when there is no number */
+  const char *too_large; /* when the value passes `limit` */
+  const char *bad_unit;  /* when the suffix is none of `units` */
+} unit_kind;
+
+static const unit duration_units[] = {{"ns", 1},
+                                      {"us", 1000},
+                                      {"\xc2\xb5s", 1000},
+                                      {"ms", 1000000},
+                                      {"s", 1000000000ull},
+                                      {"", 1000000000ull},
+                                      {"m", 60000000000ull},
+                                      {"h", 3600000000000ull}};
+static const unit_kind durations = {
+    duration_units,
+    sizeof duration_units / sizeof duration_units[0],
+    DURATION_MAX_NS,
+    "expected a duration like 25ms, 3s or 250us",
+    "duration too large",
+    "unknown duration unit (use ns, us, ms, s, m or h; a bare number is seconds)"};
+
+static const unit size_units[] = {{"", 1},
+                                  {"B", 1},
+                                  {"KB", 1000},
+                                  {"MB", 1000000},
+                                  {"GB", 1000000000ull},
+                                  {"TB", 1000000000000ull},
+                                  {"KiB", 1ull << 10},
+                                  {"MiB", 1ull << 20},
+                                  {"GiB", 1ull << 30},
+                                  {"TiB", 1ull << 40}};
+static const unit_kind sizes = {
+    size_units,       sizeof size_units / sizeof size_units[0],
+    INT64_MAX,        "expected a size like 512MiB, 2GB or a number of bytes",
+    "size too large", "unknown size unit (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)"};
+
+/* Parses `s` as a decimal number and one of kind->units, exactly (see scale_value), into
+ * *out. 0, or PP_CTL_EINVAL / PP_CTL_ERANGE with *why set. */
+static int parse_with_unit(const char *s, const unit_kind *kind, uint64_t *out, const char **why) {
   unsigned __int128 mant;
   int fd;
   enum decimal_status status;
   size_t n = parse_decimal(s, &mant, &fd, &status);
   if (n == 0) {
-    *why = "expected a duration like 25ms, 3s or 250us";
+    *why = kind->expected;
     return PP_CTL_EINVAL;
   }
   const char *u = s + n;
   while (*u == ' ')
     u++;
-  static const struct {
-    const char *suffix;
-    uint64_t ns;
-  } units[] = {{"ns", 1},
-               {"us", 1000},
-               {"\xc2\xb5s", 1000},
-               {"ms", 1000000},
-               {"s", 1000000000ull},
-               {"", 1000000000ull},
-               {"m", 60000000000ull},
-               {"h", 3600000000000ull}};
-  for (size_t k = 0; k < sizeof units / sizeof units[0]; k++) {
-    if (strcmp(u, units[k].suffix) == 0) {
+  for (size_t k = 0; k < kind->n_units; k++) {
+    if (strcmp(u, kind->units[k].suffix) == 0) {
       if (status == DECIMAL_TOO_LONG) {
         *why = "too many digits (at most 30)";
         return PP_CTL_EINVAL;
       }
       if (status == DECIMAL_TOO_LARGE ||
-          scale_value(mant, fd, units[k].ns, DURATION_MAX_NS, out) < 0) {
-        *why = "duration too large";
+          scale_value(mant, fd, kind->units[k].scale, kind->limit, out) < 0) {
+        *why = kind->too_large;
         return PP_CTL_ERANGE;
       }
       return 0;
     }
   }
-  *why = "unknown duration unit (use ns, us, ms, s, m or h; a bare number is seconds)";
+  *why = kind->bad_unit;
   return PP_CTL_EINVAL;
 }
 
+static int parse_duration(const char *s, uint64_t *out, const char **why) {
+  return parse_with_unit(s, &durations, out, why);
+}
+
 static int parse_bytes(const char *s, int64_t *out, const char **why) {
-  unsigned __int128 mant;
-  int fd;
-  enum decimal_status status;
-  size_t n = parse_decimal(s, &mant, &fd, &status);
-  if (n == 0) {
-    *why = "expected a size like 512MiB, 2GB or a number of bytes";
-    return PP_CTL_EINVAL;
-  }
-  const char *u = s + n;
-  while (*u == ' ')
-    u++;
-  static const struct {
-    const char *suffix;
-    uint64_t bytes;
-  } units[] = {{"", 1},
-               {"B", 1},
-               {"KB", 1000},
-               {"MB", 1000000},
-               {"GB", 1000000000ull},
-               {"TB", 1000000000000ull},
-               {"KiB", 1ull << 10},
-               {"MiB", 1ull << 20},
-               {"GiB", 1ull << 30},
-               {"TiB", 1ull << 40}};
-  for (size_t k = 0; k < sizeof units / sizeof units[0]; k++) {
-    if (strcmp(u, units[k].suffix) == 0) {
-      uint64_t v;
-      if (status == DECIMAL_TOO_LONG) {
-        *why = "too many digits (at most 30)";
-        return PP_CTL_EINVAL;
-      }
-      if (status == DECIMAL_TOO_LARGE || scale_value(mant, fd, units[k].bytes, INT64_MAX, &v) < 0) {
-        *why = "size too large";
-        return PP_CTL_ERANGE;
-      }
-      *out = (int64_t)v;
-      return 0;
-    }
-  }
-  *why = "unknown size unit (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)";
-  return PP_CTL_EINVAL;
+  uint64_t v;
+  int rc = parse_with_unit(s, &sizes, &v, why);
+  if (rc == 0) *out = (int64_t)v; /* sizes.limit is INT64_MAX */
+  return rc;
 }
 
 static int parse_u32(const char *s, uint32_t *out, const char **why) {
