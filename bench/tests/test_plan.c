@@ -73,6 +73,18 @@ static void test_seed_moves_the_schedule(void) {
   pp_scenario_dispose(&scn);
 }
 
+/* The server command line pb_server_argv builds for `spec`, words joined by spaces. */
+static int command_line(const pb_server_spec *spec, char *joined, size_t cap) {
+  char *argv[40], storage[4096];
+  int argc = pb_server_argv(spec, argv, 40, storage, sizeof storage);
+  joined[0] = '\0';
+  for (int i = 0; i < argc; i++) {
+    strncat(joined, i ? " " : "", cap - strlen(joined) - 1);
+    strncat(joined, argv[i], cap - strlen(joined) - 1);
+  }
+  return argc;
+}
+
 static void test_server_specs(void) {
   pp_scenario scn;
   load(&scn);
@@ -85,14 +97,8 @@ static void test_server_specs(void) {
   CU_ASSERT_EQUAL(spec.workers, 1);
   CU_ASSERT_EQUAL(spec.threads, 2);
   spec.port = 4567;
-  char *argv[40], storage[4096];
-  int argc = pb_server_argv(&spec, argv, 40, storage, sizeof storage);
-  CU_ASSERT_FATAL(argc > 0);
-  char joined[1024] = "";
-  for (int i = 0; i < argc; i++) {
-    strcat(joined, i ? " " : "");
-    strcat(joined, argv[i]);
-  }
+  char joined[1024];
+  CU_ASSERT_FATAL(command_line(&spec, joined, sizeof joined) > 0);
   CU_ASSERT_STRING_EQUAL(joined, "puma --no-config -e production -w 1 -t 2:2 -b "
                                  "tcp://127.0.0.1:4567 /app/config.ru");
   CU_ASSERT(pb_plan_server(&scn, 5, "x", "/s", "/tmp", &spec, err, sizeof err) < 0);
@@ -115,14 +121,8 @@ static void test_autoscale_argv(void) {
   snprintf(spec.app, sizeof spec.app, "/app/config.ru");
   snprintf(spec.policy_path, sizeof spec.policy_path, "/tmp/auto.policy.yaml");
   snprintf(spec.decision_log, sizeof spec.decision_log, "/tmp/auto.decisions.jsonl");
-  char *argv[40], storage[4096];
-  int argc = pb_server_argv(&spec, argv, 40, storage, sizeof storage);
-  CU_ASSERT_FATAL(argc > 0);
-  char joined[1024] = "";
-  for (int i = 0; i < argc; i++) {
-    strcat(joined, i ? " " : "");
-    strcat(joined, argv[i]);
-  }
+  char joined[1024];
+  CU_ASSERT_FATAL(command_line(&spec, joined, sizeof joined) > 0);
   CU_ASSERT_STRING_EQUAL(joined, "puma-plus -e production -w 1 -t 4:4 -b tcp://127.0.0.1:4567 "
                                  "--control-url tcp://127.0.0.1:4568 /app/config.ru -- -quiet "
                                  "-autoscale -policy /tmp/auto.policy.yaml -max-workers 3 "
