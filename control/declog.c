@@ -318,6 +318,21 @@ static int decode_fields(dctx *c, json_t *obj, const char *prefix, void *base, c
   return 0;
 }
 
+/* The first key of `obj` that is not one of `keys`, or NULL. The caller has already checked
+ * that every one of `keys` is present, so an object of exactly n keys has no stranger. */
+static const char *unknown_key(json_t *obj, const char *const *keys, size_t n) {
+  if (json_object_size(obj) == n) return NULL;
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    size_t i = 0;
+    while (i < n && strcmp(keys[i], key) != 0)
+      i++;
+    if (i == n) return key;
+  }
+  return NULL;
+}
+
 int pp_declog_decode(pp_declog_record *out, const char *text, size_t len, long line,
                      pp_declog_error *err) {
   dctx c = {err, line};
@@ -409,19 +424,12 @@ int pp_declog_decode(pp_declog_record *out, const char *text, size_t len, long l
     if (decode_fields(&c, v, subs[i].name, (char *)&r + subs[i].offset, subs[i].fields, subs[i].n))
       goto done;
   }
-  if (json_object_size(root) != 9) {
-    const char *key;
-    json_object_foreach(root, key, v) {
-      static const char *const top[] = {"v",   "tick",         "time_ns",  "policy_hash", "source",
-                                        "obs", "state_before", "decision", "state_after"};
-      size_t i = 0;
-      while (i < COUNT(top) && strcmp(top[i], key) != 0)
-        i++;
-      if (i == COUNT(top)) {
-        fail(err, line, "", key, "unknown field");
-        goto done;
-      }
-    }
+  static const char *const top[] = {"v",   "tick",         "time_ns",  "policy_hash", "source",
+                                    "obs", "state_before", "decision", "state_after"};
+  const char *extra = unknown_key(root, top, COUNT(top));
+  if (extra) {
+    fail(err, line, "", extra, "unknown field");
+    goto done;
   }
   *out = r;
   rc = 0;
@@ -578,18 +586,11 @@ int pp_declog_decode_header(pp_declog_header *out, pp_policy *policy_out, const 
     }
     if (policy_out) *policy_out = p;
   }
-  if (json_object_size(root) != 5) {
-    const char *key;
-    json_object_foreach(root, key, v) {
-      static const char *const keys[] = {"v", "type", "source", "policy_hash", "policy"};
-      size_t i = 0;
-      while (i < COUNT(keys) && strcmp(keys[i], key) != 0)
-        i++;
-      if (i == COUNT(keys)) {
-        fail(err, line, "", key, "unknown field");
-        goto done;
-      }
-    }
+  static const char *const keys[] = {"v", "type", "source", "policy_hash", "policy"};
+  const char *extra = unknown_key(root, keys, COUNT(keys));
+  if (extra) {
+    fail(err, line, "", extra, "unknown field");
+    goto done;
   }
   *out = h;
   rc = 0;
