@@ -44,6 +44,8 @@ static void reset_request(pp_h1 *h) {
   h->host_index = -1;
   h->content_type_index = -1;
   h->upgrade = 0;
+  h->in_trailers = 0;
+  h->trailer_bytes = 0;
   h->body_received = 0;
   h->started = 0;
 }
@@ -69,8 +71,20 @@ static int on_url(llhttp_t *p, const char *at, size_t len) {
   return 0;
 }
 
+/* Trailer fields of a chunked body arrive through the header callbacks after the header
+ * section, possibly after the request was dispatched. RFC 9110 §6.5.1 lets a recipient discard
+ * them, and we do: the header rules (duplicate Host, Content-Length ...) do not apply to them,
+ * they never reach the env, and their bytes are bounded by the header size limit (431). */
+static int trailer_bytes(pp_h1 *h, size_t len) {
+  h->trailer_bytes += (uint32_t)(len < UINT32_MAX ? len : UINT32_MAX);
+  if (h->trailer_bytes > h->limits->max_header_bytes)
+    return fail(h, 431, "request trailer section too large");
+  return 0;
+}
+
 static int on_header_field(llhttp_t *p, const char *at, size_t len) {
   pp_h1 *h = of(p);
+  if (h->in_trailers) return trailer_bytes(h, len);
   uint32_t i = h->header_count;
   if (!h->in_value) {
     if (i >= h->limits->max_headers || i >= PP_H1_MAX_HEADERS_CAP)
@@ -92,6 +106,7 @@ static int is_tchar(unsigned char c) {
 
 static int on_header_field_complete(llhttp_t *p) {
   pp_h1 *h = of(p);
+  if (h->in_trailers) return 0;
   uint32_t i = h->header_count;
   /* RFC 9112: a field name is a token; whitespace before the colon is a smuggling shape. */
   if (h->name[i].len == 0) return fail(h, 400, "empty header name");
@@ -104,6 +119,7 @@ static int on_header_field_complete(llhttp_t *p) {
 
 static int on_header_value(llhttp_t *p, const char *at, size_t len) {
   pp_h1 *h = of(p);
+  if (h->in_trailers) return trailer_bytes(h, len);
   uint32_t i = h->header_count;
   pp_buf_append(&h->raw, at, len);
   h->value[i].len += (uint32_t)len;
@@ -131,6 +147,7 @@ static void trimmed(const pp_h1 *h, uint32_t i, const char **s, size_t *n) {
 
 static int on_header_value_complete(llhttp_t *p) {
   pp_h1 *h = of(p);
+  if (h->in_trailers) return 0;
   uint32_t i = h->header_count;
   const char *v;
   size_t n;
@@ -176,6 +193,7 @@ static int on_header_value_complete(llhttp_t *p) {
 
 static int on_headers_complete(llhttp_t *p) {
   pp_h1 *h = of(p);
+  h->in_trailers = 1;
   h->method = llhttp_get_method(p);
   h->http_major = llhttp_get_http_major(p);
   h->http_minor = llhttp_get_http_minor(p);

@@ -75,6 +75,8 @@ struct pp_h1 {
   int host_index;         /* header index of Host, or -1 */
   int content_type_index; /* header index of Content-Type, or -1 */
   int upgrade;            /* an Upgrade header was present (answered, then closed) */
+  int in_trailers;        /* past the header section: fields now are chunked-body trailers */
+  uint32_t trailer_bytes; /* trailer field bytes seen (discarded; bounded like the head) */
   uint64_t body_received;
   uint64_t messages; /* requests completed on this connection */
   int started;       /* a byte of the current request has been seen */

@@ -10,6 +10,7 @@
 
 typedef struct owner {
   int headers, completes;
+  uint32_t header_count; /* h->header_count when the last message completed */
   pp_buf body;
   char env[4096]; /* "K=V\n" per pair of the last request */
   int expect_continue, keep_alive;
@@ -48,6 +49,7 @@ static int on_complete(pp_h1 *h) {
   owner *o = h->data;
   o->completes++;
   o->keep_alive = h->keep_alive;
+  o->header_count = h->header_count;
   return 0;
 }
 static const pp_h1_callbacks cbs = {on_headers, on_body, on_complete};
@@ -425,6 +427,35 @@ static void test_bytes_after_upgrade_never_stall(void) {
   check_every_split("upgrade alone", up, 0, 1);
 }
 
+/* Trailer fields of a chunked body are read and discarded: the header rules (duplicate Host,
+ * a second Content-Length) do not apply to them, they are not added to the request's headers,
+ * the next pipelined request is served, and their size is bounded like the head's (431). */
+static void test_trailers_are_discarded(void) {
+  const char *req = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    "5\r\nhello\r\n0\r\nHost: b\r\nContent-Length: 9\r\nX-T: 1\r\n\r\n";
+  check_every_split("trailers", req, 0, 1);
+  char two[512];
+  snprintf(two, sizeof two, "%sGET /2 HTTP/1.1\r\nHost: a\r\n\r\n", req);
+  check_every_split("trailers then a pipelined request", two, 0, 2);
+  owner o;
+  CU_ASSERT_EQUAL(parse(req, 0, NULL, &o), 0);
+  CU_ASSERT_EQUAL(o.header_count, 2); /* Host and Transfer-Encoding; no trailer */
+  CU_ASSERT(o.body.len == 5 && memcmp(o.body.data, "hello", 5) == 0);
+  pp_buf_dispose(&o.body);
+  pp_h1_limits lim;
+  pp_h1_limits_default(&lim);
+  lim.max_header_bytes = 256;
+  char big[1024];
+  snprintf(
+      big, sizeof big,
+      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-Big: %0300d\r\n\r\n",
+      0);
+  CU_ASSERT_EQUAL(parse(big, 0, &lim, &o), 431);
+  pp_buf_dispose(&o.body);
+  CU_ASSERT_EQUAL(parse(big, 1, &lim, &o), 431);
+  pp_buf_dispose(&o.body);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("http1", NULL, NULL);
@@ -438,6 +469,7 @@ int main(void) {
               test_bare_cr_is_refused_however_split);
   CU_add_test(s, "bytes after an Upgrade request are refused, never a stall",
               test_bytes_after_upgrade_never_stall);
+  CU_add_test(s, "chunked trailers are read and discarded, bounded", test_trailers_are_discarded);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();
