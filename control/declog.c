@@ -152,6 +152,26 @@ static int set_new(json_t *root, const char *key, json_t *v) {
   return v ? json_object_set_new(root, key, v) : -1;
 }
 
+/* Writes `root` (which it releases) as one JSON line plus '\n' and a NUL into buf. `bad` says
+ * building root already failed. Returns the length without the NUL, PP_CTL_EINVAL, or
+ * PP_CTL_ENOSPC (buf then holds ""). */
+static int dump_line(json_t *root, int bad, size_t flags, char *buf, size_t cap) {
+  char *text = bad ? NULL : json_dumps(root, flags);
+  json_decref(root);
+  if (!text) return PP_CTL_EINVAL;
+  size_t n = strlen(text);
+  if (n + 2 > cap) {
+    free(text);
+    if (cap) buf[0] = '\0';
+    return PP_CTL_ENOSPC;
+  }
+  memcpy(buf, text, n);
+  buf[n] = '\n';
+  buf[n + 1] = '\0';
+  free(text);
+  return (int)(n + 1);
+}
+
 int pp_declog_encode(const pp_declog_record *r, char *buf, size_t cap) {
   if (!r || !buf) return PP_CTL_EINVAL;
   char hash[17];
@@ -172,24 +192,8 @@ int pp_declog_encode(const pp_declog_record *r, char *buf, size_t cap) {
                  encode_object(&r->decision, decision_fields, COUNT(decision_fields)));
   bad |= set_new(root, "state_after",
                  encode_object(&r->state_after, state_fields, COUNT(state_fields)));
-  if (bad) {
-    json_decref(root);
-    return PP_CTL_EINVAL;
-  }
-  char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-  json_decref(root);
-  if (!text) return PP_CTL_EINVAL;
-  size_t n = strlen(text);
-  if (n + 2 > cap) {
-    free(text);
-    if (cap) buf[0] = '\0';
-    return PP_CTL_ENOSPC;
-  }
-  memcpy(buf, text, n);
-  buf[n] = '\n';
-  buf[n + 1] = '\0';
-  free(text);
-  return (int)(n + 1);
+  return dump_line(root, bad, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17), buf,
+                   cap);
 }
 
 /* ---- decode ---- */
@@ -464,20 +468,7 @@ int pp_declog_encode_header(const pp_declog_header *h, char *buf, size_t cap) {
   bad |= set_new(root, "source", json_string(h->source));
   bad |= set_new(root, "policy_hash", json_string(hash));
   bad |= set_new(root, "policy", json_string(h->policy));
-  char *text = bad ? NULL : json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
-  json_decref(root);
-  if (!text) return PP_CTL_EINVAL;
-  size_t n = strlen(text);
-  if (n + 2 > cap) {
-    free(text);
-    if (cap) buf[0] = '\0';
-    return PP_CTL_ENOSPC;
-  }
-  memcpy(buf, text, n);
-  buf[n] = '\n';
-  buf[n + 1] = '\0';
-  free(text);
-  return (int)(n + 1);
+  return dump_line(root, bad, JSON_COMPACT | JSON_PRESERVE_ORDER, buf, cap);
 }
 
 static json_t *load_line(const char *text, size_t len, long line, pp_declog_error *err) {
