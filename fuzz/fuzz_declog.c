@@ -19,13 +19,7 @@
 
 #include "control/control.h"
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "fuzz_declog: property failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);   \
-      abort();                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "fuzz/check.h"
 
 static void check_error(const pp_declog_error *err) {
   CHECK(memchr(err->message, '\0', sizeof err->message) != NULL);

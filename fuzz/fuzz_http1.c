@@ -24,13 +24,7 @@
 #include "server/http1.h"
 #include "server/wire.h"
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "fuzz_http1: property failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);    \
-      abort();                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "fuzz/check.h"
 
 typedef struct owner {
   pp_buf log;  /* the transcript of this parse */

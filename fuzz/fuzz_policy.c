@@ -17,13 +17,7 @@
 
 #include "control/control.h"
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "fuzz_policy: property failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);   \
-      abort();                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "fuzz/check.h"
 
 #define SAME(field) (memcmp(&a->field, &b->field, sizeof a->field) == 0)
 

@@ -16,13 +16,7 @@
 
 #include "sim/scenario.h"
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "fuzz_scenario: property failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      abort();                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "fuzz/check.h"
 
 #define TERMINATED(a) (memchr((a), '\0', sizeof(a)) != NULL)
 

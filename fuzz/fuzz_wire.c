@@ -19,13 +19,7 @@
 
 #include "server/wire.h"
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "fuzz_wire: property failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);     \
-      abort();                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "fuzz/check.h"
 
 #define MAX_FRAMES 4096
 
