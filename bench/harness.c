@@ -58,30 +58,27 @@ int pb_server_argv(const pb_server_spec *s, char **argv, int max, char *storage,
   argv_builder b = {.argv = argv, .max = max, .store = storage, .left = storage_len};
   if (max < 1) return -1;
   argv[0] = NULL;
-  if (s->kind == PB_SERVER_PUMA) {
+  int puma = s->kind == PB_SERVER_PUMA;
+  /* puma, or the gem's CLI (docs/CONFIG.md), which execs puma-plus-server in place (same pid).
+   * Both take puma's flag names, so the two servers get the same shape word for word. */
+  if (puma) {
     add(&b, "%s", s->puma_bin[0] ? s->puma_bin : "puma");
     add(&b, "--no-config");
-    add(&b, "-e");
-    add(&b, "production");
-    add(&b, "-w");
-    add(&b, "%u", s->workers);
-    add(&b, "-t");
-    add(&b, "%u:%u", s->threads, s->threads);
-    add(&b, "-b");
-    add(&b, "tcp://127.0.0.1:%d", s->port);
+  } else {
+    add(&b, "%s", s->pumaplus_bin[0] ? s->pumaplus_bin : "puma-plus");
+  }
+  add(&b, "-e");
+  add(&b, "production");
+  add(&b, "-w");
+  add(&b, "%u", s->workers);
+  add(&b, "-t");
+  add(&b, "%u:%u", s->threads, s->threads);
+  add(&b, "-b");
+  add(&b, "tcp://127.0.0.1:%d", s->port);
+  if (puma) {
     add(&b, "%s", s->app);
   } else {
-    /* The gem's CLI (docs/CONFIG.md), which execs puma-plus-server in place (same pid).
-     * The control app gets a private port: the default 9293 would collide between runs. */
-    add(&b, "%s", s->pumaplus_bin[0] ? s->pumaplus_bin : "puma-plus");
-    add(&b, "-e");
-    add(&b, "production");
-    add(&b, "-w");
-    add(&b, "%u", s->workers);
-    add(&b, "-t");
-    add(&b, "%u:%u", s->threads, s->threads);
-    add(&b, "-b");
-    add(&b, "tcp://127.0.0.1:%d", s->port);
+    /* The control app gets a private port: the default 9293 would collide between runs. */
     add(&b, "--control-url");
     add(&b, "tcp://127.0.0.1:%d", s->stats_port ? s->stats_port : s->port + 1);
     if (s->server_bin[0]) {
