@@ -181,7 +181,7 @@ void pp_controller_tick(server *s) {
   case PP_ACTION_SPAWN_WORKER:
     if (rec.decision.count) {
       s->workers_wanted += rec.decision.count;
-      pp__ctl_spawn(s, rec.decision.count);
+      pp_shepherd_spawn(s, rec.decision.count);
     }
     break;
   case PP_ACTION_RETIRE_WORKER:
@@ -189,7 +189,7 @@ void pp_controller_tick(server *s) {
       pp_worker *w = retire_candidate(s);
       if (!w) break;
       if (s->workers_wanted) s->workers_wanted--;
-      pp__ctl_retire(s, w);
+      pp_shepherd_retire(s, w);
     }
     break;
   default: break; /* thread changes are not actuated by this server (threads are fixed) */

@@ -1,5 +1,9 @@
-/* Internals shared by server.c (the event loop: listeners, clients, worker connections,
- * shepherd) and stats.c (the control app's /stats and /metrics). Not a public API. */
+/* The server context every layer of puma-plus-server shares (DESIGN.md section 3a): the
+ * loop, the listeners, the queue and registry, the pools, the stats and the controller. Each
+ * layer has its own header (transport.h, conn.h, exchange.h, dispatch.h, wlink.h,
+ * shepherd.h, control_app.h); this one gathers them and adds what server.c (the loop and
+ * lifecycle), stats.c and autoscale.c provide. Only .c files include it, so no header
+ * includes another in a circle. Not a public API. */
 #ifndef PP_SERVER_INT_H
 #define PP_SERVER_INT_H
 
@@ -10,122 +14,16 @@
 #include "control/control.h"
 #include "server/buf.h"
 #include "server/config.h"
+#include "server/conn.h"
+#include "server/exchange.h"
 #include "server/http1.h"
 #include "server/queue.h"
+#include "server/shepherd.h"
+#include "server/transport.h"
 #include "server/wire.h"
+#include "server/wlink.h"
 
-#define PP_BODY_BUFFER_LIMIT (1u << 20)   /* bodies up to 1 MiB are buffered before T2b */
-#define PP_CLIENT_RBUF       16384        /* per-client read buffer */
-#define PP_CHUNK_CAP         65536        /* pooled write chunk */
-#define PP_CLIENT_WRITE_HIGH (1u << 20)   /* stop reading the worker above this */
-#define PP_CLIENT_WRITE_LOW  (256u << 10) /* resume below this */
-#define PP_WORKER_WRITE_HIGH (1u << 20)   /* stop reading a streaming client above this */
-
-typedef struct server server;
 typedef struct client client;
-typedef struct wconn wconn;
-typedef struct request request;
-
-typedef enum listener_kind { LISTEN_HTTP, LISTEN_CONTROL } listener_kind;
-
-typedef struct listener {
-  union {
-    uv_tcp_t tcp;
-    uv_pipe_t pipe;
-    uv_handle_t handle;
-    uv_stream_t stream;
-  } h;
-  server *srv;
-  listener_kind kind;
-  pp_addr addr;
-  char port_text[8];
-  int open;
-} listener;
-
-/* A pooled write buffer with its uv_write_t. */
-typedef struct wchunk {
-  uv_write_t wr;
-  struct wchunk *next_free;
-  server *srv;
-  void *owner; /* client or wconn */
-  int to_client;
-  size_t len, cap;
-  uint8_t *data;
-} wchunk;
-
-typedef enum req_state {
-  RS_BODY = 1,  /* headers parsed, body arriving (not yet runnable) */
-  RS_QUEUED,    /* runnable, in the queue */
-  RS_RUNNING,   /* dispatched to a worker connection */
-  RS_RESPONDED, /* RESPONSE_END received; bytes may still be flushing */
-  RS_CONTROL,   /* a control-app request */
-} req_state;
-
-struct request {
-  pp_qnode qlink;
-  request *next_free;
-  uint64_t id;
-  req_state state;
-  client *c; /* NULL once the client is gone */
-  wconn *w;  /* while running */
-  int streaming, body_done, head_method, cancelled, head_sent, keep_alive;
-  int msg_complete;
-  int resp_chunked, resp_no_body, resp_close;
-  int64_t t1, t2, t2b, t3;
-  pp_buf head; /* REQUEST frame up to and including the queue_ns key */
-  size_t queue_key_end;
-  pp_buf body;         /* [u32 length][body bytes] */
-  uv_write_t wreq;     /* the REQUEST write */
-  int writes;          /* REQUEST writes in flight referencing head/body */
-  int release_pending; /* free when writes reaches 0 */
-  uint8_t len_zero[4];
-  char queue_digits[24];
-};
-
-struct client {
-  union {
-    uv_tcp_t tcp;
-    uv_pipe_t pipe;
-    uv_handle_t handle;
-    uv_stream_t stream;
-  } h;
-  client *next_free;
-  pp_qnode link; /* in srv->clients */
-  server *srv;
-  listener *ls;
-  pp_h1 h1;
-  uint8_t *rbuf;
-  size_t rlen, rpos;
-  uv_timer_t timer;
-  uv_shutdown_t shutdown_req;
-  request *req;
-  wchunk *out;
-  int writes_in_flight;
-  size_t write_bytes; /* bytes queued to the kernel and not yet written */
-  int parser_paused, reading, closing, close_after_write, discarding, response_done;
-  int eof;
-  int in_parse; /* inside pp_h1_execute: never re-enter the parser */
-  /* The response went out before the request's body had all arrived (a streamed upload the
-   * app did not read): the rest of the body is read and dropped, then keep-alive goes on. */
-  int discard_body;
-  int discard_done; /* that body ended inside the parser: resume it after pp_h1_execute */
-  int64_t t1;
-  int64_t last_progress;
-  char remote[64];
-};
-
-struct wconn {
-  uv_pipe_t pipe;
-  pp_qnode link; /* in srv->wconns */
-  server *srv;
-  pp_wire_decoder dec;
-  pp_buf rbuf;
-  pp_slot slot;
-  request *req;
-  int hello, closing, paused;
-  uint32_t pid;
-};
-
 typedef struct pp_stats {
   pp_hist_window queue, service, ttfb, total, body_wait;
   pp_hist queue_last, service_last, ttfb_last; /* the last completed window */
@@ -190,7 +88,7 @@ struct server {
   uint32_t spawns_pending; /* SPAWNed but not yet FORKED */
   int64_t last_spawn_ns;   /* when the last SPAWN was sent */
 
-  request *free_requests;
+  pp_exchange *free_exchanges;
   client *free_clients;
   wchunk *free_chunks;
 
@@ -204,6 +102,17 @@ struct server {
   controller ctl_state;
 };
 
+/* server.c: logging, allocation, lifecycle */
+void pp_log(server *s, int always, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define LOG(s, ...)     pp_log(s, 0, __VA_ARGS__)
+#define LOG_ERR(s, ...) pp_log(s, 1, __VA_ARGS__)
+/* malloc that aborts on out-of-memory (STYLE.md: programs abort on OOM). */
+void *pp_xmalloc(size_t n);
+/* While draining: closes idle connections after the grace and stops when nothing is left. */
+void pp_drain_check(server *s);
+/* Stops the shepherd if alive, removes our files, exits the process. */
+void pp_server_exit(server *s, int code) __attribute__((noreturn));
+
 /* stats.c */
 /* Writes the /stats JSON (pretty: indented) into out. */
 void pp_stats_json(server *s, int pretty, pp_buf *out);
@@ -211,6 +120,8 @@ void pp_stats_json(server *s, int pretty, pp_buf *out);
 void pp_stats_metrics(server *s, pp_buf *out);
 /* The predicted wait of a request arriving now (UINT64_MAX: no capacity). */
 uint64_t pp_server_predicted_wait(server *s);
+/* Counts one response status in its class (1xx ... 5xx). */
+void pp_count_status(server *s, int status);
 
 /* autoscale.c */
 /* Reads the policy (-policy, flags) and opens the decision log. 0, or -1 (logged). */
@@ -219,10 +130,6 @@ int pp_controller_init(server *s);
 void pp_controller_log_header(server *s);
 /* One controller tick: observation, pp_decide(), actuators, decision log. */
 void pp_controller_tick(server *s);
-
-/* server.c, for autoscale.c */
-void pp__ctl_spawn(server *s, uint32_t n);    /* SPAWN n */
-void pp__ctl_retire(server *s, pp_worker *w); /* stop dispatching to w, RETIRE its pid */
 
 static inline int64_t pp_now_ns(void) {
   return (int64_t)uv_hrtime();

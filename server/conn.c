@@ -1,0 +1,246 @@
+/* conn: the client stream (see conn.h): accept, read into the connection's buffer, pooled
+ * output chunks, close. What the bytes mean is h1conn.c's business. */
+#include "server/conn.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server/server_int.h"
+
+static void on_client_closed(uv_handle_t *h) {
+  client *c = h->data;
+  server *s = c->srv;
+  pp_h1_dispose(&c->h1); /* here, never while a parser callback may still run */
+  if (c->out) pp_chunk_put(s, c->out), c->out = NULL;
+  c->next_free = s->free_clients;
+  s->free_clients = c;
+  if (s->draining) pp_drain_check(s);
+}
+
+static void on_timer_closed(uv_handle_t *h) {
+  client *c = h->data;
+  uv_close(&c->h.handle, on_client_closed);
+}
+
+void pp_conn_close(client *c) {
+  if (c->closing) return;
+  c->closing = 1;
+  if (c->req) {
+    pp_exchange *x = c->req;
+    c->req = NULL;
+    pp_exchange_abandon(x);
+  }
+  if (c->out) pp_chunk_put(c->srv, c->out), c->out = NULL;
+  pp_queue_remove(&c->srv->clients, &c->link);
+  uv_read_stop(&c->h.stream);
+  uv_timer_stop(&c->timer);
+  uv_close((uv_handle_t *)&c->timer, on_timer_closed);
+}
+
+static void on_client_shutdown(uv_shutdown_t *req, int status) {
+  client *c = req->data;
+  (void)status;
+  if (c->closing) return;
+  /* Read and discard what the client still sends, briefly, so that closing does not reset
+   * the connection before the client has read our response. */
+  c->discarding = 1;
+  pp_h1conn_arm_timer(c);
+}
+
+void pp_conn_close_graceful(client *c) {
+  if (c->closing || c->discarding) return;
+  c->discarding = 1;
+  c->shutdown_req.data = c;
+  if (uv_shutdown(&c->shutdown_req, &c->h.stream, on_client_shutdown) < 0) pp_conn_close(c);
+  pp_h1conn_arm_timer(c);
+}
+
+static void on_client_write(uv_write_t *wr, int status) {
+  wchunk *k = (wchunk *)wr;
+  client *c = k->owner;
+  server *s = k->srv;
+  c->writes_in_flight--;
+  c->write_bytes -= k->len;
+  pp_chunk_put(s, k);
+  if (c->closing) return;
+  if (status < 0) {
+    pp_conn_close(c);
+    return;
+  }
+  c->last_progress = pp_now_ns();
+  pp_h1conn_on_written(c);
+}
+
+void pp_conn_flush(client *c) {
+  wchunk *k = c->out;
+  if (!k) return;
+  c->out = NULL;
+  if (k->len == 0 || c->closing) {
+    pp_chunk_put(c->srv, k);
+    return;
+  }
+  k->owner = c;
+  uv_buf_t b = uv_buf_init((char *)k->data, (unsigned)k->len);
+  int rc = pp_write_or_queue(&c->h.stream, &k->wr, &b, 1, on_client_write);
+  if (rc <= 0) {
+    pp_chunk_put(c->srv, k);
+    if (rc < 0)
+      pp_conn_close(c);
+    else
+      c->last_progress = pp_now_ns();
+    return;
+  }
+  c->writes_in_flight++;
+  c->write_bytes += b.len;
+  k->len = b.len; /* what is still queued (write_bytes is decremented by it) */
+  /* The first pending write starts the write timeout; each completion restarts it. */
+  if (c->writes_in_flight == 1) pp_h1conn_arm_timer(c);
+}
+
+void pp_conn_out(client *c, const void *data, size_t len) {
+  const uint8_t *p = data;
+  while (len) {
+    if (c->out && c->out->len == c->out->cap) pp_conn_flush(c);
+    if (!c->out) c->out = pp_chunk_get(c->srv, len > PP_CHUNK_CAP ? len : 0);
+    size_t n = c->out->cap - c->out->len;
+    if (n > len) n = len;
+    memcpy(c->out->data + c->out->len, p, n);
+    c->out->len += n;
+    p += n;
+    len -= n;
+  }
+}
+
+void pp_conn_outf(client *c, const char *fmt, ...) {
+  char tmp[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n > 0) pp_conn_out(c, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+static void on_client_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+static void on_client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  client *c = h->data;
+  (void)suggested;
+  if (c->discarding) {
+    static char sink[4096];
+    *buf = uv_buf_init(sink, sizeof sink);
+    return;
+  }
+  if (c->rpos > 0 && c->rpos == c->rlen) c->rpos = c->rlen = 0;
+  *buf = uv_buf_init((char *)c->rbuf + c->rlen, (unsigned)(PP_CLIENT_RBUF - c->rlen));
+}
+
+void pp_conn_update_reading(client *c) {
+  if (c->closing) return;
+  int want = c->discarding || (c->rlen < PP_CLIENT_RBUF && !c->eof);
+  if (want && !c->reading) {
+    uv_read_start(&c->h.stream, on_client_alloc, on_client_read);
+    c->reading = 1;
+  } else if (!want && c->reading) {
+    uv_read_stop(&c->h.stream);
+    c->reading = 0;
+  }
+}
+
+static void on_client_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+  client *c = st->data;
+  (void)buf;
+  if (c->closing) return;
+  if (nread < 0) {
+    c->eof = 1;
+    /* EOF or reset. With a request in flight the client has gone away: it leaves the queue,
+     * or the worker gets CANCEL. (A half-close after a complete request is treated the same
+     * way; HTTP clients that wait for a response do not half-close.) */
+    pp_conn_close(c);
+    return;
+  }
+  if (c->discarding || nread == 0) return;
+  if (!c->t1 && !c->req && !c->h1.started && c->rpos == c->rlen) c->t1 = pp_now_ns();
+  c->rlen += (size_t)nread;
+  c->last_progress = pp_now_ns();
+  pp_h1conn_process(c);
+}
+
+/* A client struct from the pool with its stream handle initialised (not yet connected). */
+static client *client_new(server *s, listener *ls) {
+  client *c = s->free_clients;
+  if (c) {
+    s->free_clients = c->next_free;
+  } else {
+    c = pp_xmalloc(sizeof *c);
+    memset(c, 0, sizeof *c);
+    c->rbuf = pp_xmalloc(PP_CLIENT_RBUF);
+  }
+  uint8_t *rbuf = c->rbuf;
+  memset(c, 0, sizeof *c);
+  c->rbuf = rbuf;
+  c->srv = s;
+  c->ls = ls;
+  if (ls->addr.is_unix)
+    uv_pipe_init(s->loop, &c->h.pipe, 0);
+  else
+    uv_tcp_init(s->loop, &c->h.tcp);
+  c->h.handle.data = c;
+  return c;
+}
+
+/* A client whose stream could not be connected: release it through the close callbacks. */
+static void client_discard(client *c) {
+  c->closing = 1;
+  uv_timer_init(c->srv->loop, &c->timer);
+  c->timer.data = c;
+  uv_close((uv_handle_t *)&c->timer, on_timer_closed);
+}
+
+/* The stream is connected: start serving it. */
+static void client_start(client *c) {
+  server *s = c->srv;
+  s->stats.connections_accepted++;
+  if (!c->ls->addr.is_unix) {
+    uv_tcp_nodelay(&c->h.tcp, 1);
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&ss, &len) == 0) {
+      if (ss.ss_family == AF_INET)
+        uv_ip4_name((struct sockaddr_in *)&ss, c->remote, sizeof c->remote);
+      else
+        uv_ip6_name((struct sockaddr_in6 *)&ss, c->remote, sizeof c->remote);
+      /* v4-mapped addresses read as plain IPv4, as Rack apps expect */
+      if (strncmp(c->remote, "::ffff:", 7) == 0 && strchr(c->remote, '.'))
+        memmove(c->remote, c->remote + 7, strlen(c->remote + 7) + 1);
+    }
+  } else {
+    strcpy(c->remote, "127.0.0.1");
+  }
+  uv_timer_init(s->loop, &c->timer);
+  c->timer.data = c;
+  pp_queue_push(&s->clients, &c->link);
+  pp_h1conn_start(c);
+}
+
+void pp_conn_accept(listener *ls, int fd) {
+  server *s = ls->srv;
+  client *c = client_new(s, ls);
+  int rc;
+  if (fd < 0)
+    rc = uv_accept(&ls->h.stream, &c->h.stream);
+  else
+    rc = ls->addr.is_unix ? uv_pipe_open(&c->h.pipe, fd) : uv_tcp_open(&c->h.tcp, fd);
+  if (rc < 0) {
+    if (fd >= 0) close(fd);
+    client_discard(c);
+    return;
+  }
+  client_start(c);
+}
+
+int pp_conn_idle(const client *c) {
+  return c->ls->kind == LISTEN_HTTP && !c->req && !c->h1.started && c->rpos == c->rlen &&
+         c->writes_in_flight == 0;
+}

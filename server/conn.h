@@ -1,0 +1,85 @@
+/* conn: one client stream connection (TCP or unix) and the HTTP/1.1 session glue on it: the
+ * read buffer, the pooled output chunks, the timers, the h1 parser (http1.h) and the one
+ * exchange an HTTP/1.1 connection carries at a time. conn.c holds the stream part (accept,
+ * read, write, close); h1conn.c the protocol part (parse loop, timeouts, responses).
+ *
+ * Pipelined bytes wait unparsed in rbuf while an exchange is in flight, so responses go out
+ * in order. The client struct is pooled with its read buffer. */
+#ifndef PP_CONN_H
+#define PP_CONN_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "server/exchange.h"
+#include "server/http1.h"
+#include "server/queue.h"
+#include "server/transport.h"
+
+#define PP_CLIENT_RBUF 16384 /* per-client read buffer */
+
+typedef struct client client;
+
+struct client {
+  union {
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+    uv_handle_t handle;
+    uv_stream_t stream;
+  } h;
+  client *next_free;
+  pp_qnode link; /* in srv->clients */
+  server *srv;
+  listener *ls;
+  pp_h1 h1;
+  uint8_t *rbuf;
+  size_t rlen, rpos;
+  uv_timer_t timer;
+  uv_shutdown_t shutdown_req;
+  pp_exchange *req;
+  wchunk *out;
+  int writes_in_flight;
+  size_t write_bytes; /* bytes queued to the kernel and not yet written */
+  int parser_paused, reading, closing, close_after_write, discarding, response_done;
+  int eof;
+  int in_parse; /* inside pp_h1_execute: never re-enter the parser */
+  /* The response went out before the request's body had all arrived (a streamed upload the
+   * app did not read): the rest of the body is read and dropped, then keep-alive goes on. */
+  int discard_body;
+  int discard_done; /* that body ended inside the parser: resume it after pp_h1_execute */
+  int64_t t1;
+  int64_t last_progress;
+  char remote[64];
+};
+
+/* conn.c: the stream. */
+
+/* A new connection on ls: accepted from the listener (fd < 0) or an already accepted
+ * descriptor (drain's backlog). */
+void pp_conn_accept(listener *ls, int fd);
+/* Appends to the pending output chunk (flushed by pp_conn_flush). */
+void pp_conn_out(client *c, const void *data, size_t len);
+void pp_conn_outf(client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Hands the pending output to the kernel. */
+void pp_conn_flush(client *c);
+/* Closes at once; an exchange in flight is abandoned. */
+void pp_conn_close(client *c);
+/* Half-closes, then reads and discards briefly so the peer reads the response first. */
+void pp_conn_close_graceful(client *c);
+/* Starts or stops reading as the read buffer and state allow. */
+void pp_conn_update_reading(client *c);
+/* An HTTP connection with no request, no partial request and nothing being written. */
+int pp_conn_idle(const client *c);
+
+/* h1conn.c: HTTP/1.1 on the stream. */
+
+/* The stream is connected: start the h1 session. */
+void pp_h1conn_start(client *c);
+/* Bytes arrived in rbuf, or the connection may go on (parse as far as allowed). */
+void pp_h1conn_process(client *c);
+/* A write finished; writes_in_flight and write_bytes are already updated. */
+void pp_h1conn_on_written(client *c);
+/* (Re)arms the connection's timer for its current state. */
+void pp_h1conn_arm_timer(client *c);
+
+#endif

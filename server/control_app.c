@@ -1,0 +1,59 @@
+/* The control app (see control_app.h). The token comparison looks at the Authorization
+ * header first, then at each token= parameter of the query. */
+#include "server/control_app.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "server/server_int.h"
+
+static int token_ok(server *s, const pp_control_request *rq, const char *query, size_t qlen) {
+  const char *tok = s->cfg->control_token;
+  if (!tok || !*tok) return 1;
+  size_t tl = strlen(tok);
+  const uint8_t *auth = rq->authorization;
+  size_t alen = rq->authorization_len;
+  if (auth && alen == 7 + tl && !strncasecmp((const char *)auth, "Bearer ", 7) &&
+      !memcmp(auth + 7, tok, tl))
+    return 1;
+  for (size_t i = 0; i + 6 + tl <= qlen; i++) {
+    if ((i == 0 || query[i - 1] == '&') && !strncmp(query + i, "token=", 6) &&
+        !strncmp(query + i + 6, tok, tl) && (i + 6 + tl == qlen || query[i + 6 + tl] == '&'))
+      return 1;
+  }
+  return 0;
+}
+
+static void text(pp_control_response *out, int status, const char *msg) {
+  out->status = status;
+  out->content_type = "text/plain";
+  pp_buf_append_str(&out->body, msg);
+}
+
+void pp_control_app(server *s, const pp_control_request *rq, pp_control_response *out) {
+  memset(out, 0, sizeof *out);
+  pp_buf_init(&out->body);
+  const char *url = rq->target;
+  size_t url_len = rq->target_len;
+  const char *q = memchr(url, '?', url_len);
+  size_t path_len = q ? (size_t)(q - url) : url_len;
+  const char *query = q ? q + 1 : "";
+  size_t qlen = q ? url_len - path_len - 1 : 0;
+  if (!token_ok(s, rq, query, qlen)) {
+    text(out, 401, "401 Unauthorized: a control token is required\n");
+  } else if (!rq->get_or_head) {
+    text(out, 405, "405 Method Not Allowed\n");
+    out->allow = "GET, HEAD";
+  } else if (path_len == 6 && !memcmp(url, "/stats", 6)) {
+    int pretty = qlen >= 8 && memmem(query, qlen, "pretty=1", 8) != NULL;
+    pp_stats_json(s, pretty, &out->body);
+    out->status = 200;
+    out->content_type = "application/json";
+  } else if (path_len == 8 && !memcmp(url, "/metrics", 8)) {
+    pp_stats_metrics(s, &out->body);
+    out->status = 200;
+    out->content_type = "text/plain; version=0.0.4";
+  } else {
+    text(out, 404, "404 Not Found (try /stats, /stats?pretty=1 or /metrics)\n");
+  }
+}

@@ -1,0 +1,135 @@
+/* The exchange (see exchange.h): the pool, the REQUEST prefix every session fills the same
+ * way, and the transitions a session drives (body in, body done, abandon). Pooled structs
+ * keep their buffers, so steady state does not call malloc. */
+#include "server/exchange.h"
+
+#include <string.h>
+
+#include "server/dispatch.h"
+#include "server/server_int.h"
+#include "server/wlink.h"
+
+pp_exchange *pp_exchange_get(server *s, const pp_exchange_ops *ops, void *owner) {
+  pp_exchange *x = s->free_exchanges;
+  if (x) {
+    s->free_exchanges = x->next_free;
+  } else {
+    x = pp_xmalloc(sizeof *x);
+    memset(x, 0, sizeof *x);
+    pp_buf_init(&x->head);
+    pp_buf_init(&x->body);
+  }
+  pp_buf head = x->head, body = x->body;
+  memset(x, 0, sizeof *x);
+  x->head = head;
+  x->body = body;
+  x->head.len = 0;
+  x->body.len = 0;
+  x->srv = s;
+  x->ops = ops;
+  x->owner = owner;
+  s->live_requests++;
+  return x;
+}
+
+void pp_exchange_release(server *s, pp_exchange *x) {
+  if (x->writes > 0) {
+    x->release_pending = 1;
+    return;
+  }
+  /* A buffer that grew for one huge request does not stay huge. */
+  if (x->body.cap > 2 * PP_BODY_BUFFER_LIMIT) pp_buf_dispose(&x->body);
+  if (x->head.cap > 262144) pp_buf_dispose(&x->head);
+  x->next_free = s->free_exchanges;
+  s->free_exchanges = x;
+  s->live_requests--;
+  if (s->draining) pp_drain_check(s);
+}
+
+int pp_exchange_admit(server *s) {
+  if (!s->ctl_state.shedding) return 0;
+  uint64_t wait = pp_server_predicted_wait(s);
+  if (wait != UINT64_MAX ? wait > s->ctl_state.shed_budget_ns : 1) {
+    s->stats.shed++;
+    s->stats.shed_window++;
+    return 503;
+  }
+  return 0;
+}
+
+void pp_exchange_env_begin(pp_exchange *x) {
+  /* REQUEST frame prefix: header, id, t2b, t3, flags, pair count, then the env pairs. */
+  pp_buf_reserve(&x->head, 1024);
+  x->head.len = 8 + 8 + 8 + 8 + 1 + 4;
+  memset(x->head.data, 0, x->head.len);
+}
+
+void pp_exchange_env_end(pp_exchange *x, uint32_t pairs, int64_t content_length) {
+  pp_h1_put_pair(&x->head, "puma_plus.queue_ns", 18, "", 0);
+  x->head.len -= 4; /* the value (length + digits) is appended at dispatch */
+  x->queue_key_end = x->head.len;
+  pp_wire_put_u32(x->head.data + 33, pairs + 1);
+  pp_buf_reserve(&x->body, 4);
+  x->body.len = 4;
+  if (content_length > (int64_t)PP_BODY_BUFFER_LIMIT) x->streaming = 1;
+}
+
+void pp_exchange_body_in(pp_exchange *x, const uint8_t *data, size_t len) {
+  if (x->state == PP_X_RUNNING) {
+    if (!x->cancelled) pp_dispatch_send_body(x, data, len);
+    return;
+  }
+  pp_buf_append(&x->body, data, len);
+  if (x->state == PP_X_BODY && x->body.len - 4 >= PP_BODY_BUFFER_LIMIT) {
+    x->streaming = 1;
+    pp_dispatch_push(x);
+  }
+}
+
+void pp_exchange_body_done(pp_exchange *x) {
+  if (x->streaming) {
+    x->body_done = 1;
+    if (x->state == PP_X_RUNNING && !x->cancelled)
+      pp_dispatch_send_body_end(x);
+    else if (x->state == PP_X_BODY)
+      pp_dispatch_push(x); /* (CL > 1 MiB but body shorter) */
+    return;
+  }
+  pp_dispatch_push(x);
+}
+
+int pp_exchange_can_take_body(const pp_exchange *x) {
+  if (!x->streaming) return 1;
+  if (x->state == PP_X_QUEUED) return 0; /* 1 MiB buffered; wait for dispatch */
+  if (x->state == PP_X_RUNNING && x->w && pp_wlink_write_queue(x->w) > PP_WORKER_WRITE_HIGH)
+    return 0;
+  return 1;
+}
+
+void pp_exchange_abandon(pp_exchange *x) {
+  server *s = x->srv;
+  x->owner = NULL;
+  switch (x->state) {
+  case PP_X_QUEUED:
+    pp_queue_remove(&s->queue, &x->qlink);
+    s->stats.cancelled_queued++;
+    s->stats.timeouts_window++;
+    pp_exchange_release(s, x);
+    break;
+  case PP_X_RUNNING:
+    if (x->w) pp_wlink_resume(x->w); /* nobody reads this response any more */
+    if (!x->cancelled && x->w) {
+      x->cancelled = 1;
+      s->stats.cancelled_running++;
+      s->stats.timeouts_window++;
+      pp_dispatch_send_cancel(x);
+    }
+    /* freed when RESPONSE_END arrives (or the worker connection closes) */
+    break;
+  default: pp_exchange_release(s, x); break;
+  }
+}
+
+void pp_exchange_client_drained(pp_exchange *x) {
+  if (x->w) pp_wlink_resume(x->w);
+}

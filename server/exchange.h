@@ -1,0 +1,124 @@
+/* The exchange: one request and its response, the protocol-neutral handle that everything
+ * above the sessions sees (DESIGN.md section 3a). A session's glue (h1 today; h2 and h3 use
+ * the same calls) creates an exchange when a request's header section is complete, fills the
+ * env pairs, hands body bytes down and learns about the response through the callbacks in
+ * pp_exchange_ops. Dispatch and the worker link never learn which protocol it was.
+ *
+ * The contract, in the order things happen:
+ *   pp_exchange_get         the owner (session glue) takes one from the pool: t1, t2 set by it
+ *   pp_exchange_env_begin   REQUEST prefix; the owner appends env pairs (pp_h1_put_pair ...)
+ *   pp_exchange_env_end     closes the env (puma_plus.queue_ns is appended at dispatch)
+ *   pp_exchange_body_in     body bytes: buffered up to PP_BODY_BUFFER_LIMIT, then streamed
+ *   pp_exchange_body_done   the request body ended (or there was none): runnable at the latest
+ *   ... queued (T2b), dispatched to a worker connection (T3) ...
+ *   ops->head / body / end  the worker's RESPONSE_HEAD / RESPONSE_BODY / RESPONSE_END
+ *   ops->flush              once per read from the worker: write out what the frames produced
+ *   ops->worker_lost        the worker connection died while running this exchange
+ *   pp_exchange_release     the owner is done with it (its response flushed, T6)
+ *   pp_exchange_abandon     instead, the client went away: it leaves the queue, or its
+ *                           worker gets CANCEL; dispatch frees it when the worker answers
+ *
+ * Ownership: the owner holds the exchange from pp_exchange_get until release or abandon;
+ * while it is queued or running, dispatch holds a reference too (x->w, the queue link), and
+ * the memory is returned to the pool only when neither holds it and no write still points at
+ * its buffers. After abandon, x->owner is NULL and no callback fires again.
+ *
+ * Backpressure both ways: ops->flush returns the bytes the client has not yet taken, and the
+ * worker link stops reading that worker above PP_CLIENT_WRITE_HIGH (resumed by
+ * pp_exchange_client_drained). A streamed upload is read from the client only while
+ * pp_exchange_can_take_body() says the worker socket has room; ops->body_writable tells the
+ * owner when it has room again. */
+#ifndef PP_EXCHANGE_H
+#define PP_EXCHANGE_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "server/buf.h"
+#include "server/queue.h"
+#include "server/wire.h"
+
+#define PP_BODY_BUFFER_LIMIT (1u << 20)   /* bodies up to 1 MiB are buffered before T2b */
+#define PP_CLIENT_WRITE_HIGH (1u << 20)   /* stop reading the worker above this */
+#define PP_CLIENT_WRITE_LOW  (256u << 10) /* resume below this */
+#define PP_WORKER_WRITE_HIGH (1u << 20)   /* stop reading a streaming client above this */
+
+typedef struct server server;
+typedef struct wconn wconn;
+typedef struct pp_exchange pp_exchange;
+
+typedef enum pp_exchange_state {
+  PP_X_BODY = 1,  /* headers parsed, body arriving (not yet runnable) */
+  PP_X_QUEUED,    /* runnable, in the queue */
+  PP_X_RUNNING,   /* dispatched to a worker connection */
+  PP_X_RESPONDED, /* RESPONSE_END received (or answered locally); bytes may still be flushing */
+  PP_X_LOCAL,     /* answered by the server itself (control app), never queued */
+} pp_exchange_state;
+
+/* The owner's side of the contract. Each is called from the worker link's read callback,
+ * never from inside the owner's own calls into the exchange. */
+typedef struct pp_exchange_ops {
+  void (*head)(pp_exchange *x, const pp_wire_frame *f);          /* RESPONSE_HEAD */
+  void (*body)(pp_exchange *x, const uint8_t *data, size_t len); /* RESPONSE_BODY */
+  void (*end)(pp_exchange *x);                                   /* RESPONSE_END */
+  void (*worker_lost)(pp_exchange *x);                           /* the worker died */
+  size_t (*flush)(pp_exchange *x); /* returns bytes not yet taken by the client */
+  void (*body_writable)(pp_exchange *x);
+} pp_exchange_ops;
+
+struct pp_exchange {
+  pp_qnode qlink; /* in the queue while PP_X_QUEUED */
+  pp_exchange *next_free;
+  server *srv;
+  uint64_t id;
+  pp_exchange_state state;
+  const pp_exchange_ops *ops;
+  void *owner; /* the session glue's connection or stream; NULL once abandoned */
+  wconn *w;    /* while running */
+  int streaming, body_done, head_method, cancelled, head_sent;
+  int64_t t1, t2, t2b, t3; /* first byte, headers, runnable, dispatched */
+  pp_buf head;             /* REQUEST frame up to and including the queue_ns key */
+  size_t queue_key_end;
+  pp_buf body;         /* [u32 length][body bytes] */
+  uv_write_t wreq;     /* the REQUEST write */
+  int writes;          /* REQUEST writes in flight referencing head/body */
+  int release_pending; /* free when writes reaches 0 */
+  uint8_t len_zero[4];
+  char queue_digits[24];
+  /* Session-private response state (the exchange layer never reads these). */
+  int keep_alive, msg_complete, resp_chunked, resp_no_body, resp_close;
+  int32_t stream_id;
+};
+
+/* A cleared exchange from the pool (its buffers kept), owned by `owner` with `ops`. */
+pp_exchange *pp_exchange_get(server *s, const pp_exchange_ops *ops, void *owner);
+
+/* Returns x to the pool once no write references its buffers. The owner calls it when the
+ * response is flushed (or the exchange never reached dispatch). */
+void pp_exchange_release(server *s, pp_exchange *x);
+
+/* Admission control: 0 to go on, or 503 when the predicted wait is over the shed budget
+ * (counted). Called once per request, before the env is built. */
+int pp_exchange_admit(server *s);
+
+/* Starts the REQUEST frame prefix: header, id, t2b, t3, flags, pair count. */
+void pp_exchange_env_begin(pp_exchange *x);
+/* Closes the env after `pairs` pairs were appended to x->head, and records whether the body
+ * streams (content_length > PP_BODY_BUFFER_LIMIT; -1 when unknown). */
+void pp_exchange_env_end(pp_exchange *x, uint32_t pairs, int64_t content_length);
+
+/* Body bytes from the client (see the contract above). */
+void pp_exchange_body_in(pp_exchange *x, const uint8_t *data, size_t len);
+/* The request body is complete: the exchange becomes runnable if it is not yet. */
+void pp_exchange_body_done(pp_exchange *x);
+/* 0 while a streamed upload must not be read further (queued, or the worker socket full). */
+int pp_exchange_can_take_body(const pp_exchange *x);
+
+/* The client is gone: the exchange leaves the queue (counted as cancelled), or its worker
+ * gets CANCEL. The owner must not touch x afterwards. */
+void pp_exchange_abandon(pp_exchange *x);
+
+/* The client took enough of the response that the paused worker may be read again. */
+void pp_exchange_client_drained(pp_exchange *x);
+
+#endif

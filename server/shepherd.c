@@ -1,0 +1,273 @@
+/* The shepherd link (see shepherd.h). The control channel is fd 3 of the shepherd, one
+ * end of a socketpair; frames are few (a handful per worker lifetime), so each goes out in
+ * its own pooled chunk. */
+#include "server/shepherd.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "server/server_int.h"
+#include "server/wlink.h"
+
+static void on_ctl_write(uv_write_t *wr, int status) {
+  wchunk *k = (wchunk *)wr;
+  (void)status;
+  pp_chunk_put(k->srv, k);
+}
+
+static void ctl_send(server *s, const pp_wire_frame *f) {
+  if (!s->ctl_open) return;
+  wchunk *k = pp_chunk_get(s, 0);
+  k->len = (size_t)pp_wire_encode(f, k->data, k->cap);
+  pp_chunk_send(s, (uv_stream_t *)&s->ctl, k, on_ctl_write);
+}
+
+void pp_shepherd_spawn(server *s, uint32_t n) {
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_SPAWN;
+  f.count = n;
+  s->spawns_pending += n;
+  s->last_spawn_ns = pp_now_ns();
+  ctl_send(s, &f);
+}
+
+void pp_shepherd_retire_if_drained(server *s, pp_worker *w) {
+  if (!w || w->state != PP_WORKER_RETIRING || w->busy || w->retire_sent) return;
+  w->retire_sent = 1;
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_RETIRE;
+  f.pid = w->pid;
+  ctl_send(s, &f);
+  LOG(s, "retiring worker %u (pid %u)", w->index, w->pid);
+}
+
+void pp_shepherd_retire(server *s, pp_worker *w) {
+  pp_registry_retire(&s->reg, w);
+  pp_shepherd_retire_if_drained(s, w);
+}
+
+/* Asks for as many workers as are missing from workers_wanted. */
+static void respawn_missing(server *s) {
+  if (s->stopping || s->draining) return;
+  uint32_t alive = pp_registry_count(&s->reg, PP_WORKER_READY) +
+                   pp_registry_count(&s->reg, PP_WORKER_BOOTING) + s->spawns_pending;
+  if (alive < s->workers_wanted) {
+    s->stats.worker_restarts++;
+    LOG(s, "respawning (%u of %u workers alive)", alive, s->workers_wanted);
+    pp_shepherd_spawn(s, s->workers_wanted - alive);
+  }
+}
+
+static void on_respawn_timer(uv_timer_t *t) {
+  respawn_missing(t->data);
+}
+
+static void on_exited(server *s, const pp_wire_frame *f, int64_t now) {
+  pp_worker *w = pp_registry_find(&s->reg, f->pid);
+  int retiring = w && w->state == PP_WORKER_RETIRING;
+  int64_t w_forked_ns = w ? w->forked_ns : 0;
+  if (w) {
+    /* its connections are closed (or closing); detach whatever is left */
+    pp_wlink_close_pid(s, f->pid);
+    pp_registry_remove(&s->reg, w);
+  }
+  if (f->exit_status < 0)
+    LOG_ERR(s, "worker pid %u exited by signal %d", f->pid, -f->exit_status);
+  else
+    LOG(s, "worker pid %u exited with status %d", f->pid, f->exit_status);
+  if (s->stopping || retiring) return;
+  /* A worker that dies young (within 1 s of its fork) is respawned with a growing delay
+   * (100 ms doubling to 5 s), so an app that cannot boot does not fork in a tight loop. */
+  int young = w_forked_ns && now - w_forked_ns < 1000000000LL;
+  if (!young)
+    s->respawn_delay_ms = 0;
+  else
+    s->respawn_delay_ms = s->respawn_delay_ms ? s->respawn_delay_ms * 2 : 100;
+  if (s->respawn_delay_ms > 5000) s->respawn_delay_ms = 5000;
+  if (s->respawn_delay_ms) {
+    LOG_ERR(s, "worker died %.0f ms after its fork; respawning in %u ms", (now - w_forked_ns) / 1e6,
+            s->respawn_delay_ms);
+    uv_timer_start(&s->respawn_timer, on_respawn_timer, s->respawn_delay_ms, 0);
+  } else {
+    respawn_missing(s);
+  }
+}
+
+static void ctl_frame(server *s, const pp_wire_frame *f) {
+  int64_t now = pp_now_ns();
+  switch (f->type) {
+  case PP_WIRE_READY:
+    s->boot_ns = f->boot_ns;
+    LOG(s, "shepherd (pid %u) loaded the app in %.1f ms", f->pid, f->boot_ns / 1e6);
+    break;
+  case PP_WIRE_FORKED:
+    if (s->spawns_pending) s->spawns_pending--;
+    pp_registry_add(&s->reg, f->pid, f->worker_index, now);
+    LOG(s, "worker %u forked (pid %u)", f->worker_index, f->pid);
+    break;
+  case PP_WIRE_EXITED: on_exited(s, f, now); break;
+  default:
+    LOG_ERR(s, "control channel: unexpected frame %s from the shepherd",
+            pp_wire_type_name(f->type));
+  }
+}
+
+static void on_ctl_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  server *s = h->data;
+  (void)suggested;
+  pp_buf_reserve(&s->ctl_rbuf, 4096);
+  *buf = uv_buf_init((char *)s->ctl_rbuf.data + s->ctl_rbuf.len,
+                     (unsigned)(s->ctl_rbuf.cap - s->ctl_rbuf.len));
+}
+
+static void on_ctl_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+  server *s = st->data;
+  (void)buf;
+  if (nread < 0) {
+    if (!s->stopping) LOG_ERR(s, "control channel to the shepherd closed");
+    uv_read_stop(st);
+    return;
+  }
+  s->ctl_rbuf.len += (size_t)nread;
+  size_t pos = 0;
+  for (;;) {
+    pp_wire_frame f;
+    size_t need;
+    ssize_t n =
+        pp_wire_decode(&s->ctl_dec, s->ctl_rbuf.data + pos, s->ctl_rbuf.len - pos, &f, &need);
+    if (n < 0) {
+      LOG_ERR(s, "control channel: protocol error: %s", pp_wire_strerror((int)n));
+      uv_read_stop(st);
+      return;
+    }
+    if (n == 0) {
+      if (need > s->ctl_rbuf.cap - pos) pp_buf_reserve(&s->ctl_rbuf, need);
+      break;
+    }
+    pos += (size_t)n;
+    ctl_frame(s, &f);
+  }
+  pp_buf_consume(&s->ctl_rbuf, pos);
+}
+
+static void on_shepherd_exit(uv_process_t *p, int64_t status, int sig) {
+  server *s = p->data;
+  s->shepherd_alive = 0;
+  uv_close((uv_handle_t *)p, NULL);
+  if (s->stopping) {
+    LOG(s, "shepherd exited; bye");
+    pp_server_exit(s, s->exit_code);
+    return;
+  }
+  LOG_ERR(s, "shepherd exited unexpectedly (status %lld, signal %d); stopping", (long long)status,
+          sig);
+  pp_server_exit(s, 1);
+}
+
+static int file_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+int pp_shepherd_find_gem(server *s, const char *argv0) {
+  const char *dir = s->cfg->gem_dir;
+  if (!dir) dir = getenv("PUMA_PLUS_GEM_DIR");
+  char probe[2 * PATH_MAX];
+  if (dir) {
+    if (snprintf(s->gem_dir, sizeof s->gem_dir, "%s", dir) >= (int)sizeof s->gem_dir) return -1;
+    if (snprintf(probe, sizeof probe, "%s/exe/puma-plus-shepherd", dir) >= (int)sizeof probe)
+      return -1;
+    return file_exists(probe) ? 0 : -1;
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) {
+    if (!argv0 || !realpath(argv0, exe)) return -1;
+  } else {
+    exe[n] = 0;
+  }
+  char *slash = strrchr(exe, '/');
+  if (slash) *slash = 0;
+  static const char *rel[] = {"/../../gem", "/../gem", "/../../../gem", "/../share/puma-plus/gem",
+                              "/gem"};
+  for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+    if (snprintf(probe, sizeof probe, "%s%s/exe/puma-plus-shepherd", exe, rel[i]) >=
+        (int)sizeof probe)
+      continue;
+    if (!file_exists(probe)) continue;
+    if (snprintf(probe, sizeof probe, "%s%s", exe, rel[i]) >= (int)sizeof probe) continue;
+    char real[PATH_MAX];
+    const char *found = realpath(probe, real) ? real : probe;
+    if (snprintf(s->gem_dir, sizeof s->gem_dir, "%s", found) >= (int)sizeof s->gem_dir) continue;
+    return 0;
+  }
+  return -1;
+}
+
+int pp_shepherd_start(server *s) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+    LOG_ERR(s, "socketpair: %s", strerror(errno));
+    return -1;
+  }
+  uv_pipe_init(s->loop, &s->ctl, 0);
+  s->ctl.data = s;
+  uv_pipe_open(&s->ctl, sv[0]);
+  s->ctl_open = 1;
+  char libdir[8300], exe[8300], threads[16], workers[16];
+  snprintf(libdir, sizeof libdir, "-I%s/lib", s->gem_dir);
+  snprintf(exe, sizeof exe, "%s/exe/puma-plus-shepherd", s->gem_dir);
+  snprintf(threads, sizeof threads, "%u", s->cfg->threads);
+  snprintf(workers, sizeof workers, "%u", s->workers_wanted);
+  char *args[] = {(char *)s->cfg->ruby, libdir,      exe,     "--app",
+                  (char *)s->cfg->app,  "--threads", threads, "--socket",
+                  s->socket_path,       "--workers", workers, NULL};
+  uv_stdio_container_t stdio[4];
+  for (int i = 0; i < 3; i++)
+    stdio[i].flags = UV_INHERIT_FD, stdio[i].data.fd = i;
+  stdio[3].flags = UV_INHERIT_FD;
+  stdio[3].data.fd = sv[1];
+  uv_process_options_t opt;
+  memset(&opt, 0, sizeof opt);
+  opt.file = s->cfg->ruby;
+  opt.args = args;
+  opt.exit_cb = on_shepherd_exit;
+  opt.stdio = stdio;
+  opt.stdio_count = 4;
+  s->shepherd.data = s;
+  int rc = uv_spawn(s->loop, &s->shepherd, &opt);
+  close(sv[1]);
+  if (rc < 0) {
+    LOG_ERR(s, "cannot start the shepherd (%s %s): %s", s->cfg->ruby, exe, uv_strerror(rc));
+    return -1;
+  }
+  s->shepherd_alive = 1;
+  s->shepherd_pid = (uint32_t)s->shepherd.pid;
+  s->spawns_pending = s->workers_wanted; /* the shepherd forks --workers at start */
+  s->last_spawn_ns = pp_now_ns();
+  LOG(s, "shepherd pid %d: %s %s %s --app %s --threads %s --socket %s --workers %s",
+      s->shepherd.pid, s->cfg->ruby, libdir, exe, s->cfg->app, threads, s->socket_path, workers);
+  uv_read_start((uv_stream_t *)&s->ctl, on_ctl_alloc, on_ctl_read);
+  return 0;
+}
+
+void pp_shepherd_stop(server *s) {
+  if (s->stopping) return;
+  s->stopping = 1;
+  s->stop_sent_ns = pp_now_ns();
+  if (!s->shepherd_alive) pp_server_exit(s, s->exit_code);
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_STOP;
+  f.grace_ms = 5000;
+  ctl_send(s, &f);
+  LOG(s, "drained; stopping the workers");
+}

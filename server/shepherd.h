@@ -1,0 +1,27 @@
+/* The shepherd link: the Ruby shepherd process (gem/exe/puma-plus-shepherd) that loads the
+ * app once and forks workers when asked, over a socketpair speaking the wire protocol's
+ * control frames (SPAWN, RETIRE, STOP out; READY, FORKED, EXITED in). It also keeps the
+ * worker count at workers_wanted (respawn with backoff for workers that die young). */
+#ifndef PP_SHEPHERD_H
+#define PP_SHEPHERD_H
+
+#include <stdint.h>
+
+#include "server/queue.h"
+
+typedef struct server server;
+
+/* Finds the gem directory (-gem-dir, PUMA_PLUS_GEM_DIR, or beside the binary). 0 or -1. */
+int pp_shepherd_find_gem(server *s, const char *argv0);
+/* Starts the shepherd with --workers workers_wanted. 0, or -1 (logged). */
+int pp_shepherd_start(server *s);
+/* SPAWN n workers. */
+void pp_shepherd_spawn(server *s, uint32_t n);
+/* Stops dispatching to w and RETIREs its pid once it has nothing in flight. */
+void pp_shepherd_retire(server *s, pp_worker *w);
+/* A retiring worker with nothing in flight is told to exit. */
+void pp_shepherd_retire_if_drained(server *s, pp_worker *w);
+/* STOP to the shepherd after a drain (the process exits when the shepherd does). */
+void pp_shepherd_stop(server *s);
+
+#endif

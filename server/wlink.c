@@ -1,0 +1,268 @@
+/* The worker link (see wlink.h). Workload: a handful of long-lived connections (workers x
+ * threads), each carrying one exchange at a time: a REQUEST out, then RESPONSE_HEAD, any
+ * number of RESPONSE_BODY frames and RESPONSE_END back. All frames decoded from one read are
+ * handled before the owner flushes once, so a small response costs one client write. */
+#include "server/wlink.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server/dispatch.h"
+#include "server/server_int.h"
+
+static void on_worker_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+static void on_worker_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  wconn *w = h->data;
+  (void)suggested;
+  pp_buf_reserve(&w->rbuf, 65536);
+  *buf = uv_buf_init((char *)w->rbuf.data + w->rbuf.len, (unsigned)(w->rbuf.cap - w->rbuf.len));
+}
+
+void pp_wlink_resume(wconn *w) {
+  if (!w->paused || w->closing) return;
+  w->paused = 0;
+  uv_read_start((uv_stream_t *)&w->pipe, on_worker_alloc, on_worker_read);
+}
+
+static void on_wconn_closed(uv_handle_t *h) {
+  wconn *w = h->data;
+  pp_buf_dispose(&w->rbuf);
+  free(w);
+}
+
+void pp_wlink_close(wconn *w, const char *reason) {
+  server *s = w->srv;
+  if (w->closing) return;
+  w->closing = 1;
+  if (reason) LOG(s, "worker connection (pid %u): closed: %s", w->pid, reason);
+  pp_exchange *r = w->req;
+  w->req = NULL;
+  if (r) {
+    r->w = NULL;
+    if (r->owner && !r->cancelled) {
+      s->stats.errors_502++;
+      r->ops->worker_lost(r);
+    } else {
+      r->owner = NULL;
+      pp_exchange_release(s, r);
+    }
+  }
+  if (w->hello) pp_registry_detach(&s->reg, &w->slot);
+  pp_queue_remove(&s->wconns, &w->link);
+  uv_read_stop((uv_stream_t *)&w->pipe);
+  uv_close((uv_handle_t *)&w->pipe, on_wconn_closed);
+  if (s->draining) pp_drain_check(s);
+}
+
+void pp_wlink_close_pid(server *s, uint32_t pid) {
+  pp_qnode *n = s->wconns.head.next;
+  while (n != &s->wconns.head) {
+    wconn *wc = PP_CONTAINER_OF(n, wconn, link);
+    n = n->next;
+    if (wc->hello && wc->pid == pid) pp_wlink_close(wc, "its worker exited");
+  }
+}
+
+static void on_worker_write(uv_write_t *wr, int status) {
+  wchunk *k = (wchunk *)wr;
+  wconn *w = k->owner;
+  pp_chunk_put(k->srv, k);
+  /* Backpressure on streamed uploads: the client paused while this worker's write queue was
+   * over the limit may be read again. */
+  if (status < 0 || w->closing || !w->req) return;
+  pp_exchange *r = w->req;
+  if (r->owner && r->streaming && !r->body_done &&
+      pp_wlink_write_queue(w) <= PP_WORKER_WRITE_HIGH / 2)
+    r->ops->body_writable(r);
+}
+
+int pp_wlink_send(wconn *w, wchunk *k) {
+  k->owner = w;
+  return pp_chunk_send(w->srv, (uv_stream_t *)&w->pipe, k, on_worker_write);
+}
+
+int pp_wlink_writev(wconn *w, uv_write_t *req, uv_buf_t *bufs, unsigned n, uv_write_cb cb) {
+  int rc = pp_write_or_queue((uv_stream_t *)&w->pipe, req, bufs, n, cb);
+  if (rc < 0) pp_wlink_close(w, "write failed");
+  return rc;
+}
+
+size_t pp_wlink_write_queue(wconn *w) {
+  return uv_stream_get_write_queue_size((uv_stream_t *)&w->pipe);
+}
+
+void pp_wlink_assign(wconn *w, pp_exchange *x) {
+  w->req = x;
+}
+
+static int on_hello(wconn *w, const pp_wire_frame *f) {
+  server *s = w->srv;
+  if (f->type != PP_WIRE_HELLO) {
+    pp_wlink_close(w, "first frame is not HELLO");
+    return -1;
+  }
+  if (f->version != PP_WIRE_VERSION) {
+    char why[64];
+    snprintf(why, sizeof why, "unsupported protocol version %u", f->version);
+    pp_wlink_close(w, why);
+    return -1;
+  }
+  w->hello = 1;
+  w->pid = f->pid;
+  w->slot.data = w;
+  pp_worker *wk = pp_registry_find(&s->reg, f->pid);
+  int was_ready = wk && wk->state == PP_WORKER_READY;
+  wk = pp_registry_attach(&s->reg, &w->slot, f->pid, f->worker_index, f->thread_index, pp_now_ns());
+  if (!wk) {
+    pp_wlink_close(w, "worker registry full");
+    return -1;
+  }
+  if (!was_ready && wk->state == PP_WORKER_READY)
+    LOG(s, "worker %u (pid %u) ready", f->worker_index, f->pid);
+  pp_dispatch_all(s);
+  return 0;
+}
+
+/* RESPONSE_END: the slot is free again; the owner completes the response. */
+static void on_response_end(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
+  server *s = w->srv;
+  uint64_t service = 0;
+  if (f->t5_ns > f->t4_ns) service = f->t5_ns - f->t4_ns;
+  service = service > f->body_read_ns ? service - f->body_read_ns : 0;
+  pp_hist_window_record(&s->stats.service, service);
+  if (f->body_read_ns) pp_hist_window_record(&s->stats.body_wait, f->body_read_ns);
+  if (f->gvl_wait_ns >= 0) s->stats.gvl_sum_ns += f->gvl_wait_ns, s->stats.gvl_count++;
+  if (f->cpu_ns >= 0) s->stats.cpu_sum_ns += f->cpu_ns, s->stats.cpu_count++;
+  s->stats.completions++;
+  s->stats.completions_window++;
+  w->req = NULL;
+  r->w = NULL;
+  /* Backpressure was against this response's client; the next request may go elsewhere. */
+  pp_wlink_resume(w);
+  pp_registry_release(&s->reg, &w->slot);
+  pp_shepherd_retire_if_drained(s, w->slot.worker);
+  if (r->owner && !r->cancelled) {
+    r->ops->end(r);
+  } else {
+    r->owner = NULL;
+    pp_exchange_release(s, r);
+  }
+  pp_dispatch_all(s);
+}
+
+static int wconn_frame(wconn *w, const pp_wire_frame *f) {
+  if (!w->hello) return on_hello(w, f);
+  pp_exchange *r = w->req;
+  switch (f->type) {
+  case PP_WIRE_RESPONSE_HEAD:
+  case PP_WIRE_RESPONSE_BODY:
+  case PP_WIRE_RESPONSE_END:
+    if (!r || r->id != f->request_id) {
+      pp_wlink_close(w, "response for a request that is not running on this connection");
+      return -1;
+    }
+    break;
+  default: {
+    char why[64];
+    snprintf(why, sizeof why, "unexpected frame %s from a worker", pp_wire_type_name(f->type));
+    pp_wlink_close(w, why);
+    return -1;
+  }
+  }
+  int live = r->owner && !r->cancelled;
+  if (f->type == PP_WIRE_RESPONSE_HEAD) {
+    if (r->head_sent) {
+      pp_wlink_close(w, "second RESPONSE_HEAD");
+      return -1;
+    }
+    if (live) r->ops->head(r, f);
+    r->head_sent = 1;
+    return 0;
+  }
+  if (f->type == PP_WIRE_RESPONSE_BODY) {
+    if (!r->head_sent) {
+      pp_wlink_close(w, "RESPONSE_BODY before RESPONSE_HEAD");
+      return -1;
+    }
+    if (live) r->ops->body(r, f->data, f->data_len);
+    return 0;
+  }
+  on_response_end(w, r, f);
+  return 0;
+}
+
+static void on_worker_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+  wconn *w = st->data;
+  (void)buf;
+  if (w->closing) return;
+  if (nread < 0) {
+    pp_wlink_close(w, w->req ? "connection lost with a request in flight" : NULL);
+    return;
+  }
+  w->rbuf.len += (size_t)nread;
+  size_t pos = 0;
+  while (!w->closing) {
+    pp_wire_frame f;
+    size_t need = 0;
+    ssize_t n = pp_wire_decode(&w->dec, w->rbuf.data + pos, w->rbuf.len - pos, &f, &need);
+    if (n < 0) {
+      char why[128];
+      snprintf(why, sizeof why, "protocol error: %s", pp_wire_strerror((int)n));
+      w->srv->stats.worker_protocol_errors++;
+      pp_wlink_close(w, why);
+      return;
+    }
+    if (n == 0) {
+      if (need > w->rbuf.cap - pos) {
+        pp_buf_consume(&w->rbuf, pos);
+        pos = 0;
+        pp_buf_reserve(&w->rbuf, need - w->rbuf.len);
+      }
+      break;
+    }
+    pos += (size_t)n;
+    if (wconn_frame(w, &f) < 0) return;
+  }
+  if (w->closing) return;
+  pp_buf_consume(&w->rbuf, pos);
+  /* Flush what this read produced for the running exchange's client; stop reading this
+   * worker while that client has too much unwritten (backpressure). */
+  pp_exchange *r = w->req;
+  if (r && r->owner && !r->cancelled) {
+    size_t unwritten = r->ops->flush(r);
+    if (unwritten > PP_CLIENT_WRITE_HIGH && !w->paused) {
+      w->paused = 1;
+      uv_read_stop((uv_stream_t *)&w->pipe);
+    }
+  }
+}
+
+static void on_worker_connection(uv_stream_t *ls, int status) {
+  server *s = ls->data;
+  if (status < 0) return;
+  wconn *w = pp_xmalloc(sizeof *w);
+  memset(w, 0, sizeof *w);
+  w->srv = s;
+  pp_wire_decoder_init(&w->dec);
+  pp_buf_init(&w->rbuf);
+  uv_pipe_init(s->loop, &w->pipe, 0);
+  w->pipe.data = w;
+  if (uv_accept(ls, (uv_stream_t *)&w->pipe) < 0) {
+    uv_close((uv_handle_t *)&w->pipe, on_wconn_closed);
+    return;
+  }
+  pp_queue_push(&s->wconns, &w->link);
+  uv_read_start((uv_stream_t *)&w->pipe, on_worker_alloc, on_worker_read);
+}
+
+int pp_wlink_listen(server *s, const char *path) {
+  unlink(path);
+  uv_pipe_init(s->loop, &s->worker_listener, 0);
+  s->worker_listener.data = s;
+  int rc = uv_pipe_bind(&s->worker_listener, path);
+  if (rc == 0) rc = uv_listen((uv_stream_t *)&s->worker_listener, 1024, on_worker_connection);
+  return rc;
+}

@@ -1,0 +1,47 @@
+/* The worker link: the unix-socket connections Ruby worker threads dial in on, one per
+ * thread, speaking the wire protocol (wire.h, docs/PROTOCOL.md). A connection becomes a
+ * slot in the registry on HELLO; each runs at most one exchange at a time. Response frames
+ * are handed to that exchange's owner through pp_exchange_ops; a frame that does not fit
+ * the protocol closes the connection with a logged reason (the exchange gets a 502). */
+#ifndef PP_WLINK_H
+#define PP_WLINK_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "server/buf.h"
+#include "server/exchange.h"
+#include "server/queue.h"
+#include "server/transport.h"
+#include "server/wire.h"
+
+struct wconn {
+  uv_pipe_t pipe;
+  pp_qnode link; /* in srv->wconns */
+  server *srv;
+  pp_wire_decoder dec;
+  pp_buf rbuf;
+  pp_slot slot;
+  pp_exchange *req;
+  int hello, closing, paused;
+  uint32_t pid;
+};
+
+/* Starts accepting worker connections on the server's worker socket. 0 or a libuv error. */
+int pp_wlink_listen(server *s, const char *path);
+/* x now runs on w. */
+void pp_wlink_assign(wconn *w, pp_exchange *x);
+/* Sends one chunk (returned to the pool when written). <0: the write failed. */
+int pp_wlink_send(wconn *w, wchunk *k);
+/* Writes bufs (the REQUEST frame): as pp_write_or_queue; on error the connection closes. */
+int pp_wlink_writev(wconn *w, uv_write_t *req, uv_buf_t *bufs, unsigned n, uv_write_cb cb);
+/* Bytes queued on w's socket and not yet written (streamed uploads stop above a mark). */
+size_t pp_wlink_write_queue(wconn *w);
+/* Reads w again if backpressure had paused it. */
+void pp_wlink_resume(wconn *w);
+/* Closes w; an exchange running on it gets worker_lost (or is freed if abandoned). */
+void pp_wlink_close(wconn *w, const char *reason);
+/* Closes every connection of the worker with this pid (it exited). */
+void pp_wlink_close_pid(server *s, uint32_t pid);
+
+#endif
