@@ -6,7 +6,7 @@
  *
  * The contract, in the order things happen:
  *   pp_exchange_get         the owner (session glue) takes one from the pool: t1, t2 set by it
- *   pp_exchange_env_begin   REQUEST prefix; the owner appends env pairs (pp_h1_put_pair ...)
+ *   pp_exchange_env_begin   REQUEST prefix; the owner appends env pairs (pp_env_put_pair ...)
  *   pp_exchange_env_end     closes the env (puma_plus.queue_ns is appended at dispatch)
  *   pp_exchange_body_in     body bytes: buffered up to PP_BODY_BUFFER_LIMIT, then streamed
  *   pp_exchange_body_done   the request body ended (or there was none): runnable at the latest

@@ -6,6 +6,8 @@
  * may arrive split across any number of reads. */
 #include "server/http1.h"
 
+#include "server/env.h"
+
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
@@ -371,140 +373,30 @@ const uint8_t *pp_h1_header(const pp_h1 *h, const char *name, size_t *len) {
 
 void pp_h1_put_pair(pp_buf *out, const char *key, size_t key_len, const char *value,
                     size_t value_len) {
-  pp_buf_reserve(out, 8 + key_len + value_len);
-  pp_buf_append_u32(out, (uint32_t)key_len);
-  pp_buf_append(out, key, key_len);
-  pp_buf_append_u32(out, (uint32_t)value_len);
-  pp_buf_append(out, value, value_len);
-}
-
-static void put_cstr(pp_buf *out, const char *key, const char *value) {
-  pp_h1_put_pair(out, key, strlen(key), value, strlen(value));
+  pp_env_put_pair(out, key, key_len, value, value_len);
 }
 
 uint32_t pp_h1_build_env(const pp_h1 *h, const pp_h1_conninfo *ci, uint64_t request_id,
                          pp_buf *out) {
-  uint32_t pairs = 0;
-  const char *raw = (const char *)h->raw.data;
-  const char *method = llhttp_method_name((llhttp_method_t)h->method);
-  put_cstr(out, "REQUEST_METHOD", method), pairs++;
-  put_cstr(out, "SCRIPT_NAME", ""), pairs++;
-
-  /* The request-target: origin-form "/p?q", or absolute-form "http://host/p?q". */
-  const char *url = raw ? raw + h->url.off : "";
-  size_t url_len = h->url.len;
-  const char *path = url;
-  size_t path_len = url_len;
-  if (url_len && url[0] != '/' && url_len > 7) {
-    const char *scheme_end = memchr(url, ':', url_len);
-    if (scheme_end && scheme_end + 3 <= url + url_len && scheme_end[1] == '/' &&
-        scheme_end[2] == '/') {
-      const char *host = scheme_end + 3;
-      const char *slash = memchr(host, '/', (size_t)(url + url_len - host));
-      path = slash ? slash : url + url_len;
-      path_len = (size_t)(url + url_len - path);
-    }
-  }
-  const char *hash = memchr(path, '#', path_len);
-  if (hash) path_len = (size_t)(hash - path);
-  const char *q = memchr(path, '?', path_len);
-  size_t pinfo_len = q ? (size_t)(q - path) : path_len;
-  if (pinfo_len == 1 && path[0] == '*') pinfo_len = 0; /* OPTIONS * */
-  pp_h1_put_pair(out, "PATH_INFO", 9, path, pinfo_len), pairs++;
-  if (q)
-    pp_h1_put_pair(out, "QUERY_STRING", 12, q + 1, path_len - pinfo_len - 1), pairs++;
-  else
-    put_cstr(out, "QUERY_STRING", ""), pairs++;
-
-  /* SERVER_NAME / SERVER_PORT from Host ("name", "name:port", "[v6]:port"). */
-  const char *sname = ci->server_name, *sport = ci->server_port;
-  size_t sname_len = strlen(sname), sport_len = strlen(sport);
-  if (h->host_index >= 0) {
-    const char *v;
-    size_t n;
-    trimmed(h, (uint32_t)h->host_index, &v, &n);
-    if (n) {
-      const char *colon = NULL;
-      if (v[0] == '[') {
-        const char *close = memchr(v, ']', n);
-        if (close && close + 1 < v + n && close[1] == ':') colon = close + 1;
-      } else {
-        colon = memchr(v, ':', n);
-      }
-      if (colon) {
-        sname = v, sname_len = (size_t)(colon - v);
-        sport = colon + 1, sport_len = (size_t)(v + n - colon - 1);
-      } else {
-        sname = v, sname_len = n;
-        sport = strcmp(ci->url_scheme, "https") == 0 ? "443" : "80";
-        sport_len = strlen(sport);
-      }
-    }
-  }
-  pp_h1_put_pair(out, "SERVER_NAME", 11, sname, sname_len), pairs++;
-  pp_h1_put_pair(out, "SERVER_PORT", 11, sport, sport_len), pairs++;
-  put_cstr(out, "SERVER_PROTOCOL", h->http_minor == 0 ? "HTTP/1.0" : "HTTP/1.1"), pairs++;
-  put_cstr(out, "REMOTE_ADDR", ci->remote_addr), pairs++;
-  put_cstr(out, "rack.url_scheme", ci->url_scheme), pairs++;
-
-  if (h->content_type_index >= 0) {
-    const char *v;
-    size_t n;
-    trimmed(h, (uint32_t)h->content_type_index, &v, &n);
-    pp_h1_put_pair(out, "CONTENT_TYPE", 12, v, n), pairs++;
-  }
-  if (h->has_content_length) {
-    char num[24];
-    int n = snprintf(num, sizeof num, "%llu", (unsigned long long)h->content_length);
-    pp_h1_put_pair(out, "CONTENT_LENGTH", 14, num, (size_t)n), pairs++;
-  }
-
-  /* HTTP_* pairs: one per distinct name, in order of first appearance, repeated values
-   * joined. Names with '_' are dropped (they would alias a dashed name, as nginx does). */
-  uint8_t done[PP_H1_MAX_HEADERS_CAP] = {0};
+  pp_env_field fields[PP_H1_MAX_HEADERS_CAP];
   for (uint32_t i = 0; i < h->header_count; i++) {
-    if (done[i]) continue;
-    if (name_is(h, i, "content-type") || name_is(h, i, "content-length")) continue;
-    const char *name = raw + h->name[i].off;
-    uint32_t name_len = h->name[i].len;
-    if (memchr(name, '_', name_len)) continue;
-    int cookie = name_is(h, i, "cookie");
-    /* Key: HTTP_ + upper-cased name with '-' -> '_'. */
-    size_t key_len = 5 + name_len;
-    pp_buf_reserve(out, 8 + key_len);
-    pp_buf_append_u32(out, (uint32_t)key_len);
-    pp_buf_append(out, "HTTP_", 5);
-    for (uint32_t k = 0; k < name_len; k++) {
-      char c = name[k] == '-' ? '_' : (char)toupper((unsigned char)name[k]);
-      pp_buf_append(out, &c, 1);
-    }
-    size_t len_at = out->len;
-    pp_buf_append_u32(out, 0);
-    size_t value_start = out->len;
-    for (uint32_t j = i; j < h->header_count; j++) {
-      if (j != i && (done[j] || h->name[j].len != name_len ||
-                     strncasecmp(raw + h->name[j].off, name, name_len) != 0))
-        continue;
-      done[j] = 1;
-      const char *v;
-      size_t n;
-      trimmed(h, j, &v, &n);
-      if (out->len > value_start) pp_buf_append(out, cookie ? "; " : ", ", 2);
-      pp_buf_append(out, v, n);
-    }
-    uint32_t vlen = (uint32_t)(out->len - value_start);
-    out->data[len_at] = (uint8_t)(vlen >> 24);
-    out->data[len_at + 1] = (uint8_t)(vlen >> 16);
-    out->data[len_at + 2] = (uint8_t)(vlen >> 8);
-    out->data[len_at + 3] = (uint8_t)vlen;
-    pairs++;
+    fields[i].name = (const char *)h->raw.data + h->name[i].off;
+    fields[i].name_len = h->name[i].len;
+    trimmed(h, i, &fields[i].value, &fields[i].value_len);
   }
-
-  pp_h1_put_pair(out, "REQUEST_URI", 11, url, url_len), pairs++;
-  char id[24];
-  int n = snprintf(id, sizeof id, "%llu", (unsigned long long)request_id);
-  pp_h1_put_pair(out, "puma_plus.request_id", 20, id, (size_t)n), pairs++;
-  return pairs;
+  const char *method = llhttp_method_name((llhttp_method_t)h->method);
+  pp_env_request rq = {method,
+                       strlen(method),
+                       h->raw.data ? (const char *)h->raw.data + h->url.off : "",
+                       h->url.len,
+                       h->http_minor == 0 ? "HTTP/1.0" : "HTTP/1.1",
+                       fields,
+                       h->header_count,
+                       h->host_index,
+                       h->content_type_index,
+                       h->has_content_length,
+                       h->content_length};
+  return pp_env_build(&rq, ci, request_id, out);
 }
 
 const char *pp_h1_reason_phrase(int status) {

@@ -21,6 +21,7 @@
 #include <llhttp.h>
 
 #include "server/buf.h"
+#include "server/env.h"
 
 #define PP_H1_MAX_HEADERS_CAP 256 /* hard upper bound of the header-count limit */
 
@@ -106,21 +107,15 @@ void pp_h1_resume(pp_h1 *h);
 /* The header value of the first header named `name` (case-insensitive), or NULL. */
 const uint8_t *pp_h1_header(const pp_h1 *h, const char *name, size_t *len);
 
-/* The connection facts the env needs. */
-typedef struct pp_h1_conninfo {
-  const char *remote_addr; /* textual peer address ("127.0.0.1", "::1", "" for unix) */
-  const char *server_name; /* used when the request has no Host */
-  const char *server_port;
-  const char *url_scheme; /* "http" or "https" */
-} pp_h1_conninfo;
+/* The connection facts the env needs (env.h). */
+typedef pp_env_conninfo pp_h1_conninfo;
 
-/* Appends the env pairs (without the u32 count) to *out, in PROTOCOL.md's order, ending with
- * REQUEST_URI and puma_plus.request_id; puma_plus.queue_ns is NOT written (the caller appends
- * it at dispatch, when it is known). Returns the number of pairs written. */
+/* Appends the env pairs of the current request through pp_env_build (env.h), so h1 and h2
+ * requests give the same env. Returns the number of pairs written. */
 uint32_t pp_h1_build_env(const pp_h1 *h, const pp_h1_conninfo *ci, uint64_t request_id,
                          pp_buf *out);
 
-/* Appends one encoded pair (bytes key, bytes value). */
+/* Appends one encoded pair (bytes key, bytes value): pp_env_put_pair. */
 void pp_h1_put_pair(pp_buf *out, const char *key, size_t key_len, const char *value,
                     size_t value_len);
 
