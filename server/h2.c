@@ -411,7 +411,13 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
       body_end(h, s);
     }
     break;
-  case NGHTTP2_RST_STREAM: h->stats.peer_resets++; break;
+  case NGHTTP2_RST_STREAM:
+    h->stats.peer_resets++;
+    if (++h->resets_since_output > h->limits.reset_burst) {
+      h->flood_detected = 1;
+      return NGHTTP2_ERR_CALLBACK_FAILURE; /* mem_recv stops here; pp_h2_feed ends it */
+    }
+    break;
   case NGHTTP2_GOAWAY: h->stats.goaway_received++; break;
   default: break;
   }
@@ -479,7 +485,7 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
     int flood = code == NGHTTP2_ENHANCE_YOUR_CALM ||
                 (code == NGHTTP2_INTERNAL_ERROR && h->last_recv_type == NGHTTP2_RST_STREAM);
     if (flood) h->stats.flood_closes++;
-    else h->stats.protocol_errors++;
+    else h->stats.connection_errors++;
     h->err = flood ? PP_H2_EFLOOD : PP_H2_EPROTO;
     break;
   }
@@ -723,10 +729,10 @@ ssize_t pp_h2_feed(pp_h2 *h, const uint8_t *data, size_t len) {
   h->depth--;
   h->stats.bytes_in += len;
   if (rv < 0) {
-    int flood = rv == NGHTTP2_ERR_FLOODED;
+    int flood = rv == NGHTTP2_ERR_FLOODED || h->flood_detected;
     h->err = flood ? PP_H2_EFLOOD : PP_H2_EPROTO;
     if (flood) h->stats.flood_closes++;
-    else h->stats.protocol_errors++;
+    else h->stats.connection_errors++;
     nghttp2_session_terminate_session(h->session, flood ? NGHTTP2_ENHANCE_YOUR_CALM
                                                         : NGHTTP2_PROTOCOL_ERROR);
     h->refuse_count = 0;
@@ -740,6 +746,7 @@ ssize_t pp_h2_feed(pp_h2 *h, const uint8_t *data, size_t len) {
 ssize_t pp_h2_output(pp_h2 *h, pp_buf *out, size_t max) {
   if (h->depth) return PP_H2_EREENTER;
   size_t before = out->len;
+  h->resets_since_output = 0;
   h->out = out;
   h->out_max = max;
   /* Frames queued by the deferred work (WINDOW_UPDATE after a stream closed, a resumed data

@@ -73,7 +73,11 @@ typedef struct pp_h2_limits {
                               streams together. Default 1 MiB (the body size the exchange
                               buffers before a request is runnable). At least 65535. */
   uint32_t reset_burst;    /* RST_STREAM token bucket (rapid reset): burst, default 1000 ... */
-  uint32_t reset_rate;     /* ... and tokens per second, default 33; empty bucket -> GOAWAY */
+  uint32_t reset_rate;     /* ... and tokens per second, default 33; empty bucket -> GOAWAY.
+                              More than reset_burst RST_STREAM between two pp_h2_output calls
+                              stop the input at once (PP_H2_EFLOOD): nghttp2's own GOAWAY would
+                              only go out at the next output, and until then it keeps opening
+                              the streams the flood sends. */
 } pp_h2_limits;
 
 /* Fills *l with the defaults above. */
@@ -128,7 +132,8 @@ typedef struct pp_h2_stats {
   uint64_t peer_resets;      /* RST_STREAM frames received */
   uint64_t stream_errors;    /* RST_STREAM sent with an error code, other than pp_h2_reset's */
   uint64_t refused_streams;  /* RST_STREAM REFUSED_STREAM sent (concurrency, after GOAWAY) */
-  uint64_t protocol_errors;  /* invalid frames or fields seen, and connection errors */
+  uint64_t protocol_errors;  /* invalid frames or fields the peer sent (stream or connection) */
+  uint64_t connection_errors; /* connection ended by us for an error other than a flood */
   uint64_t flood_closes;     /* connection ended for a flood (rapid reset, acks, settings) */
   uint64_t goaway_received;  /* GOAWAY frames received */
   uint64_t bytes_in, bytes_out;
@@ -151,6 +156,8 @@ struct pp_h2 {
   int32_t goaway_last; /* its last stream id */
   int local_goaway;    /* the next GOAWAY sent is ours (pp_h2_goaway), not nghttp2's */
   int last_recv_type;  /* type of the last frame received (rapid-reset detection) */
+  uint32_t resets_since_output; /* RST_STREAM received since pp_h2_output last ran */
+  int flood_detected;  /* set in a callback: more resets than reset_burst without a write */
 
   pp_h2_stream *live;     /* streams with a record, doubly linked */
   pp_h2_stream *free;     /* records kept for reuse (their buffers too) */

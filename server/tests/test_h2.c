@@ -599,6 +599,7 @@ static void test_post_flow_control(void) {
   client c;
   server_init(&h, &o, &l);
   client_init(&c);
+  pump(&h, &c, 0); /* SETTINGS both ways and acknowledged: our 16384 window is in force */
   upload u = {big_body, 100000, 0};
   nghttp2_nv nva[] = {NV(":method", "POST"), NV(":scheme", "http"), NV(":authority", "a"),
                       NV(":path", "/up"), NV("content-length", "100000")};
@@ -639,7 +640,8 @@ static void test_post_flow_control(void) {
   CU_ASSERT_EQUAL(r->closed, 1);
   CU_ASSERT_EQUAL(r->close_code, 0);
   /* The connection window is whole again: a second upload of a full window flows. */
-  CU_ASSERT_EQUAL(nghttp2_session_get_remote_window_size(c.s), 65535);
+  /* nghttp2 returns consumed bytes once they reach half the window: most are back. */
+  CU_ASSERT(nghttp2_session_get_remote_window_size(c.s) > 65535 / 2);
   pp_h2_dispose(&h);
   client_dispose(&c);
   owner_dispose(&o);
@@ -1007,7 +1009,7 @@ static void test_max_concurrent_streams(void) {
   CU_ASSERT(r.p.goaway);
   CU_ASSERT_EQUAL(r.p.goaway_code, NGHTTP2_PROTOCOL_ERROR);
   CU_ASSERT(pp_h2_finished(&h));
-  CU_ASSERT_EQUAL(h.stats.protocol_errors, 1);
+  CU_ASSERT_EQUAL(h.stats.connection_errors, 1);
   CU_ASSERT(pp_h2_feed(&h, (const uint8_t *)"x", 1) < 0); /* sticky */
   pp_buf_dispose(&b);
   pp_h2_dispose(&h);
@@ -1211,12 +1213,45 @@ static void test_frame_errors(void) {
   }
 }
 
-/* CVE-2023-44487: open-and-reset faster than the token bucket ends the connection. */
+/* CVE-2023-44487: open-and-reset faster than the token bucket ends the connection. In one
+ * read (no output in between) the session stops at reset_burst; across reads nghttp2's clocked
+ * bucket does it. */
 static void test_rapid_reset(void) {
   pp_h2_limits l;
   pp_h2_limits_default(&l);
   l.reset_burst = 10;
   l.reset_rate = 1;
+  for (int per_read = 0; per_read <= 1; per_read++) {
+    pp_h2 h;
+    owner o;
+    raw r;
+    server_init(&h, &o, &l);
+    raw_init(&r);
+    raw_open(&h, &r, 1);
+    pp_buf b;
+    pp_buf_init(&b);
+    uint8_t cancel[4] = {0, 0, 0, NGHTTP2_CANCEL};
+    for (int32_t id = 1; id < 200 && !server_err; id += 2) {
+      raw_get(&r, &b, id, NGHTTP2_FLAG_END_STREAM);
+      frame(&b, NGHTTP2_RST_STREAM, 0, id, cancel, 4);
+      if (per_read) raw_send(&h, &r, &b, 0); /* one read and one write per pair */
+    }
+    raw_send(&h, &r, &b, 0);
+    if (!per_read) CU_ASSERT_EQUAL(server_err, PP_H2_EFLOOD);
+    CU_ASSERT(r.p.goaway);
+    CU_ASSERT_NOT_EQUAL(r.p.goaway_code, NGHTTP2_NO_ERROR);
+    CU_ASSERT_EQUAL(h.stats.flood_closes, 1);
+    CU_ASSERT(o.n <= 11);
+    CU_ASSERT(o.n >= 10);
+    CU_ASSERT(pp_h2_finished(&h));
+    pp_buf_dispose(&b);
+    pp_h2_dispose(&h);
+    for (int k = 0; k < o.n; k++)
+      CU_ASSERT_EQUAL(o.r[k].closed, 1);
+    raw_dispose(&r);
+    owner_dispose(&o);
+  }
+  /* A client cancelling many streams now and then is no flood. */
   pp_h2 h;
   owner o;
   raw r;
@@ -1226,20 +1261,16 @@ static void test_rapid_reset(void) {
   pp_buf b;
   pp_buf_init(&b);
   uint8_t cancel[4] = {0, 0, 0, NGHTTP2_CANCEL};
-  for (int32_t id = 1; id < 200; id += 2) {
+  for (int32_t id = 1; id < 20; id += 2) {
     raw_get(&r, &b, id, NGHTTP2_FLAG_END_STREAM);
     frame(&b, NGHTTP2_RST_STREAM, 0, id, cancel, 4);
   }
   raw_send(&h, &r, &b, 0);
-  CU_ASSERT(r.p.goaway);
-  CU_ASSERT_NOT_EQUAL(r.p.goaway_code, NGHTTP2_NO_ERROR);
-  CU_ASSERT_EQUAL(h.stats.flood_closes, 1);
-  CU_ASSERT(o.n <= 12);
-  CU_ASSERT(pp_h2_finished(&h));
+  CU_ASSERT_EQUAL(o.n, 10);
+  CU_ASSERT_EQUAL(r.p.goaway, 0);
+  CU_ASSERT_EQUAL(h.stats.flood_closes, 0);
   pp_buf_dispose(&b);
   pp_h2_dispose(&h);
-  for (int k = 0; k < o.n; k++)
-    CU_ASSERT_EQUAL(o.r[k].closed, 1);
   raw_dispose(&r);
   owner_dispose(&o);
 }
@@ -1286,15 +1317,30 @@ static void test_ack_flood(void) {
     e[0] = 0, e[1] = NGHTTP2_SETTINGS_ENABLE_PUSH, e[2] = e[3] = e[4] = 0, e[5] = 0;
   }
   frame(&b, NGHTTP2_SETTINGS, 0, 0, entries, sizeof entries);
-  ssize_t rv = pp_h2_feed(&h, b.data, b.len);
-  CU_ASSERT(rv < 0);
-  CU_ASSERT_EQUAL(h.stats.flood_closes + h.stats.protocol_errors, 1);
+  CU_ASSERT_EQUAL(pp_h2_feed(&h, b.data, b.len), (ssize_t)b.len); /* nghttp2 queues GOAWAY */
+  raw r;
+  raw_init(&r);
+  drain(&h, &r.in, 1 << 20);
+  raw_parse(&r);
+  CU_ASSERT(r.p.goaway);
+  CU_ASSERT_EQUAL(r.p.goaway_code, NGHTTP2_ENHANCE_YOUR_CALM);
+  CU_ASSERT_EQUAL(h.stats.flood_closes, 1);
+  CU_ASSERT(pp_h2_finished(&h));
+  CU_ASSERT_EQUAL(pp_h2_feed(&h, b.data, 1), PP_H2_EFINISHED);
+  raw_dispose(&r);
   pp_buf_dispose(&b);
   pp_h2_dispose(&h);
   /* Not HTTP/2 at all. */
   server_init(&h, &o, NULL);
   CU_ASSERT_EQUAL(pp_h2_feed(&h, (const uint8_t *)"GET / HTTP/1.1\r\n\r\n", 18), PP_H2_EPROTO);
-  CU_ASSERT_EQUAL(h.stats.protocol_errors, 1);
+  CU_ASSERT_EQUAL(h.stats.connection_errors, 1);
+  raw_init(&r);
+  drain(&h, &r.in, 1 << 20);
+  raw_parse(&r);
+  CU_ASSERT(r.p.goaway);
+  CU_ASSERT_EQUAL(r.p.goaway_code, NGHTTP2_PROTOCOL_ERROR);
+  CU_ASSERT(pp_h2_finished(&h));
+  raw_dispose(&r);
   pp_h2_dispose(&h);
 }
 
@@ -1344,10 +1390,10 @@ static void test_body_limits(void) {
   CU_ASSERT_EQUAL_FATAL(o.n, 2);
   CU_ASSERT_EQUAL(o.r[1].closed, 1);
   s = peer_stream(&c.p, id);
-  CU_ASSERT_EQUAL(s->status, 200);
-  /* The response (END_STREAM) may have gone first: then RST(NO_ERROR) ended it, else CANCEL. */
+  /* The RST_STREAM overtook the queued response head (nghttp2 sends RST first). */
   CU_ASSERT(s->rst);
-  CU_ASSERT(o.r[1].close_code == NGHTTP2_CANCEL || o.r[1].close_code == NGHTTP2_NO_ERROR);
+  CU_ASSERT_EQUAL(s->rst_code, NGHTTP2_CANCEL);
+  CU_ASSERT_EQUAL(o.r[1].close_code, NGHTTP2_CANCEL);
   /* The owner refuses with its own status. */
   o.respond_at_once = 0;
   o.refuse_status = 503;
