@@ -17,6 +17,7 @@ void pp_config_defaults(pp_config *c) {
   c->control_enabled = 1;
   c->ruby = "ruby";
   c->backlog = 1024;
+  c->h2_max_streams = 100;
   c->max_header_bytes = 32768;
   c->max_uri_bytes = 8192;
   c->max_headers = 100;
@@ -116,6 +117,14 @@ void pp_config_usage(FILE *out) {
         "  -threads N             threads (= connections) per worker (default 5)\n"
         "  -listen ADDR           HTTP listener, repeatable: HOST:PORT, [V6]:PORT, :PORT,\n"
         "                         unix:/PATH or /PATH (default 127.0.0.1:9292)\n"
+        "  -listen-tls ADDR       HTTPS listener (TLS 1.2+, ALPN h2 and http/1.1), repeatable\n"
+        "  -tls-cert FILE         certificate chain (PEM) for -listen-tls; without it a\n"
+        "                         development certificate is generated in the runtime dir\n"
+        "  -tls-key FILE          private key (PEM) for -tls-cert\n"
+        "  -no-h2                 TLS listeners offer http/1.1 only\n"
+        "  -h2c                   also serve cleartext HTTP/2 on -listen (prior knowledge and\n"
+        "                         Upgrade: h2c)\n"
+        "  -h2-max-streams N      concurrent HTTP/2 streams per connection (default 100)\n"
         "  -control ADDR          control app listener for /stats and /metrics\n"
         "                         (default 127.0.0.1:9293; \"off\" disables it)\n"
         "  -control-token TOKEN   require ?token=TOKEN or Authorization: Bearer TOKEN\n"
@@ -182,7 +191,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       return 1;
     }
     /* boolean flags */
-    if (!strcmp(key, "quiet") || !strcmp(key, "autoscale") || !strcmp(key, "shed")) {
+    if (!strcmp(key, "quiet") || !strcmp(key, "autoscale") || !strcmp(key, "shed") ||
+        !strcmp(key, "h2c") || !strcmp(key, "no-h2")) {
       int on = 1;
       if (value) {
         if (!strcmp(value, "true") || !strcmp(value, "1"))
@@ -198,6 +208,10 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
         c->quiet = on;
       else if (!strcmp(key, "autoscale"))
         c->autoscale = on;
+      else if (!strcmp(key, "h2c"))
+        c->h2c = on;
+      else if (!strcmp(key, "no-h2"))
+        c->no_h2 = on;
       else
         c->shed = on;
       continue;
@@ -224,7 +238,19 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
         return -1;
       }
       bad = pp_addr_parse(&c->listen[c->listen_count++], value);
-    } else if (!strcmp(key, "control")) {
+    } else if (!strcmp(key, "listen-tls")) {
+      if (c->listen_tls_count >= PP_MAX_LISTEN) {
+        snprintf(err, err_len, "-listen-tls: at most %d listeners", PP_MAX_LISTEN);
+        return -1;
+      }
+      bad = pp_addr_parse(&c->listen_tls[c->listen_tls_count++], value);
+    } else if (!strcmp(key, "tls-cert"))
+      c->tls_cert = value;
+    else if (!strcmp(key, "tls-key"))
+      c->tls_key = value;
+    else if (!strcmp(key, "h2-max-streams"))
+      bad = parse_u32(value, &c->h2_max_streams, 1, 1000);
+    else if (!strcmp(key, "control")) {
       if (!strcmp(value, "off") || !*value)
         c->control_enabled = 0;
       else
@@ -282,7 +308,11 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       return -1;
     }
   }
-  if (default_listen && c->listen_count == 0) {
+  if (!c->tls_cert != !c->tls_key) {
+    snprintf(err, err_len, "-tls-cert and -tls-key go together (or neither: a development cert)");
+    return -1;
+  }
+  if (default_listen && c->listen_count == 0 && c->listen_tls_count == 0) {
     pp_addr_parse(&c->listen[0], "127.0.0.1:9292");
     c->listen_count = 1;
   }

@@ -24,7 +24,14 @@ typedef struct pp_config {
   uint32_t threads; /* -threads */
   pp_addr listen[PP_MAX_LISTEN];
   int listen_count; /* -listen (repeatable) */
-  pp_addr control;  /* -control */
+  pp_addr listen_tls[PP_MAX_LISTEN];
+  int listen_tls_count;    /* -listen-tls (repeatable) */
+  const char *tls_cert;    /* -tls-cert (PEM, chain included; NULL: a development cert) */
+  const char *tls_key;     /* -tls-key */
+  int h2c;                 /* -h2c: cleartext HTTP/2 (prior knowledge, Upgrade) on -listen */
+  int no_h2;               /* -no-h2: TLS listeners offer http/1.1 only */
+  uint32_t h2_max_streams; /* -h2-max-streams: SETTINGS_MAX_CONCURRENT_STREAMS */
+  pp_addr control;         /* -control */
   int control_enabled;
   const char *control_token; /* -control-token (NULL: none) */
   const char *gem_dir;       /* -gem-dir (NULL: find it) */

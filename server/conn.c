@@ -13,6 +13,7 @@ static void on_client_closed(uv_handle_t *h) {
   client *c = h->data;
   server *s = c->srv;
   pp_h1_dispose(&c->h1); /* here, never while a parser callback may still run */
+  if (c->h2) pp_h2conn_dispose(c);
   if (c->out) pp_chunk_put(s, c->out), c->out = NULL;
   c->next_free = s->free_clients;
   s->free_clients = c;
@@ -32,6 +33,7 @@ void pp_conn_close(client *c) {
     c->req = NULL;
     pp_exchange_abandon(x);
   }
+  if (c->h2) pp_h2conn_abandon_all(c);
   if (c->out) pp_chunk_put(c->srv, c->out), c->out = NULL;
   pp_queue_remove(&c->srv->clients, &c->link);
   uv_read_stop(&c->h.stream);
@@ -46,7 +48,7 @@ static void on_client_shutdown(uv_shutdown_t *req, int status) {
   /* Read and discard what the client still sends, briefly, so that closing does not reset
    * the connection before the client has read our response. */
   c->discarding = 1;
-  pp_h1conn_arm_timer(c);
+  pp_conn_arm_timer(c);
 }
 
 void pp_conn_close_graceful(client *c) {
@@ -54,7 +56,7 @@ void pp_conn_close_graceful(client *c) {
   c->discarding = 1;
   c->shutdown_req.data = c;
   if (uv_shutdown(&c->shutdown_req, &c->h.stream, on_client_shutdown) < 0) pp_conn_close(c);
-  pp_h1conn_arm_timer(c);
+  pp_conn_arm_timer(c);
 }
 
 static void on_client_write(uv_write_t *wr, int status) {
@@ -70,7 +72,7 @@ static void on_client_write(uv_write_t *wr, int status) {
     return;
   }
   c->last_progress = pp_now_ns();
-  pp_h1conn_on_written(c);
+  pp_conn_on_written(c);
 }
 
 void pp_conn_flush(client *c) {
@@ -96,7 +98,7 @@ void pp_conn_flush(client *c) {
   c->write_bytes += b.len;
   k->len = b.len; /* what is still queued (write_bytes is decremented by it) */
   /* The first pending write starts the write timeout; each completion restarts it. */
-  if (c->writes_in_flight == 1) pp_h1conn_arm_timer(c);
+  if (c->writes_in_flight == 1) pp_conn_arm_timer(c);
 }
 
 void pp_conn_out(client *c, const void *data, size_t len) {
@@ -138,7 +140,7 @@ static void on_client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 
 void pp_conn_update_reading(client *c) {
   if (c->closing) return;
-  int want = c->discarding || (c->rlen < PP_CLIENT_RBUF && !c->eof);
+  int want = c->discarding || (c->rlen < PP_CLIENT_RBUF && !c->eof && !c->read_paused);
   if (want && !c->reading) {
     uv_read_start(&c->h.stream, on_client_alloc, on_client_read);
     c->reading = 1;
@@ -164,7 +166,7 @@ static void on_client_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
   if (!c->t1 && !c->req && !c->h1.started && c->rpos == c->rlen) c->t1 = pp_now_ns();
   c->rlen += (size_t)nread;
   c->last_progress = pp_now_ns();
-  pp_h1conn_process(c);
+  pp_conn_process(c);
 }
 
 /* A client struct from the pool with its stream handle initialised (not yet connected). */
@@ -178,8 +180,12 @@ static client *client_new(server *s, listener *ls) {
     c->rbuf = pp_xmalloc(PP_CLIENT_RBUF);
   }
   uint8_t *rbuf = c->rbuf;
+  pp_buf h2out = c->h2out, h2hdrs = c->h2hdrs;
   memset(c, 0, sizeof *c);
   c->rbuf = rbuf;
+  c->h2out = h2out, c->h2out.len = 0;
+  c->h2hdrs = h2hdrs, c->h2hdrs.len = 0;
+  pp_queue_init(&c->streams);
   c->srv = s;
   c->ls = ls;
   if (ls->addr.is_unix)
@@ -241,6 +247,28 @@ void pp_conn_accept(listener *ls, int fd) {
 }
 
 int pp_conn_idle(const client *c) {
+  if (c->h2) return pp_h2conn_idle(c);
   return c->ls->kind == LISTEN_HTTP && !c->req && !c->h1.started && c->rpos == c->rlen &&
          c->writes_in_flight == 0;
+}
+
+void pp_conn_process(client *c) {
+  if (c->h2)
+    pp_h2conn_process(c);
+  else
+    pp_h1conn_process(c);
+}
+
+void pp_conn_on_written(client *c) {
+  if (c->h2)
+    pp_h2conn_on_written(c);
+  else
+    pp_h1conn_on_written(c);
+}
+
+void pp_conn_arm_timer(client *c) {
+  if (c->h2)
+    pp_h2conn_arm_timer(c);
+  else
+    pp_h1conn_arm_timer(c);
 }

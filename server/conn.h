@@ -50,6 +50,14 @@ struct client {
   int64_t t1;
   int64_t last_progress;
   char remote[64];
+  /* HTTP/2 (h2conn.c): the session once the connection switched to it, its exchanges,
+   * and scratch buffers kept for the connection's life. */
+  struct pp_h2 *h2;
+  pp_queue streams;
+  pp_buf h2out, h2hdrs;
+  int h2c_upgrade;         /* the current h1 request asked for Upgrade: h2c and may switch */
+  int read_paused;         /* h2: the client does not read our output, so we stop reading it */
+  struct pp_tls_conn *tls; /* the TLS filter of a -listen-tls connection, else NULL */
 };
 
 /* conn.c: the stream. */
@@ -71,6 +79,11 @@ void pp_conn_update_reading(client *c);
 /* An HTTP connection with no request, no partial request and nothing being written. */
 int pp_conn_idle(const client *c);
 
+/* Protocol dispatch for conn.c: the session glue that owns the stream now. */
+void pp_conn_process(client *c);
+void pp_conn_on_written(client *c);
+void pp_conn_arm_timer(client *c);
+
 /* h1conn.c: HTTP/1.1 on the stream. */
 
 /* The stream is connected: start the h1 session. */
@@ -81,5 +94,21 @@ void pp_h1conn_process(client *c);
 void pp_h1conn_on_written(client *c);
 /* (Re)arms the connection's timer for its current state. */
 void pp_h1conn_arm_timer(client *c);
+
+/* h2conn.c: HTTP/2 on the stream (prior knowledge, h2c Upgrade, or ALPN h2). */
+
+/* Switches c to HTTP/2. upgraded: the h1 exchange that asked for Upgrade: h2c (it becomes
+ * stream 1; settings is its HTTP2-Settings value), or NULL. 0, or -1 (c is closed). */
+int pp_h2conn_start(client *c, pp_exchange *upgraded, const uint8_t *settings, size_t len);
+void pp_h2conn_process(client *c);
+void pp_h2conn_on_written(client *c);
+void pp_h2conn_arm_timer(client *c);
+/* Drain: GOAWAY, in-flight streams finish. */
+void pp_h2conn_drain(client *c);
+/* Closing: every exchange of c is abandoned; on_client_closed disposes the session. */
+void pp_h2conn_abandon_all(client *c);
+void pp_h2conn_dispose(client *c);
+/* No stream and nothing being written. */
+int pp_h2conn_idle(const client *c);
 
 #endif

@@ -124,7 +124,9 @@ void pp_exchange_abandon(pp_exchange *x) {
       s->stats.timeouts_window++;
       pp_dispatch_send_cancel(x);
     }
-    /* freed when RESPONSE_END arrives (or the worker connection closes) */
+    /* freed when RESPONSE_END arrives (or the worker connection closes); a worker already
+     * gone (the owner was answering its loss) leaves nothing to wait for */
+    if (!x->w) pp_exchange_release(s, x);
     break;
   default: pp_exchange_release(s, x); break;
   }

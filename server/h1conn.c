@@ -12,6 +12,7 @@
 
 #include "server/conn.h"
 #include "server/control_app.h"
+#include "server/h2.h"
 #include "server/server_int.h"
 
 static const pp_exchange_ops h1_ops;
@@ -177,6 +178,41 @@ void pp_h1conn_arm_timer(client *c) {
 
 /* ---------------------------------------------------------------- HTTP callbacks */
 
+/* Does the value hold `token` as one of its comma-separated elements (case-insensitive)? */
+static int list_has(const uint8_t *v, size_t n, const char *token) {
+  size_t tl = strlen(token), i = 0;
+  while (i < n) {
+    while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+      i++;
+    size_t start = i;
+    while (i < n && v[i] != ',')
+      i++;
+    size_t end = i;
+    while (end > start && (v[end - 1] == ' ' || v[end - 1] == '\t'))
+      end--;
+    if (end - start == tl && !strncasecmp((const char *)v + start, token, tl)) return 1;
+  }
+  return 0;
+}
+
+/* RFC 7540 section 3.2 (kept by RFC 9113 as optional): a request without a body that asks
+ * for Upgrade: h2c, names Upgrade and HTTP2-Settings in Connection and carries exactly one
+ * HTTP2-Settings field, on an HTTP listener with -h2c. */
+static int wants_h2c(client *c, const pp_h1 *h) {
+  if (!c->srv->cfg->h2c || c->tls || c->ls->kind != LISTEN_HTTP || !h->upgrade) return 0;
+  size_t n;
+  const uint8_t *up = pp_h1_header(h, "upgrade", &n);
+  if (!up || !list_has(up, n, "h2c")) return 0;
+  const uint8_t *conn = pp_h1_header(h, "connection", &n);
+  if (!conn || !list_has(conn, n, "upgrade") || !list_has(conn, n, "http2-settings")) return 0;
+  int settings = 0;
+  for (uint32_t i = 0; i < h->header_count; i++)
+    if (h->name[i].len == 14 &&
+        !strncasecmp((const char *)h->raw.data + h->name[i].off, "http2-settings", 14))
+      settings++;
+  return settings == 1;
+}
+
 static int on_h1_headers(pp_h1 *h) {
   client *c = h->data;
   server *s = c->srv;
@@ -202,10 +238,11 @@ static int on_h1_headers(pp_h1 *h) {
   char port[8];
   snprintf(port, sizeof port, "%d", c->ls->addr.port);
   pp_h1_conninfo ci = {c->remote, c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
-                       c->ls->addr.is_unix ? "80" : port, "http"};
+                       c->ls->addr.is_unix ? "80" : port, c->tls ? "https" : "http"};
   uint32_t pairs = pp_h1_build_env(h, &ci, r->id, &r->head);
   pp_exchange_env_end(r, pairs, h->has_content_length ? (int64_t)h->content_length : -1);
   int has_body = (h->has_content_length && h->content_length > 0) || h->chunked;
+  c->h2c_upgrade = !has_body && wants_h2c(c, h);
   if (h->expect_continue && has_body) {
     pp_conn_out(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     pp_conn_flush(c);
@@ -272,8 +309,46 @@ static int client_can_parse(client *c) {
   return !c->req || pp_exchange_can_take_body(c->req);
 }
 
+/* The HTTP/2 client preface at the start of a connection (h2c with prior knowledge): 1 it
+ * is (the connection switched), 0 it is not, -1 wait for more bytes. */
+static int prior_knowledge(client *c) {
+  if (!c->srv->cfg->h2c || c->tls || c->ls->kind != LISTEN_HTTP || c->h1.messages || c->req ||
+      c->h1.started || c->rpos >= c->rlen)
+    return 0;
+  int p = pp_h2_is_preface(c->rbuf + c->rpos, c->rlen - c->rpos);
+  if (p < 0) return 0;
+  if (p == 0) return -1;
+  pp_h2conn_start(c, NULL, NULL, 0);
+  return 1;
+}
+
+/* The upgrading request completed: answer 101 and go on as HTTP/2 with it as stream 1. If
+ * the HTTP2-Settings value is bad the request is simply served as HTTP/1.1 (and the
+ * connection closed after it, as for any Upgrade request). */
+static int upgrade_h2c(client *c) {
+  c->h2c_upgrade = 0;
+  size_t n;
+  const uint8_t *settings = pp_h1_header(&c->h1, "http2-settings", &n);
+  pp_exchange *x = c->req;
+  if (!x || !settings || x->state == PP_X_RESPONDED) return 0;
+  c->req = NULL;
+  if (pp_h2conn_start(c, x, settings, n) < 0) {
+    c->req = x;
+    return 0;
+  }
+  c->srv->stats.h2c_upgrades++;
+  return 1;
+}
+
 void pp_h1conn_process(client *c) {
   if (c->in_parse) return; /* never re-enter the parser; the running loop continues */
+  int pk = prior_knowledge(c);
+  if (pk > 0) return;
+  if (pk < 0) {
+    pp_conn_update_reading(c);
+    pp_h1conn_arm_timer(c);
+    return;
+  }
   while (!c->closing && c->rpos < c->rlen && client_can_parse(c)) {
     if (!c->req && !c->h1.started && !c->t1) c->t1 = pp_now_ns();
     size_t used = 0;
@@ -292,6 +367,7 @@ void pp_h1conn_process(client *c) {
       client_fail(c, c->h1.status, c->h1.reason);
       return;
     }
+    if (res == PP_H1_PAUSED && c->h2c_upgrade && upgrade_h2c(c)) return;
     if (res == PP_H1_PAUSED && c->discard_done) {
       c->discard_done = 0;
       pp_h1_resume(&c->h1);

@@ -71,6 +71,10 @@ void pp_drain_check(server *s) {
     client *c = PP_CONTAINER_OF(n, client, link);
     n = n->next;
     if (c->closing || c->discarding) continue;
+    if (c->h2) { /* its streams are exchanges: live_requests counts them */
+      if (pp_conn_idle(c)) pp_conn_close_graceful(c);
+      continue;
+    }
     if (pp_conn_idle(c))
       pp_conn_close(c);
     else if (c->ls->kind == LISTEN_HTTP && !c->req)
@@ -105,6 +109,12 @@ static void begin_drain(server *s) {
   LOG_ERR(s, "draining: no new connections; %u queued, %u in flight", s->queue.len,
           s->reg.slots_busy);
   pp_listeners_close_http(s);
+  pp_qnode *n = s->clients.head.next;
+  while (n != &s->clients.head) { /* HTTP/2 connections: GOAWAY, then their streams finish */
+    client *c = PP_CONTAINER_OF(n, client, link);
+    n = n->next;
+    if (c->h2 && !c->closing) pp_h2conn_drain(c);
+  }
   /* Idle connections close after a short grace (PP_DRAIN_GRACE_MS), in which the loop reads
    * request bytes the kernel already holds for them; busy ones close after their response. */
   uv_timer_start(&s->drain_timer, on_drain_timer, 20, 20);

@@ -36,6 +36,7 @@ typedef struct pp_stats {
   uint64_t cancelled_queued, cancelled_running, shed, errors_502, errors_500;
   uint64_t timeouts, worker_restarts, worker_protocol_errors;
   uint64_t connections_accepted;
+  uint64_t h2_connections, h2_protocol_errors, h2c_upgrades;
   int64_t gvl_sum_ns, cpu_sum_ns;
   uint64_t gvl_count, cpu_count;
 } pp_stats;
