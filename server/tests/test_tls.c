@@ -801,6 +801,77 @@ static void test_close_notify(void) {
   pp_tls_ctx_dispose(&t);
 }
 
+/* Session tickets resume (TLS 1.3 and 1.2); after a reload the old tickets do not (new
+ * ticket keys) and the client falls back to a full handshake. */
+static void test_resumption(void) {
+  pp_tls_ctx t;
+  ctx_open(&t, cert_a, key_a, 1);
+  for (int v = 0; v < 2; v++) {
+    client_opts o = {.alpn = "\x02h2", .max_version = v ? TLS1_2_VERSION : 0};
+    client cl;
+    client_open(&cl, &o);
+    server sv;
+    server_open(&sv, &t);
+    pump(&cl, &sv, NULL);
+    CU_ASSERT_EQUAL_FATAL(sv.rc, 0);
+    SSL_SESSION *sess = SSL_get1_session(cl.ssl);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sess);
+    CU_ASSERT_TRUE(SSL_SESSION_has_ticket(sess));
+    /* A client that frees its SSL without close_notify marks the session not resumable. */
+    SSL_shutdown(cl.ssl);
+    CU_ASSERT_TRUE(SSL_SESSION_is_resumable(sess));
+    server_close(&sv);
+    client_close(&cl);
+
+    for (int reload = 0; reload < 2; reload++) {
+      if (reload) {
+        char err[256];
+        CU_ASSERT_EQUAL(pp_tls_ctx_reload(&t, err, sizeof err), 0);
+      }
+      client_open(&cl, &o);
+      SSL_set_session(cl.ssl, sess);
+      server_open(&sv, &t);
+      pump(&cl, &sv, NULL);
+      CU_ASSERT_EQUAL(sv.rc, 0);
+      CU_ASSERT_TRUE(pp_tls_conn_handshake_done(&sv.conn));
+      CU_ASSERT_EQUAL(SSL_session_reused(sv.conn.ssl), reload ? 0 : 1);
+      CU_ASSERT_STRING_EQUAL(pp_tls_conn_alpn(&sv.conn), "h2");
+      server_close(&sv);
+      client_close(&cl);
+    }
+    SSL_SESSION_free(sess);
+  }
+  pp_tls_ctx_dispose(&t);
+}
+
+/* A TLS 1.2 client asking to renegotiate is refused. */
+static void test_no_renegotiation(void) {
+  pp_tls_ctx t;
+  ctx_open(&t, cert_a, key_a, 1);
+  client_opts o = {.max_version = TLS1_2_VERSION};
+  client cl;
+  client_open(&cl, &o);
+  server sv;
+  server_open(&sv, &t);
+  pump(&cl, &sv, NULL);
+  CU_ASSERT_EQUAL_FATAL(sv.rc, 0);
+  CU_ASSERT_EQUAL(SSL_renegotiate(cl.ssl), 1);
+  SSL_do_handshake(cl.ssl);
+  ERR_clear_error();
+  pump(&cl, &sv, NULL);
+  /* The server answers the new ClientHello with a no_renegotiation warning; OpenSSL's client
+   * then gives up with a fatal handshake_failure alert. (OpenSSL 3.0 servers already refuse
+   * client-initiated renegotiation unless SSL_OP_ALLOW_CLIENT_RENEGOTIATION is set; with that
+   * option this test fails. SSL_OP_NO_RENEGOTIATION also rules out our own.) */
+  CU_ASSERT_TRUE(cl.failed);
+  CU_ASSERT_EQUAL(SSL_renegotiate_pending(cl.ssl), 1); /* never completed */
+  CU_ASSERT_EQUAL(sv.rc, PP_TLS_EALERT);
+  CU_ASSERT_EQUAL(pp_tls_conn_cause(&sv.conn), PP_TLS_CAUSE_ALERT);
+  server_close(&sv);
+  client_close(&cl);
+  pp_tls_ctx_dispose(&t);
+}
+
 /* ---- contexts: init errors and reload ---- */
 
 static void test_ctx_errors(void) {
@@ -965,6 +1036,8 @@ int main(void) {
   CU_add_test(s, "a client alert is the alert cause", test_client_alert);
   CU_add_test(s, "a corrupted record after the handshake is a protocol error", test_protocol_error);
   CU_add_test(s, "close_notify both ways, half-close", test_close_notify);
+  CU_add_test(s, "session tickets resume, not across a reload", test_resumption);
+  CU_add_test(s, "renegotiation is refused", test_no_renegotiation);
   CU_add_test(s, "context errors: mismatch, missing, garbage", test_ctx_errors);
   CU_add_test(s, "reload: new pair for new handshakes, old conns live, bad files keep the old",
               test_reload);
