@@ -116,12 +116,12 @@ void pp_tls_ctx_dispose(pp_tls_ctx *t);
 
 /* A development certificate for when none is given: a fresh EC P-256 key and a self-signed
  * X.509 v3 certificate, CN localhost, subjectAltName DNS:localhost, IP:127.0.0.1, IP:::1,
- * serverAuth, valid from now for 30 days, random 127-bit serial. Writes dir/dev-cert.pem
- * (mode 0644) and dir/dev-key.pem (mode 0600, PKCS#8), each through a temporary file renamed
- * into place, replacing any earlier pair. Fills cert_path and key_path with the two paths and
- * fingerprint with the certificate's SHA-256 fingerprint ("AB:CD:...", which needs
- * PP_TLS_FINGERPRINT_LEN bytes). Returns 0, or PP_TLS_EINVAL (a buffer too small, dir
- * missing), PP_TLS_ESSL, PP_TLS_EIO with err filled. */
+ * serverAuth, valid from now for 30 days, random positive 16-octet serial (126 random bits).
+ * Writes dir/dev-cert.pem (mode 0644) and dir/dev-key.pem (mode 0600, PKCS#8), each through
+ * a temporary file renamed into place, replacing any earlier pair. Fills cert_path and
+ * key_path with the two paths and fingerprint with the certificate's SHA-256 fingerprint
+ * ("AB:CD:...", which needs PP_TLS_FINGERPRINT_LEN bytes). Returns 0, or PP_TLS_EINVAL (a
+ * buffer too small, dir missing), PP_TLS_ESSL, PP_TLS_EIO with err filled. */
 int pp_tls_dev_cert(const char *dir, char *cert_path, size_t cert_len, char *key_path,
                     size_t key_len, char *fingerprint, size_t fp_len, char *err, size_t errlen);
 
