@@ -6,6 +6,9 @@ Seeds are small hand-made inputs plus copies or excerpts of the repository's own
 shipped policies and scenarios, a few lines of each replay test log, several golden wire
 frames concatenated into pipelined streams). The golden wire corpus itself is not copied: the
 replay test and fuzz/run.sh read docs/protocol-corpus/*.bin where it lives.
+
+fuzz/corpus/tls/ is not written here: its ClientHellos are captured from a real OpenSSL client
+by the TLS unit test (PP_TLS_SEED_DIR=$PWD/fuzz/corpus/tls build/server/test_server_tls).
 """
 import glob
 import os
