@@ -18,13 +18,13 @@
 
 #include "server/http1.h" /* pp_h1_reason_phrase */
 
-#define MAX_OUTBOUND_ACK   1000 /* queued SETTINGS/PING acks before the peer counts as flooding */
-#define MAX_SETTINGS       32   /* entries per SETTINGS frame */
-#define MAX_CONTINUATIONS  8    /* CONTINUATION frames per header block */
-#define DEFAULT_WINDOW     65535u
-#define MAX_WINDOW         0x7fffffffu
-#define CLIENT_MAGIC_LEN   24
-#define FRAME_HEADER_LEN   9
+#define MAX_OUTBOUND_ACK  1000 /* queued SETTINGS/PING acks before the peer counts as flooding */
+#define MAX_SETTINGS      32   /* entries per SETTINGS frame */
+#define MAX_CONTINUATIONS 8    /* CONTINUATION frames per header block */
+#define DEFAULT_WINDOW    65535u
+#define MAX_WINDOW        0x7fffffffu
+#define CLIENT_MAGIC_LEN  24
+#define FRAME_HEADER_LEN  9
 
 struct pp_h2_stream {
   int32_t id;
@@ -110,9 +110,14 @@ static pp_h2_stream *stream_new(pp_h2 *h, int32_t id) {
   return s;
 }
 
+#define KEEP_BUFFER_MAX (256u << 10) /* a larger response buffer is not kept for reuse */
+
 static void stream_free(pp_h2 *h, pp_h2_stream *s) {
-  if (s->prev) s->prev->next = s->next;
-  else h->live = s->next;
+  if (s->resp.cap > KEEP_BUFFER_MAX) pp_buf_dispose(&s->resp);
+  if (s->prev)
+    s->prev->next = s->next;
+  else
+    h->live = s->next;
   if (s->next) s->next->prev = s->prev;
   s->prev = NULL;
   s->next = h->free;
@@ -249,10 +254,6 @@ static int parse_u64(const uint8_t *p, size_t n, uint64_t *out) {
 
 static void handle_request(pp_h2 *h, pp_h2_stream *s, const nghttp2_frame *frame) {
   if (s->answered) return;
-  if (s->too_large) {
-    answer(h, s, 431);
-    return;
-  }
   pp_h2_request req;
   memset(&req, 0, sizeof req);
   req.stream_id = s->id;
@@ -295,6 +296,10 @@ static void handle_request(pp_h2 *h, pp_h2_stream *s, const nghttp2_frame *frame
   }
   req.headers = list;
   s->head = req.method_len == 4 && memcmp(req.method, "HEAD", 4) == 0;
+  if (s->too_large) { /* the pseudo-headers come first, so HEAD is usually known */
+    answer(h, s, 431);
+    return;
+  }
   if (req.method_len == 7 && memcmp(req.method, "CONNECT", 7) == 0) {
     answer(h, s, 501);
     return;
@@ -342,8 +347,7 @@ static ssize_t send_cb(nghttp2_session *session, const uint8_t *data, size_t len
   return (ssize_t)n;
 }
 
-static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame,
-                            void *user_data) {
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
   pp_h2 *h = of(user_data);
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   h->hdr_raw.len = h->hdr_spans.len = 0;
@@ -402,8 +406,10 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
   case NGHTTP2_HEADERS:
     if (!s) break;
     if (end_stream) s->remote_closed = 1;
-    if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) handle_request(h, s, frame);
-    else if (end_stream) body_end(h, s); /* trailers end the body; their fields are dropped */
+    if (frame->headers.cat == NGHTTP2_HCAT_REQUEST)
+      handle_request(h, s, frame);
+    else if (end_stream)
+      body_end(h, s); /* trailers end the body; their fields are dropped */
     break;
   case NGHTTP2_DATA:
     if (s && end_stream) {
@@ -456,8 +462,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
   pp_h2 *h = of(user_data);
   pp_h2_stream *s = nghttp2_session_get_stream_user_data(session, stream_id);
   if (!s) return 0;
-  detach(h, s, error_code);
-  h->release_conn += s->unconsumed + s->consume_pending;
+  detach(h, s, error_code); /* returns its unconsumed bytes to the connection window */
   nghttp2_session_set_stream_user_data(session, stream_id, NULL);
   stream_free(h, s);
   return 0;
@@ -469,8 +474,10 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
   case NGHTTP2_RST_STREAM: {
     uint32_t code = frame->rst_stream.error_code;
     pp_h2_stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-    if (code == NGHTTP2_REFUSED_STREAM) h->stats.refused_streams++;
-    else if (code != NGHTTP2_NO_ERROR && !(s && s->local_reset)) h->stats.stream_errors++;
+    if (code == NGHTTP2_REFUSED_STREAM)
+      h->stats.refused_streams++;
+    else if (code != NGHTTP2_NO_ERROR && !(s && s->local_reset))
+      h->stats.stream_errors++;
     break;
   }
   case NGHTTP2_GOAWAY: {
@@ -484,8 +491,10 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
      * token bucket with GOAWAY(INTERNAL_ERROR) right after the RST_STREAM that emptied it. */
     int flood = code == NGHTTP2_ENHANCE_YOUR_CALM ||
                 (code == NGHTTP2_INTERNAL_ERROR && h->last_recv_type == NGHTTP2_RST_STREAM);
-    if (flood) h->stats.flood_closes++;
-    else h->stats.connection_errors++;
+    if (flood)
+      h->stats.flood_closes++;
+    else
+      h->stats.connection_errors++;
     h->err = flood ? PP_H2_EFLOOD : PP_H2_EPROTO;
     break;
   }
@@ -517,8 +526,10 @@ static int session_new(pp_h2 *h, const pp_h2_callbacks *cb, const pp_h2_limits *
                        void *data) {
   memset(h, 0, sizeof *h);
   h->cb = cb;
-  if (limits) h->limits = *limits;
-  else pp_h2_limits_default(&h->limits);
+  if (limits)
+    h->limits = *limits;
+  else
+    pp_h2_limits_default(&h->limits);
   h->data = data;
   h->scan_skip = CLIENT_MAGIC_LEN;
   pp_buf_init(&h->hdr_raw);
@@ -695,9 +706,9 @@ static void scan_frames(pp_h2 *h, const uint8_t *data, size_t len) {
       if (h->scan_hdr_len < FRAME_HEADER_LEN) continue;
       const uint8_t *p = h->scan_hdr;
       h->scan_left = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
-      int32_t id = (int32_t)(((uint32_t)p[5] << 24 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 8 |
-                              p[8]) &
-                             0x7fffffffu);
+      int32_t id =
+          (int32_t)(((uint32_t)p[5] << 24 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 8 | p[8]) &
+                    0x7fffffffu);
       h->scan_refuse = 0;
       if (p[3] == NGHTTP2_HEADERS && h->goaway_sent && (id & 1) && id > h->goaway_last &&
           id > h->refuse_upto)
@@ -731,10 +742,12 @@ ssize_t pp_h2_feed(pp_h2 *h, const uint8_t *data, size_t len) {
   if (rv < 0) {
     int flood = rv == NGHTTP2_ERR_FLOODED || h->flood_detected;
     h->err = flood ? PP_H2_EFLOOD : PP_H2_EPROTO;
-    if (flood) h->stats.flood_closes++;
-    else h->stats.connection_errors++;
-    nghttp2_session_terminate_session(h->session, flood ? NGHTTP2_ENHANCE_YOUR_CALM
-                                                        : NGHTTP2_PROTOCOL_ERROR);
+    if (flood)
+      h->stats.flood_closes++;
+    else
+      h->stats.connection_errors++;
+    nghttp2_session_terminate_session(h->session,
+                                      flood ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
     h->refuse_count = 0;
     flush(h);
     return h->err;
@@ -786,8 +799,8 @@ static int is_tchar(uint8_t c) {
 }
 
 static int dropped_name(const uint8_t *n, size_t len) {
-  static const char *const names[] = {"connection",       "keep-alive", "transfer-encoding",
-                                      "upgrade",          "te",         "proxy-connection",
+  static const char *const names[] = {"connection",    "keep-alive", "transfer-encoding",
+                                      "upgrade",       "te",         "proxy-connection",
                                       "http2-settings"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strlen(names[i]) == len && memcmp(names[i], n, len) == 0) return 1;

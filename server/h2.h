@@ -126,16 +126,16 @@ typedef struct pp_h2_callbacks {
 
 /* Connection counters for /stats. Monotonic over the session's life. */
 typedef struct pp_h2_stats {
-  uint64_t streams_opened;   /* request header blocks begun (and the upgrade's stream 1) */
-  uint64_t streams_accepted; /* on_request returned 0 (and the upgrade's stream 1) */
-  uint64_t session_answers;  /* answered by the session: 413, 431, 501, on_request's status */
-  uint64_t peer_resets;      /* RST_STREAM frames received */
-  uint64_t stream_errors;    /* RST_STREAM sent with an error code, other than pp_h2_reset's */
-  uint64_t refused_streams;  /* RST_STREAM REFUSED_STREAM sent (concurrency, after GOAWAY) */
-  uint64_t protocol_errors;  /* invalid frames or fields the peer sent (stream or connection) */
+  uint64_t streams_opened;    /* request header blocks begun (and the upgrade's stream 1) */
+  uint64_t streams_accepted;  /* on_request returned 0 (and the upgrade's stream 1) */
+  uint64_t session_answers;   /* answered by the session: 413, 431, 501, on_request's status */
+  uint64_t peer_resets;       /* RST_STREAM frames received */
+  uint64_t stream_errors;     /* RST_STREAM sent with an error code, other than pp_h2_reset's */
+  uint64_t refused_streams;   /* RST_STREAM REFUSED_STREAM sent (concurrency, after GOAWAY) */
+  uint64_t protocol_errors;   /* invalid frames or fields the peer sent (stream or connection) */
   uint64_t connection_errors; /* connection ended by us for an error other than a flood */
-  uint64_t flood_closes;     /* connection ended for a flood (rapid reset, acks, settings) */
-  uint64_t goaway_received;  /* GOAWAY frames received */
+  uint64_t flood_closes;      /* connection ended for a flood (rapid reset, acks, settings) */
+  uint64_t goaway_received;   /* GOAWAY frames received */
   uint64_t bytes_in, bytes_out;
 } pp_h2_stats;
 
@@ -157,23 +157,23 @@ struct pp_h2 {
   int local_goaway;    /* the next GOAWAY sent is ours (pp_h2_goaway), not nghttp2's */
   int last_recv_type;  /* type of the last frame received (rapid-reset detection) */
   uint32_t resets_since_output; /* RST_STREAM received since pp_h2_output last ran */
-  int flood_detected;  /* set in a callback: more resets than reset_burst without a write */
+  int flood_detected; /* set in a callback: more resets than reset_burst without a write */
 
-  pp_h2_stream *live;     /* streams with a record, doubly linked */
-  pp_h2_stream *free;     /* records kept for reuse (their buffers too) */
-  uint64_t release_conn;  /* connection-level bytes to consume once outside nghttp2 */
-  int32_t refuse[16];     /* streams to reset REFUSED_STREAM once outside nghttp2 */
-  uint32_t refuse_count;  /* entries used in refuse[] */
-  int32_t refuse_upto;    /* the highest stream id queued in refuse[] so far */
+  pp_h2_stream *live;    /* streams with a record, doubly linked */
+  pp_h2_stream *free;    /* records kept for reuse (their buffers too) */
+  uint64_t release_conn; /* connection-level bytes to consume once outside nghttp2 */
+  int32_t refuse[16];    /* streams to reset REFUSED_STREAM once outside nghttp2 */
+  uint32_t refuse_count; /* entries used in refuse[] */
+  int32_t refuse_upto;   /* the highest stream id queued in refuse[] so far */
 
   /* Frame boundaries of the input, tracked beside nghttp2 so that a HEADERS nghttp2 ignores
    * after our GOAWAY is refused once it has been read whole, however the bytes are split. */
-  uint32_t scan_skip;     /* preface bytes still to skip */
-  uint8_t scan_hdr[9];    /* the frame header being read */
-  uint32_t scan_hdr_len;  /* bytes of it read */
-  uint32_t scan_left;     /* payload bytes of the current frame still to come */
-  int32_t scan_refuse;    /* the current frame is a HEADERS to refuse (its stream id), or 0 */
-  int pending_work;       /* some stream has deferred resume/consume/reset work */
+  uint32_t scan_skip;    /* preface bytes still to skip */
+  uint8_t scan_hdr[9];   /* the frame header being read */
+  uint32_t scan_hdr_len; /* bytes of it read */
+  uint32_t scan_left;    /* payload bytes of the current frame still to come */
+  int32_t scan_refuse;   /* the current frame is a HEADERS to refuse (its stream id), or 0 */
+  int pending_work;      /* some stream has deferred resume/consume/reset work */
 
   /* The header block being received (one at a time per connection, RFC 9113 §4.3). */
   pp_buf hdr_raw;   /* name and value bytes of the block */
