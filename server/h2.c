@@ -110,7 +110,10 @@ static pp_h2_stream *stream_new(pp_h2 *h, int32_t id) {
   return s;
 }
 
+#define KEEP_BUFFER_MAX (256u << 10) /* a larger response buffer is not kept for reuse */
+
 static void stream_free(pp_h2 *h, pp_h2_stream *s) {
+  if (s->resp.cap > KEEP_BUFFER_MAX) pp_buf_dispose(&s->resp);
   if (s->prev)
     s->prev->next = s->next;
   else
@@ -251,10 +254,6 @@ static int parse_u64(const uint8_t *p, size_t n, uint64_t *out) {
 
 static void handle_request(pp_h2 *h, pp_h2_stream *s, const nghttp2_frame *frame) {
   if (s->answered) return;
-  if (s->too_large) {
-    answer(h, s, 431);
-    return;
-  }
   pp_h2_request req;
   memset(&req, 0, sizeof req);
   req.stream_id = s->id;
@@ -297,6 +296,10 @@ static void handle_request(pp_h2 *h, pp_h2_stream *s, const nghttp2_frame *frame
   }
   req.headers = list;
   s->head = req.method_len == 4 && memcmp(req.method, "HEAD", 4) == 0;
+  if (s->too_large) { /* the pseudo-headers come first, so HEAD is usually known */
+    answer(h, s, 431);
+    return;
+  }
   if (req.method_len == 7 && memcmp(req.method, "CONNECT", 7) == 0) {
     answer(h, s, 501);
     return;
@@ -459,8 +462,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
   pp_h2 *h = of(user_data);
   pp_h2_stream *s = nghttp2_session_get_stream_user_data(session, stream_id);
   if (!s) return 0;
-  detach(h, s, error_code);
-  h->release_conn += s->unconsumed + s->consume_pending;
+  detach(h, s, error_code); /* returns its unconsumed bytes to the connection window */
   nghttp2_session_set_stream_user_data(session, stream_id, NULL);
   stream_free(h, s);
   return 0;

@@ -46,7 +46,7 @@ struct nghttp2_session;
 /* Negative return codes of this module. */
 typedef enum pp_h2_err {
   PP_H2_EPROTO = -1,    /* connection error caused by the peer; a GOAWAY is queued */
-  PP_H2_EFLOOD = -2,    /* the peer flooded us (acks, settings); a GOAWAY is queued */
+  PP_H2_EFLOOD = -2,    /* the peer flooded us (acks, rapid reset); a GOAWAY is queued */
   PP_H2_ESTREAM = -3,   /* no such stream, or not in a state that allows the call */
   PP_H2_EINVAL = -4,    /* a bad argument (status, settings value) */
   PP_H2_ELIBRARY = -5,  /* nghttp2 failed (out of memory inside it) */

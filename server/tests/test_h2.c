@@ -61,8 +61,7 @@ static void add_header_text(sres *r, const uint8_t *name, size_t nl, const uint8
     return;
   }
   size_t at = strlen(r->headers);
-  snprintf(r->headers + at, sizeof r->headers - at, "%.*s: %.*s\n", (int)nl, name, (int)vl,
-           value);
+  snprintf(r->headers + at, sizeof r->headers - at, "%.*s: %.*s\n", (int)nl, name, (int)vl, value);
 }
 
 /* ---- the owner ---- */
@@ -118,9 +117,8 @@ static int on_request(pp_h2 *h, const pp_h2_request *req, void **stream_data) {
   span_copy(r->authority, sizeof r->authority, req->authority, req->authority_len);
   for (size_t i = 0; i < req->header_count; i++) {
     size_t at = strlen(r->headers);
-    snprintf(r->headers + at, sizeof r->headers - at, "%.*s: %.*s\n",
-             (int)req->headers[i].name_len, req->headers[i].name, (int)req->headers[i].value_len,
-             req->headers[i].value);
+    snprintf(r->headers + at, sizeof r->headers - at, "%.*s: %.*s\n", (int)req->headers[i].name_len,
+             req->headers[i].name, (int)req->headers[i].value_len, req->headers[i].value);
   }
   r->has_content_length = req->has_content_length;
   r->content_length = req->content_length;
@@ -262,10 +260,13 @@ static ssize_t upload_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t 
   return (ssize_t)n;
 }
 
-#define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, NGHTTP2_NV_FLAG_NONE}
+#define NV(n, v)                                                                                   \
+  { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, NGHTTP2_NV_FLAG_NONE }
 
 static int32_t client_get(client *c, const char *path) {
-  nghttp2_nv nva[] = {NV(":method", "GET"), NV(":scheme", "https"), NV(":authority", "example.org"),
+  nghttp2_nv nva[] = {NV(":method", "GET"),
+                      NV(":scheme", "https"),
+                      NV(":authority", "example.org"),
                       {(uint8_t *)":path", (uint8_t *)path, 5, strlen(path), 0}};
   int32_t id = nghttp2_submit_request(c->s, NULL, nva, 4, NULL, NULL);
   CU_ASSERT(id > 0);
@@ -352,7 +353,7 @@ static void raw_dispose(raw *r) {
 
 static void frame(pp_buf *b, uint8_t type, uint8_t flags, int32_t id, const void *payload,
                   size_t len) {
-  uint8_t hd[9] = {(uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len, type, flags,
+  uint8_t hd[9] = {(uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len,       type,       flags,
                    (uint8_t)(id >> 24),  (uint8_t)(id >> 16), (uint8_t)(id >> 8), (uint8_t)id};
   pp_buf_append(b, hd, 9);
   pp_buf_append(b, payload, len);
@@ -404,7 +405,8 @@ static void raw_parse(raw *r) {
         CU_ASSERT_FATAL(k >= 0);
         blk += k;
         left -= (size_t)k;
-        if (fl & NGHTTP2_HD_INFLATE_EMIT) add_header_text(s, nv.name, nv.namelen, nv.value, nv.valuelen);
+        if (fl & NGHTTP2_HD_INFLATE_EMIT)
+          add_header_text(s, nv.name, nv.namelen, nv.value, nv.valuelen);
         if (fl & NGHTTP2_HD_INFLATE_FINAL) {
           nghttp2_hd_inflate_end_headers(r->inf);
           break;
@@ -480,10 +482,10 @@ static void test_get_end_to_end(void) {
   client c;
   server_init(&h, &o, NULL);
   client_init(&c);
-  nghttp2_nv nva[] = {NV(":method", "GET"),          NV(":scheme", "https"),
-                      NV(":authority", "example.org"), NV(":path", "/hello?x=1"),
-                      NV("user-agent", "test/1"),      NV("accept", "*/*"),
-                      NV("cookie", "a=1"),             NV("cookie", "b=2")};
+  nghttp2_nv nva[] = {
+      NV(":method", "GET"),      NV(":scheme", "https"),     NV(":authority", "example.org"),
+      NV(":path", "/hello?x=1"), NV("user-agent", "test/1"), NV("accept", "*/*"),
+      NV("cookie", "a=1"),       NV("cookie", "b=2")};
   int32_t id = nghttp2_submit_request(c.s, NULL, nva, 8, NULL, NULL);
   pump(&h, &c, 0);
   CU_ASSERT_EQUAL_FATAL(o.n, 1);
@@ -893,8 +895,8 @@ static void test_upgrade(void) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     pp_h2 h;
     owner o;
-    CU_ASSERT(pp_h2_init_upgrade(&h, &owner_cbs, NULL, &o, (const uint8_t *)bad[i],
-                                 strlen(bad[i]), 0) < 0);
+    CU_ASSERT(pp_h2_init_upgrade(&h, &owner_cbs, NULL, &o, (const uint8_t *)bad[i], strlen(bad[i]),
+                                 0) < 0);
   }
   /* Padding is tolerated; an empty value is an empty SETTINGS payload. */
   pp_h2 h;
@@ -930,7 +932,7 @@ static void test_goaway_drain(void) {
     raw_send(&h, &r, &b, step);
     CU_ASSERT_EQUAL(o.n, 1);
     pp_h2_goaway(&h);
-    pp_h2_goaway(&h); /* idempotent */
+    pp_h2_goaway(&h);                            /* idempotent */
     raw_get(&r, &b, 3, NGHTTP2_FLAG_END_STREAM); /* before the GOAWAY went out */
     raw_send(&h, &r, &b, step);
     CU_ASSERT(r.p.goaway);
@@ -1029,7 +1031,9 @@ static void test_oversized_header_list(void) {
   client_init(&c);
   static char big[2000];
   memset(big, 'v', sizeof big - 1);
-  nghttp2_nv nva[] = {NV(":method", "GET"), NV(":scheme", "http"), NV(":authority", "a"),
+  nghttp2_nv nva[] = {NV(":method", "GET"),
+                      NV(":scheme", "http"),
+                      NV(":authority", "a"),
                       NV(":path", "/"),
                       {(uint8_t *)"x-big", (uint8_t *)big, 5, sizeof big - 1, 0}};
   int32_t id = nghttp2_submit_request(c.s, NULL, nva, 5, NULL, NULL);
@@ -1198,7 +1202,8 @@ static void test_frame_errors(void) {
       ok = r.p.goaway && r.p.goaway_code == rows[i].code;
       CU_ASSERT(pp_h2_finished(&h));
     } else {
-      ok = !r.p.goaway && peer_stream(&r.p, 1)->rst && peer_stream(&r.p, 1)->rst_code == rows[i].code;
+      ok = !r.p.goaway && peer_stream(&r.p, 1)->rst &&
+           peer_stream(&r.p, 1)->rst_code == rows[i].code;
     }
     CU_ASSERT(ok);
     if (!ok)
@@ -1211,6 +1216,50 @@ static void test_frame_errors(void) {
     raw_dispose(&r);
     owner_dispose(&o);
   }
+}
+
+/* Padding counts against the windows but never reaches the owner: nghttp2 consumes it itself,
+ * so padded uploads do not starve the connection. Trailers end the body and are dropped. */
+static void test_padding_and_trailers(void) {
+  pp_h2_limits l;
+  pp_h2_limits_default(&l);
+  l.stream_window = 65535;
+  l.conn_window = 65535;
+  pp_h2 h;
+  owner o;
+  raw r;
+  server_init(&h, &o, &l);
+  o.consume_at_once = 1;
+  raw_init(&r);
+  raw_open(&h, &r, 1);
+  pp_buf b;
+  pp_buf_init(&b);
+  nghttp2_nv nva[] = {NV(":method", "POST"), NV(":scheme", "http"), NV(":authority", "a"),
+                      NV(":path", "/pad")};
+  raw_headers(&r, &b, 1, 0, nva, 4);
+  raw_send(&h, &r, &b, 0);
+  uint8_t payload[256];
+  memset(payload, 0, sizeof payload);
+  payload[0] = 250; /* pad length */
+  payload[1] = 'x';
+  for (int i = 0; i < 1000; i++) { /* 256 KB of frames, 1000 bytes of data */
+    frame(&b, NGHTTP2_DATA, NGHTTP2_FLAG_PADDED, 1, payload, 252);
+    raw_send(&h, &r, &b, 0);
+  }
+  nghttp2_nv trailer[] = {NV("x-checksum", "abc")};
+  raw_headers(&r, &b, 1, NGHTTP2_FLAG_END_STREAM, trailer, 1);
+  raw_send(&h, &r, &b, 0);
+  CU_ASSERT_EQUAL(r.p.goaway, 0);
+  CU_ASSERT_EQUAL(peer_stream(&r.p, 1)->rst, 0);
+  CU_ASSERT_EQUAL_FATAL(o.n, 1);
+  CU_ASSERT_EQUAL(o.r[0].body.len, 1000);
+  CU_ASSERT_EQUAL(o.r[0].body_end, 1);
+  CU_ASSERT(strstr(o.r[0].headers, "x-checksum") == NULL);
+  CU_ASSERT(r.p.window_updates > 0);
+  pp_buf_dispose(&b);
+  pp_h2_dispose(&h);
+  raw_dispose(&r);
+  owner_dispose(&o);
 }
 
 /* CVE-2023-44487: open-and-reset faster than the token bucket ends the connection. In one
@@ -1286,8 +1335,10 @@ static void test_ack_flood(void) {
     raw_preface(&b);
     uint8_t opaque[8] = {0};
     for (int i = 0; i < 2000; i++) {
-      if (type == 0) frame(&b, NGHTTP2_PING, 0, 0, opaque, 8);
-      else frame(&b, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
+      if (type == 0)
+        frame(&b, NGHTTP2_PING, 0, 0, opaque, 8);
+      else
+        frame(&b, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
     }
     ssize_t rv = pp_h2_feed(&h, b.data, b.len);
     CU_ASSERT_EQUAL(rv, PP_H2_EFLOOD);
@@ -1438,21 +1489,21 @@ static void run_script(size_t step, char *transcript, size_t cap) {
   size_t at = 0;
   for (int i = 0; i < o.n; i++) {
     rec *r = &o.r[i];
-    at += (size_t)snprintf(transcript + at, cap - at, "req %d %s %s %s|%s|cl %d es %d body %zu end %d close %d/%u\n",
-                           r->id, r->method, r->scheme, r->path, r->headers, r->has_content_length,
+    at += (size_t)snprintf(transcript + at, cap - at,
+                           "req %d %s %s %s|%s|cl %d es %d body %zu end %d close %d/%u\n", r->id,
+                           r->method, r->scheme, r->path, r->headers, r->has_content_length,
                            r->end_stream, r->body.len, r->body_end, r->closed, r->close_code);
   }
   for (int i = 0; i < c.p.n; i++) {
     sres *s = &c.p.s[i];
-    at += (size_t)snprintf(transcript + at, cap - at, "res %d %d %s body %zu rst %d/%u closed %d/%u\n",
-                           s->id, s->status, s->headers, s->body.len, s->rst, s->rst_code, s->closed,
-                           s->close_code);
+    at += (size_t)snprintf(transcript + at, cap - at,
+                           "res %d %d %s body %zu rst %d/%u closed %d/%u\n", s->id, s->status,
+                           s->headers, s->body.len, s->rst, s->rst_code, s->closed, s->close_code);
   }
-  at += (size_t)snprintf(transcript + at, cap - at, "opened %llu accepted %llu resets %llu err %llu\n",
-                         (unsigned long long)h.stats.streams_opened,
-                         (unsigned long long)h.stats.streams_accepted,
-                         (unsigned long long)h.stats.peer_resets,
-                         (unsigned long long)h.stats.protocol_errors);
+  at += (size_t)snprintf(
+      transcript + at, cap - at, "opened %llu accepted %llu resets %llu err %llu\n",
+      (unsigned long long)h.stats.streams_opened, (unsigned long long)h.stats.streams_accepted,
+      (unsigned long long)h.stats.peer_resets, (unsigned long long)h.stats.protocol_errors);
   CU_ASSERT(memcmp(o.r[1].body.data, big_body, 50000) == 0);
   CU_ASSERT_EQUAL(server_err, 0);
   pp_h2_dispose(&h);
@@ -1463,14 +1514,17 @@ static void run_script(size_t step, char *transcript, size_t cap) {
 static void test_split_feeding(void) {
   static char whole[8192], piece[8192];
   run_script(0, whole, sizeof whole);
-  CU_ASSERT(strstr(whole, "req 3 POST http /post|content-type: application/octet-stream\n|cl 0 es 0 body 50000 end 1 close 1/0") != NULL);
-  CU_ASSERT(strstr(whole, "res 1 200 content-type: text/plain\n body 70000 rst 0/0 closed 1/0") != NULL);
+  CU_ASSERT(strstr(whole, "req 3 POST http /post|content-type: application/octet-stream\n|cl 0 es "
+                          "0 body 50000 end 1 close 1/0") != NULL);
+  CU_ASSERT(strstr(whole, "res 1 200 content-type: text/plain\n body 70000 rst 0/0 closed 1/0") !=
+            NULL);
   CU_ASSERT(strstr(whole, "req 5 GET https /gone||cl 0 es 1 body 0 end 0 close 1/8") != NULL);
   static const size_t steps[] = {1, 2, 7, 9, 100, 4096};
   for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
     run_script(steps[i], piece, sizeof piece);
     CU_ASSERT_STRING_EQUAL(piece, whole);
-    if (strcmp(piece, whole) != 0) printf("\n  step %zu:\n%s\nvs whole:\n%s\n", steps[i], piece, whole);
+    if (strcmp(piece, whole) != 0)
+      printf("\n  step %zu:\n%s\nvs whole:\n%s\n", steps[i], piece, whole);
   }
 }
 
@@ -1558,6 +1612,7 @@ int main(void) {
   CU_add_test(s, "malformed requests reset with PROTOCOL_ERROR", test_bad_requests);
   CU_add_test(s, "frame-level errors: DATA after END_STREAM, window overflow, ...",
               test_frame_errors);
+  CU_add_test(s, "padded DATA and trailers", test_padding_and_trailers);
   CU_add_test(s, "rapid reset flood ends the connection with GOAWAY", test_rapid_reset);
   CU_add_test(s, "PING / SETTINGS floods, too many settings, not HTTP/2", test_ack_flood);
   CU_add_test(s, "body limits: content-length 413, DATA beyond the limit, owner's status",
