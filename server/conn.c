@@ -8,12 +8,18 @@
 #include <unistd.h>
 
 #include "server/server_int.h"
+#include "server/tls.h"
 
 static void on_client_closed(uv_handle_t *h) {
   client *c = h->data;
   server *s = c->srv;
   pp_h1_dispose(&c->h1); /* here, never while a parser callback may still run */
   if (c->h2) pp_h2conn_dispose(c);
+  if (c->tls) {
+    pp_tls_conn_dispose(c->tls);
+    free(c->tls);
+    c->tls = NULL;
+  }
   if (c->out) pp_chunk_put(s, c->out), c->out = NULL;
   c->next_free = s->free_clients;
   s->free_clients = c;
@@ -28,6 +34,8 @@ static void on_timer_closed(uv_handle_t *h) {
 void pp_conn_close(client *c) {
   if (c->closing) return;
   c->closing = 1;
+  if (c->tls && !c->tls_ready && pp_tls_conn_cause(c->tls) == PP_TLS_CAUSE_NONE)
+    c->srv->stats.tls_incomplete++; /* timed out or dropped before the handshake ended */
   if (c->req) {
     pp_exchange *x = c->req;
     c->req = NULL;
@@ -51,8 +59,15 @@ static void on_client_shutdown(uv_shutdown_t *req, int status) {
   pp_conn_arm_timer(c);
 }
 
+static void send_wire(client *c);
+
 void pp_conn_close_graceful(client *c) {
   if (c->closing || c->discarding) return;
+  if (c->tls && c->tls_ready) {
+    pp_tls_conn_shutdown(c->tls, &c->tls_wire); /* close_notify */
+    send_wire(c);
+    if (c->closing) return;
+  }
   c->discarding = 1;
   c->shutdown_req.data = c;
   if (uv_shutdown(&c->shutdown_req, &c->h.stream, on_client_shutdown) < 0) pp_conn_close(c);
@@ -75,14 +90,8 @@ static void on_client_write(uv_write_t *wr, int status) {
   pp_conn_on_written(c);
 }
 
-void pp_conn_flush(client *c) {
-  wchunk *k = c->out;
-  if (!k) return;
-  c->out = NULL;
-  if (k->len == 0 || c->closing) {
-    pp_chunk_put(c->srv, k);
-    return;
-  }
+/* Hands one chunk to the kernel, accounting for it while it is queued. */
+static void write_chunk(client *c, wchunk *k) {
   k->owner = c;
   uv_buf_t b = uv_buf_init((char *)k->data, (unsigned)k->len);
   int rc = pp_write_or_queue(&c->h.stream, &k->wr, &b, 1, on_client_write);
@@ -99,6 +108,42 @@ void pp_conn_flush(client *c) {
   k->len = b.len; /* what is still queued (write_bytes is decremented by it) */
   /* The first pending write starts the write timeout; each completion restarts it. */
   if (c->writes_in_flight == 1) pp_conn_arm_timer(c);
+}
+
+/* Writes the pending ciphertext in pooled chunks. */
+static void send_wire(client *c) {
+  size_t off = 0;
+  while (off < c->tls_wire.len && !c->closing) {
+    wchunk *k = pp_chunk_get(c->srv, 0);
+    size_t n = c->tls_wire.len - off < k->cap ? c->tls_wire.len - off : k->cap;
+    memcpy(k->data, c->tls_wire.data + off, n);
+    k->len = n;
+    off += n;
+    write_chunk(c, k);
+  }
+  c->tls_wire.len = 0;
+}
+
+void pp_conn_flush(client *c) {
+  wchunk *k = c->out;
+  if (!k) return;
+  c->out = NULL;
+  if (k->len == 0 || c->closing) {
+    pp_chunk_put(c->srv, k);
+    return;
+  }
+  if (c->tls) {
+    int rc = pp_tls_conn_write(c->tls, k->data, k->len, &c->tls_wire);
+    pp_chunk_put(c->srv, k);
+    if (rc < 0) {
+      LOG(c->srv, "client %s: TLS write: %s", c->remote, pp_tls_strerror(rc));
+      pp_conn_close(c);
+      return;
+    }
+    send_wire(c);
+    return;
+  }
+  write_chunk(c, k);
 }
 
 void pp_conn_out(client *c, const void *data, size_t len) {
@@ -134,13 +179,18 @@ static void on_client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     *buf = uv_buf_init(sink, sizeof sink);
     return;
   }
+  if (c->tls) { /* ciphertext: decrypted at once in on_client_read, so one buffer serves all */
+    *buf = uv_buf_init((char *)c->srv->tls_rbuf, PP_TLS_READ_BUF);
+    return;
+  }
   if (c->rpos > 0 && c->rpos == c->rlen) c->rpos = c->rlen = 0;
   *buf = uv_buf_init((char *)c->rbuf + c->rlen, (unsigned)(PP_CLIENT_RBUF - c->rlen));
 }
 
 void pp_conn_update_reading(client *c) {
   if (c->closing) return;
-  int want = c->discarding || (c->rlen < PP_CLIENT_RBUF && !c->eof && !c->read_paused);
+  int room = c->tls ? c->tls_plain.len < PP_CLIENT_RBUF : c->rlen < PP_CLIENT_RBUF;
+  int want = c->discarding || (room && !c->eof && !c->read_paused);
   if (want && !c->reading) {
     uv_read_start(&c->h.stream, on_client_alloc, on_client_read);
     c->reading = 1;
@@ -150,11 +200,55 @@ void pp_conn_update_reading(client *c) {
   }
 }
 
+void pp_conn_take_plain(client *c) {
+  if (!c->tls || !c->tls_plain.len) return;
+  if (c->rpos > 0) {
+    memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+    c->rlen -= c->rpos;
+    c->rpos = 0;
+  }
+  size_t n = PP_CLIENT_RBUF - c->rlen;
+  if (n > c->tls_plain.len) n = c->tls_plain.len;
+  memcpy(c->rbuf + c->rlen, c->tls_plain.data, n);
+  c->rlen += n;
+  pp_buf_consume(&c->tls_plain, n);
+}
+
+/* Ciphertext arrived: decrypt, send what the handshake produced, and start the session
+ * ALPN chose once the handshake is done. 0 to go on, -1 if the connection is closing. */
+static int tls_read(client *c, const uint8_t *data, size_t len) {
+  server *s = c->srv;
+  int rc = pp_tls_conn_feed(c->tls, data, len, &c->tls_plain, &c->tls_wire);
+  send_wire(c);
+  if (c->closing) return -1;
+  if (rc < 0) {
+    pp_tls_cause cause = pp_tls_conn_cause(c->tls);
+    s->stats.tls_failures[cause < PP_TLS_CAUSE_COUNT ? cause : 0]++;
+    LOG(s, "client %s: TLS %s: %s", c->remote, pp_tls_cause_name(cause),
+        c->tls->reason ? c->tls->reason : pp_tls_strerror(rc));
+    pp_conn_close_graceful(c); /* after the alert OpenSSL queued, if any */
+    return -1;
+  }
+  if (!c->tls_ready && pp_tls_conn_handshake_done(c->tls)) {
+    c->tls_ready = 1;
+    s->stats.tls_handshakes++;
+    const char *alpn = pp_tls_conn_alpn(c->tls);
+    if (alpn && !strcmp(alpn, "h2")) {
+      pp_h2conn_start(c, NULL, NULL, 0);
+      return -1; /* the session took the plaintext already */
+    }
+  }
+  return 0;
+}
+
 static void on_client_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   client *c = st->data;
-  (void)buf;
   if (c->closing) return;
   if (nread < 0) {
+    if (c->tls && !c->tls_ready && pp_tls_conn_cause(c->tls) == PP_TLS_CAUSE_NONE) {
+      pp_tls_cause cause = pp_tls_conn_eof(c->tls); /* counted once: the cause is sticky */
+      if (cause != PP_TLS_CAUSE_NONE) c->srv->stats.tls_failures[cause]++;
+    }
     c->eof = 1;
     /* EOF or reset. With a request in flight the client has gone away: it leaves the queue,
      * or the worker gets CANCEL. (A half-close after a complete request is treated the same
@@ -164,6 +258,12 @@ static void on_client_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
   }
   if (c->discarding || nread == 0) return;
   if (!c->t1 && !c->req && !c->h1.started && c->rpos == c->rlen) c->t1 = pp_now_ns();
+  if (c->tls) {
+    if (tls_read(c, (const uint8_t *)buf->base, (size_t)nread) < 0) return;
+    c->last_progress = pp_now_ns();
+    pp_conn_process(c);
+    return;
+  }
   c->rlen += (size_t)nread;
   c->last_progress = pp_now_ns();
   pp_conn_process(c);
@@ -180,8 +280,10 @@ static client *client_new(server *s, listener *ls) {
     c->rbuf = pp_xmalloc(PP_CLIENT_RBUF);
   }
   uint8_t *rbuf = c->rbuf;
-  pp_buf h2out = c->h2out, h2hdrs = c->h2hdrs;
+  pp_buf h2out = c->h2out, h2hdrs = c->h2hdrs, plain = c->tls_plain, wire = c->tls_wire;
   memset(c, 0, sizeof *c);
+  c->tls_plain = plain, c->tls_plain.len = 0;
+  c->tls_wire = wire, c->tls_wire.len = 0;
   c->rbuf = rbuf;
   c->h2out = h2out, c->h2out.len = 0;
   c->h2hdrs = h2hdrs, c->h2hdrs.len = 0;
@@ -242,6 +344,16 @@ void pp_conn_accept(listener *ls, int fd) {
     if (fd >= 0) close(fd);
     client_discard(c);
     return;
+  }
+  if (ls->tls) {
+    c->tls = pp_xmalloc(sizeof *c->tls);
+    if (pp_tls_conn_init(c->tls, &s->tls_ctx) < 0) {
+      LOG_ERR(s, "TLS: cannot create a connection (out of memory in OpenSSL)");
+      free(c->tls);
+      c->tls = NULL;
+      client_discard(c);
+      return;
+    }
   }
   client_start(c);
 }

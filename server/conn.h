@@ -58,6 +58,9 @@ struct client {
   int h2c_upgrade;         /* the current h1 request asked for Upgrade: h2c and may switch */
   int read_paused;         /* h2: the client does not read our output, so we stop reading it */
   struct pp_tls_conn *tls; /* the TLS filter of a -listen-tls connection, else NULL */
+  pp_buf tls_plain;        /* decrypted bytes not yet moved into rbuf */
+  pp_buf tls_wire;         /* ciphertext waiting to be written */
+  int tls_ready;           /* the handshake completed and was counted */
 };
 
 /* conn.c: the stream. */
@@ -78,6 +81,9 @@ void pp_conn_close_graceful(client *c);
 void pp_conn_update_reading(client *c);
 /* An HTTP connection with no request, no partial request and nothing being written. */
 int pp_conn_idle(const client *c);
+
+/* TLS: moves decrypted bytes into rbuf as far as it has room (no-op without TLS). */
+void pp_conn_take_plain(client *c);
 
 /* Protocol dispatch for conn.c: the session glue that owns the stream now. */
 void pp_conn_process(client *c);

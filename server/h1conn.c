@@ -342,6 +342,7 @@ static int upgrade_h2c(client *c) {
 
 void pp_h1conn_process(client *c) {
   if (c->in_parse) return; /* never re-enter the parser; the running loop continues */
+  pp_conn_take_plain(c);
   int pk = prior_knowledge(c);
   if (pk > 0) return;
   if (pk < 0) {
@@ -357,6 +358,7 @@ void pp_h1conn_process(client *c) {
     pp_h1_result res = pp_h1_execute(&c->h1, c->rbuf + c->rpos, c->rlen - c->rpos, &used);
     c->in_parse = 0;
     c->rpos += used;
+    if (c->rpos == c->rlen) pp_conn_take_plain(c); /* TLS: the next decrypted bytes */
     if (res == PP_H1_ERROR) {
       if (c->discard_body) { /* the response is out; a second one would corrupt the stream */
         LOG(c->srv, "client %s: %s while discarding an unread upload, connection closed", c->remote,

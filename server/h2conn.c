@@ -180,7 +180,8 @@ static void h2_pump(client *c) {
 
 void pp_h2conn_process(client *c) {
   if (c->closing || c->in_parse) return;
-  if (c->rpos < c->rlen) {
+  pp_conn_take_plain(c);
+  while (c->rpos < c->rlen && !c->closing && !c->close_after_write) {
     c->in_parse = 1;
     ssize_t n = pp_h2_feed(c->h2, c->rbuf + c->rpos, c->rlen - c->rpos);
     c->in_parse = 0;
@@ -190,6 +191,7 @@ void pp_h2conn_process(client *c) {
       LOG(c->srv, "client %s: HTTP/2: %s", c->remote, pp_h2_strerror((int)n));
       c->close_after_write = 1;
     }
+    pp_conn_take_plain(c); /* TLS: the next decrypted bytes */
   }
   if (c->closing) return;
   h2_pump(c);

@@ -46,6 +46,8 @@ void *pp_xmalloc(size_t n) {
 
 static void cleanup_files(server *s) {
   if (s->socket_path[0]) unlink(s->socket_path);
+  if (s->tls_dev_cert[0]) unlink(s->tls_dev_cert);
+  if (s->tls_dev_key[0]) unlink(s->tls_dev_key);
   if (s->own_runtime_dir) rmdir(s->runtime_dir);
   for (int i = 0; i < s->listener_count; i++)
     if (s->listeners[i].addr.is_unix) unlink(s->listeners[i].addr.path);
@@ -127,6 +129,13 @@ static void on_signal(uv_signal_t *h, int signum) {
     LOG_ERR(s, "%s: stopping at once", signum == SIGQUIT ? "SIGQUIT" : "second SIGINT");
     pp_server_exit(s, 0);
   } else if (signum == SIGHUP) {
+    if (s->tls_enabled && !s->tls_dev_cert[0]) {
+      char err[512];
+      if (pp_tls_ctx_reload(&s->tls_ctx, err, sizeof err) == 0)
+        LOG_ERR(s, "SIGHUP: reloaded the TLS certificate %s", s->cfg->tls_cert);
+      else
+        LOG_ERR(s, "SIGHUP: TLS certificate not reloaded, the old one stays: %s", err);
+    }
     if (s->ctl_state.log && s->ctl_state.log_path) {
       FILE *f = fopen(s->ctl_state.log_path, "a");
       if (f) {
@@ -223,8 +232,45 @@ static int open_runtime(server *s) {
   return 0;
 }
 
+/* The TLS context for -listen-tls: the given pair, or a development certificate generated
+ * into the runtime directory. 0, or -1 (logged). */
+static int open_tls(server *s) {
+  pp_config *cfg = s->cfg;
+  if (cfg->listen_tls_count == 0) return 0;
+  char err[512];
+  const char *cert = cfg->tls_cert, *key = cfg->tls_key;
+  if (!cert) {
+    char fp[PP_TLS_FINGERPRINT_LEN];
+    if (pp_tls_dev_cert(s->runtime_dir, s->tls_dev_cert, sizeof s->tls_dev_cert, s->tls_dev_key,
+                        sizeof s->tls_dev_key, fp, sizeof fp, err, sizeof err) < 0) {
+      LOG_ERR(s, "TLS: cannot generate a development certificate: %s", err);
+      return -1;
+    }
+    cert = s->tls_dev_cert, key = s->tls_dev_key;
+    LOG_ERR(s,
+            "TLS: no -tls-cert given: generated a self-signed development certificate %s "
+            "(key %s, SHA-256 %s) for localhost, 127.0.0.1 and ::1, valid 30 days. It is for "
+            "development only; pass -tls-cert and -tls-key in production.",
+            cert, key, fp);
+  }
+  if (pp_tls_ctx_init(&s->tls_ctx, cert, key, !cfg->no_h2, err, sizeof err) < 0) {
+    LOG_ERR(s, "TLS: %s", err);
+    return -1;
+  }
+  s->tls_enabled = 1;
+  return 0;
+}
+
 static int open_listeners(server *s) {
   pp_config *cfg = s->cfg;
+  if (open_tls(s) < 0) return -1;
+  for (int i = 0; i < cfg->listen_tls_count; i++) {
+    listener *ls = &s->listeners[s->listener_count++];
+    ls->addr = cfg->listen_tls[i];
+    ls->kind = LISTEN_HTTP;
+    ls->tls = 1;
+    if (pp_listener_open(s, ls) < 0) return -1;
+  }
   for (int i = 0; i < cfg->listen_count; i++) {
     listener *ls = &s->listeners[s->listener_count++];
     ls->addr = cfg->listen[i];

@@ -21,7 +21,10 @@
 #include "server/shepherd.h"
 #include "server/transport.h"
 #include "server/wire.h"
+#include "server/tls.h"
 #include "server/wlink.h"
+
+#define PP_TLS_READ_BUF 65536 /* ciphertext read at once (decrypted before the next read) */
 
 typedef struct client client;
 typedef struct pp_stats {
@@ -37,6 +40,8 @@ typedef struct pp_stats {
   uint64_t timeouts, worker_restarts, worker_protocol_errors;
   uint64_t connections_accepted;
   uint64_t h2_connections, h2_protocol_errors, h2c_upgrades;
+  uint64_t tls_handshakes, tls_incomplete;
+  uint64_t tls_failures[PP_TLS_CAUSE_COUNT]; /* by pp_tls_cause */
   int64_t gvl_sum_ns, cpu_sum_ns;
   uint64_t gvl_count, cpu_count;
 } pp_stats;
@@ -58,7 +63,7 @@ struct server {
   uv_loop_t *loop;
   pp_config *cfg;
   pp_h1_limits limits;
-  listener listeners[PP_MAX_LISTEN + 1];
+  listener listeners[2 * PP_MAX_LISTEN + 1]; /* -listen, -listen-tls, -control */
   int listener_count;
   uv_pipe_t worker_listener;
   int worker_listener_open;
@@ -101,6 +106,11 @@ struct server {
 
   pp_stats stats;
   controller ctl_state;
+
+  pp_tls_ctx tls_ctx; /* for -listen-tls (tls_enabled) */
+  int tls_enabled;
+  char tls_dev_cert[300], tls_dev_key[300]; /* a generated development pair, removed at exit */
+  uint8_t tls_rbuf[PP_TLS_READ_BUF];
 };
 
 /* server.c: logging, allocation, lifecycle */

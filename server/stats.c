@@ -143,6 +143,24 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
   json_object_set_new(rq, "worker_restarts", json_integer((json_int_t)st->worker_restarts));
   json_object_set_new(root, "requests", rq);
 
+  json_t *h2 = json_object();
+  json_object_set_new(h2, "connections", json_integer((json_int_t)st->h2_connections));
+  json_object_set_new(h2, "upgrades", json_integer((json_int_t)st->h2c_upgrades));
+  json_object_set_new(h2, "connection_errors", json_integer((json_int_t)st->h2_protocol_errors));
+  json_object_set_new(root, "http2", h2);
+  json_t *tls = json_object();
+  json_object_set_new(tls, "enabled", json_boolean(s->tls_enabled));
+  json_object_set_new(tls, "handshakes", json_integer((json_int_t)st->tls_handshakes));
+  json_object_set_new(tls, "incomplete", json_integer((json_int_t)st->tls_incomplete));
+  json_object_set_new(tls, "reloads",
+                      json_integer((json_int_t)(s->tls_enabled ? s->tls_ctx.reloads : 0)));
+  json_t *fail = json_object();
+  for (int i = 1; i < PP_TLS_CAUSE_COUNT; i++)
+    json_object_set_new(fail, pp_tls_cause_name((pp_tls_cause)i),
+                        json_integer((json_int_t)st->tls_failures[i]));
+  json_object_set_new(tls, "failures", fail);
+  json_object_set_new(root, "tls", tls);
+
   controller *ct = &s->ctl_state;
   json_t *co = json_object();
   json_object_set_new(co, "autoscale", json_boolean(ct->enabled));

@@ -93,8 +93,11 @@ int pp_listener_open(server *s, listener *ls) {
     ls->addr.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
   }
   LOG_ERR(s, "%s listening on %s%s%s (port %d)",
-          ls->kind == LISTEN_CONTROL ? "control app" : "HTTP", ls->addr.is_unix ? "unix:" : "",
-          ls->addr.is_unix ? ls->addr.path : ls->addr.host, "", ls->addr.port);
+          ls->kind == LISTEN_CONTROL ? "control app"
+          : ls->tls                  ? "HTTPS"
+                                     : "HTTP",
+          ls->addr.is_unix ? "unix:" : "", ls->addr.is_unix ? ls->addr.path : ls->addr.host, "",
+          ls->addr.port);
   return 0;
 }
 

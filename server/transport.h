@@ -27,6 +27,7 @@ typedef struct listener {
   listener_kind kind;
   pp_addr addr;
   int open;
+  int tls; /* HTTPS: each connection gets a TLS filter (-listen-tls) */
 } listener;
 
 /* A pooled write buffer with its uv_write_t. `owner` is the stream's object (a client or a
