@@ -24,7 +24,9 @@ enum field_kind { F_DURATION, F_U32, F_BYTES, F_DOUBLE, F_BOOL, F_BUDGET, F_RULE
 
 /* `format` is the policy format that introduced the field. Format-1 fields are always in the
  * canonical text; later ones only when they differ from the default, which keeps the text and
- * hash of every format-1 policy (and so every recorded decision log) unchanged. */
+ * hash of every format-1 policy (and so every recorded decision log's header) unchanged. Such
+ * a text now reads with format 2's defaults for the new fields (shed.rule: drain), which is
+ * what changing a default means; pp_decide does not read them, so every logged tick replays. */
 typedef struct field {
   const char *name;
   enum field_kind kind;
@@ -126,7 +128,7 @@ void pp_policy_defaults(pp_policy *p) {
   p->gvl_wait_max_ns = 5000000ull;
   p->shed_enabled = 0;
   p->shed_budget_ns = 0; /* auto: 10s with the defaults below, format 1's fixed default */
-  p->shed_rule = PP_SHED_RULE_PREDICTED;
+  p->shed_rule = PP_SHED_RULE_DRAIN;
   p->shed_rate_window_ns = 1000000000ull;
   p->shed_target_ns = 50000000ull;
   p->shed_interval_ns = 500000000ull;

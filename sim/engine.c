@@ -1167,6 +1167,8 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
   sm->mean_ns = out->latency.count ? (double)out->latency.sum_ns / (double)out->latency.count : -1;
   sm->excess_latency_ns = s->excess_ns;
   sm->queue_p95_ns = pct(&out->queue, 95);
+  sm->queue_p99_ns = pct(&out->queue, 99);
+  sm->queue_max_ns = out->queue.count ? (double)out->queue.max_ns : -1;
   sm->queue_mean_ns = out->queue_count ? out->queue_sum_ns / (double)out->queue_count : -1;
   sm->avg_workers = s->worker_ns / (double)s->duration;
   sm->peak_workers = s->peak_workers;

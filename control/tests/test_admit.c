@@ -55,20 +55,20 @@ static void test_arrival_table(void) {
     pp_admit_verdict want;
   } cases[] = {
       /* predicted: (L - free + 1) * S / c against the budget, only while shedding is on */
-      {"pred: off while the tick says so", "shed: {enabled: true, budget: 1s}", 0, 500, 8, 8,
-       80 * MS, 5 * S, 0, PP_ADMIT_ACCEPT},
-      {"pred: 99 ahead at 10ms each = 990ms", "shed: {enabled: true, budget: 1s}", 0, 98, 8, 8,
-       80 * MS, 900 * MS, 1, PP_ADMIT_ACCEPT},
-      {"pred: 101 ahead = 1.01s", "shed: {enabled: true, budget: 1s}", 0, 100, 8, 8, 80 * MS,
-       900 * MS, 1, PP_ADMIT_SHED},
-      {"pred: a free slot takes it", "shed: {enabled: true, budget: 1s}", 0, 2, 8, 5, 80 * MS, -1,
-       1, PP_ADMIT_ACCEPT},
-      {"pred: no capacity sheds", "shed: {enabled: true, budget: 1s}", 0, 0, 0, 0, 80 * MS, -1, 1,
-       PP_ADMIT_SHED},
-      {"pred: nothing measured predicts 0", "shed: {enabled: true, budget: 1s}", 0, 500, 8, 8, 0,
-       -1, 1, PP_ADMIT_ACCEPT},
-      {"pred: disabled never sheds", "shed: {enabled: false, budget: 1s}", 0, 5000, 8, 8, 80 * MS,
-       -1, 1, PP_ADMIT_ACCEPT},
+      {"pred: off while the tick says so", "shed: {enabled: true, budget: 1s, rule: predicted}", 0,
+       500, 8, 8, 80 * MS, 5 * S, 0, PP_ADMIT_ACCEPT},
+      {"pred: 99 ahead at 10ms each = 990ms", "shed: {enabled: true, budget: 1s, rule: predicted}",
+       0, 98, 8, 8, 80 * MS, 900 * MS, 1, PP_ADMIT_ACCEPT},
+      {"pred: 101 ahead = 1.01s", "shed: {enabled: true, budget: 1s, rule: predicted}", 0, 100, 8,
+       8, 80 * MS, 900 * MS, 1, PP_ADMIT_SHED},
+      {"pred: a free slot takes it", "shed: {enabled: true, budget: 1s, rule: predicted}", 0, 2, 8,
+       5, 80 * MS, -1, 1, PP_ADMIT_ACCEPT},
+      {"pred: no capacity sheds", "shed: {enabled: true, budget: 1s, rule: predicted}", 0, 0, 0, 0,
+       80 * MS, -1, 1, PP_ADMIT_SHED},
+      {"pred: nothing measured predicts 0", "shed: {enabled: true, budget: 1s, rule: predicted}", 0,
+       500, 8, 8, 0, -1, 1, PP_ADMIT_ACCEPT},
+      {"pred: disabled never sheds", "shed: {enabled: false, budget: 1s, rule: predicted}", 0, 5000,
+       8, 8, 80 * MS, -1, 1, PP_ADMIT_ACCEPT},
       /* drain: (L - free + 1) / mu, every arrival, whatever the tick says */
       {"drain: 98 ahead at 100/s = 0.98s", "shed: {enabled: true, budget: 1s, rule: drain}", 100,
        97, 8, 8, 80 * MS, 900 * MS, 0, PP_ADMIT_ACCEPT},
@@ -77,8 +77,8 @@ static void test_arrival_table(void) {
       /* S says 10ms per request (c/S = 800/s) but only 100/s complete: the measured rate wins */
       {"drain: S optimistic, drain slow", "shed: {enabled: true, budget: 1s, rule: drain}", 100,
        200, 8, 8, 10 * MS, 900 * MS, 0, PP_ADMIT_SHED},
-      {"pred: same state, S optimistic", "shed: {enabled: true, budget: 1s}", 0, 200, 8, 8, 10 * MS,
-       900 * MS, 1, PP_ADMIT_ACCEPT},
+      {"pred: same state, S optimistic", "shed: {enabled: true, budget: 1s, rule: predicted}", 0,
+       200, 8, 8, 10 * MS, 900 * MS, 1, PP_ADMIT_ACCEPT},
       {"drain: cold falls back to c/S", "shed: {enabled: true, budget: 1s, rule: drain}", 0, 99, 8,
        8, 80 * MS, -1, 0, PP_ADMIT_ACCEPT},
       {"drain: cold c/S over budget", "shed: {enabled: true, budget: 1s, rule: drain}", 0, 101, 8,
@@ -124,7 +124,7 @@ static void test_arrival_table(void) {
  * pp_observation_predicted_wait (UINT64_MAX included) exceeds the budget. Differential over
  * random states. */
 static void test_predicted_is_format1(void) {
-  pp_policy p = policy("shed: {enabled: true, budget: 250ms}");
+  pp_policy p = policy("shed: {enabled: true, budget: 250ms, rule: predicted}");
   test_rng r = {42};
   for (int i = 0; i < 100000; i++) {
     pp_admit_state st;
@@ -182,7 +182,7 @@ static void test_drain_rate_estimator(void) {
   pp_admit_state stuck = st;
   pp_admit_input few = input(11 * S, 20, 8, 8, 100 * MS, 11 * S - 3 * S, 1);
   CU_ASSERT_EQUAL(pp_admit_arrival(&stuck, &p, &few), PP_ADMIT_SHED);
-  pp_policy pred = policy("shed: {enabled: true, budget: 1s}");
+  pp_policy pred = policy("shed: {enabled: true, budget: 1s, rule: predicted}");
   CU_ASSERT_EQUAL(pp_admit_arrival(&stuck, &pred, &few), PP_ADMIT_ACCEPT);
   /* The first completion after the gap restarts the estimator: c/S again until half a window
    * of new data, then the new rate. */
@@ -292,7 +292,7 @@ static void test_codel_interval(void) {
 
 /* Dequeue never sheds under predicted and drain, and never for a request that did not wait. */
 static void test_dequeue_only_codel(void) {
-  const char *rules[] = {"shed: {enabled: true, budget: 1s}",
+  const char *rules[] = {"shed: {enabled: true, budget: 1s, rule: predicted}",
                          "shed: {enabled: true, budget: 1s, rule: drain}"};
   for (int k = 0; k < 2; k++) {
     pp_policy p = policy(rules[k]);
