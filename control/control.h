@@ -29,5 +29,6 @@ const char *pp_ctl_strerror(int err);
 #include "control/policy.h"
 #include "control/decide.h"
 #include "control/declog.h"
+#include "control/admit.h"
 
 #endif

@@ -266,7 +266,7 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
     if (st) d.workers_target = st->workers_wanted, d.shed = st->shedding;
     return d;
   }
-  d.shed_budget_ns = p->shed_budget_ns;
+  d.shed_budget_ns = pp_policy_shed_budget_ns(p);
   d.workers_target = st->workers_wanted;
   d.shed = st->shedding;
   if (!policy_ok(p, &l)) return d;
@@ -318,9 +318,9 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
   if (!p->shed_enabled) {
     st->shedding = 0;
   } else if (v.wait != UINT64_MAX) {
-    if (!st->shedding && v.wait > p->shed_budget_ns)
+    if (!st->shedding && v.wait > pp_policy_shed_budget_ns(p))
       st->shedding = 1;
-    else if (st->shedding && v.wait <= p->shed_budget_ns / 2)
+    else if (st->shedding && v.wait <= pp_policy_shed_budget_ns(p) / 2)
       st->shedding = 0;
   }
 
@@ -537,7 +537,7 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
     put(&l, st->shedding ? "; shedding on: predicted " : "; shedding off: predicted ");
     put_dur(&l, v.wait);
     put(&l, st->shedding ? " over budget " : " under half the budget ");
-    put_dur(&l, p->shed_budget_ns);
+    put_dur(&l, pp_policy_shed_budget_ns(p));
   }
   d.workers_target = st->workers_wanted;
   d.shed = st->shedding;

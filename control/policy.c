@@ -19,16 +19,25 @@
 #include <strings.h>
 #include <yaml.h>
 
-enum field_kind { F_DURATION, F_U32, F_BYTES, F_DOUBLE, F_BOOL };
+/* F_BUDGET is a duration or "auto" (stored as 0); F_RULE is one of the shed.rule names. */
+enum field_kind { F_DURATION, F_U32, F_BYTES, F_DOUBLE, F_BOOL, F_BUDGET, F_RULE };
 
+/* `format` is the policy format that introduced the field. Format-1 fields are always in the
+ * canonical text; later ones only when they differ from the default, which keeps the text and
+ * hash of every format-1 policy (and so every recorded decision log's header) unchanged. Such
+ * a text now reads with format 2's defaults for the new fields (shed.rule: drain), which is
+ * what changing a default means; pp_decide does not read them, so every logged tick replays. */
 typedef struct field {
   const char *name;
   enum field_kind kind;
   size_t offset;
+  int format;
 } field;
 
 #define FIELD(name, kind, member)                                                                  \
-  { name, kind, offsetof(pp_policy, member) }
+  { name, kind, offsetof(pp_policy, member), 1 }
+#define FIELD2(name, kind, member)                                                                 \
+  { name, kind, offsetof(pp_policy, member), 2 }
 static const field fields[] = {
     FIELD("tick", F_DURATION, tick_ns),
     FIELD("min_workers", F_U32, min_workers),
@@ -50,7 +59,13 @@ static const field fields[] = {
     FIELD("threads.max", F_U32, max_threads),
     FIELD("threads.gvl_wait_max", F_DURATION, gvl_wait_max_ns),
     FIELD("shed.enabled", F_BOOL, shed_enabled),
-    FIELD("shed.budget", F_DURATION, shed_budget_ns),
+    FIELD("shed.budget", F_BUDGET, shed_budget_ns),
+    FIELD2("shed.rule", F_RULE, shed_rule),
+    FIELD2("shed.rate_window", F_DURATION, shed_rate_window_ns),
+    FIELD2("shed.target", F_DURATION, shed_target_ns),
+    FIELD2("shed.interval", F_DURATION, shed_interval_ns),
+    FIELD2("shed.client_timeout", F_DURATION, shed_client_timeout_ns),
+    FIELD2("shed.slo", F_DURATION, shed_slo_ns),
 };
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
@@ -76,6 +91,12 @@ const char *const pp_policy_field_names[] = {
     "threads.gvl_wait_max",
     "shed.enabled",
     "shed.budget",
+    "shed.rule",
+    "shed.rate_window",
+    "shed.target",
+    "shed.interval",
+    "shed.client_timeout",
+    "shed.slo",
     NULL,
 };
 
@@ -106,7 +127,27 @@ void pp_policy_defaults(pp_policy *p) {
   p->max_threads = 16;
   p->gvl_wait_max_ns = 5000000ull;
   p->shed_enabled = 0;
-  p->shed_budget_ns = 10000000000ull;
+  p->shed_budget_ns = 0; /* auto: 10s with the defaults below, format 1's fixed default */
+  p->shed_rule = PP_SHED_RULE_DRAIN;
+  p->shed_rate_window_ns = 1000000000ull;
+  p->shed_target_ns = 50000000ull;
+  p->shed_interval_ns = 500000000ull;
+  p->shed_client_timeout_ns = 20000000000ull;
+  p->shed_slo_ns = 150000000ull;
+}
+
+static const char *const shed_rule_names[] = {"predicted", "drain", "codel"};
+#define N_SHED_RULES (sizeof shed_rule_names / sizeof shed_rule_names[0])
+
+const char *pp_shed_rule_name(uint32_t rule) {
+  return rule < N_SHED_RULES ? shed_rule_names[rule] : "?";
+}
+
+uint64_t pp_policy_shed_budget_ns(const pp_policy *p) {
+  if (p->shed_budget_ns) return p->shed_budget_ns;
+  uint64_t slo = p->shed_slo_ns, timeout = p->shed_client_timeout_ns;
+  uint64_t half = timeout / 2;
+  return half > slo ? half : slo;
 }
 
 static void set_err(pp_policy_error *err, int line, int column, const char *fieldname,
@@ -385,6 +426,31 @@ static int set_field(pp_policy *p, const field *f, const char *value, int line, 
     if (rc == 0) memcpy(base, &v, sizeof v);
     break;
   }
+  case F_BUDGET: {
+    uint64_t v = 0;
+    if (strcmp(value, "auto") == 0) {
+      rc = 0;
+    } else {
+      rc = parse_duration(value, &v, &why);
+      if (rc == 0 && v == 0) {
+        why = "expected a duration greater than 0 or \"auto\"";
+        rc = PP_CTL_EINVAL;
+      }
+      if (rc != 0 && why == durations.expected) why = "expected a duration like 1s, or \"auto\"";
+    }
+    if (rc == 0) memcpy(base, &v, sizeof v);
+    break;
+  }
+  case F_RULE: {
+    rc = PP_CTL_EINVAL;
+    why = "expected one of predicted, drain, codel";
+    for (uint32_t k = 0; k < N_SHED_RULES; k++)
+      if (strcmp(value, shed_rule_names[k]) == 0) {
+        memcpy(base, &k, sizeof k);
+        rc = 0;
+      }
+    break;
+  }
   default: rc = PP_CTL_EINVAL;
   }
   if (rc != 0) {
@@ -449,8 +515,20 @@ int pp_policy_validate(const pp_policy *p, pp_policy_error *err) {
   CHECK(p->gvl_wait_max_ns > 0 && p->gvl_wait_max_ns <= DURATION_MAX_NS, "threads.gvl_wait_max",
         "must be greater than 0");
   CHECK(p->shed_enabled == 0 || p->shed_enabled == 1, "shed.enabled", "must be true or false");
-  CHECK(p->shed_budget_ns > 0 && p->shed_budget_ns <= DURATION_MAX_NS, "shed.budget",
+  CHECK(p->shed_budget_ns <= DURATION_MAX_NS, "shed.budget", "is too large");
+  CHECK(p->shed_rule < N_SHED_RULES, "shed.rule", "must be predicted, drain or codel");
+  CHECK(p->shed_rate_window_ns > 0 && p->shed_rate_window_ns <= DURATION_MAX_NS, "shed.rate_window",
         "must be greater than 0");
+  CHECK(p->shed_target_ns > 0 && p->shed_target_ns <= DURATION_MAX_NS, "shed.target",
+        "must be greater than 0");
+  CHECK(p->shed_interval_ns > 0 && p->shed_interval_ns <= DURATION_MAX_NS, "shed.interval",
+        "must be greater than 0");
+  CHECK(p->shed_client_timeout_ns > 0 && p->shed_client_timeout_ns <= DURATION_MAX_NS,
+        "shed.client_timeout", "must be greater than 0");
+  CHECK(p->shed_slo_ns > 0 && p->shed_slo_ns <= DURATION_MAX_NS, "shed.slo",
+        "must be greater than 0");
+  CHECK(p->shed_slo_ns < p->shed_client_timeout_ns, "shed.slo",
+        "must be less than shed.client_timeout");
   CHECK(p->tick_ns <= DURATION_MAX_NS && p->target_queue_p95_ns <= DURATION_MAX_NS, "tick",
         "is too large");
 #undef CHECK
@@ -620,12 +698,24 @@ int pp_policy_parse(pp_policy *out, const char *yaml, size_t len, pp_policy_erro
   return rc;
 }
 
+/* Whether field f of p holds its default value (compared bytewise: every kind is plain data). */
+static int at_default(const pp_policy *p, const field *f) {
+  static const size_t size_of[] = {
+      [F_DURATION] = sizeof(uint64_t), [F_U32] = sizeof(uint32_t), [F_BYTES] = sizeof(int64_t),
+      [F_DOUBLE] = sizeof(double),     [F_BOOL] = sizeof(int),     [F_BUDGET] = sizeof(uint64_t),
+      [F_RULE] = sizeof(uint32_t)};
+  pp_policy d;
+  pp_policy_defaults(&d);
+  return memcmp((const char *)p + f->offset, (const char *)&d + f->offset, size_of[f->kind]) == 0;
+}
+
 int pp_policy_canonical(const pp_policy *p, char *buf, size_t cap) {
   size_t used = 0;
   for (size_t i = 0; i < NFIELDS; i++) {
     const field *f = &fields[i];
     const char *base = (const char *)p + f->offset;
     char value[64];
+    if (f->format > 1 && at_default(p, f)) continue;
     switch (f->kind) {
     case F_DURATION: {
       uint64_t v;
@@ -655,6 +745,21 @@ int pp_policy_canonical(const pp_policy *p, char *buf, size_t cap) {
       int v;
       memcpy(&v, base, sizeof v);
       snprintf(value, sizeof value, "%s", v ? "true" : "false");
+      break;
+    }
+    case F_BUDGET: {
+      uint64_t v;
+      memcpy(&v, base, sizeof v);
+      if (v)
+        snprintf(value, sizeof value, "%lluns", (unsigned long long)v);
+      else
+        snprintf(value, sizeof value, "auto");
+      break;
+    }
+    case F_RULE: {
+      uint32_t v;
+      memcpy(&v, base, sizeof v);
+      snprintf(value, sizeof value, "%s", pp_shed_rule_name(v));
       break;
     }
     }

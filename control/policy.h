@@ -35,8 +35,30 @@ typedef struct pp_policy {
   uint64_t gvl_wait_max_ns; /* threads.gvl_wait_max: add threads only below (default 5ms) */
 
   int shed_enabled;        /* shed.enabled (default false) */
-  uint64_t shed_budget_ns; /* shed.budget: predicted wait beyond which to shed (default 10s) */
+  uint64_t shed_budget_ns; /* shed.budget: wait beyond which to shed; 0 = "auto", derived from
+                              shed.client_timeout and shed.slo (default auto; see
+                              pp_policy_shed_budget_ns) */
+
+  /* Admission rule (control/admit.h). Fields added in policy format 2: the canonical text
+   * writes them only when they differ from their defaults, and their defaults are what a
+   * format-1 policy meant, so every format-1 policy keeps its canonical text and hash. */
+  uint32_t shed_rule;              /* shed.rule: a pp_shed_rule (default predicted) */
+  uint64_t shed_rate_window_ns;    /* shed.rate_window: drain-rate EWMA time constant (1s) */
+  uint64_t shed_target_ns;         /* shed.target: codel sojourn target (default 50ms) */
+  uint64_t shed_interval_ns;       /* shed.interval: codel interval (default 500ms) */
+  uint64_t shed_client_timeout_ns; /* shed.client_timeout: for budget auto (default 20s) */
+  uint64_t shed_slo_ns;            /* shed.slo: for budget auto (default 150ms) */
 } pp_policy;
+
+/* shed.rule values (stored in pp_policy.shed_rule). Semantics: control/admit.h, docs/CONTROL.md. */
+typedef enum pp_shed_rule {
+  PP_SHED_RULE_PREDICTED = 0, /* "predicted": W = (L - free + 1) * S / c, gated by the tick */
+  PP_SHED_RULE_DRAIN = 1,     /* "drain": W = (L - free + 1) / mu, mu measured completions/s */
+  PP_SHED_RULE_CODEL = 2,     /* "codel": a standing queue over shed.target for shed.interval */
+} pp_shed_rule;
+
+/* "predicted", "drain", "codel"; "?" for anything else. */
+const char *pp_shed_rule_name(uint32_t rule);
 
 /* Where a parse or set failed. line/column are 1-based (0 when not from text). */
 typedef struct pp_policy_error {
@@ -63,10 +85,19 @@ int pp_policy_set(pp_policy *p, const char *field, const char *value, pp_policy_
 /* Cross-field checks (min <= max, fractions in (0,1], tick > 0 ...). 0 or PP_CTL_EINVAL. */
 int pp_policy_validate(const pp_policy *p, pp_policy_error *err);
 
-/* Canonical text: every field, fixed order, one `name: value` line each, durations in ns
- * with an "ns" suffix, doubles as %.17g. Parses back to an identical struct. Returns the
+/* Canonical text: every format-1 field, then each format-2 field (shed.rule ...) whose value
+ * differs from its default; fixed order, one `name: value` line each, durations in ns with an
+ * "ns" suffix (shed.budget "auto" as `auto`), doubles as %.17g. Parses back to an identical
+ * struct. Returns the
  * length written (excluding NUL) or PP_CTL_ENOSPC. */
 int pp_policy_canonical(const pp_policy *p, char *buf, size_t cap);
+
+/* The wait budget admission control sheds against: shed.budget when set, else ("auto")
+ *   max(shed.slo, shed.client_timeout / 2),
+ * so that a served request's queue wait at the 1.5x promise (docs/CONTROL.md) is at most 3/4
+ * of the client's timeout, leaving a quarter for service. With the defaults (20s, 150ms) it is
+ * 10s, format 1's fixed default. Always > 0 for a valid policy. */
+uint64_t pp_policy_shed_budget_ns(const pp_policy *p);
 
 /* FNV-1a 64 of the canonical text. Equal policies hash equal, whatever their source text. */
 uint64_t pp_policy_hash(const pp_policy *p);

@@ -27,7 +27,9 @@ static int policy_eq(const pp_policy *a, const pp_policy *b) {
          SAME(breach_ticks) && SAME(calm_fraction) && SAME(calm_utilisation) && SAME(calm_ticks) &&
          SAME(spawn_cooldown_ns) && SAME(retire_cooldown_ns) && SAME(target_utilisation) &&
          SAME(threads_enabled) && SAME(min_threads) && SAME(max_threads) && SAME(gvl_wait_max_ns) &&
-         SAME(shed_enabled) && SAME(shed_budget_ns);
+         SAME(shed_enabled) && SAME(shed_budget_ns) && SAME(shed_rule) &&
+         SAME(shed_rate_window_ns) && SAME(shed_target_ns) && SAME(shed_interval_ns) &&
+         SAME(shed_client_timeout_ns) && SAME(shed_slo_ns);
 }
 
 static void check_canonical_roundtrip(const pp_policy *p) {
@@ -61,9 +63,17 @@ static void check_error(int rc, const pp_policy_error *err) {
  * when the field is not a duration/size or the text is not of that shape. */
 static int reference_value(const char *name, const char *text, long double *value,
                            long double *limit) {
-  static const char *const durations[] = {
-      "tick",       "target_queue_p95", "spawn_cooldown", "retire_cooldown", "threads.gvl_wait_max",
-      "shed.budget"};
+  static const char *const durations[] = {"tick",
+                                          "target_queue_p95",
+                                          "spawn_cooldown",
+                                          "retire_cooldown",
+                                          "threads.gvl_wait_max",
+                                          "shed.budget",
+                                          "shed.rate_window",
+                                          "shed.target",
+                                          "shed.interval",
+                                          "shed.client_timeout",
+                                          "shed.slo"};
   static const struct {
     const char *suffix;
     long double scale;
@@ -116,6 +126,11 @@ static long double field_value(const pp_policy *p, const char *name) {
   if (strcmp(name, "retire_cooldown") == 0) return p->retire_cooldown_ns;
   if (strcmp(name, "threads.gvl_wait_max") == 0) return p->gvl_wait_max_ns;
   if (strcmp(name, "shed.budget") == 0) return p->shed_budget_ns;
+  if (strcmp(name, "shed.rate_window") == 0) return p->shed_rate_window_ns;
+  if (strcmp(name, "shed.target") == 0) return p->shed_target_ns;
+  if (strcmp(name, "shed.interval") == 0) return p->shed_interval_ns;
+  if (strcmp(name, "shed.client_timeout") == 0) return p->shed_client_timeout_ns;
+  if (strcmp(name, "shed.slo") == 0) return p->shed_slo_ns;
   CHECK(strcmp(name, "memory_limit") == 0);
   return p->memory_limit_bytes;
 }

@@ -131,7 +131,8 @@ typedef struct sim {
   pp_ctl_state ctl;
   uint64_t tick;
   int shed_on;
-  uint64_t shed_budget;
+  int admit_on; /* autoscale with shed.enabled: pp_admit_* decides every arrival and dequeue */
+  pp_admit_state admit;
   uint64_t last_service_mean;
   size_t dec_cap, tick_cap;
   int oom;
@@ -348,6 +349,66 @@ static void start_io(sim *s, uint32_t wi, uint32_t ti) {
   }
 }
 
+/* The enqueue (intended arrival) time of the oldest request still waiting, or INT64_MIN. */
+static int64_t oldest_enqueue(const sim *s) {
+  int64_t t = INT64_MIN;
+  if (s->fifo.len) t = s->rq[s->fifo.v[s->fifo.head] & (s->rq_cap - 1)].t_arr;
+  if (s->cfg->queue == PP_QUEUE_PER_WORKER)
+    for (uint32_t i = 0; i < s->nw; i++) {
+      const u32ring *q = &s->w[i].q;
+      if (!q->len) continue;
+      int64_t x = s->rq[q->v[q->head] & (s->rq_cap - 1)].t_arr;
+      if (t == INT64_MIN || x < t) t = x;
+    }
+  return t;
+}
+
+/* The queue as admission control sees it now, exactly the fields the server passes. */
+static void admit_input(const sim *s, pp_admit_input *in) {
+  in->now_ns = s->now;
+  in->queue_len = (uint32_t)s->queued;
+  in->slots_ready = s->slots_ready;
+  in->slots_busy = s->slots_busy;
+  in->service_mean_ns = s->last_service_mean;
+  in->oldest_enqueue_ns = oldest_enqueue(s);
+  in->shedding = s->shed_on;
+}
+
+/* Request seq is answered 503 by admission control (at arrival, or at dequeue). */
+static void shed_request(sim *s, uint32_t seq) {
+  req *r = R(s, seq);
+  r->status = R_SHED;
+  s->finished++;
+  s->shed_total++;
+  s->w_shed++;
+  s->s_shed++;
+  if (s->opt->on_request) {
+    pp_sim_request pr = {seq, r->kind, r->t_arr, -1, -1, 1};
+    s->opt->on_request(s->opt->data, &pr);
+  }
+}
+
+/* Admission control's word on a request about to be handed to a slot: 1 to run it. */
+static int admit_dequeued(sim *s, uint32_t seq) {
+  if (!s->admit_on) return 1;
+  pp_admit_input in;
+  admit_input(s, &in);
+  uint64_t sojourn = (uint64_t)(s->now - R(s, seq)->t_arr);
+  if (pp_admit_dequeue(&s->admit, &s->policy, &in, sojourn) == PP_ADMIT_ACCEPT) return 1;
+  shed_request(s, seq);
+  return 0;
+}
+
+/* A request goes to a free slot without waiting. It is still a dequeue for admission control
+ * (the server calls it for every dispatch), but with sojourn 0 it is never shed: 0 is within
+ * any budget. */
+static void admit_unqueued(sim *s) {
+  if (!s->admit_on) return;
+  pp_admit_input in;
+  admit_input(s, &in);
+  (void)pp_admit_dequeue(&s->admit, &s->policy, &in, 0);
+}
+
 static void dispatch(sim *s, uint32_t wi, uint32_t ti, uint32_t seq) {
   worker *w = &s->w[wi];
   thr *t = &w->t[ti];
@@ -382,15 +443,17 @@ static void dispatch(sim *s, uint32_t wi, uint32_t ti, uint32_t seq) {
 /* Pops the next queued request for worker wi (its own queue first in the per-worker model),
  * or UINT32_MAX. */
 static uint32_t next_request(sim *s, worker *w) {
-  if (s->cfg->queue == PP_QUEUE_PER_WORKER && w->q.len) {
+  for (;;) {
+    uint32_t seq;
+    if (s->cfg->queue == PP_QUEUE_PER_WORKER && w->q.len)
+      seq = ring_pop(&w->q);
+    else if (s->fifo.len)
+      seq = ring_pop(&s->fifo);
+    else
+      return UINT32_MAX;
     s->queued--;
-    return ring_pop(&w->q);
+    if (admit_dequeued(s, seq)) return seq;
   }
-  if (s->fifo.len) {
-    s->queued--;
-    return ring_pop(&s->fifo);
-  }
-  return UINT32_MAX;
 }
 
 static void worker_exit(sim *s, uint32_t wi);
@@ -435,6 +498,7 @@ static void complete(sim *s, uint32_t wi, uint32_t ti) {
   s->s_completed++;
   s->completed++;
   s->finished++;
+  if (s->admit_on) pp_admit_complete(&s->admit, &s->policy, s->now);
   if (s->now <= s->duration) s->completed_in_run++;
   if (lat > s->scn->slo_ns) s->excess_ns += (double)(lat - s->scn->slo_ns);
   if (lat > s->scn->client_timeout_ns) s->late_served++;
@@ -683,23 +747,11 @@ static void on_arrival(sim *s) {
   s->s_arrivals++;
   schedule_next_arrival(s);
 
-  if (s->shed_on) {
-    pp_observation o;
-    memset(&o, 0, sizeof o);
-    o.queue_len = (uint32_t)s->queued;
-    o.slots_ready = s->slots_ready;
-    o.slots_busy = s->slots_busy;
-    o.service_mean_ns = s->last_service_mean;
-    if (pp_observation_predicted_wait(&o) > s->shed_budget) {
-      r->status = R_SHED;
-      s->finished++;
-      s->shed_total++;
-      s->w_shed++;
-      s->s_shed++;
-      if (s->opt->on_request) {
-        pp_sim_request pr = {seq, r->kind, r->t_arr, -1, -1, 1};
-        s->opt->on_request(s->opt->data, &pr);
-      }
+  if (s->admit_on) {
+    pp_admit_input in;
+    admit_input(s, &in);
+    if (pp_admit_arrival(&s->admit, &s->policy, &in) == PP_ADMIT_SHED) {
+      shed_request(s, seq);
       return;
     }
   }
@@ -707,6 +759,7 @@ static void on_arrival(sim *s) {
   if (s->cfg->queue == PP_QUEUE_FIFO) {
     uint32_t id = pick_idle_fifo(s);
     if (id != UINT32_MAX) {
+      admit_unqueued(s);
       dispatch(s, id >> 8, id & 255, seq);
       return;
     }
@@ -722,6 +775,7 @@ static void on_arrival(sim *s) {
     s->rr = wi + 1;
     for (uint32_t ti = 0; ti < w->threads; ti++)
       if (w->t[ti].state == T_IDLE) {
+        admit_unqueued(s);
         dispatch(s, wi, ti, seq);
         return;
       }
@@ -896,7 +950,6 @@ static void on_tick(sim *s) {
   default: break;
   }
   s->shed_on = d->shed;
-  s->shed_budget = d->shed_budget_ns;
   s->last_service_mean = rec.obs.service_mean_ns;
   if (s->opt->keep_decisions) append_decision(s, &rec);
 
@@ -1032,7 +1085,9 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
   if (s->cfg->autoscale) {
     out->policy_hash = pp_policy_hash(&s->policy);
     pp_ctl_state_init(&s->ctl, &s->policy, s->cfg->workers, s->cfg->threads);
+    s->admit_on = s->policy.shed_enabled;
   }
+  pp_admit_state_init(&s->admit);
   for (uint32_t i = 0; i < s->cfg->workers; i++)
     spawn(s, 0);
   schedule_next_arrival(s);
@@ -1112,6 +1167,8 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
   sm->mean_ns = out->latency.count ? (double)out->latency.sum_ns / (double)out->latency.count : -1;
   sm->excess_latency_ns = s->excess_ns;
   sm->queue_p95_ns = pct(&out->queue, 95);
+  sm->queue_p99_ns = pct(&out->queue, 99);
+  sm->queue_max_ns = out->queue.count ? (double)out->queue.max_ns : -1;
   sm->queue_mean_ns = out->queue_count ? out->queue_sum_ns / (double)out->queue_count : -1;
   sm->avg_workers = s->worker_ns / (double)s->duration;
   sm->peak_workers = s->peak_workers;

@@ -14,8 +14,10 @@
  *  - Actuators: spawn (the worker connects after a boot time drawn from the boot
  *    distribution; readiness = connected), retire (stop dispatching, drain, exit), threads.
  *  - Clients give up at the timeout; the server still serves the request. Admission control
- *    answers 503 at arrival when the last decision turned shedding on and the predicted wait
- *    (pp_observation_predicted_wait on the live state) is above the decision's budget.
+ *    (shed.enabled) is control/admit.h, called as the server calls it: pp_admit_arrival on
+ *    every arrival (503 at once when it sheds), pp_admit_dequeue on every dispatch (a shed
+ *    there is a 503 instead of a run; only shed.rule codel does it), pp_admit_complete on
+ *    every completion.
  *  - Autoscale configurations call pp_observation_build() and pp_decide() every policy tick,
  *    exactly as the server does, and log each tick with pp_declog_encode() (source "sim").
  * Deterministic: the same scenario and seed give byte-identical results. Events are ordered by

@@ -267,7 +267,8 @@ static int cmd_run(int argc, char **argv) {
     }
     events += res[n].events;
     items[n] = (pp_report_item){scn->configs[i].name, &res[n].summary, res[n].timeline,
-                                res[n].timeline_len};
+                                res[n].timeline_len,
+                                scn->configs[i].autoscale ? &scn->configs[i].policy : NULL};
     idx[n++] = i;
   }
   double elapsed = now_s() - t0;
@@ -275,6 +276,10 @@ static int cmd_run(int argc, char **argv) {
     printf("scenario %s (%s), seed %" PRIu64 ", %.0f s, %u cores\n", scn->name, path, seed,
            scn->duration_ns / 1e9, scn->cores);
     pp_report_summary(stdout, items, n, scn->slo_ns / 1e6);
+    int any_shed = 0;
+    for (size_t k = 0; k < n; k++)
+      any_shed |= items[k].policy && items[k].policy->shed_enabled;
+    if (any_shed) pp_report_admission(stdout, items, n, scn);
   }
   if (timeline)
     for (size_t k = 0; k < n; k++)

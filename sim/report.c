@@ -31,6 +31,66 @@ void pp_report_summary(FILE *out, const pp_report_item *items, size_t n, double 
           slo_ms);
 }
 
+int pp_report_busiest_phase(const pp_scenario *scn, uint32_t *from_s, uint32_t *to_s) {
+  if (scn->process == PP_ARRIVALS_TRACE || scn->n_phases == 0) return -1;
+  uint64_t start = 0, best_start = 0, best_end = 0;
+  double best = -1;
+  for (uint32_t i = 0; i < scn->n_phases; i++) {
+    const pp_phase *ph = &scn->phases[i];
+    double peak = ph->has_ramp && ph->rate_end > ph->rate ? ph->rate_end : ph->rate;
+    if (peak > best) {
+      best = peak;
+      best_start = start;
+      best_end = start + ph->duration_ns;
+    }
+    start += ph->duration_ns;
+  }
+  *from_s = (uint32_t)(best_start / 1000000000ull);
+  *to_s = (uint32_t)(best_end / 1000000000ull);
+  return 0;
+}
+
+double pp_report_rps_between(const pp_report_item *item, uint32_t from_s, uint32_t to_s) {
+  uint64_t sum = 0, n = 0;
+  for (size_t i = 0; i < item->timeline_len; i++) {
+    const pp_timeline_row *r = &item->timeline[i];
+    if (r->t_s < from_s || r->t_s >= to_s) continue;
+    sum += r->completed;
+    n++;
+  }
+  return n ? (double)sum / (double)n : -1;
+}
+
+void pp_report_admission(FILE *out, const pp_report_item *items, size_t n, const pp_scenario *scn) {
+  uint32_t from = 0, to = 0;
+  int have_phase = pp_report_busiest_phase(scn, &from, &to) == 0;
+  char a[24], b[24], c[24], d[24];
+  fprintf(out, "\nadmission\n%-22s %-9s %8s %8s %7s %9s %9s %9s %9s %7s\n", "config", "rule",
+          "budget", "served", "shed", "busy_rps", "queue95", "queue99", "queuemax", "q99/bud");
+  for (size_t i = 0; i < n; i++) {
+    const pp_summary *s = items[i].summary;
+    const pp_policy *p = items[i].policy;
+    int sheds = p && p->shed_enabled;
+    double budget = sheds ? (double)pp_policy_shed_budget_ns(p) : -1;
+    double rps = have_phase ? pp_report_rps_between(&items[i], from, to) : -1;
+    char ratio[16] = "-", rpsbuf[16] = "-";
+    if (sheds && s->queue_p99_ns >= 0)
+      snprintf(ratio, sizeof ratio, "%.2f", s->queue_p99_ns / budget);
+    if (rps >= 0) snprintf(rpsbuf, sizeof rpsbuf, "%.1f", rps);
+    fprintf(out, "%-22s %-9s %8s %8llu %7llu %9s %9s %9s %9s %7s\n", items[i].name,
+            sheds ? pp_shed_rule_name(p->shed_rule) : "-",
+            sheds ? pp_units_format_ns(budget, a, sizeof a) : "-", (unsigned long long)s->completed,
+            (unsigned long long)s->shed, rpsbuf, pp_units_format_ns(s->queue_p95_ns, b, sizeof b),
+            pp_units_format_ns(s->queue_p99_ns, c, sizeof c),
+            pp_units_format_ns(s->queue_max_ns, d, sizeof d), ratio);
+  }
+  if (have_phase)
+    fprintf(out,
+            "(served requests' queue time, intended arrival to dispatch; busy_rps = served per "
+            "second over the busiest phase, %us-%us)\n",
+            from, to);
+}
+
 void pp_report_timeline(FILE *out, const pp_report_item *item) {
   char a[24], b[24], c[24];
   fprintf(out, "\ntimeline: %s\n", item->name);

@@ -36,6 +36,8 @@ typedef struct pp_summary {
   double avg_memory_bytes; /* time-average of the model's (or measured) memory */
   double peak_memory_bytes;
   double worker_seconds; /* integral of workers over the duration */
+  double queue_p99_ns;   /* queue time p99 of served requests, -1 when not measurable */
+  double queue_max_ns;   /* longest queue time of a served request, -1 when not measurable */
 } pp_summary;
 
 /* One second of one configuration. Percentiles over requests completed in that second;

@@ -173,6 +173,7 @@ static void test_hash_stable_across_spellings(void) {
     pp_policy x = d;
     const char *v = strstr(*f, "enabled")                          ? "true"
                     : strstr(*f, "fraction") || strstr(*f, "util") ? "0.33"
+                    : strcmp(*f, "shed.rule") == 0                 ? "codel"
                                                                    : "17";
     CU_ASSERT_EQUAL(pp_policy_set(&x, *f, v, NULL), 0);
     CU_ASSERT_NOT_EQUAL(pp_policy_hash(&x), h0);
@@ -183,16 +184,110 @@ static void test_field_names(void) {
   size_t n = 0;
   for (const char *const *f = pp_policy_field_names; *f; f++)
     n++;
-  CU_ASSERT_EQUAL(n, 21);
+  CU_ASSERT_EQUAL(n, 27);
   pp_policy p;
   pp_policy_defaults(&p);
   char buf[2048];
   CU_ASSERT_FATAL(pp_policy_canonical(&p, buf, sizeof buf) > 0);
-  for (const char *const *f = pp_policy_field_names; *f; f++) {
+  /* The 21 format-1 fields are always written; the format-2 ones (shed.rule on) only when
+   * they differ from their defaults. */
+  n = 0;
+  for (const char *const *f = pp_policy_field_names; *f; f++, n++) {
     char key[80];
     snprintf(key, sizeof key, "%s: ", *f);
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf, key));
+    if (n < 21) {
+      CU_ASSERT_PTR_NOT_NULL(strstr(buf, key));
+    } else {
+      CU_ASSERT_PTR_NULL(strstr(buf, key));
+    }
   }
+}
+
+/* Policy format 2 (the admission fields) keeps format 1's canonical text and hash: the text
+ * a format-1 writer produced for its defaults (as in every recorded log's header) parses to a
+ * policy whose canonical text is that very text, and hashes to the hash it was logged with.
+ * It reads with format 2's default rule (drain): pp_decide never reads it. */
+static void test_format1_text_keeps_hash(void) {
+  static const char *const v1_defaults =
+      "tick: 1000000000ns\nmin_workers: 1\nmax_workers: 8\nmax_step: 4\ncores: 0\n"
+      "memory_limit: 0\ntarget_queue_p95: 50000000ns\nsevere_factor: 4\nbreach_ticks: 2\n"
+      "calm_fraction: 0.20000000000000001\ncalm_utilisation: 0.5\ncalm_ticks: 30\n"
+      "spawn_cooldown: 3000000000ns\nretire_cooldown: 30000000000ns\n"
+      "target_utilisation: 0.69999999999999996\nthreads.enabled: false\nthreads.min: 1\n"
+      "threads.max: 16\nthreads.gvl_wait_max: 5000000ns\nshed.enabled: false\n"
+      "shed.budget: 10000000000ns\n";
+  pp_policy p;
+  pp_policy_error e;
+  CU_ASSERT_EQUAL_FATAL(parse(&p, v1_defaults, &e), 0);
+  char buf[2048];
+  CU_ASSERT_EQUAL(pp_policy_canonical(&p, buf, sizeof buf), (int)strlen(v1_defaults));
+  CU_ASSERT_STRING_EQUAL(buf, v1_defaults);
+  CU_ASSERT_EQUAL(pp_policy_hash(&p), 0x199b97413f3e1126ull);
+  CU_ASSERT_EQUAL(p.shed_rule, PP_SHED_RULE_DRAIN);
+  /* Format 2's defaults differ from format 1's only in shed.budget: auto (10s all the same). */
+  pp_policy d;
+  pp_policy_defaults(&d);
+  CU_ASSERT_EQUAL(pp_policy_hash(&d), 0xccaa2fca84f4120bull);
+  CU_ASSERT_EQUAL(pp_policy_shed_budget_ns(&d), pp_policy_shed_budget_ns(&p));
+  d.shed_budget_ns = 10000000000ull;
+  CU_ASSERT_EQUAL(memcmp(&d, &p, sizeof d), 0);
+}
+
+/* The shed section's format-2 fields: parsed, written back only when not default, read back
+ * identically; shed.budget's "auto" and its formula. */
+static void test_shed_fields(void) {
+  static const struct {
+    const char *text;
+    uint32_t rule;
+    uint64_t budget_field, effective_budget;
+    const char *canonical_part; /* a line the canonical text must hold ("" for none) */
+  } cases[] = {
+      {"shed: {enabled: true}\n", PP_SHED_RULE_DRAIN, 0, 10000000000ull, "shed.budget: auto\n"},
+      {"shed: {budget: 1s, rule: drain}\n", PP_SHED_RULE_DRAIN, 1000000000ull, 1000000000ull,
+       "shed.budget: 1000000000ns\n"},
+      {"shed.rule: codel\nshed.target: 5ms\nshed.interval: 100ms\n", PP_SHED_RULE_CODEL, 0,
+       10000000000ull, "shed.interval: 100000000ns\n"},
+      {"shed: {rule: predicted}\n", PP_SHED_RULE_PREDICTED, 0, 10000000000ull,
+       "shed.rule: predicted\n"},
+      {"shed: {rule: drain}\n", PP_SHED_RULE_DRAIN, 0, 10000000000ull, ""},
+      /* auto = max(slo, client_timeout / 2) */
+      {"shed: {client_timeout: 2s}\n", PP_SHED_RULE_DRAIN, 0, 1000000000ull,
+       "shed.client_timeout: 2000000000ns\n"},
+      {"shed: {client_timeout: 300ms, slo: 200ms}\n", PP_SHED_RULE_DRAIN, 0, 200000000ull,
+       "shed.slo: 200000000ns\n"},
+      {"shed: {budget: auto, client_timeout: 30s}\n", PP_SHED_RULE_DRAIN, 0, 15000000000ull,
+       "shed.budget: auto\n"},
+      {"shed: {rate_window: 250ms}\n", PP_SHED_RULE_DRAIN, 0, 10000000000ull,
+       "shed.rate_window: 250000000ns\n"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pp_policy p, q;
+    pp_policy_error e;
+    CU_ASSERT_EQUAL_FATAL(parse(&p, cases[i].text, &e), 0);
+    CU_ASSERT_EQUAL(p.shed_rule, cases[i].rule);
+    CU_ASSERT_EQUAL(p.shed_budget_ns, cases[i].budget_field);
+    CU_ASSERT_EQUAL(pp_policy_shed_budget_ns(&p), cases[i].effective_budget);
+    char buf[2048];
+    int n = pp_policy_canonical(&p, buf, sizeof buf);
+    CU_ASSERT_FATAL(n > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, cases[i].canonical_part));
+    if (cases[i].rule == PP_SHED_RULE_DRAIN) {
+      CU_ASSERT_PTR_NULL(strstr(buf, "shed.rule"));
+    }
+    CU_ASSERT_EQUAL_FATAL(pp_policy_parse(&q, buf, (size_t)n, &e), 0);
+    CU_ASSERT_EQUAL(memcmp(&p, &q, sizeof p), 0);
+    CU_ASSERT_EQUAL(pp_policy_hash(&p), pp_policy_hash(&q));
+  }
+  pp_policy a, b;
+  CU_ASSERT_EQUAL(parse(&a, "shed.rule: predicted\n", NULL), 0);
+  CU_ASSERT_EQUAL(parse(&b, "shed.rule: codel\n", NULL), 0);
+  CU_ASSERT_NOT_EQUAL(pp_policy_hash(&a), pp_policy_hash(&b));
+  CU_ASSERT_STRING_EQUAL(pp_shed_rule_name(PP_SHED_RULE_DRAIN), "drain");
+  CU_ASSERT_STRING_EQUAL(pp_shed_rule_name(99), "?");
+  CU_ASSERT_EQUAL(pp_policy_set(&a, "shed.budget", "auto", NULL), 0);
+  CU_ASSERT_EQUAL(a.shed_budget_ns, 0);
+  CU_ASSERT_EQUAL(pp_policy_set(&a, "shed.rule", "fifo", NULL), PP_CTL_EINVAL);
+  CU_ASSERT_EQUAL(a.shed_rule, PP_SHED_RULE_PREDICTED); /* untouched on error */
 }
 
 static void test_set_overrides(void) {
@@ -271,6 +366,19 @@ static void test_error_paths(void) {
       {"threads.max: 5000\n", PP_CTL_EINVAL, "threads.max", 1, 14, "at most"},
       {"threads.gvl_wait_max: 0\n", PP_CTL_EINVAL, "threads.gvl_wait_max", 1, 23, "greater"},
       {"shed.budget: 0ms\n", PP_CTL_EINVAL, "shed.budget", 1, 14, "greater than 0"},
+      {"shed.budget: soon\n", PP_CTL_EINVAL, "shed.budget", 1, 14, "auto"},
+      {"shed:\n  enabled: true\n  rule: lifo\n", PP_CTL_EINVAL, "shed.rule", 3, 9,
+       "predicted, drain, codel"},
+      {"shed:\n  rule: drain\n  rule: codel\n", PP_CTL_EINVAL, "shed.rule", 3, 9, "twice"},
+      {"shed:\n  rate_window: 0s\n", PP_CTL_EINVAL, "shed.rate_window", 2, 16, "greater than 0"},
+      {"shed.target: 0\n", PP_CTL_EINVAL, "shed.target", 1, 14, "greater than 0"},
+      {"shed.interval: 0ms\n", PP_CTL_EINVAL, "shed.interval", 1, 16, "greater than 0"},
+      {"shed.interval: later\n", PP_CTL_EINVAL, "shed.interval", 1, 16, "duration"},
+      {"shed.client_timeout: 0s\n", PP_CTL_EINVAL, "shed.client_timeout", 1, 22, "greater"},
+      {"shed:\n  client_timeout: 1s\n  slo: 2s\n", PP_CTL_EINVAL, "shed.slo", 3, 8,
+       "less than shed.client_timeout"},
+      {"shed.slo: 0ms\n", PP_CTL_EINVAL, "shed.slo", 1, 11, "greater than 0"},
+      {"shed.lifo: true\n", PP_CTL_EINVAL, "shed.lifo", 1, 1, "unknown"},
       {"max_workers: 4\n---\nmax_workers: 5\n", PP_CTL_EPARSE, "", 3, 1, "second"},
       {"max_workers: \"4\\u0000\"\n", PP_CTL_EINVAL, "max_workers", 1, 14, "NUL"},
   };
@@ -496,6 +604,8 @@ int pp_test_register(void) {
       {"canonical text round trip", test_canonical_round_trip},
       {"hash stable across spellings", test_hash_stable_across_spellings},
       {"field name list", test_field_names},
+      {"format-1 text keeps its canonical text and hash", test_format1_text_keeps_hash},
+      {"shed fields: parse, canonical, round trip", test_shed_fields},
       {"pp_policy_set overrides", test_set_overrides},
       {"every error path names field and line", test_error_paths},
       {"long durations and sizes exact or refused", test_long_numbers_exact_or_refused},

@@ -73,7 +73,7 @@ grep -v '"type":"header"' "$LOGS/step.jsonl" >"$TMP/step-noheader.jsonl"
 expect 0 "policy from the defaults" -- "$REPLAY" "$TMP/step-noheader.jsonl"
 # --verify with a different policy: exit 2 naming both hashes.
 printf 'max_step: 8\nspawn_cooldown: 2s\n' >"$TMP/tuned.yaml"
-expect 2 "decided by policy 199b97413f3e1126; .*tuned.yaml hashes to [0-9a-f]{16}" -- \
+expect 2 "decided by policy ccaa2fca84f4120b; .*tuned.yaml hashes to [0-9a-f]{16}" -- \
   "$REPLAY" "$LOGS/step.jsonl" --policy "$TMP/tuned.yaml" --verify
 
 # 6. Counterfactual: a different policy lists the ticks it decides differently.

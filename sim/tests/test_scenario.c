@@ -217,6 +217,44 @@ static void test_missing_policy_file(void) {
   free(text);
 }
 
+/* The admission fields of an inline policy: bad values name file, line and dotted field;
+ * out-of-domain values (caught by pp_policy_validate after the walk) name the config, the
+ * line of its policy and the dotted policy field in the message, as every validation error
+ * of an inline policy does. */
+static void test_policy_shed_errors(void) {
+  static const char policy_block[] = "    policy:\n      max_workers: 4\n      spawn_cooldown: 2s\n"
+                                     "      shed: {enabled: true, budget: 5s}\n";
+  static const struct {
+    const char *to;
+    int line;
+    const char *field, *message_part;
+  } cases[] = {
+      {"    policy:\n      shed: {enabled: true, rule: lifo}\n", 31, "configs[1].policy.shed.rule",
+       "predicted, drain, codel"},
+      {"    policy:\n      shed:\n        budget: whenever\n", 32, "configs[1].policy.shed.budget",
+       "auto"},
+      {"    policy:\n      shed.interval: 0s\n", 31, "configs[1]",
+       "policy: shed.interval: must be greater than 0"},
+      {"    policy:\n      shed: {client_timeout: 1s, slo: 3s}\n", 31, "configs[1]",
+       "policy: shed.slo: must be less than shed.client_timeout"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *text = mutate(policy_block, cases[i].to);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    pp_scenario s;
+    pp_scn_error err;
+    int rc = pp_scenario_parse(&s, text, strlen(text), "shed.yaml", &err);
+    int ok = rc != 0 && strcmp(err.file, "shed.yaml") == 0 && err.line == cases[i].line &&
+             strcmp(err.field, cases[i].field) == 0 &&
+             strstr(err.message, cases[i].message_part) != NULL;
+    if (!ok)
+      printf("\n  case %zu: rc %d line %d field %s: %s", i, rc, err.line, err.field, err.message);
+    CU_ASSERT(ok);
+    pp_scenario_dispose(&s);
+    free(text);
+  }
+}
+
 /* Fuzz finding 3: `&p {x: *p}` is a mapping that contains itself (libyaml registers the anchor
  * when the mapping starts), and the inline-policy walk recursed into it until the stack
  * overflowed. Now a mapping below a policy section and a field set twice are errors naming
@@ -293,6 +331,7 @@ int main(void) {
   CU_add_test(s, "trace files", test_trace);
   CU_add_test(s, "missing policy file", test_missing_policy_file);
   CU_add_test(s, "inline policy aliases stay bounded", test_policy_aliases_bounded);
+  CU_add_test(s, "inline policy shed errors name file, line, field", test_policy_shed_errors);
   CU_add_test(s, "shipped scenarios load", test_shipped_scenarios);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

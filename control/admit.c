@@ -1,0 +1,148 @@
+/* Admission control (see admit.h for the rules; docs/CONTROL.md §5 for the why).
+ *
+ * The drain-rate estimator is an exponentially decayed count of completions: each completion
+ * adds 1 and the count decays as e^-(age/tau) with tau = shed.rate_window, so for a steady
+ * rate mu the count tends to mu * tau. Dividing by tau * (1 - e^-(T/tau)), where T is how long
+ * the estimator has been collecting, removes the start-up bias, so the estimate is unbiased
+ * from T = tau / 2 on (before that, c / S is used). Workload: one call per arrival, dequeue
+ * and completion; each is O(1) with at most two exp() calls. */
+#include "control/control.h"
+
+#include <math.h>
+#include <stddef.h>
+
+#define NEVER INT64_MIN
+
+void pp_admit_state_init(pp_admit_state *st) {
+  st->rate_count = 0;
+  st->rate_last_ns = NEVER;
+  st->rate_since_ns = NEVER;
+  st->above_since_ns = NEVER;
+  st->overloaded = 0;
+  st->accepted = st->shed_at_arrival = st->shed_at_dequeue = 0;
+}
+
+static double elapsed_ns(int64_t now, int64_t then) {
+  return now > then ? (double)now - (double)then : 0.0;
+}
+
+void pp_admit_complete(pp_admit_state *st, const pp_policy *p, int64_t now_ns) {
+  double tau = (double)p->shed_rate_window_ns;
+  if (st->rate_last_ns == NEVER || elapsed_ns(now_ns, st->rate_last_ns) > tau) {
+    /* First completion, or the first after a long gap: restart from here. This completion
+     * marks the start and is not counted, so the count covers (since, now]. */
+    st->rate_count = 0;
+    st->rate_since_ns = now_ns;
+  } else {
+    st->rate_count = st->rate_count * exp(-elapsed_ns(now_ns, st->rate_last_ns) / tau) + 1.0;
+  }
+  st->rate_last_ns = now_ns;
+}
+
+double pp_admit_drain_rate(const pp_admit_state *st, const pp_policy *p, const pp_admit_input *in) {
+  if (in->slots_ready == 0) return 0;
+  double tau = (double)p->shed_rate_window_ns;
+  if (st->rate_last_ns != NEVER) {
+    double span = elapsed_ns(in->now_ns, st->rate_since_ns);
+    if (span >= tau / 2) {
+      double count = st->rate_count * exp(-elapsed_ns(in->now_ns, st->rate_last_ns) / tau);
+      double weight = tau * -expm1(-span / tau); /* ns */
+      return count / weight * 1e9;
+    }
+  }
+  if (in->service_mean_ns == 0) return HUGE_VAL;
+  return (double)in->slots_ready * 1e9 / (double)in->service_mean_ns;
+}
+
+/* Requests ahead of an arrival that a free slot will not take: L - free + 1, or 0. */
+static uint64_t ahead(const pp_admit_input *in) {
+  uint64_t c = in->slots_ready;
+  uint64_t free_slots = in->slots_busy >= c ? 0 : c - in->slots_busy;
+  return in->queue_len < free_slots ? 0 : in->queue_len - free_slots + 1;
+}
+
+static uint64_t oldest_age(const pp_admit_input *in) {
+  if (in->oldest_enqueue_ns == NEVER || in->now_ns <= in->oldest_enqueue_ns) return 0;
+  return (uint64_t)in->now_ns - (uint64_t)in->oldest_enqueue_ns;
+}
+
+static uint64_t drain_wait(const pp_admit_state *st, const pp_policy *p, const pp_admit_input *in) {
+  if (in->slots_ready == 0) return UINT64_MAX;
+  uint64_t n = ahead(in);
+  if (n == 0) return 0;
+  double mu = pp_admit_drain_rate(st, p, in);
+  if (!(mu > 0)) return UINT64_MAX;
+  double w = (double)n / mu * 1e9;
+  return w >= 1.8e19 ? UINT64_MAX - 1 : (uint64_t)w;
+}
+
+uint64_t pp_admit_predicted_wait(const pp_admit_state *st, const pp_policy *p,
+                                 const pp_admit_input *in) {
+  switch (p->shed_rule) {
+  case PP_SHED_RULE_DRAIN: return drain_wait(st, p, in);
+  case PP_SHED_RULE_CODEL: return oldest_age(in);
+  default: {
+    pp_observation o;
+    o.queue_len = in->queue_len;
+    o.slots_ready = in->slots_ready;
+    o.slots_busy = in->slots_busy;
+    o.service_mean_ns = in->service_mean_ns;
+    return pp_observation_predicted_wait(&o);
+  }
+  }
+}
+
+/* CoDel's standing-queue detector, on the age of the oldest waiting request: overloaded once
+ * that age has stayed at or over the target for a whole interval; cleared as soon as it is
+ * under the target (which includes an empty queue). */
+static void codel_observe(pp_admit_state *st, const pp_policy *p, const pp_admit_input *in) {
+  if (oldest_age(in) < p->shed_target_ns) {
+    st->above_since_ns = NEVER;
+    st->overloaded = 0;
+    return;
+  }
+  if (st->above_since_ns == NEVER) st->above_since_ns = in->now_ns;
+  if (elapsed_ns(in->now_ns, st->above_since_ns) >= (double)p->shed_interval_ns) st->overloaded = 1;
+}
+
+pp_admit_verdict pp_admit_arrival(pp_admit_state *st, const pp_policy *p,
+                                  const pp_admit_input *in) {
+  int shed = 0;
+  if (p->shed_enabled) {
+    uint64_t budget = pp_policy_shed_budget_ns(p);
+    switch (p->shed_rule) {
+    case PP_SHED_RULE_DRAIN: shed = drain_wait(st, p, in) > budget; break;
+    case PP_SHED_RULE_CODEL:
+      codel_observe(st, p, in);
+      shed = st->overloaded && ahead(in) > 0;
+      break;
+    default:
+      /* Format 1, exactly as the server did it: only while the tick says so; no capacity at
+       * all (UINT64_MAX) sheds. */
+      if (in->shedding) {
+        pp_observation o;
+        o.queue_len = in->queue_len;
+        o.slots_ready = in->slots_ready;
+        o.slots_busy = in->slots_busy;
+        o.service_mean_ns = in->service_mean_ns;
+        shed = pp_observation_predicted_wait(&o) > budget;
+      }
+      break;
+    }
+  }
+  if (shed)
+    st->shed_at_arrival++;
+  else
+    st->accepted++;
+  return shed ? PP_ADMIT_SHED : PP_ADMIT_ACCEPT;
+}
+
+pp_admit_verdict pp_admit_dequeue(pp_admit_state *st, const pp_policy *p, const pp_admit_input *in,
+                                  uint64_t sojourn_ns) {
+  if (!p->shed_enabled || p->shed_rule != PP_SHED_RULE_CODEL) return PP_ADMIT_ACCEPT;
+  int shed = st->overloaded && sojourn_ns > pp_policy_shed_budget_ns(p);
+  codel_observe(st, p, in);
+  if (!shed) return PP_ADMIT_ACCEPT;
+  st->shed_at_dequeue++;
+  return PP_ADMIT_SHED;
+}

@@ -1,0 +1,92 @@
+/* Admission control: the per-request shed decision, one function for the server and pp-sim.
+ *
+ * pp_decide() runs once per tick; admission runs once per arriving request and once per
+ * request taken off the queue, so it must be cheap (no allocation, a few float operations)
+ * and it must see the queue as it is now, not as it was at the last tick. The rule is the
+ * policy's `shed.rule` (docs/CONTROL.md §5):
+ *
+ *   predicted  W = (L - free + 1) * S / c, shed when W > budget, only while the last tick's
+ *              decision has shedding on (the format-1 rule, unchanged).
+ *   drain      W = (L - free + 1) / mu, shed when W > budget, on every arrival. mu is the
+ *              measured drain rate: completions per second, an EWMA with time constant
+ *              shed.rate_window; c / S until the estimator has a half window of data.
+ *   codel      overloaded when the oldest waiting request has been older than shed.target
+ *              without a break for shed.interval (a standing queue, as in CoDel and "Fail at
+ *              Scale"); while overloaded every arrival that finds no free slot is shed, and a
+ *              request taken off the queue after waiting more than the budget is shed.
+ *
+ * Pure: the caller passes the time and the queue's state; everything the rule remembers is
+ * in pp_admit_state, which the caller owns (one per queue). Deterministic for a given
+ * sequence of calls. Workload: 10^3-10^5 calls per second, each O(1). */
+#ifndef PP_ADMIT_H
+#define PP_ADMIT_H
+
+#include <stdint.h>
+#include "control/policy.h"
+
+typedef enum pp_admit_verdict {
+  PP_ADMIT_ACCEPT = 0, /* queue it (at arrival) / run it (at dequeue) */
+  PP_ADMIT_SHED = 1,   /* answer 503 with Retry-After now */
+} pp_admit_verdict;
+
+/* What the rules remember between calls. Plain data; init with pp_admit_state_init.
+ * INT64_MIN in a *_ns field means "never". */
+typedef struct pp_admit_state {
+  /* drain rate: completions as a decayed count (events, weight e^-(age/tau)) */
+  double rate_count;     /* decayed count as of rate_last_ns */
+  int64_t rate_last_ns;  /* time of the last completion */
+  int64_t rate_since_ns; /* start of the estimator's current run of data */
+  /* codel */
+  int64_t above_since_ns; /* since when the oldest waiting request has been over target */
+  int overloaded;         /* codel: a standing queue was detected and has not cleared */
+  /* counters (for /stats and tests; the rules do not read them) */
+  uint64_t accepted, shed_at_arrival, shed_at_dequeue;
+} pp_admit_state;
+
+/* The queue as the caller sees it at the moment of the call. */
+typedef struct pp_admit_input {
+  int64_t now_ns;            /* caller's monotonic clock */
+  uint32_t queue_len;        /* L: requests waiting, excluding the one being decided */
+  uint32_t slots_ready;      /* c: connected slots (busy + idle) */
+  uint32_t slots_busy;       /* slots running a request */
+  uint64_t service_mean_ns;  /* S: mean service time as the server measures it (last window,
+                                else lifetime; 0 when nothing has completed yet) */
+  int64_t oldest_enqueue_ns; /* enqueue time of the oldest request still waiting (after the
+                                dequeue, for pp_admit_dequeue); INT64_MIN when none waits */
+  int shedding;              /* the last pp_decision.shed (only the predicted rule reads it) */
+} pp_admit_input;
+
+/* Sets the state to "nothing seen yet". */
+void pp_admit_state_init(pp_admit_state *st);
+
+/* A request arrived (its head is parsed; it has not been queued). Returns PP_ADMIT_SHED if it
+ * must be answered 503 at once, else PP_ADMIT_ACCEPT (queue it, or run it on a free slot).
+ * Does nothing but count when shed.enabled is false. p must be valid (pp_policy_validate). */
+pp_admit_verdict pp_admit_arrival(pp_admit_state *st, const pp_policy *p, const pp_admit_input *in);
+
+/* A request is being taken off the queue for a slot, after waiting sojourn_ns (call it for
+ * every request handed to a slot, including one that never waited: sojourn 0). in->queue_len
+ * and in->oldest_enqueue_ns describe the queue without it. Returns PP_ADMIT_SHED if it must be
+ * answered 503 instead of run (then take the next one and call again), else PP_ADMIT_ACCEPT.
+ * Only the codel rule sheds here. */
+pp_admit_verdict pp_admit_dequeue(pp_admit_state *st, const pp_policy *p, const pp_admit_input *in,
+                                  uint64_t sojourn_ns);
+
+/* A request's response ended at now_ns (it freed its slot). Feeds the drain-rate estimator. */
+void pp_admit_complete(pp_admit_state *st, const pp_policy *p, int64_t now_ns);
+
+/* The drain rate mu (requests per second) the drain rule uses now: the EWMA of completions
+ * once it has shed.rate_window / 2 of data since its last restart (the first completion after
+ * a gap of more than shed.rate_window restarts it; during a gap it keeps decaying, so a stuck
+ * server's mu falls towards 0), else c / S. 0 when c = 0; HUGE_VAL when S = 0 and there is no
+ * data yet (nothing measured: like the predicted rule, no wait is predicted). */
+double pp_admit_drain_rate(const pp_admit_state *st, const pp_policy *p, const pp_admit_input *in);
+
+/* The wait the policy's rule predicts for a request arriving now, in ns: 0 while L < free;
+ * UINT64_MAX when there is no capacity to serve it (c = 0, or a drain rate of 0 with requests
+ * queued); finite values saturate at UINT64_MAX - 1. For codel, the oldest waiting request's
+ * age (the quantity it watches). For /stats and the reasons; does not change the state. */
+uint64_t pp_admit_predicted_wait(const pp_admit_state *st, const pp_policy *p,
+                                 const pp_admit_input *in);
+
+#endif
