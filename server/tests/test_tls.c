@@ -124,6 +124,7 @@ typedef struct client {
   BIO *rbio, *wbio;
   pp_buf plain;      /* plaintext the client has read */
   int failed;        /* its handshake or a read failed */
+  const char *why;   /* OpenSSL's reason for the failure */
   int got_close;     /* close_notify from the server */
   size_t sent_bytes; /* ciphertext the client produced */
 } client;
@@ -177,7 +178,10 @@ static void client_step(client *cl) {
     int r = SSL_do_handshake(cl->ssl);
     if (r != 1) {
       int e = SSL_get_error(cl->ssl, r);
-      if (e != SSL_ERROR_WANT_READ) cl->failed = 1;
+      if (e != SSL_ERROR_WANT_READ) {
+        cl->failed = 1;
+        cl->why = ERR_reason_error_string(ERR_peek_error());
+      }
       ERR_clear_error();
       return;
     }
@@ -509,6 +513,8 @@ static void test_tls11_refused(void) {
   CU_ASSERT_PTR_NOT_NULL(sv.conn.reason);
   CU_ASSERT(sv.wire_out > 0); /* a protocol_version alert went back */
   CU_ASSERT_TRUE(cl.failed);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cl.why);
+  CU_ASSERT_STRING_EQUAL(cl.why, "tlsv1 alert protocol version");
   CU_ASSERT_FALSE(pp_tls_conn_handshake_done(&sv.conn));
   /* sticky */
   CU_ASSERT_EQUAL(pp_tls_conn_feed(&sv.conn, (const uint8_t *)"x", 1, &sv.plain, &sv.wire),
