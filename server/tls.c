@@ -26,8 +26,8 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-/* ALPN wire lists (length-prefixed), in server preference order. Static: the select callback
- * returns a pointer into them, which OpenSSL keeps for the life of the session. */
+/* ALPN wire lists (length-prefixed), in server preference order; the select callback points
+ * into them (or the client's list) and OpenSSL copies the selection into the session. */
 static const unsigned char alpn_h2_h1[] = "\x02h2\x08http/1.1";
 static const unsigned char alpn_h1[] = "\x08http/1.1";
 

@@ -12,8 +12,9 @@
  * a few tens of KiB. Ciphertext is handed to OpenSSL at most PP_TLS_FEED_CHUNK bytes at a
  * time and the plaintext is read out before the next chunk goes in, so the read BIO of a
  * connection never holds more than one chunk however much a peer sends in one read. In steady
- * state the filter allocates nothing per record beyond what OpenSSL does (its record buffers
- * are kept, the memory BIOs reuse their storage, the caller's pp_bufs only grow).
+ * state the filter allocates no buffer per record (OpenSSL's record buffers are kept, the
+ * memory BIOs reuse their storage, the caller's pp_bufs stop growing); OpenSSL 3.0 itself
+ * still makes a few 40-byte bookkeeping allocations per record.
  *
  * Protocol: TLS 1.2 minimum, 1.3 preferred, no renegotiation, ECDHE with AEAD ciphers only
  * for TLS 1.2 (all of them allowed by RFC 9113 §9.2.2 for HTTP/2), OpenSSL's TLS 1.3 suites,

@@ -13,12 +13,42 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
 #include "server/tls.h"
+
+/* OpenSSL's allocations, counted while `counting` is set (main installs the hooks before
+ * OpenSSL allocates anything). */
+static int counting;
+static unsigned long openssl_allocs, openssl_big_allocs; /* all; over 64 bytes */
+
+static void *count_malloc(size_t n, const char *file, int line) {
+  (void)file;
+  (void)line;
+  if (counting) {
+    openssl_allocs++;
+    if (n > 64) openssl_big_allocs++;
+  }
+  return malloc(n);
+}
+static void *count_realloc(void *p, size_t n, const char *file, int line) {
+  (void)file;
+  (void)line;
+  if (counting) {
+    openssl_allocs++;
+    if (n > 64) openssl_big_allocs++;
+  }
+  return realloc(p, n);
+}
+static void count_free(void *p, const char *file, int line) {
+  (void)file;
+  (void)line;
+  free(p);
+}
 
 /* Two development pairs, generated once for the suite. */
 static char dir_a[64], dir_b[64], dir_r[64];
@@ -94,6 +124,7 @@ typedef struct client {
   BIO *rbio, *wbio;
   pp_buf plain;      /* plaintext the client has read */
   int failed;        /* its handshake or a read failed */
+  const char *why;   /* OpenSSL's reason for the failure */
   int got_close;     /* close_notify from the server */
   size_t sent_bytes; /* ciphertext the client produced */
 } client;
@@ -147,7 +178,10 @@ static void client_step(client *cl) {
     int r = SSL_do_handshake(cl->ssl);
     if (r != 1) {
       int e = SSL_get_error(cl->ssl, r);
-      if (e != SSL_ERROR_WANT_READ) cl->failed = 1;
+      if (e != SSL_ERROR_WANT_READ) {
+        cl->failed = 1;
+        cl->why = ERR_reason_error_string(ERR_peek_error());
+      }
       ERR_clear_error();
       return;
     }
@@ -479,6 +513,8 @@ static void test_tls11_refused(void) {
   CU_ASSERT_PTR_NOT_NULL(sv.conn.reason);
   CU_ASSERT(sv.wire_out > 0); /* a protocol_version alert went back */
   CU_ASSERT_TRUE(cl.failed);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cl.why);
+  CU_ASSERT_STRING_EQUAL(cl.why, "tlsv1 alert protocol version");
   CU_ASSERT_FALSE(pp_tls_conn_handshake_done(&sv.conn));
   /* sticky */
   CU_ASSERT_EQUAL(pp_tls_conn_feed(&sv.conn, (const uint8_t *)"x", 1, &sv.plain, &sv.wire),
@@ -612,6 +648,63 @@ static void test_roundtrip_large(void) {
   }
   free(up);
   free(down);
+  pp_tls_ctx_dispose(&t);
+}
+
+/* Steady state: once a connection has carried a few records each way, feeding and writing
+ * more allocates no buffer (OpenSSL's record buffers and the BIOs' storage are reused, the
+ * caller's pp_bufs stop growing). OpenSSL 3.0 itself still makes a few 40-byte allocations per
+ * record (its WPACKET bookkeeping for the record header and AAD, crypto/packet.c): those are
+ * counted and bounded, not zero. */
+static void test_steady_state_allocs(void) {
+  pp_tls_ctx t;
+  ctx_open(&t, cert_a, key_a, 1);
+  client cl;
+  server sv;
+  handshake(&cl, &sv, &t, "\x02h2");
+  static uint8_t chunk[20000]; /* two records */
+  fill_pattern(chunk, sizeof chunk, 3);
+  pp_buf cipher;
+  pp_buf_init(&cipher);
+  enum { WARMUP = 10, ROUNDS = 30, RECORDS = 2 * (ROUNDS - WARMUP) };
+  unsigned long small[2] = {0, 0}, big[2] = {0, 0};
+  for (int round = 0; round < ROUNDS; round++) {
+    int measured = round >= WARMUP;
+    /* up */
+    CU_ASSERT_EQUAL(SSL_write(cl.ssl, chunk, (int)sizeof chunk), (int)sizeof chunk);
+    cipher.len = 0;
+    client_take(&cl, &cipher);
+    sv.plain.len = 0;
+    size_t plain_cap = sv.plain.cap;
+    openssl_allocs = openssl_big_allocs = 0;
+    counting = measured;
+    CU_ASSERT_EQUAL(pp_tls_conn_feed(&sv.conn, cipher.data, cipher.len, &sv.plain, &sv.wire), 0);
+    counting = 0;
+    small[0] += openssl_allocs;
+    big[0] += openssl_big_allocs;
+    CU_ASSERT_EQUAL(sv.plain.len, sizeof chunk);
+    if (measured) CU_ASSERT_EQUAL(sv.plain.cap, plain_cap);
+    /* down */
+    sv.wire.len = 0;
+    size_t wire_cap = sv.wire.cap;
+    openssl_allocs = openssl_big_allocs = 0;
+    counting = measured;
+    CU_ASSERT_EQUAL(pp_tls_conn_write(&sv.conn, chunk, sizeof chunk, &sv.wire), 0);
+    counting = 0;
+    small[1] += openssl_allocs;
+    big[1] += openssl_big_allocs;
+    if (measured) CU_ASSERT_EQUAL(sv.wire.cap, wire_cap);
+    pump(&cl, &sv, NULL);
+    CU_ASSERT_EQUAL(cl.plain.len, sizeof chunk);
+    cl.plain.len = 0;
+  }
+  CU_ASSERT_EQUAL(big[0], 0);
+  CU_ASSERT_EQUAL(big[1], 0);
+  CU_ASSERT(small[0] <= 4 * RECORDS); /* measured with 3.0.19: 1 per record read */
+  CU_ASSERT(small[1] <= 4 * RECORDS); /* and 3 per record written */
+  pp_buf_dispose(&cipher);
+  server_close(&sv);
+  client_close(&cl);
   pp_tls_ctx_dispose(&t);
 }
 
@@ -1017,6 +1110,7 @@ static void test_error_queue(void) {
 }
 
 int main(void) {
+  if (!CRYPTO_set_mem_functions(count_malloc, count_realloc, count_free)) return 1;
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("tls", suite_init, suite_cleanup);
   CU_add_test(s, "development certificate: files, modes, SAN, validity, fingerprint",
@@ -1029,6 +1123,8 @@ int main(void) {
               test_clienthello_prefixes);
   CU_add_test(s, "1 MiB each way in odd chunks and in one call, read BIO bounded",
               test_roundtrip_large);
+  CU_add_test(s, "steady state: no buffer allocated per record, caller buffers stop growing",
+              test_steady_state_allocs);
   CU_add_test(s, "write and shutdown before the handshake are refused",
               test_write_before_handshake);
   CU_add_test(s, "an HTTP request in clear and garbage: not TLS", test_not_tls);
