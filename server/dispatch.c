@@ -3,6 +3,8 @@
  * body buffer goes out behind it in the same writev. */
 #include "server/dispatch.h"
 
+#include "control/admit.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,11 +25,34 @@ void pp_dispatch_push(pp_exchange *r) {
   pp_dispatch_all(s);
 }
 
+/* The admission rule's second look (codel sheds a request that waited past the budget):
+ * 1 if r was answered 503 instead of dispatched. */
+static int shed_at_dequeue(server *s, pp_exchange *r) {
+  controller *ct = &s->ctl_state;
+  if (!ct->policy.shed_enabled) return 0;
+  pp_admit_input in;
+  pp_server_admit_input(s, &in); /* the queue without r */
+  if (pp_admit_dequeue(&s->admit, &ct->policy, &in, (uint64_t)(in.now_ns - r->t2b)) !=
+      PP_ADMIT_SHED)
+    return 0;
+  s->stats.shed++;
+  s->stats.shed_window++;
+  if (r->owner)
+    r->ops->fail(r, 503, "503 Service Unavailable: waited past the shed budget (shed)\n");
+  else
+    pp_exchange_release(s, r);
+  return 1;
+}
+
 void pp_dispatch_all(server *s) {
-  while (s->queue.len) {
-    pp_slot *slot = pp_registry_take(&s->reg);
-    if (!slot) return;
+  while (s->queue.len && pp_registry_has_idle(&s->reg)) {
     pp_exchange *r = PP_CONTAINER_OF(pp_queue_pop(&s->queue), pp_exchange, qlink);
+    if (shed_at_dequeue(s, r)) continue;
+    pp_slot *slot = pp_registry_take(&s->reg);
+    if (!slot) { /* cannot happen: a slot was idle */
+      pp_queue_push(&s->queue, &r->qlink);
+      return;
+    }
     send_request(s, r, slot->data);
   }
 }

@@ -47,9 +47,11 @@ void pp_exchange_release(server *s, pp_exchange *x) {
 }
 
 int pp_exchange_admit(server *s) {
-  if (!s->ctl_state.shedding) return 0;
-  uint64_t wait = pp_server_predicted_wait(s);
-  if (wait != UINT64_MAX ? wait > s->ctl_state.shed_budget_ns : 1) {
+  controller *ct = &s->ctl_state;
+  if (!ct->policy.shed_enabled) return 0;
+  pp_admit_input in;
+  pp_server_admit_input(s, &in);
+  if (pp_admit_arrival(&s->admit, &ct->policy, &in) == PP_ADMIT_SHED) {
     s->stats.shed++;
     s->stats.shed_window++;
     return 503;

@@ -13,7 +13,8 @@
  *   ... queued (T2b), dispatched to a worker connection (T3) ...
  *   ops->head / body / end  the worker's RESPONSE_HEAD / RESPONSE_BODY / RESPONSE_END
  *   ops->flush              once per read from the worker: write out what the frames produced
- *   ops->worker_lost        the worker connection died while running this exchange
+ *   ops->fail               the worker connection died while running it (502), or admission
+ *                           shed it at dequeue (503): the owner answers with that status
  *   pp_exchange_release     the owner is done with it (its response flushed, T6)
  *   pp_exchange_abandon     instead, the client went away: it leaves the queue, or its
  *                           worker gets CANCEL; dispatch frees it when the worker answers
@@ -61,7 +62,9 @@ typedef struct pp_exchange_ops {
   void (*head)(pp_exchange *x, const pp_wire_frame *f);          /* RESPONSE_HEAD */
   void (*body)(pp_exchange *x, const uint8_t *data, size_t len); /* RESPONSE_BODY */
   void (*end)(pp_exchange *x);                                   /* RESPONSE_END */
-  void (*worker_lost)(pp_exchange *x);                           /* the worker died */
+  /* The server answers instead of the app: status (502 the worker died, 503 shed at
+   * dequeue) with a short text; if the head already went out, the response is cut. */
+  void (*fail)(pp_exchange *x, int status, const char *msg);
   size_t (*flush)(pp_exchange *x); /* returns bytes not yet taken by the client */
   void (*body_writable)(pp_exchange *x);
 } pp_exchange_ops;

@@ -504,13 +504,13 @@ static void x_end(pp_exchange *r) {
   if (c->writes_in_flight == 0) response_complete(c);
 }
 
-static void x_worker_lost(pp_exchange *r) {
+static void x_fail(pp_exchange *r, int status, const char *msg) {
   client *c = r->owner;
   if (!r->head_sent) {
-    static const char msg[] = "502 Bad Gateway: the worker running this request died\n";
     r->state = PP_X_RESPONDED;
     r->resp_close = 1;
-    simple_response(c, 502, "text/plain", NULL, msg, sizeof msg - 1, 1, r->head_method);
+    simple_response(c, status, "text/plain", status == 503 ? "Retry-After: 1\r\n" : NULL, msg,
+                    strlen(msg), 1, r->head_method);
     c->response_done = 1;
     pp_conn_flush(c);
     if (c->writes_in_flight == 0) response_complete(c);
@@ -531,5 +531,4 @@ static void x_body_writable(pp_exchange *r) {
   if (!c->closing && !c->in_parse) pp_h1conn_process(c);
 }
 
-static const pp_exchange_ops h1_ops = {x_head,        x_body,  x_end,
-                                       x_worker_lost, x_flush, x_body_writable};
+static const pp_exchange_ops h1_ops = {x_head, x_body, x_end, x_fail, x_flush, x_body_writable};

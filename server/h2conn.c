@@ -366,11 +366,11 @@ static void x_end(pp_exchange *x) {
   h2_pump(c);
 }
 
-static void x_worker_lost(pp_exchange *x) {
+static void x_fail(pp_exchange *x, int status, const char *msg) {
   client *c = x->owner;
   if (!x->head_sent) {
     x->head_sent = 1;
-    local_response(c, x, 502, "502 Bad Gateway: the worker running this request died\n");
+    local_response(c, x, status, msg);
   } else {
     pp_h2_reset(c->h2, x->stream_id, NGHTTP2_INTERNAL_ERROR); /* a truncated response */
   }
@@ -392,5 +392,4 @@ static void x_body_writable(pp_exchange *x) {
   h2_pump(c);
 }
 
-static const pp_exchange_ops h2_ops = {x_head,        x_body,  x_end,
-                                       x_worker_lost, x_flush, x_body_writable};
+static const pp_exchange_ops h2_ops = {x_head, x_body, x_end, x_fail, x_flush, x_body_writable};

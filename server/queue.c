@@ -112,6 +112,12 @@ void pp_registry_retire(pp_registry *r, pp_worker *w) {
   w->state = PP_WORKER_RETIRING;
 }
 
+int pp_registry_has_idle(const pp_registry *r) {
+  for (uint32_t i = 0; i < r->high; i++)
+    if (r->workers[i].state == PP_WORKER_READY && r->workers[i].idle.len) return 1;
+  return 0;
+}
+
 pp_slot *pp_registry_take(pp_registry *r) {
   pp_worker *best = NULL;
   for (uint32_t i = 0; i < r->high; i++) {

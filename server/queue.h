@@ -90,6 +90,8 @@ void pp_registry_remove(pp_registry *r, pp_worker *w);
 void pp_registry_retire(pp_registry *r, pp_worker *w);
 /* Takes an idle slot for dispatch (marks it busy), or NULL if none. */
 pp_slot *pp_registry_take(pp_registry *r);
+/* Nonzero when pp_registry_take would return a slot. */
+int pp_registry_has_idle(const pp_registry *r);
 /* The slot finished its request and is idle again (unless its worker is retiring). */
 void pp_registry_release(pp_registry *r, pp_slot *s);
 /* Counts by state. */

@@ -189,6 +189,7 @@ static void server_init(server *s, pp_config *cfg) {
   pp_queue_init(&s->clients);
   pp_queue_init(&s->wconns);
   pp_registry_init(&s->reg);
+  pp_admit_state_init(&s->admit);
   pp_wire_decoder_init(&s->ctl_dec);
   pp_buf_init(&s->ctl_rbuf);
   pp_hist_window_init(&s->stats.queue);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <uv.h>
 
+#include "control/admit.h"
 #include "control/control.h"
 #include "server/buf.h"
 #include "server/config.h"
@@ -107,7 +108,8 @@ struct server {
   pp_stats stats;
   controller ctl_state;
 
-  pp_tls_ctx tls_ctx; /* for -listen-tls (tls_enabled) */
+  pp_admit_state admit; /* the admission rule's memory (control/admit.h) */
+  pp_tls_ctx tls_ctx;   /* for -listen-tls (tls_enabled) */
   int tls_enabled;
   char tls_dev_cert[300], tls_dev_key[300]; /* a generated development pair, removed at exit */
   uint8_t tls_rbuf[PP_TLS_READ_BUF];
@@ -129,7 +131,10 @@ void pp_server_exit(server *s, int code) __attribute__((noreturn));
 void pp_stats_json(server *s, int pretty, pp_buf *out);
 /* Writes the Prometheus text of /metrics into out. */
 void pp_stats_metrics(server *s, pp_buf *out);
-/* The predicted wait of a request arriving now (UINT64_MAX: no capacity). */
+/* The queue as the admission rule sees it now (control/admit.h). */
+void pp_server_admit_input(server *s, pp_admit_input *in);
+/* The predicted wait of a request arriving now under the policy's rule (UINT64_MAX: no
+ * capacity). */
 uint64_t pp_server_predicted_wait(server *s);
 /* Counts one response status in its class (1xx ... 5xx). */
 void pp_count_status(server *s, int status);

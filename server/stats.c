@@ -32,15 +32,23 @@ static json_t *summary(const pp_hist *h) {
   return o;
 }
 
+void pp_server_admit_input(server *s, pp_admit_input *in) {
+  memset(in, 0, sizeof *in);
+  in->now_ns = pp_now_ns();
+  in->queue_len = s->queue.len;
+  in->slots_ready = s->reg.slots_ready;
+  in->slots_busy = s->reg.slots_busy;
+  in->service_mean_ns = pp_hist_mean(&s->stats.service.lifetime);
+  if (s->stats.service_last.count) in->service_mean_ns = pp_hist_mean(&s->stats.service_last);
+  pp_qnode *head = pp_queue_peek(&s->queue);
+  in->oldest_enqueue_ns = head ? PP_CONTAINER_OF(head, pp_exchange, qlink)->t2b : INT64_MIN;
+  in->shedding = s->ctl_state.shedding;
+}
+
 uint64_t pp_server_predicted_wait(server *s) {
-  pp_observation obs;
-  memset(&obs, 0, sizeof obs);
-  obs.queue_len = s->queue.len;
-  obs.slots_ready = s->reg.slots_ready;
-  obs.slots_busy = s->reg.slots_busy;
-  obs.service_mean_ns = pp_hist_mean(&s->stats.service.lifetime);
-  if (s->stats.service_last.count) obs.service_mean_ns = pp_hist_mean(&s->stats.service_last);
-  return pp_observation_predicted_wait(&obs);
+  pp_admit_input in;
+  pp_server_admit_input(s, &in);
+  return pp_admit_predicted_wait(&s->admit, &s->ctl_state.policy, &in);
 }
 
 void pp_stats_json(server *s, int pretty, pp_buf *out) {

@@ -44,7 +44,7 @@ void pp_wlink_close(wconn *w, const char *reason) {
     r->w = NULL;
     if (r->owner && !r->cancelled) {
       s->stats.errors_502++;
-      r->ops->worker_lost(r);
+      r->ops->fail(r, 502, "502 Bad Gateway: the worker running this request died\n");
     } else {
       r->owner = NULL;
       pp_exchange_release(s, r);
@@ -138,6 +138,7 @@ static void on_response_end(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
   if (f->cpu_ns >= 0) s->stats.cpu_sum_ns += f->cpu_ns, s->stats.cpu_count++;
   s->stats.completions++;
   s->stats.completions_window++;
+  pp_admit_complete(&s->admit, &s->ctl_state.policy, pp_now_ns());
   w->req = NULL;
   r->w = NULL;
   /* Backpressure was against this response's client; the next request may go elsewhere. */
