@@ -387,8 +387,10 @@ static void after_message(conn *c) {
 /* h1: the peer closed (or a read failed) with `err`. */
 static void h1_eof(conn *c, int err) {
   if (c->state == C_BUSY && err == UV_EOF && c->got_bytes) {
-    /* A close-delimited body ends at EOF. */
-    if (llhttp_finish(&c->parser) == HPE_OK && c->message_done) {
+    /* A close-delimited body ends at EOF. llhttp_finish runs on_message_complete, which
+     * pauses the parser, so HPE_PAUSED is its success here. */
+    llhttp_errno_t e = llhttp_finish(&c->parser);
+    if ((e == HPE_OK || e == HPE_PAUSED) && c->message_done) {
       after_message(c);
       if (c->state != C_CLOSING && c->state != C_FREE) conn_close(c);
       return;
@@ -712,6 +714,16 @@ static void tls_failed(conn *c, const char *what) {
   unsigned long e = ERR_get_error();
   ERR_error_string_n(e, msg, sizeof msg);
   ERR_clear_error();
+  if (ERR_GET_REASON(e) == SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL) {
+    /* The server's ALPN accepts none of what we offered (RFC 7301 section 3.2). */
+    note_error(c->g, "ALPN: the server accepts none of the protocols offered (%s)%s",
+               c->g->h2 ? "h2: it does not speak h2 over TLS" : "http/1.1", "");
+    if (c->state == C_CONNECTING)
+      conn_fail_setup(c, PB_ERR_ALPN);
+    else
+      conn_fail(c, PB_CONN_ERROR, PB_ERR_ALPN);
+    return;
+  }
   note_error(c->g, "TLS %s failed: %s", what, e ? msg : "peer closed or sent non-TLS bytes");
   if (c->state == C_CONNECTING)
     conn_fail_setup(c, PB_ERR_TLS);
