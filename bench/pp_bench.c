@@ -71,16 +71,17 @@ static void usage(FILE *f) {
              "                 [-w 2] [-t 5] [-app config.ru] [-autoscale] [-policy FILE]\n"
              "                 [-warmup 2s] [-delay MS (null server)]\n"
              "                 [-proto h1|h2] [-tls] [-h2-conns 4]\n"
-             "  pp-bench floor [-rate 500] [-dur 10s] [-spectrum]\n"
+             "  pp-bench floor [-rate 500] [-dur 10s] [-spectrum] [-proto h1|h2] [-tls]\n"
              "  pp-bench run SCENARIO.yaml [-db results.db] [-only A,B] [-timeline] [-warmup 3s]\n"
              "               [-conns N] [-seed N] [-app config.ru] [-log-dir DIR]\n"
              "               [-proto h1|h2] [-h2-conns 4]\n"
              "  pp-bench report RUN|latest [-db results.db] [-timeline CONFIG] [-plot out.png]\n"
              "               [-vs-sim [SIMRUN]]\n"
              "  pp-bench schedule SCENARIO.yaml [-seed N] [-timeline (list arrivals)]\n"
-             "  pp-bench null-server [-port 0] [-delay 0]   (runs until SIGINT/SIGTERM)\n"
+             "  pp-bench null-server [-port 0] [-delay 0] [-proto h1|h2] [-tls]\n"
+             "                 (runs until SIGINT/SIGTERM; -tls: a self-signed certificate)\n"
              "\n"
-             "protocol (smoke, run; the same schedule and timing from intended start for each):\n"
+             "protocol (smoke, run, floor; the same schedule and timing from intended start):\n"
              "  -proto h1       HTTP/1.1, one request per connection at a time, up to -conns\n"
              "                  connections (default)\n"
              "  -proto h2       HTTP/2 (nghttp2): streams multiplexed on -h2-conns connections,\n"
@@ -91,7 +92,8 @@ static void usage(FILE *f) {
              "  -tls            TLS (OpenSSL), SNI localhost, ALPN \"h2\" for h2 (required) or\n"
              "                  \"http/1.1\" for h1. The server certificate is NOT verified: the\n"
              "                  targets are loopback servers with development certificates.\n"
-             "                  With -url only (the harness does not start servers with TLS)\n");
+             "                  With -url or the null server (the harness starts puma and\n"
+             "                  puma-plus without TLS)\n");
 }
 
 static bool parse_duration(const char *s, uint64_t *out) {
@@ -325,9 +327,9 @@ static int split_hostport(const char *url, char *host, size_t hostlen, int *port
 }
 
 static int cmd_smoke(opts *o) {
-  if (o->tls && !o->url) {
-    fprintf(stderr, "pp-bench: -tls needs -url HOST:PORT of a TLS server; the harness starts "
-                    "its servers without TLS\n");
+  if (o->tls && o->server && strcmp(o->server, "null") != 0) {
+    fprintf(stderr, "pp-bench: -tls works with -url HOST:PORT of a TLS server or the null "
+                    "server; the harness starts puma and puma-plus without TLS\n");
     return 2;
   }
   pb_schedule sched;
@@ -353,7 +355,7 @@ static int cmd_smoke(opts *o) {
   } else if (!o->server || strcmp(o->server, "null") == 0) {
     pb_nullsrv *srv;
     int port;
-    pb_nullsrv_config nc = {.delay_ms = o->delay_ms};
+    pb_nullsrv_config nc = {.delay_ms = o->delay_ms, .h2 = o->proto == PB_PROTO_H2, .tls = o->tls};
     if (pb_nullsrv_start(&nc, &srv, &port) < 0) {
       pb_schedule_dispose(&sched);
       return 2;
@@ -637,9 +639,11 @@ static void on_signal(int sig) {
 static int cmd_null_server(opts *o) {
   pb_nullsrv *srv;
   int port;
-  pb_nullsrv_config nc = {.port = o->port, .delay_ms = o->delay_ms};
+  pb_nullsrv_config nc = {
+      .port = o->port, .delay_ms = o->delay_ms, .h2 = o->proto == PB_PROTO_H2, .tls = o->tls};
   if (pb_nullsrv_start(&nc, &srv, &port) < 0) return 2;
-  printf("null server on 127.0.0.1:%d, delay %u ms\n", port, o->delay_ms);
+  printf("null server on 127.0.0.1:%d (%s), delay %u ms\n", port, pb_proto_label(o->proto, o->tls),
+         o->delay_ms);
   fflush(stdout);
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
