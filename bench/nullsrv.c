@@ -250,14 +250,16 @@ static void h2_respond(uv_timer_t *t) {
     nghttp2_session_terminate_session2(c->h2, st->id - 2, NGHTTP2_NO_ERROR);
   } else {
     char status[4] = "200";
+    unsigned code = 200;
     if (strncmp(st->path, "/status/", 8) == 0) {
-      unsigned code = (unsigned)strtoul(st->path + 8, NULL, 10);
+      code = (unsigned)strtoul(st->path + 8, NULL, 10);
       if (code < 200 || code > 599) code = 400;
       snprintf(status, sizeof status, "%u", code);
     }
     nghttp2_nv nv = {(uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE};
     nghttp2_data_provider prd = {.read_callback = h2_read_ok};
-    nghttp2_submit_response(c->h2, st->id, &nv, 1, &prd);
+    /* 204 and 304 carry no content (RFC 9110 sections 15.3.5, 15.4.5); nghttp2 enforces it. */
+    nghttp2_submit_response(c->h2, st->id, &nv, 1, code == 204 || code == 304 ? NULL : &prd);
   }
   /* The stream no longer points at `st`, which the close callback frees. */
   nghttp2_session_set_stream_user_data(c->h2, st->id, NULL);
