@@ -67,10 +67,12 @@ typedef struct conn {
   /* h2 */
   nghttp2_session *h2;
   bool h2_settings_seen; /* set by the frame callback, acted on after mem_recv */
+  bool h2_settings_new;  /* a SETTINGS frame arrived since the cap was last read */
   bool goaway;
   uint32_t preface_seen; /* bytes of the server preface checked so far (up to 4) */
   char preface[4];
   uint32_t h2_cap;   /* streams we allow at once (server limit, PB_H2_STREAM_CAP) */
+  uint32_t h2_alloc; /* room in `streams`: the cap at setup (a later SETTINGS may lower it) */
   uint32_t *streams; /* result indices of the streams in flight */
   uint32_t n_streams;
 } conn;
@@ -305,7 +307,9 @@ static void on_write(uv_write_t *w, int status) {
   if (c->state == C_CLOSING || c->state == C_FREE) return;
   if (status < 0) {
     /* h1 keeps its old rule: an idle connection's write error shows up as a read error. */
-    if (c->h2 || c->state == C_BUSY || c->state == C_CONNECTING)
+    if (c->state == C_CONNECTING) /* TLS or h2 setup: charged like any setup failure */
+      conn_fail_setup(c, status);
+    else if (c->h2 || c->state == C_BUSY)
       conn_fail(c, PB_CONN_ERROR, status);
     return;
   }
@@ -461,6 +465,7 @@ static int h2_on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void
   gen *g = c->g;
   if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
     c->h2_settings_seen = true;
+    c->h2_settings_new = true;
   } else if (frame->hd.type == NGHTTP2_GOAWAY) {
     c->goaway = true;
     if (g->counters) g->counters->goaways++;
@@ -604,13 +609,21 @@ static void h2_after_input(conn *c) {
         (g->counters->h2_server_max_streams == 0 || max < g->counters->h2_server_max_streams))
       g->counters->h2_server_max_streams = max;
     c->h2_cap = max < PB_H2_STREAM_CAP ? max : PB_H2_STREAM_CAP;
-    c->streams = calloc(c->h2_cap ? c->h2_cap : 1, sizeof *c->streams);
+    c->h2_alloc = c->h2_cap;
+    c->streams = calloc(c->h2_alloc ? c->h2_alloc : 1, sizeof *c->streams);
     if (!c->streams) {
       conn_fail_setup(c, UV_ENOMEM);
       return;
     }
     g->connecting--;
     c->state = C_OPEN;
+    c->h2_settings_new = false;
+  } else if (c->state == C_OPEN && c->h2_settings_new) {
+    /* The server changed its limit: follow it down, and up as far as the setup allocation. */
+    uint32_t max =
+        nghttp2_session_get_remote_settings(c->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+    c->h2_cap = max < c->h2_alloc ? max : c->h2_alloc;
+    c->h2_settings_new = false;
   }
   h2_fill(c);
   h2_pump(c);
