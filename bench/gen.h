@@ -1,4 +1,5 @@
-/* The open-loop HTTP/1.1 load generator at the heart of pp-bench.
+/* The open-loop HTTP load generator at the heart of pp-bench: HTTP/1.1 or HTTP/2, each in
+ * cleartext or over TLS.
  *
  * The caller hands over an arrival schedule (intended send times relative to the run start,
  * each naming one request kind) and a target on loopback. The generator sends every arrival at
@@ -18,9 +19,21 @@
  * intended order, and their latency still counts from the intended time. Every arrival ends
  * in exactly one outcome; none is dropped silently.
  *
- * Workload assumed: one HTTP/1.1 GET per arrival, small responses (bodies are parsed and
- * discarded), up to a few thousand requests per second, one thread. No allocation per request
- * after pp_gen_init: results and connections are preallocated. */
+ * HTTP/2 (nghttp2 client sessions): streams are multiplexed on at most `h2_connections`
+ * connections (default 4), all opened at the start. A connection takes no stream before the
+ * server's SETTINGS arrived, and at most the server's SETTINGS_MAX_CONCURRENT_STREAMS (capped at
+ * PB_H2_STREAM_CAP) at once; arrivals beyond that wait in the same intended-order FIFO as the
+ * h1 path and are timed from their intended start. Cleartext h2 is prior knowledge (h2c). A
+ * timed-out stream is cancelled with RST_STREAM; the connection stays.
+ *
+ * TLS (OpenSSL, memory BIOs, inside the same loop): ALPN offers "h2" for h2 (anything else is
+ * an error) and "http/1.1" for h1; SNI is `tls_server_name` (default "localhost"). The peer's
+ * certificate is NOT verified: targets are loopback servers with development certificates.
+ *
+ * Workload assumed: one GET per arrival (no request bodies), small responses (bodies are parsed
+ * and discarded), up to a few thousand requests per second, one thread. The h1 path does not
+ * allocate per request after setup; connection buffers grow once and are reused; nghttp2
+ * allocates per stream internally. */
 #ifndef PP_BENCH_GEN_H
 #define PP_BENCH_GEN_H
 
@@ -70,10 +83,38 @@ typedef struct pb_result {
                      * PB_ERR_BAD_HTTP; 0 otherwise */
 } pb_result;
 
-#define PB_ERR_BAD_HTTP 1 /* pb_result.error: the response did not parse as HTTP/1.1 */
+/* pb_result.error values of our own (positive; libuv's are negative). */
+#define PB_ERR_BAD_HTTP 1 /* the response did not parse as HTTP/1.1 */
+#define PB_ERR_TLS      2 /* TLS handshake or record error */
+#define PB_ERR_ALPN     3 /* TLS: the server did not select the protocol asked for */
+#define PB_ERR_H2_NO_SETTINGS                                                                      \
+  4                          /* h2: no SETTINGS preface (an HTTP/1 answer, another frame,          \
+                              * silence for 5 s, or a close): the server does not speak h2 */
+#define PB_ERR_H2_PROTOCOL 5 /* h2: nghttp2 rejected what the server sent */
+#define PB_ERR_H2_GOAWAY   6 /* h2: the stream was refused or cut by the server's GOAWAY */
+#define PB_ERR_H2_RESET    7 /* h2: the server reset the stream (RST_STREAM) */
+
+/* Most concurrent streams pp-bench opens on one h2 connection, whatever the server allows. */
+#define PB_H2_STREAM_CAP 1024
+
+/* Wire protocol of the generator. */
+typedef enum pb_proto { PB_PROTO_H1 = 0, PB_PROTO_H2 = 1 } pb_proto;
+
+/* "h1", "h2", "h1+tls", "h2+tls": the protocol label stored with results. Static storage. */
+const char *pb_proto_label(pb_proto proto, int tls);
 
 /* "ECONNRESET", "EOF", "bad_http", ... for pb_result.error; "" for 0. Static storage. */
 const char *pb_error_name(int err);
+
+/* Counters of the transport, filled by pb_gen_run when the caller passes them. */
+typedef struct pb_gen_counters {
+  uint32_t connections_opened;    /* TCP connection attempts */
+  uint32_t connections_peak;      /* most connections open (or connecting) at once */
+  uint32_t h2_server_max_streams; /* lowest SETTINGS_MAX_CONCURRENT_STREAMS seen (0: none) */
+  uint32_t h2_peak_streams;       /* most streams in flight on one connection */
+  uint32_t goaways;               /* GOAWAY frames received */
+  char first_error[256];          /* the first connection-level failure in words ("" if none) */
+} pb_gen_counters;
 
 /* Errors from pp_gen_* (negative). */
 enum {
@@ -100,14 +141,20 @@ typedef void (*pb_progress_cb)(const pb_progress *p, void *data);
 typedef struct pb_gen_config {
   const char *host; /* numeric IPv4/IPv6 loopback address, e.g. "127.0.0.1" */
   int port;
-  uint32_t max_connections; /* cap on open connections (default when 0: 4096, or the open-file
-                             * limit minus 64 if that is lower) */
-  uint64_t timeout_ns;      /* client timeout from intended start (default 20 s when 0) */
-  uint64_t start_delay_ns;  /* t0 = now + this at pb_gen_run (default 20 ms when 0) */
-  uint64_t t0_ns;           /* absolute uv_hrtime() start; overrides start_delay_ns when set
-                             * (so a sampler started earlier shares the run's clock) */
-  pb_progress_cb progress;  /* optional, called every second from the loop */
-  void *data;               /* passed to progress */
+  uint32_t max_connections;    /* cap on open connections (default when 0: 4096, or the open-file
+                                * limit minus 64 if that is lower) */
+  uint64_t timeout_ns;         /* client timeout from intended start (default 20 s when 0) */
+  uint64_t start_delay_ns;     /* t0 = now + this at pb_gen_run (default 20 ms when 0) */
+  uint64_t t0_ns;              /* absolute uv_hrtime() start; overrides start_delay_ns when set
+                                * (so a sampler started earlier shares the run's clock) */
+  pb_progress_cb progress;     /* optional, called every second from the loop */
+  void *data;                  /* passed to progress */
+  pb_proto proto;              /* PB_PROTO_H1 (default) or PB_PROTO_H2 */
+  int tls;                     /* nonzero: TLS (no certificate verification) */
+  const char *tls_server_name; /* SNI; "localhost" when NULL */
+  uint32_t h2_connections;     /* h2: connections to multiplex on (default 4 when 0);
+                                * max_connections is the h1 cap and is ignored for h2 */
+  pb_gen_counters *counters;   /* optional out: transport counters (zeroed by pb_gen_run) */
 } pb_gen_config;
 
 /* Runs the whole schedule against the target and returns when every arrival has an outcome.

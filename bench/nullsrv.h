@@ -1,5 +1,6 @@
-/* A tiny HTTP/1.1 server with a known, fixed behaviour: the reference the generator is
- * measured against (`pp-bench floor`) and tested against (bench/tests).
+/* A tiny HTTP/1.1 or HTTP/2 server, cleartext or TLS, with a known, fixed behaviour: the
+ * reference the generator is measured against (`pp-bench floor`) and tested against
+ * (bench/tests).
  *
  * It answers every request after `delay_ms` (a timer, so requests overlap: capacity is not
  * limited by the delay), with 200 and a 2-byte body, except GET /status/<code> which answers
@@ -7,7 +8,14 @@
  * event loop stalls once — blocks in nanosleep, as a GC pause or a stuck process would — for
  * `stall_ns` starting at `stall_at_ns` (absolute CLOCK_MONOTONIC), and records when the stall
  * really began and ended. Runs on its own thread and uv loop. Loopback only. Not a general server:
- * no bodies, no pipelining beyond one request at a time. */
+ * no bodies, no pipelining beyond one request at a time.
+ *
+ * h2 (`h2`): prior knowledge in cleartext, ALPN "h2" over TLS; SETTINGS_MAX_CONCURRENT_STREAMS
+ * is `h2_max_streams`; each stream is answered after `delay_ms` like an h1 request; GET /reset
+ * is answered with RST_STREAM (INTERNAL_ERROR) and GET /goaway with GOAWAY that refuses that
+ * stream, then the connection closes. TLS (`tls`): a self-signed P-256 certificate for
+ * localhost made in memory at start; the ALPN callback accepts only `tls_alpn` (default "h2"
+ * for h2, "http/1.1" for h1) and answers anything else with the no_application_protocol alert. */
 #ifndef PP_BENCH_NULLSRV_H
 #define PP_BENCH_NULLSRV_H
 
@@ -19,6 +27,10 @@ typedef struct pb_nullsrv_config {
   uint32_t delay_ms;
   uint64_t stall_at_ns; /* absolute uv_hrtime(); 0 = never stall */
   uint64_t stall_ns;
+  int h2;                  /* speak HTTP/2 instead of HTTP/1.1 */
+  uint32_t h2_max_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS (100 when 0) */
+  int tls;                 /* TLS with an in-memory self-signed certificate */
+  const char *tls_alpn;    /* the one ALPN protocol accepted (NULL: "h2" or "http/1.1") */
 } pb_nullsrv_config;
 
 typedef struct pb_nullsrv pb_nullsrv;

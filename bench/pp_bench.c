@@ -58,6 +58,9 @@ typedef struct opts {
   const char *plot;
   const char *vs_sim;
   bool seed_set;
+  pb_proto proto;
+  bool tls;
+  uint32_t h2_conns;
 } opts;
 
 static void usage(FILE *f) {
@@ -67,13 +70,30 @@ static void usage(FILE *f) {
              "                 [-uniform] [-spectrum] [-timeline] [-csv FILE] [-max-errors 0.01]\n"
              "                 [-w 2] [-t 5] [-app config.ru] [-autoscale] [-policy FILE]\n"
              "                 [-warmup 2s] [-delay MS (null server)]\n"
-             "  pp-bench floor [-rate 500] [-dur 10s] [-spectrum]\n"
+             "                 [-proto h1|h2] [-tls] [-h2-conns 4]\n"
+             "  pp-bench floor [-rate 500] [-dur 10s] [-spectrum] [-proto h1|h2] [-tls]\n"
              "  pp-bench run SCENARIO.yaml [-db results.db] [-only A,B] [-timeline] [-warmup 3s]\n"
              "               [-conns N] [-seed N] [-app config.ru] [-log-dir DIR]\n"
+             "               [-proto h1|h2] [-h2-conns 4]\n"
              "  pp-bench report RUN|latest [-db results.db] [-timeline CONFIG] [-plot out.png]\n"
              "               [-vs-sim [SIMRUN]]\n"
              "  pp-bench schedule SCENARIO.yaml [-seed N] [-timeline (list arrivals)]\n"
-             "  pp-bench null-server [-port 0] [-delay 0]   (runs until SIGINT/SIGTERM)\n");
+             "  pp-bench null-server [-port 0] [-delay 0] [-proto h1|h2] [-tls]\n"
+             "                 (runs until SIGINT/SIGTERM; -tls: a self-signed certificate)\n"
+             "\n"
+             "protocol (smoke, run, floor; the same schedule and timing from intended start):\n"
+             "  -proto h1       HTTP/1.1, one request per connection at a time, up to -conns\n"
+             "                  connections (default)\n"
+             "  -proto h2       HTTP/2 (nghttp2): streams multiplexed on -h2-conns connections,\n"
+             "                  at most the server's SETTINGS_MAX_CONCURRENT_STREAMS each (and\n"
+             "                  1024); arrivals beyond that wait in the generator, still timed\n"
+             "                  from their intended start. Cleartext h2 is prior knowledge (h2c)\n"
+             "  -h2-conns N     h2 connections, all opened at the start (default 4)\n"
+             "  -tls            TLS (OpenSSL), SNI localhost, ALPN \"h2\" for h2 (required) or\n"
+             "                  \"http/1.1\" for h1. The server certificate is NOT verified: the\n"
+             "                  targets are loopback servers with development certificates.\n"
+             "                  With -url or the null server (the harness starts puma and\n"
+             "                  puma-plus without TLS)\n");
 }
 
 static bool parse_duration(const char *s, uint64_t *out) {
@@ -133,6 +153,10 @@ static bool parse_opts(int argc, char **argv, int first, opts *o) {
       o->autoscale = true;
       continue;
     }
+    if (strcmp(a, "tls") == 0) {
+      o->tls = true;
+      continue;
+    }
     if (i + 1 >= argc) {
       fprintf(stderr, "pp-bench: option -%s needs a value\n", a);
       return false;
@@ -162,6 +186,15 @@ static bool parse_opts(int argc, char **argv, int first, opts *o) {
       o->plot = v;
     else if (strcmp(a, "vs-sim") == 0)
       o->vs_sim = v;
+    else if (strcmp(a, "proto") == 0) {
+      if (strcmp(v, "h1") == 0)
+        o->proto = PB_PROTO_H1;
+      else if (strcmp(v, "h2") == 0)
+        o->proto = PB_PROTO_H2;
+      else
+        ok = false;
+    } else if (strcmp(a, "h2-conns") == 0)
+      ok = parse_double(v, &d) && d >= 1 && d <= 4096 && ((o->h2_conns = (uint32_t)d), 1);
     else if (strcmp(a, "warmup") == 0)
       ok = parse_duration(v, &o->warmup_ns);
     else if (strcmp(a, "w") == 0)
@@ -222,6 +255,9 @@ static void run_options(const opts *o, pb_run_options *ro, const char *label) {
   ro->stats_path = "/stats";
   ro->label = label;
   ro->running_pgid = &running_pgid;
+  ro->proto = o->proto;
+  ro->tls = o->tls;
+  ro->h2_connections = o->h2_conns;
 }
 
 /* Prints what a smoke run measured. Returns 0 when the success check passed. */
@@ -232,6 +268,7 @@ static int report_result(const opts *o, const pb_config_result *r, const pb_sche
     return 2;
   }
   pb_summary_print(stdout, label, &r->summary);
+  pb_transport_print(stdout, r);
   if (o->timeline) pb_rows_print(stdout, r->rows, r->n_rows);
   if (o->spectrum) pb_spectrum_print(stdout, &r->summary.latency);
   if (o->csv) {
@@ -290,6 +327,11 @@ static int split_hostport(const char *url, char *host, size_t hostlen, int *port
 }
 
 static int cmd_smoke(opts *o) {
+  if (o->tls && o->server && strcmp(o->server, "null") != 0) {
+    fprintf(stderr, "pp-bench: -tls works with -url HOST:PORT of a TLS server or the null "
+                    "server; the harness starts puma and puma-plus without TLS\n");
+    return 2;
+  }
   pb_schedule sched;
   if (pb_schedule_constant(&sched, o->rate, o->dur_ns, o->path, !o->uniform, o->seed) < 0) {
     fprintf(stderr, "pp-bench: cannot build a schedule for rate %g over %" PRIu64 " ns\n", o->rate,
@@ -313,7 +355,7 @@ static int cmd_smoke(opts *o) {
   } else if (!o->server || strcmp(o->server, "null") == 0) {
     pb_nullsrv *srv;
     int port;
-    pb_nullsrv_config nc = {.delay_ms = o->delay_ms};
+    pb_nullsrv_config nc = {.delay_ms = o->delay_ms, .h2 = o->proto == PB_PROTO_H2, .tls = o->tls};
     if (pb_nullsrv_start(&nc, &srv, &port) < 0) {
       pb_schedule_dispose(&sched);
       return 2;
@@ -400,6 +442,11 @@ static int load_scenario(const char *path, pp_scenario *scn) {
 
 /* pp-bench run scenario.yaml: every configuration in turn, then the comparison table. */
 static int cmd_run(const char *path, opts *o) {
+  if (o->tls) {
+    fprintf(stderr, "pp-bench run: -tls is not supported: the harness starts its servers without "
+                    "TLS (use smoke -url HOST:PORT -tls against a TLS server)\n");
+    return 2;
+  }
   pp_scenario scn;
   if (load_scenario(path, &scn) < 0) return 2;
   uint64_t seed = o->seed_set ? o->seed : scn.seed;
@@ -448,12 +495,15 @@ static int cmd_run(const char *path, opts *o) {
     ro.phase_end_ns = phase_end;
     ro.running_pgid = &running_pgid;
     ro.n_phases = scn.n_phases;
+    ro.proto = o->proto;
+    ro.h2_connections = o->h2_conns;
     pb_run_config(&spec, &sched, &ro, &res[n]);
     if (!res[n].ran) {
       fprintf(stderr, "pp-bench: %s: %s\n", spec.name, res[n].error);
       rc = 1;
     } else {
       pb_summary_print(stdout, spec.name, &res[n].summary);
+      pb_transport_print(stdout, &res[n]);
       if (res[n].spec.decision_log[0])
         printf("  decision log: %s (pp-replay --explain reads it)\n", res[n].spec.decision_log);
       if (o->timeline) pb_rows_print(stdout, res[n].rows, res[n].n_rows);
@@ -589,9 +639,11 @@ static void on_signal(int sig) {
 static int cmd_null_server(opts *o) {
   pb_nullsrv *srv;
   int port;
-  pb_nullsrv_config nc = {.port = o->port, .delay_ms = o->delay_ms};
+  pb_nullsrv_config nc = {
+      .port = o->port, .delay_ms = o->delay_ms, .h2 = o->proto == PB_PROTO_H2, .tls = o->tls};
   if (pb_nullsrv_start(&nc, &srv, &port) < 0) return 2;
-  printf("null server on 127.0.0.1:%d, delay %u ms\n", port, o->delay_ms);
+  printf("null server on 127.0.0.1:%d (%s), delay %u ms\n", port, pb_proto_label(o->proto, o->tls),
+         o->delay_ms);
   fflush(stdout);
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);

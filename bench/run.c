@@ -116,7 +116,12 @@ static int generate(const char *host, int port, const pb_schedule *sched, const 
                        .timeout_ns = o->timeout_ns,
                        .t0_ns = t0,
                        .progress = on_progress,
-                       .data = &pctx};
+                       .data = &pctx,
+                       .proto = o->proto,
+                       .tls = o->tls,
+                       .h2_connections = o->h2_connections,
+                       .counters = &out->counters};
+  snprintf(out->protocol, sizeof out->protocol, "%s", pb_proto_label(o->proto, o->tls));
   char err[256];
   int rc = pb_gen_run(&cfg, sched, out->results, &out->t0_ns, err, sizeof err);
   if (pctx.tty) fprintf(stderr, "\r\033[K");
@@ -137,7 +142,12 @@ static void warm_up(const char *host, int port, const pb_run_options *o) {
     return;
   pb_result *r = calloc(w.count ? w.count : 1, sizeof *r);
   if (r) {
-    pb_gen_config cfg = {.host = host, .port = port, .timeout_ns = 5000000000ull};
+    pb_gen_config cfg = {.host = host,
+                         .port = port,
+                         .timeout_ns = 5000000000ull,
+                         .proto = o->proto,
+                         .tls = o->tls,
+                         .h2_connections = o->h2_connections};
     pb_gen_run(&cfg, &w, r, NULL, NULL, 0);
   }
   free(r);
@@ -210,6 +220,18 @@ void pb_config_result_dispose(pb_config_result *r) {
   free(r->results);
   free(r->rows);
   memset(r, 0, sizeof *r);
+}
+
+void pb_transport_print(FILE *f, const pb_config_result *r) {
+  const pb_gen_counters *k = &r->counters;
+  fprintf(f, "  transport: %s, %u TCP connections opened (at most %u open at once)",
+          r->protocol[0] ? r->protocol : "h1", k->connections_opened, k->connections_peak);
+  if (strncmp(r->protocol, "h2", 2) == 0)
+    fprintf(f,
+            ", server max concurrent streams %u, at most %u streams on one connection, %u GOAWAY",
+            k->h2_server_max_streams, k->h2_peak_streams, k->goaways);
+  fprintf(f, "\n");
+  if (k->first_error[0]) fprintf(f, "  first transport error: %s\n", k->first_error);
 }
 
 void pb_rows_print(FILE *f, const pb_row *rows, size_t n) {

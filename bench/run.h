@@ -31,6 +31,9 @@ typedef struct pb_run_options {
   volatile sig_atomic_t *running_pgid;
   uint32_t n_phases;
   bool quiet;
+  pb_proto proto;          /* h1 (default) or h2, for the run and its warm-up */
+  int tls;                 /* nonzero: TLS to the target (no certificate verification) */
+  uint32_t h2_connections; /* h2: connections to multiplex on (0: the generator's 4) */
 } pb_run_options;
 
 /* A timeline row: what the client saw that second, plus the harness's sample of the server. */
@@ -54,6 +57,8 @@ typedef struct pb_config_result {
   size_t n_rows;
   uint64_t t0_ns;
   double queue_p95_lifetime_ms; /* the server's own whole-run queue p95, -1 when n/a */
+  char protocol[16];            /* pb_proto_label: "h1", "h2", "h1+tls", "h2+tls" */
+  pb_gen_counters counters;     /* the generator's transport counters for the run */
 } pb_config_result;
 
 /* Picks a free loopback TCP port (bind to 0, read it, close). > 0 or -1. */
@@ -68,6 +73,10 @@ void pb_run_target(const char *host, int port, const pb_schedule *sched, const p
                    pb_config_result *out);
 
 void pb_config_result_dispose(pb_config_result *r);
+
+/* Prints the transport line: protocol, TCP connections opened and at most open at once, h2
+ * streams, and the first connection-level failure in words when there was one. */
+void pb_transport_print(FILE *f, const pb_config_result *r);
 
 /* Prints the per-second table: t, offered, rps, p50, p99, procs, rss, queue_p95. */
 void pb_rows_print(FILE *f, const pb_row *rows, size_t n);

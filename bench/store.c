@@ -21,7 +21,8 @@ static const char side_schema[] =
     "  check_ok INTEGER, check_reason TEXT,\n"
     "  http_errors INTEGER, conn_errors INTEGER,\n"
     "  pacer_p50_ms REAL, pacer_p99_ms REAL, pacer_max_ms REAL, send_p99_ms REAL,\n"
-    "  connections INTEGER, server_cmd TEXT, conn_error_causes TEXT);\n";
+    "  connections INTEGER, server_cmd TEXT, conn_error_causes TEXT,\n"
+    "  protocol TEXT NOT NULL DEFAULT 'h1');\n";
 
 /* Workers from what the harness saw: /stats when it reports them, else the process tree
  * minus the processes that are not workers (puma: the master; puma-plus: server + shepherd). */
@@ -116,22 +117,27 @@ static void bind_text_or_null(sqlite3_stmt *st, int i, const char *s) {
     sqlite3_bind_null(st, i);
 }
 
-/* Databases written before conn_error_causes existed get the column added. */
-static int upgrade_side(sqlite3 *db) {
+/* Adds `column` (its declaration `decl`) to bench_measure when an older database lacks it. */
+static int add_side_column(sqlite3 *db, const char *column, const char *decl) {
   sqlite3_stmt *st;
-  bool have = false;
-  if (sqlite3_prepare_v2(db,
-                         "SELECT 1 FROM pragma_table_info('bench_measure') WHERE name ="
-                         " 'conn_error_causes'",
-                         -1, &st, NULL) != SQLITE_OK)
+  if (sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info('bench_measure') WHERE name = ?", -1,
+                         &st, NULL) != SQLITE_OK)
     return -1;
-  have = sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_bind_text(st, 1, column, -1, SQLITE_STATIC);
+  bool have = sqlite3_step(st) == SQLITE_ROW;
   sqlite3_finalize(st);
   if (have) return 0;
-  return sqlite3_exec(db, "ALTER TABLE bench_measure ADD COLUMN conn_error_causes TEXT", NULL, NULL,
-                      NULL) == SQLITE_OK
-             ? 0
-             : -1;
+  char sql[256];
+  snprintf(sql, sizeof sql, "ALTER TABLE bench_measure ADD COLUMN %s %s", column, decl);
+  return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+}
+
+/* Databases written before a column existed get it added: conn_error_causes, then protocol
+ * (rows measured before pp-bench spoke h2 or TLS were HTTP/1.1 in cleartext: 'h1'). The
+ * INSERT below names its columns, so the physical order does not matter. */
+static int upgrade_side(sqlite3 *db) {
+  if (add_side_column(db, "conn_error_causes", "TEXT") < 0) return -1;
+  return add_side_column(db, "protocol", "TEXT NOT NULL DEFAULT 'h1'");
 }
 
 static int write_side(sqlite3 *db, int64_t config_id, const pb_config_result *r) {
@@ -145,8 +151,12 @@ static int write_side(sqlite3 *db, int64_t config_id, const pb_config_result *r)
   }
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(
-          db, "INSERT OR REPLACE INTO bench_measure VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st,
-          NULL) != SQLITE_OK)
+          db,
+          "INSERT OR REPLACE INTO bench_measure (config_id, ran, error, check_ok, check_reason,"
+          " http_errors, conn_errors, pacer_p50_ms, pacer_p99_ms, pacer_max_ms, send_p99_ms,"
+          " connections, server_cmd, conn_error_causes, protocol)"
+          " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+          -1, &st, NULL) != SQLITE_OK)
     return -1;
   const pb_summary *m = &r->summary;
   int i = 1;
@@ -169,6 +179,7 @@ static int write_side(sqlite3 *db, int64_t config_id, const pb_config_result *r)
   }
   bind_text_or_null(st, i++, cmd);
   bind_text_or_null(st, i++, r->ran && m->conn_error_causes[0] ? m->conn_error_causes : NULL);
+  sqlite3_bind_text(st, i++, r->protocol[0] ? r->protocol : "h1", -1, SQLITE_TRANSIENT);
   int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
   sqlite3_finalize(st);
   return rc;
