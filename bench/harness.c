@@ -88,6 +88,7 @@ int pb_server_argv(const pb_server_spec *s, char **argv, int max, char *storage,
     add(&b, "%s", s->app);
     add(&b, "--");
     add(&b, "-quiet");
+    if (s->h2c) add(&b, "-h2c");
     if (s->autoscale) {
       add(&b, "-autoscale");
       if (s->policy_path[0]) {

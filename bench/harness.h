@@ -33,6 +33,7 @@ typedef struct pb_server_spec {
   int stats_port;         /* puma-plus control app port for /stats (0 = port + 1) */
   char log_path[512];     /* server stdout+stderr */
   char decision_log[512]; /* autoscale: the server's JSONL decision log ("" = none) */
+  bool h2c;               /* puma-plus: also serve cleartext HTTP/2 (-h2c), for -proto h2 */
 } pb_server_spec;
 
 typedef struct pb_server {

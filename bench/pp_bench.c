@@ -377,6 +377,7 @@ static int cmd_smoke(opts *o) {
              o->autoscale ? "-autoscale" : "");
     snprintf(spec.app, sizeof spec.app, "%s", o->app ? o->app : PB_DEFAULT_APP);
     default_binaries(&spec);
+    spec.h2c = o->proto == PB_PROTO_H2;
     spec.port = pb_free_port();
     spec.stats_port = pb_free_port();
     run_options(o, &ro, spec.name);
@@ -479,6 +480,7 @@ static int cmd_run(const char *path, opts *o) {
       continue;
     }
     default_binaries(&spec);
+    spec.h2c = o->proto == PB_PROTO_H2;
     spec.port = pb_free_port();
     spec.stats_port = pb_free_port();
     pb_run_options ro;

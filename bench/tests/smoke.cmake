@@ -3,10 +3,13 @@
 # it, and reports. Passes when the run's success check passed, every request got a 2xx, and
 # the timeline saw the server's process tree (procs >= 2: puma master + worker; puma-plus
 # server + shepherd + worker).
-# Invoked as: cmake -DPPBENCH=... -DSERVER=puma|pumaplus -DAPP=... -P smoke.cmake
+# Invoked as: cmake -DPPBENCH=... -DSERVER=puma|pumaplus [-DPROTO=h2] -DAPP=... -P smoke.cmake
+if(NOT PROTO)
+  set(PROTO h1)
+endif()
 execute_process(
   COMMAND ${PPBENCH} smoke -server ${SERVER} -app ${APP} -path /mix/1/5 -rate 40 -dur 3s
-          -w 1 -t 2 -warmup 500ms -timeline
+          -w 1 -t 2 -warmup 500ms -timeline -proto ${PROTO}
   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 90)
 message(STATUS "${out}")
 if(NOT rc EQUAL 0)
@@ -20,4 +23,7 @@ endif()
 string(REGEX MATCH "\n +1s +[0-9]+ +[0-9]+ +[0-9.]+[mu]?s +[0-9.]+[mu]?s +([0-9]+) " row "${out}")
 if(NOT row OR CMAKE_MATCH_1 LESS 2)
   message(FATAL_ERROR "the sampler did not see the server's process tree: '${row}'")
+endif()
+if(PROTO STREQUAL "h2" AND NOT out MATCHES "transport: h2, ")
+  message(FATAL_ERROR "the run did not go over HTTP/2")
 endif()
