@@ -12,6 +12,8 @@
  * outermost pp_h2_feed / pp_h2_output is back from nghttp2. */
 #include "server/h2.h"
 
+#include "server/h2_int.h"
+
 #include <nghttp2/nghttp2.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,29 +27,6 @@
 #define MAX_WINDOW        0x7fffffffu
 #define CLIENT_MAGIC_LEN  24
 #define FRAME_HEADER_LEN  9
-
-struct pp_h2_stream {
-  int32_t id;
-  void *owner_data;
-  unsigned owned : 1;         /* the owner holds it: on_close is owed */
-  unsigned answered : 1;      /* the session answered it (or refused it): no owner callbacks */
-  unsigned head : 1;          /* the request is HEAD */
-  unsigned responded : 1;     /* a final response was submitted */
-  unsigned no_body : 1;       /* ... without a body */
-  unsigned ended : 1;         /* no more response bytes will be added */
-  unsigned deferred : 1;      /* the data source returned DEFERRED */
-  unsigned resume : 1;        /* resume_data is owed (flush) */
-  unsigned remote_closed : 1; /* END_STREAM received */
-  unsigned too_large : 1;     /* the header list went over max_header_list */
-  unsigned over_body : 1;     /* DATA went over max_body_bytes */
-  unsigned local_reset : 1;   /* pp_h2_reset was called */
-  uint64_t body_received;     /* request-body bytes seen */
-  uint64_t unconsumed;        /* delivered to the owner, not yet consumed by it */
-  uint64_t consume_pending;   /* consumed by the owner, not yet told to nghttp2 (flush) */
-  pp_buf resp;                /* response bytes; resp_off of them already framed */
-  size_t resp_off;
-  pp_h2_stream *prev, *next;
-};
 
 typedef struct hdr_span {
   uint32_t name_off, name_len, value_off, value_len;
@@ -81,7 +60,7 @@ static pp_h2 *of(void *user_data) {
   return (pp_h2 *)user_data;
 }
 
-static pp_h2_stream *stream_of(pp_h2 *h, int32_t stream_id) {
+pp_h2_stream *pp_h2__stream_of(pp_h2 *h, int32_t stream_id) {
   if (stream_id <= 0 || !h->session) return NULL;
   return nghttp2_session_get_stream_user_data(h->session, stream_id);
 }
@@ -135,7 +114,7 @@ static void detach(pp_h2 *h, pp_h2_stream *s, uint32_t error_code) {
   s->owner_data = NULL;
 }
 
-static void owe_work(pp_h2 *h) {
+void pp_h2__owe_work(pp_h2 *h) {
   h->pending_work = 1;
 }
 
@@ -175,32 +154,6 @@ static int flush(pp_h2 *h) {
   return rv;
 }
 
-/* ---- the data source: the stream's response buffer ---- */
-
-static ssize_t read_response(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
-                             size_t length, uint32_t *data_flags, nghttp2_data_source *source,
-                             void *user_data) {
-  (void)session, (void)stream_id, (void)user_data;
-  pp_h2_stream *s = source->ptr;
-  size_t avail = s->resp.len - s->resp_off;
-  if (avail == 0) {
-    if (s->ended) {
-      *data_flags |= NGHTTP2_DATA_FLAG_EOF;
-      return 0;
-    }
-    s->deferred = 1;
-    return NGHTTP2_ERR_DEFERRED;
-  }
-  size_t n = avail < length ? avail : length;
-  memcpy(buf, s->resp.data + s->resp_off, n);
-  s->resp_off += n;
-  if (s->resp_off == s->resp.len) {
-    s->resp.len = s->resp_off = 0; /* keep the capacity for the next chunk */
-    if (s->ended) *data_flags |= NGHTTP2_DATA_FLAG_EOF;
-  }
-  return (ssize_t)n;
-}
-
 /* ---- the session's own answers ---- */
 
 static void nv_add(nghttp2_nv *nv, const char *name, const char *value, size_t value_len) {
@@ -228,7 +181,7 @@ static void answer(pp_h2 *h, pp_h2_stream *s, int status) {
   nv_add(&nva[0], ":status", status_text, strlen(status_text));
   nv_add(&nva[1], "content-type", "text/plain; charset=utf-8", 25);
   nv_add(&nva[2], "content-length", length_text, strlen(length_text));
-  nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_response};
+  nghttp2_data_provider prd = {.source.ptr = s, .read_callback = pp_h2__read_response};
   if (nghttp2_submit_response(h->session, s->id, nva, 3, s->head ? NULL : &prd) != 0)
     nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
 }
@@ -662,7 +615,7 @@ int pp_h2_init_upgrade(pp_h2 *h, const pp_h2_callbacks *cb, const pp_h2_limits *
 }
 
 void pp_h2_set_stream_data(pp_h2 *h, int32_t stream_id, void *stream_data) {
-  pp_h2_stream *s = stream_of(h, stream_id);
+  pp_h2_stream *s = pp_h2__stream_of(h, stream_id);
   if (s && s->owned) s->owner_data = stream_data;
 }
 
@@ -789,178 +742,4 @@ int pp_h2_finished(pp_h2 *h) {
   if (nghttp2_session_want_write(h->session)) return 0;
   if (h->err) return 1;
   return !nghttp2_session_want_read(h->session);
-}
-
-/* ---- responses ---- */
-
-static int is_tchar(uint8_t c) {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
-static int dropped_name(const uint8_t *n, size_t len) {
-  static const char *const names[] = {"connection",    "keep-alive", "transfer-encoding",
-                                      "upgrade",       "te",         "proxy-connection",
-                                      "http2-settings"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (strlen(names[i]) == len && memcmp(names[i], n, len) == 0) return 1;
-  return 0;
-}
-
-/* Appends one field to h->scratch / h->nvbuf (offsets now, pointers once scratch is final). */
-static void add_field(pp_h2 *h, size_t name_off, size_t name_len, const uint8_t *v, size_t vlen) {
-  /* RFC 9113 §8.2.1: no leading or trailing whitespace; CR is dropped anywhere. */
-  while (vlen && (v[0] == ' ' || v[0] == '\t'))
-    v++, vlen--;
-  while (vlen && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t' || v[vlen - 1] == '\r'))
-    vlen--;
-  size_t value_off = h->scratch.len;
-  for (size_t i = 0; i < vlen; i++)
-    if (v[i] != '\r' && v[i] != '\0') pp_buf_append(&h->scratch, &v[i], 1);
-  nghttp2_nv nv = {(uint8_t *)(uintptr_t)name_off, (uint8_t *)(uintptr_t)value_off, name_len,
-                   h->scratch.len - value_off, NGHTTP2_NV_FLAG_NONE};
-  pp_buf_append(&h->nvbuf, &nv, sizeof nv);
-}
-
-int pp_h2_respond(pp_h2 *h, int32_t stream_id, int status, const pp_h2_header *pairs, size_t n,
-                  int no_body) {
-  pp_h2_stream *s = stream_of(h, stream_id);
-  if (!s || !s->owned || s->responded) return PP_H2_ESTREAM;
-  if (status < 100 || status > 599 || status == 101) return PP_H2_EINVAL;
-  h->scratch.len = h->nvbuf.len = 0;
-  char status_text[4];
-  snprintf(status_text, sizeof status_text, "%03d", status);
-  pp_buf_append(&h->scratch, ":status", 7);
-  add_field(h, 0, 7, (const uint8_t *)status_text, 3);
-  for (size_t i = 0; i < n; i++) {
-    const pp_h2_header *p = &pairs[i];
-    size_t name_off = h->scratch.len;
-    int ok = p->name_len > 0;
-    for (size_t k = 0; k < p->name_len && ok; k++) {
-      uint8_t c = p->name[k];
-      if (c >= 'A' && c <= 'Z') c = (uint8_t)(c - 'A' + 'a');
-      if (!is_tchar(c)) ok = 0;
-      pp_buf_append(&h->scratch, &c, 1);
-    }
-    if (!ok || dropped_name(h->scratch.data + name_off, p->name_len)) {
-      h->scratch.len = name_off;
-      continue;
-    }
-    /* "\n" joins several values (Rack); a trailing "\n" adds no empty field. */
-    const uint8_t *v = p->value;
-    size_t left = p->value_len;
-    do {
-      const uint8_t *nl = left ? memchr(v, '\n', left) : NULL;
-      size_t part = nl ? (size_t)(nl - v) : left;
-      add_field(h, name_off, p->name_len, v, part);
-      if (!nl) break;
-      v += part + 1;
-      left -= part + 1;
-    } while (left > 0);
-  }
-  nghttp2_nv *nva = (nghttp2_nv *)h->nvbuf.data;
-  size_t nvlen = h->nvbuf.len / sizeof(nghttp2_nv);
-  for (size_t i = 0; i < nvlen; i++) {
-    nva[i].name = h->scratch.data + (uintptr_t)nva[i].name;
-    nva[i].value = h->scratch.data + (uintptr_t)nva[i].value;
-  }
-  int rv;
-  if (status < 200) { /* interim: 100, 102, 103 */
-    rv = nghttp2_submit_headers(h->session, NGHTTP2_FLAG_NONE, stream_id, NULL, nva, nvlen, NULL);
-    return rv < 0 ? PP_H2_ESTREAM : 0;
-  }
-  if (s->head || status == 204 || status == 304) no_body = 1;
-  s->responded = 1;
-  s->no_body = no_body != 0;
-  if (s->no_body) {
-    s->ended = 1;
-    s->resp.len = s->resp_off = 0;
-  }
-  nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_response};
-  rv = nghttp2_submit_response(h->session, stream_id, nva, nvlen, s->no_body ? NULL : &prd);
-  if (rv != 0) {
-    s->responded = 0;
-    return PP_H2_ESTREAM;
-  }
-  return 0;
-}
-
-static void resume(pp_h2 *h, pp_h2_stream *s) {
-  if (!s->responded || !s->deferred) return;
-  if (h->depth) {
-    s->resume = 1;
-    owe_work(h);
-    return;
-  }
-  s->deferred = 0;
-  nghttp2_session_resume_data(h->session, s->id);
-}
-
-int pp_h2_send_data(pp_h2 *h, int32_t stream_id, const uint8_t *data, size_t len) {
-  pp_h2_stream *s = stream_of(h, stream_id);
-  if (!s || !s->owned || s->ended) {
-    /* A body after a no-body head (HEAD, 204, 304) is dropped, as HTTP/1 does. */
-    return s && s->owned && s->no_body ? 0 : PP_H2_ESTREAM;
-  }
-  if (len == 0) return 0;
-  pp_buf_append(&s->resp, data, len);
-  resume(h, s);
-  return 0;
-}
-
-int pp_h2_send_end(pp_h2 *h, int32_t stream_id) {
-  pp_h2_stream *s = stream_of(h, stream_id);
-  if (!s || !s->owned) return PP_H2_ESTREAM;
-  if (s->ended) return 0;
-  s->ended = 1;
-  resume(h, s);
-  return 0;
-}
-
-size_t pp_h2_stream_pending(pp_h2 *h, int32_t stream_id) {
-  pp_h2_stream *s = stream_of(h, stream_id);
-  return s ? s->resp.len - s->resp_off : 0;
-}
-
-size_t pp_h2_pending_total(pp_h2 *h) {
-  size_t total = 0;
-  for (pp_h2_stream *s = h->live; s; s = s->next)
-    total += s->resp.len - s->resp_off;
-  return total;
-}
-
-void pp_h2_consume(pp_h2 *h, int32_t stream_id, size_t n) {
-  pp_h2_stream *s = stream_of(h, stream_id);
-  if (!s || !s->owned) return;
-  if (n > s->unconsumed) n = (size_t)s->unconsumed;
-  if (n == 0) return;
-  s->unconsumed -= n;
-  if (h->depth) {
-    s->consume_pending += n;
-    owe_work(h);
-    return;
-  }
-  nghttp2_session_consume(h->session, stream_id, n);
-}
-
-void pp_h2_reset(pp_h2 *h, int32_t stream_id, uint32_t error_code) {
-  pp_h2_stream *s = stream_of(h, stream_id);
-  if (!s) return;
-  s->local_reset = 1;
-  nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, stream_id, error_code);
-}
-
-void pp_h2_goaway(pp_h2 *h) {
-  if (!h->session || h->goaway_sent || h->err) return;
-  h->goaway_sent = 1;
-  h->goaway_last = nghttp2_session_get_last_proc_stream_id(h->session);
-  h->local_goaway = 1;
-  nghttp2_submit_goaway(h->session, NGHTTP2_FLAG_NONE, h->goaway_last, NGHTTP2_NO_ERROR, NULL, 0);
-}
-
-size_t pp_h2_stream_count(pp_h2 *h) {
-  size_t n = 0;
-  for (pp_h2_stream *s = h->live; s; s = s->next)
-    n++;
-  return n;
 }
