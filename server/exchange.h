@@ -90,6 +90,7 @@ struct pp_exchange {
   char queue_digits[24];
   /* Session-private response state (the exchange layer never reads these). */
   int keep_alive, msg_complete, resp_chunked, resp_no_body, resp_close;
+  int local_status;         /* h1: answered by the server itself with this status (shed) */
   int32_t stream_id;        /* h2: the stream */
   pp_qnode olink;           /* h2: in the connection's list of streams */
   uint64_t body_unconsumed; /* h2: request-body bytes not yet released to flow control */

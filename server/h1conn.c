@@ -231,8 +231,15 @@ static int on_h1_headers(pp_h1 *h) {
   r->state = PP_X_BODY;
   int refuse = pp_exchange_admit(s);
   if (refuse) {
-    h->reason = "overloaded: predicted wait over the budget (shed)";
-    return refuse;
+    if ((h->has_content_length && h->content_length > 0) || h->chunked) {
+      h->reason = "overloaded: predicted wait over the budget (shed)";
+      return refuse; /* answered at once and closed: its body is never read */
+    }
+    /* Nothing more to read: answered when the message completes, keep-alive intact. */
+    s->stats.refused++;
+    r->state = PP_X_LOCAL;
+    r->local_status = refuse;
+    return 0;
   }
   pp_exchange_env_begin(r);
   char port[8];
@@ -280,6 +287,21 @@ static void handle_control(client *c) {
   /* completion happens in the write callback (never re-enter the parser from here) */
 }
 
+/* The 503 of a request without a body that admission refused: the connection stays open
+ * (the client may retry on it after Retry-After). */
+static void shed_response(client *c) {
+  pp_exchange *r = c->req;
+  int close = !r->keep_alive || c->srv->draining;
+  r->resp_close = close;
+  static const char msg[] = "503 Service Unavailable: overloaded: predicted wait over the budget "
+                            "(shed)\n";
+  simple_response(c, r->local_status, "text/plain", "Retry-After: 1\r\n", msg, sizeof msg - 1,
+                  close, r->head_method);
+  r->state = PP_X_RESPONDED;
+  c->response_done = 1;
+  pp_conn_flush(c);
+}
+
 static int on_h1_complete(pp_h1 *h) {
   client *c = h->data;
   pp_exchange *r = c->req;
@@ -293,7 +315,10 @@ static int on_h1_complete(pp_h1 *h) {
   c->parser_paused = 1;
   r->msg_complete = 1;
   if (r->state == PP_X_LOCAL) {
-    handle_control(c);
+    if (r->local_status)
+      shed_response(c);
+    else
+      handle_control(c);
     return 0;
   }
   pp_exchange_body_done(r);
