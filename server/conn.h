@@ -53,6 +53,7 @@ struct client {
   /* HTTP/2 (h2conn.c): the session once the connection switched to it, its exchanges,
    * and scratch buffers kept for the connection's life. */
   struct pp_h2 *h2;
+  struct pp_h2_stats *h2_seen; /* the session's counters already added to the server's */
   pp_queue streams;
   pp_buf h2out, h2hdrs;
   int h2c_upgrade;         /* the current h1 request asked for Upgrade: h2c and may switch */

@@ -178,6 +178,21 @@ static void h2_pump(client *c) {
   pp_h2conn_arm_timer(c);
 }
 
+/* Adds what the session counted since the last call to the server's counters. */
+static void account(client *c) {
+  pp_stats *st = &c->srv->stats;
+  const pp_h2_stats *now = &c->h2->stats;
+  pp_h2_stats *seen = c->h2_seen;
+  st->h2_streams += now->streams_opened - seen->streams_opened;
+  st->h2_peer_resets += now->peer_resets - seen->peer_resets;
+  st->h2_stream_errors += now->stream_errors - seen->stream_errors;
+  st->h2_refused_streams += now->refused_streams - seen->refused_streams;
+  st->h2_protocol_errors += now->protocol_errors - seen->protocol_errors;
+  st->h2_connection_errors += now->connection_errors - seen->connection_errors;
+  st->h2_flood_closes += now->flood_closes - seen->flood_closes;
+  *seen = *now;
+}
+
 void pp_h2conn_process(client *c) {
   if (c->closing || c->in_parse) return;
   pp_conn_take_plain(c);
@@ -187,12 +202,12 @@ void pp_h2conn_process(client *c) {
     c->in_parse = 0;
     c->rpos = c->rlen = 0;
     if (n < 0) {
-      c->srv->stats.h2_protocol_errors++;
       LOG(c->srv, "client %s: HTTP/2: %s", c->remote, pp_h2_strerror((int)n));
       c->close_after_write = 1;
     }
     pp_conn_take_plain(c); /* TLS: the next decrypted bytes */
   }
+  account(c);
   if (c->closing) return;
   h2_pump(c);
   if (!c->closing && c->close_after_write && c->writes_in_flight == 0) pp_conn_close_graceful(c);
@@ -264,6 +279,8 @@ int pp_h2conn_start(client *c, pp_exchange *upgraded, const uint8_t *settings, s
     return -1;
   }
   c->h2 = h;
+  c->h2_seen = pp_xmalloc(sizeof *c->h2_seen);
+  memset(c->h2_seen, 0, sizeof *c->h2_seen);
   s->stats.h2_connections++;
   uv_timer_stop(&c->timer); /* re-armed with on_h2_timer by h2_pump */
   if (upgraded) {
@@ -295,9 +312,12 @@ void pp_h2conn_abandon_all(client *c) {
 }
 
 void pp_h2conn_dispose(client *c) {
+  account(c);
   pp_h2_dispose(c->h2);
   free(c->h2);
+  free(c->h2_seen);
   c->h2 = NULL;
+  c->h2_seen = NULL;
 }
 
 int pp_h2conn_idle(const client *c) {

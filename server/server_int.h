@@ -40,7 +40,10 @@ typedef struct pp_stats {
   uint64_t cancelled_queued, cancelled_running, shed, errors_502, errors_500;
   uint64_t timeouts, worker_restarts, worker_protocol_errors;
   uint64_t connections_accepted;
-  uint64_t h2_connections, h2_protocol_errors, h2c_upgrades;
+  uint64_t h2_connections, h2c_upgrades;
+  /* summed over connections from each session's pp_h2_stats */
+  uint64_t h2_streams, h2_peer_resets, h2_stream_errors, h2_refused_streams, h2_protocol_errors,
+      h2_connection_errors, h2_flood_closes;
   uint64_t tls_handshakes, tls_incomplete;
   uint64_t tls_failures[PP_TLS_CAUSE_COUNT]; /* by pp_tls_cause */
   int64_t gvl_sum_ns, cpu_sum_ns;

@@ -154,7 +154,13 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
   json_t *h2 = json_object();
   json_object_set_new(h2, "connections", json_integer((json_int_t)st->h2_connections));
   json_object_set_new(h2, "upgrades", json_integer((json_int_t)st->h2c_upgrades));
-  json_object_set_new(h2, "connection_errors", json_integer((json_int_t)st->h2_protocol_errors));
+  json_object_set_new(h2, "streams", json_integer((json_int_t)st->h2_streams));
+  json_object_set_new(h2, "peer_resets", json_integer((json_int_t)st->h2_peer_resets));
+  json_object_set_new(h2, "stream_errors", json_integer((json_int_t)st->h2_stream_errors));
+  json_object_set_new(h2, "refused_streams", json_integer((json_int_t)st->h2_refused_streams));
+  json_object_set_new(h2, "protocol_errors", json_integer((json_int_t)st->h2_protocol_errors));
+  json_object_set_new(h2, "connection_errors", json_integer((json_int_t)st->h2_connection_errors));
+  json_object_set_new(h2, "flood_closes", json_integer((json_int_t)st->h2_flood_closes));
   json_object_set_new(root, "http2", h2);
   json_t *tls = json_object();
   json_object_set_new(tls, "enabled", json_boolean(s->tls_enabled));
