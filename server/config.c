@@ -134,6 +134,8 @@ void pp_config_usage(FILE *out) {
         "  -runtime-dir DIR       where the worker socket goes (default a fresh directory\n"
         "                         under $XDG_RUNTIME_DIR or /tmp)\n"
         "  -backlog N             listen backlog (default 1024)\n"
+        "  -max-connections N     open client connections; beyond, new ones get 503 and are\n"
+        "                         closed (default: the descriptor limit less 128)\n"
         "  -max-header-size SIZE  request line + headers, 431 beyond (default 32KiB)\n"
         "  -max-uri-size SIZE     request-target, 414 beyond (default 8KiB)\n"
         "  -max-headers N         header lines, 431 beyond (default 100)\n"
@@ -267,7 +269,9 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       uint32_t n;
       bad = parse_u32(value, &n, 1, 65535);
       c->backlog = (int)n;
-    } else if (!strcmp(key, "max-header-size")) {
+    } else if (!strcmp(key, "max-connections"))
+      bad = parse_u32(value, &c->max_connections, 1, 10000000);
+    else if (!strcmp(key, "max-header-size")) {
       bad = pp_size_parse(value, &u64) || u64 < 256 || u64 > (1u << 24);
       c->max_header_bytes = (size_t)u64;
     } else if (!strcmp(key, "max-uri-size")) {

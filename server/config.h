@@ -38,6 +38,7 @@ typedef struct pp_config {
   const char *ruby;          /* -ruby */
   const char *runtime_dir;   /* -runtime-dir (NULL: mkdtemp under $XDG_RUNTIME_DIR or /tmp) */
   int backlog;               /* -backlog */
+  uint32_t max_connections;  /* -max-connections (0: from the descriptor limit at start) */
 
   size_t max_header_bytes; /* -max-header-size */
   size_t max_uri_bytes;    /* -max-uri-size */

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "server/server_int.h"
@@ -332,6 +333,22 @@ static void client_start(client *c) {
   pp_h1conn_start(c);
 }
 
+/* Over -max-connections: the connection is accepted (so the kernel's backlog does not fill)
+ * and refused at once: a 503 on cleartext HTTP, a plain close on TLS (no handshake spent). */
+static void refuse_connection(server *s, listener *ls, client *c) {
+  s->stats.connections_refused++;
+  uv_os_fd_t fd;
+  if (!ls->tls && uv_fileno(&c->h.handle, &fd) == 0) {
+    static const char msg[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                              "Content-Length: 41\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+                              "503 Service Unavailable: too many clients\n";
+    ssize_t n = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)n; /* best effort: the connection is closed either way */
+    shutdown(fd, SHUT_WR);
+  }
+  client_discard(c);
+}
+
 void pp_conn_accept(listener *ls, int fd) {
   server *s = ls->srv;
   client *c = client_new(s, ls);
@@ -343,6 +360,10 @@ void pp_conn_accept(listener *ls, int fd) {
   if (rc < 0) {
     if (fd >= 0) close(fd);
     client_discard(c);
+    return;
+  }
+  if (ls->kind == LISTEN_HTTP && s->clients.len >= s->max_connections) {
+    refuse_connection(s, ls, c);
     return;
   }
   if (ls->tls) {

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -185,6 +186,13 @@ static void server_init(server *s, pp_config *cfg) {
   s->limits.max_uri_bytes = cfg->max_uri_bytes;
   s->limits.max_headers = cfg->max_headers;
   s->limits.max_body_bytes = cfg->max_body_bytes;
+  s->max_connections = cfg->max_connections;
+  if (!s->max_connections) {
+    struct rlimit rl;
+    uint64_t nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+    s->max_connections =
+        nofile > 256 ? (uint32_t)(nofile > 10000128 ? 10000000 : nofile - 128) : 128;
+  }
   pp_queue_init(&s->queue);
   pp_queue_init(&s->clients);
   pp_queue_init(&s->wconns);

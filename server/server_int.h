@@ -39,7 +39,7 @@ typedef struct pp_stats {
   uint64_t refused; /* requests answered by the parser (4xx/5xx) */
   uint64_t cancelled_queued, cancelled_running, shed, errors_502, errors_500;
   uint64_t timeouts, worker_restarts, worker_protocol_errors;
-  uint64_t connections_accepted;
+  uint64_t connections_accepted, connections_refused;
   uint64_t h2_connections, h2c_upgrades;
   /* summed over connections from each session's pp_h2_stats */
   uint64_t h2_streams, h2_peer_resets, h2_stream_errors, h2_refused_streams, h2_protocol_errors,
@@ -93,10 +93,11 @@ struct server {
   pp_registry reg;
   pp_queue clients, wconns;
   uint64_t next_request_id;
-  uint32_t live_requests;  /* requests allocated (any state) */
-  uint32_t workers_wanted; /* the count the server keeps alive (respawn target) */
-  uint32_t spawns_pending; /* SPAWNed but not yet FORKED */
-  int64_t last_spawn_ns;   /* when the last SPAWN was sent */
+  uint32_t live_requests;   /* requests allocated (any state) */
+  uint32_t max_connections; /* client connections open at most (-max-connections) */
+  uint32_t workers_wanted;  /* the count the server keeps alive (respawn target) */
+  uint32_t spawns_pending;  /* SPAWNed but not yet FORKED */
+  int64_t last_spawn_ns;    /* when the last SPAWN was sent */
 
   pp_exchange *free_exchanges;
   client *free_clients;

@@ -148,6 +148,9 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
   json_object_set_new(rq, "timeouts", json_integer((json_int_t)st->timeouts));
   json_object_set_new(rq, "connections_accepted",
                       json_integer((json_int_t)st->connections_accepted));
+  json_object_set_new(rq, "connections_refused", json_integer((json_int_t)st->connections_refused));
+  json_object_set_new(rq, "connections_open", json_integer(s->clients.len));
+  json_object_set_new(rq, "max_connections", json_integer(s->max_connections));
   json_object_set_new(rq, "worker_restarts", json_integer((json_int_t)st->worker_restarts));
   json_object_set_new(root, "requests", rq);
 
