@@ -136,12 +136,22 @@ module PumaPlus
       return @flags[:server] if @flags[:server]
       return @env["PUMA_PLUS_SERVER"] if @env["PUMA_PLUS_SERVER"] && !@env["PUMA_PLUS_SERVER"].empty?
 
+      installed_server_paths.each { |path| return path if File.executable?(path) }
       @env.fetch("PATH", "").split(File::PATH_SEPARATOR).each do |dir|
         path = File.join(dir, "puma-plus-server")
         return path if File.executable?(path)
       end
       repo = File.expand_path("..", GEM_DIR)
       Dir[File.join(repo, "build*/server/puma-plus-server")].max_by { |p| File.mtime(p) } || "puma-plus-server"
+    end
+
+    # Where `gem install` put the server it compiled (ext/puma_plus_server/extconf.rb): the
+    # gem's lib/ (RubyGems copies built extensions there) and its extension directory.
+    def installed_server_paths
+      paths = [File.join(GEM_DIR, "lib", "puma-plus-server")]
+      spec = Gem.loaded_specs["puma-plus"] if defined?(Gem)
+      paths << File.join(spec.extension_dir, "puma-plus-server") if spec && spec.full_gem_path == GEM_DIR
+      paths
     end
 
     def report(config, settings, command, env)
