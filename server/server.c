@@ -938,7 +938,12 @@ static void wconn_close(wconn *w, const char *reason) {
         client_flush(c);
         if (c->writes_in_flight == 0) client_response_complete(c);
       } else {
-        client_close(c); /* mid-body: the client sees a truncated response */
+        /* mid-body: the client sees a truncated response. client_close leaves a running
+         * request to its worker connection (RESPONSE_END or this close frees it), and that
+         * connection is this one: free it here, or live_requests never drops and a drain
+         * waits for the drain timeout. */
+        client_close(c);
+        request_release(s, r);
       }
     } else {
       r->c = NULL;

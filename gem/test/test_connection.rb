@@ -222,6 +222,45 @@ class TestConnection < Minitest::Test
     assert_instance_of W::ResponseEnd, FakeServer.read_frame(@server)
   end
 
+  # Rack 3 Streaming Body: each write is a frame at once; read reads the request body.
+  def test_callable_body_streams_writes_and_reads_the_input
+    gate = Queue.new
+    body = proc do |stream|
+      stream.write("got ", stream.read(3))
+      gate.pop
+      stream << "|" << stream.read
+      stream.close
+      assert stream.closed?
+      assert_raises(IOError) { stream.write("late") }
+    end
+    start { |_env| [200, { "content-type" => "text/plain" }, body] }
+    @server.write(FakeServer.request(1, "POST", "/", body: "abcdef"))
+    assert_instance_of W::ResponseHead, FakeServer.read_frame(@server)
+    assert_equal "got ", FakeServer.read_frame(@server).chunk
+    assert_equal "abc", FakeServer.read_frame(@server).chunk, "a write arrives before the body returns"
+    gate << :go
+    rest = FakeServer.read_response(@server, 1)
+    assert_equal "|def", rest[:body]
+    refute_nil rest[:end], "the response ends when call returns"
+    assert_empty @log.string
+  end
+
+  def test_response_finished_runs_in_reverse_after_the_response_with_status_or_error
+    seen = Queue.new
+    start do |env|
+      env["rack.response_finished"] << ->(_e, status, _h, error) { seen << [:first, status, error&.message] }
+      env["rack.response_finished"] << ->(_e, status, _h, error) { seen << [:second, status, error&.message] }
+      env["rack.after_reply"] << -> { seen << [:after_reply] }
+      raise "boom" if env["PATH_INFO"] == "/boom"
+
+      [201, {}, ["ok"]]
+    end
+    assert_equal 201, call(1, "GET", "/ok")[:head].status
+    assert_equal [[:second, 201, nil], [:first, 201, nil], [:after_reply]], Array.new(3) { seen.pop }
+    assert_equal 500, call(2, "GET", "/boom")[:head].status
+    assert_equal [[:second, nil, "boom"], [:first, nil, "boom"], [:after_reply]], Array.new(3) { seen.pop }
+  end
+
   def test_large_array_body_is_flushed_in_pieces
     big = "z" * 300_000
     start { |_env| [200, {}, [big, big, big, big]] }
