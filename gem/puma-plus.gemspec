@@ -29,7 +29,7 @@ module PumaPlusGemSources
     end
   end
 end
-PumaPlusGemSources.stage
+PumaPlusGemSources.stage if defined?(Gem::Commands::BuildCommand)
 # RubyGems 3.3 (Debian 12's) reads a spec's files relative to the current directory; 3.4 and
 # later build from the gemspec's folder. Do what 3.4 does, so `gem build gem/puma-plus.gemspec`
 # works from the repository root (the .gem is then written into gem/ unless -o says where).

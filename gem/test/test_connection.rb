@@ -261,6 +261,16 @@ class TestConnection < Minitest::Test
     assert_equal [[:second, nil, "boom"], [:first, nil, "boom"], [:after_reply]], Array.new(3) { seen.pop }
   end
 
+  # Rails 6.1's ActionDispatch::Response::RackBody: responds to to_ary, which returns nil.
+  def test_to_ary_returning_nil_falls_back_to_each
+    body = ClosableBody.new(%w[a b])
+    body.define_singleton_method(:to_ary) { nil }
+    start { |_env| [302, { "location" => "/x" }, body] }
+    res = call(1, "POST", "/")
+    assert_equal [302, "ab"], [res[:head].status, res[:body]]
+    assert body.closed
+  end
+
   def test_large_array_body_is_flushed_in_pieces
     big = "z" * 300_000
     start { |_env| [200, {}, [big, big, big, big]] }

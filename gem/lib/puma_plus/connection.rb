@@ -288,8 +288,10 @@ module PumaPlus
       written = false
       begin
         Wire.append_response_head(out, id, Response.status_code(status), Response.flatten_headers(headers))
-        if body.respond_to?(:to_ary)
-          body.to_ary.each do |chunk|
+        # to_ary may answer nil (Rails 6.1's RackBody does, to keep Array#flatten off it): then
+        # the body is an Enumerable Body after all, as puma treats it.
+        if body.respond_to?(:to_ary) && (parts = body.to_ary)
+          parts.each do |chunk|
             next if chunk.empty?
 
             Wire.append_response_body(out, id, chunk)

@@ -60,6 +60,10 @@ module PumaPlus
     end
 
     def run
+      # As under puma: the app's logs to STDOUT/STDERR (Rails 7.2 production, RAILS_LOG_TO_STDOUT
+      # on 6.1) reach the server's output line by line, not when a buffer fills or a worker exits.
+      $stdout.sync = true
+      $stderr.sync = true
       @control = IO.for_fd(@opts.control_fd, autoclose: true)
       @control.binmode
       @control.sync = true
