@@ -34,6 +34,33 @@ class TestRails < Minitest::Test
     end
   end
 
+  # The config/puma.rb that `rails new` wrote, unmodified: `puma-plus -C config/puma.rb` runs
+  # it (threads from RAILS_MAX_THREADS' default, `port ENV.fetch("PORT")`, workers from
+  # WEB_CONCURRENCY) and reports each directive it did not apply, with its line.
+  def puma_config(app, env, version)
+    puma_rb = File.read(File.join(app, "config/puma.rb"))
+    env = env.merge("WEB_CONCURRENCY" => "2", "RAILS_MAX_THREADS" => nil)
+    @srv = E2E::Server.new(workers: 2, env: env, chdir: app, boot_timeout: 60, command: lambda { |port, cport|
+      env["PORT"] = port.to_s
+      ["bundle", "exec", "puma-plus", "-C", "config/puma.rb", "--control-url", "127.0.0.1:#{cport}"]
+    })
+    res = http(:get, "/posts")
+    assert_equal "200", res.code
+    threads = version == "6.1" ? 5 : 3
+    log = @srv.log
+    plugin_line = puma_rb.lines.index { |l| l.start_with?("plugin :tmp_restart") } + 1
+    assert_includes log, "unsupported: config/puma.rb:#{plugin_line}: plugin: not applied: puma plugins"
+    if version == "6.1"
+      pid_line = puma_rb.lines.index { |l| l.start_with?("pidfile") } + 1
+      assert_includes log, "unsupported: config/puma.rb:#{pid_line}: pidfile: not applied"
+    end
+    st = @srv.stats
+    assert_equal 2, st["booted_workers"]
+    assert_equal 2 * threads, st["queue"]["slots_ready"] + st["queue"].fetch("slots_busy", 0),
+                 "RAILS_MAX_THREADS' default in config/puma.rb: #{threads} threads per worker (#{st['queue']})"
+    assert_equal 0, @srv.stop&.exitstatus
+  end
+
   def session_cookie(res) = res.get_fields("set-cookie").to_a.map { |c| c.split(";", 2).first }.join("; ")
 
   def form_token(html) = CGI.unescapeHTML(html[/name="authenticity_token" value="([^"]+)"/, 1].to_s)
@@ -115,6 +142,8 @@ class TestRails < Minitest::Test
     assert_match(/Processing by PostsController#create/, log)
     assert_match(/Can't verify CSRF token authenticity|InvalidAuthenticityToken/, log)
     assert_equal 0, @srv.stop&.exitstatus
+
+    puma_config(app, env, version)
   ensure
     @srv&.stop
     FileUtils.rm_rf(@tmp) if @tmp
