@@ -48,9 +48,11 @@ Gem::Specification.new do |s|
   s.required_ruby_version = ">= 3.1"
   Dir.chdir(PumaPlusGemSources::HERE) do
     s.files = Dir["lib/**/*.rb", "exe/*", "README.md", "ext/puma_plus_server/extconf.rb",
-                  "ext/puma_plus_server/src/{server,control}/*.{c,h}"]
+                  "ext/puma_plus_server/src/{server,control}/*.{c,h}",
+                  "ext/puma_plus/extconf.rb", "ext/puma_plus/*.c"]
   end
-  s.extensions = ["ext/puma_plus_server/extconf.rb"]
+  # The server, and the hot codec (optional at run time: the Ruby codec is the fallback).
+  s.extensions = ["ext/puma_plus_server/extconf.rb", "ext/puma_plus/extconf.rb"]
   s.bindir = "exe"
   s.executables = ["puma-plus", "puma-plus-shepherd"]
   s.add_dependency "rack", ">= 2.2", "< 4"

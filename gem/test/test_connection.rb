@@ -6,7 +6,8 @@ require "rack/lint"
 
 # One worker connection driven in-process over a socketpair: env building, rack.input,
 # response encoding (multi-value headers, Rack 2 and 3 shapes), body.close, errors, CANCEL,
-# streamed request bodies.
+# streamed request bodies. Runs with the C codec here and with the Ruby one in the subclass
+# at the end of the file.
 class TestConnection < Minitest::Test
   W = PumaPlus::Wire
   include FakeServer
@@ -31,7 +32,10 @@ class TestConnection < Minitest::Test
     def close = @closed = true
   end
 
+  CODEC = :native
+
   def setup
+    PumaTestCodec.use(self.class::CODEC)
     @server, @client = UNIXSocket.pair
     @log = StringIO.new
     @proto = PumaPlus::Worker.prototype_env(threads: 4, worker_index: 3)
@@ -41,6 +45,7 @@ class TestConnection < Minitest::Test
     @server.close unless @server.closed?
     @client.close unless @client.closed?
     @thread&.join(5)
+    PumaTestCodec.restore
   end
 
   def start(app = nil, &block)
@@ -440,4 +445,9 @@ class TestConnection < Minitest::Test
     assert_equal "abcd", call_result(6)
     assert_equal "", @log.string, "no Rack::Lint violation or error was logged"
   end
+end
+
+# Every connection test again with the pure-Ruby codec (the reference and the fallback).
+class TestConnectionRubyCodec < TestConnection
+  CODEC = :ruby
 end

@@ -34,7 +34,7 @@ module E2E
   # what is missing: a missing gem is never a skip.
   GEM_HOME = ENV.fetch("PP_GEM_HOME", File.join(ROOT, "build/gems"))
   COLUMN_ENV_KEYS = %w[GEM_HOME GEM_PATH BUNDLE_GEMFILE BUNDLE_FROZEN BUNDLE_APP_CONFIG
-                       BUNDLE_USER_HOME RUBYOPT BUNDLE_BIN_PATH RUBYLIB].freeze
+                       BUNDLE_USER_HOME RUBYOPT BUNDLE_BIN_PATH].freeze
 
   def self.debian_env
     env = COLUMN_ENV_KEYS.to_h { |k| [k, nil] }
@@ -91,6 +91,9 @@ module E2E
                  "-listen", "127.0.0.1:#{@port}", "-control", "127.0.0.1:#{@control_port}",
                  "-gem-dir", File.join(ROOT, "gem"), *extra]
               end
+      # The gem's C codec as this build made it (gem/CMakeLists.txt), for the workers.
+      native = File.expand_path("../gem/ext-lib", File.dirname(BIN))
+      env = { "RUBYLIB" => native }.merge(env) if Dir.exist?(native)
       opts = { in: File::NULL, out: @log_path, err: [:child, :out], pgroup: true }
       opts[:chdir] = chdir if chdir
       @pid = Process.spawn(env, *@args, **opts)

@@ -8,7 +8,7 @@
 require_relative "helper"
 
 class TestGemInstall < Minitest::Test
-  CLEAN = E2E::COLUMN_ENV_KEYS.to_h { |k| [k, nil] }.merge("PUMA_PLUS_SERVER" => nil, "PUMA_PLUS_GEM_DIR" => nil)
+  CLEAN = E2E::COLUMN_ENV_KEYS.to_h { |k| [k, nil] }.merge("PUMA_PLUS_SERVER" => nil, "PUMA_PLUS_GEM_DIR" => nil, "RUBYLIB" => nil)
 
   def run_ok(env, *cmd, chdir: Dir.pwd)
     out, status = Open3.capture2e(env, *cmd, chdir: chdir)
@@ -32,6 +32,7 @@ class TestGemInstall < Minitest::Test
     files = IO.popen(["sh", "-c", "tar -xOf #{gem_file} data.tar.gz | tar -tz"], &:read).split("\n")
     %w[ext/puma_plus_server/extconf.rb ext/puma_plus_server/src/server/main.c
        ext/puma_plus_server/src/server/http1.c ext/puma_plus_server/src/control/decide.c
+       ext/puma_plus/extconf.rb ext/puma_plus/puma_plus_ext.c
        exe/puma-plus lib/puma_plus/cli.rb].each { |f| assert_includes files, f }
     refute files.any? { |f| f.start_with?("test/") || f.include?("/tests/") }, "tests are not shipped: #{files.grep(/test/)}"
 
@@ -40,6 +41,8 @@ class TestGemInstall < Minitest::Test
     run_ok(env, "gem", "install", "--local", "--no-document", gem_file)
     installed = Dir[File.join(gem_home, "gems/puma-plus-*/lib/puma-plus-server")]
     assert_equal 1, installed.size, "gem install put no puma-plus-server in the gem's lib/"
+    codec = run_ok(env, "ruby", "-e", 'require "puma_plus"; print PumaPlus::Wire.codec')
+    assert_equal "native", codec, "gem install built the C codec (ext/puma_plus) and the gem loads it"
 
     app = File.join(@tmp, "app")
     FileUtils.mkdir_p(app)

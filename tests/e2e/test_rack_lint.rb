@@ -59,6 +59,7 @@ class TestRackLint < Minitest::Test
     status, pairs, body = get("/version")
     assert_equal 200, status
     assert body.start_with?(version), "this column runs rack #{version}, the app loaded #{body.inspect}"
+    assert_includes body, "codec=native", "the workers use the C codec this build made"
 
     assert_equal [200, "array body\n"], get("/array").values_at(0, 2)
     s, p, b = get("/enum")
