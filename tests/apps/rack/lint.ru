@@ -65,7 +65,7 @@ def read_input(input)
 end
 
 ROUTES = {
-  "/version" => ->(_env) { text("#{Rack.release} codec=#{PumaPlus::Wire.codec}\n") },
+  "/version" => ->(_env) { text("#{Rack.release} codec=#{defined?(PumaPlus::Wire) ? PumaPlus::Wire.codec : "none"}\n") },
   "/array" => ->(_env) { text("array body\n") },
   "/enum" => ->(_env) { [200, { "content-type" => "text/plain" }, SlowBody.new(%W[a\n b\n c\n])] },
   "/proxy" => lambda do |_env|
