@@ -3,6 +3,8 @@
 require_relative "test_helper"
 require "puma_plus/cli"
 require "tmpdir"
+require "open3"
+require "fileutils"
 
 # config/puma-plus.rb (puma's DSL names) and the puma-plus CLI's --dry-run resolution.
 class TestConfig < Minitest::Test
@@ -214,6 +216,29 @@ class TestConfig < Minitest::Test
     end
     with_config("activate_control_app 'not a url'\n") do
       assert_match(/activate_control_app: "not a url": expected/, cli("--dry-run")[2])
+    end
+  end
+
+  # stdout_redirect and directory act before the exec: a stand-in server reports where it
+  # runs and writes to both streams, which land in the files.
+  def test_stdout_redirect_and_directory_apply_to_the_server
+    with_config("") do |dir|
+      fake = File.join(dir, "fake-server")
+      File.write(fake, "#!/bin/sh\npwd\necho \"args $*\"\necho to-stderr >&2\n")
+      File.chmod(0o755, fake)
+      FileUtils.mkdir_p(File.join(dir, "app"))
+      File.write(File.join(dir, "config/puma-plus.rb"), <<~RUBY)
+        directory "#{dir}/app"
+        stdout_redirect "#{dir}/out.log", "#{dir}/err.log", true
+        quiet
+      RUBY
+      exe = File.join(PumaPlus::CLI::GEM_DIR, "exe/puma-plus")
+      out, status = Open3.capture2e({ "PUMA_PLUS_SERVER" => fake }, "ruby", exe, chdir: dir)
+      assert status.success?, out
+      log = File.read(File.join(dir, "out.log"))
+      assert_equal File.realpath(File.join(dir, "app")), log.lines.first.chomp
+      assert_match(/^args -app config.ru .* -quiet -gem-dir /, log)
+      assert_equal "to-stderr\n", File.read(File.join(dir, "err.log"))
     end
   end
 
