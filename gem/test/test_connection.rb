@@ -266,6 +266,17 @@ class TestConnection < Minitest::Test
     assert_equal [[:second, nil, "boom"], [:first, nil, "boom"], [:after_reply]], Array.new(3) { seen.pop }
   end
 
+  def test_response_finished_gets_the_body_error_of_an_aborted_response
+    seen = Queue.new
+    start do |env|
+      env["rack.response_finished"] << ->(_e, status, _h, error) { seen << [status, error&.message] }
+      [200, {}, ClosableBody.new(%w[a b c], fail_at: 2)]
+    end
+    @server.write(FakeServer.request(1, "GET", "/"))
+    assert_equal [nil, "body failed at 2"], seen.pop
+    assert_equal :aborted, @thread.value
+  end
+
   # Rails 6.1's ActionDispatch::Response::RackBody: responds to to_ary, which returns nil.
   def test_to_ary_returning_nil_falls_back_to_each
     body = ClosableBody.new(%w[a b])

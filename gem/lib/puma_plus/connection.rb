@@ -257,7 +257,7 @@ module PumaPlus
       Wire.append_response_end(out, id, t4, t5, body_read_ns, -1, thread_cpu_ns - cpu0)
       write_out(out)
     rescue Aborted, ConnectionLost => e
-      error ||= e
+      error ||= e.cause || e # Aborted: the body's own exception is its cause
       raise
     ensure
       @current_id = nil
