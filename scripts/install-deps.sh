@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian package puma-plus needs to build, test and run.
-# Idempotent: when everything is already installed it prints one line and exits 0.
+# Installs every Debian package puma-plus needs to build, test and run, then the pinned
+# RubyGems column of the test matrix into build/gems (scripts/install-gems.sh, Bundler).
+# Idempotent: when everything is already installed it prints two lines and exits 0.
 # Both README commands (make run, make test) call it; CI starts from a clean machine.
 set -euo pipefail
 
@@ -11,7 +12,7 @@ PACKAGES=(
   libgnutls28-dev libssl-dev
   libgsl-dev libsqlite3-dev sqlite3 libyaml-dev libjansson-dev libcunit1-dev
   gnuplot-nox
-  ruby ruby-dev ruby-rack puma ruby-sinatra ruby-minitest
+  ruby ruby-dev ruby-bundler ruby-rack puma ruby-sinatra ruby-minitest ruby-rails ruby-sqlite3
   nghttp2-client nghttp2-server openssl ngtcp2-client wrk curl valgrind procps
 )
 
@@ -23,13 +24,15 @@ done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "install-deps: done"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "install-deps: done"
+# Gems are never installed as root into the system: they go to build/gems of this checkout.
+bash "$(dirname "$0")/install-gems.sh"

@@ -209,6 +209,14 @@ int pp_shepherd_find_gem(server *s, const char *argv0) {
     if (snprintf(s->gem_dir, sizeof s->gem_dir, "%s", found) >= (int)sizeof s->gem_dir) continue;
     return 0;
   }
+#ifdef PP_SOURCE_GEM_DIR
+  /* A build directory outside the checkout: the checkout's gem/, known when CMake ran. */
+  if (snprintf(probe, sizeof probe, "%s/exe/puma-plus-shepherd", PP_SOURCE_GEM_DIR) <
+          (int)sizeof probe &&
+      file_exists(probe) &&
+      snprintf(s->gem_dir, sizeof s->gem_dir, "%s", PP_SOURCE_GEM_DIR) < (int)sizeof s->gem_dir)
+    return 0;
+#endif
   return -1;
 }
 

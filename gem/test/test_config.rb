@@ -3,6 +3,8 @@
 require_relative "test_helper"
 require "puma_plus/cli"
 require "tmpdir"
+require "open3"
+require "fileutils"
 
 # config/puma-plus.rb (puma's DSL names) and the puma-plus CLI's --dry-run resolution.
 class TestConfig < Minitest::Test
@@ -40,7 +42,7 @@ class TestConfig < Minitest::Test
                    "-control 127.0.0.1:9393 -control-token t0k -autoscale -min-workers 1 -max-workers 6 " \
                    "-target-queue-p95 50ms -gem-dir #{PumaPlus::CLI::GEM_DIR}", exec_line
       assert_match(/^env: RACK_ENV=production PUMA_PLUS_CONFIG=#{Regexp.escape(File.realpath(dir))}\/config\/puma-plus.rb$/, out)
-      assert_match(/hooks: before_fork ×1, on_worker_boot ×1/, out)
+      assert_match(/hooks: before_fork ×1, before_worker_boot ×1/, out)
       assert_match(/note: .*puma-plus.rb:3: threads: puma-plus runs exactly max \(8\)/, out)
     end
   end
@@ -59,7 +61,7 @@ class TestConfig < Minitest::Test
     with_config("workers 2\nworker_timeout 60\nplugin :tmp_restart\n") do
       status, out, = cli("--dry-run", "--server", "s")
       assert_equal 0, status
-      assert_match(%r{unsupported: config/puma-plus.rb:2: worker_timeout: no puma-plus equivalent}, out)
+      assert_match(%r{unsupported: config/puma-plus.rb:2: worker_timeout: not applied: no heartbeat timeout}, out)
       assert_match(%r{unsupported: config/puma-plus.rb:3: plugin:}, out)
     end
   end
@@ -72,7 +74,7 @@ class TestConfig < Minitest::Test
     end
     with_config("workers \"many\"\n") do
       _, _, err = cli("--dry-run")
-      assert_match(%r{config/puma-plus.rb:1: ArgumentError: invalid value for Integer\(\): "many"}, err)
+      assert_match(%r{config/puma-plus.rb:1: workers: "many" is not an Integer or auto}, err)
     end
     with_config("workers 2 +\n") do
       _, _, err = cli("--dry-run")
@@ -112,6 +114,131 @@ class TestConfig < Minitest::Test
       assert_match(/note: .*threads: puma-plus runs exactly max/, err)
       assert_match(/unsupported: .*:2: worker_timeout/, err)
       assert_match(%r{cannot run /nonexistent/puma-plus-server}, err)
+    end
+  end
+
+  ROOT = File.expand_path("../..", __dir__)
+
+  # Every public directive of puma 8's DSL (methods and aliases of the installed puma 8 gem's
+  # lib/puma/dsl.rb) is in Config::DIRECTIVES, is a real method of the DSL, and has the same
+  # row in docs/CONFIG.md; the table has no row puma does not have.
+  def test_every_puma_8_directive_is_in_the_table_code_and_docs
+    gem_home = ENV.fetch("PP_GEM_HOME", File.join(ROOT, "build/gems"))
+    dsl = Dir[File.join(gem_home, "gems/puma-8.*/lib/puma/dsl.rb")].max
+    flunk "puma 8's lib/puma/dsl.rb not found under #{gem_home}: run scripts/install-gems.sh" unless dsl
+    text = File.read(dsl)
+    public_part = text.split(/^    private\s*$/, 2).first
+    names = public_part.scan(/^    def ([a-z_]+[!?]?)/).flatten
+    names += public_part.scan(/^    alias(?:_method)? :?([a-z_]+[!?]?),? :?[a-z_]+/).flatten
+    names = (names - %w[initialize self]).reject { |n| n.start_with?("_") }.uniq.sort
+    assert_operator names.size, :>=, 85, "parsed #{names.size} directives from #{dsl}"
+    table = PumaPlus::Config::DIRECTIVES
+    assert_equal names, table.keys.sort, "Config::DIRECTIVES vs #{dsl}"
+    names.each do |n|
+      assert PumaPlus::Config::Dsl.public_method_defined?(n), "#{n} is a real DSL method (not method_missing)"
+    end
+    rows = File.read(File.join(ROOT, "docs/CONFIG.md")).scan(/^\| `([a-z_]+[!?]?)` \| (supported|mapped|unsupported) \|/)
+    assert_equal table.transform_values(&:first).map { |k, v| [k, v.to_s] }.sort, rows.sort,
+                 "docs/CONFIG.md's directive table vs Config::DIRECTIVES"
+  end
+
+  def test_environment_defaults_as_puma_reads_them
+    Dir.mktmpdir do |dir|
+      Dir.chdir(dir) do
+        env = { "WEB_CONCURRENCY" => "3", "RAILS_MAX_THREADS" => "7", "PORT" => "4000", "RAILS_ENV" => "production" }
+        _, out, = cli("--dry-run", "--server", "s", env: env)
+        assert_match(/^exec: s -app config.ru -workers 3 -threads 7 -listen 0.0.0.0:4000 -gem-dir /, out)
+        assert_match(/RACK_ENV=production/, out)
+        _, out, = cli("--dry-run", "--server", "s", env: { "WEB_CONCURRENCY" => "auto" })
+        assert_match(/ -workers #{PumaPlus::Config.available_processors} /, out)
+        assert_equal 2, cli("--dry-run", env: { "WEB_CONCURRENCY" => "lots" })[0]
+      end
+    end
+    # the file's directives override the environment; a file bind replaces PORT's
+    with_config("workers 2\nthreads 4, 4\nport 5000, '127.0.0.1'\n") do
+      _, out, = cli("--dry-run", "--server", "s", env: { "WEB_CONCURRENCY" => "3", "RAILS_MAX_THREADS" => "7", "PORT" => "4000" })
+      assert_match(/^exec: s -app config.ru -workers 2 -threads 4 -listen 127.0.0.1:5000 -gem-dir /, out)
+    end
+  end
+
+  def test_auto_workers_honour_the_cgroup_cpu_quota
+    Dir.mktmpdir do |root|
+      File.write(File.join(root, "self"), "0::/app.slice\n")
+      FileUtils.mkdir_p(File.join(root, "app.slice"))
+      cpu_max = File.join(root, "app.slice/cpu.max")
+      count = ->(n) { PumaPlus::Config.available_processors(nprocessors: n, cgroup_root: root, proc_cgroup: File.join(root, "self")) }
+      File.write(cpu_max, "max 100000\n")
+      assert_equal 4, count.call(4), "no quota: the processors"
+      File.write(cpu_max, "150000 100000\n")
+      assert_equal 1, count.call(4), "1.5 CPUs of quota: 1 (rounded down, as puma)"
+      File.write(cpu_max, "250000 100000\n")
+      assert_equal 2, count.call(4)
+      File.write(cpu_max, "800000 100000\n")
+      assert_equal 4, count.call(4), "a quota above the processors: the processors"
+      File.write(cpu_max, "10000 100000\n")
+      assert_equal 1, count.call(4), "never below 1"
+      # cgroup v1
+      v1 = File.join(root, "v1")
+      FileUtils.mkdir_p(File.join(v1, "cpu/docker/x"))
+      File.write(File.join(v1, "self"), "4:cpu,cpuacct:/docker/x\n")
+      File.write(File.join(v1, "cpu/docker/x/cpu.cfs_quota_us"), "300000\n")
+      File.write(File.join(v1, "cpu/docker/x/cpu.cfs_period_us"), "100000\n")
+      assert_equal 3, PumaPlus::Config.available_processors(nprocessors: 8, cgroup_root: v1, proc_cgroup: File.join(v1, "self"))
+      File.write(File.join(v1, "cpu/docker/x/cpu.cfs_quota_us"), "-1\n")
+      assert_equal 8, PumaPlus::Config.available_processors(nprocessors: 8, cgroup_root: v1, proc_cgroup: File.join(v1, "self"))
+    end
+  end
+
+  def test_control_app_url_forms_and_mapped_directives
+    {
+      'activate_control_app "tcp://127.0.0.1:9400"' => ["-control", "127.0.0.1:9400"],
+      'activate_control_app "127.0.0.1:9401"' => ["-control", "127.0.0.1:9401"],
+      'activate_control_app "[::1]:9402", auth_token: "t"' => ["-control", "[::1]:9402", "-control-token", "t"],
+      'activate_control_app "unix:///tmp/pp.ctl", no_token: true' => ["-control", "unix:/tmp/pp.ctl"],
+      "activate_control_app" => [],
+      "first_data_timeout 10\npersistent_timeout 5\nforce_shutdown_after 40\nworker_shutdown_timeout 9" =>
+        ["-header-timeout", "10s", "-keepalive-timeout", "5s", "-drain-timeout", "40s"],
+      "http_content_length_limit 1024\nquiet" => ["-max-body-size", "1024", "-quiet"],
+      "workers 0" => [],
+      "cluster { workers 4 }\nsingle { workers 9 }" => [],
+      "set_default_host '127.0.0.2'\nport 7000" => ["-listen", "127.0.0.2:7000"],
+      "port 7000\nclear_binds!\nbind 'tcp://127.0.0.3:7001'" => ["-listen", "127.0.0.3:7001"]
+    }.each do |text, flags|
+      with_config(text + "\n") do
+        status, out, = cli("--dry-run", "--server", "s")
+        assert_equal 0, status, "#{text}: #{out}"
+        got = Shellwords.split(out[/^exec: (.*)$/, 1])
+        got = got[7...got.index("-gem-dir")]
+        assert_equal flags, got, text
+        assert_match(/-workers 4 /, out, text) if text.start_with?("cluster")
+        assert_match(/note: .*workers 0 \(puma's single mode\)/, out) if text == "workers 0"
+      end
+    end
+    with_config("activate_control_app 'not a url'\n") do
+      assert_match(/activate_control_app: "not a url": expected/, cli("--dry-run")[2])
+    end
+  end
+
+  # stdout_redirect and directory act before the exec: a stand-in server reports where it
+  # runs and writes to both streams, which land in the files.
+  def test_stdout_redirect_and_directory_apply_to_the_server
+    with_config("") do |dir|
+      fake = File.join(dir, "fake-server")
+      File.write(fake, "#!/bin/sh\npwd\necho \"args $*\"\necho to-stderr >&2\n")
+      File.chmod(0o755, fake)
+      FileUtils.mkdir_p(File.join(dir, "app"))
+      File.write(File.join(dir, "config/puma-plus.rb"), <<~RUBY)
+        directory "#{dir}/app"
+        stdout_redirect "#{dir}/out.log", "#{dir}/err.log", true
+        quiet
+      RUBY
+      exe = File.join(PumaPlus::CLI::GEM_DIR, "exe/puma-plus")
+      out, status = Open3.capture2e({ "PUMA_PLUS_SERVER" => fake }, "ruby", exe, chdir: dir)
+      assert status.success?, out
+      log = File.read(File.join(dir, "out.log"))
+      assert_equal File.realpath(File.join(dir, "app")), log.lines.first.chomp
+      assert_match(/^args -app config.ru .* -quiet -gem-dir /, log)
+      assert_equal "to-stderr\n", File.read(File.join(dir, "err.log"))
     end
   end
 

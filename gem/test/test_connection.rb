@@ -6,7 +6,8 @@ require "rack/lint"
 
 # One worker connection driven in-process over a socketpair: env building, rack.input,
 # response encoding (multi-value headers, Rack 2 and 3 shapes), body.close, errors, CANCEL,
-# streamed request bodies.
+# streamed request bodies. Runs with the C codec here and with the Ruby one in the subclass
+# at the end of the file.
 class TestConnection < Minitest::Test
   W = PumaPlus::Wire
   include FakeServer
@@ -31,7 +32,10 @@ class TestConnection < Minitest::Test
     def close = @closed = true
   end
 
+  CODEC = :native
+
   def setup
+    PumaTestCodec.use(self.class::CODEC)
     @server, @client = UNIXSocket.pair
     @log = StringIO.new
     @proto = PumaPlus::Worker.prototype_env(threads: 4, worker_index: 3)
@@ -41,6 +45,7 @@ class TestConnection < Minitest::Test
     @server.close unless @server.closed?
     @client.close unless @client.closed?
     @thread&.join(5)
+    PumaTestCodec.restore
   end
 
   def start(app = nil, &block)
@@ -222,6 +227,66 @@ class TestConnection < Minitest::Test
     assert_instance_of W::ResponseEnd, FakeServer.read_frame(@server)
   end
 
+  # Rack 3 Streaming Body: each write is a frame at once; read reads the request body.
+  def test_callable_body_streams_writes_and_reads_the_input
+    gate = Queue.new
+    body = proc do |stream|
+      stream.write("got ", stream.read(3))
+      gate.pop
+      stream << "|" << stream.read
+      stream.close
+      assert stream.closed?
+      assert_raises(IOError) { stream.write("late") }
+    end
+    start { |_env| [200, { "content-type" => "text/plain" }, body] }
+    @server.write(FakeServer.request(1, "POST", "/", body: "abcdef"))
+    assert_instance_of W::ResponseHead, FakeServer.read_frame(@server)
+    assert_equal "got ", FakeServer.read_frame(@server).chunk
+    assert_equal "abc", FakeServer.read_frame(@server).chunk, "a write arrives before the body returns"
+    gate << :go
+    rest = FakeServer.read_response(@server, 1)
+    assert_equal "|def", rest[:body]
+    refute_nil rest[:end], "the response ends when call returns"
+    assert_empty @log.string
+  end
+
+  def test_response_finished_runs_in_reverse_after_the_response_with_status_or_error
+    seen = Queue.new
+    start do |env|
+      env["rack.response_finished"] << ->(_e, status, _h, error) { seen << [:first, status, error&.message] }
+      env["rack.response_finished"] << ->(_e, status, _h, error) { seen << [:second, status, error&.message] }
+      env["rack.after_reply"] << -> { seen << [:after_reply] }
+      raise "boom" if env["PATH_INFO"] == "/boom"
+
+      [201, {}, ["ok"]]
+    end
+    assert_equal 201, call(1, "GET", "/ok")[:head].status
+    assert_equal [[:second, 201, nil], [:first, 201, nil], [:after_reply]], Array.new(3) { seen.pop }
+    assert_equal 500, call(2, "GET", "/boom")[:head].status
+    assert_equal [[:second, nil, "boom"], [:first, nil, "boom"], [:after_reply]], Array.new(3) { seen.pop }
+  end
+
+  def test_response_finished_gets_the_body_error_of_an_aborted_response
+    seen = Queue.new
+    start do |env|
+      env["rack.response_finished"] << ->(_e, status, _h, error) { seen << [status, error&.message] }
+      [200, {}, ClosableBody.new(%w[a b c], fail_at: 2)]
+    end
+    @server.write(FakeServer.request(1, "GET", "/"))
+    assert_equal [nil, "body failed at 2"], seen.pop
+    assert_equal :aborted, @thread.value
+  end
+
+  # Rails 6.1's ActionDispatch::Response::RackBody: responds to to_ary, which returns nil.
+  def test_to_ary_returning_nil_falls_back_to_each
+    body = ClosableBody.new(%w[a b])
+    body.define_singleton_method(:to_ary) { nil }
+    start { |_env| [302, { "location" => "/x" }, body] }
+    res = call(1, "POST", "/")
+    assert_equal [302, "ab"], [res[:head].status, res[:body]]
+    assert body.closed
+  end
+
   def test_large_array_body_is_flushed_in_pieces
     big = "z" * 300_000
     start { |_env| [200, {}, [big, big, big, big]] }
@@ -391,4 +456,9 @@ class TestConnection < Minitest::Test
     assert_equal "abcd", call_result(6)
     assert_equal "", @log.string, "no Rack::Lint violation or error was logged"
   end
+end
+
+# Every connection test again with the pure-Ruby codec (the reference and the fallback).
+class TestConnectionRubyCodec < TestConnection
+  CODEC = :ruby
 end

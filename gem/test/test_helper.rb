@@ -1,11 +1,30 @@
 # frozen_string_literal: true
 
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
+# The C extension as the repo's build makes it (ctest passes its own via RUBYLIB).
+ext_lib = File.expand_path("../../build/gem/ext-lib", __dir__)
+$LOAD_PATH.unshift(ext_lib) if Dir.exist?(ext_lib) && !ENV["RUBYLIB"].to_s.include?("ext-lib")
 require "minitest/autorun"
 require "json"
 require "puma_plus"
 
 CORPUS_DIR = File.expand_path("../../docs/protocol-corpus", __dir__)
+
+# Which codec a test runs with (lib/puma_plus/wire.rb: Wire.codec=). :native needs the C
+# extension; without it the test fails, naming what to build.
+module PumaTestCodec
+  DEFAULT = PumaPlus::Wire.codec
+
+  def self.use(name)
+    if name == :native && !PumaPlus::Wire.native_available?
+      raise Minitest::Assertion, "the C extension (gem/ext/puma_plus) is not loaded: build it with " \
+                                 "`cmake --build build --target puma_plus_ext` (it lands in build/gem/ext-lib)"
+    end
+    PumaPlus::Wire.codec = name
+  end
+
+  def self.restore = PumaPlus::Wire.codec = DEFAULT
+end
 
 require "socket"
 require "stringio"

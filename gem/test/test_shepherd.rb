@@ -231,16 +231,40 @@ class TestShepherd < Minitest::Test
     cfg = File.join(@dir, "puma-plus.rb")
     File.write(cfg, <<~RUBY)
       workers 2
-      before_fork { File.open(#{marks.inspect}, "a") { |f| f.puts "before_fork \#{Process.pid}" } }
-      on_worker_boot { |i| File.open(#{marks.inspect}, "a") { |f| f.puts "boot \#{i} \#{Process.pid}" } }
+      def mark(text) = File.open(#{marks.inspect}, "a") { |f| f.puts "\#{text} \#{Process.pid}" }
+      before_fork { mark("before_fork") }
+      on_worker_boot { |i| mark("boot \#{i}") }
+      on_worker_fork { |i| mark("before_worker_fork \#{i}") }
+      after_worker_fork { |i| mark("after_worker_fork \#{i}") }
+      on_worker_shutdown { |i| mark("worker_shutdown \#{i}") }
+      after_worker_shutdown { |i, st| mark("after_worker_shutdown \#{i} \#{st.exitstatus}") }
+      on_booted { mark("booted") }
+      on_stopped { mark("stopped") }
+      on_thread_start { mark("thread_start") }
+      on_thread_exit { mark("thread_exit") }
     RUBY
     start(workers: 2, threads: 1, env: { "PUMA_PLUS_CONFIG" => cfg })
     f = forked(2)
     accept(2)
     lines = File.readlines(marks, chomp: true)
     assert_includes lines, "before_fork #{@pid}"
-    f.each { |x| assert_includes lines, "boot #{x.worker_index} #{x.pid}" }
+    assert_includes lines, "booted #{@pid}"
+    f.each do |x|
+      assert_includes lines, "boot #{x.worker_index} #{x.pid}"
+      assert_includes lines, "before_worker_fork #{x.worker_index} #{@pid}"
+      assert_includes lines, "after_worker_fork #{x.worker_index} #{@pid}"
+      assert_includes lines, "thread_start #{x.pid}"
+    end
     send_control(W::Stop.new(1000))
+    assert_equal 2, Array.new(2) { control_frame }.count { |fr| fr.is_a?(W::Exited) }
+    Timeout.timeout(5) { sleep 0.02 until File.read(marks).include?("stopped") }
+    lines = File.readlines(marks, chomp: true)
+    f.each do |x|
+      assert_includes lines, "worker_shutdown #{x.worker_index} #{x.pid}"
+      assert_includes lines, "thread_exit #{x.pid}"
+      assert_includes lines, "after_worker_shutdown #{x.worker_index} 0 #{@pid}"
+    end
+    assert_includes lines, "stopped #{@pid}"
   end
 
   def test_bad_app_exits_non_zero_with_a_message

@@ -2,12 +2,22 @@
 
 require_relative "test_helper"
 
-# The Ruby codec against the golden corpus (docs/protocol-corpus): every good frame decodes to
+# The codec against the golden corpus (docs/protocol-corpus): every good frame decodes to
 # its .json and re-encodes to the same bytes; every bad-* frame is rejected with its class;
 # every strict prefix of every frame is "need more" (nil) or a ProtocolError, never another
-# exception.
+# exception. TestWire runs it with the pure-Ruby codec (the reference), TestWireNative below
+# runs every test again with the C extension's hot functions (gem/ext/puma_plus).
 class TestWire < Minitest::Test
   W = PumaPlus::Wire
+  CODEC = :ruby
+
+  def setup
+    PumaTestCodec.use(self.class::CODEC)
+  end
+
+  def teardown
+    PumaTestCodec.restore
+  end
 
   GOOD = Dir[File.join(CORPUS_DIR, "*.bin")].reject { |f| File.basename(f).start_with?("bad-") }.sort
   BAD = Dir[File.join(CORPUS_DIR, "bad-*.bin")].sort
@@ -164,5 +174,67 @@ class TestWire < Minitest::Test
   def test_full_u64_range_round_trips
     f = W::ResponseEnd.new(2**64 - 1, 2**64 - 2, 0, 2**64 - 1, -1, -(2**63))
     assert_equal f, W.decode(W.encode(f))[0]
+  end
+end
+
+class TestWireNative < TestWire
+  CODEC = :native
+
+  # Differential: on every REQUEST payload of the corpus, every truncation of it and a few
+  # thousand mutations, the C decoder returns what the Ruby one returns, or raises the same
+  # ProtocolError (reason and message).
+  def test_native_decode_request_matches_the_ruby_reference
+    payloads = Dir[File.join(CORPUS_DIR, "*.bin")].filter_map do |f|
+      b = File.binread(f)
+      b.getbyte(0) == W::REQUEST && b.bytesize >= 8 ? b.byteslice(8..) : nil
+    end
+    assert_operator payloads.size, :>=, 2
+    rng = Random.new(11)
+    inputs = payloads.flat_map { |p| (0..p.bytesize).map { |n| p.byteslice(0, n) } }
+    payloads.each do |p|
+      500.times do
+        m = p.dup
+        3.times { m.setbyte(rng.rand(m.bytesize), rng.rand(256)) }
+        inputs << m
+      end
+    end
+    inputs.each do |input|
+      want = begin
+        W.ruby_decode_request(input)
+      rescue W::ProtocolError => e
+        e
+      end
+      got = begin
+        W.native_decode_request(input)
+      rescue W::ProtocolError => e
+        e
+      end
+      if want.is_a?(W::ProtocolError)
+        assert_instance_of W::ProtocolError, got, input.unpack1("H*")
+        assert_equal [want.reason, want.message], [got.reason, got.message]
+      else
+        assert_equal want, got
+        assert got.env.each_slice(2).all? { |k, v| k.frozen? && k.encoding == Encoding::UTF_8 && v.encoding == Encoding::BINARY }
+        got.env.each_slice(2) { |k, _| assert_same(-k.dup, k, "keys are interned") }
+      end
+    end
+  end
+
+  def test_native_encoders_match_the_ruby_reference
+    rng = Random.new(5)
+    20.times do
+      flat = Array.new(rng.rand(0..12)) { rng.bytes(rng.rand(0..40)) }
+      flat << "x" if flat.size.odd?
+      id = rng.rand(2**64)
+      chunk = rng.bytes(rng.rand(0..3000))
+      want = W.ruby_append_response_head(+"".b, id, 200, flat)
+      W.ruby_append_response_body(want, id, chunk)
+      W.ruby_append_response_end(want, id, rng.rand(2**63), 2, 3, -1, rng.rand(2**62))
+      got = W.native_append_response_head(+"".b, id, 200, flat)
+      W.native_append_response_body(got, id, chunk)
+      W.native_append_response_end(got, id, want.byteslice(-40, 8).unpack1("Q>"), 2, 3, -1, want.byteslice(-8, 8).unpack1("q>"))
+      assert_equal want, got
+    end
+    assert_raises(ArgumentError) { W.native_append_response_head(+"".b, 1, 200, ["k", "v" * W::MAX_PAYLOAD]) }
   end
 end

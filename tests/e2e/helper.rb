@@ -27,6 +27,41 @@ module E2E
   end
   BIN = server_bin
 
+  # The two columns of the test matrix (issue 10). Debian's: the gems of Debian packages
+  # (rack 2.2, sinatra 3, rails 6.1), no Bundler. RubyGems': a pinned set (Gemfile.lock under
+  # tests/apps/gemfiles/SET/) that scripts/install-gems.sh installed into build/gems. Each
+  # returns the environment a process needs to run in that column, or fails the test naming
+  # what is missing: a missing gem is never a skip.
+  GEM_HOME = ENV.fetch("PP_GEM_HOME", File.join(ROOT, "build/gems"))
+  COLUMN_ENV_KEYS = %w[GEM_HOME GEM_PATH BUNDLE_GEMFILE BUNDLE_FROZEN BUNDLE_APP_CONFIG
+                       BUNDLE_USER_HOME RUBYOPT BUNDLE_BIN_PATH].freeze
+
+  def self.debian_env
+    env = COLUMN_ENV_KEYS.to_h { |k| [k, nil] }
+    out, status = Open3.capture2e(env, "ruby", "-e", 'require "rack"; print Rack.release')
+    unless status.success? && out.start_with?("2.2")
+      raise Minitest::Assertion, "Debian column: Debian's rack 2.2 not loadable (got #{out.inspect}); " \
+                                 "run scripts/install-deps.sh (package ruby-rack)"
+    end
+    env
+  end
+
+  def self.rubygems_env(set = "rubygems")
+    gemfile = File.join(ROOT, "tests/apps/gemfiles", set, "Gemfile")
+    env = COLUMN_ENV_KEYS.to_h { |k| [k, nil] }.merge(
+      "GEM_HOME" => GEM_HOME, "BUNDLE_GEMFILE" => gemfile, "BUNDLE_FROZEN" => "true",
+      "BUNDLE_APP_CONFIG" => File.join(GEM_HOME, ".bundle-config"),
+      "BUNDLE_USER_HOME" => File.join(GEM_HOME, ".bundle-home"), "RUBYOPT" => "-rbundler/setup"
+    )
+    check = env.merge("RUBYOPT" => nil)
+    out, status = Open3.capture2e(check, "bundle", "check")
+    unless status.success?
+      raise Minitest::Assertion, "RubyGems column: the gems locked in #{gemfile}.lock are not all in " \
+                                 "#{GEM_HOME}; run scripts/install-gems.sh\n#{out}"
+    end
+    env
+  end
+
   def self.free_port
     s = TCPServer.new("127.0.0.1", 0)
     port = s.addr[1]
@@ -38,17 +73,30 @@ module E2E
   class Server
     attr_reader :port, :control_port, :pid, :log_path, :args
 
-    def initialize(app: MIX, workers: 1, threads: 4, extra: [], boot_timeout: 30, token: nil, env: {})
+    # `command`, when given, starts something other than the server binary (e.g. `bundle exec
+    # puma-plus ...` in an app's folder): it is called with (port, control_port) and returns
+    # the argv; it must make the server listen there with `workers` workers.
+    def initialize(app: MIX, workers: 1, threads: 4, extra: [], boot_timeout: 30, token: nil, env: {},
+                   command: nil, chdir: nil)
       @token = token
       extra += ["-control-token", token] if token
       @port = E2E.free_port
       @control_port = E2E.free_port
       @workers = workers
       @log_path = "/tmp/pp-e2e-#{Process.pid}-#{@port}.log"
-      @args = [BIN, "-app", app, "-workers", workers.to_s, "-threads", threads.to_s,
-               "-listen", "127.0.0.1:#{@port}", "-control", "127.0.0.1:#{@control_port}",
-               "-gem-dir", File.join(ROOT, "gem"), *extra]
-      @pid = Process.spawn(env, *@args, in: File::NULL, out: @log_path, err: [:child, :out], pgroup: true)
+      @args = if command
+                command.call(@port, @control_port)
+              else
+                [BIN, "-app", app, "-workers", workers.to_s, "-threads", threads.to_s,
+                 "-listen", "127.0.0.1:#{@port}", "-control", "127.0.0.1:#{@control_port}",
+                 "-gem-dir", File.join(ROOT, "gem"), *extra]
+              end
+      # The gem's C codec as this build made it (gem/CMakeLists.txt), for the workers.
+      native = File.expand_path("../gem/ext-lib", File.dirname(BIN))
+      env = { "RUBYLIB" => native }.merge(env) if Dir.exist?(native)
+      opts = { in: File::NULL, out: @log_path, err: [:child, :out], pgroup: true }
+      opts[:chdir] = chdir if chdir
+      @pid = Process.spawn(env, *@args, **opts)
       wait_ready(boot_timeout)
     end
 

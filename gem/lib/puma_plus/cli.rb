@@ -35,6 +35,8 @@ module PumaPlus
       report(config, settings, command, env) if @flags[:dry_run] || config&.unsupported&.any? || config&.notes&.any?
       return 0 if @flags[:dry_run]
 
+      redirect_output(settings)
+      Dir.chdir(settings[:directory]) if settings[:directory]
       exec(env, *command)
     rescue UsageError, OptionParser::ParseError, Config::Error => e
       @err.puts("puma-plus: #{e.message}")
@@ -55,7 +57,7 @@ module PumaPlus
         o.on("-t", "--threads INT", "MIN:MAX threads per worker (puma-plus runs MAX)") { |v| @flags[:threads] = v }
         o.on("-w", "--workers COUNT", Integer, "worker processes at start") { |v| @flags[:workers] = v }
         o.on("-e", "--environment ENV", "RACK_ENV (default development)") { |v| @flags[:environment] = v }
-        o.on("--control-url URL", "control app (/stats, /metrics): tcp://HOST:PORT, unix://PATH or off") { |v| @flags[:control_url] = v }
+        o.on("--control-url URL", "control app (/stats, /metrics): tcp://HOST:PORT, HOST:PORT, unix://PATH or off") { |v| @flags[:control_url] = v }
         o.on("--control-token TOKEN", "token the control app requires") { |v| @flags[:control_token] = v }
         o.on("--server PATH", "puma-plus-server executable") { |v| @flags[:server] = v }
         o.on("--dry-run", "print the resolved settings and the server command, do not start") { @flags[:dry_run] = true }
@@ -83,12 +85,12 @@ module PumaPlus
       @config_path = @flags[:config] || (File.file?(DEFAULT_CONFIG) ? DEFAULT_CONFIG : nil)
       return nil unless @config_path
 
-      Config.load(@config_path)
+      Config.load(@config_path, env: @env)
     end
 
     # Settings from the config file, then flags over them.
     def resolve(config)
-      s = (config ? config.settings : Config::DEFAULTS).dup
+      s = (config ? config.settings : Config.env_defaults(@env)).dup
       s[:binds] = @flags[:binds] if @flags[:binds]
       if @flags[:threads]
         min, max = @flags[:threads].split(":", 2)
@@ -114,6 +116,11 @@ module PumaPlus
         cmd.push("-control", s[:control_url] == "off" ? "off" : listen_address(s[:control_url]))
       end
       cmd.push("-control-token", s[:control_token]) if s[:control_token]
+      cmd.push("-header-timeout", "#{s[:header_timeout_s]}s") if s[:header_timeout_s]
+      cmd.push("-keepalive-timeout", "#{s[:keepalive_timeout_s]}s") if s[:keepalive_timeout_s]
+      cmd.push("-drain-timeout", "#{s[:drain_timeout_s]}s") if s[:drain_timeout_s]
+      cmd.push("-max-body-size", s[:max_body_size].to_s) if s[:max_body_size]
+      cmd.push("-quiet") if s[:quiet]
       if s[:autoscale_min]
         cmd.push("-autoscale", "-min-workers", s[:autoscale_min].to_s, "-max-workers", s[:autoscale_max].to_s)
         cmd.push("-target-queue-p95", "#{s[:autoscale_target_queue_p95_ms]}ms") if s[:autoscale_target_queue_p95_ms]
@@ -122,10 +129,19 @@ module PumaPlus
       cmd + @server_args
     end
 
-    # tcp://HOST:PORT → HOST:PORT, tcp://[::1]:PORT kept bracketed, unix://PATH → unix:PATH.
+    # stdout_redirect: the server and everything it starts inherit these descriptors.
+    def redirect_output(s)
+      mode = s[:redirect_append] ? "a" : "w"
+      $stdout.reopen(s[:stdout_redirect], mode) if s[:stdout_redirect]
+      $stderr.reopen(s[:stderr_redirect], mode) if s[:stderr_redirect]
+    end
+
+    # tcp://HOST:PORT (or a bare HOST:PORT) → HOST:PORT, tcp://[::1]:PORT kept bracketed,
+    # unix://PATH → unix:PATH.
     def listen_address(url)
       case url
       when %r{\Atcp://([^/?]+)\z} then Regexp.last_match(1)
+      when /\A(\[[0-9a-fA-F:.]+\]|[^\s:\/\[\]]+)?:\d+\z/ then url
       when %r{\Aunix://(.+)\z} then "unix:#{Regexp.last_match(1)}"
       when %r{\A(ssl|https)://} then raise UsageError, "#{url}: TLS listeners are not supported by puma-plus-server yet"
       else raise UsageError, "#{url}: expected tcp://HOST:PORT or unix://PATH"
@@ -136,12 +152,22 @@ module PumaPlus
       return @flags[:server] if @flags[:server]
       return @env["PUMA_PLUS_SERVER"] if @env["PUMA_PLUS_SERVER"] && !@env["PUMA_PLUS_SERVER"].empty?
 
+      installed_server_paths.each { |path| return path if File.executable?(path) }
       @env.fetch("PATH", "").split(File::PATH_SEPARATOR).each do |dir|
         path = File.join(dir, "puma-plus-server")
         return path if File.executable?(path)
       end
       repo = File.expand_path("..", GEM_DIR)
       Dir[File.join(repo, "build*/server/puma-plus-server")].max_by { |p| File.mtime(p) } || "puma-plus-server"
+    end
+
+    # Where `gem install` put the server it compiled (ext/puma_plus_server/extconf.rb): the
+    # gem's lib/ (RubyGems copies built extensions there) and its extension directory.
+    def installed_server_paths
+      paths = [File.join(GEM_DIR, "lib", "puma-plus-server")]
+      spec = Gem.loaded_specs["puma-plus"] if defined?(Gem)
+      paths << File.join(spec.extension_dir, "puma-plus-server") if spec && spec.full_gem_path == GEM_DIR
+      paths
     end
 
     def report(config, settings, command, env)
@@ -152,7 +178,8 @@ module PumaPlus
         io.puts("config: #{@config_path || '(none)'}")
         settings.each { |k, v| io.puts(format("  %-32s %s", k, v.inspect)) }
         if config
-          io.puts("  hooks: before_fork ×#{config.hooks[:before_fork].size}, on_worker_boot ×#{config.hooks[:on_worker_boot].size}")
+          used = config.hooks.reject { |_, blocks| blocks.empty? }
+          io.puts("  hooks: #{used.map { |name, blocks| "#{name} ×#{blocks.size}" }.join(', ')}") unless used.empty?
         end
       end
       config&.notes&.each { |n| io.puts("note: #{n}") }

@@ -1,31 +1,206 @@
 # frozen_string_literal: true
 
+require "etc"
+
 module PumaPlus
-  # Reads config/puma-plus.rb, a Ruby file using puma's DSL names (docs/CONFIG.md), into
-  # plain settings plus hooks. Directives puma-plus has no equivalent for are not ignored
-  # silently: each is recorded in #unsupported with its file and line, and the CLI reports them.
+  # Reads config/puma-plus.rb — or an unmodified config/puma.rb — written in puma's DSL
+  # (docs/CONFIG.md) into plain settings plus hooks. Every directive of puma 8's DSL is a
+  # method here (DIRECTIVES says which and how): supported, mapped to a puma-plus equivalent,
+  # or not applied, and then recorded in #unsupported with its file, line and the reason, so
+  # the CLI reports it. Nothing is ignored silently. Environment defaults are read as puma
+  # reads them (WEB_CONCURRENCY, including `auto`; RAILS_MAX_THREADS / PUMA_MAX_THREADS /
+  # MAX_THREADS; PORT; RACK_ENV / RAILS_ENV / APP_ENV); the file's directives override them.
   class Config
     class Error < StandardError; end
 
     DEFAULTS = {
       binds: [], threads_min: 0, threads_max: 5, workers: 1, environment: nil,
       rackup: "config.ru", control_url: nil, control_token: nil,
-      autoscale_min: nil, autoscale_max: nil, autoscale_target_queue_p95_ms: nil
+      autoscale_min: nil, autoscale_max: nil, autoscale_target_queue_p95_ms: nil,
+      header_timeout_s: nil, keepalive_timeout_s: nil, drain_timeout_s: nil, max_body_size: nil,
+      quiet: false, directory: nil, stdout_redirect: nil, stderr_redirect: nil, redirect_append: false
+    }.freeze
+
+    HOOKS = %i[before_fork before_worker_boot before_worker_shutdown before_worker_fork after_worker_fork
+               after_worker_shutdown after_booted after_stopped before_thread_start before_thread_exit].freeze
+
+    # Every public directive of puma 8.0's DSL (lib/puma/dsl.rb, aliases included), and what
+    # puma-plus does with it: [:supported | :mapped | :unsupported, how or why]. docs/CONFIG.md
+    # has the same table; gem/test/test_config.rb checks both against puma's dsl.rb.
+    DIRECTIVES = {
+      "activate_control_app" => [:mapped, "the server's control app (/stats, /metrics): `tcp://HOST:PORT`, `unix://PATH`, bare `HOST:PORT`, or `auto` (the default 127.0.0.1:9293); `auth_token:`, `no_token:` → `-control`, `-control-token`"],
+      "after_booted" => [:supported, "runs in the shepherd once the first workers are forked"],
+      "after_refork" => [:unsupported, "no refork (fork_worker) in puma-plus"],
+      "after_stopped" => [:supported, "runs in the shepherd when it stops its workers"],
+      "after_worker_boot" => [:supported, "alias of after_worker_fork"],
+      "after_worker_fork" => [:supported, "runs in the shepherd after each fork, with the worker index"],
+      "after_worker_shutdown" => [:supported, "runs in the shepherd when a worker has exited, with the index and the Process::Status"],
+      "app" => [:unsupported, "the server loads a rackup file (`rackup`); a Rack app object in the config cannot be passed to it"],
+      "before_fork" => [:supported, "runs in the shepherd before each batch of forks"],
+      "before_refork" => [:unsupported, "no refork (fork_worker) in puma-plus"],
+      "before_restart" => [:unsupported, "no hot restart (SIGUSR2) in puma-plus: restart the service"],
+      "before_thread_exit" => [:supported, "runs in each worker thread as it ends"],
+      "before_thread_start" => [:supported, "runs in each worker thread before it dials the server"],
+      "before_worker_boot" => [:supported, "runs in each new worker after fork, before its threads start, with the index"],
+      "before_worker_fork" => [:supported, "runs in the shepherd before each fork, with the worker index"],
+      "before_worker_shutdown" => [:supported, "runs in a worker after its last request, before it exits, with the index"],
+      "bind" => [:supported, "`tcp://HOST:PORT`, `unix://PATH` → `-listen`; `ssl://` is an error (no TLS listener yet)"],
+      "bind_to_activated_sockets" => [:unsupported, "no systemd socket activation: the server opens its own listeners"],
+      "clean_thread_locals" => [:unsupported, "alias of fiber_per_request"],
+      "clear_binds!" => [:supported, "forgets the binds given so far"],
+      "cluster" => [:supported, "the block is evaluated: puma-plus always runs worker processes"],
+      "custom_logger" => [:unsupported, "the server logs from C to stderr; the app keeps its own logger"],
+      "debug" => [:unsupported, "no debug mode"],
+      "default_host" => [:supported, "the host `port` binds when none is given (0.0.0.0, as puma)"],
+      "drain_on_shutdown" => [:mapped, "always: SIGTERM drains what is queued and in flight"],
+      "early_hints" => [:unsupported, "no 103 Early Hints (rack.early_hints)"],
+      "enable_keep_alives" => [:unsupported, "keep-alive is always on; bound it with persistent_timeout"],
+      "environment" => [:supported, "RACK_ENV of the server, shepherd and workers"],
+      "extra_runtime_dependencies" => [:unsupported, "only for prune_bundler, which puma-plus does not need"],
+      "fiber_per_request" => [:unsupported, "each request runs on its worker thread; no fiber per request"],
+      "first_data_timeout" => [:mapped, "`-header-timeout`: first byte to the end of the headers"],
+      "force_shutdown_after" => [:mapped, "`-drain-timeout`"],
+      "fork_worker" => [:unsupported, "no refork from a warmed worker; the shepherd forks every worker"],
+      "get" => [:supported, "returns a setting read so far (puma-plus names, e.g. :workers)"],
+      "http_content_length_limit" => [:mapped, "`-max-body-size` (413 beyond)"],
+      "idle_timeout" => [:unsupported, "the server does not exit when idle"],
+      "inject" => [:supported, "evaluates the block as config"],
+      "io_selector_backend" => [:unsupported, "no Ruby reactor: the C server owns the sockets (libuv)"],
+      "load" => [:supported, "evaluates another config file (relative to the current directory)"],
+      "log_formatter" => [:unsupported, "the server's log lines are its own"],
+      "log_requests" => [:unsupported, "the server writes no access log; the app's logger (e.g. Rails) logs requests"],
+      "lowlevel_error_handler" => [:unsupported, "an app error is a plain 500 from the worker (docs/RACK.md)"],
+      "max_fast_inline" => [:unsupported, "no Ruby-side keep-alive loop: the server owns connections"],
+      "max_io_threads" => [:unsupported, "no IO threads"],
+      "max_keep_alive" => [:unsupported, "keep-alive requests per connection are not capped"],
+      "mutate_stdout_and_stderr_to_sync_on_write" => [:mapped, "always: STDOUT and STDERR are synced in the shepherd and workers"],
+      "on_booted" => [:supported, "alias of after_booted"],
+      "on_refork" => [:unsupported, "alias of before_refork"],
+      "on_restart" => [:unsupported, "alias of before_restart"],
+      "on_stopped" => [:supported, "alias of after_stopped"],
+      "on_thread_exit" => [:supported, "alias of before_thread_exit"],
+      "on_thread_start" => [:supported, "alias of before_thread_start"],
+      "on_worker_boot" => [:supported, "alias of before_worker_boot"],
+      "on_worker_fork" => [:supported, "alias of before_worker_fork"],
+      "on_worker_shutdown" => [:supported, "alias of before_worker_shutdown"],
+      "out_of_band" => [:unsupported, "no out-of-band hook yet"],
+      "persistent_timeout" => [:mapped, "`-keepalive-timeout`"],
+      "pidfile" => [:unsupported, "no pid file is written (the server's pid is the puma-plus command's: it execs)"],
+      "plugin" => [:unsupported, "puma plugins hook into puma's launcher, which puma-plus does not run"],
+      "port" => [:supported, "`-listen HOST:PORT` (host default 0.0.0.0)"],
+      "preload_app!" => [:mapped, "always: the shepherd loads the app once, then forks"],
+      "prune_bundler" => [:unsupported, "no phased restart, so nothing to prune"],
+      "queue_requests" => [:mapped, "always: the server buffers each request and holds the one queue"],
+      "quiet" => [:mapped, "`-quiet` (the server logs only errors)"],
+      "rack_url_scheme" => [:unsupported, "rack.url_scheme comes from the listener"],
+      "rackup" => [:supported, "`-app`"],
+      "raise_exception_on_sigterm" => [:unsupported, "SIGTERM drains; nothing is raised in the app"],
+      "restart_command" => [:unsupported, "no hot restart"],
+      "set_default_host" => [:supported, "the host `port` binds when none is given"],
+      "set_remote_address" => [:unsupported, "REMOTE_ADDR is the peer's address; no PROXY protocol or header source"],
+      "shutdown_debug" => [:unsupported, "no thread dump at shutdown"],
+      "silence_fork_callback_warning" => [:mapped, "accepted: there is no such warning"],
+      "silence_single_worker_warning" => [:mapped, "accepted: there is no such warning"],
+      "single" => [:mapped, "the block is not evaluated: puma-plus always runs worker processes"],
+      "ssl_bind" => [:unsupported, "an error: no TLS listener in puma-plus-server yet"],
+      "state_path" => [:unsupported, "no state file: use the control app (/stats)"],
+      "state_permission" => [:unsupported, "no state file"],
+      "stdout_redirect" => [:supported, "the command reopens STDOUT/STDERR on those files before it execs the server"],
+      "directory" => [:supported, "the command changes to it before it reads the rackup file and execs"],
+      "supported_http_methods" => [:unsupported, "the server accepts every method its HTTP parser knows"],
+      "tag" => [:unsupported, "process titles are not set"],
+      "threads" => [:supported, "`-threads MAX`: MAX threads (= server connections) per worker; MIN is not used"],
+      "wait_for_less_busy_worker" => [:mapped, "always: one queue, dispatched to any idle thread of any worker"],
+      "worker_boot_timeout" => [:unsupported, "a worker is ready when it dials in; no boot deadline"],
+      "worker_check_interval" => [:unsupported, "no heartbeats: a worker's connections are its liveness"],
+      "worker_culling_strategy" => [:unsupported, "the controller picks the worker to retire"],
+      "worker_shutdown_timeout" => [:mapped, "`-drain-timeout` (unless force_shutdown_after set it)"],
+      "worker_timeout" => [:unsupported, "no heartbeat timeout: a worker that dies is noticed at once (its requests get 502), a hung one is not killed"],
+      "workers" => [:supported, "`-workers N`; `:auto` = available processors (cgroup CPU quota honoured); 0 (puma's single mode) runs 1 worker"]
     }.freeze
 
     attr_reader :settings, :hooks, :unsupported, :notes
 
-    def initialize
-      @settings = DEFAULTS.dup
-      @settings[:binds] = []
-      @hooks = { before_fork: [], on_worker_boot: [] }
+    def initialize(env: ENV)
+      @env = env
+      @settings = Config.env_defaults(env)
+      @binds_from_env = !@settings[:binds].empty?
+      @hooks = HOOKS.to_h { |h| [h, []] }
       @unsupported = []
       @notes = []
     end
 
+    # The settings with no config file: DEFAULTS under the environment puma reads.
+    def self.env_defaults(env = ENV)
+      s = DEFAULTS.dup
+      s[:binds] = []
+      if (w = env["WEB_CONCURRENCY"]) && !w.strip.empty?
+        s[:workers] = parse_workers(w.strip, "WEB_CONCURRENCY")
+      end
+      max = [env["RAILS_MAX_THREADS"], env["PUMA_MAX_THREADS"], env["MAX_THREADS"]].find { |v| v && !v.strip.empty? }
+      if max
+        s[:threads_max] = Integer(max.strip, exception: false) or raise Error, "threads from the environment: #{max.inspect} is not an Integer"
+        raise Error, "threads from the environment: must be at least 1" if s[:threads_max] < 1
+      end
+      if (port = env["PORT"]) && !port.strip.empty?
+        port = Integer(port.strip, exception: false) or raise Error, "PORT=#{env['PORT'].inspect} is not a port number"
+        s[:binds] = ["tcp://0.0.0.0:#{port}"]
+      end
+      s[:environment] = env["APP_ENV"] || env["RACK_ENV"] || env["RAILS_ENV"]
+      s[:environment] = nil if s[:environment]&.empty?
+      s
+    end
+
+    # "auto" / :auto → the available processors; anything else an Integer ≥ 0.
+    def self.parse_workers(value, where)
+      return available_processors if value.to_s == "auto"
+
+      Integer(value)
+    rescue ArgumentError, TypeError
+      raise Error, "#{where}: #{value.inspect} is not an Integer or auto"
+    end
+
+    # Processors this process may use: the affinity mask (Etc.nprocessors), lowered to the
+    # cgroup CPU quota (v2 cpu.max, or v1 cpu.cfs_quota_us / cpu.cfs_period_us) and rounded
+    # down, as puma's `auto` (concurrent-ruby's available_processor_count) is. At least 1.
+    def self.available_processors(nprocessors: Etc.nprocessors, cgroup_root: "/sys/fs/cgroup",
+                                  proc_cgroup: "/proc/self/cgroup")
+      quota = cgroup_cpu_quota(cgroup_root, proc_cgroup)
+      count = quota ? [nprocessors.to_f, quota].min : nprocessors
+      [count.floor, 1].max
+    end
+
+    # CPUs' worth of quota, or nil when there is none (or no cgroup to read).
+    def self.cgroup_cpu_quota(root, proc_cgroup)
+      lines = File.file?(proc_cgroup) ? File.readlines(proc_cgroup, chomp: true) : []
+      v2 = lines.find { |l| l.start_with?("0::") }&.delete_prefix("0::")
+      [v2 && File.join(root, v2, "cpu.max"), File.join(root, "cpu.max")].compact.each do |path|
+        next unless File.file?(path)
+
+        max, period = File.read(path).split
+        return nil if max == "max"
+
+        return Float(max) / Float(period)
+      end
+      v1 = lines.map { |l| l.split(":", 3) }.find { |_, ctl, _| ctl.to_s.split(",").include?("cpu") }&.last
+      [v1 && File.join(root, "cpu", v1), File.join(root, "cpu"), File.join(root, "cpu,cpuacct")].compact.each do |dir|
+        q = File.join(dir, "cpu.cfs_quota_us")
+        p = File.join(dir, "cpu.cfs_period_us")
+        next unless File.file?(q) && File.file?(p)
+
+        quota = Integer(File.read(q).strip)
+        return nil if quota.negative?
+
+        return quota.to_f / Integer(File.read(p).strip)
+      end
+      nil
+    rescue SystemCallError, ArgumentError, ZeroDivisionError
+      nil
+    end
+
     # Evaluates `path`; raises Config::Error naming the file and line on a bad directive.
-    def self.load(path)
-      config = new
+    def self.load(path, env: ENV)
+      config = new(env: env)
       config.load_file(path)
       config
     end
@@ -49,23 +224,46 @@ module PumaPlus
       @hooks.fetch(name).each { |blk| blk.call(*args) }
     end
 
+    # A file directive replaces the PORT default rather than adding to it.
+    def take_binds
+      if @binds_from_env
+        @settings[:binds] = []
+        @binds_from_env = false
+      end
+      @settings[:binds]
+    end
+
     # The DSL object the config file is evaluated in. Every method is a puma directive name.
     class Dsl
       def initialize(config, path)
         @config = config
         @path = path
+        @default_host = "0.0.0.0"
       end
 
       def port(number, host = nil)
         number = Integer(number)
-        bind_url = host ? "tcp://#{host.include?(':') ? "[#{host}]" : host}:#{number}" : "tcp://0.0.0.0:#{number}"
-        set[:binds] << bind_url
+        host ||= @default_host
+        bind_url = "tcp://#{host.include?(':') ? "[#{host}]" : host}:#{number}"
+        @config.take_binds << bind_url
       end
 
       def bind(url)
         raise Error, where("bind: unsupported URL #{url.inspect} (tcp:// or unix:// only)") unless url.to_s.match?(%r{\A(tcp|unix)://})
 
-        set[:binds] << url.to_s
+        @config.take_binds << url.to_s
+      end
+
+      def clear_binds!
+        @config.take_binds.clear
+      end
+
+      def set_default_host(host) = @default_host = host.to_s
+
+      def default_host = @default_host
+
+      def ssl_bind(host, port, _opts = {})
+        raise Error, where("ssl_bind #{host}:#{port}: no TLS listener in puma-plus-server yet")
       end
 
       def threads(min, max = min)
@@ -80,9 +278,13 @@ module PumaPlus
       end
 
       def workers(count)
-        count = Integer(count)
-        raise Error, where("workers: must be at least 1 (puma-plus always forks workers)") if count < 1
+        count = Config.parse_workers(count, where("workers"))
+        raise Error, where("workers: must be at least 0") if count.negative?
 
+        if count.zero?
+          note("workers 0 (puma's single mode): puma-plus always forks workers; running 1")
+          count = 1
+        end
         set[:workers] = count
       end
 
@@ -104,29 +306,94 @@ module PumaPlus
         set[:autoscale_target_queue_p95_ms] = parse_ms(target_queue_p95) if target_queue_p95
       end
 
-      def activate_control_app(url = "tcp://127.0.0.1:9293", opts = {})
-        set[:control_url] = url.to_s
-        set[:control_token] = opts[:auth_token] if opts[:auth_token] && !opts[:no_token]
+      # puma: activate_control_app(url = "auto", auth_token:, no_token:, umask:, data_only:).
+      def activate_control_app(url = "auto", opts = {})
+        url = url.to_s
+        set[:control_url] = case url
+                            when "auto" then nil # the server's default listener
+                            when %r{\A(tcp|unix)://} then url
+                            when /\A(\[[0-9a-fA-F:.]+\]|[^\s:\/\[\]]+)?:\d+\z/ then "tcp://#{url}"
+                            else raise Error, where("activate_control_app: #{url.inspect}: expected tcp://HOST:PORT, unix://PATH, HOST:PORT or auto")
+                            end
+        set[:control_token] = opts[:no_token] ? nil : opts[:auth_token]&.to_s
+        note("activate_control_app: umask: and data_only: are not used") if opts[:umask] || opts[:data_only]
       end
 
-      def before_fork(&block)
-        raise Error, where("before_fork needs a block") unless block
+      HOOKS.each do |name|
+        define_method(name) do |*_args, &block|
+          raise Error, where("#{name} needs a block") unless block
 
-        @config.hooks[:before_fork] << block
+          @config.hooks[name] << block
+        end
       end
-
-      def on_worker_boot(&block)
-        raise Error, where("on_worker_boot needs a block") unless block
-
-        @config.hooks[:on_worker_boot] << block
-      end
+      alias on_worker_boot before_worker_boot
+      alias on_worker_shutdown before_worker_shutdown
+      alias on_worker_fork before_worker_fork
+      alias after_worker_boot after_worker_fork
+      alias on_booted after_booted
+      alias on_stopped after_stopped
+      alias on_thread_start before_thread_start
+      alias on_thread_exit before_thread_exit
 
       def preload_app!(*)
         note("preload_app!: puma-plus always preloads the app in its shepherd")
       end
 
+      def first_data_timeout(seconds) = set[:header_timeout_s] = Integer(seconds)
+
+      def persistent_timeout(seconds) = set[:keepalive_timeout_s] = Integer(seconds)
+
+      def force_shutdown_after(seconds)
+        set[:drain_timeout_s] = seconds == :forever ? nil : Integer(seconds)
+        @drain_from_force = true
+      end
+
+      def worker_shutdown_timeout(seconds)
+        set[:drain_timeout_s] = Integer(seconds) unless @drain_from_force
+      end
+
+      def http_content_length_limit(bytes) = set[:max_body_size] = bytes && Integer(bytes)
+
+      def quiet(which = true) = set[:quiet] = which ? true : false
+
+      def directory(dir) = set[:directory] = dir.to_s
+
+      def stdout_redirect(stdout = nil, stderr = nil, append = false)
+        set[:stdout_redirect] = stdout&.to_s
+        set[:stderr_redirect] = stderr&.to_s
+        set[:redirect_append] = append ? true : false
+      end
+
+      def load(file) = @config.load_file(File.expand_path(file.to_s))
+
+      def inject(&block) = instance_eval(&block)
+
+      def get(key, default = nil) = set.fetch(key.to_sym, default)
+
+      def cluster
+        yield if block_given?
+      end
+
+      def single(&_block) = nil
+
+      %w[drain_on_shutdown queue_requests wait_for_less_busy_worker mutate_stdout_and_stderr_to_sync_on_write
+         silence_single_worker_warning silence_fork_callback_warning].each do |name|
+        define_method(name) { |*_args, &_block| nil }
+      end
+
+      DIRECTIVES.each do |name, (status, reason)|
+        next unless status == :unsupported
+        next if method_defined?(name) || private_method_defined?(name)
+
+        define_method(name) do |*_args, **_kw, &_block|
+          @config.unsupported << "#{@path}:#{file_line}: #{name}: not applied: #{reason}"
+          nil
+        end
+      end
+
+      # A name that is not in puma 8's DSL either (a typo, a newer puma): reported, not applied.
       def method_missing(name, *_args, &_block)
-        @config.unsupported << "#{@path}:#{file_line}: #{name}: no puma-plus equivalent, not applied"
+        @config.unsupported << "#{@path}:#{file_line}: #{name}: not a puma 8 directive, not applied"
         nil
       end
 

@@ -4,6 +4,7 @@ require "stringio"
 require_relative "wire"
 require_relative "response"
 require_relative "stream_input"
+require_relative "response_stream"
 
 module PumaPlus
   # One worker thread's connection to puma-plus-server (docs/PROTOCOL.md): says HELLO, then
@@ -22,12 +23,18 @@ module PumaPlus
     CAPABILITIES = Wire::CAP_CPU_TIME
     RACK_INPUT = "rack.input"
     CANCELLED = "puma_plus.cancelled"
+    RESPONSE_FINISHED = "rack.response_finished"
+    AFTER_REPLY = "rack.after_reply"
 
     # Raised inside #handle when the response cannot be completed honestly.
     class Aborted < StandardError; end
 
     # The socket to the server failed (reset, broken pipe): this connection is over.
     class ConnectionLost < StandardError; end
+
+    # Raised from a Streaming Body's stream.write once the server sent CANCEL (the client went
+    # away), as a socket write would raise; the response then ends as a cancelled one does.
+    class ClientGone < IOError; end
 
     # Delivered by #stop with Thread#raise; only ever raised while the thread is idle, waiting
     # for the next REQUEST (it is masked everywhere else, see #run).
@@ -222,6 +229,9 @@ module PumaPlus
       end
       env[RACK_INPUT] = input
       env[CANCELLED] = @cancel_check
+      finished = env[RESPONSE_FINISHED] = []
+      after_reply = env[AFTER_REPLY] = []
+      error = nil
 
       cpu0 = thread_cpu_ns
       t4 = monotonic_ns
@@ -232,32 +242,56 @@ module PumaPlus
 
         t5 = monotonic_ns
         app_error(env, e)
+        error = e
         status, headers, body = nil
       end
       t5 ||= monotonic_ns
       out = @out
       out.clear
       if status
-        write_response(id, status, headers, body, env)
+        error = write_response(id, status, headers, body, env)
       else
         internal_error(id)
       end
       body_read_ns = input.is_a?(StreamInput) ? input.read_ns : 0
       Wire.append_response_end(out, id, t4, t5, body_read_ns, -1, thread_cpu_ns - cpu0)
       write_out(out)
+    rescue Aborted, ConnectionLost => e
+      error ||= e.cause || e # Aborted: the body's own exception is its cause
+      raise
     ensure
       @current_id = nil
       @body_open = false
+      run_finished(env, finished, after_reply, error ? nil : status, error ? nil : headers, error) if finished
+    end
+
+    # rack.response_finished (Rack 3: reverse order, env/status/headers/error) and puma's
+    # rack.after_reply (no arguments), after the response has left the worker or failed. A
+    # callback that raises is logged; the others still run.
+    def run_finished(env, finished, after_reply, status, headers, error)
+      finished.reverse_each do |callback|
+        callback.call(env, status, headers, error)
+      rescue StandardError => e
+        app_error(env, e)
+      end
+      after_reply.each do |callback|
+        callback.call
+      rescue StandardError => e
+        app_error(env, e)
+      end
     end
 
     # Appends the response to @out, writing to the socket as it goes for bodies that stream.
+    # Returns nil, or the exception the body raised (the response then is a 500).
     def write_response(id, status, headers, body, env)
       out = @out
       written = false
       begin
         Wire.append_response_head(out, id, Response.status_code(status), Response.flatten_headers(headers))
-        if body.respond_to?(:to_ary)
-          body.to_ary.each do |chunk|
+        # to_ary may answer nil (Rails 6.1's RackBody does, to keep Array#flatten off it): then
+        # the body is an Enumerable Body after all, as puma treats it.
+        if body.respond_to?(:to_ary) && (parts = body.to_ary)
+          parts.each do |chunk|
             next if chunk.empty?
 
             Wire.append_response_body(out, id, chunk)
@@ -266,7 +300,7 @@ module PumaPlus
             write_out(out)
             written = true
           end
-        else
+        elsif body.respond_to?(:each) || !body.respond_to?(:call)
           body.each do |chunk|
             next if chunk.empty?
             break if poll_cancel
@@ -275,7 +309,22 @@ module PumaPlus
             write_out(out)
             written = true
           end
+        else
+          # A Rack 3 Streaming Body: every write goes out as it is made (ResponseStream).
+          stream = ResponseStream.new(env[RACK_INPUT]) do |chunk|
+            raise ClientGone, "the client went away" if poll_cancel
+
+            Wire.append_response_body(out, id, chunk)
+            write_out(out)
+            written = true
+          end
+          begin
+            body.call(stream)
+          rescue ClientGone
+            nil
+          end
         end
+        nil
       rescue ConnectionLost
         raise
       rescue Exception => e # rubocop:disable Lint/RescueException
@@ -286,6 +335,7 @@ module PumaPlus
 
         out.clear
         internal_error(id)
+        e
       ensure
         close_body(body, env)
       end

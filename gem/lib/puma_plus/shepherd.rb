@@ -60,6 +60,10 @@ module PumaPlus
     end
 
     def run
+      # As under puma: the app's logs to STDOUT/STDERR (Rails 7.2 production, RAILS_LOG_TO_STDOUT
+      # on 6.1) reach the server's output line by line, not when a buffer fills or a worker exits.
+      $stdout.sync = true
+      $stderr.sync = true
       @control = IO.for_fd(@opts.control_fd, autoclose: true)
       @control.binmode
       @control.sync = true
@@ -79,6 +83,7 @@ module PumaPlus
       @app = load_app
       send_frame(Wire::Ready.new(Process.pid, monotonic_ns - boot_started))
       spawn_workers(@opts.workers)
+      @config&.run_hooks(:after_booted)
       loop_until_stopped
     rescue Errno::EPIPE, Errno::ECONNRESET, IOError => e
       # The control channel is gone: the server died. Take the workers down with us.
@@ -167,9 +172,11 @@ module PumaPlus
       @config&.run_hooks(:before_fork)
       count.times do
         index = lowest_free_index
+        @config&.run_hooks(:before_worker_fork, index)
         pid = fork { worker_main(index) }
         @children[pid] = index
         send_frame(Wire::Forked.new(pid, index))
+        @config&.run_hooks(:after_worker_fork, index)
       end
     end
 
@@ -188,9 +195,10 @@ module PumaPlus
         trap("TERM", "DEFAULT") # the Worker installs its own graceful handler
         trap("INT", "IGNORE")
         [@control, @wake_r, @wake_w, @life_w].each(&:close)
-        @config&.run_hooks(:on_worker_boot, index)
+        @config&.run_hooks(:before_worker_boot, index)
         status = Worker.new(@app, socket_path: @opts.socket, threads: @opts.threads,
-                                  worker_index: index, life_pipe: @life_r, log: @log).run
+                                  worker_index: index, life_pipe: @life_r, log: @log, config: @config).run
+        @config&.run_hooks(:before_worker_shutdown, index)
       rescue Exception => e # rubocop:disable Lint/RescueException
         @log.puts("puma-plus worker #{Process.pid}: #{e.class}: #{e.message}\n  #{Array(e.backtrace).join("\n  ")}")
       ensure
@@ -211,6 +219,7 @@ module PumaPlus
 
         code = st.exited? ? st.exitstatus : -(st.termsig || 0)
         send_frame(Wire::Exited.new(pid, code)) unless @control.closed?
+        run_hook_safely(:after_worker_shutdown, index, st)
       end
     rescue Errno::ECHILD
       nil
@@ -230,7 +239,15 @@ module PumaPlus
         @children.each_key { |pid| signal(pid, "KILL") }
         report ? reap_blocking : reap_quietly(blocking: true)
       end
+      run_hook_safely(:after_stopped)
       0
+    end
+
+    # A hook that raises in the shepherd's loop is logged; the shepherd goes on.
+    def run_hook_safely(name, *args)
+      @config&.run_hooks(name, *args)
+    rescue StandardError => e
+      log("#{name} hook: #{e.class}: #{e.message}")
     end
 
     def reap_blocking

@@ -255,5 +255,31 @@ module PumaPlus
     def append_response_end(out, request_id, t4, t5, body_read_ns, gvl_wait_ns, cpu_ns)
       out << [RESPONSE_END << 24, 48, request_id, t4, t5, body_read_ns, gvl_wait_ns, cpu_ns].pack("NNQ>Q>Q>Q>q>q>")
     end
+
+    # ---- codec selection ------------------------------------------------------------------
+    # The hot functions exist twice: the Ruby ones above (the reference, kept as ruby_NAME)
+    # and, when the gem's C extension is built (ext/puma_plus), native_NAME. Wire.codec=
+    # points NAME at one set; the worker uses :native when it is there.
+    HOT = %i[decode_request append_response_head append_response_body append_response_end].freeze
+    HOT.each { |m| singleton_class.send(:alias_method, :"ruby_#{m}", m) }
+
+    def self.native_available? = respond_to?(:native_decode_request)
+
+    def self.codec = @codec
+
+    def self.codec=(name)
+      raise ArgumentError, "codec #{name.inspect}: :ruby or :native" unless %i[ruby native].include?(name)
+      raise LoadError, "the native codec (ext/puma_plus) is not built" if name == :native && !native_available?
+
+      HOT.each { |m| singleton_class.send(:alias_method, m, :"#{name}_#{m}") }
+      @codec = name
+    end
   end
 end
+
+begin
+  require "puma_plus/puma_plus_ext" unless ENV["PUMA_PLUS_PURE_RUBY"]
+rescue LoadError
+  nil # the pure-Ruby codec serves
+end
+PumaPlus::Wire.codec = PumaPlus::Wire.native_available? ? :native : :ruby

@@ -32,7 +32,9 @@ module PumaPlus
       }.freeze
     end
 
-    def initialize(app, socket_path:, threads:, worker_index:, life_pipe: nil, log: $stderr)
+    # `config` (a Config or nil) supplies the before_thread_start / before_thread_exit hooks.
+    def initialize(app, socket_path:, threads:, worker_index:, life_pipe: nil, log: $stderr, config: nil)
+      @config = config
       @app = app
       @socket_path = socket_path
       @thread_count = threads
@@ -83,6 +85,7 @@ module PumaPlus
     private
 
     def thread_main(index)
+      @config&.run_hooks(:before_thread_start)
       loop do
         sock = connect
         return unless sock
@@ -104,6 +107,11 @@ module PumaPlus
       @log.puts("puma-plus worker #{Process.pid}: thread #{index} died: #{e.class}: #{e.message}\n  " +
                 Array(e.backtrace).join("\n  "))
     ensure
+      begin
+        @config&.run_hooks(:before_thread_exit)
+      rescue StandardError => e
+        @log.puts("puma-plus worker #{Process.pid}: before_thread_exit hook: #{e.class}: #{e.message}")
+      end
       @done_w&.write_nonblock("d", exception: false)
     end
 

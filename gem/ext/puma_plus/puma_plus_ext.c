@@ -1,0 +1,192 @@
+/* The worker's hot codec in C (docs/PROTOCOL.md, docs/RACK.md): REQUEST payload → Request
+ * Struct with the env pairs, and the three response encoders. Each function is a drop-in for
+ * the pure-Ruby one of the same name in lib/puma_plus/wire.rb, which stays the reference and
+ * the fallback: same arguments, same results byte for byte, same ProtocolError reasons and
+ * messages. The workload: one REQUEST of ~15 short pairs and one small response per request,
+ * where Ruby spends its time in unpack/byteslice calls and small String allocations.
+ *
+ * Defines on PumaPlus::Wire: native_decode_request, native_append_response_head,
+ * native_append_response_body, native_append_response_end. Wire.codec= picks them.
+ * Sans-I/O: no sockets, no clocks, no globals beyond the cached class and symbol handles. */
+#include <ruby.h>
+#include <ruby/encoding.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#define PP_HEADER_SIZE   8
+#define PP_MAX_PAYLOAD   (4u * 1024u * 1024u)
+#define PP_RESPONSE_HEAD 0x20
+#define PP_RESPONSE_BODY 0x21
+#define PP_RESPONSE_END  0x22
+
+static VALUE mWire, cRequest, eProtocolError;
+static ID id_new;
+static VALUE sym_length_mismatch;
+
+static uint32_t get_u32(const unsigned char *p) {
+  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static uint64_t get_u64(const unsigned char *p) {
+  return ((uint64_t)get_u32(p) << 32) | get_u32(p + 4);
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+  p[0] = (unsigned char)(v >> 24), p[1] = (unsigned char)(v >> 16);
+  p[2] = (unsigned char)(v >> 8), p[3] = (unsigned char)v;
+}
+
+static void put_u64(unsigned char *p, uint64_t v) {
+  put_u32(p, (uint32_t)(v >> 32));
+  put_u32(p + 4, (uint32_t)v);
+}
+
+/* The Ruby codec's `mismatch`: ProtocolError(:length_mismatch, "REQUEST payload of N bytes,
+ * fields need ..."). Never returns. */
+NORETURN(static void mismatch(long length, const char *fmt, ...));
+static void mismatch(long length, const char *fmt, ...) {
+  char need[160];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(need, sizeof need, fmt, ap);
+  va_end(ap);
+  VALUE msg = rb_sprintf("REQUEST payload of %ld bytes, fields need %s", length, need);
+  rb_exc_raise(rb_funcall(eProtocolError, id_new, 2, sym_length_mismatch, msg));
+}
+
+/* Wire.native_decode_request(payload) → Request(request_id, t2b_ns, t3_ns, flags, env, body).
+ * env: [key, value, ...]; keys interned frozen UTF-8 Strings, values binary Strings. */
+static VALUE native_decode_request(VALUE self, VALUE payload) {
+  (void)self;
+  StringValue(payload);
+  const unsigned char *p = (const unsigned char *)RSTRING_PTR(payload);
+  long len = RSTRING_LEN(payload);
+  if (len < 33) mismatch(len, "at least 33");
+  VALUE id = ULL2NUM(get_u64(p)), t2b = ULL2NUM(get_u64(p + 8)), t3 = ULL2NUM(get_u64(p + 16));
+  VALUE flags = INT2FIX(p[24]);
+  long pos = 25;
+  if (pos + 4 > len) mismatch(len, "room for a pairs count at %ld", pos);
+  uint32_t count = get_u32(p + pos);
+  pos += 4;
+  if ((uint64_t)count * 8 > (uint64_t)(len - pos)) mismatch(len, "room for %u pairs", count);
+  VALUE flat = rb_ary_new_capa((long)count * 2);
+  rb_encoding *utf8 = rb_utf8_encoding();
+  for (uint32_t i = 0; i < count; i++) {
+    if (pos + 4 > len) mismatch(len, "room for a key length at %ld", pos);
+    uint32_t n = get_u32(p + pos);
+    pos += 4;
+    if (n > (uint64_t)(len - pos)) mismatch(len, "%u key bytes at %ld", n, pos);
+    rb_ary_push(flat, rb_enc_interned_str((const char *)p + pos, n, utf8));
+    pos += n;
+    if (pos + 4 > len) mismatch(len, "room for a value length at %ld", pos);
+    n = get_u32(p + pos);
+    pos += 4;
+    if (n > (uint64_t)(len - pos)) mismatch(len, "%u value bytes at %ld", n, pos);
+    rb_ary_push(flat, rb_str_new((const char *)p + pos, n));
+    pos += n;
+  }
+  if (pos + 4 > len) mismatch(len, "room for the body length at %ld", pos);
+  uint32_t body_len = get_u32(p + pos);
+  pos += 4;
+  if (body_len != (uint64_t)(len - pos))
+    mismatch(len, "%ld (body of %u bytes at %ld)", pos + (long)body_len, body_len, pos);
+  VALUE body = rb_str_new((const char *)p + pos, body_len);
+  VALUE argv[6] = {id, t2b, t3, flags, flat, body};
+  return rb_class_new_instance(6, argv, cRequest);
+}
+
+static void check_out(VALUE out) {
+  StringValue(out);
+  rb_str_modify(out);
+}
+
+/* Wire.native_append_response_head(out, request_id, status, flat) → out. */
+static VALUE native_append_response_head(VALUE self, VALUE out, VALUE request_id, VALUE status,
+                                         VALUE flat) {
+  (void)self;
+  check_out(out);
+  Check_Type(flat, T_ARRAY);
+  long n = RARRAY_LEN(flat);
+  uint64_t payload = 8 + 2 + 4;
+  for (long i = 0; i < n; i++) {
+    VALUE s = RARRAY_AREF(flat, i);
+    StringValue(s);
+    payload += 4 + (uint64_t)RSTRING_LEN(s);
+  }
+  if (payload > PP_MAX_PAYLOAD)
+    rb_raise(rb_eArgError, "response head of %llu bytes over %u", (unsigned long long)payload,
+             PP_MAX_PAYLOAD);
+  unsigned char fixed[PP_HEADER_SIZE + 14];
+  put_u32(fixed, (uint32_t)PP_RESPONSE_HEAD << 24);
+  put_u32(fixed + 4, (uint32_t)payload);
+  put_u64(fixed + 8, NUM2ULL(request_id));
+  unsigned int code = NUM2UINT(status);
+  fixed[16] = (unsigned char)(code >> 8), fixed[17] = (unsigned char)code;
+  put_u32(fixed + 18, (uint32_t)(n / 2));
+  rb_str_buf_cat(out, (const char *)fixed, sizeof fixed);
+  for (long i = 0; i < n; i++) {
+    VALUE s = RARRAY_AREF(flat, i);
+    unsigned char len4[4];
+    put_u32(len4, (uint32_t)RSTRING_LEN(s));
+    rb_str_buf_cat(out, (const char *)len4, 4);
+    rb_str_buf_cat(out, RSTRING_PTR(s), RSTRING_LEN(s));
+  }
+  return out;
+}
+
+/* Wire.native_append_response_body(out, request_id, chunk) → out; split at MAX_PAYLOAD. */
+static VALUE native_append_response_body(VALUE self, VALUE out, VALUE request_id, VALUE chunk) {
+  (void)self;
+  check_out(out);
+  StringValue(chunk);
+  uint64_t id = NUM2ULL(request_id);
+  const char *data = RSTRING_PTR(chunk);
+  long size = RSTRING_LEN(chunk), off = 0;
+  const long max_part = (long)PP_MAX_PAYLOAD - 8;
+  do {
+    long part = size - off > max_part ? max_part : size - off;
+    unsigned char head[PP_HEADER_SIZE + 8];
+    put_u32(head, (uint32_t)PP_RESPONSE_BODY << 24);
+    put_u32(head + 4, (uint32_t)(part + 8));
+    put_u64(head + 8, id);
+    rb_str_buf_cat(out, (const char *)head, sizeof head);
+    rb_str_buf_cat(out, data + off, part);
+    off += part;
+  } while (off < size);
+  return out;
+}
+
+/* Wire.native_append_response_end(out, request_id, t4, t5, body_read_ns, gvl_wait_ns, cpu_ns). */
+static VALUE native_append_response_end(VALUE self, VALUE out, VALUE request_id, VALUE t4, VALUE t5,
+                                        VALUE body_read_ns, VALUE gvl_wait_ns, VALUE cpu_ns) {
+  (void)self;
+  check_out(out);
+  unsigned char f[PP_HEADER_SIZE + 48];
+  put_u32(f, (uint32_t)PP_RESPONSE_END << 24);
+  put_u32(f + 4, 48);
+  put_u64(f + 8, NUM2ULL(request_id));
+  put_u64(f + 16, NUM2ULL(t4));
+  put_u64(f + 24, NUM2ULL(t5));
+  put_u64(f + 32, NUM2ULL(body_read_ns));
+  put_u64(f + 40, (uint64_t)NUM2LL(gvl_wait_ns));
+  put_u64(f + 48, (uint64_t)NUM2LL(cpu_ns));
+  rb_str_buf_cat(out, (const char *)f, sizeof f);
+  return out;
+}
+
+RUBY_FUNC_EXPORTED void Init_puma_plus_ext(void) {
+  VALUE mPumaPlus = rb_define_module("PumaPlus");
+  mWire = rb_define_module_under(mPumaPlus, "Wire");
+  cRequest = rb_const_get(mWire, rb_intern("Request"));
+  eProtocolError = rb_const_get(mWire, rb_intern("ProtocolError"));
+  rb_gc_register_mark_object(cRequest);
+  rb_gc_register_mark_object(eProtocolError);
+  id_new = rb_intern("new");
+  sym_length_mismatch = ID2SYM(rb_intern("length_mismatch"));
+  rb_define_singleton_method(mWire, "native_decode_request", native_decode_request, 1);
+  rb_define_singleton_method(mWire, "native_append_response_head", native_append_response_head, 4);
+  rb_define_singleton_method(mWire, "native_append_response_body", native_append_response_body, 3);
+  rb_define_singleton_method(mWire, "native_append_response_end", native_append_response_end, 7);
+}
