@@ -30,7 +30,8 @@ need_tool("make", "make")
 need_tool("pkg-config", "pkg-config")
 
 # pkg-config name => Debian package (the libraries server/ and control/ link).
-LIBRARIES = { "libuv" => "libuv1-dev", "jansson" => "libjansson-dev", "yaml-0.1" => "libyaml-dev" }.freeze
+LIBRARIES = { "libuv" => "libuv1-dev", "jansson" => "libjansson-dev", "yaml-0.1" => "libyaml-dev",
+              "libnghttp2" => "libnghttp2-dev", "openssl" => "libssl-dev" }.freeze
 missing = LIBRARIES.reject { |pc, _| system("pkg-config", "--exists", pc) }
 unless missing.empty?
   abort "puma-plus: missing C libraries: " +
