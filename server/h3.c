@@ -61,12 +61,12 @@ struct pp_h3_stream {
   pp_h3_stream *prev, *next;
   int64_t id;
   void *owner_data;
-  unsigned owned : 1;        /* on_request accepted it: the owner holds it */
-  unsigned detached : 1;     /* on_close already ran */
-  unsigned answered : 1;     /* the session answered it */
-  unsigned responded : 1;    /* a final response head was submitted */
-  unsigned ended : 1;        /* send_end (or no body): EOF after the buffered bytes */
-  unsigned eof_given : 1;    /* EOF handed to nghttp3 */
+  unsigned owned : 1;     /* on_request accepted it: the owner holds it */
+  unsigned detached : 1;  /* on_close already ran */
+  unsigned answered : 1;  /* the session answered it */
+  unsigned responded : 1; /* a final response head was submitted */
+  unsigned ended : 1;     /* send_end (or no body): EOF after the buffered bytes */
+  unsigned eof_given : 1; /* EOF handed to nghttp3 */
   unsigned no_body : 1;
   unsigned head : 1;         /* HEAD request */
   unsigned req_fin : 1;      /* the request had no body */
@@ -416,9 +416,8 @@ static void ack_body(pp_h3_conn *c, pp_h3_stream *s, uint64_t n) {
   }
 }
 
-static nghttp3_ssize read_data(nghttp3_conn *h3, int64_t stream_id, nghttp3_vec *vec,
-                               size_t veccnt, uint32_t *pflags, void *conn_user_data,
-                               void *stream_user_data) {
+static nghttp3_ssize read_data(nghttp3_conn *h3, int64_t stream_id, nghttp3_vec *vec, size_t veccnt,
+                               uint32_t *pflags, void *conn_user_data, void *stream_user_data) {
   (void)h3, (void)stream_user_data;
   pp_h3_conn *c = conn_user_data;
   pp_h3_stream *s = stream_of(c, stream_id);
@@ -632,8 +631,7 @@ static int on_recv_data(nghttp3_conn *h3, int64_t stream_id, const uint8_t *data
     return 0;
   }
   s->body_unconsumed += datalen;
-  if (c->srv->cb->on_body &&
-      c->srv->cb->on_body(c, stream_id, s->owner_data, data, datalen) != 0) {
+  if (c->srv->cb->on_body && c->srv->cb->on_body(c, stream_id, s->owner_data, data, datalen) != 0) {
     s->want_reset = 1;
     s->reset_code = NGHTTP3_H3_INTERNAL_ERROR;
     owe_work(c);
@@ -781,9 +779,9 @@ static int cb_handshake_completed(ngtcp2_conn *qc, void *user_data) {
   return 0;
 }
 
-static int cb_recv_stream_data(ngtcp2_conn *qc, uint32_t flags, int64_t stream_id,
-                               uint64_t offset, const uint8_t *data, size_t datalen,
-                               void *user_data, void *stream_user_data) {
+static int cb_recv_stream_data(ngtcp2_conn *qc, uint32_t flags, int64_t stream_id, uint64_t offset,
+                               const uint8_t *data, size_t datalen, void *user_data,
+                               void *stream_user_data) {
   (void)offset, (void)stream_user_data;
   pp_h3_conn *c = conn_of(user_data);
   if (!c->h3) return 0;
@@ -799,8 +797,7 @@ static int cb_recv_stream_data(ngtcp2_conn *qc, uint32_t flags, int64_t stream_i
 }
 
 static int cb_acked_stream_data_offset(ngtcp2_conn *qc, int64_t stream_id, uint64_t offset,
-                                       uint64_t datalen, void *user_data,
-                                       void *stream_user_data) {
+                                       uint64_t datalen, void *user_data, void *stream_user_data) {
   (void)qc, (void)offset, (void)stream_user_data;
   pp_h3_conn *c = conn_of(user_data);
   if (!c->h3) return 0;
@@ -816,8 +813,7 @@ static int cb_stream_close(ngtcp2_conn *qc, uint32_t flags, int64_t stream_id,
                            uint64_t app_error_code, void *user_data, void *stream_user_data) {
   (void)stream_user_data;
   pp_h3_conn *c = conn_of(user_data);
-  if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET))
-    app_error_code = NGHTTP3_H3_NO_ERROR;
+  if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET)) app_error_code = NGHTTP3_H3_NO_ERROR;
   if (c->h3) {
     int rv = nghttp3_conn_close_stream(c->h3, stream_id, app_error_code);
     if (rv != 0 && rv != NGHTTP3_ERR_STREAM_NOT_FOUND) {
@@ -887,8 +883,8 @@ static void cb_rand(uint8_t *dest, size_t destlen, const ngtcp2_rand_ctx *rand_c
   rand_bytes(rand_ctx->native_handle, dest, destlen);
 }
 
-static int cb_get_new_connection_id(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *token,
-                                    size_t cidlen, void *user_data) {
+static int cb_get_new_connection_id(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *token, size_t cidlen,
+                                    void *user_data) {
   (void)qc;
   pp_h3_conn *c = conn_of(user_data);
   pp_h3_server *srv = c->srv;
@@ -987,8 +983,8 @@ static void conn_close(pp_h3_conn *c, int liberr, uint64_t now) {
   ngtcp2_path_storage_zero(&ps);
   ngtcp2_pkt_info pi;
   uint8_t buf[PP_H3_MAX_DATAGRAM];
-  ngtcp2_ssize n = ngtcp2_conn_write_connection_close(c->qc, &ps.path, &pi, buf, sizeof buf,
-                                                      &ccerr, now);
+  ngtcp2_ssize n =
+      ngtcp2_conn_write_connection_close(c->qc, &ps.path, &pi, buf, sizeof buf, &ccerr, now);
   if (n <= 0) {
     c->state = CS_DEAD; /* nothing to say (e.g. no keys yet): just go */
     return;
@@ -1079,14 +1075,12 @@ static void conn_write(pp_h3_conn *c, uint64_t now) {
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_pkt_info pi;
-    ngtcp2_ssize n = ngtcp2_conn_writev_stream(c->qc, &ps.path, &pi, d->data, max, &ndatalen,
-                                               flags, stream_id, (const ngtcp2_vec *)vec,
-                                               (size_t)veccnt, now);
+    ngtcp2_ssize n =
+        ngtcp2_conn_writev_stream(c->qc, &ps.path, &pi, d->data, max, &ndatalen, flags, stream_id,
+                                  (const ngtcp2_vec *)vec, (size_t)veccnt, now);
     if (n < 0) {
       switch (n) {
-      case NGTCP2_ERR_STREAM_DATA_BLOCKED:
-        nghttp3_conn_block_stream(c->h3, stream_id);
-        continue;
+      case NGTCP2_ERR_STREAM_DATA_BLOCKED: nghttp3_conn_block_stream(c->h3, stream_id); continue;
       case NGTCP2_ERR_STREAM_SHUT_WR:
         nghttp3_conn_shutdown_stream_write(c->h3, stream_id);
         continue;
@@ -1241,8 +1235,8 @@ static int conn_new(pp_h3_server *srv, const ngtcp2_pkt_hd *hd, const ngtcp2_cid
   ngtcp2_path p = *path;
   p.local.addr = (ngtcp2_sockaddr *)&c->local;
   p.remote.addr = (ngtcp2_sockaddr *)&c->remote;
-  if (ngtcp2_conn_server_new(&c->qc, &hd->scid, &scid, &p, hd->version, &cbs, &settings,
-                             &params, NULL, c) != 0) {
+  if (ngtcp2_conn_server_new(&c->qc, &hd->scid, &scid, &p, hd->version, &cbs, &settings, &params,
+                             NULL, c) != 0) {
     c->qc = NULL;
     goto fail;
   }
@@ -1289,8 +1283,8 @@ static void send_version_negotiation(pp_h3_server *srv, const ngtcp2_version_cid
   rand_bytes(srv, &unused, 1);
   /* One greased version (RFC 9000 §6.3, 0x?a?a?a?a) beside v1 keeps clients honest. */
   uint32_t sv[2] = {NGTCP2_PROTO_VER_V1, 0x1a2a3a4au};
-  ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(
-      buf, sizeof buf, unused, vc->scid, vc->scidlen, vc->dcid, vc->dcidlen, sv, 2);
+  ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(buf, sizeof buf, unused, vc->scid,
+                                                        vc->scidlen, vc->dcid, vc->dcidlen, sv, 2);
   if (n < 0) return;
   if (out_push(srv, buf, (size_t)n, local, local_len, remote, remote_len) == 0)
     srv->stats.version_negotiations++;
@@ -1324,13 +1318,13 @@ static void send_invalid_token_close(pp_h3_server *srv, const ngtcp2_pkt_hd *hd,
   rand_bytes(srv, scid_bytes, sizeof scid_bytes);
   ngtcp2_cid scid;
   ngtcp2_cid_init(&scid, scid_bytes, sizeof scid_bytes);
-  ngtcp2_ssize n = ngtcp2_crypto_write_connection_close(
-      buf, sizeof buf, hd->version, &hd->scid, &scid, NGTCP2_INVALID_TOKEN, NULL, 0);
+  ngtcp2_ssize n = ngtcp2_crypto_write_connection_close(buf, sizeof buf, hd->version, &hd->scid,
+                                                        &scid, NGTCP2_INVALID_TOKEN, NULL, 0);
   if (n > 0) out_push(srv, buf, (size_t)n, local, local_len, remote, remote_len);
 }
 
-static void send_stateless_reset(pp_h3_server *srv, const uint8_t *dcid, size_t len,
-                                 size_t pktlen, const struct sockaddr *local, socklen_t local_len,
+static void send_stateless_reset(pp_h3_server *srv, const uint8_t *dcid, size_t len, size_t pktlen,
+                                 const struct sockaddr *local, socklen_t local_len,
                                  const struct sockaddr *remote, socklen_t remote_len,
                                  uint64_t now) {
   const pp_h3_limits *l = &srv->cfg.limits;
@@ -1441,6 +1435,10 @@ int pp_h3_server_recv(pp_h3_server *srv, const uint8_t *pkt, size_t len,
     return PP_H3_EINVAL;
   srv->stats.datagrams_in++;
   srv->stats.bytes_in += len;
+  if (len == 0) { /* ngtcp2_pkt_decode_version_cid asserts on an empty datagram */
+    srv->stats.drop_garbage++;
+    return 0;
+  }
   ngtcp2_version_cid vc;
   int rv = ngtcp2_pkt_decode_version_cid(&vc, pkt, len, PP_H3_SCID_LEN);
   if (rv == NGTCP2_ERR_VERSION_NEGOTIATION) {
@@ -1451,6 +1449,15 @@ int pp_h3_server_recv(pp_h3_server *srv, const uint8_t *pkt, size_t len,
     return 0;
   }
   if (rv != 0) {
+    /* ngtcp2 only asks for Version Negotiation at 1200 bytes and up; a smaller long header of
+     * a version we do not speak is still that, not garbage. */
+    if (len >= 5 && (pkt[0] & 0x80)) {
+      uint32_t v = (uint32_t)pkt[1] << 24 | (uint32_t)pkt[2] << 16 | (uint32_t)pkt[3] << 8 | pkt[4];
+      if (v != 0 && !ngtcp2_is_supported_version(v)) {
+        srv->stats.drop_bad_version++;
+        return 0;
+      }
+    }
     srv->stats.drop_garbage++;
     return 0;
   }
@@ -1512,9 +1519,8 @@ int pp_h3_server_recv(pp_h3_server *srv, const uint8_t *pkt, size_t len,
       retried = validated = 1;
     } else if (hd.token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR &&
                ngtcp2_crypto_verify_regular_token(hd.token.base, hd.token.len, srv->cfg.secret,
-                                                  PP_H3_SECRET_LEN,
-                                                  (const ngtcp2_sockaddr *)remote, remote_len,
-                                                  3600 * NGTCP2_SECONDS, now_ns) == 0) {
+                                                  PP_H3_SECRET_LEN, (const ngtcp2_sockaddr *)remote,
+                                                  remote_len, 3600 * NGTCP2_SECONDS, now_ns) == 0) {
       validated = 1;
     } else {
       hd.token.len = 0; /* unknown or stale: as if none */
@@ -1648,8 +1654,8 @@ static int is_tchar(uint8_t c) {
 }
 
 static int dropped_name(const uint8_t *n, size_t len) {
-  static const char *const names[] = {"connection", "keep-alive",       "transfer-encoding",
-                                      "upgrade",    "proxy-connection", "te",
+  static const char *const names[] = {"connection",    "keep-alive",       "transfer-encoding",
+                                      "upgrade",       "proxy-connection", "te",
                                       "http2-settings"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strlen(names[i]) == len && memcmp(names[i], n, len) == 0) return 1;
@@ -1721,8 +1727,8 @@ static pp_h3_stream *owned_stream(pp_h3_conn *c, int64_t id) {
   return s && s->owned && !s->detached ? s : NULL;
 }
 
-int pp_h3_respond(pp_h3_conn *c, int64_t stream_id, int status, const pp_h2_header *pairs,
-                  size_t n, int no_body) {
+int pp_h3_respond(pp_h3_conn *c, int64_t stream_id, int status, const pp_h2_header *pairs, size_t n,
+                  int no_body) {
   pp_h3_stream *s = owned_stream(c, stream_id);
   if (!s || s->responded) return PP_H3_ESTREAM;
   if (status < 100 || status > 599 || status == 101) return PP_H3_EINVAL;

@@ -51,21 +51,21 @@
 #include "server/buf.h"
 #include "server/h2.h" /* pp_h2_header: the same pair type up and down */
 
-#define PP_H3_SCID_LEN      18   /* length of every connection ID we issue */
-#define PP_H3_MAX_DATAGRAM  1452 /* largest datagram we send (ngtcp2's default payload) */
-#define PP_H3_SECRET_LEN    32   /* the static secret (reset tokens, Retry tokens) */
-#define PP_H3_CHUNK         16384
+#define PP_H3_SCID_LEN     18   /* length of every connection ID we issue */
+#define PP_H3_MAX_DATAGRAM 1452 /* largest datagram we send (ngtcp2's default payload) */
+#define PP_H3_SECRET_LEN   32   /* the static secret (reset tokens, Retry tokens) */
+#define PP_H3_CHUNK        16384
 
 /* Negative return codes of this module. */
 typedef enum pp_h3_err {
-  PP_H3_EINVAL = -1,    /* a bad argument */
-  PP_H3_ECERT = -2,     /* the certificate or key could not be loaded */
-  PP_H3_ETLS = -3,      /* GnuTLS failed (priority string, session) */
-  PP_H3_ELIBRARY = -4,  /* ngtcp2 / nghttp3 failed (out of memory inside it) */
-  PP_H3_ESTREAM = -5,   /* no such stream, or not in a state that allows the call */
-  PP_H3_EFULL = -6,     /* the stream's or connection's unacknowledged-data bound is reached */
-  PP_H3_EREENTER = -7,  /* an I/O-level call from inside a callback */
-  PP_H3_ECLOSED = -8,   /* the connection is closing, draining or gone */
+  PP_H3_EINVAL = -1,   /* a bad argument */
+  PP_H3_ECERT = -2,    /* the certificate or key could not be loaded */
+  PP_H3_ETLS = -3,     /* GnuTLS failed (priority string, session) */
+  PP_H3_ELIBRARY = -4, /* ngtcp2 / nghttp3 failed (out of memory inside it) */
+  PP_H3_ESTREAM = -5,  /* no such stream, or not in a state that allows the call */
+  PP_H3_EFULL = -6,    /* the stream's or connection's unacknowledged-data bound is reached */
+  PP_H3_EREENTER = -7, /* an I/O-level call from inside a callback */
+  PP_H3_ECLOSED = -8,  /* the connection is closing, draining or gone */
 } pp_h3_err;
 
 /* A static English description of a pp_h3_err; never NULL. */
@@ -146,18 +146,18 @@ typedef struct pp_h3_callbacks {
 /* Server counters for /stats; monotonic. */
 typedef struct pp_h3_stats {
   uint64_t datagrams_in, datagrams_out, bytes_in, bytes_out;
-  uint64_t connections;         /* connections created */
-  uint64_t handshakes;          /* handshakes completed */
-  uint64_t drop_garbage;        /* header does not parse, or not an Initial for a new CID */
-  uint64_t drop_unknown_cid;    /* short header for no connection of ours */
-  uint64_t drop_bad_version;    /* long header of a version we do not speak */
-  uint64_t drop_small_initial;  /* Initial in a datagram under 1200 bytes */
-  uint64_t drop_large_initial;  /* Initial in a datagram over limits.max_initial_datagram */
-  uint64_t drop_truncated;      /* Initial whose length runs past the datagram */
-  uint64_t drop_token_invalid;  /* Retry token that does not verify */
-  uint64_t drop_too_many_conns; /* Initial while max_connections are live */
-  uint64_t drop_out_queue_full; /* datagrams not queued because the out queue was full */
-  uint64_t drop_closing;        /* datagrams for a connection in its closing/draining period */
+  uint64_t connections;          /* connections created */
+  uint64_t handshakes;           /* handshakes completed */
+  uint64_t drop_garbage;         /* header does not parse, or not an Initial for a new CID */
+  uint64_t drop_unknown_cid;     /* short header for no connection of ours */
+  uint64_t drop_bad_version;     /* long header of a version we do not speak */
+  uint64_t drop_small_initial;   /* Initial in a datagram under 1200 bytes */
+  uint64_t drop_large_initial;   /* Initial in a datagram over limits.max_initial_datagram */
+  uint64_t drop_truncated;       /* Initial whose length runs past the datagram */
+  uint64_t drop_token_invalid;   /* Retry token that does not verify */
+  uint64_t drop_too_many_conns;  /* Initial while max_connections are live */
+  uint64_t drop_out_queue_full;  /* datagrams not queued because the out queue was full */
+  uint64_t drop_closing;         /* datagrams for a connection in its closing/draining period */
   uint64_t version_negotiations; /* Version Negotiation packets sent */
   uint64_t retries_sent;         /* Retry packets sent */
   uint64_t stateless_resets;     /* stateless resets sent */
@@ -197,14 +197,14 @@ struct pp_h3_server {
 
   pp_h3_conn *conns; /* live connections, doubly linked */
   size_t conn_count;
-  void *chunk_free;  /* recycled response chunks */
+  void *chunk_free;          /* recycled response chunks */
   pp_h3_stream *stream_free; /* recycled stream records (their buffers too) */
   pp_buf scratch, nvbuf;     /* response header bytes and their nghttp3_nv array */
 
   pp_h3_datagram *outq; /* ring of cfg.limits.out_queue */
   uint32_t out_head, out_len;
 
-  double reset_tokens;   /* stateless reset bucket */
+  double reset_tokens; /* stateless reset bucket */
   uint64_t reset_last_ns;
 };
 
@@ -223,21 +223,21 @@ struct pp_h3_conn {
   socklen_t local_len, remote_len;
   uint8_t odcid[20];
   size_t odcid_len;
-  int state;          /* enum conn_state (h3.c) */
-  int want_write;     /* respond/send_data/consume since the last write */
+  int state;      /* enum conn_state (h3.c) */
+  int want_write; /* respond/send_data/consume since the last write */
   int handshake_done;
-  int goaway;         /* 0 none, 1 notice sent, 2 final GOAWAY sent */
-  uint64_t goaway_at; /* when to send the final GOAWAY */
-  uint64_t close_at;  /* end of the closing / draining period */
-  uint64_t last_ts;   /* the latest `now` seen */
+  int goaway;            /* 0 none, 1 notice sent, 2 final GOAWAY sent */
+  uint64_t goaway_at;    /* when to send the final GOAWAY */
+  uint64_t close_at;     /* end of the closing / draining period */
+  uint64_t last_ts;      /* the latest `now` seen */
   uint64_t close_pkt_at; /* when the CONNECTION_CLOSE was last re-sent */
-  pp_buf close_pkt;   /* our CONNECTION_CLOSE, re-sent in the closing period */
+  pp_buf close_pkt;      /* our CONNECTION_CLOSE, re-sent in the closing period */
   pp_h3_stream *streams; /* request streams with a record */
   size_t stream_count;
-  size_t unacked;     /* response bytes held for all streams */
-  int pending_work;   /* some stream has deferred shutdown work */
-  uint64_t ccerr_code; /* the error to close with, set inside a callback ... */
-  int ccerr_kind;      /* ... 0 none, 1 application (HTTP/3), 2 transport */
+  size_t unacked;       /* response bytes held for all streams */
+  int pending_work;     /* some stream has deferred shutdown work */
+  uint64_t ccerr_code;  /* the error to close with, set inside a callback ... */
+  int ccerr_kind;       /* ... 0 none, 1 application (HTTP/3), 2 transport */
   int goaway_requested; /* pp_h3_conn_goaway called; done at the next write */
   void *cids;           /* struct cid_entry list of this connection (h3.c) */
 };
