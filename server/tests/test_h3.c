@@ -125,6 +125,9 @@ typedef struct client {
   cstream streams[32];
   int nstreams;
   pp_buf first; /* the first datagram it sent (when mute) */
+  int64_t raw_sid;   /* a stream written around nghttp3 (bad input), or -1 */
+  const uint8_t *raw;
+  size_t raw_len;
   int sent;
 } client;
 
@@ -288,6 +291,7 @@ static void client_path(client *c, ngtcp2_path *p) {
 static client *client_new(int idx) {
   client *c = &clients[idx];
   memset(c, 0, sizeof *c);
+  c->raw_sid = -1;
   c->addr.sin_family = AF_INET;
   c->addr.sin_port = htons((uint16_t)(40000 + idx));
   inet_pton(AF_INET, "10.0.0.2", &c->addr.sin_addr);
@@ -382,7 +386,13 @@ static void client_write(client *c) {
     int fin = 0;
     nghttp3_vec vec[16];
     nghttp3_ssize veccnt = 0;
-    if (c->h3 && ngtcp2_conn_get_max_data_left(c->qc)) {
+    int raw = 0;
+    if (c->raw_len) {
+      sid = c->raw_sid, fin = 1, raw = 1;
+      vec[0].base = (uint8_t *)(uintptr_t)c->raw;
+      vec[0].len = c->raw_len;
+      veccnt = 1;
+    } else if (c->h3 && ngtcp2_conn_get_max_data_left(c->qc)) {
       veccnt = nghttp3_conn_writev_stream(c->h3, &sid, &fin, vec, 16);
       CU_ASSERT(veccnt >= 0);
       if (veccnt < 0) return;
@@ -406,13 +416,19 @@ static void client_write(client *c) {
         continue;
       }
       if (n == NGTCP2_ERR_WRITE_MORE) {
-        nghttp3_conn_add_write_offset(c->h3, sid, (size_t)ndatalen);
+        if (raw)
+          c->raw_len = 0;
+        else
+          nghttp3_conn_add_write_offset(c->h3, sid, (size_t)ndatalen);
         continue;
       }
       c->write_err = (int)n;
       return;
     }
-    if (ndatalen >= 0 && sid >= 0) nghttp3_conn_add_write_offset(c->h3, sid, (size_t)ndatalen);
+    if (raw && ndatalen >= 0)
+      c->raw += ndatalen, c->raw_len -= (size_t)ndatalen;
+    else if (ndatalen >= 0 && sid >= 0)
+      nghttp3_conn_add_write_offset(c->h3, sid, (size_t)ndatalen);
     if (n == 0) return;
     c->sent++;
     if (c->mute) {
@@ -736,10 +752,10 @@ static void test_client_reset(void) {
   CU_ASSERT_EQUAL(reqs[0].body.len, sizeof part - 1);
   CU_ASSERT(!reqs[0].closed);
   nghttp3_conn_shutdown_stream_write(c->h3, sid);
-  CU_ASSERT(ngtcp2_conn_shutdown_stream(c->qc, sid, NGHTTP3_H3_REQUEST_CANCELLED) == 0);
+  CU_ASSERT(ngtcp2_conn_shutdown_stream(c->qc, sid, NGHTTP3_H3_REQUEST_INCOMPLETE) == 0);
   pump();
   CU_ASSERT(reqs[0].closed);
-  CU_ASSERT_EQUAL(reqs[0].close_code, NGHTTP3_H3_REQUEST_CANCELLED);
+  CU_ASSERT_EQUAL(reqs[0].close_code, NGHTTP3_H3_REQUEST_INCOMPLETE); /* the client's code */
   CU_ASSERT_EQUAL(srv.stats.peer_resets, 1);
   CU_ASSERT_EQUAL(pp_h3_stream_count(reqs[0].conn), 0);
   /* The owner's calls on the gone stream fail cleanly. */
@@ -999,6 +1015,76 @@ static void test_graceful_shutdown(void) {
   server_stop();
 }
 
+static void test_client_stop_sending(void) {
+  server_start(NULL);
+  client *c = connect_client(0);
+  int64_t sid = client_request(c, "GET", "/stream", NULL, 0, 0);
+  pump();
+  CU_ASSERT_EQUAL_FATAL(nreqs, 1);
+  CU_ASSERT_EQUAL(pp_h3_respond(reqs[0].conn, sid, 200, NULL, 0, 0), 0);
+  CU_ASSERT_EQUAL(pp_h3_send_data(reqs[0].conn, sid, (const uint8_t *)"tick\n", 5), 0);
+  pump();
+  CU_ASSERT_EQUAL(cs_of(c, sid)->body.len, 5);
+  /* The client leaves mid-response: STOP_SENDING. */
+  CU_ASSERT(ngtcp2_conn_shutdown_stream_read(c->qc, sid, NGHTTP3_H3_REQUEST_INCOMPLETE) == 0);
+  pump();
+  CU_ASSERT(reqs[0].closed);
+  CU_ASSERT_EQUAL(reqs[0].close_code, NGHTTP3_H3_REQUEST_INCOMPLETE); /* the client's code */
+  CU_ASSERT_EQUAL(pp_h3_send_data(reqs[0].conn, sid, (const uint8_t *)"tick\n", 5),
+                  PP_H3_ESTREAM);
+  CU_ASSERT_EQUAL(pp_h3_stream_count(reqs[0].conn), 0);
+  CU_ASSERT_EQUAL(pp_h3_server_conn_count(&srv), 1);
+  server_stop();
+}
+
+static void test_qpack_error(void) {
+  server_start(NULL);
+  client *c = connect_client(0);
+  CU_ASSERT_FATAL(c->handshake_done);
+  /* HEADERS whose field line names static-table entry 190 (there are 99). */
+  static const uint8_t bad[] = {0x01, 0x04, 0x00, 0x00, 0xff, 0x7f};
+  CU_ASSERT_FATAL(ngtcp2_conn_open_bidi_stream(c->qc, &c->raw_sid, NULL) == 0);
+  c->raw = bad, c->raw_len = sizeof bad;
+  pump();
+  CU_ASSERT_EQUAL(srv.stats.qpack_errors, 1);
+  CU_ASSERT_EQUAL(nreqs, 0);
+  CU_ASSERT(ngtcp2_conn_is_in_draining_period(c->qc));
+  for (int i = 0; i < 50 && pp_h3_server_conn_count(&srv); i++) {
+    now += 100 * NGTCP2_MILLISECONDS;
+    pp_h3_server_handle_expiry(&srv, now);
+  }
+  CU_ASSERT_EQUAL(pp_h3_server_conn_count(&srv), 0);
+  server_stop();
+}
+
+static void small_queue(pp_h3_config *cfg) {
+  cfg->limits.out_queue = 4;
+}
+
+static void test_bounded_out_queue(void) {
+  server_start(small_queue);
+  client *c = connect_client(0);
+  CU_ASSERT_FATAL(c->handshake_done);
+  int64_t sid = client_request(c, "GET", "/big", NULL, 0, 0);
+  pump();
+  CU_ASSERT_EQUAL_FATAL(nreqs, 1);
+  static uint8_t big[300000];
+  for (size_t i = 0; i < sizeof big; i++)
+    big[i] = (uint8_t)(i % 251);
+  CU_ASSERT_EQUAL(pp_h3_respond(reqs[0].conn, sid, 200, NULL, 0, 0), 0);
+  CU_ASSERT_EQUAL(pp_h3_send_data(reqs[0].conn, sid, big, sizeof big), 0);
+  CU_ASSERT_EQUAL(pp_h3_send_end(reqs[0].conn, sid), 0);
+  pp_h3_server_flush(&srv, now);
+  CU_ASSERT_EQUAL(pp_h3_server_out_count(&srv), 4);
+  CU_ASSERT(pp_h3_server_expiry(&srv) == 0); /* more to write once drained */
+  pump();
+  cstream *s = cs_of(c, sid);
+  CU_ASSERT_EQUAL(s->body.len, sizeof big);
+  CU_ASSERT(s->body.len == sizeof big && memcmp(s->body.data, big, sizeof big) == 0);
+  CU_ASSERT(reqs[0].closed && reqs[0].close_code == 0);
+  server_stop();
+}
+
 static void tiny_limits(pp_h3_config *cfg) {
   cfg->limits.max_connections = 1;
   cfg->limits.max_stream_unacked = 20000;
@@ -1070,6 +1156,9 @@ int main(void) {
   CU_add_test(s, "idle timeout frees a vanished client", test_idle_timeout);
   CU_add_test(s, "graceful shutdown: GOAWAY, in-flight finishes, close", test_graceful_shutdown);
   CU_add_test(s, "limits: connections, unacknowledged bytes, HEAD", test_limits);
+  CU_add_test(s, "STOP_SENDING from the client mid-response", test_client_stop_sending);
+  CU_add_test(s, "QPACK error closes the connection, counted", test_qpack_error);
+  CU_add_test(s, "a full out queue pauses writing, flush resumes it", test_bounded_out_queue);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();
