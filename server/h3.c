@@ -633,7 +633,8 @@ static int on_recv_data(nghttp3_conn *h3, int64_t stream_id, const uint8_t *data
   s->body_unconsumed += datalen;
   if (c->srv->cb->on_body && c->srv->cb->on_body(c, stream_id, s->owner_data, data, datalen) != 0) {
     s->want_reset = 1;
-    s->reset_code = NGHTTP3_H3_INTERNAL_ERROR;
+    s->reset_code = s->close_code = NGHTTP3_H3_INTERNAL_ERROR;
+    s->detach_pending = 1;
     owe_work(c);
   }
   return 0;
@@ -654,7 +655,8 @@ static int on_end_stream(nghttp3_conn *h3, int64_t stream_id, void *conn_user_da
   if (!s || !s->owned || s->detached || s->req_fin) return 0;
   if (c->srv->cb->on_body_end && c->srv->cb->on_body_end(c, stream_id, s->owner_data) != 0) {
     s->want_reset = 1;
-    s->reset_code = NGHTTP3_H3_INTERNAL_ERROR;
+    s->reset_code = s->close_code = NGHTTP3_H3_INTERNAL_ERROR;
+    s->detach_pending = 1;
     owe_work(c);
   }
   return 0;
@@ -893,6 +895,7 @@ static int cb_get_new_connection_id(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *t
     rand_bytes(srv, id, cidlen);
     if (cid_add(srv, c, id, cidlen) != 0) continue;
     ngtcp2_cid_init(cid, id, cidlen);
+    srv->stats.cids_issued++;
     if (ngtcp2_crypto_generate_stateless_reset_token(token, srv->cfg.secret, PP_H3_SECRET_LEN,
                                                      cid) != 0)
       return NGTCP2_ERR_CALLBACK_FAILURE;
@@ -904,6 +907,7 @@ static int cb_get_new_connection_id(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *t
 static int cb_remove_connection_id(ngtcp2_conn *qc, const ngtcp2_cid *cid, void *user_data) {
   (void)qc;
   pp_h3_conn *c = conn_of(user_data);
+  c->srv->stats.cids_retired++;
   cid_remove(c->srv, cid->data, cid->datalen);
   return 0;
 }

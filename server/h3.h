@@ -168,7 +168,9 @@ typedef struct pp_h3_stats {
   uint64_t idle_closes;          /* connections freed at idle timeout */
   uint64_t streams_accepted;     /* on_request returned 0 */
   uint64_t session_answers;      /* answered by the session: 413, 431, 501, on_request's */
-  uint64_t peer_resets;          /* RESET_STREAM / STOP_SENDING received on request streams */
+  uint64_t peer_resets;          /* RESET_STREAM received on request streams */
+  uint64_t cids_issued;          /* connection IDs handed out (NEW_CONNECTION_ID) */
+  uint64_t cids_retired;         /* connection IDs the client retired (removed from the map) */
 } pp_h3_stats;
 
 /* One datagram to send: path.local is the address it must leave from. */

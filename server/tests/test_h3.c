@@ -124,8 +124,8 @@ typedef struct client {
   int64_t goaway_id;
   cstream streams[32];
   int nstreams;
-  pp_buf first; /* the first datagram it sent (when mute) */
-  int64_t raw_sid;   /* a stream written around nghttp3 (bad input), or -1 */
+  pp_buf first;    /* the first datagram it sent (when mute) */
+  int64_t raw_sid; /* a stream written around nghttp3 (bad input), or -1 */
   const uint8_t *raw;
   size_t raw_len;
   int sent;
@@ -499,6 +499,7 @@ static void pump(void) {
 
 static nghttp3_ssize read_req(nghttp3_conn *h3, int64_t id, nghttp3_vec *vec, size_t veccnt,
                               uint32_t *pflags, void *ud, void *sud);
+static const char *extra_value; /* a long x-pad field for the next requests */
 
 static int64_t client_request(client *c, const char *method, const char *path, const uint8_t *body,
                               size_t body_len, int hold) {
@@ -513,7 +514,7 @@ static int64_t client_request(client *c, const char *method, const char *path, c
   pp_buf_init(&s->hdrs);
   char cl[32];
   snprintf(cl, sizeof cl, "%zu", body_len);
-  nghttp3_nv nva[6];
+  nghttp3_nv nva[7];
   size_t n = 0;
 #define NV(N, V)                                                                                   \
   nva[n++] =                                                                                       \
@@ -524,6 +525,7 @@ static int64_t client_request(client *c, const char *method, const char *path, c
   NV(":path", path);
   NV("x-test", "yes");
   if (body && !hold) NV("content-length", cl);
+  if (extra_value) NV("x-pad", extra_value);
 #undef NV
   static const nghttp3_data_reader dr = {read_req};
   CU_ASSERT_FATAL(nghttp3_conn_submit_request(c->h3, sid, nva, n, body ? &dr : NULL, s) == 0);
@@ -1030,8 +1032,7 @@ static void test_client_stop_sending(void) {
   pump();
   CU_ASSERT(reqs[0].closed);
   CU_ASSERT_EQUAL(reqs[0].close_code, NGHTTP3_H3_REQUEST_INCOMPLETE); /* the client's code */
-  CU_ASSERT_EQUAL(pp_h3_send_data(reqs[0].conn, sid, (const uint8_t *)"tick\n", 5),
-                  PP_H3_ESTREAM);
+  CU_ASSERT_EQUAL(pp_h3_send_data(reqs[0].conn, sid, (const uint8_t *)"tick\n", 5), PP_H3_ESTREAM);
   CU_ASSERT_EQUAL(pp_h3_stream_count(reqs[0].conn), 0);
   CU_ASSERT_EQUAL(pp_h3_server_conn_count(&srv), 1);
   server_stop();
@@ -1082,6 +1083,75 @@ static void test_bounded_out_queue(void) {
   CU_ASSERT_EQUAL(s->body.len, sizeof big);
   CU_ASSERT(s->body.len == sizeof big && memcmp(s->body.data, big, sizeof big) == 0);
   CU_ASSERT(reqs[0].closed && reqs[0].close_code == 0);
+  server_stop();
+}
+
+static void test_migration_new_cid(void) {
+  server_start(NULL);
+  client *c = connect_client(0);
+  CU_ASSERT_FATAL(c->handshake_done);
+  int64_t sid = client_request(c, "GET", "/before", NULL, 0, 0);
+  pump();
+  CU_ASSERT_EQUAL_FATAL(nreqs, 1);
+  pp_h3_respond(reqs[0].conn, sid, 204, NULL, 0, 1);
+  pump();
+  size_t cids_before = srv.cid_count;
+  CU_ASSERT(cids_before >= 2);
+  /* The client moves to another port: a new path with a new connection ID of ours. */
+  c->addr.sin_port = htons(41000);
+  ngtcp2_path path;
+  client_path(c, &path);
+  CU_ASSERT_FATAL(ngtcp2_conn_initiate_immediate_migration(c->qc, &path, now) == 0);
+  int64_t sid2 = client_request(c, "GET", "/after", NULL, 0, 0);
+  pump();
+  CU_ASSERT_EQUAL_FATAL(nreqs, 2);
+  CU_ASSERT_STRING_EQUAL(reqs[1].path, "/after");
+  CU_ASSERT_EQUAL(reqs[1].conn, reqs[0].conn);
+  pp_h3_respond(reqs[1].conn, sid2, 200, NULL, 0, 0);
+  pp_h3_send_data(reqs[1].conn, sid2, (const uint8_t *)"moved", 5);
+  pp_h3_send_end(reqs[1].conn, sid2);
+  pump();
+  CU_ASSERT_EQUAL(cs_of(c, sid2)->status, 200);
+  CU_ASSERT_EQUAL(cs_of(c, sid2)->body.len, 5);
+  /* The old CID was retired and replaced: the map does not grow without bound. */
+  CU_ASSERT(srv.stats.cids_retired >= 1);
+  CU_ASSERT(srv.stats.cids_issued >= 2);
+  CU_ASSERT(srv.cid_count <= cids_before + 1);
+  CU_ASSERT_EQUAL(pp_h3_server_conn_count(&srv), 1);
+  server_stop();
+  CU_ASSERT_EQUAL(srv.cid_count, 0);
+}
+
+static void small_requests(pp_h3_config *cfg) {
+  cfg->limits.max_header_list = 1000;
+  cfg->limits.max_body_bytes = 1000;
+}
+
+static void test_session_answers(void) {
+  server_start(small_requests);
+  client *c = connect_client(0);
+  CU_ASSERT_FATAL(c->handshake_done);
+  static char pad[1200];
+  memset(pad, 'p', sizeof pad - 1);
+  extra_value = pad;
+  int64_t big_head = client_request(c, "GET", "/big-head", NULL, 0, 0);
+  extra_value = NULL;
+  static uint8_t body[2000];
+  int64_t big_body = client_request(c, "POST", "/big-body", body, sizeof body, 0);
+  pump();
+  CU_ASSERT_EQUAL(nreqs, 0); /* neither reached the owner */
+  CU_ASSERT_EQUAL(cs_of(c, big_head)->status, 431);
+  CU_ASSERT_EQUAL(cs_of(c, big_body)->status, 413);
+  CU_ASSERT(cs_of(c, big_body)->end);
+  CU_ASSERT_EQUAL(srv.stats.session_answers, 2);
+  CU_ASSERT_EQUAL(pp_h3_stream_count(srv.conns), 0);
+  /* The connection is still good. */
+  int64_t ok = client_request(c, "GET", "/ok", NULL, 0, 0);
+  pump();
+  CU_ASSERT_EQUAL_FATAL(nreqs, 1);
+  pp_h3_respond(reqs[0].conn, ok, 204, NULL, 0, 1);
+  pump();
+  CU_ASSERT_EQUAL(cs_of(c, ok)->status, 204);
   server_stop();
 }
 
@@ -1159,6 +1229,8 @@ int main(void) {
   CU_add_test(s, "STOP_SENDING from the client mid-response", test_client_stop_sending);
   CU_add_test(s, "QPACK error closes the connection, counted", test_qpack_error);
   CU_add_test(s, "a full out queue pauses writing, flush resumes it", test_bounded_out_queue);
+  CU_add_test(s, "431 and 413 answered by the session", test_session_answers);
+  CU_add_test(s, "client migration: new path, new CID, old one retired", test_migration_new_cid);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();
