@@ -132,6 +132,7 @@ typedef struct client {
 } client;
 
 static client clients[4];
+static const char *client_alpn = "h3"; /* what the next client offers */
 
 static void cli_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) {
   (void)ctx;
@@ -345,7 +346,7 @@ static client *client_new(int idx) {
   c->ref.user_data = c;
   gnutls_session_set_ptr(c->tls, &c->ref);
   CU_ASSERT_FATAL(gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, c->cred) == 0);
-  gnutls_datum_t alpn = {(unsigned char *)"h3", 2};
+  gnutls_datum_t alpn = {(unsigned char *)(uintptr_t)client_alpn, (unsigned)strlen(client_alpn)};
   gnutls_alpn_set_protocols(c->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY);
   gnutls_server_name_set(c->tls, GNUTLS_NAME_DNS, "localhost", 9);
   ngtcp2_conn_set_tls_native_handle(c->qc, c->tls);
@@ -603,6 +604,23 @@ static void test_handshake(void) {
   CU_ASSERT(pp_h3_conn_expiry(srv.conns) > now);
   server_stop();
   CU_ASSERT_EQUAL(conns_closed, 1);
+}
+
+static void test_alpn_required(void) {
+  server_start(NULL);
+  client_alpn = "h2";
+  client *c = client_new(0);
+  client_alpn = "h3";
+  pump();
+  CU_ASSERT(!c->handshake_done);
+  CU_ASSERT_EQUAL(srv.stats.handshakes, 0);
+  CU_ASSERT(srv.stats.protocol_errors >= 1);
+  for (int i = 0; i < 50 && pp_h3_server_conn_count(&srv); i++) {
+    now += 100 * NGTCP2_MILLISECONDS;
+    pp_h3_server_handle_expiry(&srv, now);
+  }
+  CU_ASSERT_EQUAL(pp_h3_server_conn_count(&srv), 0);
+  server_stop();
 }
 
 static void test_get(void) {
@@ -1214,6 +1232,7 @@ int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("h3", NULL, NULL);
   CU_add_test(s, "handshake completes (GnuTLS, ALPN h3)", test_handshake);
+  CU_add_test(s, "ALPN h3 is mandatory", test_alpn_required);
   CU_add_test(s, "GET end to end: request fields, response head, data, end", test_get);
   CU_add_test(s, "POST body: no credit beyond the window before consume", test_post_flow_control);
   CU_add_test(s, "several concurrent streams answered out of order", test_concurrent_streams);
