@@ -364,9 +364,22 @@ static void detach(pp_h3_conn *c, pp_h3_stream *s, uint64_t code) {
   if (c->srv->cb->on_close) c->srv->cb->on_close(c, s->id, s->owner_data, code);
 }
 
+/* Puts the connection on the list the end of the current call (flush_all) visits. */
+static void mark(pp_h3_conn *c) {
+  if (c->dirty) return;
+  c->dirty = 1;
+  c->dirty_next = c->srv->dirty;
+  c->srv->dirty = c;
+}
+
+static void want(pp_h3_conn *c) {
+  c->want_write = 1;
+  mark(c);
+}
+
 static void owe_work(pp_h3_conn *c) {
   c->pending_work = 1;
-  c->want_write = 1;
+  want(c);
 }
 
 /* Releases connection- and stream-level credit for n body bytes. */
@@ -927,6 +940,12 @@ static void conn_free(pp_h3_conn *c) {
   while (c->streams)
     stream_free(c, c->streams);
   cid_remove_all(srv, c);
+  if (c->dirty) {
+    pp_h3_conn **pp = &srv->dirty;
+    while (*pp && *pp != c)
+      pp = &(*pp)->dirty_next;
+    if (*pp) *pp = c->dirty_next;
+  }
   if (c->h3) nghttp3_conn_del(c->h3);
   if (c->qc) ngtcp2_conn_del(c->qc);
   if (c->tls) gnutls_deinit(c->tls);
@@ -1059,7 +1078,7 @@ static void conn_write(pp_h3_conn *c, uint64_t now) {
   for (;;) {
     pp_h3_datagram *d = out_slot(srv);
     if (!d || written >= WRITES_PER_CALL) {
-      c->want_write = 1; /* more may be waiting: the owner's next flush continues */
+      want(c); /* more may be waiting: the owner's next flush continues */
       break;
     }
     int64_t stream_id = -1;
@@ -1129,6 +1148,7 @@ static void conn_recv(pp_h3_conn *c, const uint8_t *pkt, size_t len, const ngtcp
                       uint32_t ecn, uint64_t now) {
   pp_h3_server *srv = c->srv;
   c->last_ts = now;
+  mark(c);
   if (c->state == CS_DRAINING || c->state == CS_DEAD) {
     srv->stats.drop_closing++;
     return;
@@ -1424,9 +1444,26 @@ void pp_h3_server_dispose(pp_h3_server *srv) {
   memset(srv, 0, sizeof *srv);
 }
 
+/* Visits every connection touched since the last visit: writes what it has to send and reports
+ * a changed deadline. A connection that still wants to write (full out queue) goes back on the
+ * list for the next flush. */
 static void flush_all(pp_h3_server *srv, uint64_t now) {
-  for (pp_h3_conn *c = srv->conns; c; c = c->next)
+  pp_h3_conn *c = srv->dirty;
+  srv->dirty = NULL;
+  while (c) {
+    pp_h3_conn *next = c->dirty_next;
+    c->dirty = 0;
+    c->dirty_next = NULL;
     if (c->want_write || c->goaway_requested) conn_write(c, now);
+    if (c->state != CS_DEAD && srv->cb->on_conn_timer) {
+      uint64_t e = pp_h3_conn_expiry(c);
+      if (e != c->armed) {
+        c->armed = e;
+        srv->cb->on_conn_timer(srv, c, e);
+      }
+    }
+    c = next;
+  }
 }
 
 int pp_h3_server_recv(pp_h3_server *srv, const uint8_t *pkt, size_t len,
@@ -1572,6 +1609,7 @@ uint64_t pp_h3_conn_expiry(pp_h3_conn *c) {
 
 static void conn_expire(pp_h3_conn *c, uint64_t now) {
   c->last_ts = now;
+  mark(c);
   if (c->state == CS_CLOSING || c->state == CS_DRAINING) {
     if (now >= c->close_at) c->state = CS_DEAD;
     return;
@@ -1595,20 +1633,17 @@ int pp_h3_conn_handle_expiry(pp_h3_conn *c, uint64_t now_ns) {
   if (srv->depth) return PP_H3_EREENTER;
   srv->depth++;
   conn_expire(c, now_ns);
+  flush_all(srv, now_ns);
   srv->depth--;
-  if (c->state == CS_DEAD) {
-    conn_free(c);
-    return 1;
-  }
-  return 0;
+  int gone = c->state == CS_DEAD;
+  reap(srv);
+  return gone;
 }
 
 uint64_t pp_h3_server_expiry(pp_h3_server *srv) {
-  uint64_t t = UINT64_MAX;
-  for (pp_h3_conn *c = srv->conns; c; c = c->next) {
+  uint64_t t = srv->dirty ? 0 : UINT64_MAX; /* touched: a flush is due */
+  for (pp_h3_conn *c = srv->conns; c; c = c->next)
     t = min_u64(t, pp_h3_conn_expiry(c));
-    if (c->want_write) t = 0;
-  }
   return t;
 }
 
@@ -1632,7 +1667,7 @@ void pp_h3_conn_goaway(pp_h3_conn *c) {
     c->goaway = 2;
   }
   c->goaway_requested = 1;
-  c->want_write = 1;
+  want(c);
 }
 
 int pp_h3_server_shutdown(pp_h3_server *srv, uint64_t now_ns) {
@@ -1721,7 +1756,7 @@ static int submit_head(pp_h3_conn *c, pp_h3_stream *s, int status, int no_body) 
     s->responded = 0;
     return PP_H3_ESTREAM;
   }
-  c->want_write = 1;
+  want(c);
   return 0;
 }
 
@@ -1767,7 +1802,7 @@ int pp_h3_respond(pp_h3_conn *c, int64_t stream_id, int status, const pp_h2_head
     size_t nvlen;
     nghttp3_nv *nva = finish_fields(srv, &nvlen);
     int rv = nghttp3_conn_submit_info(c->h3, stream_id, nva, nvlen);
-    c->want_write = 1;
+    want(c);
     return rv == 0 ? 0 : PP_H3_ESTREAM;
   }
   int rv = submit_head(c, s, status, no_body);
@@ -1779,7 +1814,7 @@ int pp_h3_respond(pp_h3_conn *c, int64_t stream_id, int status, const pp_h2_head
 }
 
 static void resume(pp_h3_conn *c, pp_h3_stream *s) {
-  c->want_write = 1;
+  want(c);
   if (!s->responded || !s->wouldblock) return;
   s->wouldblock = 0;
   s->want_resume = 1;
@@ -1823,7 +1858,7 @@ void pp_h3_consume(pp_h3_conn *c, int64_t stream_id, size_t n) {
   if (!n) return;
   s->body_unconsumed -= n;
   extend_credit(c, stream_id, n);
-  c->want_write = 1;
+  want(c);
 }
 
 void pp_h3_reset(pp_h3_conn *c, int64_t stream_id, uint64_t error_code) {

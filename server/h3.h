@@ -141,6 +141,11 @@ typedef struct pp_h3_callbacks {
    * completed, else the HTTP/3 code (the client's RESET_STREAM / STOP_SENDING code, or
    * H3_REQUEST_CANCELLED when the connection went away with the stream open). */
   void (*on_close)(pp_h3_conn *conn, int64_t stream_id, void *stream_data, uint64_t error_code);
+  /* The connection's deadline changed (pp_h3_conn_expiry; UINT64_MAX: none): re-arm its timer.
+   * Called at the end of the public call that changed it, outside the engines, only for
+   * connections that call touched; never after on_conn_close. Optional: without it, poll
+   * pp_h3_server_expiry (a scan over every connection). */
+  void (*on_conn_timer)(pp_h3_server *srv, pp_h3_conn *conn, uint64_t expiry_ns);
 } pp_h3_callbacks;
 
 /* Server counters for /stats; monotonic. */
@@ -198,6 +203,7 @@ struct pp_h3_server {
   size_t cid_nbuckets, cid_count;
 
   pp_h3_conn *conns; /* live connections, doubly linked */
+  pp_h3_conn *dirty; /* connections touched since the last flush (singly linked) */
   size_t conn_count;
   void *chunk_free;          /* recycled response chunks */
   pp_h3_stream *stream_free; /* recycled stream records (their buffers too) */
@@ -215,6 +221,9 @@ struct pp_h3_conn {
   pp_h3_server *srv;
   void *data; /* the owner's */
   pp_h3_conn *prev, *next;
+  pp_h3_conn *dirty_next; /* on srv->dirty while dirty is set */
+  int dirty;
+  uint64_t armed; /* the expiry last reported through on_conn_timer */
   struct ngtcp2_conn *qc;
   struct nghttp3_conn *h3;
   void *tls; /* gnutls_session_t */

@@ -61,6 +61,9 @@ static void on_conn_close(pp_h3_server *s, pp_h3_conn *c) {
   conns_closed++;
 }
 static int on_request(pp_h3_conn *c, const pp_h3_request *req, void **sd) {
+  /* I/O-level calls from a callback are refused. */
+  CU_ASSERT_EQUAL(pp_h3_server_flush(&srv, now), PP_H3_EREENTER);
+  CU_ASSERT_EQUAL(pp_h3_conn_handle_expiry(c, now), PP_H3_EREENTER);
   if (answer_status) return answer_status;
   CU_ASSERT_FATAL(nreqs < 64);
   req_rec *r = &reqs[nreqs++];
@@ -99,8 +102,16 @@ static void on_close(pp_h3_conn *c, int64_t id, void *sd, uint64_t code) {
   r->close_code = code;
 }
 
-static const pp_h3_callbacks server_cbs = {on_conn_open, on_conn_close, on_request,
-                                           on_body,      on_body_end,   on_close};
+static int timer_calls;
+static uint64_t timer_last;
+static void on_conn_timer(pp_h3_server *s, pp_h3_conn *c, uint64_t expiry) {
+  (void)s, (void)c;
+  timer_calls++;
+  timer_last = expiry;
+}
+
+static const pp_h3_callbacks server_cbs = {on_conn_open, on_conn_close, on_request,   on_body,
+                                           on_body_end,  on_close,      on_conn_timer};
 
 /* ---- the client ---- */
 
@@ -559,7 +570,7 @@ static void server_start(void (*tweak)(pp_h3_config *)) {
   memset(cfg.secret, 0x5a, sizeof cfg.secret);
   if (tweak) tweak(&cfg);
   CU_ASSERT_FATAL(pp_h3_server_init(&srv, &server_cbs, &cfg, NULL) == 0);
-  nreqs = conns_opened = conns_closed = answer_status = 0;
+  nreqs = conns_opened = conns_closed = answer_status = timer_calls = 0;
   stray_count = 0;
 }
 
@@ -602,6 +613,9 @@ static void test_handshake(void) {
   /* Several CIDs issued (active_connection_id_limit of the client is 2 by default: 1 + 1). */
   CU_ASSERT(srv.cid_count >= 2);
   CU_ASSERT(pp_h3_conn_expiry(srv.conns) > now);
+  /* The deadline is reported to the owner whenever it moves. */
+  CU_ASSERT(timer_calls >= 1);
+  CU_ASSERT_EQUAL(timer_last, pp_h3_conn_expiry(srv.conns));
   server_stop();
   CU_ASSERT_EQUAL(conns_closed, 1);
 }
