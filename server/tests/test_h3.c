@@ -135,7 +135,9 @@ typedef struct client {
   int64_t goaway_id;
   cstream streams[32];
   int nstreams;
-  pp_buf first;    /* the first datagram it sent (when mute) */
+  pp_buf first;  /* the first datagram it sent (when mute) */
+  pp_buf record; /* every datagram it sent while recording: u16 length, bytes */
+  int recording;
   int64_t raw_sid; /* a stream written around nghttp3 (bad input), or -1 */
   const uint8_t *raw;
   size_t raw_len;
@@ -308,6 +310,7 @@ static client *client_new(int idx) {
   c->addr.sin_port = htons((uint16_t)(40000 + idx));
   inet_pton(AF_INET, "10.0.0.2", &c->addr.sin_addr);
   pp_buf_init(&c->first);
+  pp_buf_init(&c->record);
   uint8_t d[18], s[16];
   gnutls_rnd(GNUTLS_RND_RANDOM, d, sizeof d);
   gnutls_rnd(GNUTLS_RND_RANDOM, s, sizeof s);
@@ -375,6 +378,7 @@ static void client_free(client *c) {
   gnutls_deinit(c->tls);
   gnutls_certificate_free_credentials(c->cred);
   pp_buf_dispose(&c->first);
+  pp_buf_dispose(&c->record);
   memset(c, 0, sizeof *c);
 }
 
@@ -448,6 +452,11 @@ static void client_write(client *c) {
       continue;
     }
     if (c->tamper_token) tamper_token(buf, (size_t)n);
+    if (c->recording) {
+      uint8_t l2[2] = {(uint8_t)(n >> 8), (uint8_t)n};
+      pp_buf_append(&c->record, l2, 2);
+      pp_buf_append(&c->record, buf, (size_t)n);
+    }
     CU_ASSERT(pp_h3_server_recv(&srv, buf, (size_t)n, (struct sockaddr *)&srv_addr, sizeof srv_addr,
                                 (struct sockaddr *)&c->addr, sizeof c->addr, 0, now) == 0);
   }
@@ -1187,6 +1196,84 @@ static void test_session_answers(void) {
   server_stop();
 }
 
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rng(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+
+/* A poor man's fuzz run: the datagrams of a real exchange, mutated (bytes flipped, cut,
+ * extended) and replayed from the client's address and from strangers, then random junk. The
+ * server must not crash, leak (ASan) or hold more than the one real connection. */
+static void test_mutated_datagrams(void) {
+  server_start(NULL);
+  client *c = client_new(0);
+  c->recording = 1;
+  pump();
+  int64_t sid = client_request(c, "POST", "/m", (const uint8_t *)"abc", 3, 0);
+  pump();
+  CU_ASSERT_EQUAL_FATAL(nreqs, 1);
+  pp_h3_respond(reqs[0].conn, sid, 200, NULL, 0, 0);
+  pp_h3_send_data(reqs[0].conn, sid, (const uint8_t *)"xyz", 3);
+  pp_h3_send_end(reqs[0].conn, sid);
+  pump();
+  c->recording = 0;
+  CU_ASSERT_EQUAL(cs_of(c, sid)->status, 200);
+  /* Index the recorded datagrams. */
+  size_t offs[256], lens[256], count = 0;
+  for (size_t off = 0; off + 2 <= c->record.len && count < 256;) {
+    size_t n = (size_t)c->record.data[off] << 8 | c->record.data[off + 1];
+    offs[count] = off + 2, lens[count] = n, count++;
+    off += 2 + n;
+  }
+  CU_ASSERT_FATAL(count >= 3);
+  static uint8_t buf[2048];
+  for (int i = 0; i < 3000; i++) {
+    size_t k = rng() % count, n = lens[k];
+    memcpy(buf, c->record.data + offs[k], n);
+    int flips = 1 + (int)(rng() % 4);
+    for (int f = 0; f < flips; f++)
+      buf[rng() % n] ^= (uint8_t)(1u << (rng() % 8));
+    switch (rng() % 4) {
+    case 0: n = rng() % (n + 1); break;
+    case 1:
+      if (n < sizeof buf - 64) {
+        size_t extra = rng() % 64;
+        for (size_t e = 0; e < extra; e++)
+          buf[n + e] = (uint8_t)rng();
+        n += extra;
+      }
+      break;
+    default: break;
+    }
+    if (rng() % 2)
+      pp_h3_server_recv(&srv, buf, n, (struct sockaddr *)&srv_addr, sizeof srv_addr,
+                        (struct sockaddr *)&c->addr, sizeof c->addr, 0, now);
+    else
+      recv_raw(buf, n, (uint16_t)(8000 + rng() % 4));
+    while (pp_h3_server_out_peek(&srv))
+      pp_h3_server_out_pop(&srv);
+    if (i % 100 == 0) {
+      now += 10 * NGTCP2_MILLISECONDS;
+      pp_h3_server_handle_expiry(&srv, now);
+    }
+  }
+  for (int i = 0; i < 2000; i++) {
+    size_t n = rng() % 1500;
+    for (size_t b = 0; b < n; b++)
+      buf[b] = (uint8_t)rng();
+    if (i % 3 == 0 && n > 0) buf[0] |= 0xc0; /* long headers too */
+    recv_raw(buf, n, 9000);
+    while (pp_h3_server_out_peek(&srv))
+      pp_h3_server_out_pop(&srv);
+  }
+  CU_ASSERT(pp_h3_server_conn_count(&srv) <= 1);
+  CU_ASSERT(srv.stats.drop_garbage + srv.stats.drop_unknown_cid + srv.stats.drop_bad_version > 0);
+  server_stop();
+}
+
 static void tiny_limits(pp_h3_config *cfg) {
   cfg->limits.max_connections = 1;
   cfg->limits.max_stream_unacked = 20000;
@@ -1263,6 +1350,7 @@ int main(void) {
   CU_add_test(s, "QPACK error closes the connection, counted", test_qpack_error);
   CU_add_test(s, "a full out queue pauses writing, flush resumes it", test_bounded_out_queue);
   CU_add_test(s, "431 and 413 answered by the session", test_session_answers);
+  CU_add_test(s, "mutated and random datagrams: no crash, bounded", test_mutated_datagrams);
   CU_add_test(s, "client migration: new path, new CID, old one retired", test_migration_new_cid);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
