@@ -787,10 +787,18 @@ static int cb_recv_tx_key(ngtcp2_conn *qc, ngtcp2_crypto_level level, void *user
 }
 
 static int cb_handshake_completed(ngtcp2_conn *qc, void *user_data) {
-  (void)qc;
   pp_h3_conn *c = conn_of(user_data);
   c->handshake_done = 1;
   c->srv->stats.handshakes++;
+  /* A NEW_TOKEN for the client's next connection: with retry on, a returning client whose
+   * address is unchanged skips the Retry round trip. */
+  uint8_t token[NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN];
+  const ngtcp2_path *path = ngtcp2_conn_get_path(qc);
+  ngtcp2_ssize n =
+      ngtcp2_crypto_generate_regular_token(token, c->srv->cfg.secret, PP_H3_SECRET_LEN,
+                                           path->remote.addr, path->remote.addrlen, c->last_ts);
+  if (n > 0 && ngtcp2_conn_submit_new_token(qc, token, (size_t)n) != 0)
+    return NGTCP2_ERR_CALLBACK_FAILURE;
   return 0;
 }
 

@@ -146,6 +146,15 @@ typedef struct client {
 
 static client clients[4];
 static const char *client_alpn = "h3"; /* what the next client offers */
+static pp_buf new_token;               /* the last NEW_TOKEN a client received */
+static int use_token;                  /* the next client presents it */
+
+static int cli_recv_new_token(ngtcp2_conn *qc, const ngtcp2_vec *token, void *ud) {
+  (void)qc, (void)ud;
+  new_token.len = 0;
+  pp_buf_append(&new_token, token->base, token->len);
+  return 0;
+}
 
 static void cli_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) {
   (void)ctx;
@@ -337,10 +346,15 @@ static client *client_new(int idx) {
       .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
       .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
       .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
+      .recv_new_token = cli_recv_new_token,
   };
   ngtcp2_settings settings;
   ngtcp2_settings_default(&settings);
   settings.initial_ts = now;
+  if (use_token && new_token.len) {
+    settings.token.base = new_token.data;
+    settings.token.len = new_token.len;
+  }
   ngtcp2_transport_params params;
   ngtcp2_transport_params_default(&params);
   params.initial_max_streams_uni = 3;
@@ -880,6 +894,15 @@ static void test_retry(void) {
   pp_h3_respond(reqs[0].conn, sid, 204, NULL, 0, 1);
   pump();
   CU_ASSERT_EQUAL(c->streams[0].status, 204);
+  /* The server handed out a NEW_TOKEN: the same client coming back skips the Retry. */
+  CU_ASSERT_FATAL(new_token.len > 0);
+  client_free(&clients[0]);
+  use_token = 1;
+  client *again = client_new(0);
+  use_token = 0;
+  pump();
+  CU_ASSERT(again->handshake_done);
+  CU_ASSERT_EQUAL(srv.stats.retries_sent, 1);
   /* A client whose token is damaged after the Retry: INVALID_TOKEN, no connection. */
   client *bad = client_new(1);
   bad->tamper_token = 1;
@@ -887,7 +910,7 @@ static void test_retry(void) {
   CU_ASSERT_EQUAL(srv.stats.retries_sent, 2);
   CU_ASSERT(srv.stats.drop_token_invalid >= 1);
   CU_ASSERT(!bad->handshake_done);
-  CU_ASSERT_EQUAL(pp_h3_server_conn_count(&srv), 1);
+  CU_ASSERT_EQUAL(pp_h3_server_conn_count(&srv), 2);
   server_stop();
 }
 
@@ -1330,6 +1353,7 @@ int main(void) {
   srv_addr.sin_port = htons(443);
   inet_pton(AF_INET, "10.0.0.1", &srv_addr.sin_addr);
   pp_buf_init(&stray);
+  pp_buf_init(&new_token);
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("h3", NULL, NULL);
   CU_add_test(s, "handshake completes (GnuTLS, ALPN h3)", test_handshake);
@@ -1357,6 +1381,7 @@ int main(void) {
   unsigned failures = CU_get_number_of_failures();
   CU_cleanup_registry();
   pp_buf_dispose(&stray);
+  pp_buf_dispose(&new_token);
   unlink(cert_path);
   unlink(key_path);
   rmdir(tmpdir);
