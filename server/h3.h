@@ -6,7 +6,10 @@
  * session (h2.h), responses down by pp_h3_respond / pp_h3_send_data / pp_h3_send_end. No
  * sockets, no timers and no clock: every call that may send takes the time (`now`, monotonic
  * nanoseconds, the same base as uv_hrtime()), and each connection says when it next wants to be
- * woken (pp_h3_conn_expiry; pp_h3_server_expiry is the earliest over all connections).
+ * woken: on_conn_timer reports every change of pp_h3_conn_expiry, for one timer per connection
+ * (pp_h3_server_expiry, the earliest over all connections, is a linear scan for small setups
+ * and tests). A public call visits only the connections it touched (a dirty list), so the cost
+ * of a datagram does not grow with the number of connections.
  *
  * The workload assumed: one server context per listening address, up to limits.max_connections
  * clients, each with up to limits.max_streams_bidi concurrent requests answered by a Ruby worker
@@ -33,6 +36,11 @@
  * datagram (truncated), an Initial without a valid token while retry is on (a Retry is sent), a
  * Retry token that does not verify (CONNECTION_CLOSE INVALID_TOKEN), more than max_connections,
  * short headers with an unknown CID (a stateless reset, from a token bucket).
+ *
+ * Not covered: 0-RTT, session resumption, the QPACK dynamic table, server push, DATAGRAM
+ * frames, request trailers (skipped), preferred addresses. A client's STOP_SENDING has no
+ * callback in ngtcp2 0.12: ngtcp2 answers it with RESET_STREAM and the owner hears the client's
+ * code from on_close when the stream ends.
  *
  * Reentrancy: the owner's callbacks run inside ngtcp2 / nghttp3; from them the owner may call
  * pp_h3_respond, pp_h3_send_data, pp_h3_send_end, pp_h3_consume, pp_h3_reset,
@@ -170,7 +178,7 @@ typedef struct pp_h3_stats {
   uint64_t stream_limit_errors;  /* connections closed: client opened too many streams */
   uint64_t qpack_errors;         /* connections closed for a QPACK error */
   uint64_t protocol_errors;      /* connections closed for another QUIC / HTTP/3 error */
-  uint64_t idle_closes;          /* connections freed at idle timeout */
+  uint64_t idle_closes;          /* connections freed at idle or handshake timeout */
   uint64_t streams_accepted;     /* on_request returned 0 */
   uint64_t session_answers;      /* answered by the session: 413, 431, 501, on_request's */
   uint64_t peer_resets;          /* RESET_STREAM received on request streams */
