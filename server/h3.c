@@ -1342,16 +1342,14 @@ static void send_retry(pp_h3_server *srv, const ngtcp2_pkt_hd *hd, const struct 
     srv->stats.retries_sent++;
 }
 
+/* CONNECTION_CLOSE(INVALID_TOKEN) in an Initial protected with the keys of the client's DCID
+ * (what it expects from us): our SCID is that DCID, as ngtcp2's examples do. */
 static void send_invalid_token_close(pp_h3_server *srv, const ngtcp2_pkt_hd *hd,
                                      const struct sockaddr *local, socklen_t local_len,
                                      const struct sockaddr *remote, socklen_t remote_len) {
   uint8_t buf[PP_H3_MAX_DATAGRAM];
-  uint8_t scid_bytes[PP_H3_SCID_LEN];
-  rand_bytes(srv, scid_bytes, sizeof scid_bytes);
-  ngtcp2_cid scid;
-  ngtcp2_cid_init(&scid, scid_bytes, sizeof scid_bytes);
   ngtcp2_ssize n = ngtcp2_crypto_write_connection_close(buf, sizeof buf, hd->version, &hd->scid,
-                                                        &scid, NGTCP2_INVALID_TOKEN, NULL, 0);
+                                                        &hd->dcid, NGTCP2_INVALID_TOKEN, NULL, 0);
   if (n > 0) out_push(srv, buf, (size_t)n, local, local_len, remote, remote_len);
 }
 

@@ -910,6 +910,8 @@ static void test_retry(void) {
   CU_ASSERT_EQUAL(srv.stats.retries_sent, 2);
   CU_ASSERT(srv.stats.drop_token_invalid >= 1);
   CU_ASSERT(!bad->handshake_done);
+  /* The client read the CONNECTION_CLOSE (it decrypts with its own DCID's keys). */
+  CU_ASSERT(ngtcp2_conn_is_in_draining_period(bad->qc));
   CU_ASSERT_EQUAL(pp_h3_server_conn_count(&srv), 2);
   server_stop();
 }
