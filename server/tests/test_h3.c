@@ -1017,6 +1017,27 @@ static void test_stateless_reset(void) {
   server_stop();
 }
 
+static void test_reset_after_restart(void) {
+  server_start(NULL);
+  client *c = connect_client(0);
+  CU_ASSERT_FATAL(c->handshake_done);
+  /* The server restarts with the same secret: the client's next packet meets no connection and
+   * the stateless reset it gets carries the token it was given for that CID. */
+  pp_h3_server_dispose(&srv);
+  pp_h3_config cfg;
+  pp_h3_config_default(&cfg);
+  cfg.cert_file = cert_path;
+  cfg.key_file = key_path;
+  memset(cfg.secret, 0x5a, sizeof cfg.secret);
+  CU_ASSERT_FATAL(pp_h3_server_init(&srv, &server_cbs, &cfg, NULL) == 0);
+  client_request(c, "GET", "/anyone-there", NULL, 0, 0);
+  pump();
+  CU_ASSERT(srv.stats.stateless_resets >= 1);
+  CU_ASSERT(ngtcp2_conn_is_in_draining_period(c->qc));
+  CU_ASSERT_EQUAL(pp_h3_server_conn_count(&srv), 0);
+  server_stop();
+}
+
 static void short_idle(pp_h3_config *cfg) {
   cfg->limits.idle_timeout_ns = 2 * NGTCP2_SECONDS;
 }
@@ -1369,6 +1390,8 @@ int main(void) {
   CU_add_test(s, "garbage, undersized, oversized, truncated Initials dropped", test_bad_initials);
   CU_add_test(s, "unknown short-header CID: one stateless reset, rate-limited",
               test_stateless_reset);
+  CU_add_test(s, "after a restart with the same secret the client accepts the reset",
+              test_reset_after_restart);
   CU_add_test(s, "idle timeout frees a vanished client", test_idle_timeout);
   CU_add_test(s, "graceful shutdown: GOAWAY, in-flight finishes, close", test_graceful_shutdown);
   CU_add_test(s, "limits: connections, unacknowledged bytes, HEAD", test_limits);
