@@ -694,7 +694,10 @@ static int on_acked_stream_data(nghttp3_conn *h3, int64_t stream_id, uint64_t da
   (void)h3, (void)stream_user_data;
   pp_h3_conn *c = conn_user_data;
   pp_h3_stream *s = stream_of(c, stream_id);
-  if (s) ack_body(c, s, datalen);
+  if (!s) return 0;
+  ack_body(c, s, datalen);
+  if (s->owned && !s->detached && c->srv->cb->on_stream_acked)
+    c->srv->cb->on_stream_acked(c, stream_id, s->owner_data, (size_t)(s->written - s->acked));
   return 0;
 }
 

@@ -154,6 +154,10 @@ typedef struct pp_h3_callbacks {
    * connections that call touched; never after on_conn_close. Optional: without it, poll
    * pp_h3_server_expiry (a scan over every connection). */
   void (*on_conn_timer)(pp_h3_server *srv, pp_h3_conn *conn, uint64_t expiry_ns);
+  /* The client acknowledged response bytes of a stream the owner holds: pending is what
+   * pp_h3_stream_pending says now. The backpressure signal to resume reading the worker (the
+   * owner may call pp_h3_send_data from here). Optional. */
+  void (*on_stream_acked)(pp_h3_conn *conn, int64_t stream_id, void *stream_data, size_t pending);
 } pp_h3_callbacks;
 
 /* Server counters for /stats; monotonic. */

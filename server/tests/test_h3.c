@@ -110,8 +110,18 @@ static void on_conn_timer(pp_h3_server *s, pp_h3_conn *c, uint64_t expiry) {
   timer_last = expiry;
 }
 
-static const pp_h3_callbacks server_cbs = {on_conn_open, on_conn_close, on_request,   on_body,
-                                           on_body_end,  on_close,      on_conn_timer};
+static int acked_calls;
+static size_t acked_last = 1;
+static void on_stream_acked(pp_h3_conn *c, int64_t id, void *sd, size_t pending) {
+  (void)id, (void)sd;
+  acked_calls++;
+  acked_last = pending;
+  CU_ASSERT_EQUAL(pending, pp_h3_stream_pending(c, id));
+}
+
+static const pp_h3_callbacks server_cbs = {on_conn_open,  on_conn_close,  on_request,
+                                           on_body,       on_body_end,    on_close,
+                                           on_conn_timer, on_stream_acked};
 
 /* ---- the client ---- */
 
@@ -1344,8 +1354,11 @@ static void test_limits(void) {
   CU_ASSERT_EQUAL(pp_h3_respond(reqs[0].conn, sid, 200, NULL, 0, 0), 0);
   CU_ASSERT_EQUAL(pp_h3_send_data(reqs[0].conn, sid, block, sizeof block), 0);
   CU_ASSERT_EQUAL(pp_h3_send_data(reqs[0].conn, sid, block, sizeof block), PP_H3_EFULL);
-  pump(); /* acknowledged: room again */
+  acked_calls = 0;
+  pump(); /* acknowledged: room again, and the owner was told */
   CU_ASSERT_EQUAL(pp_h3_stream_pending(reqs[0].conn, sid), 0);
+  CU_ASSERT(acked_calls >= 1);
+  CU_ASSERT_EQUAL(acked_last, 0);
   CU_ASSERT_EQUAL(pp_h3_send_data(reqs[0].conn, sid, block, sizeof block), 0);
   CU_ASSERT_EQUAL(pp_h3_send_end(reqs[0].conn, sid), 0);
   pump();
