@@ -118,6 +118,10 @@ void pp_config_usage(FILE *out) {
         "  -listen ADDR           HTTP listener, repeatable: HOST:PORT, [V6]:PORT, :PORT,\n"
         "                         unix:/PATH or /PATH (default 127.0.0.1:9292)\n"
         "  -listen-tls ADDR       HTTPS listener (TLS 1.2+, ALPN h2 and http/1.1), repeatable\n"
+        "  -listen-h3 ADDR        HTTP/3 (QUIC over UDP) listener, repeatable; same certificate\n"
+        "                         as -listen-tls. TCP responses then carry Alt-Svc for it\n"
+        "  -h3-retry              QUIC address validation: Retry before keeping any state\n"
+        "  -no-alt-svc            do not advertise the HTTP/3 listener with Alt-Svc\n"
         "  -tls-cert FILE         certificate chain (PEM) for -listen-tls; without it a\n"
         "                         development certificate is generated in the runtime dir\n"
         "  -tls-key FILE          private key (PEM) for -tls-cert\n"
@@ -194,7 +198,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     }
     /* boolean flags */
     if (!strcmp(key, "quiet") || !strcmp(key, "autoscale") || !strcmp(key, "shed") ||
-        !strcmp(key, "h2c") || !strcmp(key, "no-h2")) {
+        !strcmp(key, "h2c") || !strcmp(key, "no-h2") || !strcmp(key, "h3-retry") ||
+        !strcmp(key, "no-alt-svc")) {
       int on = 1;
       if (value) {
         if (!strcmp(value, "true") || !strcmp(value, "1"))
@@ -214,6 +219,10 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
         c->h2c = on;
       else if (!strcmp(key, "no-h2"))
         c->no_h2 = on;
+      else if (!strcmp(key, "h3-retry"))
+        c->h3_retry = on;
+      else if (!strcmp(key, "no-alt-svc"))
+        c->no_alt_svc = on;
       else
         c->shed = on;
       continue;
@@ -246,6 +255,14 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
         return -1;
       }
       bad = pp_addr_parse(&c->listen_tls[c->listen_tls_count++], value);
+    } else if (!strcmp(key, "listen-h3")) {
+      if (c->listen_h3_count >= PP_MAX_LISTEN) {
+        snprintf(err, err_len, "-listen-h3: at most %d listeners", PP_MAX_LISTEN);
+        return -1;
+      }
+      bad = pp_addr_parse(&c->listen_h3[c->listen_h3_count], value) ||
+            c->listen_h3[c->listen_h3_count].is_unix;
+      c->listen_h3_count++;
     } else if (!strcmp(key, "tls-cert"))
       c->tls_cert = value;
     else if (!strcmp(key, "tls-key"))
@@ -316,7 +333,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     snprintf(err, err_len, "-tls-cert and -tls-key go together (or neither: a development cert)");
     return -1;
   }
-  if (default_listen && c->listen_count == 0 && c->listen_tls_count == 0) {
+  if (default_listen && c->listen_count == 0 && c->listen_tls_count == 0 &&
+      c->listen_h3_count == 0) {
     pp_addr_parse(&c->listen[0], "127.0.0.1:9292");
     c->listen_count = 1;
   }

@@ -25,7 +25,11 @@ typedef struct pp_config {
   pp_addr listen[PP_MAX_LISTEN];
   int listen_count; /* -listen (repeatable) */
   pp_addr listen_tls[PP_MAX_LISTEN];
-  int listen_tls_count;    /* -listen-tls (repeatable) */
+  int listen_tls_count; /* -listen-tls (repeatable) */
+  pp_addr listen_h3[PP_MAX_LISTEN];
+  int listen_h3_count;     /* -listen-h3 (repeatable): HTTP/3 over QUIC (UDP) */
+  int h3_retry;            /* -h3-retry: address validation by Retry before any state */
+  int no_alt_svc;          /* -no-alt-svc: no Alt-Svc header for the HTTP/3 listener */
   const char *tls_cert;    /* -tls-cert (PEM, chain included; NULL: a development cert) */
   const char *tls_key;     /* -tls-key */
   int h2c;                 /* -h2c: cleartext HTTP/2 (prior knowledge, Upgrade) on -listen */

@@ -117,5 +117,8 @@ void pp_h2conn_abandon_all(client *c);
 void pp_h2conn_dispose(client *c);
 /* No stream and nothing being written. */
 int pp_h2conn_idle(const client *c);
+/* The response pairs of a RESPONSE_HEAD as pp_h2_header entries in *out (pointers into the
+ * frame), plus Alt-Svc when an HTTP/3 listener is open. Returns the count. Shared by h3conn. */
+size_t pp_h2conn_headers(server *s, const pp_wire_pairs *pairs, pp_buf *out);
 
 #endif

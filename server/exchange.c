@@ -18,13 +18,16 @@ pp_exchange *pp_exchange_get(server *s, const pp_exchange_ops *ops, void *owner)
     memset(x, 0, sizeof *x);
     pp_buf_init(&x->head);
     pp_buf_init(&x->body);
+    pp_buf_init(&x->resp_overflow);
   }
-  pp_buf head = x->head, body = x->body;
+  pp_buf head = x->head, body = x->body, overflow = x->resp_overflow;
   memset(x, 0, sizeof *x);
   x->head = head;
   x->body = body;
+  x->resp_overflow = overflow;
   x->head.len = 0;
   x->body.len = 0;
+  x->resp_overflow.len = 0;
   x->srv = s;
   x->ops = ops;
   x->owner = owner;
@@ -40,6 +43,7 @@ void pp_exchange_release(server *s, pp_exchange *x) {
   /* A buffer that grew for one huge request does not stay huge. */
   if (x->body.cap > 2 * PP_BODY_BUFFER_LIMIT) pp_buf_dispose(&x->body);
   if (x->head.cap > 262144) pp_buf_dispose(&x->head);
+  if (x->resp_overflow.cap > 262144) pp_buf_dispose(&x->resp_overflow);
   x->next_free = s->free_exchanges;
   s->free_exchanges = x;
   s->live_requests--;

@@ -91,7 +91,9 @@ struct pp_exchange {
   /* Session-private response state (the exchange layer never reads these). */
   int keep_alive, msg_complete, resp_chunked, resp_no_body, resp_close;
   int local_status;         /* h1: answered by the server itself with this status (shed) */
-  int32_t stream_id;        /* h2: the stream */
+  int64_t stream_id;        /* h2, h3: the stream */
+  pp_buf resp_overflow;     /* h3: response bytes the session could not take yet */
+  int end_pending;          /* h3: RESPONSE_END came while resp_overflow held bytes */
   pp_qnode olink;           /* h2: in the connection's list of streams */
   uint64_t body_unconsumed; /* h2: request-body bytes not yet released to flow control */
 };

@@ -327,13 +327,35 @@ int pp_h2conn_idle(const client *c) {
 /* ---------------------------------------------------------------- response events */
 
 static void local_response(client *c, pp_exchange *x, int status, const char *msg) {
-  static const pp_h2_header ctype = {(const uint8_t *)"content-type", 12,
-                                     (const uint8_t *)"text/plain", 10};
-  pp_h2_respond(c->h2, x->stream_id, status, &ctype, 1, 0);
+  pp_h2_header hd[2] = {
+      {(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10},
+      {(const uint8_t *)"alt-svc", 7, (const uint8_t *)c->srv->alt_svc, strlen(c->srv->alt_svc)}};
+  pp_h2_respond(c->h2, x->stream_id, status, hd, c->srv->alt_svc[0] ? 2 : 1, 0);
   pp_h2_send_data(c->h2, x->stream_id, (const uint8_t *)msg, strlen(msg));
   pp_h2_send_end(c->h2, x->stream_id);
   pp_count_status(c->srv, status);
   c->srv->stats.responses++;
+}
+
+size_t pp_h2conn_headers(server *s, const pp_wire_pairs *pairs, pp_buf *out) {
+  out->len = 0;
+  pp_wire_pairs_iter it;
+  pp_wire_pairs_iter_init(&it, pairs);
+  const uint8_t *k, *v;
+  uint32_t kl, vl;
+  size_t n = 0;
+  while (pp_wire_pairs_next(&it, &k, &kl, &v, &vl)) {
+    pp_h2_header hd = {k, kl, v, vl};
+    pp_buf_append(out, &hd, sizeof hd);
+    n++;
+  }
+  if (s->alt_svc[0]) {
+    pp_h2_header hd = {(const uint8_t *)"alt-svc", 7, (const uint8_t *)s->alt_svc,
+                       strlen(s->alt_svc)};
+    pp_buf_append(out, &hd, sizeof hd);
+    n++;
+  }
+  return n;
 }
 
 static void x_head(pp_exchange *x, const pp_wire_frame *f) {
@@ -341,22 +363,12 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
   server *s = c->srv;
   int status = f->status;
   x->resp_no_body = x->head_method || status < 200 || status == 204 || status == 304;
-  c->h2hdrs.len = 0;
-  pp_wire_pairs_iter it;
-  pp_wire_pairs_iter_init(&it, &f->pairs);
-  const uint8_t *k, *v;
-  uint32_t kl, vl;
-  size_t n = 0;
-  while (pp_wire_pairs_next(&it, &k, &kl, &v, &vl)) {
-    pp_h2_header hd = {k, kl, v, vl};
-    pp_buf_append(&c->h2hdrs, &hd, sizeof hd);
-    n++;
-  }
+  size_t n = pp_h2conn_headers(s, &f->pairs, &c->h2hdrs);
   if (pp_h2_respond(c->h2, x->stream_id, status, (const pp_h2_header *)c->h2hdrs.data, n,
                     x->resp_no_body) < 0) {
     /* a status HTTP/2 cannot carry (101, or outside 100..599): the app's error */
     LOG_ERR(s, "client %s: stream %d: the app's status %d cannot be sent over HTTP/2", c->remote,
-            x->stream_id, status);
+            (int)x->stream_id, status);
     local_response(c, x, 500, "500 Internal Server Error\n");
     s->stats.errors_500++;
     x->resp_no_body = 1;

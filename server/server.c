@@ -83,7 +83,10 @@ void pp_drain_check(server *s) {
     else if (c->ls->kind == LISTEN_HTTP && !c->req)
       partial = 1;
   }
-  if (s->queue.len == 0 && s->live_requests == 0 && !partial) pp_shepherd_stop(s);
+  if (s->queue.len || s->live_requests || partial) return;
+  /* QUIC connections close after their GOAWAY; wait briefly so clients see a clean close */
+  if (pp_h3conn_live(s) && pp_now_ns() - s->drain_started_ns < 1000000000LL) return;
+  pp_shepherd_stop(s);
 }
 
 static void on_drain_timer(uv_timer_t *t) {
@@ -112,6 +115,7 @@ static void begin_drain(server *s) {
   LOG_ERR(s, "draining: no new connections; %u queued, %u in flight", s->queue.len,
           s->reg.slots_busy);
   pp_listeners_close_http(s);
+  pp_h3conn_drain(s);
   pp_qnode *n = s->clients.head.next;
   while (n != &s->clients.head) { /* HTTP/2 connections: GOAWAY, then their streams finish */
     client *c = PP_CONTAINER_OF(n, client, link);
@@ -245,7 +249,7 @@ static int open_runtime(server *s) {
  * into the runtime directory. 0, or -1 (logged). */
 static int open_tls(server *s) {
   pp_config *cfg = s->cfg;
-  if (cfg->listen_tls_count == 0) return 0;
+  if (cfg->listen_tls_count == 0 && cfg->listen_h3_count == 0) return 0;
   char err[512];
   const char *cert = cfg->tls_cert, *key = cfg->tls_key;
   if (!cert) {
@@ -273,6 +277,8 @@ static int open_tls(server *s) {
 static int open_listeners(server *s) {
   pp_config *cfg = s->cfg;
   if (open_tls(s) < 0) return -1;
+  if (cfg->listen_h3_count && pp_h3conn_open_all(s, s->tls_ctx.cert_file, s->tls_ctx.key_file) < 0)
+    return -1;
   for (int i = 0; i < cfg->listen_tls_count; i++) {
     listener *ls = &s->listeners[s->listener_count++];
     ls->addr = cfg->listen_tls[i];

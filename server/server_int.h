@@ -17,6 +17,7 @@
 #include "server/config.h"
 #include "server/conn.h"
 #include "server/exchange.h"
+#include "server/h3conn.h"
 #include "server/http1.h"
 #include "server/queue.h"
 #include "server/shepherd.h"
@@ -40,7 +41,7 @@ typedef struct pp_stats {
   uint64_t cancelled_queued, cancelled_running, shed, errors_502, errors_500;
   uint64_t timeouts, worker_restarts, worker_protocol_errors;
   uint64_t connections_accepted, connections_refused;
-  uint64_t h2_connections, h2c_upgrades;
+  uint64_t h2_connections, h2c_upgrades, h3_connections;
   /* summed over connections from each session's pp_h2_stats */
   uint64_t h2_streams, h2_peer_resets, h2_stream_errors, h2_refused_streams, h2_protocol_errors,
       h2_connection_errors, h2_flood_closes;
@@ -113,7 +114,10 @@ struct server {
   controller ctl_state;
 
   pp_admit_state admit; /* the admission rule's memory (control/admit.h) */
-  pp_tls_ctx tls_ctx;   /* for -listen-tls (tls_enabled) */
+  char alt_svc[64];     /* the Alt-Svc value while an HTTP/3 listener is open, else "" */
+  struct pp_h3_listener *h3[PP_MAX_LISTEN]; /* -listen-h3 (h3conn.c) */
+  int h3_count;
+  pp_tls_ctx tls_ctx; /* for -listen-tls (tls_enabled) */
   int tls_enabled;
   char tls_dev_cert[300], tls_dev_key[300]; /* a generated development pair, removed at exit */
   uint8_t tls_rbuf[PP_TLS_READ_BUF];
