@@ -47,7 +47,7 @@ void pp_exchange_release(server *s, pp_exchange *x) {
   x->next_free = s->free_exchanges;
   s->free_exchanges = x;
   s->live_requests--;
-  if (s->draining) pp_drain_check(s);
+  /* drain check deferred to the drain timer */
 }
 
 int pp_exchange_admit(server *s) {

@@ -300,9 +300,45 @@ static ssize_t send_cb(nghttp2_session *session, const uint8_t *data, size_t len
   return (ssize_t)n;
 }
 
+#define OPENED_IDS 1024 /* odd stream ids remembered below max_client_id */
+
+static unsigned opened_bit(int32_t id) {
+  return (unsigned)(id >> 1) % OPENED_IDS;
+}
+
+/* RFC 9113 5.1.1: a HEADERS for a lower stream id that was never opened (skipped, so
+ * implicitly closed) is a connection error PROTOCOL_ERROR. nghttp2 ignores it (it cannot tell
+ * it from a closed stream), leaving the client's request unanswered. Ids further back than
+ * OPENED_IDS are still ignored. */
+static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, void *user_data) {
+  (void)session;
+  pp_h2 *h = of(user_data);
+  int32_t id = hd->stream_id;
+  if (hd->type != NGHTTP2_HEADERS || !(id & 1) || id >= h->max_client_id) return 0;
+  if ((h->max_client_id - id) / 2 >= OPENED_IDS) return 0;
+  unsigned b = opened_bit(id);
+  if (h->opened[b / 8] & (1u << (b % 8))) return 0;
+  h->stats.protocol_errors++;
+  return NGHTTP2_ERR_CALLBACK_FAILURE;
+}
+
+static void mark_opened(pp_h2 *h, int32_t id) {
+  if (id <= h->max_client_id) return;
+  int32_t from = h->max_client_id + 2;
+  if ((id - from) / 2 >= OPENED_IDS) from = id - 2 * (OPENED_IDS - 1);
+  for (int32_t k = from; k < id; k += 2) {
+    unsigned b = opened_bit(k);
+    h->opened[b / 8] &= (uint8_t) ~(1u << (b % 8));
+  }
+  unsigned b = opened_bit(id);
+  h->opened[b / 8] |= (uint8_t)(1u << (b % 8));
+  h->max_client_id = id;
+}
+
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
   pp_h2 *h = of(user_data);
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  mark_opened(h, frame->hd.stream_id);
   h->hdr_raw.len = h->hdr_spans.len = 0;
   h->hdr_size = 0;
   pp_h2_stream *s = stream_new(h, frame->hd.stream_id);
@@ -504,6 +540,7 @@ static int session_new(pp_h2 *h, const pp_h2_callbacks *cb, const pp_h2_limits *
   }
   nghttp2_session_callbacks_set_send_callback(cbs, send_cb);
   nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
+  nghttp2_session_callbacks_set_on_begin_frame_callback(cbs, on_begin_frame);
   nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
   nghttp2_session_callbacks_set_on_invalid_header_callback(cbs, on_invalid_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
@@ -604,6 +641,7 @@ int pp_h2_init_upgrade(pp_h2 *h, const pp_h2_callbacks *cb, const pp_h2_limits *
     buffers_dispose(h);
     return PP_H2_EINVAL;
   }
+  mark_opened(h, 1); /* the upgrading request is stream 1 (RFC 7540 section 3.2) */
   pp_h2_stream *s = stream_new(h, 1);
   nghttp2_session_set_stream_user_data(h->session, 1, s);
   s->owned = 1;
@@ -688,9 +726,36 @@ ssize_t pp_h2_feed(pp_h2 *h, const uint8_t *data, size_t len) {
   if (h->err) return PP_H2_EFINISHED;
   if (len == 0) return 0;
   scan_frames(h, data, len);
-  h->depth++;
-  ssize_t rv = nghttp2_session_mem_recv(h->session, data, len);
-  h->depth--;
+  /* nghttp2 must see every frame header whole: its CONTINUATION limit counts once per call
+   * that enters the frame-header state, so a header cut across reads would count several
+   * times. A trailing incomplete frame header is held back until it is complete. */
+  ssize_t rv = 0;
+  size_t off = 0;
+  if (h->hold_len) {
+    size_t need = FRAME_HEADER_LEN - h->hold_len, k = len < need ? len : need;
+    memcpy(h->hold + h->hold_len, data, k);
+    h->hold_len += (uint32_t)k;
+    off = k;
+    if (h->hold_len == FRAME_HEADER_LEN) {
+      h->hold_len = 0;
+      h->depth++;
+      rv = nghttp2_session_mem_recv(h->session, h->hold, FRAME_HEADER_LEN);
+      h->depth--;
+    }
+  }
+  size_t tail = 0;
+  if (!h->hold_len && !h->scan_skip && h->scan_left == 0 && h->scan_hdr_len > 0 &&
+      h->scan_hdr_len < FRAME_HEADER_LEN)
+    tail = h->scan_hdr_len; /* the last bytes of data */
+  if (rv >= 0 && len - off > tail) {
+    h->depth++;
+    rv = nghttp2_session_mem_recv(h->session, data + off, len - off - tail);
+    h->depth--;
+  }
+  if (rv >= 0 && tail && off < len) {
+    memcpy(h->hold, data + len - tail, tail);
+    h->hold_len = (uint32_t)tail;
+  }
   h->stats.bytes_in += len;
   if (rv < 0) {
     int flood = rv == NGHTTP2_ERR_FLOODED || h->flood_detected;

@@ -157,7 +157,11 @@ struct pp_h2 {
   int local_goaway;    /* the next GOAWAY sent is ours (pp_h2_goaway), not nghttp2's */
   int last_recv_type;  /* type of the last frame received (rapid-reset detection) */
   uint32_t resets_since_output; /* RST_STREAM received since pp_h2_output last ran */
-  int flood_detected; /* set in a callback: more resets than reset_burst without a write */
+  int flood_detected;    /* set in a callback: more resets than reset_burst without a write */
+  int32_t max_client_id; /* the highest stream id a request HEADERS opened */
+  uint8_t opened[128];   /* which of the 1024 odd ids up to it were opened (ring) */
+  uint8_t hold[9];       /* an incomplete frame header held back from nghttp2 ... */
+  uint32_t hold_len;     /* ... and its length (0-8) */
 
   pp_h2_stream *live;    /* streams with a record, doubly linked */
   pp_h2_stream *free;    /* records kept for reuse (their buffers too) */
