@@ -12,7 +12,7 @@ PACKAGES=(
   libgsl-dev libsqlite3-dev sqlite3 libyaml-dev libjansson-dev libcunit1-dev
   gnuplot-nox
   ruby ruby-dev ruby-rack puma ruby-sinatra ruby-minitest
-  nghttp2-client ngtcp2-client wrk curl valgrind procps
+  nghttp2-client ngtcp2-client wrk curl valgrind procps python3-h2
 )
 
 missing=()
