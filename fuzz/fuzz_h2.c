@@ -36,6 +36,7 @@
 #include "server/h2.h"
 
 #include "fuzz/check.h"
+#include "fuzz/known.h"
 
 #define MAX_INPUT        12000
 #define OUT_STEP         4096
@@ -223,6 +224,20 @@ static void run(owner *o, const uint8_t *data, size_t size, size_t split, outcom
     CHECK(o->streams[i].closed);
 }
 
+/* Pending finding 6 (docs/FUZZING.md): nghttp2 counts a CONTINUATION once per
+ * nghttp2_session_mem_recv call that enters its frame-header state, so a split inside a
+ * CONTINUATION frame header can push a header block over the 8-CONTINUATION limit in the cut
+ * run only. With PP_FUZZ_SKIP_KNOWN=1 such splits are skipped. */
+static int split_in_continuation_header(const uint8_t *st, size_t total, size_t split) {
+  size_t off = 24;
+  while (off < total) {
+    if (off + 3 < total && st[off + 3] == 9 && split > off && split < off + 9) return 1;
+    if (off + 9 > total) break;
+    off += 9 + ((size_t)st[off] << 16 | (size_t)st[off + 1] << 8 | st[off + 2]);
+  }
+  return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
   size_t split_seed = (size_t)data[0] << 8 | data[1];
@@ -235,6 +250,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(stream, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
   if (size) memcpy(stream + 24, data, size);
   size_t split = split_seed % (total + 1);
+  if (pp_fuzz_skip_known() && split_in_continuation_header(stream, total, split)) {
+    free(stream);
+    return 0;
+  }
 
   outcome whole, cut;
   run(&runs[0], stream, total, total, &whole);
