@@ -238,6 +238,21 @@ static int split_in_continuation_header(const uint8_t *st, size_t total, size_t 
   return 0;
 }
 
+/* Pending finding 7 (docs/FUZZING.md): once the client's GOAWAY has been read and no stream is
+ * open, nghttp2_session_want_read() is 0 and every later nghttp2_session_mem_recv call ignores
+ * its input, while frames after the GOAWAY in the same call are still processed. With
+ * PP_FUZZ_SKIP_KNOWN=1, inputs whose split point follows a complete GOAWAY frame are skipped. */
+static int split_after_goaway(const uint8_t *st, size_t total, size_t split) {
+  size_t off = 24;
+  while (off + 9 <= total) {
+    size_t end = off + 9 + ((size_t)st[off] << 16 | (size_t)st[off + 1] << 8 | st[off + 2]);
+    if (end > split) return 0;
+    if (st[off + 3] == 7) return 1;
+    off = end;
+  }
+  return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
   size_t split_seed = (size_t)data[0] << 8 | data[1];
@@ -250,7 +265,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(stream, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
   if (size) memcpy(stream + 24, data, size);
   size_t split = split_seed % (total + 1);
-  if (pp_fuzz_skip_known() && split_in_continuation_header(stream, total, split)) {
+  if (pp_fuzz_skip_known() && (split_in_continuation_header(stream, total, split) ||
+                               split_after_goaway(stream, total, split))) {
     free(stream);
     return 0;
   }
