@@ -109,8 +109,8 @@ static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
   s->no_body = rq->end_stream != 0;
   s->body_hash = 14695981039346656037ull;
   o->accepted++;
-  uint64_t shape = rq->header_count << 8 | (uint64_t)rq->end_stream << 1 |
-                   (uint64_t)rq->has_content_length;
+  uint64_t shape =
+      rq->header_count << 8 | (uint64_t)rq->end_stream << 1 | (uint64_t)rq->has_content_length;
   event(o, 'R', rq->stream_id, shape);
   mix(&o->events, rq->method, rq->method_len);
   mix(&o->events, rq->path, rq->path_len);
@@ -172,8 +172,7 @@ typedef struct outcome {
 } outcome;
 
 static int is_h2_err(ssize_t rc) {
-  return rc == PP_H2_EPROTO || rc == PP_H2_EFLOOD || rc == PP_H2_ELIBRARY ||
-         rc == PP_H2_EFINISHED;
+  return rc == PP_H2_EPROTO || rc == PP_H2_EFLOOD || rc == PP_H2_ELIBRARY || rc == PP_H2_EFINISHED;
 }
 
 static void run(owner *o, const uint8_t *data, size_t size, size_t split, outcome *res) {
