@@ -257,6 +257,9 @@ def h2():
     head = settings + frame(1, 0x4, 3, req("/echo", "POST", [("content-length", "33")]))
     body = head + frame(0, 0, 3, b"hello " + b"\0" * 64)
     write(d, "data-over-content-length-split.bin", struct.pack(">H", 24 + len(head) + 9 + 3) + body)
+    # A connection error, then more bytes in the second feed (refused with PP_H2_EFINISHED).
+    head = settings + frame(0, 1, 0, b"x")
+    write(d, "error-then-more.bin", struct.pack(">H", 24 + len(head)) + head + get * 3)
 
 
 if __name__ == "__main__":
