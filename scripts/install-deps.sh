@@ -13,6 +13,7 @@ PACKAGES=(
   gnuplot-nox
   ruby ruby-dev ruby-rack puma ruby-sinatra ruby-minitest
   nghttp2-client nghttp2-server openssl ngtcp2-client wrk curl valgrind procps
+  python3
 )
 
 missing=()
