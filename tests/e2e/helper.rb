@@ -71,15 +71,21 @@ module E2E
 
   # One running server (its own process group: the shepherd and the workers are in it too).
   class Server
-    attr_reader :port, :control_port, :pid, :log_path, :args
+    attr_reader :port, :control_port, :pid, :log_path, :args, :https_port
 
     # `command`, when given, starts something other than the server binary (e.g. `bundle exec
     # puma-plus ...` in an app's folder): it is called with (port, control_port) and returns
     # the argv; it must make the server listen there with `workers` workers.
+    # tls: true adds a TLS listener (-listen-tls) on a free port of its own (https_port);
+    # pass -tls-cert/-tls-key in extra, or none for the generated development certificate.
     def initialize(app: MIX, workers: 1, threads: 4, extra: [], boot_timeout: 30, token: nil, env: {},
-                   command: nil, chdir: nil)
+                   command: nil, chdir: nil, tls: false)
       @token = token
       extra += ["-control-token", token] if token
+      if tls
+        @https_port = E2E.free_port
+        extra += ["-listen-tls", "127.0.0.1:#{@https_port}"]
+      end
       @port = E2E.free_port
       @control_port = E2E.free_port
       @workers = workers
