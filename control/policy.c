@@ -38,6 +38,8 @@ typedef struct field {
   { name, kind, offsetof(pp_policy, member), 1 }
 #define FIELD2(name, kind, member)                                                                 \
   { name, kind, offsetof(pp_policy, member), 2 }
+#define FIELD3(name, kind, member)                                                                 \
+  { name, kind, offsetof(pp_policy, member), 3 }
 static const field fields[] = {
     FIELD("tick", F_DURATION, tick_ns),
     FIELD("min_workers", F_U32, min_workers),
@@ -66,6 +68,11 @@ static const field fields[] = {
     FIELD2("shed.interval", F_DURATION, shed_interval_ns),
     FIELD2("shed.client_timeout", F_DURATION, shed_client_timeout_ns),
     FIELD2("shed.slo", F_DURATION, shed_slo_ns),
+    FIELD3("standby", F_U32, standby),
+    FIELD3("predict.enabled", F_BOOL, predict_enabled),
+    FIELD3("predict.horizon", F_DURATION, predict_horizon_ns),
+    FIELD3("predict.alpha", F_DOUBLE, predict_alpha),
+    FIELD3("predict.beta", F_DOUBLE, predict_beta),
 };
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
@@ -97,12 +104,18 @@ const char *const pp_policy_field_names[] = {
     "shed.interval",
     "shed.client_timeout",
     "shed.slo",
+    "standby",
+    "predict.enabled",
+    "predict.horizon",
+    "predict.alpha",
+    "predict.beta",
     NULL,
 };
 
 /* Longest duration any field accepts: keeps now + cooldown far from int64 overflow. */
 #define DURATION_MAX_NS (1ull << 62)
 #define WORKERS_MAX     65536u
+#define STANDBY_MAX     64u
 #define THREADS_MAX     1024u
 
 void pp_policy_defaults(pp_policy *p) {
@@ -134,6 +147,11 @@ void pp_policy_defaults(pp_policy *p) {
   p->shed_interval_ns = 500000000ull;
   p->shed_client_timeout_ns = 20000000000ull;
   p->shed_slo_ns = 150000000ull;
+  p->standby = 0;
+  p->predict_enabled = 0;
+  p->predict_horizon_ns = 3000000000ull;
+  p->predict_alpha = 0.5;
+  p->predict_beta = 0.3;
 }
 
 static const char *const shed_rule_names[] = {"predicted", "drain", "codel"};
@@ -529,6 +547,15 @@ int pp_policy_validate(const pp_policy *p, pp_policy_error *err) {
         "must be greater than 0");
   CHECK(p->shed_slo_ns < p->shed_client_timeout_ns, "shed.slo",
         "must be less than shed.client_timeout");
+  CHECK(p->standby <= STANDBY_MAX, "standby", "must be at most 64");
+  CHECK(p->predict_enabled == 0 || p->predict_enabled == 1, "predict.enabled",
+        "must be true or false");
+  CHECK(p->predict_horizon_ns > 0 && p->predict_horizon_ns <= DURATION_MAX_NS, "predict.horizon",
+        "must be greater than 0");
+  CHECK(p->predict_alpha > 0 && p->predict_alpha <= 1, "predict.alpha", "must be in (0, 1]");
+  CHECK(p->predict_alpha >= DBL_MIN, "predict.alpha", TOO_SMALL);
+  CHECK(p->predict_beta > 0 && p->predict_beta <= 1, "predict.beta", "must be in (0, 1]");
+  CHECK(p->predict_beta >= DBL_MIN, "predict.beta", TOO_SMALL);
   CHECK(p->tick_ns <= DURATION_MAX_NS && p->target_queue_p95_ns <= DURATION_MAX_NS, "tick",
         "is too large");
 #undef CHECK
@@ -603,7 +630,8 @@ static int walk_mapping(parse_ctx *c, yaml_document_t *doc, yaml_node_t *map, co
       return PP_CTL_EINVAL;
     }
     if (v->type == YAML_MAPPING_NODE && prefix[0] == '\0' &&
-        (strcmp(name, "threads") == 0 || strcmp(name, "shed") == 0)) {
+        (strcmp(name, "threads") == 0 || strcmp(name, "shed") == 0 ||
+         strcmp(name, "predict") == 0)) {
       int rc = walk_mapping(c, doc, v, name);
       if (rc) return rc;
       continue;
