@@ -358,7 +358,7 @@ static void overload_run(const pp_scenario *s, const char *config, const pp_poli
   CU_ASSERT_EQUAL_FATAL(pp_report_busiest_phase(s, &from, &to), 0);
   CU_ASSERT_EQUAL(from, 10);
   CU_ASSERT_EQUAL(to, 22);
-  pp_report_item item = {config, &r.summary, r.timeline, r.timeline_len, NULL};
+  pp_report_item item = {config, &r.summary, r.timeline, r.timeline_len, NULL, 0, 0, 0, 0};
   *queue_p99_ns = r.summary.queue_p99_ns;
   *busy_rps = pp_report_rps_between(&item, from, to);
   pp_sim_result_dispose(&r);
