@@ -146,19 +146,16 @@ int pp_action_parse(const char *name, pp_action *out) {
 
 /* What one tick sees, derived once from the observation and policy. */
 typedef struct view {
-  uint64_t wait;        /* W_pred */
-  uint64_t p95;         /* queue p95 (0 when nothing was dispatched) */
-  uint64_t target;      /* target queue p95 */
-  uint64_t severe;      /* severe threshold */
-  uint32_t expected;    /* ready + booting */
-  uint32_t tpw;         /* threads per worker used for sizing */
-  double offered;       /* arrival_rate * S: slots' worth of work arriving */
-  double rho;           /* offered / c */
-  double rate;          /* the rate sizing aims at: arrival_rate, or the predicted one */
-  double offered_sized; /* rate * S */
-  double rho_pred;      /* offered_sized / c */
-  uint32_t standby;     /* standby workers parked (activatable now) */
-  int over_p95, over_wait, breach, severe_now, calm, pred_breach;
+  uint64_t wait;     /* W_pred */
+  uint64_t p95;      /* queue p95 (0 when nothing was dispatched) */
+  uint64_t target;   /* target queue p95 */
+  uint64_t severe;   /* severe threshold */
+  uint32_t expected; /* ready + booting */
+  uint32_t tpw;      /* threads per worker used for sizing */
+  double offered;    /* arrival_rate * S: slots' worth of work arriving */
+  double rho;        /* offered / c */
+  uint32_t standby;  /* standby workers parked (activatable now) */
+  int over_p95, over_wait, breach, severe_now, calm;
 } view;
 
 /* The common tail of most reasons: "(predicted 557ms, rho 0.92, 1 worker ready, 0 booting)". */
@@ -186,15 +183,6 @@ static void put_breach(line *l, const view *v, uint32_t ticks) {
    * the predicted wait while queue p95 is only over target ("p95 140ms over severe 200ms"
    * would be false). */
   int use_p95 = v->severe_now ? v->p95 > v->severe : v->over_p95;
-  if (!v->severe_now && !v->over_p95 && !v->over_wait && v->pred_breach) {
-    put(l, "predicted rate ");
-    put_u64(l, (uint64_t)(v->rate + 0.5));
-    put(l, "/s would put rho at ");
-    put_ratio(l, v->rho_pred);
-    put(l, " for ");
-    put_count(l, ticks, "tick", "ticks");
-    return;
-  }
   if (use_p95) {
     put(l, "queue p95 ");
     put_dur(l, v->p95);
@@ -254,7 +242,7 @@ static uint32_t worker_cap(const pp_policy *p, const pp_observation *o, const vi
 static double workers_needed(const pp_policy *p, const pp_observation *o, const view *v) {
   double horizon = (double)(p->spawn_cooldown_ns > p->tick_ns ? p->spawn_cooldown_ns : p->tick_ns);
   double drain = (double)o->queue_len * (double)o->service_mean_ns / horizon;
-  double slots = v->offered_sized / p->target_utilisation + drain;
+  double slots = v->offered / p->target_utilisation + drain;
   double w = ceil(slots / (double)v->tpw);
   return w > 1e9 ? 1e9 : w;
 }
@@ -271,26 +259,6 @@ static void put_standby_split(line *l, uint32_t activated, uint32_t forked) {
   put(l, " from standby, ");
   put_u64(l, forked);
   put(l, " forked");
-}
-
-/* Holt's linear smoothing of the arrival rate, once per tick, and the rate one horizon ahead.
- * Only runs with predict.enabled, so the state of every other policy is untouched. A level of
- * 0 with a trend of 0 is "not started": the first tick sets the level to the rate. */
-static double predict_rate(const pp_policy *p, pp_ctl_state *st, const pp_observation *o) {
-  double r = o->arrival_rate;
-  double dt = (double)(o->window_ns ? o->window_ns : p->tick_ns) / 1e9;
-  if (st->rate_level == 0 && st->rate_trend == 0) {
-    st->rate_level = r;
-  } else {
-    double prev = st->rate_level;
-    st->rate_level = p->predict_alpha * r + (1 - p->predict_alpha) * (prev + st->rate_trend * dt);
-    st->rate_trend =
-        p->predict_beta * (st->rate_level - prev) / dt + (1 - p->predict_beta) * st->rate_trend;
-  }
-  if (!isfinite(st->rate_level) || !isfinite(st->rate_trend))
-    st->rate_level = r, st->rate_trend = 0;
-  double ahead = st->rate_level + st->rate_trend * ((double)p->predict_horizon_ns / 1e9);
-  return ahead > r && isfinite(ahead) ? ahead : r;
 }
 
 static int policy_ok(const pp_policy *p, line *l) {
@@ -341,18 +309,9 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
   v.offered = o->arrival_rate * (double)o->service_mean_ns / 1e9;
   v.rho = o->slots_ready ? v.offered / (double)o->slots_ready : 0;
   if (!isfinite(v.rho)) v.rho = 0;
-  v.rate = o->arrival_rate;
-  if (p->predict_enabled) d.predicted_rate = v.rate = predict_rate(p, st, o);
-  v.offered_sized = v.rate * (double)o->service_mean_ns / 1e9;
-  v.rho_pred = o->slots_ready ? v.offered_sized / (double)o->slots_ready : 0;
-  if (!isfinite(v.rho_pred)) v.rho_pred = 0;
   v.over_p95 = v.p95 > v.target;
   v.over_wait = v.wait > v.target;
-  /* Predictive sizing also sees a breach coming: the rate expected one horizon ahead would
-   * overload the ready slots before the queue shows it. */
-  v.pred_breach =
-      p->predict_enabled && o->slots_ready > 0 && v.rho_pred > 1 && v.rate > o->arrival_rate;
-  v.breach = v.over_p95 || v.over_wait || v.pred_breach;
+  v.breach = v.over_p95 || v.over_wait;
   v.severe_now = v.p95 > v.severe || v.wait > v.severe;
   v.calm = !v.breach && o->queue_len == 0 && o->slots_ready > 0 &&
            v.p95 <= mul_clamp(v.target, p->calm_fraction) &&

@@ -81,7 +81,6 @@ static const jfield state_fields[] = {
     STATE(last_thread_ns, K_I64),     STATE(workers_wanted, K_U32),
     STATE(threads_wanted, K_U32),     STATE(shedding, K_BOOL),
     STATE2(standby_wanted, K_U32, 0), STATE2(last_activate_ns, K_I64, 1),
-    STATE2(rate_level, K_F64, 0),     STATE2(rate_trend, K_F64, 0),
 };
 
 static const jfield decision_fields[] = {
@@ -95,7 +94,6 @@ static const jfield decision_fields[] = {
     {"reason", K_STR, offsetof(pp_decision, reason), sizeof(((pp_decision *)0)->reason), 1, 0},
     DEC2(activate, K_U32),
     DEC2(standby_spawn, K_U32),
-    DEC2(predicted_rate, K_F64),
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))

@@ -69,10 +69,6 @@ static const field fields[] = {
     FIELD2("shed.client_timeout", F_DURATION, shed_client_timeout_ns),
     FIELD2("shed.slo", F_DURATION, shed_slo_ns),
     FIELD3("standby", F_U32, standby),
-    FIELD3("predict.enabled", F_BOOL, predict_enabled),
-    FIELD3("predict.horizon", F_DURATION, predict_horizon_ns),
-    FIELD3("predict.alpha", F_DOUBLE, predict_alpha),
-    FIELD3("predict.beta", F_DOUBLE, predict_beta),
 };
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
@@ -105,10 +101,6 @@ const char *const pp_policy_field_names[] = {
     "shed.client_timeout",
     "shed.slo",
     "standby",
-    "predict.enabled",
-    "predict.horizon",
-    "predict.alpha",
-    "predict.beta",
     NULL,
 };
 
@@ -148,10 +140,6 @@ void pp_policy_defaults(pp_policy *p) {
   p->shed_client_timeout_ns = 20000000000ull;
   p->shed_slo_ns = 150000000ull;
   p->standby = 0;
-  p->predict_enabled = 0;
-  p->predict_horizon_ns = 3000000000ull;
-  p->predict_alpha = 0.5;
-  p->predict_beta = 0.3;
 }
 
 static const char *const shed_rule_names[] = {"predicted", "drain", "codel"};
@@ -548,14 +536,6 @@ int pp_policy_validate(const pp_policy *p, pp_policy_error *err) {
   CHECK(p->shed_slo_ns < p->shed_client_timeout_ns, "shed.slo",
         "must be less than shed.client_timeout");
   CHECK(p->standby <= STANDBY_MAX, "standby", "must be at most 64");
-  CHECK(p->predict_enabled == 0 || p->predict_enabled == 1, "predict.enabled",
-        "must be true or false");
-  CHECK(p->predict_horizon_ns > 0 && p->predict_horizon_ns <= DURATION_MAX_NS, "predict.horizon",
-        "must be greater than 0");
-  CHECK(p->predict_alpha > 0 && p->predict_alpha <= 1, "predict.alpha", "must be in (0, 1]");
-  CHECK(p->predict_alpha >= DBL_MIN, "predict.alpha", TOO_SMALL);
-  CHECK(p->predict_beta > 0 && p->predict_beta <= 1, "predict.beta", "must be in (0, 1]");
-  CHECK(p->predict_beta >= DBL_MIN, "predict.beta", TOO_SMALL);
   CHECK(p->tick_ns <= DURATION_MAX_NS && p->target_queue_p95_ns <= DURATION_MAX_NS, "tick",
         "is too large");
 #undef CHECK
@@ -630,8 +610,7 @@ static int walk_mapping(parse_ctx *c, yaml_document_t *doc, yaml_node_t *map, co
       return PP_CTL_EINVAL;
     }
     if (v->type == YAML_MAPPING_NODE && prefix[0] == '\0' &&
-        (strcmp(name, "threads") == 0 || strcmp(name, "shed") == 0 ||
-         strcmp(name, "predict") == 0)) {
+        (strcmp(name, "threads") == 0 || strcmp(name, "shed") == 0)) {
       int rc = walk_mapping(c, doc, v, name);
       if (rc) return rc;
       continue;

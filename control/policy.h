@@ -49,13 +49,9 @@ typedef struct pp_policy {
   uint64_t shed_client_timeout_ns; /* shed.client_timeout: for budget auto (default 20s) */
   uint64_t shed_slo_ns;            /* shed.slo: for budget auto (default 150ms) */
 
-  /* Standby workers and predictive sizing: policy format 3, written in the canonical text only
-   * when not default, like format 2; with the defaults pp_decide behaves exactly as before. */
-  uint32_t standby;            /* standby: booted, parked workers to keep (default 0) */
-  int predict_enabled;         /* predict.enabled: size for the rate one horizon ahead (false) */
-  uint64_t predict_horizon_ns; /* predict.horizon: how far ahead (default 3s) */
-  double predict_alpha;        /* predict.alpha: Holt level smoothing in (0, 1] (default 0.5) */
-  double predict_beta;         /* predict.beta: Holt trend smoothing in (0, 1] (default 0.3) */
+  /* Standby workers: policy format 3, written in the canonical text only when not default,
+   * like format 2; with the default (0) pp_decide behaves exactly as before. */
+  uint32_t standby; /* standby: booted, parked workers to keep ready to activate (default 0) */
 } pp_policy;
 
 /* shed.rule values (stored in pp_policy.shed_rule). Semantics: control/admit.h, docs/CONTROL.md. */

@@ -125,17 +125,6 @@ static int diff_i64(pp_replay_diff *d, const char *field, int64_t a, int64_t b) 
   return 1;
 }
 
-/* Doubles compare bit for bit: the log writes them exactly. */
-static int diff_f64(pp_replay_diff *d, const char *prefix, const char *name, double a, double b) {
-  if (memcmp(&a, &b, sizeof a) == 0) return 0;
-  char f[48], x[40], y[40];
-  snprintf(f, sizeof f, "%s%s%s", prefix, prefix[0] ? "." : "", name);
-  snprintf(x, sizeof x, "%.17g", a);
-  snprintf(y, sizeof y, "%.17g", b);
-  set_diff(d, f, x, y);
-  return 1;
-}
-
 static int diff_state(pp_replay_diff *d, const char *prefix, const pp_ctl_state *a,
                       const pp_ctl_state *b) {
   char f[48];
@@ -155,8 +144,6 @@ static int diff_state(pp_replay_diff *d, const char *prefix, const pp_ctl_state 
   S_I(shedding);
   S_U(standby_wanted);
   S_I(last_activate_ns);
-  if (diff_f64(d, prefix, "rate_level", a->rate_level, b->rate_level)) return 1;
-  if (diff_f64(d, prefix, "rate_trend", a->rate_trend, b->rate_trend)) return 1;
 #undef S_U
 #undef S_I
   return 0;
@@ -191,7 +178,6 @@ int pp_replay_check_record(const pp_policy *policy, const pp_declog_record *r,
   if (diff_u64(diff, "decision.shed_budget_ns", l->shed_budget_ns, d.shed_budget_ns)) return 1;
   if (diff_u64(diff, "decision.activate", l->activate, d.activate)) return 1;
   if (diff_u64(diff, "decision.standby_spawn", l->standby_spawn, d.standby_spawn)) return 1;
-  if (diff_f64(diff, "", "decision.predicted_rate", l->predicted_rate, d.predicted_rate)) return 1;
   if (strcmp(l->reason, d.reason) != 0) {
     set_diff(diff, "decision.reason", l->reason, d.reason);
     return 1;

@@ -55,7 +55,7 @@ static void usage_run(FILE *f) {
           "  -p, --plot FILE.png    draw the timelines with gnuplot\n"
           "  -q, --quiet            no summary table (useful with --db)\n"
           "      --scaling          print the scaling table (standby, recovery, memory) even\n"
-          "                         when no policy has standby or predict (it is then printed)\n"
+          "                         when no policy has standby (it is printed when one has)\n"
           "  -h, --help             this text\n");
 }
 
@@ -292,8 +292,7 @@ static int cmd_run(int argc, char **argv) {
     if (any_shed) pp_report_admission(stdout, items, n, scn);
     int any_scaling = 0;
     for (size_t k = 0; k < n; k++)
-      any_scaling |=
-          items[k].policy && (items[k].policy->standby || items[k].policy->predict_enabled);
+      any_scaling |= items[k].policy && items[k].policy->standby;
     if (any_scaling || scaling) pp_report_scaling(stdout, items, n, scn);
   }
   if (timeline)

@@ -130,9 +130,9 @@ void pp_report_scaling(FILE *out, const pp_report_item *items, size_t n, const p
   for (size_t i = 0; i < n; i++)
     if (!items[i].policy && items[i].summary->avg_memory_bytes > static_mem)
       static_mem = items[i].summary->avg_memory_bytes;
-  fprintf(out, "\nscaling\n%-18s %3s %5s %5s %3s %5s %5s %8s %8s %8s %4s %4s %5s %7s %7s %5s\n",
-          "config", "sb", "pred", "tick", "act", "avgsb", "up/dn", "p99", "queue99", "excess_s",
-          "rec", "over", "avg_w", "avg_mem", "peak", "mem/s");
+  fprintf(out, "\nscaling\n%-18s %3s %5s %3s %5s %5s %8s %8s %8s %4s %4s %5s %7s %7s %5s\n",
+          "config", "sb", "tick", "act", "avgsb", "up/dn", "p99", "queue99", "excess_s", "rec",
+          "over", "avg_w", "avg_mem", "peak", "mem/s");
   for (size_t i = 0; i < n; i++) {
     const pp_summary *s = items[i].summary;
     const pp_policy *p = items[i].policy;
@@ -145,11 +145,9 @@ void pp_report_scaling(FILE *out, const pp_report_item *items, size_t n, const p
       pp_units_format_ns((double)p->tick_ns, tick, sizeof tick);
       snprintf(updn, sizeof updn, "%u/%u", items[i].scale_ups, items[i].scale_downs);
     }
-    fprintf(out,
-            "%-18s %3s %5s %5s %3llu %5.2f %5s %8s %8s %8.1f %4s %4u %5.2f %5.0fMB %5.0fMB %5s\n",
-            items[i].name, sb, p ? (p->predict_enabled ? "trend" : "off") : "-", tick,
-            (unsigned long long)items[i].activations, items[i].avg_standby, updn,
-            pp_units_format_ns(s->p99_ns, a, sizeof a),
+    fprintf(out, "%-18s %3s %5s %3llu %5.2f %5s %8s %8s %8.1f %4s %4u %5.2f %5.0fMB %5.0fMB %5s\n",
+            items[i].name, sb, tick, (unsigned long long)items[i].activations, items[i].avg_standby,
+            updn, pp_units_format_ns(s->p99_ns, a, sizeof a),
             pp_units_format_ns(s->queue_p99_ns, q, sizeof q), s->excess_latency_ns / 1e9, recbuf,
             pp_report_seconds_over_slo(&items[i], scn), s->avg_workers, s->avg_memory_bytes / 1e6,
             s->peak_memory_bytes / 1e6, ratio);

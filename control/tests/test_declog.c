@@ -70,8 +70,6 @@ static void any_state(test_rng *r, pp_ctl_state *s) {
   int v2 = (int)(rng_next(r) % 2);
   s->standby_wanted = v2 ? any_u32(r) : 0;
   s->last_activate_ns = v2 ? any_i64(r) : INT64_MIN;
-  s->rate_level = v2 ? any_double(r) : 0;
-  s->rate_trend = v2 ? any_double(r) : 0;
 }
 
 static void any_record(test_rng *r, pp_declog_record *rec) {
@@ -124,7 +122,6 @@ static void any_record(test_rng *r, pp_declog_record *rec) {
   if (rng_next(r) % 2) {
     d->activate = any_u32(r);
     d->standby_spawn = any_u32(r);
-    d->predicted_rate = any_double(r);
   }
 }
 
@@ -161,8 +158,7 @@ static void test_random_round_trip(void) {
         memcmp(&a.state_before, &b.state_before, sizeof a.state_before) != 0 ||
         memcmp(&a.state_after, &b.state_after, sizeof a.state_after) != 0 ||
         a.decision.activate != b.decision.activate ||
-        a.decision.standby_spawn != b.decision.standby_spawn ||
-        memcmp(&a.decision.predicted_rate, &b.decision.predicted_rate, sizeof(double)) != 0)
+        a.decision.standby_spawn != b.decision.standby_spawn)
       failures++;
   }
   CU_ASSERT_EQUAL(failures, 0);
@@ -348,7 +344,7 @@ static void test_field_errors(void) {
   CU_ASSERT_EQUAL(pp_declog_decode(&out, line2, strlen(line2), 1, &e), PP_CTL_EPARSE);
 }
 
-/* Version-2 lines: a record with standby or prediction fields set is written as v2 with every
+/* Version-2 lines: a record with standby fields set is written as v2 with every
  * new key, reads back to the same record and bytes; a record without is v1, byte for byte the
  * old format; each v2 key is required in v2 and refused in v1. */
 static void test_version_2(void) {
@@ -357,9 +353,7 @@ static void test_version_2(void) {
   CU_ASSERT_FATAL(n > 0);
   static const char *const v2_keys[] = {"\"workers_standby\"", "\"workers_standby_booting\"",
                                         "\"standby_wanted\"",  "\"last_activate_ns\"",
-                                        "\"rate_level\"",      "\"rate_trend\"",
-                                        "\"activate\"",        "\"standby_spawn\"",
-                                        "\"predicted_rate\""};
+                                        "\"activate\"",        "\"standby_spawn\""};
   for (size_t i = 0; i < sizeof v2_keys / sizeof v2_keys[0]; i++)
     CU_ASSERT_PTR_NULL(strstr(line1, v2_keys[i]));
 
@@ -367,25 +361,20 @@ static void test_version_2(void) {
   rec.obs.workers_standby_booting = 1;
   rec.decision.activate = 1;
   rec.decision.standby_spawn = 1;
-  rec.decision.predicted_rate = 812.5;
   rec.state_after.standby_wanted = 2;
   rec.state_after.last_activate_ns = 3000000000;
-  rec.state_after.rate_level = 700.25;
-  rec.state_after.rate_trend = -0.1;
   n = pp_declog_encode(&rec, line1, sizeof line1);
   CU_ASSERT_FATAL(n > 0);
   CU_ASSERT_NSTRING_EQUAL(line1, "{\"v\":2,", 7);
   for (size_t i = 0; i < sizeof v2_keys / sizeof v2_keys[0]; i++)
     CU_ASSERT_PTR_NOT_NULL(strstr(line1, v2_keys[i]));
-  CU_ASSERT_PTR_NOT_NULL(
-      strstr(line1, "\"activate\":1,\"standby_spawn\":1,\"predicted_rate\":812.5}"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(line1, "\"activate\":1,\"standby_spawn\":1}"));
   CU_ASSERT_PTR_NOT_NULL(strstr(line1, "\"last_activate_ns\":-9223372036854775808"));
   pp_declog_record back;
   pp_declog_error e;
   CU_ASSERT_EQUAL_FATAL(pp_declog_decode(&back, line1, (size_t)n, 1, &e), 0);
   CU_ASSERT_EQUAL(back.decision.activate, 1);
   CU_ASSERT_EQUAL(back.decision.standby_spawn, 1);
-  CU_ASSERT_EQUAL(back.decision.predicted_rate, 812.5);
   CU_ASSERT_EQUAL(memcmp(&back.state_after, &rec.state_after, sizeof rec.state_after), 0);
   CU_ASSERT_EQUAL(memcmp(&back.obs, &rec.obs, sizeof rec.obs), 0);
   CU_ASSERT_EQUAL(pp_declog_encode(&back, line2, sizeof line2), n);
@@ -401,7 +390,7 @@ static void test_version_2(void) {
       {"\"workers_standby\":1,", "", "obs.workers_standby"},
       {"\"standby_wanted\":0,", "", "state_before.standby_wanted"},
       {",\"activate\":1", "", "decision.activate"},
-      {",\"predicted_rate\":812.5", "", "decision.predicted_rate"},
+      {",\"standby_spawn\":1", "", "decision.standby_spawn"},
       {"\"activate\":1", "\"activate\":-1", "decision.activate"},
       {"\"v\":2", "\"v\":1", "obs.workers_standby"},
   };
@@ -479,7 +468,7 @@ int pp_test_register(void) {
       {"every truncated prefix rejected", test_truncated_prefixes},
       {"field errors name line and field", test_field_errors},
       {"header lines carry the policy", test_header_lines},
-      {"version 2: standby and prediction fields", test_version_2},
+      {"version 2: standby fields", test_version_2},
       {NULL, NULL},
   };
   return register_suite("declog", cases);
