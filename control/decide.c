@@ -505,12 +505,11 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       st->last_activate_ns = now;
       put_action(&l, d.action, d.count);
       put_breach(&l, &v, st->breach_ticks);
+      /* The context that follows names how many boot; the cooldown needs its time left. */
       if (held[0] == 'b') {
-        put(&l, "; forks held: ");
-        put_count(&l, o->workers_booting, "worker", "workers");
-        put(&l, " still booting");
+        put(&l, "; forks held while booting");
       } else {
-        put(&l, "; forks held: spawn cooldown has ");
+        put(&l, "; forks held: cooldown ");
         put_dur(&l, p->spawn_cooldown_ns - spawn_wait);
         put(&l, " left");
       }
@@ -611,17 +610,11 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
    * activations and not refilled. */
   st->standby_wanted -= d.activate;
   if (p->standby > st->standby_wanted) {
-    uint32_t parked = v.standby - d.activate;
     d.standby_spawn = p->standby - st->standby_wanted;
     put(&l, "; standby +");
     put_u64(&l, d.standby_spawn);
-    put(&l, " (");
-    put_u64(&l, parked);
-    put(&l, " parked, ");
-    put_u64(&l, o->workers_standby_booting);
-    put(&l, " booting, want ");
+    put(&l, " to ");
     put_u64(&l, p->standby);
-    put(&l, ")");
     st->standby_wanted = p->standby;
   }
 
