@@ -978,8 +978,16 @@ static void on_tick(sim *s) {
     in.gvl_wait_ns = (int64_t)llround(s->w_gvl_sum / (double)s->w_completions);
   else
     in.gvl_wait_ns = PP_UNKNOWN_NS; /* nothing completed: not measured this tick, never 0 */
-  in.mem_per_worker_bytes =
-      (int64_t)(s->scn->mem_worker_bytes + s->scn->mem_thread_bytes * s->threads_per_worker);
+  /* Mean PSS of a serving worker (docs/CONTROL.md §8): its USS plus its share of the shared
+   * pages, split among every process that maps them (workers, standby and the shepherd). With
+   * no shared part this is worker + per_thread x threads, as before. */
+  {
+    uint64_t shared = s->scn->mem_shared_bytes;
+    uint64_t sharers = (uint64_t)s->alive + s->standby + s->standby_booting + 1;
+    in.mem_per_worker_bytes =
+        (int64_t)(s->scn->mem_worker_bytes - shared +
+                  s->scn->mem_thread_bytes * s->threads_per_worker + shared / sharers);
+  }
   in.workers_standby = s->standby;
   in.workers_standby_booting = s->standby_booting;
 
