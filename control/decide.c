@@ -119,6 +119,7 @@ void pp_ctl_state_init(pp_ctl_state *s, const pp_policy *p, uint32_t workers, ui
   s->last_spawn_ns = INT64_MIN;
   s->last_retire_ns = INT64_MIN;
   s->last_thread_ns = INT64_MIN;
+  s->last_activate_ns = INT64_MIN;
   s->workers_wanted = workers;
   s->threads_wanted = threads ? threads : (p ? p->min_threads : 1);
   s->shedding = 0;
@@ -153,6 +154,7 @@ typedef struct view {
   uint32_t tpw;      /* threads per worker used for sizing */
   double offered;    /* arrival_rate * S: slots' worth of work arriving */
   double rho;        /* offered / c */
+  uint32_t standby;  /* standby workers parked (activatable now) */
   int over_p95, over_wait, breach, severe_now, calm;
 } view;
 
@@ -224,7 +226,8 @@ static uint32_t worker_cap(const pp_policy *p, const pp_observation *o, const vi
     }
   }
   if (p->memory_limit_bytes > 0 && o->mem_per_worker_bytes > 0) {
-    int64_t by_mem = p->memory_limit_bytes / o->mem_per_worker_bytes;
+    /* The standby pool's memory is reserved: serving workers get what is left. */
+    int64_t by_mem = p->memory_limit_bytes / o->mem_per_worker_bytes - (int64_t)p->standby;
     if (by_mem < (int64_t)cap) {
       cap = by_mem < 1 ? 1 : (uint32_t)by_mem;
       *why = "memory_limit";
@@ -242,6 +245,20 @@ static double workers_needed(const pp_policy *p, const pp_observation *o, const 
   double slots = v->offered / p->target_utilisation + drain;
   double w = ceil(slots / (double)v->tpw);
   return w > 1e9 ? 1e9 : w;
+}
+
+static uint32_t min32(uint32_t a, uint32_t b) {
+  return a < b ? a : b;
+}
+
+/* "; 2 from standby, 4 forked": how a spawn that used the standby pool was made up. */
+static void put_standby_split(line *l, uint32_t activated, uint32_t forked) {
+  if (!activated) return;
+  put(l, "; ");
+  put_u64(l, activated);
+  put(l, " from standby, ");
+  put_u64(l, forked);
+  put(l, " forked");
 }
 
 static int policy_ok(const pp_policy *p, line *l) {
@@ -279,6 +296,8 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
   view v;
   v.expected = sat_add32(o->workers_ready, o->workers_booting);
   st->workers_wanted = v.expected;
+  st->standby_wanted = sat_add32(o->workers_standby, o->workers_standby_booting);
+  v.standby = o->workers_standby;
   if (o->threads_per_worker) st->threads_wanted = o->threads_per_worker;
   v.tpw =
       o->threads_per_worker ? o->threads_per_worker : (st->threads_wanted ? st->threads_wanted : 1);
@@ -330,23 +349,30 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
   int gvl_known = o->gvl_wait_ns >= 0;
 
   if (v.expected < p->min_workers) {
-    /* Bounds: the floor. Still behind the settled gate. */
-    if (o->workers_booting > 0) {
+    /* Bounds: the floor. Forks are still behind the settled gate; standby workers are not
+     * (they serve within a tick), and are used first. */
+    uint32_t deficit = p->min_workers - v.expected;
+    uint32_t act = min32(deficit, v.standby);
+    if (o->workers_booting > 0 && act == 0) {
       put_action(&l, PP_ACTION_NONE, 0);
       put_count(&l, v.expected, "worker", "workers");
       put(&l, " below min_workers but ");
       put_count(&l, o->workers_booting, "worker", "workers");
       put(&l, " still booting");
     } else {
+      uint32_t forks = o->workers_booting > 0 ? 0 : deficit - act;
       d.action = PP_ACTION_SPAWN_WORKER;
-      d.count = p->min_workers - v.expected;
-      st->workers_wanted = p->min_workers;
-      st->last_spawn_ns = now;
+      d.count = act + forks;
+      d.activate = act;
+      st->workers_wanted = v.expected + d.count;
+      if (forks) st->last_spawn_ns = now;
+      if (act) st->last_activate_ns = now;
       put_action(&l, d.action, d.count);
       put_count(&l, v.expected, "worker", "workers");
       put(&l, " below min_workers ");
       put_u64(&l, p->min_workers);
       put_context(&l, &v, o, 1);
+      put_standby_split(&l, act, forks);
     }
   } else if (v.expected > p->max_workers && o->workers_ready > 0) {
     /* Bounds: the ceiling (a policy reload lowered max_workers). One at a time. */
@@ -367,12 +393,24 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
     /* Sized capacity suffices and the request arriving now would meet the target: the high
      * p95 is the backlog of an earlier shortage draining. Adding more would overshoot. */
     int draining = o->service_mean_ns && need <= (double)v.expected && v.wait <= v.target;
+    /* Standby workers serve within a tick, so neither the settled gate nor the spawn cooldown
+     * (both there because a fork's capacity is seconds away) holds them back, as long as
+     * sizing, which counts booting workers as capacity, still finds a shortfall. */
+    uint32_t room = cap > v.expected ? cap - v.expected : 0;
+    uint32_t act_now = 0;
+    if (v.standby && need > (double)v.expected)
+      act_now = min32(min32(v.standby, room), need - (double)v.expected > 1e9
+                                                  ? UINT32_MAX
+                                                  : (uint32_t)(need - (double)v.expected));
+    const char *held = NULL; /* why forks wait, when only standby is activated */
     if (st->breach_ticks < p->breach_ticks && !v.severe_now) {
       put_action(&l, PP_ACTION_NONE, 0);
       put_breach(&l, &v, st->breach_ticks);
       put(&l, " of ");
       put_u64(&l, p->breach_ticks);
       put_context(&l, &v, o, !v.over_p95);
+    } else if (o->workers_booting > 0 && act_now) {
+      held = "booting";
     } else if (o->workers_booting > 0) {
       /* The settled gate: capacity already on its way has not been seen yet. */
       put_action(&l, PP_ACTION_NONE, 0);
@@ -408,6 +446,8 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put(&l, " threads, rho ");
       put_ratio(&l, v.rho);
       put(&l, ")");
+    } else if (spawn_wait < p->spawn_cooldown_ns && act_now) {
+      held = "cooldown";
     } else if (spawn_wait < p->spawn_cooldown_ns) {
       put_action(&l, PP_ACTION_NONE, 0);
       put_breach(&l, &v, st->breach_ticks);
@@ -428,12 +468,18 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       {
         const char *bound = NULL;
         if (add < 1) add = 1;
-        if (add > (int64_t)p->max_step) add = p->max_step, bound = "max_step";
-        if (add > (int64_t)(cap - v.expected)) add = cap - v.expected, bound = cap_why;
+        /* Standby first (bounded by the cap only), then forks (bounded by max_step too). */
+        uint32_t act =
+            min32(min32(v.standby, room), add > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)add);
+        int64_t forks = add - act;
+        if (forks > (int64_t)p->max_step) forks = p->max_step, bound = "max_step";
+        if (act + forks > (int64_t)room) forks = room - act, bound = cap_why;
         d.action = PP_ACTION_SPAWN_WORKER;
-        d.count = (uint32_t)add;
+        d.count = act + (uint32_t)forks;
+        d.activate = act;
         st->workers_wanted = v.expected + d.count;
-        st->last_spawn_ns = now;
+        if (forks) st->last_spawn_ns = now;
+        if (act) st->last_activate_ns = now;
         put_action(&l, d.action, d.count);
         put_breach(&l, &v, st->breach_ticks);
         put_context(&l, &v, o, !v.over_p95);
@@ -446,8 +492,33 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
             put(&l, bound);
           }
         }
+        put_standby_split(&l, act, (uint32_t)forks);
         st->breach_ticks = 0;
       }
+    }
+    if (held) {
+      /* Forks wait (settled gate or cooldown), standby workers do not. */
+      d.action = PP_ACTION_SPAWN_WORKER;
+      d.count = act_now;
+      d.activate = act_now;
+      st->workers_wanted = v.expected + act_now;
+      st->last_activate_ns = now;
+      put_action(&l, d.action, d.count);
+      put_breach(&l, &v, st->breach_ticks);
+      /* The context that follows names how many boot; the cooldown needs its time left. */
+      if (held[0] == 'b') {
+        put(&l, "; forks held while booting");
+      } else {
+        put(&l, "; forks held: cooldown ");
+        put_dur(&l, p->spawn_cooldown_ns - spawn_wait);
+        put(&l, " left");
+      }
+      put_context(&l, &v, o, !v.over_p95);
+      put(&l, "; sized ");
+      put_u64(&l, (uint64_t)need);
+      put(&l, " workers");
+      put_standby_split(&l, act_now, 0);
+      st->breach_ticks = 0;
     }
   } else if (p->threads_enabled && gvl_known && (uint64_t)o->gvl_wait_ns > p->gvl_wait_max_ns &&
              v.tpw > p->min_threads &&
@@ -470,6 +541,8 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
   } else if (v.calm && st->calm_ticks >= p->calm_ticks) {
     uint64_t since_retire = elapsed_since(now, st->last_retire_ns);
     uint64_t since_spawn = elapsed_since(now, st->last_spawn_ns);
+    uint64_t since_activate = elapsed_since(now, st->last_activate_ns);
+    if (since_activate < since_spawn) since_spawn = since_activate;
     uint32_t c_after = o->slots_ready > v.tpw ? o->slots_ready - v.tpw : 0;
     double rho_after = c_after ? v.offered / (double)c_after : INFINITY;
     put_action(&l, PP_ACTION_NONE, 0); /* rewritten below if we retire */
@@ -529,6 +602,20 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put(&l, "steady");
     }
     put_context(&l, &v, o, 1);
+  }
+
+  /* Refill the standby pool: fork replacements for what is missing (activated now, died, or
+   * never started). Background work: not capacity, so neither gated nor cooled down; its
+   * memory is reserved in the cap. A pool above `standby` (a reload lowered it) is used up by
+   * activations and not refilled. */
+  st->standby_wanted -= d.activate;
+  if (p->standby > st->standby_wanted) {
+    d.standby_spawn = p->standby - st->standby_wanted;
+    put(&l, "; standby +");
+    put_u64(&l, d.standby_spawn);
+    put(&l, " to ");
+    put_u64(&l, p->standby);
+    st->standby_wanted = p->standby;
   }
 
   if (st->shedding != shed_before && !p->shed_enabled) {

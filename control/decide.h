@@ -30,6 +30,10 @@ typedef struct pp_ctl_state {
   uint32_t workers_wanted; /* workers the controller has asked for (ready + booting) */
   uint32_t threads_wanted; /* threads per worker the controller has asked for */
   int shedding;            /* admission control currently on */
+  /* Added with standby workers (decision log v2); both stay at their init values (0, never)
+   * when the policy has standby 0 and the observation reports no standby workers. */
+  uint32_t standby_wanted;  /* standby workers parked + booting, after this tick's action */
+  int64_t last_activate_ns; /* time of the last standby activation */
 } pp_ctl_state;
 
 typedef struct pp_decision {
@@ -41,6 +45,12 @@ typedef struct pp_decision {
   int shed;                   /* admission control on after this decision */
   uint64_t shed_budget_ns;    /* wait budget the server sheds against when shed is on */
   char reason[256];           /* one human line, e.g. "spawn_worker x2: queue p95 503ms over ..." */
+  /* Standby (decision log v2). Of `count` workers a spawn_worker adds,
+   * `activate` are standby workers to activate (one frame each, serving within a tick) and
+   * count - activate are forked; `standby_spawn` replacement standby workers are forked to
+   * refill the pool, whatever the action. */
+  uint32_t activate;
+  uint32_t standby_spawn;
 } pp_decision;
 
 /* Initial state for a server that starts with `workers` workers and `threads` threads each. */

@@ -20,19 +20,30 @@
 
 enum kind { K_U64, K_I64, K_U32, K_F64, K_BOOL, K_ACTION, K_STR };
 
+/* `version` is the log version that added the field: version-2 fields are written (and
+ * required) only in version-2 lines; a version-1 line reads them as their defaults (0, or
+ * INT64_MIN "never" for a K_I64 time marked `never`). */
 typedef struct jfield {
   const char *name;
   enum kind kind;
   size_t offset;
   size_t size; /* for K_STR: buffer size including NUL */
+  int version;
+  int never;
 } jfield;
 
 #define OBS(n, k)                                                                                  \
-  { #n, k, offsetof(pp_observation, n), 0 }
+  { #n, k, offsetof(pp_observation, n), 0, 1, 0 }
 #define STATE(n, k)                                                                                \
-  { #n, k, offsetof(pp_ctl_state, n), 0 }
+  { #n, k, offsetof(pp_ctl_state, n), 0, 1, 0 }
 #define DEC(n, k)                                                                                  \
-  { #n, k, offsetof(pp_decision, n), 0 }
+  { #n, k, offsetof(pp_decision, n), 0, 1, 0 }
+#define OBS2(n, k)                                                                                 \
+  { #n, k, offsetof(pp_observation, n), 0, 2, 0 }
+#define STATE2(n, k, never)                                                                        \
+  { #n, k, offsetof(pp_ctl_state, n), 0, 2, never }
+#define DEC2(n, k)                                                                                 \
+  { #n, k, offsetof(pp_decision, n), 0, 2, 0 }
 
 static const jfield obs_fields[] = {
     OBS(tick, K_U64),
@@ -60,12 +71,16 @@ static const jfield obs_fields[] = {
     OBS(mem_per_worker_bytes, K_I64),
     OBS(shed, K_U64),
     OBS(timeouts, K_U64),
+    OBS2(workers_standby, K_U32),
+    OBS2(workers_standby_booting, K_U32),
 };
 
 static const jfield state_fields[] = {
-    STATE(breach_ticks, K_U32),   STATE(calm_ticks, K_U32),     STATE(last_spawn_ns, K_I64),
-    STATE(last_retire_ns, K_I64), STATE(last_thread_ns, K_I64), STATE(workers_wanted, K_U32),
-    STATE(threads_wanted, K_U32), STATE(shedding, K_BOOL),
+    STATE(breach_ticks, K_U32),       STATE(calm_ticks, K_U32),
+    STATE(last_spawn_ns, K_I64),      STATE(last_retire_ns, K_I64),
+    STATE(last_thread_ns, K_I64),     STATE(workers_wanted, K_U32),
+    STATE(threads_wanted, K_U32),     STATE(shedding, K_BOOL),
+    STATE2(standby_wanted, K_U32, 0), STATE2(last_activate_ns, K_I64, 1),
 };
 
 static const jfield decision_fields[] = {
@@ -76,7 +91,9 @@ static const jfield decision_fields[] = {
     DEC(rho, K_F64),
     DEC(shed, K_BOOL),
     DEC(shed_budget_ns, K_U64),
-    {"reason", K_STR, offsetof(pp_decision, reason), sizeof(((pp_decision *)0)->reason)},
+    {"reason", K_STR, offsetof(pp_decision, reason), sizeof(((pp_decision *)0)->reason), 1, 0},
+    DEC2(activate, K_U32),
+    DEC2(standby_spawn, K_U32),
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -90,9 +107,55 @@ static json_t *u64_value(uint64_t v) {
   return json_string(digits);
 }
 
-static int encode_fields(json_t *obj, const void *base, const jfield *f, size_t n) {
+/* Whether a field holds the value a version-1 line reads it as. Bytewise (a -0.0 is not
+ * default, so it is written and round-trips). */
+static int field_at_default(const void *base, const jfield *f) {
+  const char *p = (const char *)base + f->offset;
+  switch (f->kind) {
+  case K_U32: {
+    uint32_t x;
+    memcpy(&x, p, sizeof x);
+    return x == 0;
+  }
+  case K_I64: {
+    int64_t x;
+    memcpy(&x, p, sizeof x);
+    return x == (f->never ? INT64_MIN : 0);
+  }
+  case K_F64: {
+    uint64_t x;
+    memcpy(&x, p, sizeof x);
+    return x == 0;
+  }
+  default: return 1; /* no other kind is used by a version-2 field */
+  }
+}
+
+static void field_set_default(void *base, const jfield *f) {
+  char *p = (char *)base + f->offset;
+  switch (f->kind) {
+  case K_U32: memset(p, 0, sizeof(uint32_t)); break;
+  case K_I64: {
+    int64_t x = f->never ? INT64_MIN : 0;
+    memcpy(p, &x, sizeof x);
+    break;
+  }
+  case K_F64: memset(p, 0, sizeof(double)); break;
+  default: break;
+  }
+}
+
+/* Version 2 when any version-2 field of the sub-object is not at its default. */
+static int needs_v2(const void *base, const jfield *f, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (f[i].version > 1 && !field_at_default(base, &f[i])) return 1;
+  return 0;
+}
+
+static int encode_fields(json_t *obj, const void *base, const jfield *f, size_t n, int version) {
   for (size_t i = 0; i < n; i++) {
     const char *p = (const char *)base + f[i].offset;
+    if (f[i].version > version) continue;
     json_t *v = NULL;
     switch (f[i].kind) {
     case K_U64: {
@@ -138,10 +201,10 @@ static int encode_fields(json_t *obj, const void *base, const jfield *f, size_t 
   return 0;
 }
 
-static json_t *encode_object(const void *base, const jfield *f, size_t n) {
+static json_t *encode_object(const void *base, const jfield *f, size_t n, int version) {
   json_t *obj = json_object();
   if (!obj) return NULL;
-  if (encode_fields(obj, base, f, n) != 0) {
+  if (encode_fields(obj, base, f, n, version) != 0) {
     json_decref(obj);
     return NULL;
   }
@@ -179,19 +242,25 @@ int pp_declog_encode(const pp_declog_record *r, char *buf, size_t cap) {
   if (!memchr(r->source, '\0', sizeof r->source)) return PP_CTL_EINVAL;
   json_t *root = json_object();
   if (!root) return PP_CTL_EINVAL;
+  int version = needs_v2(&r->obs, obs_fields, COUNT(obs_fields)) ||
+                        needs_v2(&r->state_before, state_fields, COUNT(state_fields)) ||
+                        needs_v2(&r->decision, decision_fields, COUNT(decision_fields)) ||
+                        needs_v2(&r->state_after, state_fields, COUNT(state_fields))
+                    ? 2
+                    : 1;
   int bad = 0;
-  bad |= set_new(root, "v", json_integer(PP_DECLOG_VERSION));
+  bad |= set_new(root, "v", json_integer(version));
   bad |= set_new(root, "tick", u64_value(r->tick));
   bad |= set_new(root, "time_ns", json_integer((json_int_t)r->time_ns));
   bad |= set_new(root, "policy_hash", json_string(hash));
   bad |= set_new(root, "source", json_string(r->source));
-  bad |= set_new(root, "obs", encode_object(&r->obs, obs_fields, COUNT(obs_fields)));
+  bad |= set_new(root, "obs", encode_object(&r->obs, obs_fields, COUNT(obs_fields), version));
   bad |= set_new(root, "state_before",
-                 encode_object(&r->state_before, state_fields, COUNT(state_fields)));
+                 encode_object(&r->state_before, state_fields, COUNT(state_fields), version));
   bad |= set_new(root, "decision",
-                 encode_object(&r->decision, decision_fields, COUNT(decision_fields)));
+                 encode_object(&r->decision, decision_fields, COUNT(decision_fields), version));
   bad |= set_new(root, "state_after",
-                 encode_object(&r->state_after, state_fields, COUNT(state_fields)));
+                 encode_object(&r->state_after, state_fields, COUNT(state_fields), version));
   return dump_line(root, bad, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17), buf,
                    cap);
 }
@@ -250,11 +319,18 @@ static int get_u64(dctx *c, json_t *v, const char *prefix, const char *name, uin
 }
 
 static int decode_fields(dctx *c, json_t *obj, const char *prefix, void *base, const jfield *f,
-                         size_t n) {
+                         size_t n, int version) {
   if (!json_is_object(obj)) return fail(c->err, c->line, prefix, "", "expected an object");
+  size_t expected = 0;
   for (size_t i = 0; i < n; i++) {
     char *p = (char *)base + f[i].offset;
     const char *name = f[i].name;
+    if (f[i].version > version) {
+      /* Not in this version's lines: its default, and the key is an unknown field below. */
+      field_set_default(base, &f[i]);
+      continue;
+    }
+    expected++;
     json_t *v = json_object_get(obj, name);
     if (!v) return fail(c->err, c->line, prefix, name, "missing");
     switch (f[i].kind) {
@@ -309,14 +385,18 @@ static int decode_fields(dctx *c, json_t *obj, const char *prefix, void *base, c
     }
     }
   }
-  if (json_object_size(obj) != n) {
+  if (json_object_size(obj) != expected) {
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
       size_t i = 0;
-      while (i < n && strcmp(f[i].name, key) != 0)
+      while (i < n && (strcmp(f[i].name, key) != 0 || f[i].version > version))
         i++;
-      if (i == n) return fail(c->err, c->line, prefix, key, "unknown field");
+      if (i == n)
+        return fail(c->err, c->line, prefix, key,
+                    version < PP_DECLOG_VERSION ? "unknown field (in a version %d line)"
+                                                : "unknown field",
+                    version);
     }
   }
   return 0;
@@ -366,11 +446,13 @@ int pp_declog_decode(pp_declog_record *out, const char *text, size_t len, long l
     fail(err, line, "", "v", "missing");
     goto done;
   }
-  if (!json_is_integer(v) || json_integer_value(v) != PP_DECLOG_VERSION) {
-    fail(err, line, "", "v", "unsupported log version (this reader knows version %d)",
-         PP_DECLOG_VERSION);
+  if (!json_is_integer(v) || json_integer_value(v) < PP_DECLOG_VERSION_MIN ||
+      json_integer_value(v) > PP_DECLOG_VERSION) {
+    fail(err, line, "", "v", "unsupported log version (this reader knows versions %d to %d)",
+         PP_DECLOG_VERSION_MIN, PP_DECLOG_VERSION);
     goto done;
   }
+  int version = (int)json_integer_value(v);
   if (!(v = json_object_get(root, "tick"))) {
     fail(err, line, "", "tick", "missing");
     goto done;
@@ -425,7 +507,8 @@ int pp_declog_decode(pp_declog_record *out, const char *text, size_t len, long l
       fail(err, line, "", subs[i].name, "missing");
       goto done;
     }
-    if (decode_fields(&c, v, subs[i].name, (char *)&r + subs[i].offset, subs[i].fields, subs[i].n))
+    if (decode_fields(&c, v, subs[i].name, (char *)&r + subs[i].offset, subs[i].fields, subs[i].n,
+                      version))
       goto done;
   }
   static const char *const top[] = {"v",   "tick",         "time_ns",  "policy_hash", "source",
@@ -463,7 +546,7 @@ int pp_declog_encode_header(const pp_declog_header *h, char *buf, size_t cap) {
   json_t *root = json_object();
   if (!root) return PP_CTL_EINVAL;
   int bad = 0;
-  bad |= set_new(root, "v", json_integer(PP_DECLOG_VERSION));
+  bad |= set_new(root, "v", json_integer(1)); /* header lines did not change: always 1 */
   bad |= set_new(root, "type", json_string("header"));
   bad |= set_new(root, "source", json_string(h->source));
   bad |= set_new(root, "policy_hash", json_string(hash));
@@ -530,7 +613,7 @@ int pp_declog_decode_header(pp_declog_header *out, pp_policy *policy_out, const 
   int rc = PP_CTL_EPARSE;
   const char *s;
   json_t *v = json_object_get(root, "v");
-  if (!json_is_integer(v) || json_integer_value(v) != PP_DECLOG_VERSION) {
+  if (!json_is_integer(v) || json_integer_value(v) != 1) {
     fail(err, line, "", "v", v ? "unsupported log version" : "missing");
     goto done;
   }

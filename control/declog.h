@@ -15,7 +15,11 @@
 #include "control/observation.h"
 #include "control/policy.h"
 
-#define PP_DECLOG_VERSION 1
+/* Tick lines are written as version 2 when any standby or prediction field (docs/CONTROL.md §5)
+ * is not at its default, else as version 1, byte for byte what earlier releases wrote; both
+ * are read. Header lines are always version 1. */
+#define PP_DECLOG_VERSION     2
+#define PP_DECLOG_VERSION_MIN 1
 
 typedef struct pp_declog_record {
   uint64_t tick;

@@ -52,6 +52,8 @@ int pp_observation_build(pp_observation *out, const pp_obs_input *in) {
 
   o.shed = in->shed;
   o.timeouts = in->timeouts;
+  o.workers_standby = in->workers_standby;
+  o.workers_standby_booting = in->workers_standby_booting;
   *out = o;
   return PP_CTL_OK;
 }

@@ -40,6 +40,12 @@ typedef struct pp_observation {
 
   uint64_t shed;     /* 503s answered by admission control in the window */
   uint64_t timeouts; /* requests whose client gave up (or timed out) in the window */
+
+  /* Standby workers (policy `standby`): forked and booted but parked, taking no requests, and
+   * counted neither in workers_ready nor in workers_booting. An activated standby counts as
+   * booting until it connects its slots, then as ready. Both 0 without standby. */
+  uint32_t workers_standby;         /* parked, activatable within a tick */
+  uint32_t workers_standby_booting; /* standby replacements forked, not yet parked */
 } pp_observation;
 
 /* What a tick's caller hands the builder. Histograms are read, never kept or freed. */
@@ -54,9 +60,10 @@ typedef struct pp_obs_input {
   uint32_t slots_ready, slots_busy;
   uint32_t workers_ready, workers_booting, workers_retiring, threads_per_worker;
   uint64_t arrivals, completions, shed, timeouts;
-  int64_t service_cpu_mean_ns;  /* PP_UNKNOWN_NS if unmeasured */
-  int64_t gvl_wait_ns;          /* PP_UNKNOWN_NS if unmeasured */
-  int64_t mem_per_worker_bytes; /* -1 if unknown */
+  int64_t service_cpu_mean_ns;                       /* PP_UNKNOWN_NS if unmeasured */
+  int64_t gvl_wait_ns;                               /* PP_UNKNOWN_NS if unmeasured */
+  int64_t mem_per_worker_bytes;                      /* -1 if unknown */
+  uint32_t workers_standby, workers_standby_booting; /* 0 without standby */
 } pp_obs_input;
 
 /* Fills *out from *in. Returns 0, or PP_CTL_EINVAL if a required pointer is NULL or

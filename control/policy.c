@@ -38,6 +38,8 @@ typedef struct field {
   { name, kind, offsetof(pp_policy, member), 1 }
 #define FIELD2(name, kind, member)                                                                 \
   { name, kind, offsetof(pp_policy, member), 2 }
+#define FIELD3(name, kind, member)                                                                 \
+  { name, kind, offsetof(pp_policy, member), 3 }
 static const field fields[] = {
     FIELD("tick", F_DURATION, tick_ns),
     FIELD("min_workers", F_U32, min_workers),
@@ -66,6 +68,7 @@ static const field fields[] = {
     FIELD2("shed.interval", F_DURATION, shed_interval_ns),
     FIELD2("shed.client_timeout", F_DURATION, shed_client_timeout_ns),
     FIELD2("shed.slo", F_DURATION, shed_slo_ns),
+    FIELD3("standby", F_U32, standby),
 };
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
@@ -97,12 +100,14 @@ const char *const pp_policy_field_names[] = {
     "shed.interval",
     "shed.client_timeout",
     "shed.slo",
+    "standby",
     NULL,
 };
 
 /* Longest duration any field accepts: keeps now + cooldown far from int64 overflow. */
 #define DURATION_MAX_NS (1ull << 62)
 #define WORKERS_MAX     65536u
+#define STANDBY_MAX     64u
 #define THREADS_MAX     1024u
 
 void pp_policy_defaults(pp_policy *p) {
@@ -134,6 +139,7 @@ void pp_policy_defaults(pp_policy *p) {
   p->shed_interval_ns = 500000000ull;
   p->shed_client_timeout_ns = 20000000000ull;
   p->shed_slo_ns = 150000000ull;
+  p->standby = 0;
 }
 
 static const char *const shed_rule_names[] = {"predicted", "drain", "codel"};
@@ -529,6 +535,7 @@ int pp_policy_validate(const pp_policy *p, pp_policy_error *err) {
         "must be greater than 0");
   CHECK(p->shed_slo_ns < p->shed_client_timeout_ns, "shed.slo",
         "must be less than shed.client_timeout");
+  CHECK(p->standby <= STANDBY_MAX, "standby", "must be at most 64");
   CHECK(p->tick_ns <= DURATION_MAX_NS && p->target_queue_p95_ns <= DURATION_MAX_NS, "tick",
         "is too large");
 #undef CHECK

@@ -48,6 +48,10 @@ typedef struct pp_policy {
   uint64_t shed_interval_ns;       /* shed.interval: codel interval (default 500ms) */
   uint64_t shed_client_timeout_ns; /* shed.client_timeout: for budget auto (default 20s) */
   uint64_t shed_slo_ns;            /* shed.slo: for budget auto (default 150ms) */
+
+  /* Standby workers: policy format 3, written in the canonical text only when not default,
+   * like format 2; with the default (0) pp_decide behaves exactly as before. */
+  uint32_t standby; /* standby: booted, parked workers to keep ready to activate (default 0) */
 } pp_policy;
 
 /* shed.rule values (stored in pp_policy.shed_rule). Semantics: control/admit.h, docs/CONTROL.md. */

@@ -142,6 +142,8 @@ static int diff_state(pp_replay_diff *d, const char *prefix, const pp_ctl_state 
   S_U(workers_wanted);
   S_U(threads_wanted);
   S_I(shedding);
+  S_U(standby_wanted);
+  S_I(last_activate_ns);
 #undef S_U
 #undef S_I
   return 0;
@@ -174,6 +176,8 @@ int pp_replay_check_record(const pp_policy *policy, const pp_declog_record *r,
   }
   if (diff_i64(diff, "decision.shed", l->shed, d.shed)) return 1;
   if (diff_u64(diff, "decision.shed_budget_ns", l->shed_budget_ns, d.shed_budget_ns)) return 1;
+  if (diff_u64(diff, "decision.activate", l->activate, d.activate)) return 1;
+  if (diff_u64(diff, "decision.standby_spawn", l->standby_spawn, d.standby_spawn)) return 1;
   if (strcmp(l->reason, d.reason) != 0) {
     set_diff(diff, "decision.reason", l->reason, d.reason);
     return 1;
@@ -209,5 +213,6 @@ pp_decision pp_replay_counterfactual_step(const pp_policy *tuned, pp_ctl_state *
 }
 
 int pp_replay_decisions_differ(const pp_decision *a, const pp_decision *b) {
-  return a->action != b->action || a->count != b->count || a->shed != b->shed;
+  return a->action != b->action || a->count != b->count || a->shed != b->shed ||
+         a->activate != b->activate || a->standby_spawn != b->standby_spawn;
 }

@@ -14,7 +14,9 @@
 
 enum { EV_ARRIVAL, EV_CPU, EV_IO, EV_BOOT, EV_TICK, EV_SECOND };
 enum { T_IDLE, T_GVL_WAIT, T_CPU, T_IO };
-enum { W_DEAD, W_BOOTING, W_READY, W_RETIRING };
+/* W_STANDBY: forked, booted, parked (takes no requests); W_SBOOT: a standby being forked. An
+ * activated standby goes to W_BOOTING for its activation delay, then W_READY. */
+enum { W_DEAD, W_BOOTING, W_READY, W_RETIRING, W_STANDBY, W_SBOOT };
 enum { R_FREE, R_QUEUED, R_RUNNING, R_DONE, R_SHED };
 
 typedef struct event {
@@ -88,7 +90,10 @@ typedef struct sim {
   uint32_t nw, capw;
   uint32_t tcap;
   uint32_t threads_per_worker;
-  uint32_t alive, ready, booting, retiring;
+  uint32_t alive, ready, booting, retiring; /* serving workers; standby are not "alive" */
+  uint32_t standby, standby_booting;
+  gsl_rng *act_rng;  /* activation delays, its own stream so boot draws do not move */
+  double standby_ns; /* integral of standby workers (parked + booting) */
   uint32_t slots_ready, slots_busy;
   uint32_t rr;
   gsl_rng *boot_rng;
@@ -249,19 +254,30 @@ static void account(sim *s) {
   if (t > s->acc_t) {
     double dt = (double)(t - s->acc_t);
     s->worker_ns += dt * s->alive;
+    s->standby_ns += dt * (s->standby + s->standby_booting);
     s->mem_ns += dt * s->mem_now;
     s->acc_t = t;
   }
 }
 
+/* A worker's private memory (USS). The shared part (machine.memory.shared, the preloaded app's
+ * copy-on-write pages) is counted once for the whole fleet in recompute_mem, so the total is
+ * the sum of PSS over the workers and the shepherd's share of the shared pages. */
 static double worker_mem(const sim *s, const worker *w) {
-  return (double)s->scn->mem_worker_bytes + (double)s->scn->mem_thread_bytes * w->threads;
+  if (w->state == W_STANDBY || w->state == W_SBOOT)
+    return s->scn->mem_standby_bytes >= 0
+               ? (double)s->scn->mem_standby_bytes
+               : (double)s->scn->mem_worker_bytes - (double)s->scn->mem_shared_bytes;
+  return (double)s->scn->mem_worker_bytes - (double)s->scn->mem_shared_bytes +
+         (double)s->scn->mem_thread_bytes * w->threads;
 }
 
 static void recompute_mem(sim *s) {
   double m = 0;
+  int any = 0;
   for (uint32_t i = 0; i < s->nw; i++)
-    if (s->w[i].state != W_DEAD) m += worker_mem(s, &s->w[i]);
+    if (s->w[i].state != W_DEAD) m += worker_mem(s, &s->w[i]), any = 1;
+  if (any) m += (double)s->scn->mem_shared_bytes;
   s->mem_now = m;
   if (m > s->peak_mem) s->peak_mem = m;
   if (s->alive > s->peak_workers) s->peak_workers = s->alive;
@@ -586,8 +602,8 @@ static void worker_ready(sim *s, uint32_t wi) {
     if (w->t[ti].state == T_IDLE) thread_free(s, wi, ti);
 }
 
-/* New worker: booting for `boot_ns` (0: ready now, as at start). */
-static void spawn(sim *s, int64_t boot_ns) {
+/* A free worker slot (a dead one, or a new one), or UINT32_MAX when out of memory. */
+static uint32_t alloc_worker(sim *s) {
   uint32_t wi = UINT32_MAX;
   for (uint32_t i = 0; i < s->nw; i++)
     if (s->w[i].state == W_DEAD) {
@@ -595,18 +611,16 @@ static void spawn(sim *s, int64_t boot_ns) {
       break;
     }
   if (wi == UINT32_MAX) {
-    if (grow_workers(s)) return;
+    if (grow_workers(s)) return UINT32_MAX;
     wi = s->nw++;
     s->w[wi].t = calloc(s->tcap, sizeof(thr));
     s->w[wi].gq = calloc(s->tcap, sizeof(uint32_t));
     if (!s->w[wi].t || !s->w[wi].gq) {
       s->oom = 1;
-      return;
+      return UINT32_MAX;
     }
   }
-  account(s);
   worker *w = &s->w[wi];
-  w->state = W_BOOTING;
   w->gen++;
   w->threads = s->threads_per_worker;
   w->busy = 0;
@@ -614,6 +628,58 @@ static void spawn(sim *s, int64_t boot_ns) {
   w->gq_head = w->gq_len = 0;
   w->run_pos = -1;
   memset(w->t, 0, s->tcap * sizeof(thr));
+  return wi;
+}
+
+/* New standby worker: forked now, parked after `boot_ns` (0: parked now, as at start). */
+static void spawn_standby(sim *s, int64_t boot_ns) {
+  account(s);
+  uint32_t wi = alloc_worker(s);
+  if (wi == UINT32_MAX) return;
+  worker *w = &s->w[wi];
+  if (boot_ns <= 0) {
+    w->state = W_STANDBY;
+    s->standby++;
+  } else {
+    w->state = W_SBOOT;
+    s->standby_booting++;
+    push_ev(s, s->now + boot_ns, EV_BOOT, wi, w->gen);
+  }
+  recompute_mem(s);
+}
+
+/* A standby worker is activated: it serves after its activation delay, counting as booting
+ * until then (as the server counts it until its slots connect). */
+static int activate_standby(sim *s, int64_t delay_ns) {
+  uint32_t wi = UINT32_MAX;
+  for (uint32_t i = 0; i < s->nw; i++)
+    if (s->w[i].state == W_STANDBY) {
+      wi = i;
+      break;
+    }
+  if (wi == UINT32_MAX) return -1;
+  account(s);
+  worker *w = &s->w[wi];
+  w->gen++;
+  w->threads = s->threads_per_worker;
+  w->state = W_BOOTING;
+  s->standby--;
+  s->alive++;
+  s->booting++;
+  s->res->activations++;
+  recompute_mem(s);
+  if (delay_ns <= 0) delay_ns = 1;
+  push_ev(s, s->now + delay_ns, EV_BOOT, wi, w->gen);
+  return 0;
+}
+
+/* New worker: booting for `boot_ns` (0: ready now, as at start). */
+static void spawn(sim *s, int64_t boot_ns) {
+  account(s);
+  uint32_t wi = alloc_worker(s);
+  if (wi == UINT32_MAX) return;
+  worker *w = &s->w[wi];
+  w->state = W_BOOTING;
   s->alive++;
   s->booting++;
   recompute_mem(s);
@@ -912,8 +978,18 @@ static void on_tick(sim *s) {
     in.gvl_wait_ns = (int64_t)llround(s->w_gvl_sum / (double)s->w_completions);
   else
     in.gvl_wait_ns = PP_UNKNOWN_NS; /* nothing completed: not measured this tick, never 0 */
-  in.mem_per_worker_bytes =
-      (int64_t)(s->scn->mem_worker_bytes + s->scn->mem_thread_bytes * s->threads_per_worker);
+  /* Mean PSS of a serving worker (docs/CONTROL.md §8): its USS plus its share of the shared
+   * pages, split among every process that maps them (workers, standby and the shepherd). With
+   * no shared part this is worker + per_thread x threads, as before. */
+  {
+    uint64_t shared = s->scn->mem_shared_bytes;
+    uint64_t sharers = (uint64_t)s->alive + s->standby + s->standby_booting + 1;
+    in.mem_per_worker_bytes =
+        (int64_t)(s->scn->mem_worker_bytes - shared +
+                  s->scn->mem_thread_bytes * s->threads_per_worker + shared / sharers);
+  }
+  in.workers_standby = s->standby;
+  in.workers_standby_booting = s->standby_booting;
 
   pp_declog_record rec;
   memset(&rec, 0, sizeof rec);
@@ -934,6 +1010,9 @@ static void on_tick(sim *s) {
   case PP_ACTION_SPAWN_WORKER: {
     const pp_dist *boot = s->cfg->has_boot ? &s->cfg->boot : &s->scn->boot;
     for (uint32_t i = 0; i < d->count; i++) {
+      if (i < d->activate &&
+          activate_standby(s, (int64_t)pp_dist_draw(&s->scn->activation, s->act_rng)) == 0)
+        continue;
       uint64_t b = pp_dist_draw(boot, s->boot_rng);
       spawn(s, b > 0 ? (int64_t)b : 1);
     }
@@ -948,6 +1027,13 @@ static void on_tick(sim *s) {
     set_threads(s, s->threads_per_worker > d->count ? s->threads_per_worker - d->count : 1);
     break;
   default: break;
+  }
+  if (d->standby_spawn) {
+    const pp_dist *boot = s->cfg->has_boot ? &s->cfg->boot : &s->scn->boot;
+    for (uint32_t i = 0; i < d->standby_spawn; i++) {
+      uint64_t b = pp_dist_draw(boot, s->act_rng);
+      spawn_standby(s, b > 0 ? (int64_t)b : 1);
+    }
   }
   s->shed_on = d->shed;
   s->last_service_mean = rec.obs.service_mean_ns;
@@ -1034,6 +1120,7 @@ static void sim_free(sim *s) {
   free(s->lat_by_seq);
   free(s->sec_first);
   if (s->boot_rng) gsl_rng_free(s->boot_rng);
+  if (s->act_rng) gsl_rng_free(s->act_rng);
   pp_arrivals_dispose(&s->arr);
 }
 
@@ -1066,16 +1153,19 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
     return rc;
   }
   s->boot_rng = gsl_rng_alloc(gsl_rng_mt19937);
+  s->act_rng = gsl_rng_alloc(gsl_rng_mt19937);
   s->rq_cap = 1024;
   s->cpu_sched_t = -1;
   s->rq = malloc(s->rq_cap * sizeof *s->rq);
-  if (!s->boot_rng || !s->rq) {
+  if (!s->boot_rng || !s->act_rng || !s->rq) {
     sim_free(s);
     free(s);
     return PP_SIM_ENOMEM;
   }
   gsl_rng_set(s->boot_rng,
               (uint32_t)pp_splitmix64(opt->seed * 0x100000001b3ull + 1000 + config_index));
+  gsl_rng_set(s->act_rng,
+              (uint32_t)pp_splitmix64(opt->seed * 0x100000001b3ull + 2000 + config_index));
 
   s->threads_per_worker = s->cfg->threads;
   s->tcap = s->cfg->threads;
@@ -1090,6 +1180,10 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
   pp_admit_state_init(&s->admit);
   for (uint32_t i = 0; i < s->cfg->workers; i++)
     spawn(s, 0);
+  /* The standby pool is there from the start, as the initial workers are. */
+  if (s->cfg->autoscale)
+    for (uint32_t i = 0; i < s->policy.standby; i++)
+      spawn_standby(s, 0);
   schedule_next_arrival(s);
   push_ev(s, 1000000000, EV_SECOND, 0, 0);
   if (s->cfg->autoscale) push_ev(s, (int64_t)s->policy.tick_ns, EV_TICK, 0, 0);
@@ -1106,7 +1200,14 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
     case EV_CPU: on_cpu(s, e.b); break;
     case EV_IO: complete(s, e.a, (uint32_t)e.b); break;
     case EV_BOOT:
-      if (s->w[e.a].state == W_BOOTING && s->w[e.a].gen == e.b) worker_ready(s, e.a);
+      if (s->w[e.a].state == W_BOOTING && s->w[e.a].gen == e.b) {
+        worker_ready(s, e.a);
+      } else if (s->w[e.a].state == W_SBOOT && s->w[e.a].gen == e.b) {
+        account(s);
+        s->w[e.a].state = W_STANDBY;
+        s->standby_booting--;
+        s->standby++;
+      }
       break;
     case EV_TICK:
       on_tick(s);
@@ -1175,6 +1276,7 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
   sm->avg_memory_bytes = s->mem_ns / (double)s->duration;
   sm->peak_memory_bytes = s->peak_mem;
   sm->worker_seconds = s->worker_ns / 1e9;
+  out->avg_standby = s->standby_ns / (double)s->duration;
   out->events = events - s->stale;
   sim_free(s);
   free(s);

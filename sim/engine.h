@@ -76,7 +76,9 @@ typedef struct pp_sim_result {
   pp_hist queue;        /* lifetime: intended arrival -> dispatch */
   double queue_sum_ns;  /* exact sum behind the queue mean */
   uint64_t queue_count;
-  uint64_t events; /* events processed (for the events/s benchmark) */
+  uint64_t events;      /* events processed (for the events/s benchmark) */
+  uint64_t activations; /* standby workers activated */
+  double avg_standby;   /* standby workers (parked + booting), time-averaged over the duration */
 } pp_sim_result;
 
 /* Runs configuration `config_index` of `scn` (resolved and validated). Returns 0, or

@@ -54,6 +54,8 @@ static void usage_run(FILE *f) {
           "      --db FILE          append the run to a SQLite results database (docs/RESULTS.md)\n"
           "  -p, --plot FILE.png    draw the timelines with gnuplot\n"
           "  -q, --quiet            no summary table (useful with --db)\n"
+          "      --scaling          print the scaling table (standby, recovery, memory) even\n"
+          "                         when no policy has standby (it is printed when one has)\n"
           "  -h, --help             this text\n");
 }
 
@@ -193,17 +195,14 @@ static int check_only(const pp_scenario *scn, const char **only, int n_only, con
 }
 
 static int cmd_run(int argc, char **argv) {
-  static const struct option opts[] = {{"config", required_argument, 0, 'c'},
-                                       {"seed", required_argument, 0, 's'},
-                                       {"timeline", no_argument, 0, 't'},
-                                       {"decisions", required_argument, 0, 'd'},
-                                       {"db", required_argument, 0, 'D'},
-                                       {"plot", required_argument, 0, 'p'},
-                                       {"quiet", no_argument, 0, 'q'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
+  static const struct option opts[] = {
+      {"config", required_argument, 0, 'c'}, {"seed", required_argument, 0, 's'},
+      {"timeline", no_argument, 0, 't'},     {"decisions", required_argument, 0, 'd'},
+      {"db", required_argument, 0, 'D'},     {"plot", required_argument, 0, 'p'},
+      {"quiet", no_argument, 0, 'q'},        {"scaling", no_argument, 0, 'S'},
+      {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
   const char *only[PP_SCN_MAX_CONFIGS];
-  int n_only = 0, timeline = 0, quiet = 0, have_seed = 0;
+  int n_only = 0, timeline = 0, quiet = 0, have_seed = 0, scaling = 0;
   const char *decisions = NULL, *dbpath = NULL, *plot = NULL;
   uint64_t seed = 0;
   int ch;
@@ -226,6 +225,7 @@ static int cmd_run(int argc, char **argv) {
     case 'D': dbpath = optarg; break;
     case 'p': plot = optarg; break;
     case 'q': quiet = 1; break;
+    case 'S': scaling = 1; break;
     case 'h': usage_run(stdout); return 0;
     default: usage_run(stderr); return 2;
     }
@@ -266,9 +266,19 @@ static int cmd_run(int argc, char **argv) {
       goto out;
     }
     events += res[n].events;
-    items[n] = (pp_report_item){scn->configs[i].name, &res[n].summary, res[n].timeline,
+    items[n] = (pp_report_item){scn->configs[i].name,
+                                &res[n].summary,
+                                res[n].timeline,
                                 res[n].timeline_len,
-                                scn->configs[i].autoscale ? &scn->configs[i].policy : NULL};
+                                scn->configs[i].autoscale ? &scn->configs[i].policy : NULL,
+                                res[n].activations,
+                                res[n].avg_standby,
+                                0,
+                                0};
+    for (size_t t = 0; t < res[n].n_ticks; t++) {
+      items[n].scale_ups += res[n].ticks[t].action == PP_ACTION_SPAWN_WORKER;
+      items[n].scale_downs += res[n].ticks[t].action == PP_ACTION_RETIRE_WORKER;
+    }
     idx[n++] = i;
   }
   double elapsed = now_s() - t0;
@@ -280,6 +290,10 @@ static int cmd_run(int argc, char **argv) {
     for (size_t k = 0; k < n; k++)
       any_shed |= items[k].policy && items[k].policy->shed_enabled;
     if (any_shed) pp_report_admission(stdout, items, n, scn);
+    int any_scaling = 0;
+    for (size_t k = 0; k < n; k++)
+      any_scaling |= items[k].policy && items[k].policy->standby;
+    if (any_scaling || scaling) pp_report_scaling(stdout, items, n, scn);
   }
   if (timeline)
     for (size_t k = 0; k < n; k++)

@@ -91,6 +91,73 @@ void pp_report_admission(FILE *out, const pp_report_item *items, size_t n, const
             from, to);
 }
 
+double pp_report_recovery_s(const pp_report_item *item, const pp_scenario *scn) {
+  double best = 0, t = 0;
+  uint64_t from = 0, to = 0;
+  for (uint32_t i = 0; i < scn->n_phases; i++) {
+    const pp_phase *ph = &scn->phases[i];
+    if (i > 0) {
+      const pp_phase *pr = &scn->phases[i - 1];
+      double jump = ph->rate - (pr->has_ramp ? pr->rate_end : pr->rate);
+      if (jump > best)
+        best = jump, from = (uint64_t)(t / 1e9),
+        to = (uint64_t)((t + (double)ph->duration_ns) / 1e9);
+    }
+    t += (double)ph->duration_ns;
+  }
+  if (best <= 0) return -1;
+  double last = -1;
+  for (size_t i = 0; i < item->timeline_len; i++) {
+    const pp_timeline_row *r = &item->timeline[i];
+    if (r->t_s >= from && r->t_s < to && r->p99_ns > (double)scn->slo_ns) last = r->t_s;
+  }
+  return last < 0 ? 0 : last + 1 - (double)from;
+}
+
+uint32_t pp_report_seconds_over_slo(const pp_report_item *item, const pp_scenario *scn) {
+  uint32_t n = 0;
+  for (size_t i = 0; i < item->timeline_len; i++) {
+    const pp_timeline_row *r = &item->timeline[i];
+    if ((uint64_t)r->t_s * 1000000000ull < scn->duration_ns && r->p99_ns > (double)scn->slo_ns) n++;
+  }
+  return n;
+}
+
+void pp_report_scaling(FILE *out, const pp_report_item *items, size_t n, const pp_scenario *scn) {
+  char a[24];
+  double static_mem = -1;
+  /* The peak-provisioned static configuration: the static one with the most memory. */
+  for (size_t i = 0; i < n; i++)
+    if (!items[i].policy && items[i].summary->avg_memory_bytes > static_mem)
+      static_mem = items[i].summary->avg_memory_bytes;
+  fprintf(out, "\nscaling\n%-18s %3s %5s %3s %5s %5s %8s %8s %8s %4s %4s %5s %7s %7s %5s\n",
+          "config", "sb", "tick", "act", "avgsb", "up/dn", "p99", "queue99", "excess_s", "rec",
+          "over", "avg_w", "avg_mem", "peak", "mem/s");
+  for (size_t i = 0; i < n; i++) {
+    const pp_summary *s = items[i].summary;
+    const pp_policy *p = items[i].policy;
+    double rec = pp_report_recovery_s(&items[i], scn);
+    char recbuf[16] = "-", ratio[16] = "-", sb[8] = "-", tick[16] = "-", updn[24] = "-", q[24];
+    if (rec >= 0) snprintf(recbuf, sizeof recbuf, "%.0fs", rec);
+    if (static_mem > 0) snprintf(ratio, sizeof ratio, "%.2f", s->avg_memory_bytes / static_mem);
+    if (p) {
+      snprintf(sb, sizeof sb, "%u", p->standby);
+      pp_units_format_ns((double)p->tick_ns, tick, sizeof tick);
+      snprintf(updn, sizeof updn, "%u/%u", items[i].scale_ups, items[i].scale_downs);
+    }
+    fprintf(out, "%-18s %3s %5s %3llu %5.2f %5s %8s %8s %8.1f %4s %4u %5.2f %5.0fMB %5.0fMB %5s\n",
+            items[i].name, sb, tick, (unsigned long long)items[i].activations, items[i].avg_standby,
+            updn, pp_units_format_ns(s->p99_ns, a, sizeof a),
+            pp_units_format_ns(s->queue_p99_ns, q, sizeof q), s->excess_latency_ns / 1e9, recbuf,
+            pp_report_seconds_over_slo(&items[i], scn), s->avg_workers, s->avg_memory_bytes / 1e6,
+            s->peak_memory_bytes / 1e6, ratio);
+  }
+  fprintf(out, "(sb = standby, act = activations, avgsb = standby workers on average, up/dn = "
+               "scale-up/down decisions, rec = seconds from the largest step up until per-second "
+               "p99 stays under the SLO, over = seconds whose p99 is over it; memory = sum of PSS, "
+               "docs/SIM.md; mem/s = avg_mem / the peak static config's)\n");
+}
+
 void pp_report_timeline(FILE *out, const pp_report_item *item) {
   char a[24], b[24], c[24];
   fprintf(out, "\ntimeline: %s\n", item->name);

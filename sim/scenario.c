@@ -70,6 +70,11 @@ void pp_scenario_defaults(pp_scenario *s) {
   s->boot.kind = PP_DIST_LOGNORMAL;
   s->boot.mean_ns = 2000000000ull;
   s->boot.sd_ns = 500000000ull;
+  s->mem_shared_bytes = 0;
+  s->mem_standby_bytes = -1;
+  s->activation.kind = PP_DIST_LOGNORMAL;
+  s->activation.mean_ns = 10000000ull;
+  s->activation.sd_ns = 5000000ull;
 }
 
 void pp_scenario_dispose(pp_scenario *s) {
@@ -389,8 +394,14 @@ static int parse_memory(walk *w, const yaml_node_t *n, pp_scenario *s) {
       rc = get_bytes(w, v, f, &s->mem_worker_bytes);
     else if (!strcmp(key, "per_thread"))
       rc = get_bytes(w, v, f, &s->mem_thread_bytes);
-    else
-      return fail(w, k, f, "unknown field (expected worker, per_thread)");
+    else if (!strcmp(key, "shared"))
+      rc = get_bytes(w, v, f, &s->mem_shared_bytes);
+    else if (!strcmp(key, "standby")) {
+      uint64_t b = 0;
+      rc = get_bytes(w, v, f, &b);
+      if (!rc) s->mem_standby_bytes = b > INT64_MAX ? INT64_MAX : (int64_t)b;
+    } else
+      return fail(w, k, f, "unknown field (expected worker, per_thread, shared, standby)");
     if (rc) return rc;
   }
   return 0;
@@ -416,9 +427,12 @@ static int parse_machine(walk *w, const yaml_node_t *n, pp_scenario *s) {
       rc = get_bool(w, v, f, &s->gvl_measured);
     else if (!strcmp(key, "boot"))
       rc = get_dist(w, v, f, &s->boot);
+    else if (!strcmp(key, "activation"))
+      rc = get_dist(w, v, f, &s->activation);
     else
       return fail(w, k, f,
-                  "unknown field (expected cores, memory, gvl_timeslice, gvl_measured, boot)");
+                  "unknown field (expected cores, memory, gvl_timeslice, gvl_measured, boot, "
+                  "activation)");
     if (rc) return rc;
   }
   return 0;
@@ -777,6 +791,10 @@ int pp_scenario_validate(const pp_scenario *s, pp_scn_error *err) {
   }
   if (s->duration_ns == 0) {
     set_err(err, "", 0, 0, "arrivals", "the scenario lasts 0 seconds");
+    return PP_SIM_EINVAL;
+  }
+  if (s->mem_shared_bytes > s->mem_worker_bytes) {
+    set_err(err, "", 0, 0, "machine.memory.shared", "must not exceed machine.memory.worker");
     return PP_SIM_EINVAL;
   }
   for (uint32_t i = 0; i < s->n_configs; i++) {

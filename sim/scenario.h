@@ -137,6 +137,13 @@ typedef struct pp_scenario {
   uint64_t gvl_timeslice_ns; /* machine.gvl_timeslice, default 100ms */
   int gvl_measured;          /* machine.gvl_measured, default true */
   pp_dist boot;              /* machine.boot: worker boot time, default lognormal 2s sd 0.5s */
+  /* Standby workers and the USS/PSS memory model (docs/SIM.md, "Memory"). */
+  uint64_t mem_shared_bytes; /* machine.memory.shared: of `worker`, shared copy-on-write with
+                                the shepherd (the preloaded app), counted once; default 0 */
+  int64_t mem_standby_bytes; /* machine.memory.standby: private memory (USS) of a parked
+                                standby worker; -1 (default) = worker - shared */
+  pp_dist activation;        /* machine.activation: standby activation delay, decision to
+                                serving; default lognormal 10ms sd 5ms */
 
   uint32_t n_configs;
   pp_config configs[PP_SCN_MAX_CONFIGS];

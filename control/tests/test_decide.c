@@ -509,6 +509,229 @@ static void run_sequence(uint64_t seed, pp_decision *out, pp_ctl_state *states) 
   }
 }
 
+/* ---- standby workers (policy `standby`) ---- */
+
+/* mk() plus a standby pool: `parked` activatable now, `sbooting` replacements on the way. */
+static pp_observation mk_sb(uint64_t t, uint32_t workers, uint32_t booting, double rate,
+                            uint64_t p95, uint32_t len, uint32_t busy, uint32_t parked,
+                            uint32_t sbooting) {
+  pp_observation o = mk(t, workers, booting, 5, rate, 25 * MS, p95, len, busy);
+  o.workers_standby = parked;
+  o.workers_standby_booting = sbooting;
+  return o;
+}
+
+/* The 12x step with standby: the pool is used first, forks make up the rest (max_step bounds
+ * forks only), and the same decision refills the pool. */
+static void test_standby_activates_before_forking(void) {
+  setup(1, 5);
+  P.standby = 2;
+  pp_observation o = mk_sb(2, 1, 0, 700, 503 * MS, 500, 5, 2, 0);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_EQUAL(d.count, 5); /* sized 6: 2 activated + 3 forked */
+  CU_ASSERT_EQUAL(d.activate, 2);
+  CU_ASSERT_EQUAL(d.standby_spawn, 2);
+  CU_ASSERT_EQUAL(d.workers_target, 6);
+  CU_ASSERT_EQUAL(st.standby_wanted, 2);
+  CU_ASSERT_EQUAL(st.last_spawn_ns, (int64_t)(2 * S));
+  CU_ASSERT_EQUAL(st.last_activate_ns, (int64_t)(2 * S));
+  CU_ASSERT_EQUAL(st.breach_ticks, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "spawn_worker x5: queue p95 503ms over severe 200ms"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; sized 6 workers; 2 from standby, 3 forked"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +2 to 2"));
+  /* A pool that covers the whole shortfall: no fork at all, and max_step does not bound it. */
+  setup(1, 5);
+  P.standby = 8;
+  P.max_step = 2;
+  o = mk_sb(2, 1, 0, 700, 503 * MS, 500, 5, 8, 0);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.count, 5);
+  CU_ASSERT_EQUAL(d.activate, 5);
+  CU_ASSERT_EQUAL(st.last_spawn_ns, INT64_MIN); /* nothing forked: the spawn cooldown is free */
+  CU_ASSERT_EQUAL(st.last_activate_ns, (int64_t)(2 * S));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "5 from standby, 0 forked"));
+  CU_ASSERT_PTR_NULL(strstr(d.reason, "capped by"));
+  CU_ASSERT_EQUAL(d.standby_spawn, 5);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +5 to 8"));
+  /* The same step without standby: today's decision, and the new fields stay at rest. */
+  setup(1, 5);
+  o = mk_sb(2, 1, 0, 700, 503 * MS, 500, 5, 0, 0);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.count, 4);
+  CU_ASSERT_EQUAL(d.activate, 0);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_EQUAL(st.standby_wanted, 0);
+  CU_ASSERT_EQUAL(st.last_activate_ns, INT64_MIN);
+  CU_ASSERT_PTR_NULL(strstr(d.reason, "standby"));
+  /* The worker cap bounds activations too: max_workers 3 leaves room for 2. */
+  setup(1, 5);
+  P.standby = 4;
+  P.max_workers = 3;
+  o = mk_sb(2, 1, 0, 700, 503 * MS, 500, 5, 4, 0);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.count, 2);
+  CU_ASSERT_EQUAL(d.activate, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "capped by max_workers; 2 from standby, 0 forked"));
+  /* The pool's memory is reserved: 1 GiB at 300 MiB per worker is 3, minus 1 standby. */
+  setup(1, 5);
+  P.standby = 1;
+  P.memory_limit_bytes = 1 << 30;
+  o = mk_sb(2, 1, 0, 700, 503 * MS, 500, 5, 1, 0);
+  o.mem_per_worker_bytes = 300 << 20;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.count, 1);
+  CU_ASSERT_EQUAL(d.activate, 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "capped by memory_limit"));
+}
+
+/* Replacements: forked for what the pool lacks (parked + booting against `standby`), on any
+ * tick and whatever the action; never more; a pool above `standby` is not refilled. */
+static void test_standby_replacements(void) {
+  setup(2, 5);
+  P.standby = 2;
+  pp_observation o = mk_sb(1, 2, 0, 100, 5 * MS, 0, 3, 1, 0); /* steady, one parked */
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_EQUAL(d.standby_spawn, 1);
+  CU_ASSERT_EQUAL(st.standby_wanted, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +1 to 2"));
+  /* The replacement is booting: nothing more. */
+  o = mk_sb(2, 2, 0, 100, 5 * MS, 0, 3, 1, 1);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_EQUAL(st.standby_wanted, 2);
+  CU_ASSERT_PTR_NULL(strstr(d.reason, "standby +"));
+  /* Replacement forks are not held by the settled gate (they are not capacity). */
+  o = mk_sb(3, 2, 2, 100, 5 * MS, 0, 3, 0, 0);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 2);
+  /* A pool above the policy's (a reload lowered it to 0): used, not refilled. */
+  setup(1, 5);
+  P.standby = 0;
+  o = mk_sb(2, 1, 0, 700, 503 * MS, 500, 5, 3, 0);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.activate, 3);
+  CU_ASSERT_EQUAL(d.count, 5);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_EQUAL(st.standby_wanted, 0);
+}
+
+/* Where a pool is not used: one breach tick below the severe tier (confirmation still
+ * applies), a backlog draining with enough workers, at the cap, and while booting workers
+ * already cover the sized need. */
+static void test_standby_declined(void) {
+  setup(2, 5);
+  P.standby = 2;
+  pp_observation o = mk_sb(1, 2, 0, 320, 80 * MS, 4, 10, 2, 0);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_EQUAL(d.activate, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "for 1 tick of 2"));
+  /* Draining: 8 workers for 700 rps is plenty, the arrival would wait 0. */
+  setup(8, 5);
+  P.standby = 2;
+  o = mk_sb(1, 8, 0, 700, 300 * MS, 0, 20, 2, 0);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "draining"));
+  CU_ASSERT_EQUAL(d.activate, 0);
+  /* At max_workers: declined naming the bound, the pool untouched. */
+  setup(8, 5);
+  P.standby = 2;
+  o = mk_sb(1, 8, 0, 2000, 503 * MS, 900, 40, 2, 0);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "at max_workers bound of 8 workers"));
+  CU_ASSERT_EQUAL(d.activate, 0);
+  CU_ASSERT_EQUAL(st.standby_wanted, 2);
+  /* Booting workers already cover the need (6 sized, 2 ready + 4 booting): the gate holds. */
+  setup(2, 5);
+  P.standby = 2;
+  P.breach_ticks = 1;
+  o = mk_sb(1, 2, 4, 400, 300 * MS, 30, 10, 2, 0);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "but 4 workers still booting"));
+  CU_ASSERT_EQUAL(d.activate, 0);
+}
+
+/* Standby serves within a tick: the settled gate and the spawn cooldown hold forks, not
+ * activations; an activation counts as a spawn for the retire cooldown. */
+static void test_standby_gate_and_cooldowns(void) {
+  /* Gate: 1 ready, 1 booting, sized 6 (the 12x step): activate 2, fork nothing. */
+  setup(1, 5);
+  P.standby = 2;
+  pp_observation o = mk_sb(3, 1, 1, 700, 503 * MS, 500, 5, 2, 0);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_EQUAL(d.count, 2);
+  CU_ASSERT_EQUAL(d.activate, 2);
+  CU_ASSERT_EQUAL(d.workers_target, 4);
+  CU_ASSERT_EQUAL(st.last_spawn_ns, INT64_MIN);
+  CU_ASSERT_EQUAL(st.last_activate_ns, (int64_t)(3 * S));
+  CU_ASSERT_EQUAL(st.breach_ticks, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; forks held while booting (predicted"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "sized 6 workers; 2 from standby, 0 forked"));
+  CU_ASSERT_EQUAL(d.standby_spawn, 2);
+  /* Cooldown: forked 1 s ago, 3 ready, still short: the pool is used, forks wait. */
+  setup(3, 5);
+  P.standby = 1;
+  st.last_spawn_ns = (int64_t)(9 * S);
+  o = mk_sb(10, 3, 0, 900, 503 * MS, 400, 15, 1, 0);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_EQUAL(d.activate, 1);
+  CU_ASSERT_EQUAL(d.count, 1);
+  CU_ASSERT_EQUAL(st.last_spawn_ns, (int64_t)(9 * S));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; forks held: cooldown 2.00s left"));
+  /* The same tick with an empty pool: the old cooldown decline. */
+  setup(3, 5);
+  P.standby = 1;
+  st.last_spawn_ns = (int64_t)(9 * S);
+  o = mk_sb(10, 3, 0, 900, 503 * MS, 400, 15, 0, 1);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "but spawn cooldown has 2.00s left"));
+  /* Retire cooldown counts from the last activation. */
+  setup(3, 5);
+  P.standby = 1;
+  P.calm_ticks = 1;
+  st.last_activate_ns = (int64_t)(90 * S);
+  o = mk_sb(100, 3, 0, 20, 1 * MS, 0, 1, 1, 0);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "retire cooldown has 20.0s left"));
+  st.last_activate_ns = (int64_t)(60 * S);
+  o = mk_sb(101, 3, 0, 20, 1 * MS, 0, 1, 1, 0);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_RETIRE_WORKER);
+}
+
+/* Below min_workers (a worker died): a parked standby replaces it at once, even while others
+ * boot; forks for the rest still wait for the settled gate. */
+static void test_standby_floor(void) {
+  setup(1, 5);
+  P.standby = 1;
+  pp_observation o = mk_sb(5, 0, 0, 50, 0, 0, 0, 1, 0);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_EQUAL(d.count, 1);
+  CU_ASSERT_EQUAL(d.activate, 1);
+  CU_ASSERT_EQUAL(st.last_spawn_ns, INT64_MIN);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "below min_workers 1"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "1 from standby, 0 forked"));
+  CU_ASSERT_EQUAL(d.standby_spawn, 1);
+  setup(3, 5);
+  P.min_workers = 4;
+  P.standby = 1;
+  o = mk_sb(5, 1, 1, 50, 0, 0, 0, 1, 0);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.count, 1); /* 2 short: 1 from standby, the fork waits for the booting one */
+  CU_ASSERT_EQUAL(d.activate, 1);
+  CU_ASSERT_EQUAL(d.workers_target, 3);
+}
+
 static void test_determinism(void) {
   memset(det_sa, 0, sizeof det_sa);
   memset(det_sb, 0, sizeof det_sb);
@@ -557,6 +780,11 @@ int pp_test_register(void) {
       {"invalid inputs give NONE with a reason", test_invalid_inputs},
       {"action names", test_action_names},
       {"determinism", test_determinism},
+      {"standby: activated before forking", test_standby_activates_before_forking},
+      {"standby: replacements refill the pool", test_standby_replacements},
+      {"standby: declined cases", test_standby_declined},
+      {"standby: gate and cooldowns hold forks, not activations", test_standby_gate_and_cooldowns},
+      {"standby: replaces a dead worker at the floor", test_standby_floor},
       {NULL, NULL},
   };
   return register_suite("decide", cases);

@@ -66,6 +66,10 @@ static void any_state(test_rng *r, pp_ctl_state *s) {
   s->workers_wanted = any_u32(r);
   s->threads_wanted = any_u32(r);
   s->shedding = (int)(rng_next(r) % 2);
+  /* Version-2 fields: at their defaults half the time, so both line versions are covered. */
+  int v2 = (int)(rng_next(r) % 2);
+  s->standby_wanted = v2 ? any_u32(r) : 0;
+  s->last_activate_ns = v2 ? any_i64(r) : INT64_MIN;
 }
 
 static void any_record(test_rng *r, pp_declog_record *rec) {
@@ -100,6 +104,10 @@ static void any_record(test_rng *r, pp_declog_record *rec) {
   o->mem_per_worker_bytes = any_i64(r);
   o->shed = any_u64(r);
   o->timeouts = any_u64(r);
+  if (rng_next(r) % 2) {
+    o->workers_standby = any_u32(r);
+    o->workers_standby_booting = any_u32(r);
+  }
   any_state(r, &rec->state_before);
   any_state(r, &rec->state_after);
   pp_decision *d = &rec->decision;
@@ -111,6 +119,10 @@ static void any_record(test_rng *r, pp_declog_record *rec) {
   d->shed = (int)(rng_next(r) % 2);
   d->shed_budget_ns = any_u64(r);
   any_text(r, d->reason, sizeof d->reason);
+  if (rng_next(r) % 2) {
+    d->activate = any_u32(r);
+    d->standby_spawn = any_u32(r);
+  }
 }
 
 static char line1[PP_DECLOG_LINE_MAX], line2[PP_DECLOG_LINE_MAX];
@@ -143,7 +155,10 @@ static void test_random_round_trip(void) {
         a.state_after.last_spawn_ns != b.state_after.last_spawn_ns ||
         strcmp(a.decision.reason, b.decision.reason) != 0 || strcmp(a.source, b.source) != 0 ||
         memcmp(&a.obs, &b.obs, sizeof a.obs) != 0 ||
-        memcmp(&a.state_before, &b.state_before, sizeof a.state_before) != 0)
+        memcmp(&a.state_before, &b.state_before, sizeof a.state_before) != 0 ||
+        memcmp(&a.state_after, &b.state_after, sizeof a.state_after) != 0 ||
+        a.decision.activate != b.decision.activate ||
+        a.decision.standby_spawn != b.decision.standby_spawn)
       failures++;
   }
   CU_ASSERT_EQUAL(failures, 0);
@@ -170,6 +185,7 @@ static pp_declog_record sample_record(void) {
   rec.state_before.last_spawn_ns = INT64_MIN;
   rec.state_before.last_retire_ns = INT64_MIN;
   rec.state_before.last_thread_ns = INT64_MIN;
+  rec.state_before.last_activate_ns = INT64_MIN;
   rec.state_before.workers_wanted = 1;
   rec.state_before.threads_wanted = 5;
   rec.state_after = rec.state_before;
@@ -277,7 +293,12 @@ static void test_field_errors(void) {
       {"\"policy_hash\":\"0123456789abcdef\"", "\"policy_hash\":81985529216486895", "policy_hash",
        "hex"},
       {"\"source\":\"sim\"", "\"source\":\"a-very-long-source-name\"", "source", "at most"},
-      {"\"v\":1", "\"v\":2", "v", "version"},
+      {"\"v\":1", "\"v\":3", "v", "version"},
+      {"\"v\":1", "\"v\":0", "v", "version"},
+      /* A version-1 line has none of the version-2 fields, and they are not optional in v2. */
+      {"\"timeouts\":0", "\"timeouts\":0,\"workers_standby\":2", "obs.workers_standby",
+       "version 1"},
+      {"\"v\":1", "\"v\":2", "obs.workers_standby", "missing"},
       {"\"tick\":3,\"time_ns\"", "\"tick\":-3,\"time_ns\"", "tick", "negative"},
       {"\"time_ns\":3000000000,\"policy", "\"time_ns\":null,\"policy", "time_ns", "integer"},
       {"\"obs\":{", "\"obs\":7,\"o\":{", "obs", "object"},
@@ -321,6 +342,65 @@ static void test_field_errors(void) {
   /* Trailing garbage after the object. */
   snprintf(line2, sizeof line2, "%.*s x\n", (int)strlen(line1) - 1, line1);
   CU_ASSERT_EQUAL(pp_declog_decode(&out, line2, strlen(line2), 1, &e), PP_CTL_EPARSE);
+}
+
+/* Version-2 lines: a record with standby fields set is written as v2 with every
+ * new key, reads back to the same record and bytes; a record without is v1, byte for byte the
+ * old format; each v2 key is required in v2 and refused in v1. */
+static void test_version_2(void) {
+  pp_declog_record rec = sample_record();
+  int n = pp_declog_encode(&rec, line1, sizeof line1);
+  CU_ASSERT_FATAL(n > 0);
+  static const char *const v2_keys[] = {"\"workers_standby\"", "\"workers_standby_booting\"",
+                                        "\"standby_wanted\"",  "\"last_activate_ns\"",
+                                        "\"activate\"",        "\"standby_spawn\""};
+  for (size_t i = 0; i < sizeof v2_keys / sizeof v2_keys[0]; i++)
+    CU_ASSERT_PTR_NULL(strstr(line1, v2_keys[i]));
+
+  rec.obs.workers_standby = 1;
+  rec.obs.workers_standby_booting = 1;
+  rec.decision.activate = 1;
+  rec.decision.standby_spawn = 1;
+  rec.state_after.standby_wanted = 2;
+  rec.state_after.last_activate_ns = 3000000000;
+  n = pp_declog_encode(&rec, line1, sizeof line1);
+  CU_ASSERT_FATAL(n > 0);
+  CU_ASSERT_NSTRING_EQUAL(line1, "{\"v\":2,", 7);
+  for (size_t i = 0; i < sizeof v2_keys / sizeof v2_keys[0]; i++)
+    CU_ASSERT_PTR_NOT_NULL(strstr(line1, v2_keys[i]));
+  CU_ASSERT_PTR_NOT_NULL(strstr(line1, "\"activate\":1,\"standby_spawn\":1}"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(line1, "\"last_activate_ns\":-9223372036854775808"));
+  pp_declog_record back;
+  pp_declog_error e;
+  CU_ASSERT_EQUAL_FATAL(pp_declog_decode(&back, line1, (size_t)n, 1, &e), 0);
+  CU_ASSERT_EQUAL(back.decision.activate, 1);
+  CU_ASSERT_EQUAL(back.decision.standby_spawn, 1);
+  CU_ASSERT_EQUAL(memcmp(&back.state_after, &rec.state_after, sizeof rec.state_after), 0);
+  CU_ASSERT_EQUAL(memcmp(&back.obs, &rec.obs, sizeof rec.obs), 0);
+  CU_ASSERT_EQUAL(pp_declog_encode(&back, line2, sizeof line2), n);
+  CU_ASSERT_STRING_EQUAL(line1, line2);
+  /* One set field is enough for v2; every key is then required. */
+  pp_declog_record one = sample_record();
+  one.state_after.last_activate_ns = 5;
+  CU_ASSERT_FATAL(pp_declog_encode(&one, line2, sizeof line2) > 0);
+  CU_ASSERT_NSTRING_EQUAL(line2, "{\"v\":2,", 7);
+  static const struct {
+    const char *from, *to, *field;
+  } missing[] = {
+      {"\"workers_standby\":1,", "", "obs.workers_standby"},
+      {"\"standby_wanted\":0,", "", "state_before.standby_wanted"},
+      {",\"activate\":1", "", "decision.activate"},
+      {",\"standby_spawn\":1", "", "decision.standby_spawn"},
+      {"\"activate\":1", "\"activate\":-1", "decision.activate"},
+      {"\"v\":2", "\"v\":1", "obs.workers_standby"},
+  };
+  for (size_t i = 0; i < sizeof missing / sizeof missing[0]; i++) {
+    edit(missing[i].from, missing[i].to);
+    int rc = pp_declog_decode(&back, line2, strlen(line2), 8, &e);
+    int ok = rc == PP_CTL_EPARSE && e.line == 8 && strcmp(e.field, missing[i].field) == 0;
+    if (!ok) fprintf(stderr, "v2 case %zu: rc %d field '%s': %s\n", i, rc, e.field, e.message);
+    CU_ASSERT(ok);
+  }
 }
 
 static void test_header_lines(void) {
@@ -388,6 +468,7 @@ int pp_test_register(void) {
       {"every truncated prefix rejected", test_truncated_prefixes},
       {"field errors name line and field", test_field_errors},
       {"header lines carry the policy", test_header_lines},
+      {"version 2: standby fields", test_version_2},
       {NULL, NULL},
   };
   return register_suite("declog", cases);

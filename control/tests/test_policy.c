@@ -184,7 +184,7 @@ static void test_field_names(void) {
   size_t n = 0;
   for (const char *const *f = pp_policy_field_names; *f; f++)
     n++;
-  CU_ASSERT_EQUAL(n, 27);
+  CU_ASSERT_EQUAL(n, 28);
   pp_policy p;
   pp_policy_defaults(&p);
   char buf[2048];
@@ -288,6 +288,57 @@ static void test_shed_fields(void) {
   CU_ASSERT_EQUAL(a.shed_budget_ns, 0);
   CU_ASSERT_EQUAL(pp_policy_set(&a, "shed.rule", "fifo", NULL), PP_CTL_EINVAL);
   CU_ASSERT_EQUAL(a.shed_rule, PP_SHED_RULE_PREDICTED); /* untouched on error */
+}
+
+/* The standby field (policy format 3): parsed, in the canonical text only when not 0 (so
+ * every older policy keeps its text and hash), read back identically, hashed; its errors name
+ * line, column and field. */
+static void test_standby_field(void) {
+  pp_policy p, q, d;
+  pp_policy_error e;
+  pp_policy_defaults(&d);
+  char buf[2048];
+  CU_ASSERT_FATAL(pp_policy_canonical(&d, buf, sizeof buf) > 0);
+  CU_ASSERT_PTR_NULL(strstr(buf, "standby"));
+  CU_ASSERT_EQUAL(pp_policy_hash(&d), 0xccaa2fca84f4120bull);
+  CU_ASSERT_EQUAL_FATAL(parse(&p, "max_workers: 8\nstandby: 2\n", &e), 0);
+  CU_ASSERT_EQUAL(p.standby, 2);
+  int n = pp_policy_canonical(&p, buf, sizeof buf);
+  CU_ASSERT_FATAL(n > 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\nstandby: 2\n"));
+  /* Last line: after every format-1 and format-2 field. */
+  CU_ASSERT_EQUAL(strcmp(buf + n - strlen("standby: 2\n"), "standby: 2\n"), 0);
+  CU_ASSERT_EQUAL_FATAL(pp_policy_parse(&q, buf, (size_t)n, &e), 0);
+  CU_ASSERT_EQUAL(memcmp(&p, &q, sizeof p), 0);
+  CU_ASSERT_NOT_EQUAL(pp_policy_hash(&p), pp_policy_hash(&d));
+  CU_ASSERT_EQUAL_FATAL(parse(&q, "standby: 0\n", &e), 0);
+  CU_ASSERT_EQUAL(pp_policy_hash(&q), pp_policy_hash(&d)); /* 0 is the default */
+  CU_ASSERT_EQUAL_FATAL(parse(&q, "# two parked\nstandby: 2\nmax_workers: 8\n", &e), 0);
+  CU_ASSERT_EQUAL(pp_policy_hash(&q), pp_policy_hash(&p));
+  CU_ASSERT_EQUAL(pp_policy_set(&q, "standby", "4", &e), 0);
+  CU_ASSERT_EQUAL(q.standby, 4);
+  static const struct {
+    const char *text;
+    int line, column;
+    const char *message_part;
+  } bad[] = {
+      {"max_workers: 8\nstandby: 65\n", 2, 10, "at most 64"},
+      {"standby: -1\n", 1, 10, "non-negative integer"},
+      {"standby: two\n", 1, 10, "non-negative integer"},
+      {"standby: 1.5\n", 1, 10, "non-negative integer"},
+      {"tick: 1s\nstandby: [1]\n", 2, 10, "single value"},
+      {"standby: 1\nstandby: 2\n", 2, 10, "set twice"},
+      {"standby:\n  k: 2\n", 2, 3, "single value"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = parse(&q, bad[i].text, &e);
+    int ok = rc != 0 && e.line == bad[i].line && e.column == bad[i].column &&
+             strcmp(e.field, "standby") == 0 && strstr(e.message, bad[i].message_part);
+    if (!ok)
+      fprintf(stderr, "standby case %zu: rc %d line %d col %d field %s: %s\n", i, rc, e.line,
+              e.column, e.field, e.message);
+    CU_ASSERT(ok);
+  }
 }
 
 static void test_set_overrides(void) {
@@ -606,6 +657,7 @@ int pp_test_register(void) {
       {"field name list", test_field_names},
       {"format-1 text keeps its canonical text and hash", test_format1_text_keeps_hash},
       {"shed fields: parse, canonical, round trip", test_shed_fields},
+      {"standby: parse, canonical, hash, errors", test_standby_field},
       {"pp_policy_set overrides", test_set_overrides},
       {"every error path names field and line", test_error_paths},
       {"long durations and sizes exact or refused", test_long_numbers_exact_or_refused},

@@ -53,6 +53,19 @@ line2=$((line + 5))
 sed -E "${line2}s/(\"state_after\":\\{\"breach_ticks\":)([0-9]+)/\\1999/" "$LOGS/step.jsonl" >"$TMP/edited2.jsonl"
 expect 1 ":${line2}: tick [0-9]+: state_after.breach_ticks differs" -- "$REPLAY" "$TMP/edited2.jsonl"
 
+# 3b. Standby (decision log v2): the recorded pp-sim log holds activations, replacements and a
+# gate-held activation; editing an activation count is caught, and so is a v2 line relabelled v1.
+SB=$LOGS/sim-standby-step.jsonl
+grep -q '"v":2,' "$SB" && grep -q '"activate":1,' "$SB" && grep -q 'forks held while booting' "$SB" ||
+  { echo "FAIL: $SB holds no standby activations"; failures=$((failures + 1)); }
+sbline=$(grep -n '"activate":1,' "$SB" | head -1 | cut -d: -f1)
+sed "${sbline}s/\"activate\":1,/\"activate\":2,/" "$SB" >"$TMP/sb-edited.jsonl"
+expect 1 "sb-edited.jsonl:${sbline}: tick [0-9]+: decision.activate differs" -- "$REPLAY" "$TMP/sb-edited.jsonl"
+sed "${sbline}s/^{\"v\":2,/{\"v\":1,/" "$SB" >"$TMP/sb-v1.jsonl"
+expect 2 "sb-v1.jsonl:${sbline}: obs.workers_standby: unknown field \(in a version 1 line\)" -- \
+  "$REPLAY" "$TMP/sb-v1.jsonl"
+expect 0 "from standby, 4 forked; standby \+1 to 1" -- "$REPLAY" "$SB" --explain
+
 # 4. Truncated in the middle of line 50: exit 2 naming the line.
 head -n 49 "$LOGS/step.jsonl" >"$TMP/truncated.jsonl"
 sed -n 50p "$LOGS/step.jsonl" | head -c 300 >>"$TMP/truncated.jsonl"

@@ -43,6 +43,14 @@ record_sim() {
 }
 RECIPES[sim-step-mix.jsonl]=record_sim
 
+# The simulator with a standby pool (decision log v2): standby-step's auto-k1, one standby.
+record_sim_standby() {
+  cmake --build "$BUILD" --target pp-sim >/dev/null
+  "$BUILD/sim/pp-sim" run "$ROOT/scenarios/standby-step.yaml" -c auto-k1 --decisions "$1" \
+    >/dev/null 2>"$TMP/sim.err" || { cat "$TMP/sim.err" >&2; exit 1; }
+}
+RECIPES[sim-standby-step.jsonl]=record_sim_standby
+
 record_server() {
   cmake --build "$BUILD" --target pp-bench puma-plus-server >/dev/null
   mkdir -p "$TMP/bench"
@@ -56,7 +64,8 @@ if [ "$SERVER" = 1 ]; then RECIPES[server-step-2core.jsonl]=record_server; fi
 
 changed=0
 for name in "${!RECIPES[@]}"; do
-  if [ "${RECIPES[$name]}" = record_sim ] || [ "${RECIPES[$name]}" = record_server ]; then
+  if [ "${RECIPES[$name]}" = record_sim ] || [ "${RECIPES[$name]}" = record_sim_standby ] ||
+    [ "${RECIPES[$name]}" = record_server ]; then
     "${RECIPES[$name]}" "$TMP/$name"
   else
     # shellcheck disable=SC2086

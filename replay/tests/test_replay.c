@@ -180,6 +180,61 @@ static void test_explain_line(void) {
   CU_ASSERT_STRING_EQUAL(tiny, "tick 0 ");
 }
 
+/* A log with standby activations (the recorded pp-sim one, decision log v2): every record
+ * verifies under its header's policy, and an edit to each standby field is named. */
+static void test_standby_log(void) {
+  FILE *f = fopen(PP_REPLAY_LOGS "/sim-standby-step.jsonl", "rb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  static char big[1 << 20];
+  size_t len = fread(big, 1, sizeof big - 1, f);
+  fclose(f);
+  CU_ASSERT_FATAL(len > 0 && len < sizeof big - 1);
+  big[len] = '\0';
+  pp_replay_log log;
+  pp_declog_error e;
+  CU_ASSERT_EQUAL_FATAL(pp_replay_log_parse(&log, big, len, &e), 0);
+  pp_policy p;
+  CU_ASSERT_EQUAL_FATAL(pp_replay_policy_for(&log, log.recs[0].policy_hash, NULL, &p),
+                        PP_REPLAY_POLICY_HEADER);
+  CU_ASSERT_EQUAL(p.standby, 1);
+  size_t first = log.n, activations = 0, refills = 0;
+  pp_replay_diff diff;
+  for (size_t i = 0; i < log.n; i++) {
+    CU_ASSERT_EQUAL(pp_replay_check_record(&p, &log.recs[i], NULL, &diff), 0);
+    activations += log.recs[i].decision.activate;
+    refills += log.recs[i].decision.standby_spawn;
+    if (first == log.n && log.recs[i].decision.activate) first = i;
+  }
+  CU_ASSERT(activations >= 2);
+  CU_ASSERT_EQUAL(refills, activations);
+  CU_ASSERT_FATAL(first < log.n);
+  static const char *const fields[] = {"decision.activate", "decision.standby_spawn",
+                                       "state_after.standby_wanted",
+                                       "state_after.last_activate_ns"};
+  for (size_t k = 0; k < 4; k++) {
+    pp_declog_record r = log.recs[first];
+    switch (k) {
+    case 0: r.decision.activate = 0; break;
+    case 1: r.decision.standby_spawn++; break;
+    case 2: r.state_after.standby_wanted++; break;
+    case 3: r.state_after.last_activate_ns = INT64_MIN; break;
+    }
+    CU_ASSERT_EQUAL(pp_replay_check_record(&p, &r, NULL, &diff), 1);
+    CU_ASSERT_STRING_EQUAL(diff.field, fields[k]);
+  }
+  /* The same observations under standby 0: no activation, every standby field at rest. */
+  pp_policy q = p;
+  q.standby = 0;
+  pp_ctl_state st = log.recs[first].state_before;
+  pp_declog_record r = log.recs[first];
+  r.obs.workers_standby = 0;
+  pp_decision d = pp_decide(&q, &st, &r.obs);
+  CU_ASSERT_EQUAL(d.activate, 0);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  pp_replay_log_dispose(&log);
+}
+
 static void test_counterfactual_step(void) {
   pp_policy p, tuned;
   pp_policy_defaults(&p);
@@ -214,7 +269,8 @@ int main(void) {
       !CU_add_test(s, "parse errors name the line", test_parse_errors_name_line) ||
       !CU_add_test(s, "verify detects every compared field", test_check_detects_each_field) ||
       !CU_add_test(s, "explain line", test_explain_line) ||
-      !CU_add_test(s, "counterfactual step", test_counterfactual_step)) {
+      !CU_add_test(s, "counterfactual step", test_counterfactual_step) ||
+      !CU_add_test(s, "a log with standby activations verifies", test_standby_log)) {
     CU_cleanup_registry();
     return 2;
   }

@@ -108,6 +108,11 @@ static void test_errors(void) {
       {"timeout: 10s", "timeout: 0s", 16, "client.timeout"},
       {"cores: 2", "cores: 0", 18, "machine.cores"},
       {"worker: 100MB", "worker: lots", 19, "machine.memory.worker"},
+      {"per_thread: 1MiB}", "per_thread: 1MiB, shared: half}", 19, "machine.memory.shared"},
+      {"per_thread: 1MiB}", "per_thread: 1MiB, standby: -3MB}", 19, "machine.memory.standby"},
+      {"per_thread: 1MiB}", "per_thread: 1MiB, stanby: 3MB}", 19, "machine.memory.stanby"},
+      {"  gvl_timeslice: 50ms\n", "  activation: {dist: gamma, mean: 5ms}\n", 20,
+       "machine.activation.dist"},
       {"server: puma,", "server: unicorn,", 24, "configs[0].server"},
       {"threads: 5}", "threads: 500}", 24, "configs[0].threads"},
       {"      max_workers: 4", "      max_wrkrs: 4", 31, "configs[1].policy.max_wrkrs"},
@@ -140,6 +145,39 @@ static void test_errors(void) {
     pp_scenario_dispose(&s);
     free(text);
   }
+}
+
+/* The standby model's machine fields: parsed with their units, defaults when absent, and a
+ * shared part larger than the worker refused by validation. */
+static void test_standby_machine_fields(void) {
+  pp_scenario s;
+  pp_scn_error err;
+  CU_ASSERT_EQUAL_FATAL(pp_scenario_parse(&s, full, strlen(full), "demo.yaml", &err), 0);
+  CU_ASSERT_EQUAL(s.mem_shared_bytes, 0);
+  CU_ASSERT_EQUAL(s.mem_standby_bytes, -1);
+  CU_ASSERT_EQUAL(s.activation.kind, PP_DIST_LOGNORMAL);
+  CU_ASSERT_EQUAL(s.activation.mean_ns, 10000000ull);
+  pp_scenario_dispose(&s);
+  char *text = mutate("  memory: {worker: 100MB, per_thread: 1MiB}\n",
+                      "  memory: {worker: 100MB, per_thread: 1MiB, shared: 60MB, standby: 12MiB}\n"
+                      "  activation: {dist: uniform, min: 2ms, max: 8ms}\n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  CU_ASSERT_EQUAL_FATAL(pp_scenario_parse(&s, text, strlen(text), "demo.yaml", &err), 0);
+  CU_ASSERT_EQUAL(pp_scenario_validate(&s, &err), 0);
+  CU_ASSERT_EQUAL(s.mem_shared_bytes, 60000000ull);
+  CU_ASSERT_EQUAL(s.mem_standby_bytes, 12 << 20);
+  CU_ASSERT_EQUAL(s.activation.kind, PP_DIST_UNIFORM);
+  CU_ASSERT_EQUAL(s.activation.max_ns, 8000000ull);
+  pp_scenario_dispose(&s);
+  free(text);
+  text = mutate("  memory: {worker: 100MB, per_thread: 1MiB}\n",
+                "  memory: {worker: 100MB, per_thread: 1MiB, shared: 101MB}\n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  CU_ASSERT_EQUAL_FATAL(pp_scenario_parse(&s, text, strlen(text), "demo.yaml", &err), 0);
+  CU_ASSERT_NOT_EQUAL(pp_scenario_validate(&s, &err), 0);
+  CU_ASSERT_STRING_EQUAL(err.field, "machine.memory.shared");
+  pp_scenario_dispose(&s);
+  free(text);
 }
 
 /* Every prefix of a valid scenario parses or fails cleanly, never crashes. */
@@ -237,6 +275,11 @@ static void test_policy_shed_errors(void) {
        "policy: shed.interval: must be greater than 0"},
       {"    policy:\n      shed: {client_timeout: 1s, slo: 3s}\n", 31, "configs[1]",
        "policy: shed.slo: must be less than shed.client_timeout"},
+      /* standby (policy format 3) */
+      {"    policy:\n      standby: lots\n", 31, "configs[1].policy.standby",
+       "non-negative integer"},
+      {"    policy:\n      max_workers: 4\n      standby: 99\n", 31, "configs[1]",
+       "policy: standby: must be at most 64"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *text = mutate(policy_block, cases[i].to);
@@ -332,6 +375,7 @@ int main(void) {
   CU_add_test(s, "missing policy file", test_missing_policy_file);
   CU_add_test(s, "inline policy aliases stay bounded", test_policy_aliases_bounded);
   CU_add_test(s, "inline policy shed errors name file, line, field", test_policy_shed_errors);
+  CU_add_test(s, "standby model machine fields", test_standby_machine_fields);
   CU_add_test(s, "shipped scenarios load", test_shipped_scenarios);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
