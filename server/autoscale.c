@@ -89,6 +89,14 @@ int pp_controller_init(server *s) {
                     "by this server (threads per worker are fixed by -threads); set it to false\n");
     return -1;
   }
+  if (ct->enabled && ct->policy.standby) {
+    /* decide() would count parked workers the shepherd cannot keep yet (docs/CONTROL.md
+     * section 8 is the contract) and ask for replacements every tick. */
+    fprintf(stderr, "puma-plus-server: policy: standby: %u: standby workers are not supported "
+                    "by this server yet (pp-sim models them); set standby to 0\n",
+            ct->policy.standby);
+    return -1;
+  }
   if (ct->enabled) {
     cfg->tick_ns = ct->policy.tick_ns; /* the controller's period is the policy's */
     if (s->workers_wanted < ct->policy.min_workers) s->workers_wanted = ct->policy.min_workers;
