@@ -92,8 +92,9 @@ int pp_controller_init(server *s) {
   if (ct->enabled && ct->policy.standby) {
     /* decide() would count parked workers the shepherd cannot keep yet (docs/CONTROL.md
      * section 8 is the contract) and ask for replacements every tick. */
-    fprintf(stderr, "puma-plus-server: policy: standby: %u: standby workers are not supported "
-                    "by this server yet (pp-sim models them); set standby to 0\n",
+    fprintf(stderr,
+            "puma-plus-server: policy: standby: %u: standby workers are not supported "
+            "by this server yet (pp-sim models them); set standby to 0\n",
             ct->policy.standby);
     return -1;
   }

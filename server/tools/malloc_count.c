@@ -115,7 +115,8 @@ static size_t put_line(char *buf, size_t at, const char *name, unsigned long v) 
     digits[d++] = (char)('0' + v % 10);
     v /= 10;
   } while (v);
-  while (d) buf[at++] = digits[--d];
+  while (d)
+    buf[at++] = digits[--d];
   buf[at++] = '\n';
   return at;
 }
@@ -161,4 +162,6 @@ __attribute__((constructor)) static void malloc_count_init(void) {
   sigaction(SIGUSR2, &sa, NULL);
 }
 
-__attribute__((destructor)) static void malloc_count_fini(void) { dump(); }
+__attribute__((destructor)) static void malloc_count_fini(void) {
+  dump();
+}
