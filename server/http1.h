@@ -4,11 +4,14 @@
  * request's headers are complete and validated, for each piece of body, and when the message
  * is complete, and then pauses so that the owner answers requests one at a time, in order
  * (pipelined bytes wait unparsed in the owner's buffer). Everything that must be refused is
- * refused here with the status the issue asks for: 431 (header section too large or too many
- * headers), 414 (URI too long), 413 (body over the limit), 400 (malformed, or a smuggling
- * shape: Content-Length with Transfer-Encoding, duplicate Content-Length, obs-fold, a bare CR
- * in the request line or header section, missing Host in HTTP/1.1), 501 (a Transfer-Encoding other
- * than chunked, or CONNECT), 417 (an Expect other than 100-continue).
+ * refused here with the status the issue asks for: 431 (header section or trailers too large,
+ * or too many headers), 414 (URI too long), 413 (body over the limit, a chunk-size that would
+ * pass it, chunk extensions over the bound), 400 (malformed, or a smuggling shape: every
+ * MUST-reject of RFC 9112 listed in docs/SERVER.md "HTTP/1.1 refusals", whether or not
+ * llhttp 8.1 lets it through), 501 (a coding before the final chunked, or CONNECT), 505 (an
+ * HTTP-version other than 1.0 and 1.1), 417 (an Expect other than 100-continue). The request
+ * line and header section, then a chunked body, are scanned by our own code before llhttp
+ * sees the bytes, so the outcome never depends on how the stream was split into reads.
  *
  * pp_h1_build_env() writes the Rack env pairs of PROTOCOL.md (REQUEST) for the current
  * request. The parser keeps URL and header bytes in one buffer it reuses for every request
@@ -131,7 +134,9 @@ const uint8_t *pp_h1_header(const pp_h1 *h, const char *name, size_t *len);
 typedef pp_env_conninfo pp_h1_conninfo;
 
 /* Appends the env pairs of the current request through pp_env_build (env.h), so h1 and h2
- * requests give the same env. Returns the number of pairs written. */
+ * requests give the same env. With an absolute-form target the target's authority stands for
+ * Host (RFC 9112 §3.2.2: SERVER_NAME, SERVER_PORT and HTTP_HOST come from it). Returns the
+ * number of pairs written. */
 uint32_t pp_h1_build_env(const pp_h1 *h, const pp_h1_conninfo *ci, uint64_t request_id,
                          pp_buf *out);
 
