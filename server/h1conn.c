@@ -442,50 +442,123 @@ void pp_h1conn_start(client *c) {
 
 /* ---------------------------------------------------------------- response events */
 
-/* Writes the HTTP/1.1 status line and headers for RESPONSE_HEAD. */
+static int name_eq(const uint8_t *k, uint32_t kl, const char *name) {
+  size_t n = strlen(name);
+  return kl == n && !strncasecmp((const char *)k, name, n);
+}
+
+/* A Content-Length value the app gave: digits only (at most 18), else -1. */
+static int64_t app_content_length(const uint8_t *v, uint32_t vl) {
+  if (vl == 0 || vl > 18) return -1;
+  int64_t n = 0;
+  for (uint32_t i = 0; i < vl; i++) {
+    if (v[i] < '0' || v[i] > '9') return -1;
+    n = n * 10 + (v[i] - '0');
+  }
+  return n;
+}
+
+/* What the app must not send (docs/RACK.md "What the server does with a bad response"):
+ * a status outside 200..999 is a 500 (logged); a header whose name is not a token is dropped
+ * (logged); a header line whose value holds CR (other than just before a Rack 2 "\n"), NUL
+ * or another control character is dropped (logged); an invalid Content-Length, or several
+ * that disagree, are dropped and the server frames the body itself (logged); Content-Length
+ * on a 204 is dropped. The body is then held to the Content-Length sent (x_body, x_end). The
+ * app can never add a header line or end the head: every line written is name ": " value
+ * CRLF with a token name and a value free of CR and LF. */
 static void x_head(pp_exchange *r, const pp_wire_frame *f) {
   client *c = r->owner;
   server *s = c->srv;
   int status = f->status;
   int64_t content_length = -1;
-  r->resp_no_body = r->head_method || status < 200 || status == 204 || status == 304;
+  int cl_conflict = 0, dropped = 0;
+  const char *why = NULL;
+  c->h1.resp_length_known = 0;
   if (s->draining) r->resp_close = 1;
   if (!r->keep_alive) r->resp_close = 1;
-  pp_conn_outf(c, "HTTP/1.1 %d %s\r\n", status, pp_h1_reason_phrase(status));
+  if (!pp_h1_app_status_ok(status)) {
+    LOG(s, "request %" PRIu64 ": the app answered status %d (not 200..999): 500 sent instead",
+        r->id, status);
+    static const char msg[] = "500 Internal Server Error\n";
+    s->stats.errors_500++;
+    r->resp_no_body = 1; /* the app's body frames are dropped (x_body) */
+    r->resp_chunked = 0;
+    simple_response(c, 500, "text/plain", NULL, msg, sizeof msg - 1, r->resp_close, r->head_method);
+    s->stats.responses++;
+    return;
+  }
+  r->resp_no_body = r->head_method || status == 204 || status == 304;
   pp_wire_pairs_iter it;
-  pp_wire_pairs_iter_init(&it, &f->pairs);
   const uint8_t *k, *v;
   uint32_t kl, vl;
+  /* First pass: the Content-Length values, which decide the framing. */
+  pp_wire_pairs_iter_init(&it, &f->pairs);
   while (pp_wire_pairs_next(&it, &k, &kl, &v, &vl)) {
-    if (kl == 0) continue;
-    if ((kl == 10 && !strncasecmp((const char *)k, "connection", 10)) ||
-        (kl == 17 && !strncasecmp((const char *)k, "transfer-encoding", 17)) ||
-        (kl == 10 && !strncasecmp((const char *)k, "keep-alive", 10)))
-      continue;
-    if (kl == 14 && !strncasecmp((const char *)k, "content-length", 14)) {
-      int64_t n = 0;
-      int ok = vl > 0 && vl < 19;
-      for (uint32_t i = 0; ok && i < vl; i++) {
-        if (v[i] < '0' || v[i] > '9')
-          ok = 0;
-        else
-          n = n * 10 + (v[i] - '0');
-      }
-      if (!ok || content_length >= 0) continue; /* invalid or repeated: we frame ourselves */
+    if (!name_eq(k, kl, "content-length")) continue;
+    int64_t n = app_content_length(v, vl);
+    if (n < 0) {
+      why = "invalid Content-Length dropped";
+      dropped++;
+    } else if (content_length >= 0 && n != content_length) {
+      cl_conflict = 1;
+    } else {
       content_length = n;
     }
-    /* Rack 2 joins multiple values with "\n": one header line each. CR never passes. */
+  }
+  if (cl_conflict) {
+    why = "Content-Length values that disagree dropped";
+    content_length = -1;
+  }
+  if (status == 204 && content_length >= 0) {
+    why = "Content-Length on a 204 dropped";
+    content_length = -1;
+    dropped++;
+  }
+  pp_conn_outf(c, "HTTP/1.1 %d %s\r\n", status, pp_h1_reason_phrase(status));
+  int cl_sent = 0;
+  pp_wire_pairs_iter_init(&it, &f->pairs);
+  while (pp_wire_pairs_next(&it, &k, &kl, &v, &vl)) {
+    if (!pp_h1_token_ok(k, kl)) {
+      why = "header with a name that is not a token dropped";
+      dropped++;
+      continue;
+    }
+    if (name_eq(k, kl, "connection") || name_eq(k, kl, "transfer-encoding") ||
+        name_eq(k, kl, "keep-alive"))
+      continue;
+    if (name_eq(k, kl, "content-length")) {
+      /* one line, the agreed value, or none (we frame ourselves) */
+      if (content_length < 0 || cl_sent || app_content_length(v, vl) < 0) {
+        if (cl_conflict) dropped++;
+        continue;
+      }
+      cl_sent = 1;
+    }
+    /* Rack 2 joins multiple values with "\n": one header line each ("\r\n" joins too). */
     uint32_t start = 0;
     for (uint32_t i = 0; i <= vl; i++) {
       if (i == vl || v[i] == '\n') {
-        pp_conn_out(c, k, kl);
-        pp_conn_out(c, ": ", 2);
-        for (uint32_t j = start; j < i; j++)
-          if (v[j] != '\r') pp_conn_out(c, &v[j], 1);
-        pp_conn_out(c, "\r\n", 2);
+        uint32_t end = i;
+        if (end > start && v[end - 1] == '\r') end--;
+        if (!pp_h1_field_value_ok(v + start, end - start)) {
+          why = "header line with CR, NUL or a control character dropped";
+          dropped++;
+        } else {
+          pp_conn_out(c, k, kl);
+          pp_conn_out(c, ": ", 2);
+          pp_conn_out(c, v + start, end - start);
+          pp_conn_out(c, "\r\n", 2);
+        }
         start = i + 1;
       }
     }
+  }
+  if (why)
+    LOG(s, "request %" PRIu64 ": bad response header from the app: %s (%d in all)", r->id, why,
+        dropped ? dropped : 1);
+  if (!r->resp_no_body && content_length >= 0) {
+    c->h1.resp_length_known = 1;
+    c->h1.resp_length_left = (uint64_t)content_length;
   }
   if (!r->resp_no_body && content_length < 0) {
     if (c->h1.http_minor >= 1) {
@@ -509,6 +582,21 @@ static void x_head(pp_exchange *r, const pp_wire_frame *f) {
 static void x_body(pp_exchange *r, const uint8_t *data, size_t len) {
   client *c = r->owner;
   if (r->resp_no_body || !len) return;
+  if (c->h1.resp_length_known) {
+    /* Never more than the Content-Length sent: the excess would be read as the next
+     * response. The connection closes after this one. */
+    if (len > c->h1.resp_length_left) {
+      if (c->h1.resp_length_left || !r->resp_close)
+        LOG(c->srv,
+            "request %" PRIu64 ": the app's body is longer than its Content-Length: cut, "
+            "connection closed",
+            r->id);
+      len = (size_t)c->h1.resp_length_left;
+      r->resp_close = 1;
+    }
+    c->h1.resp_length_left -= len;
+    if (!len) return;
+  }
   if (r->resp_chunked) pp_conn_outf(c, "%zx\r\n", len);
   pp_conn_out(c, data, len);
   if (r->resp_chunked) pp_conn_out(c, "\r\n", 2);
@@ -527,7 +615,16 @@ static void x_end(pp_exchange *r) {
     s->stats.responses++;
   } else if (r->resp_chunked) {
     pp_conn_out(c, "0\r\n\r\n", 5);
+  } else if (c->h1.resp_length_known && c->h1.resp_length_left) {
+    /* Shorter than its Content-Length: the client would wait for the rest. Closing the
+     * connection tells it the response is truncated. */
+    LOG(s,
+        "request %" PRIu64 ": the app's body is %" PRIu64 " bytes short of its "
+        "Content-Length: connection closed",
+        r->id, c->h1.resp_length_left);
+    r->resp_close = 1;
   }
+  c->h1.resp_length_known = 0;
   /* A streamed upload the app did not read to the end: nothing more is forwarded (the
    * worker skips what was already sent: PROTOCOL.md "Stale frames"); once the response is
    * flushed the client's remaining body is read and discarded, and keep-alive goes on

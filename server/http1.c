@@ -23,6 +23,71 @@ void pp_h1_limits_default(pp_h1_limits *l) {
   l->max_body_bytes = 64ull << 20;
 }
 
+static int is_tchar(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* A field-value byte (RFC 9110 §5.5): VCHAR, obs-text, SP or HTAB; never CR, LF, NUL, DEL or
+ * another control character. */
+static int is_field_byte(unsigned char c) {
+  return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+
+int pp_h1_token_ok(const uint8_t *s, size_t n) {
+  if (n == 0) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!is_tchar(s[i])) return 0;
+  return 1;
+}
+
+int pp_h1_field_value_ok(const uint8_t *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!is_field_byte(s[i])) return 0;
+  return 1;
+}
+
+int pp_h1_app_status_ok(int status) {
+  return status >= 200 && status <= 999;
+}
+
+static int is_unreserved_or_sub_delim(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         (c && strchr("-._~!$&'()*+,;=", c));
+}
+
+static int is_hex(unsigned char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+int pp_h1_host_ok(const uint8_t *s, size_t n) {
+  size_t i = 0;
+  if (n && s[0] == '[') { /* IP-literal: IPv6address or IPvFuture */
+    for (i = 1; i < n && s[i] != ']'; i++)
+      if (!is_unreserved_or_sub_delim(s[i]) && s[i] != ':') return 0;
+    if (i == n || i == 1) return 0;
+    i++;
+  } else { /* IPv4address or reg-name: unreserved, pct-encoded, sub-delims */
+    for (; i < n && s[i] != ':'; i++) {
+      if (s[i] == '%') {
+        if (i + 2 >= n || !is_hex(s[i + 1]) || !is_hex(s[i + 2])) return 0;
+        i += 2;
+      } else if (!is_unreserved_or_sub_delim(s[i])) {
+        return 0;
+      }
+    }
+    if (i == 0) return 0;
+  }
+  if (i == n) return 1;
+  if (s[i] != ':' || i + 1 == n || n - i - 1 > 5) return 0;
+  uint32_t port = 0;
+  for (i++; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9') return 0;
+    port = port * 10 + (uint32_t)(s[i] - '0');
+  }
+  return port <= 65535;
+}
+
 static pp_h1 *of(llhttp_t *p) {
   return (pp_h1 *)p->data;
 }
@@ -41,6 +106,12 @@ static void reset_request(pp_h1 *h) {
   h->has_content_length = 0;
   h->content_length = 0;
   h->chunked = 0;
+  h->te_lines = h->te_chunked = 0;
+  h->te_other = h->te_last_chunked = h->te_empty = 0;
+  h->authority.off = h->authority.len = 0;
+  h->ck_state = 0;
+  h->ck_size = h->ck_body = 0;
+  h->ck_ext_bytes = 0;
   h->expect_continue = 0;
   h->keep_alive = 0;
   h->host_index = -1;
@@ -101,11 +172,6 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len) {
   return 0;
 }
 
-static int is_tchar(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
 static int on_header_field_complete(llhttp_t *p) {
   pp_h1 *h = of(p);
   if (h->in_trailers) return 0;
@@ -147,6 +213,72 @@ static void trimmed(const pp_h1 *h, uint32_t i, const char **s, size_t *n) {
   *n = len;
 }
 
+/* Records one Transfer-Encoding line: a comma-separated list of codings (RFC 9112 §6.1),
+ * judged as a whole when the header section ends (te_verdict). */
+static void te_line(pp_h1 *h, const char *v, size_t n) {
+  int named = 0;
+  h->te_lines++;
+  for (size_t i = 0; i < n;) {
+    while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+      i++;
+    size_t start = i;
+    while (i < n && v[i] != ',')
+      i++;
+    size_t end = i;
+    while (end > start && (v[end - 1] == ' ' || v[end - 1] == '\t'))
+      end--;
+    if (end == start) continue;
+    named = 1;
+    if (end - start == 7 && strncasecmp(v + start, "chunked", 7) == 0) {
+      h->te_chunked++;
+      h->te_last_chunked = 1;
+    } else {
+      h->te_other = 1;
+      h->te_last_chunked = 0;
+    }
+  }
+  if (!named) h->te_empty = 1;
+}
+
+/* RFC 9112 §6.1 and §6.3: Transfer-Encoding in HTTP/1.0 is faulty framing (400); chunked
+ * not the final coding leaves the length unknown (400, MUST), and so does chunked applied
+ * twice (§7.1; llhttp 8.1 refuses both too); chunked after another coding is not implemented
+ * (501). */
+static int te_verdict(pp_h1 *h) {
+  if (!h->te_lines) return 0;
+  if (h->http_minor == 0) return fail(h, 400, "Transfer-Encoding in an HTTP/1.0 request");
+  if (h->te_empty || !h->te_last_chunked)
+    return fail(h, 400, "chunked is not the final Transfer-Encoding");
+  if (h->te_chunked > 1) return fail(h, 400, "chunked applied more than once");
+  if (h->te_other) return fail(h, 501, "Transfer-Encoding other than chunked is not supported");
+  h->chunked = 1;
+  return 0;
+}
+
+/* RFC 9112 §3.2: origin-form, absolute-form (http or https, with a valid authority and no
+ * userinfo), or asterisk-form for OPTIONS; authority-form is CONNECT's (refused before). */
+static int target_verdict(pp_h1 *h) {
+  const char *u = (const char *)h->raw.data + h->url.off;
+  size_t n = h->url.len;
+  if (n && u[0] == '/') return 0;
+  if (n == 1 && u[0] == '*')
+    return h->method == HTTP_OPTIONS ? 0 : fail(h, 400, "asterisk-form is for OPTIONS only");
+  size_t scheme = 0;
+  if (n > 7 && strncasecmp(u, "http://", 7) == 0)
+    scheme = 7;
+  else if (n > 8 && strncasecmp(u, "https://", 8) == 0)
+    scheme = 8;
+  if (!scheme) return fail(h, 400, "invalid request-target");
+  size_t end = scheme;
+  while (end < n && u[end] != '/' && u[end] != '?' && u[end] != '#')
+    end++;
+  if (!pp_h1_host_ok((const uint8_t *)u + scheme, end - scheme))
+    return fail(h, 400, "invalid authority in the request-target");
+  h->authority.off = h->url.off + (uint32_t)scheme;
+  h->authority.len = (uint32_t)(end - scheme);
+  return 0;
+}
+
 static int on_header_value_complete(llhttp_t *p) {
   pp_h1 *h = of(p);
   if (h->in_trailers) return 0;
@@ -158,6 +290,10 @@ static int on_header_value_complete(llhttp_t *p) {
    * continued on the next line), a smuggling shape we refuse. */
   if (memchr(v, '\r', n) || memchr(v, '\n', n))
     return fail(h, 400, "obs-fold (folded header line) is not accepted");
+  /* RFC 9110 §5.5: NUL and the other control characters are invalid in a value (llhttp 8.1
+   * refuses them too; this does not depend on it). */
+  if (!pp_h1_field_value_ok((const uint8_t *)v, n))
+    return fail(h, 400, "control character in a header value");
   if (name_is(h, i, "content-length")) {
     if (h->has_content_length) return fail(h, 400, "duplicate Content-Length");
     if (n == 0 || n > 18) return fail(h, 400, "invalid Content-Length");
@@ -169,10 +305,7 @@ static int on_header_value_complete(llhttp_t *p) {
     h->has_content_length = 1;
     h->content_length = cl;
   } else if (name_is(h, i, "transfer-encoding")) {
-    if (h->chunked) return fail(h, 501, "repeated Transfer-Encoding is not supported");
-    if (n != 7 || strncasecmp(v, "chunked", 7) != 0)
-      return fail(h, 501, "Transfer-Encoding other than chunked is not supported");
-    h->chunked = 1;
+    te_line(h, v, n);
   } else if (name_is(h, i, "host")) {
     if (h->host_index >= 0) return fail(h, 400, "duplicate Host");
     h->host_index = (int)i;
@@ -186,7 +319,7 @@ static int on_header_value_complete(llhttp_t *p) {
   } else if (name_is(h, i, "upgrade")) {
     h->upgrade = 1;
   }
-  if (h->has_content_length && h->chunked)
+  if (h->has_content_length && h->te_lines)
     return fail(h, 400, "both Content-Length and Transfer-Encoding");
   h->header_count++;
   h->in_value = 0;
@@ -201,7 +334,23 @@ static int on_headers_complete(llhttp_t *p) {
   h->http_minor = llhttp_get_http_minor(p);
   if (h->method == HTTP_CONNECT) return fail(h, 501, "CONNECT is not supported");
   if (h->http_major != 1) return fail(h, 505, "HTTP version not supported");
+  if (te_verdict(h)) return HPE_USER;
+  if (target_verdict(h)) return HPE_USER;
   if (h->http_minor >= 1 && h->host_index < 0) return fail(h, 400, "HTTP/1.1 request without Host");
+  if (h->host_index >= 0) {
+    const char *v;
+    size_t n;
+    trimmed(h, (uint32_t)h->host_index, &v, &n);
+    if (!pp_h1_host_ok((const uint8_t *)v, n)) return fail(h, 400, "invalid Host");
+  }
+  /* Our framing and llhttp's must be the same message: a disagreement would let the bytes we
+   * think are the next request be body to llhttp, or the reverse. */
+  if (h->chunked != ((p->flags & F_CHUNKED) != 0))
+    return fail(h, 400, "Transfer-Encoding framing disagreement");
+  if (h->has_content_length != ((p->flags & F_CONTENT_LENGTH) != 0) ||
+      (h->has_content_length && p->content_length != h->content_length))
+    return fail(h, 400, "Content-Length framing disagreement");
+  if (h->chunked) h->ck_state = 1; /* CK_SIZE_FIRST: the chunk scanner takes over */
   if (h->has_content_length && h->content_length > h->limits->max_body_bytes)
     return fail(h, 413, "Content-Length over the body limit");
   if (h->http_minor == 0) h->expect_continue = 0; /* RFC 9110: ignore Expect from HTTP/1.0 */
@@ -266,29 +415,110 @@ void pp_h1_dispose(pp_h1 *h) {
   pp_buf_dispose(&h->raw);
 }
 
-/* Scans the request line and header section ahead of llhttp, which accepts two shapes that we
- * refuse: obs-fold (a line that starts with SP or HTAB) and a bare CR (a CR not followed by
- * LF; llhttp 8 takes CR + any byte as a line end and swallows the byte, so its idea of where
- * the header section ends would depend on the bytes after the CR). Refusing both here, before
- * llhttp sees the offending byte, keeps the outcome independent of how the bytes were split
- * into reads. A CR at the end of one read is judged by the first byte of the next. The scan
- * stops at the empty line ending the section; pp_h1_resume() restarts it for the next request.
- * Returns 0, or the reason for a 400. */
-static const char *scan_head(pp_h1 *h, const uint8_t *data, size_t len) {
-  for (size_t i = 0; i < len && h->scan_state != 3; i++) {
+/* Scans the request line and header section ahead of llhttp, which accepts shapes that we
+ * refuse: obs-fold (a line that starts with SP or HTAB), a bare CR (a CR not followed by LF;
+ * llhttp 8 takes CR + any byte as a line end and swallows the byte, so its idea of where the
+ * header section ends would depend on the bytes after the CR), and a request line other than
+ * method SP request-target SP HTTP-version (RFC 9112 §3: llhttp 8.1 takes several spaces, and
+ * obs-text in the target). Refusing here, before llhttp sees the offending byte, keeps the
+ * outcome independent of how the bytes were split into reads. A CR at the end of one read is
+ * judged by the first byte of the next. The scan stops at the empty line ending the section
+ * (*end: the bytes up to and including it, or len); pp_h1_resume() restarts it for the next
+ * request. Returns 0, or the status to refuse with (h->reason says why). */
+enum { RL_METHOD = 0, RL_TARGET_FIRST, RL_TARGET, RL_VERSION, RL_DONE };
+
+static int request_line_end(pp_h1 *h) {
+  int st = h->rl_state;
+  h->rl_state = RL_DONE;
+  if (st == RL_TARGET) {
+    h->reason = "HTTP/0.9 request line (no HTTP-version)";
+    return 505;
+  }
+  if (st != RL_VERSION) {
+    h->reason = "malformed request line";
+    return 400;
+  }
+  const char *v = h->rl_version;
+  if (h->rl_ver_len == 8 && (!memcmp(v, "HTTP/1.1", 8) || !memcmp(v, "HTTP/1.0", 8))) return 0;
+  if (h->rl_ver_len == 8 && !memcmp(v, "HTTP/", 5) && v[5] >= '0' && v[5] <= '9' && v[6] == '.' &&
+      v[7] >= '0' && v[7] <= '9') {
+    h->reason = "HTTP version not supported";
+    return 505;
+  }
+  h->reason = "invalid HTTP-version";
+  return 400;
+}
+
+/* One byte of the request line (not CR or LF). */
+static int request_line_byte(pp_h1 *h, uint8_t c) {
+  switch (h->rl_state) {
+  case RL_METHOD:
+    if (c == ' ' && h->scan_line_len > 0) {
+      h->rl_state = RL_TARGET_FIRST;
+      return 0;
+    }
+    if (is_tchar(c)) return 0;
+    break;
+  case RL_TARGET_FIRST:
+  case RL_TARGET:
+    if (c == ' ' && h->rl_state == RL_TARGET) {
+      h->rl_state = RL_VERSION;
+      h->rl_ver_len = 0;
+      return 0;
+    }
+    if (c > 0x20 && c < 0x7f) { /* RFC 3986 characters are visible ASCII */
+      h->rl_state = RL_TARGET;
+      return 0;
+    }
+    break;
+  case RL_VERSION:
+    if (h->rl_ver_len < sizeof h->rl_version - 1) h->rl_version[h->rl_ver_len++] = (char)c;
+    /* "HTTP/d.d" other than 1.0 and 1.1 is judged at its last digit, before llhttp 8.1
+     * (which refuses some with 400 at that byte) sees it, so the status is split-free. */
+    if (h->rl_ver_len == 8) {
+      const char *v = h->rl_version;
+      if (!memcmp(v, "HTTP/", 5) && v[5] >= '0' && v[5] <= '9' && v[6] == '.' && v[7] >= '0' &&
+          v[7] <= '9' && memcmp(v, "HTTP/1.1", 8) && memcmp(v, "HTTP/1.0", 8)) {
+        h->reason = "HTTP version not supported";
+        return 505;
+      }
+    }
+    return 0;
+  default: return 0;
+  }
+  h->reason = "malformed request line";
+  return 400;
+}
+
+static int scan_head(pp_h1 *h, const uint8_t *data, size_t len, size_t *end) {
+  size_t i = 0;
+  int st;
+  for (; i < len && h->scan_state != 3; i++) {
     uint8_t c = data[i];
     if (h->scan_cr) {
       h->scan_cr = 0;
-      if (c != '\n') return "bare CR in the request head";
+      if (c != '\n') {
+        h->reason = "bare CR in the request head";
+        return 400;
+      }
     }
     if (h->scan_state == 2) { /* at the start of a line */
-      if ((c == ' ' || c == '\t') && h->scan_lines > 0)
-        return "obs-fold (folded header line) is not accepted";
+      if ((c == ' ' || c == '\t') && h->scan_lines > 0) {
+        h->reason = "obs-fold (folded header line) is not accepted";
+        return 400;
+      }
       h->scan_state = 0;
+    }
+    if (c == '\n') {
+      /* the end of the request line (empty lines before it are skipped, RFC 9112 §2.2) */
+      if (h->scan_lines == 0 && h->scan_line_len > 0 && h->rl_state != RL_DONE &&
+          (st = request_line_end(h)))
+        return st;
     }
     if (c == '\n') {
       if (h->scan_line_len == 0 && h->scan_lines > 0) {
         h->scan_state = 3; /* end of the header section */
+        i++;
         break;
       }
       if (h->scan_line_len > 0) h->scan_lines++;
@@ -297,23 +527,224 @@ static const char *scan_head(pp_h1 *h, const uint8_t *data, size_t len) {
     } else if (c == '\r') {
       h->scan_cr = 1;
     } else {
+      if (h->scan_lines == 0 && (st = request_line_byte(h, c))) return st;
       h->scan_line_len++;
     }
   }
-  return NULL;
+  *end = i;
+  return 0;
+}
+
+/* Scans a chunked body ahead of llhttp (RFC 9112 §7.1), which in 8.1 skips any two bytes
+ * after chunk data without looking at them, takes an empty chunk-ext name, and lets trailer
+ * lines through unchecked (obs-fold, names that are not tokens). Every line delimiter here
+ * is exactly CRLF. chunk = 1*HEXDIG *( ";" token [ "=" ( token / quoted-string ) ] ) CRLF
+ * data CRLF; the last chunk is followed by trailer field lines (token ":" field-value) and
+ * CRLF. A chunk-size that would take the body past the limit is refused (413) before its
+ * data arrives, and chunk extensions are bounded in total per message (413). The scan stops
+ * at the end of the message (*end: bytes up to it, or len). Returns 0 or the status. */
+enum {
+  CK_OFF = 0,
+  CK_SIZE_FIRST, /* 1: set by on_headers_complete */
+  CK_SIZE,
+  CK_EXT_NAME_FIRST,
+  CK_EXT_NAME,
+  CK_EXT_VALUE_FIRST,
+  CK_EXT_VALUE,
+  CK_EXT_QUOTED,
+  CK_EXT_QUOTED_ESC,
+  CK_EXT_AFTER_QUOTE,
+  CK_SIZE_LF,
+  CK_DATA,
+  CK_DATA_CR,
+  CK_DATA_LF,
+  CK_TRAILER_START,
+  CK_TRAILER_NAME,
+  CK_TRAILER_VALUE,
+  CK_TRAILER_LF,
+  CK_END_LF,
+  CK_DONE,
+};
+
+static int hex_value(uint8_t c) {
+  return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+}
+
+static int scan_chunked(pp_h1 *h, const uint8_t *data, size_t len, size_t *end) {
+  size_t i = 0;
+  for (; i < len && h->ck_state != CK_DONE; i++) {
+    uint8_t c = data[i];
+    int st = h->ck_state;
+    if (st >= CK_EXT_NAME_FIRST && st <= CK_EXT_AFTER_QUOTE &&
+        ++h->ck_ext_bytes > h->limits->max_header_bytes) {
+      h->reason = "chunk extensions over the limit";
+      return 413;
+    }
+    switch (st) {
+    case CK_SIZE_FIRST:
+    case CK_SIZE:
+      if (is_hex(c)) {
+        if (h->ck_size > (UINT64_MAX >> 4) ||
+            (h->ck_size << 4) + (uint64_t)hex_value(c) > h->limits->max_body_bytes - h->ck_body) {
+          h->reason = "chunk size over the body limit";
+          return 413;
+        }
+        h->ck_size = (h->ck_size << 4) + (uint64_t)hex_value(c);
+        h->ck_state = CK_SIZE;
+        continue;
+      }
+      if (st == CK_SIZE && c == ';') {
+        h->ck_state = CK_EXT_NAME_FIRST;
+        continue;
+      }
+      if (st == CK_SIZE && c == '\r') {
+        h->ck_state = CK_SIZE_LF;
+        continue;
+      }
+      h->reason = "invalid chunk size";
+      return 400;
+    case CK_EXT_NAME_FIRST:
+    case CK_EXT_NAME:
+      if (is_tchar(c)) {
+        h->ck_state = CK_EXT_NAME;
+        continue;
+      }
+      if (st == CK_EXT_NAME && (c == ';' || c == '=' || c == '\r')) {
+        h->ck_state = c == ';' ? CK_EXT_NAME_FIRST : c == '=' ? CK_EXT_VALUE_FIRST : CK_SIZE_LF;
+        continue;
+      }
+      break;
+    case CK_EXT_VALUE_FIRST:
+    case CK_EXT_VALUE:
+      if (is_tchar(c)) {
+        h->ck_state = CK_EXT_VALUE;
+        continue;
+      }
+      if (st == CK_EXT_VALUE_FIRST && c == '"') {
+        h->ck_state = CK_EXT_QUOTED;
+        continue;
+      }
+      if (st == CK_EXT_VALUE && (c == ';' || c == '\r')) {
+        h->ck_state = c == ';' ? CK_EXT_NAME_FIRST : CK_SIZE_LF;
+        continue;
+      }
+      break;
+    case CK_EXT_QUOTED: /* qdtext / quoted-pair (RFC 9110 §5.6.4) */
+      if (c == '"')
+        h->ck_state = CK_EXT_AFTER_QUOTE;
+      else if (c == '\\')
+        h->ck_state = CK_EXT_QUOTED_ESC;
+      else if (!is_field_byte(c))
+        break;
+      continue;
+    case CK_EXT_QUOTED_ESC:
+      if (!is_field_byte(c)) break;
+      h->ck_state = CK_EXT_QUOTED;
+      continue;
+    case CK_EXT_AFTER_QUOTE:
+      if (c == ';' || c == '\r') {
+        h->ck_state = c == ';' ? CK_EXT_NAME_FIRST : CK_SIZE_LF;
+        continue;
+      }
+      break;
+    case CK_SIZE_LF:
+      if (c != '\n') {
+        h->reason = "chunk-size line not ended by CRLF";
+        return 400;
+      }
+      h->ck_body += h->ck_size;
+      h->ck_state = h->ck_size ? CK_DATA : CK_TRAILER_START;
+      continue;
+    case CK_DATA: {
+      size_t take = len - i;
+      if (take > h->ck_size) take = (size_t)h->ck_size;
+      h->ck_size -= take;
+      i += take - 1; /* the loop's i++ moves past the last data byte */
+      if (h->ck_size == 0) h->ck_state = CK_DATA_CR;
+      continue;
+    }
+    case CK_DATA_CR:
+    case CK_DATA_LF:
+      if (c != (st == CK_DATA_CR ? '\r' : '\n')) {
+        h->reason = "chunk data not followed by CRLF";
+        return 400;
+      }
+      h->ck_state = st == CK_DATA_CR ? CK_DATA_LF : CK_SIZE_FIRST;
+      continue;
+    case CK_TRAILER_START:
+      if (c == '\r') {
+        h->ck_state = CK_END_LF;
+        continue;
+      }
+      if (is_tchar(c)) {
+        h->ck_state = CK_TRAILER_NAME;
+        continue;
+      }
+      h->reason =
+          c == ' ' || c == '\t' ? "obs-fold in the trailer section" : "invalid trailer field";
+      return 400;
+    case CK_TRAILER_NAME:
+      if (is_tchar(c)) continue;
+      if (c == ':') {
+        h->ck_state = CK_TRAILER_VALUE;
+        continue;
+      }
+      h->reason = "invalid trailer field name";
+      return 400;
+    case CK_TRAILER_VALUE:
+      if (c == '\r') {
+        h->ck_state = CK_TRAILER_LF;
+        continue;
+      }
+      if (is_field_byte(c)) continue;
+      h->reason = "invalid trailer field value";
+      return 400;
+    case CK_TRAILER_LF:
+    case CK_END_LF:
+      if (c != '\n') {
+        h->reason = "trailer line not ended by CRLF";
+        return 400;
+      }
+      h->ck_state = st == CK_TRAILER_LF ? CK_TRAILER_START : CK_DONE;
+      continue;
+    default: continue;
+    }
+    h->reason = "invalid chunk extension";
+    return 400;
+  }
+  *end = i;
+  return 0;
 }
 
 pp_h1_result pp_h1_execute(pp_h1 *h, const uint8_t *data, size_t len, size_t *consumed) {
   *consumed = 0;
   if (h->status) return PP_H1_ERROR;
-  const char *bad = h->scan_state != 3 ? scan_head(h, data, len) : NULL;
-  if (bad) {
-    h->status = 400;
-    h->reason = bad;
-    return PP_H1_ERROR;
-  }
   uint64_t messages = h->messages;
-  llhttp_errno_t e = llhttp_execute(&h->parser, (const char *)data, len);
+  size_t off = 0;
+  llhttp_errno_t e = HPE_OK;
+  /* The head, then a chunked body, are each scanned before llhttp sees them: llhttp gets the
+   * bytes in slices that end where a scanner stopped (the end of the head, the end of the
+   * chunked message), so the chunk scanner starts once llhttp has judged the framing. */
+  while (off < len) {
+    size_t n = len - off;
+    int st = 0;
+    if (h->scan_state != 3)
+      st = scan_head(h, data + off, n, &n);
+    else if (h->ck_state != CK_OFF && h->ck_state != CK_DONE)
+      st = scan_chunked(h, data + off, n, &n);
+    else if (h->ck_state == CK_DONE) {
+      /* llhttp did not end the message where the chunked coding ends */
+      st = 400;
+      h->reason = "chunked framing disagreement";
+    }
+    if (st) {
+      h->status = st;
+      return PP_H1_ERROR;
+    }
+    e = llhttp_execute(&h->parser, (const char *)data + off, n);
+    if (e != HPE_OK) break;
+    off += n;
+  }
   if (e == HPE_OK) {
     *consumed = len;
     return PP_H1_NEED_MORE;
@@ -321,6 +752,11 @@ pp_h1_result pp_h1_execute(pp_h1 *h, const uint8_t *data, size_t len, size_t *co
   if ((e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) && h->messages > messages) {
     const char *pos = llhttp_get_error_pos(&h->parser);
     *consumed = pos ? (size_t)(pos - (const char *)data) : len;
+    if (h->chunked && h->ck_state != CK_DONE) {
+      h->status = 400;
+      h->reason = "chunked framing disagreement";
+      return PP_H1_ERROR;
+    }
     if (e == HPE_PAUSED_UPGRADE) h->keep_alive = 0; /* we never switch protocols */
     return PP_H1_PAUSED;
   }
@@ -337,8 +773,9 @@ pp_h1_result pp_h1_execute(pp_h1 *h, const uint8_t *data, size_t len, size_t *co
   if (!h->status) {
     switch (e) {
     case HPE_INVALID_TRANSFER_ENCODING:
-      h->status = 501;
-      h->reason = "unsupported Transfer-Encoding";
+      /* llhttp 8.1 raises this when chunked is not the final coding: RFC 9112 §6.3 (400) */
+      h->status = 400;
+      h->reason = "chunked is not the final Transfer-Encoding";
       break;
     default:
       h->status = 400;
@@ -356,6 +793,8 @@ void pp_h1_resume(pp_h1 *h) {
     llhttp_resume(&h->parser);
   reset_request(h);
   h->scan_state = 0;
+  h->rl_state = 0;
+  h->rl_ver_len = 0;
   h->scan_lines = 0;
   h->scan_line_len = 0;
   h->scan_cr = 0;
@@ -378,11 +817,25 @@ void pp_h1_put_pair(pp_buf *out, const char *key, size_t key_len, const char *va
 
 uint32_t pp_h1_build_env(const pp_h1 *h, const pp_h1_conninfo *ci, uint64_t request_id,
                          pp_buf *out) {
-  pp_env_field fields[PP_H1_MAX_HEADERS_CAP];
-  for (uint32_t i = 0; i < h->header_count; i++) {
+  pp_env_field fields[PP_H1_MAX_HEADERS_CAP + 1];
+  uint32_t count = h->header_count;
+  int host_index = h->host_index;
+  for (uint32_t i = 0; i < count; i++) {
     fields[i].name = (const char *)h->raw.data + h->name[i].off;
     fields[i].name_len = h->name[i].len;
     trimmed(h, i, &fields[i].value, &fields[i].value_len);
+  }
+  /* RFC 9112 §3.2.2: with an absolute-form target, the target's authority is the host and
+   * a Host field is ignored, so the env's Host (SERVER_NAME, SERVER_PORT, HTTP_HOST) is the
+   * authority. */
+  if (h->authority.len) {
+    if (host_index < 0) {
+      host_index = (int)count++;
+      fields[host_index].name = "Host";
+      fields[host_index].name_len = 4;
+    }
+    fields[host_index].value = (const char *)h->raw.data + h->authority.off;
+    fields[host_index].value_len = h->authority.len;
   }
   const char *method = llhttp_method_name((llhttp_method_t)h->method);
   pp_env_request rq = {method,
@@ -391,8 +844,8 @@ uint32_t pp_h1_build_env(const pp_h1 *h, const pp_h1_conninfo *ci, uint64_t requ
                        h->url.len,
                        h->http_minor == 0 ? "HTTP/1.0" : "HTTP/1.1",
                        fields,
-                       h->header_count,
-                       h->host_index,
+                       count,
+                       host_index,
                        h->content_type_index,
                        h->has_content_length,
                        h->content_length};

@@ -114,12 +114,14 @@ static void test_env_post_and_forms(void) {
   CU_ASSERT(o.body.len == 5 && memcmp(o.body.data, "hello", 5) == 0);
   pp_buf_dispose(&o.body);
 
-  /* absolute-form, IPv6 Host, fragment dropped */
+  /* absolute-form with an IPv6 authority, fragment dropped. RFC 9112 §3.2.2: the target's
+   * authority is the host and Host is ignored (before issue 11 the Host field won: this case
+   * sent Host: [::1]:9 with http://h.example/, and SERVER_NAME was [::1]). */
   CU_ASSERT_EQUAL(
-      parse("GET http://h.example/p?q=1 HTTP/1.1\r\nHost: [::1]:9\r\n\r\n", 0, NULL, &o), 0);
+      parse("GET http://[::1]:9/p?q=1 HTTP/1.1\r\nHost: h.example\r\n\r\n", 0, NULL, &o), 0);
   CU_ASSERT(strstr(o.env, "PATH_INFO=/p\nQUERY_STRING=q=1\nSERVER_NAME=[::1]\nSERVER_PORT=9\n") !=
             NULL);
-  CU_ASSERT(strstr(o.env, "REQUEST_URI=http://h.example/p?q=1\n") != NULL);
+  CU_ASSERT(strstr(o.env, "REQUEST_URI=http://[::1]:9/p?q=1\n") != NULL);
   pp_buf_dispose(&o.body);
 
   /* HTTP/1.0 without Host: listener name; closes by default */
@@ -218,13 +220,14 @@ static void test_rejections(void) {
       {"CL list", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3, 3\r\n\r\nabc", 400},
       {"CL not a number", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: abc\r\n\r\n", 400},
       {"obs-fold", "GET / HTTP/1.1\r\nHost: h\r\nX-A: one\r\n two\r\n\r\n", 400},
-      {"TE gzip", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
+      /* RFC 9112 §6.3: chunked not the final coding is a MUST 400 (501 before issue 11) */
+      {"TE gzip", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", 400},
       {"TE gzip, chunked", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
        501},
       {"TE twice",
        "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
        "chunked\r\n\r\n",
-       501},
+       400}, /* chunked twice: RFC 9112 §7.1 (501 before issue 11) */
       {"no Host in 1.1", "GET / HTTP/1.1\r\n\r\n", 400},
       {"two Hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
       {"Expect other", "POST / HTTP/1.1\r\nHost: h\r\nExpect: fancy\r\nContent-Length: 1\r\n\r\nx",
@@ -376,9 +379,8 @@ static int parse_cut(const char *text, size_t len, size_t cut, int *completes, i
 
 /* Every split of `text` into two reads, and byte by byte, gives the same outcome, which is
  * `want_status` after `want_completes` messages, and the parser never stalls. */
-static void check_every_split(const char *name, const char *text, int want_status,
-                              int want_completes) {
-  size_t len = strlen(text);
+static void check_every_split_n(const char *name, const char *text, size_t len, int want_status,
+                                int want_completes) {
   for (size_t cut = 0; cut <= len + 1; cut++) {
     size_t c = cut == len + 1 ? (size_t)-1 : cut;
     int completes = 0, stalls = 0;
@@ -391,6 +393,11 @@ static void check_every_split(const char *name, const char *text, int want_statu
     CU_ASSERT_EQUAL(completes, want_completes);
     CU_ASSERT_EQUAL(stalls, 0);
   }
+}
+
+static void check_every_split(const char *name, const char *text, int want_status,
+                              int want_completes) {
+  check_every_split_n(name, text, strlen(text), want_status, want_completes);
 }
 
 /* Fuzz finding 1 (fuzz/regressions/http1/bare-cr-ends-header-section*): llhttp took CR + any
@@ -456,6 +463,215 @@ static void test_trailers_are_discarded(void) {
   pp_buf_dispose(&o.body);
 }
 
+/* Issue 11, "Stricter than the parser we link": every MUST-reject of RFC 9112 / RFC 9110 that
+ * a server has, each refused whatever llhttp 8.1 does with it (the llhttp column of
+ * docs/SERVER.md "HTTP/1.1 refusals" says which ones 8.1 let through), at every split of the
+ * input; and the valid neighbours of each rule still served. Cases with a NUL give their
+ * length. */
+#define H  "Host: h\r\n"
+#define P  "POST / HTTP/1.1\r\n" H
+#define TE "Transfer-Encoding: chunked\r\n"
+static const struct strict_case {
+  const char *name, *req;
+  int status;
+  size_t len; /* 0: strlen */
+} strict_cases[] = {
+    /* request line, RFC 9112 §3 */
+    {"two SP after method", "GET  / HTTP/1.1\r\n" H "\r\n", 400, 0},
+    {"two SP before version", "GET /  HTTP/1.1\r\n" H "\r\n", 400, 0},
+    {"HTAB as separator", "GET\t/ HTTP/1.1\r\n" H "\r\n", 400, 0},
+    {"SP after version", "GET / HTTP/1.1 \r\n" H "\r\n", 400, 0},
+    {"SP before method", " GET / HTTP/1.1\r\n" H "\r\n", 400, 0},
+    {"lowercase version", "GET / http/1.1\r\n" H "\r\n", 400, 0},
+    {"HTTP/1.2", "GET / HTTP/1.2\r\n" H "\r\n", 505, 0},
+    {"HTTP/2.0", "GET / HTTP/2.0\r\n" H "\r\n", 505, 0},
+    {"HTTP/1.10", "GET / HTTP/1.10\r\n" H "\r\n", 400, 0},
+    {"HTTP/01.1", "GET / HTTP/01.1\r\n" H "\r\n", 400, 0},
+    {"junk after version", "GET / HTTP/1.1x\r\n" H "\r\n", 400, 0},
+    {"method not a token", "G@T / HTTP/1.1\r\n" H "\r\n", 400, 0},
+    {"lowercase method", "get / HTTP/1.1\r\n" H "\r\n", 400, 0},
+    {"CTL in target", "GET /a\x01 HTTP/1.1\r\n" H "\r\n", 400, 0},
+    {"DEL in target", "GET /a\x7f HTTP/1.1\r\n" H "\r\n", 400, 0},
+    {"obs-text in target", "GET /a\xff HTTP/1.1\r\n" H "\r\n", 400, 0},
+    {"NUL in target", "GET /a\0 HTTP/1.1\r\n" H "\r\n", 400, 34},
+    {"asterisk-form for GET", "GET * HTTP/1.1\r\n" H "\r\n", 400, 0},
+    {"authority-form for GET", "GET h:80 HTTP/1.1\r\n" H "\r\n", 400, 0},
+    {"target not a path", "GET abc HTTP/1.1\r\n" H "\r\n", 400, 0},
+    {"absolute-form ftp", "GET ftp://h/ HTTP/1.1\r\n" H "\r\n", 400, 0},
+    {"absolute-form empty host", "GET http:///p HTTP/1.1\r\n" H "\r\n", 400, 0},
+    {"absolute-form userinfo", "GET http://u@h/p HTTP/1.1\r\n" H "\r\n", 400, 0},
+    /* field lines, RFC 9112 §5, RFC 9110 §5.1, §5.5 */
+    {"SP before the first field", "GET / HTTP/1.1\r\n " H "\r\n", 400, 0},
+    {"NUL in a value", "GET / HTTP/1.1\r\n" H "X-A: a\0b\r\n\r\n", 400, 40},
+    {"SOH in a value", "GET / HTTP/1.1\r\n" H "X-A: a\x01z\r\n\r\n", 400, 0},
+    {"DEL in a value", "GET / HTTP/1.1\r\n" H "X-A: a\x7fz\r\n\r\n", 400, 0},
+    {"ESC in a value", "GET / HTTP/1.1\r\n" H "X-A: \x1b[31m\r\n\r\n", 400, 0},
+    {"name not a token", "GET / HTTP/1.1\r\n" H "X(A): v\r\n\r\n", 400, 0},
+    {"HTAB before colon", "GET / HTTP/1.1\r\n" H "X-A\t: v\r\n\r\n", 400, 0},
+    {"field without colon", "GET / HTTP/1.1\r\n" H "X-A v\r\n\r\n", 400, 0},
+    /* Host, RFC 9112 §3.2 */
+    {"Host empty", "GET / HTTP/1.1\r\nHost:\r\n\r\n", 400, 0},
+    {"Host with a path", "GET / HTTP/1.1\r\nHost: h/x\r\n\r\n", 400, 0},
+    {"Host with userinfo", "GET / HTTP/1.1\r\nHost: u@h\r\n\r\n", 400, 0},
+    {"Host with SP", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", 400, 0},
+    {"Host bad port", "GET / HTTP/1.1\r\nHost: h:8x\r\n\r\n", 400, 0},
+    {"Host empty port", "GET / HTTP/1.1\r\nHost: h:\r\n\r\n", 400, 0},
+    {"Host port over 65535", "GET / HTTP/1.1\r\nHost: h:65536\r\n\r\n", 400, 0},
+    {"Host two colons", "GET / HTTP/1.1\r\nHost: h:1:2\r\n\r\n", 400, 0},
+    {"Host unclosed IPv6", "GET / HTTP/1.1\r\nHost: [::1\r\n\r\n", 400, 0},
+    {"Host list", "GET / HTTP/1.1\r\nHost: a, b\r\n\r\n", 400, 0},
+    {"two Hosts in HTTP/1.0", "GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", 400, 0},
+    {"invalid Host in HTTP/1.0", "GET / HTTP/1.0\r\nHost: a/b\r\n\r\n", 400, 0},
+    /* framing, RFC 9112 §6 */
+    {"TE in HTTP/1.0", "POST / HTTP/1.0\r\n" TE "\r\n0\r\n\r\n", 400, 0},
+    {"TE chunked, gzip", P "Transfer-Encoding: chunked, gzip\r\n\r\n", 400, 0},
+    {"TE chunked then a gzip line", P TE "Transfer-Encoding: gzip\r\n\r\n", 400, 0},
+    {"TE gzip then a chunked line", P "Transfer-Encoding: gzip\r\n" TE "\r\n0\r\n\r\n", 501, 0},
+    {"TE chunked, chunked", P "Transfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", 400, 0},
+    {"TE empty", P "Transfer-Encoding:\r\n\r\n", 400, 0},
+    {"TE chunked;x=1", P "Transfer-Encoding: chunked;x=1\r\n\r\n0\r\n\r\n", 400, 0},
+    {"TE xchunked", P "Transfer-Encoding: xchunked\r\n\r\n0\r\n\r\n", 400, 0},
+    {"CL +5", P "Content-Length: +5\r\n\r\nhello", 400, 0},
+    {"CL -1", P "Content-Length: -1\r\n\r\n", 400, 0},
+    {"CL 0x5", P "Content-Length: 0x5\r\n\r\nhello", 400, 0},
+    {"CL empty", P "Content-Length:\r\n\r\n", 400, 0},
+    {"CL 1 2", P "Content-Length: 1 2\r\n\r\nhello", 400, 0},
+    {"CL two different lines", P "Content-Length: 1\r\nContent-Length: 2\r\n\r\nhe", 400, 0},
+    /* chunked coding, RFC 9112 §7.1 */
+    {"chunk size 0x5", P TE "\r\n0x5\r\nhello\r\n0\r\n\r\n", 400, 0},
+    {"chunk size after SP", P TE "\r\n 5\r\nhello\r\n0\r\n\r\n", 400, 0},
+    {"SP after chunk size", P TE "\r\n5 \r\nhello\r\n0\r\n\r\n", 400, 0},
+    {"HTAB after chunk size", P TE "\r\n5\t\r\nhello\r\n0\r\n\r\n", 400, 0},
+    {"chunk size +5", P TE "\r\n+5\r\nhello\r\n0\r\n\r\n", 400, 0},
+    {"chunk size -5", P TE "\r\n-5\r\nhello\r\n0\r\n\r\n", 400, 0},
+    {"chunk size over the limit", P TE "\r\n10000000000000000\r\nhello\r\n0\r\n\r\n", 413, 0},
+    {"chunk-size line bare LF", P TE "\r\n5\nhello\r\n0\r\n\r\n", 400, 0},
+    {"chunk-size line bare CR", P TE "\r\n5\rhello\r\n0\r\n\r\n", 400, 0},
+    {"chunk data then bare LF", P TE "\r\n5\r\nhello\n0\r\n\r\n", 400, 0},
+    {"chunk data then 2 junk bytes", P TE "\r\n5\r\nhelloXY0\r\n\r\n", 400, 0},
+    {"chunk data then CR junk", P TE "\r\n5\r\nhello\rX0\r\n\r\n", 400, 0},
+    {"chunk data then no CRLF", P TE "\r\n5\r\nhello0\r\n\r\n", 400, 0},
+    {"chunk ext without name", P TE "\r\n5;=b\r\nhello\r\n0\r\n\r\n", 400, 0},
+    {"chunk ext CTL", P TE "\r\n5;a\x01\r\nhello\r\n0\r\n\r\n", 400, 0},
+    {"chunk ext name not a token", P TE "\r\n5;a@b\r\nhello\r\n0\r\n\r\n", 400, 0},
+    {"chunk ext value not a token", P TE "\r\n5;a=b@c\r\nhello\r\n0\r\n\r\n", 400, 0},
+    {"chunk ext quote unterminated", P TE "\r\n5;a=\"b\r\nhello\r\n0\r\n\r\n", 400, 0},
+    {"chunk ext bare LF", P TE "\r\n5;a=b\nhello\r\n0\r\n\r\n", 400, 0},
+    {"chunk ext empty", P TE "\r\n5;\r\nhello\r\n0\r\n\r\n", 400, 0},
+    {"last chunk bare LF", P TE "\r\n0\n\r\n", 400, 0},
+    {"final line bare LF", P TE "\r\n0\r\n\n", 400, 0},
+    {"trailer bare LF", P TE "\r\n0\r\nX-T: 1\n\r\n", 400, 0},
+    {"trailer obs-fold", P TE "\r\n0\r\nX-T: 1\r\n 2\r\n\r\n", 400, 0},
+    {"trailer name not a token", P TE "\r\n0\r\nX T: 1\r\n\r\n", 400, 0},
+    {"trailer NUL", P TE "\r\n0\r\nX-T: a\0b\r\n\r\n", 400, 73},
+    {"trailer bare CR", P TE "\r\n0\r\nX-T: a\rb\r\n\r\n", 400, 0},
+    {"trailer without colon", P TE "\r\n0\r\nX-T\r\n\r\n", 400, 0},
+    /* valid neighbours: served */
+    {"empty line before the request line", "\r\nGET / HTTP/1.1\r\n" H "\r\n", 0, 0},
+    {"HTTP/1.0 without Host", "GET / HTTP/1.0\r\n\r\n", 0, 0},
+    {"OPTIONS *", "OPTIONS * HTTP/1.1\r\n" H "\r\n", 0, 0},
+    {"absolute-form https with port", "GET https://h:8443/p?q HTTP/1.1\r\n" H "\r\n", 0, 0},
+    {"Host IPv6 with port", "GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", 0, 0},
+    {"Host IPv4, pct-encoded name", "GET / HTTP/1.1\r\nHost: a%41.b\r\n\r\n", 0, 0},
+    {"obs-text and HTAB in a value", "GET / HTTP/1.1\r\n" H "X-A: caf\xc3\xa9\tok\r\n\r\n", 0, 0},
+    {"CL with leading zeros", P "Content-Length: 005\r\n\r\nhello", 0, 0},
+    {"chunk size with leading zeros", P TE "\r\n0005\r\nhello\r\n000\r\n\r\n", 0, 0},
+    {"chunk ext token and quoted", P TE "\r\n5;a=\"bc\"\r\nhello\r\n1;a=b\r\nx\r\n0;z\r\n\r\n", 0,
+     0},
+    {"trailer fields", P TE "\r\n0\r\nX-T: a\tb\r\nY:\r\n\r\n", 0, 0},
+};
+
+static void test_strict_rfc9112(void) {
+  for (size_t i = 0; i < sizeof strict_cases / sizeof strict_cases[0]; i++) {
+    const struct strict_case *k = &strict_cases[i];
+    size_t len = k->len ? k->len : strlen(k->req);
+    check_every_split_n(k->name, k->req, len, k->status, k->status ? 0 : 1);
+  }
+}
+
+/* Chunk extensions are bounded per message (by the header-size limit): a client cannot make
+ * the server parse an endless extension. 413, at every split. */
+static void test_chunk_extensions_bounded(void) {
+  static char req[64000];
+  strcpy(req, P TE "\r\n1;a=");
+  size_t at = strlen(req);
+  memset(req + at, 'x', 33000);
+  strcpy(req + at + 33000, "\r\nx\r\n0\r\n\r\n");
+  int completes, stalls;
+  CU_ASSERT_EQUAL(parse_cut(req, strlen(req), (size_t)-1, &completes, &stalls), 413);
+  CU_ASSERT_EQUAL(parse_cut(req, strlen(req), 0, &completes, &stalls), 413);
+  CU_ASSERT_EQUAL(parse_cut(req, strlen(req), 100, &completes, &stalls), 413);
+  /* many small extensions add up */
+  char *p = req;
+  p += sprintf(p, P TE "\r\n");
+  for (int i = 0; i < 1500; i++)
+    p += sprintf(p, "1;ext=abcdefghijklmnopqrst\r\nx\r\n");
+  sprintf(p, "0\r\n\r\n");
+  CU_ASSERT_EQUAL(parse_cut(req, strlen(req), 0, &completes, &stalls), 413);
+  /* under the bound: served */
+  p = req + sprintf(req, P TE "\r\n");
+  for (int i = 0; i < 100; i++)
+    p += sprintf(p, "1;ext=abcdefghijklmnopqrst\r\nx\r\n");
+  sprintf(p, "0\r\n\r\n");
+  CU_ASSERT_EQUAL(parse_cut(req, strlen(req), 0, &completes, &stalls), 0);
+  CU_ASSERT_EQUAL(completes, 1);
+}
+
+/* Strict framing leaves pipelining intact: a chunked request with extensions and trailers,
+ * then a Content-Length one, then a GET, at every split. */
+static void test_strict_pipelined(void) {
+  check_every_split("chunked, CL, GET",
+                    P TE "\r\n5;a=1\r\nhello\r\n0\r\nX-T: 1\r\n\r\n" P
+                         "Content-Length: 2\r\n\r\nhiGET /3 HTTP/1.1\r\n" H "\r\n",
+                    0, 3);
+  check_every_split("served, then junk after chunk data",
+                    "GET /1 HTTP/1.1\r\n" H "\r\n" P TE "\r\n5\r\nhelloXY0\r\n\r\n", 400, 1);
+}
+
+/* The response checks h1conn.c applies to the app's answer. */
+static void test_response_checks(void) {
+  CU_ASSERT(pp_h1_token_ok((const uint8_t *)"X-Ok", 4));
+  CU_ASSERT(!pp_h1_token_ok((const uint8_t *)"", 0));
+  CU_ASSERT(!pp_h1_token_ok((const uint8_t *)"X Bad", 5));
+  CU_ASSERT(!pp_h1_token_ok((const uint8_t *)"X:Bad", 5));
+  CU_ASSERT(!pp_h1_token_ok((const uint8_t *)"X\r\nSet-Cookie", 13));
+  CU_ASSERT(!pp_h1_token_ok((const uint8_t *)"caf\xc3\xa9", 5));
+  CU_ASSERT(pp_h1_field_value_ok((const uint8_t *)"a b\tc \xff", 7));
+  CU_ASSERT(pp_h1_field_value_ok((const uint8_t *)"", 0));
+  CU_ASSERT(!pp_h1_field_value_ok((const uint8_t *)"a\rb", 3));
+  CU_ASSERT(!pp_h1_field_value_ok((const uint8_t *)"a\nb", 3));
+  CU_ASSERT(!pp_h1_field_value_ok((const uint8_t *)"a\0b", 3));
+  CU_ASSERT(!pp_h1_field_value_ok((const uint8_t *)"a\x7f", 2));
+  CU_ASSERT(!pp_h1_app_status_ok(99));
+  CU_ASSERT(!pp_h1_app_status_ok(100));
+  CU_ASSERT(!pp_h1_app_status_ok(101));
+  CU_ASSERT(!pp_h1_app_status_ok(199));
+  CU_ASSERT(pp_h1_app_status_ok(200));
+  CU_ASSERT(pp_h1_app_status_ok(999));
+  CU_ASSERT(!pp_h1_app_status_ok(1000));
+  CU_ASSERT(!pp_h1_app_status_ok(-200));
+  CU_ASSERT(pp_h1_host_ok((const uint8_t *)"a.example:80", 12));
+  CU_ASSERT(pp_h1_host_ok((const uint8_t *)"[v1.x]", 6));
+  CU_ASSERT(!pp_h1_host_ok((const uint8_t *)"[]", 2));
+  CU_ASSERT(!pp_h1_host_ok((const uint8_t *)"a%4", 3));
+  CU_ASSERT(!pp_h1_host_ok((const uint8_t *)":80", 3));
+}
+
+/* RFC 9112 §3.2.2: with an absolute-form target the server uses the target's authority and
+ * ignores Host, so SERVER_NAME, SERVER_PORT and HTTP_HOST come from the target. */
+static void test_absolute_form_authority_wins(void) {
+  owner o;
+  CU_ASSERT_EQUAL(
+      parse("GET http://a.example:81/p HTTP/1.1\r\nHost: b.example\r\n\r\n", 1, NULL, &o), 0);
+  CU_ASSERT(strstr(o.env, "SERVER_NAME=a.example\nSERVER_PORT=81\n") != NULL);
+  CU_ASSERT(strstr(o.env, "HTTP_HOST=a.example:81\n") != NULL);
+  CU_ASSERT(strstr(o.env, "b.example") == NULL);
+  pp_buf_dispose(&o.body);
+  CU_ASSERT_EQUAL(parse("GET http://a.example/p HTTP/1.0\r\n\r\n", 0, NULL, &o), 0);
+  CU_ASSERT(strstr(o.env, "SERVER_NAME=a.example\nSERVER_PORT=80\n") != NULL);
+  pp_buf_dispose(&o.body);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("http1", NULL, NULL);
@@ -470,6 +686,12 @@ int main(void) {
   CU_add_test(s, "bytes after an Upgrade request are refused, never a stall",
               test_bytes_after_upgrade_never_stall);
   CU_add_test(s, "chunked trailers are read and discarded, bounded", test_trailers_are_discarded);
+  CU_add_test(s, "every RFC 9112 MUST-reject at every split (issue 11)", test_strict_rfc9112);
+  CU_add_test(s, "chunk extensions are bounded per message (413)", test_chunk_extensions_bounded);
+  CU_add_test(s, "strict framing keeps pipelining", test_strict_pipelined);
+  CU_add_test(s, "response checks: token names, field values, app statuses", test_response_checks);
+  CU_add_test(s, "absolute-form: the target's authority, not Host",
+              test_absolute_form_authority_wins);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();

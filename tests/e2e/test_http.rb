@@ -203,7 +203,9 @@ class TestHTTP < Minitest::Test
       "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n" => 400,
       "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc" => 400,
       "GET /hello HTTP/1.1\r\nHost: a\r\nX-A: b\r\n folded\r\n\r\n" => 400,
-      "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n" => 501,
+      # chunked not the final coding: RFC 9112 §6.3 MUST 400 (501 before issue 11)
+      "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n" => 400,
+      "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n" => 501,
       "GET /hello HTTP/1.1\r\n\r\n" => 400,
       "BLAH\r\n\r\n" => 400,
     }
@@ -213,6 +215,97 @@ class TestHTTP < Minitest::Test
       assert_equal 1, rs.size, "connection must close after #{want}"
       assert_equal "close", rs[0][1]["connection"]
     end
+  end
+
+  # Issue 11: shapes llhttp 8.1 accepts and the server refuses (docs/SERVER.md "HTTP/1.1
+  # refusals"), each followed by a pipelined request that must never be answered: the refusal
+  # closes the connection. A new connection is served after each.
+  def test_strict_refusals_on_the_wire
+    te = "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+    cases = {
+      "#{te}5\r\nhelloXY0\r\n\r\n" => 400,             # junk after chunk data (smuggling)
+      "#{te}5;=x\r\nhello\r\n0\r\n\r\n" => 400,         # chunk extension without a name
+      "#{te}0\r\nX-T: 1\r\n folded\r\n\r\n" => 400,      # obs-fold in the trailers
+      "#{te}1;a=#{"x" * 40_000}\r\nx\r\n0\r\n\r\n" => 413, # chunk extensions over the bound
+      "GET  /hello HTTP/1.1\r\nHost: a\r\n\r\n" => 400,    # two spaces in the request line
+      "GET /hello\xff HTTP/1.1\r\nHost: a\r\n\r\n" => 400, # obs-text in the target
+      "GET * HTTP/1.1\r\nHost: a\r\n\r\n" => 400,          # asterisk-form for GET
+      "GET /hello HTTP/1.1\r\nHost: a/b\r\n\r\n" => 400,   # invalid Host
+      "GET /hello HTTP/1.2\r\nHost: a\r\n\r\n" => 505,
+      "POST /echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" => 400,
+    }
+    cases.each do |req, want|
+      rs = E2E.raw(srv.port, req.b + "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n", count: 2)
+      assert_equal want, rs[0][0], "request #{req[0, 70].inspect}"
+      assert_equal 1, rs.size, "connection must close after #{want} (#{req[0, 70].inspect})"
+      assert_equal "close", rs[0][1]["connection"]
+      ok = E2E.raw(srv.port, "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n")
+      assert_equal 200, ok[0][0], "the next connection is served"
+    end
+  end
+
+  # Issue 11: what the app should not send (tests/apps/rack/bad_response.ru; docs/RACK.md
+  # "What the server does with a bad response"). Each response is followed by a pipelined
+  # GET: it is answered when the bad response could be repaired in place, and not when the
+  # connection had to close.
+  def test_bad_app_responses
+    bad = E2E::Server.new(app: File.join(E2E::ROOT, "tests/apps/rack/bad_response.ru"),
+                          workers: 1, threads: 2)
+    get = ->(path) { "GET #{path} HTTP/1.1\r\nHost: a\r\n\r\n" }
+    fetch = ->(path) { E2E.raw(bad.port, get.(path) + get.("/fine"), count: 2) }
+
+    %w[/status-101 /status-103].each do |path|
+      rs = fetch.(path)
+      assert_equal 500, rs[0][0], path
+      assert_equal "fine\n", rs[1][2], "#{path}: keep-alive after the 500"
+    end
+    rs = fetch.("/bad-name")
+    assert_equal 200, rs[0][0]
+    assert_equal "1", rs[0][1]["x-good"]
+    assert_nil rs[0][1]["set-cookie"]
+    assert_nil rs[0][1]["x bad"]
+    assert_equal %w[transfer-encoding x-good].sort, rs[0][1].keys.sort
+    rs = fetch.("/crlf-value") # split into two lines of x-inj by the worker, never a new header
+    assert_equal "a, set-cookie: evil=1", rs[0][1]["x-inj"]
+    assert_nil rs[0][1]["set-cookie"]
+    %w[/cr-value /nul-value /ctl-value].each do |path|
+      rs = fetch.(path)
+      assert_equal 200, rs[0][0], path
+      assert_equal "1", rs[0][1]["x-good"], path
+      assert_equal %w[transfer-encoding x-good].sort, rs[0][1].keys.sort, path
+      assert_equal 2, rs.size, path
+    end
+
+    # Content-Length that disagrees with the body: cut to it, or short; either way closed.
+    rs = fetch.("/cl-long")
+    assert_equal ["3", "hel"], [rs[0][1]["content-length"], rs[0][2]]
+    assert_equal 1, rs.size, "closed after a body longer than its Content-Length"
+    rs = fetch.("/cl-short")
+    assert_equal ["10", "hello"], [rs[0][1]["content-length"], rs[0][2]]
+    assert_equal 1, rs.size, "closed after a body shorter than its Content-Length"
+    %w[/cl-invalid /cl-conflict].each do |path|
+      rs = fetch.(path)
+      assert_nil rs[0][1]["content-length"], path
+      assert_equal "chunked", rs[0][1]["transfer-encoding"], path
+      assert_equal "hello", rs[0][2], path
+      assert_equal 2, rs.size, path
+    end
+    rs = fetch.("/cl-same")
+    assert_equal ["5", "hello", 2], [rs[0][1]["content-length"], rs[0][2], rs.size]
+    rs = fetch.("/cl-204")
+    assert_equal 204, rs[0][0]
+    assert_nil rs[0][1]["content-length"]
+    assert_equal 2, rs.size
+
+    log = bad.log
+    assert_match(/status 101 \(not 200\.\.999\): 500 sent instead/, log)
+    assert_match(/name that is not a token dropped/, log)
+    assert_match(/CR, NUL or a control character dropped/, log)
+    assert_match(/longer than its Content-Length: cut/, log)
+    assert_match(/bytes short of its Content-Length/, log)
+    assert_match(/Content-Length values that disagree dropped/, log)
+  ensure
+    bad&.stop
   end
 
   def test_wrk_keep_alive_load_has_no_errors
