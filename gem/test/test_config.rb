@@ -84,9 +84,38 @@ class TestConfig < Minitest::Test
       _, _, err = cli("--dry-run")
       assert_match(/puma-plus.rb:1: target_queue_p95: "soon" is not a duration/, err)
     end
-    with_config("bind \"ssl://0.0.0.0:443\"\n") do
+    with_config("bind \"http://0.0.0.0:443\"\n") do
       _, _, err = cli("--dry-run")
       assert_match(/puma-plus.rb:1: bind: unsupported URL/, err)
+    end
+  end
+
+  def test_tls_binds_map_to_listen_tls
+    with_config(<<~RUBY) do |dir|
+      bind "tcp://127.0.0.1:9292"
+      bind "ssl://127.0.0.1:9443?cert=config/cert.pem&key=config/key.pem"
+      ssl_bind "::1", 9444, cert: "config/cert.pem", key: "config/key.pem", verify_mode: "none"
+    RUBY
+      status, out, err = cli("--dry-run", "--server", "s")
+      assert_equal 0, status, err
+      cert = File.join(File.realpath(dir), "config/cert.pem")
+      key = File.join(File.realpath(dir), "config/key.pem")
+      assert_includes out, "-listen 127.0.0.1:9292"
+      assert_includes out, "-listen-tls 127.0.0.1:9443"
+      assert_match(/-listen-tls \\?\[::1\\?\]:9444/, out) # shell-escaped in the dry run
+      assert_includes out, "-tls-cert #{cert} -tls-key #{key}"
+    end
+    with_config("bind \"ssl://127.0.0.1:9443\"\n") do
+      status, out, = cli("--dry-run", "--server", "s")
+      assert_equal 0, status
+      assert_includes out, "-listen-tls 127.0.0.1:9443"
+      refute_includes out, "-tls-cert", "no pair: the server's development certificate"
+    end
+    with_config("ssl_bind \"0.0.0.0\", 1, cert: \"a.pem\", key: \"a.key\"\n" \
+                "ssl_bind \"0.0.0.0\", 2, cert: \"b.pem\", key: \"b.key\"\n") do
+      status, _, err = cli("--dry-run", "--server", "s")
+      assert_equal 2, status
+      assert_match(/same cert and key/, err)
     end
   end
 
@@ -100,7 +129,8 @@ class TestConfig < Minitest::Test
         assert_equal 0, status, "no config file is fine: defaults"
         assert_match(/^exec: s -app config.ru -workers 1 -threads 5 -gem-dir /, out)
         assert_equal 2, cli("-t", "x", "--dry-run")[0]
-        assert_equal 2, cli("-b", "ssl://0.0.0.0:1", "--dry-run")[0]
+        assert_equal 2, cli("-b", "ssl://0.0.0.0:1?verify_mode=peer", "--dry-run")[0]
+        assert_equal 2, cli("-b", "ssl://0.0.0.0:1?cert=a.pem", "--dry-run")[0]
         assert_equal 2, cli("--bogus")[0]
       end
     end

@@ -392,6 +392,25 @@ class TestTLSOwnServers < Minitest::Test
     [cert, key]
   end
 
+  # The gem's launcher as a puma user writes it: `bind "ssl://..."` (here its -b flag) and
+  # `ssl_bind` in config/puma-plus.rb become -listen-tls with -tls-cert/-tls-key.
+  def test_gem_ssl_bind_serves_https
+    cert, key = own_pair
+    tls_port = E2E.free_port
+    @srv = E2E::Server.new(workers: 1, threads: 2, command: lambda { |port, cport|
+      File.write(File.join(@dir, "puma-plus.rb"), <<~RUBY)
+        bind "tcp://127.0.0.1:#{port}"
+        ssl_bind "127.0.0.1", #{tls_port}, cert: #{cert.inspect}, key: #{key.inspect}
+      RUBY
+      [RbConfig.ruby, File.join(E2E::ROOT, "gem/exe/puma-plus"), "-C", File.join(@dir, "puma-plus.rb"),
+       "-w", "1", "-t", "2", "--control-url", "tcp://127.0.0.1:#{cport}", "--server", E2E::BIN, E2E::MIX]
+    })
+    out, st = Open3.capture2("curl", "-s", "--cacert", cert, "-w", " %{http_version}",
+                             "https://localhost:#{tls_port}/hello")
+    assert st.success?, out
+    assert_equal "Hello, world\n 2", out, "HTTPS with HTTP/2 by ALPN through ssl_bind"
+  end
+
   def test_no_h2_gives_http11_even_when_h2_is_offered
     cert, key = own_pair
     @srv = E2E::Server.new(workers: 1, threads: 2, tls: true, extra: ["-tls-cert", cert, "-tls-key", key, "-no-h2"])

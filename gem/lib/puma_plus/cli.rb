@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "uri"
+
 require "optparse"
 require "shellwords"
 require_relative "config"
@@ -52,7 +54,7 @@ module PumaPlus
       parser = OptionParser.new do |o|
         o.banner = "usage: puma-plus [options] [rackup file] [-- puma-plus-server flags]"
         o.on("-C", "--config PATH", "config file (default #{DEFAULT_CONFIG} if it exists)") { |v| @flags[:config] = v }
-        o.on("-b", "--bind URL", "tcp://HOST:PORT or unix://PATH (repeatable)") { |v| (@flags[:binds] ||= []) << v }
+        o.on("-b", "--bind URL", "tcp://HOST:PORT, unix://PATH or ssl://HOST:PORT?cert=F&key=F (repeatable)") { |v| (@flags[:binds] ||= []) << v }
         o.on("-p", "--port PORT", Integer, "same as --bind tcp://0.0.0.0:PORT") { |v| (@flags[:binds] ||= []) << "tcp://0.0.0.0:#{v}" }
         o.on("-t", "--threads INT", "MIN:MAX threads per worker (puma-plus runs MAX)") { |v| @flags[:threads] = v }
         o.on("-w", "--workers COUNT", Integer, "worker processes at start") { |v| @flags[:workers] = v }
@@ -111,7 +113,21 @@ module PumaPlus
 
     def server_command(s)
       cmd = [server_path, "-app", s[:rackup], "-workers", s[:workers].to_s, "-threads", s[:threads_max].to_s]
-      s[:binds].each { |url| cmd.push("-listen", listen_address(url)) }
+      tls_pair = nil
+      s[:binds].each do |url|
+        if url.start_with?("ssl://")
+          addr, pair = tls_listen(url)
+          if pair && tls_pair && pair != tls_pair
+            raise UsageError, "#{url}: every ssl:// listener must use the same cert and key (one pair per server)"
+          end
+
+          tls_pair ||= pair
+          cmd.push("-listen-tls", addr)
+        else
+          cmd.push("-listen", listen_address(url))
+        end
+      end
+      cmd.push("-tls-cert", tls_pair[0], "-tls-key", tls_pair[1]) if tls_pair
       if s[:control_url]
         cmd.push("-control", s[:control_url] == "off" ? "off" : listen_address(s[:control_url]))
       end
@@ -143,9 +159,27 @@ module PumaPlus
       when %r{\Atcp://([^/?]+)\z} then Regexp.last_match(1)
       when /\A(\[[0-9a-fA-F:.]+\]|[^\s:\/\[\]]+)?:\d+\z/ then url
       when %r{\Aunix://(.+)\z} then "unix:#{Regexp.last_match(1)}"
-      when %r{\A(ssl|https)://} then raise UsageError, "#{url}: TLS listeners are not supported by puma-plus-server yet"
-      else raise UsageError, "#{url}: expected tcp://HOST:PORT or unix://PATH"
+      else raise UsageError, "#{url}: expected tcp://HOST:PORT, unix://PATH or ssl://HOST:PORT"
       end
+    end
+
+    # ssl://HOST:PORT?cert=PATH&key=PATH (puma's form) → [HOST:PORT, [cert, key] or nil].
+    def tls_listen(url)
+      m = %r{\Assl://([^/?]+)(?:\?(.*))?\z}.match(url)
+      raise UsageError, "#{url}: expected ssl://HOST:PORT?cert=PATH&key=PATH" unless m
+
+      addr = listen_address(m[1])
+      params = URI.decode_www_form(m[2].to_s).to_h
+      verify = params.delete("verify_mode")
+      if verify && verify != "none"
+        raise UsageError, "#{url}: verify_mode=#{verify}: client certificates are not supported by puma-plus-server"
+      end
+      cert = params.delete("cert")
+      key = params.delete("key")
+      params.each_key { |k| @err.puts "puma-plus: #{url}: #{k}= is not supported and ignored" }
+      raise UsageError, "#{url}: cert= and key= go together" if cert.nil? != key.nil?
+
+      [addr, cert && [File.expand_path(cert), File.expand_path(key)]]
     end
 
     def server_path

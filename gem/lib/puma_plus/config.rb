@@ -44,7 +44,7 @@ module PumaPlus
       "before_worker_boot" => [:supported, "runs in each new worker after fork, before its threads start, with the index"],
       "before_worker_fork" => [:supported, "runs in the shepherd before each fork, with the worker index"],
       "before_worker_shutdown" => [:supported, "runs in a worker after its last request, before it exits, with the index"],
-      "bind" => [:supported, "`tcp://HOST:PORT`, `unix://PATH` → `-listen`; `ssl://` is an error (no TLS listener yet)"],
+      "bind" => [:supported, "`tcp://HOST:PORT`, `unix://PATH` → `-listen`; `ssl://HOST:PORT?cert=F&key=F` → `-listen-tls` with `-tls-cert`/`-tls-key` (no cert: a development certificate)"],
       "bind_to_activated_sockets" => [:unsupported, "no systemd socket activation: the server opens its own listeners"],
       "clean_thread_locals" => [:unsupported, "alias of fiber_per_request"],
       "clear_binds!" => [:supported, "forgets the binds given so far"],
@@ -102,7 +102,7 @@ module PumaPlus
       "silence_fork_callback_warning" => [:mapped, "accepted: there is no such warning"],
       "silence_single_worker_warning" => [:mapped, "accepted: there is no such warning"],
       "single" => [:mapped, "the block is not evaluated: puma-plus always runs worker processes"],
-      "ssl_bind" => [:unsupported, "an error: no TLS listener in puma-plus-server yet"],
+      "ssl_bind" => [:supported, "`ssl_bind HOST, PORT, cert:, key:` → `-listen-tls HOST:PORT -tls-cert -tls-key`; `verify_mode` other than none (client certificates) is an error"],
       "state_path" => [:unsupported, "no state file: use the control app (/stats)"],
       "state_permission" => [:unsupported, "no state file"],
       "stdout_redirect" => [:supported, "the command reopens STDOUT/STDERR on those files before it execs the server"],
@@ -249,7 +249,9 @@ module PumaPlus
       end
 
       def bind(url)
-        raise Error, where("bind: unsupported URL #{url.inspect} (tcp:// or unix:// only)") unless url.to_s.match?(%r{\A(tcp|unix)://})
+        unless url.to_s.match?(%r{\A(tcp|unix|ssl)://})
+          raise Error, where("bind: unsupported URL #{url.inspect} (tcp://, unix:// or ssl:// only)")
+        end
 
         @config.take_binds << url.to_s
       end
@@ -262,8 +264,13 @@ module PumaPlus
 
       def default_host = @default_host
 
-      def ssl_bind(host, port, _opts = {})
-        raise Error, where("ssl_bind #{host}:#{port}: no TLS listener in puma-plus-server yet")
+      # puma's ssl_bind: the same listener as bind "ssl://HOST:PORT?cert=...&key=...".
+      def ssl_bind(host, port, opts = {})
+        opts = opts.transform_keys(&:to_s)
+        query = %w[cert key verify_mode].filter_map { |k| "#{k}=#{opts[k]}" if opts[k] }
+        host = host.to_s
+        host = "[#{host}]" if host.include?(":") && !host.start_with?("[")
+        @config.take_binds << "ssl://#{host}:#{Integer(port)}#{query.empty? ? '' : "?#{query.join('&')}"}"
       end
 
       def threads(min, max = min)
