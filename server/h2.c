@@ -555,7 +555,8 @@ static int session_new(pp_h2 *h, const pp_h2_callbacks *cb, const pp_h2_limits *
   nghttp2_option_set_max_continuations(opt, MAX_CONTINUATIONS);
   nghttp2_option_set_stream_reset_rate_limit(opt, l->reset_burst, l->reset_rate);
 
-  int rv = nghttp2_session_server_new2(&h->session, cbs, h, opt);
+  nghttp2_mem mem = pp_h2__mem(h); /* copied by nghttp2 */
+  int rv = nghttp2_session_server_new3(&h->session, cbs, h, opt, &mem);
   nghttp2_session_callbacks_del(cbs);
   nghttp2_option_del(opt);
   if (rv != 0) {
@@ -581,6 +582,7 @@ static int session_new(pp_h2 *h, const pp_h2_callbacks *cb, const pp_h2_limits *
 }
 
 static void buffers_dispose(pp_h2 *h) {
+  pp_h2__mem_dispose(h); /* after nghttp2_session_del: nghttp2's blocks are all back */
   pp_buf_dispose(&h->hdr_raw);
   pp_buf_dispose(&h->hdr_spans);
   pp_buf_dispose(&h->hdr_list);

@@ -187,8 +187,9 @@ struct pp_h2 {
   pp_buf scratch;   /* response header bytes (pp_h2_respond) ... */
   pp_buf nvbuf;     /* ... and their nghttp2_nv array */
 
-  pp_buf *out;    /* during pp_h2_output: the owner's buffer ... */
-  size_t out_max; /* ... and its bound */
+  void *mem_free[10]; /* nghttp2's freed blocks by size class (h2_mem.c) */
+  pp_buf *out;        /* during pp_h2_output: the owner's buffer ... */
+  size_t out_max;     /* ... and its bound */
 };
 
 /* Initialises a server session and queues our SETTINGS (and the connection WINDOW_UPDATE that

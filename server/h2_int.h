@@ -40,4 +40,10 @@ ssize_t pp_h2__read_response(nghttp2_session *session, int32_t stream_id, uint8_
                              size_t length, uint32_t *data_flags, nghttp2_data_source *source,
                              void *user_data);
 
+/* h2_mem.c: the session's allocator for nghttp2 (free lists of PP_H2_MEM_CLASSES size
+ * classes, 64 B to 32 KiB), and the release of its blocks after nghttp2_session_del. */
+#define PP_H2_MEM_CLASSES 10
+nghttp2_mem pp_h2__mem(pp_h2 *h);
+void pp_h2__mem_dispose(pp_h2 *h);
+
 #endif
