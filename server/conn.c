@@ -405,3 +405,18 @@ void pp_conn_arm_timer(client *c) {
   else
     pp_h1conn_arm_timer(c);
 }
+
+int pp_conn_timer_common(client *c) {
+  if (c->closing) return 1;
+  if (c->discarding) { /* the short read-and-discard after a graceful close is over */
+    pp_conn_close(c);
+    return 1;
+  }
+  if (c->writes_in_flight > 0) {
+    LOG(c->srv, "client %s: write timeout%s", c->remote, c->h2 ? " (HTTP/2)" : "");
+    c->srv->stats.timeouts++;
+    pp_conn_close(c);
+    return 1;
+  }
+  return 0;
+}

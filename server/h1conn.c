@@ -116,17 +116,7 @@ static void client_fail(client *c, int status, const char *reason) {
 static void on_client_timer(uv_timer_t *t) {
   client *c = t->data;
   server *s = c->srv;
-  if (c->closing) return;
-  if (c->discarding) {
-    pp_conn_close(c);
-    return;
-  }
-  if (c->writes_in_flight > 0) {
-    LOG(s, "client %s: write timeout", c->remote);
-    s->stats.timeouts++;
-    pp_conn_close(c);
-    return;
-  }
+  if (pp_conn_timer_common(c)) return;
   if (c->req && c->req->state == PP_X_BODY) {
     s->stats.timeouts++;
     client_fail(c, 408, "body read timeout");
@@ -188,18 +178,10 @@ void pp_h1conn_arm_timer(client *c) {
 
 /* Does the value hold `token` as one of its comma-separated elements (case-insensitive)? */
 static int list_has(const uint8_t *v, size_t n, const char *token) {
-  size_t tl = strlen(token), i = 0;
-  while (i < n) {
-    while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-      i++;
-    size_t start = i;
-    while (i < n && v[i] != ',')
-      i++;
-    size_t end = i;
-    while (end > start && (v[end - 1] == ' ' || v[end - 1] == '\t'))
-      end--;
-    if (end - start == tl && !strncasecmp((const char *)v + start, token, tl)) return 1;
-  }
+  size_t pos = 0, len, tl = strlen(token);
+  const uint8_t *e;
+  while (pp_h1_list_next(v, n, &pos, &e, &len))
+    if (len == tl && !strncasecmp((const char *)e, token, tl)) return 1;
   return 0;
 }
 
