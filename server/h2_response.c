@@ -140,7 +140,7 @@ void pp_h2_consume(pp_h2 *h, int32_t stream_id, size_t n) {
     pp_h2__owe_work(h);
     return;
   }
-  nghttp2_session_consume(h->session, stream_id, n);
+  nghttp2_session_consume_stream(h->session, stream_id, n);
 }
 
 void pp_h2_reset(pp_h2 *h, int32_t stream_id, uint32_t error_code) {
