@@ -124,10 +124,10 @@ struct gen {
   SSL_CTX *ssl_ctx;
   nghttp2_session_callbacks *h2_callbacks;
   char authority[80];
-  uint32_t *req_slot;  /* h2: connection slot of each request in flight, UINT32_MAX if none */
-  int32_t *req_stream; /* h2: its stream id */
-  size_t sweep_cursor; /* h2: results before this index are finished */
-  uint32_t rr;         /* h2: round-robin start for picking a connection */
+  uint32_t *req_slot;        /* h2: connection slot of each request in flight, UINT32_MAX if none */
+  int32_t *req_stream;       /* h2: its stream id */
+  size_t sweep_cursor;       /* h2: results before this index are finished */
+  uint32_t rr;               /* h2: round-robin start for picking a connection */
   const pb_kind_spec *kinds; /* cfg->kinds, NULL: plain GETs */
   bool any_cancel;           /* some kind cancels: the sweep looks for them */
   char *body;                /* BODY_PIECE bytes every upload is written from */

@@ -712,6 +712,9 @@ static void soak_usage(FILE *f) {
           "  -steady DUR -overload DUR -body DUR -cancel DUR -recovery DUR\n"
           "                      phase lengths (300s 420s 30s 30s 300s); 0 skips a phase\n"
           "  -gap DUR            idle time between phases (0)\n"
+          "  -recovery-gap DUR   extra idle time before recovery (2s: the cancel phase's\n"
+          "                      abandoned /mix/0/2000 still hold threads that long; 0 starts\n"
+          "                      recovery at once, and admission control may then shed it)\n"
           "  -rate RPS           steady and recovery rate (150)\n"
           "  -overload-x X       overload = X times capacity (4)\n"
           "  -capacity RPS       capacity (default: estimated, min(w*t/22ms, cores/2ms),\n"
@@ -833,6 +836,8 @@ static int cmd_soak(int argc, char **argv) {
       ok = parse_duration(v, &shed_budget) && shed_budget >= 1000000ull;
     else if (strcmp(a, "gap") == 0)
       ok = parse_duration(v, &c.gap_ns);
+    else if (strcmp(a, "recovery-gap") == 0)
+      ok = parse_duration(v, &c.recovery_gap_ns);
     else if (strcmp(a, "rate") == 0)
       ok = parse_double(v, &c.steady_rps) && c.steady_rps >= 0;
     else if (strcmp(a, "overload-x") == 0)
@@ -893,8 +898,9 @@ static int cmd_soak(int argc, char **argv) {
     fprintf(stderr, "pp-bench soak: -leak-every is a null-server flag\n");
     return 2;
   }
-  if (c.proto == PB_PROTO_H2 && spec->kind == PB_SERVER_PUMA) {
-    fprintf(stderr, "pp-bench soak: puma has no HTTP/2\n");
+  if (c.proto == PB_PROTO_H2 && spec->kind != PB_SERVER_PUMAPLUS) {
+    fprintf(stderr, "pp-bench soak: -proto h2 needs -server pumaplus (puma has no HTTP/2; the "
+                    "null server's h2 mode cannot answer the HTTP/1.1 readiness probe)\n");
     return 2;
   }
   spec->shed = shed;

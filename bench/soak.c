@@ -23,16 +23,16 @@
 #include "bench/stats.h"
 #include "control/hist.h"
 
-#define MS   1000000ull
-#define SEC  1000000000ull
-#define KIB  1024u
-#define MIB  (1024u * 1024u)
+#define MS  1000000ull
+#define SEC 1000000000ull
+#define KIB 1024u
+#define MIB (1024u * 1024u)
 
 /* The request shapes the phases use (scenarios/apps/mix/app.rb). */
-#define PATH_HELLO  "/hello"
-#define PATH_MIX    "/mix/2/20"
-#define PATH_ECHO   "/echo"
-#define PATH_CANCEL "/mix/0/2000"
+#define PATH_HELLO   "/hello"
+#define PATH_MIX     "/mix/2/20"
+#define PATH_ECHO    "/echo"
+#define PATH_CANCEL  "/mix/0/2000"
 #define MIX_CPU_MS   2.0
 #define MIX_SLEEP_MS 20.0
 
@@ -65,6 +65,7 @@ void pb_soak_defaults(pb_soak_config *c) {
   c->timeout_ns = 10 * SEC;
   c->fd_tolerance = 4;
   c->settle_ns = 5 * SEC;
+  c->recovery_gap_ns = 2 * SEC;
   c->seed = 1;
 }
 
@@ -93,8 +94,8 @@ typedef struct phase_shape {
   pb_kind_spec kinds[3];
   double weights[3];
   size_t n;
-  double rate;   /* Poisson arrivals per second, or 0 for bursts */
-  bool bursts;   /* body: body_concurrency arrivals at once, every body_every_ns */
+  double rate; /* Poisson arrivals per second, or 0 for bursts */
+  bool bursts; /* body: body_concurrency arrivals at once, every body_every_ns */
 } phase_shape;
 
 static void shape_of(const pb_soak_config *c, int phase, double capacity, phase_shape *s) {
@@ -206,14 +207,13 @@ nomem:
   return PB_ENOMEM;
 }
 
-void pb_soak_plan(const pb_soak_config *c, double capacity_rps, double *requests,
-                  double *seconds) {
+void pb_soak_plan(const pb_soak_config *c, double capacity_rps, double *requests, double *seconds) {
   double n = 0, s = 0;
   for (int p = 0; p < PB_SOAK_PHASES; p++) {
     phase_shape sh;
     shape_of(c, p, capacity_rps, &sh);
     double dur = c->phase_ns[p] / 1e9;
-    s += dur + c->gap_ns / 1e9;
+    s += dur + (p ? c->gap_ns / 1e9 : 0) + (p == PB_SOAK_RECOVERY ? c->recovery_gap_ns / 1e9 : 0);
     if (sh.bursts)
       n += c->phase_ns[p] == 0 ? 0
            : c->body_every_ns
@@ -509,8 +509,9 @@ static int write_policy(const char *path, uint64_t budget_ns, char *err, size_t 
     return -1;
   }
   /* Everything else keeps the policy defaults (docs/CONTROL.md). */
-  fprintf(f, "# written by pp-bench soak: admission control with a fixed budget\n"
-             "shed:\n  enabled: true\n  budget: %" PRIu64 "ms\n",
+  fprintf(f,
+          "# written by pp-bench soak: admission control with a fixed budget\n"
+          "shed:\n  enabled: true\n  budget: %" PRIu64 "ms\n",
           (uint64_t)(budget_ns / MS));
   fclose(f);
   return 0;
@@ -647,8 +648,8 @@ void pb_soak_run(const pb_soak_config *c, pb_soak_result *out) {
       pb_schedule_dispose(&ws);
     }
   }
-  sampler smp = {.pid = srv.pid, .stats_port = stats_port, .fds_now = -1, .fds_max = -1,
-                 .heap = -1};
+  sampler smp = {
+      .pid = srv.pid, .stats_port = stats_port, .fds_now = -1, .fds_max = -1, .heap = -1};
   smp.buf = stats_port ? malloc(STATS_CAP) : NULL;
   uv_mutex_init(&smp.lock);
   uv_cond_init(&smp.cond);
@@ -671,10 +672,12 @@ void pb_soak_run(const pb_soak_config *c, pb_soak_result *out) {
   for (uint32_t cy = 0; cy < c->cycles && ok; cy++) {
     pb_soak_cycle *cyc = &out->cycles[cy];
     for (int p = 0; p < PB_SOAK_PHASES && ok; p++) {
-      if (p > 0 && c->gap_ns) sleep_ns(c->gap_ns);
+      uint64_t gap = p > 0 ? c->gap_ns : 0;
+      if (p == PB_SOAK_RECOVERY) gap += c->recovery_gap_ns;
+      if (gap) sleep_ns(gap);
       pb_soak_phase *ph = &cyc->phase[p];
-      if (run_phase(c, cy, p, out->capacity_rps, &srv, stats_port, &smp, statsbuf, &pctx, ph,
-                    out) < 0) {
+      if (run_phase(c, cy, p, out->capacity_rps, &srv, stats_port, &smp, statsbuf, &pctx, ph, out) <
+          0) {
         ok = false;
         break;
       }
@@ -694,9 +697,10 @@ void pb_soak_run(const pb_soak_config *c, pb_soak_result *out) {
     cyc->heap_live_slots = read_heap(stats_port, statsbuf);
     char heap[32];
     fmt_heap(cyc->heap_live_slots, heap, sizeof heap);
-    fprintf(pf, "[soak] cycle %u/%u end (settled): fds %d (baseline %d)  rss %.1f MB  heap slots %s\n",
-            cy + 1, c->cycles, (int)cyc->fds_end, (int)out->fds_baseline,
-            cyc->rss_end / 1048576.0, heap);
+    fprintf(pf,
+            "[soak] cycle %u/%u end (settled): fds %d (baseline %d)  rss %.1f MB  heap slots %s\n",
+            cy + 1, c->cycles, (int)cyc->fds_end, (int)out->fds_baseline, cyc->rss_end / 1048576.0,
+            heap);
     out->n_cycles = cy + 1;
   }
   out->ran = ok && out->n_cycles == c->cycles;
@@ -740,9 +744,9 @@ void pb_soak_print(FILE *f, const pb_soak_config *c, const pb_soak_result *r) {
   fmt_heap(r->heap_baseline, heap, sizeof heap);
   fprintf(f, "baseline before cycle 1: fds %d  rss %.1f MB  heap slots %s\n\n",
           (int)r->fds_baseline, r->rss_baseline / 1048576.0, heap);
-  fprintf(f, "%-5s %-8s %7s %9s %9s %7s %5s %5s %5s %7s %6s %7s %9s %9s %9s %8s %7s %12s\n", "cycle",
-          "phase", "secs", "requests", "2xx", "503", "413", "other", "trans", "timeout", "cancel",
-          "FAIL", "p99 2xx", "p99 503", "fds end", "fds max", "rss MB", "heap slots");
+  fprintf(f, "%-5s %-8s %7s %9s %9s %7s %5s %5s %5s %7s %6s %7s %9s %9s %9s %8s %7s %12s\n",
+          "cycle", "phase", "secs", "requests", "2xx", "503", "413", "other", "trans", "timeout",
+          "cancel", "FAIL", "p99 2xx", "p99 503", "fds end", "fds max", "rss MB", "heap slots");
   for (uint32_t cy = 0; cy < r->n_cycles; cy++) {
     const pb_soak_cycle *cyc = &r->cycles[cy];
     for (int p = 0; p < PB_SOAK_PHASES; p++) {
@@ -768,8 +772,9 @@ void pb_soak_print(FILE *f, const pb_soak_config *c, const pb_soak_result *r) {
             cy + 1, "end", "", "", "", "", "", "", "", "", "", "", "", "", (int)cyc->fds_end, "",
             cyc->rss_end / 1048576.0, heap);
   }
-  fprintf(f, "\ntotal: %" PRIu64 " requests in %.0fs; failures in steady+recovery %" PRIu64
-             "; transport errors %" PRIu64 "\n",
+  fprintf(f,
+          "\ntotal: %" PRIu64 " requests in %.0fs; failures in steady+recovery %" PRIu64
+          "; transport errors %" PRIu64 "\n",
           r->requests, r->wall_s, r->failures, r->transport_errors);
   fprintf(f, "descriptors: baseline %d, end of cycle", (int)r->fds_baseline);
   for (uint32_t cy = 0; cy < r->n_cycles; cy++)

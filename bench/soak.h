@@ -51,6 +51,9 @@ typedef struct pb_soak_config {
   uint32_t cycles;
   uint64_t phase_ns[PB_SOAK_PHASES]; /* each phase's schedule length */
   uint64_t gap_ns;                   /* idle time between phases (0: back to back) */
+  uint64_t recovery_gap_ns;          /* idle time before recovery, added to gap_ns: the
+                                      * cancel phase's abandoned requests are still running in
+                                      * the app (up to /mix/0/2000's 2 s); 0: none */
   double steady_rps;                 /* steady and recovery arrival rate (Poisson) */
   double capacity_rps;               /* what overload multiplies; 0: pb_soak_capacity() */
   double overload_x;
@@ -68,7 +71,7 @@ typedef struct pb_soak_config {
   uint32_t fd_tolerance; /* descriptors */
   uint64_t settle_ns;    /* longest wait for descriptors to come back after a cycle */
   uint64_t seed;
-  const char *log_dir; /* server log and policy file ("/tmp" when NULL) */
+  const char *log_dir;                 /* server log and policy file ("/tmp" when NULL) */
   volatile sig_atomic_t *running_pgid; /* optional: the server's process group while it runs */
   FILE *progress; /* progress lines (stderr when NULL); updating on a terminal, else a line
                    * every 10 s and one per phase */
@@ -94,21 +97,21 @@ int pb_soak_schedule(const pb_soak_config *c, int phase, double capacity_rps, ui
  * ok, shed_503, too_large_413, other_status, transport_errors, timeouts, cancelled. */
 typedef struct pb_soak_phase {
   uint64_t requests;
-  uint64_t ok;               /* 2xx */
-  uint64_t shed_503;         /* 503 */
-  uint64_t too_large_413;    /* 413 */
-  uint64_t other_status;     /* any other status */
-  uint64_t transport_errors; /* connect, reset, EOF mid-response, bad HTTP, TLS, h2 errors */
-  uint64_t timeouts;         /* no response within the client timeout */
-  uint64_t cancelled;        /* the client left on purpose (cancel phase) */
-  uint64_t failures;         /* steady and recovery only: requests - ok */
-  double p99_ok_ms;          /* 2xx latency from intended start; -1 when none */
-  double p99_503_ms;         /* 503 latency from intended start; -1 when none */
-  double duration_s;         /* wall time, schedule plus its tail */
-  int32_t fds_max;           /* most descriptors seen during the phase; -1 unknown */
-  int32_t fds_end;           /* at the phase's end; -1 unknown */
-  uint64_t rss_max, rss_end; /* bytes; 0 unknown */
-  int64_t heap_live_slots;   /* at the phase's end; -1 unknown */
+  uint64_t ok;                /* 2xx */
+  uint64_t shed_503;          /* 503 */
+  uint64_t too_large_413;     /* 413 */
+  uint64_t other_status;      /* any other status */
+  uint64_t transport_errors;  /* connect, reset, EOF mid-response, bad HTTP, TLS, h2 errors */
+  uint64_t timeouts;          /* no response within the client timeout */
+  uint64_t cancelled;         /* the client left on purpose (cancel phase) */
+  uint64_t failures;          /* steady and recovery only: requests - ok */
+  double p99_ok_ms;           /* 2xx latency from intended start; -1 when none */
+  double p99_503_ms;          /* 503 latency from intended start; -1 when none */
+  double duration_s;          /* wall time, schedule plus its tail */
+  int32_t fds_max;            /* most descriptors seen during the phase; -1 unknown */
+  int32_t fds_end;            /* at the phase's end; -1 unknown */
+  uint64_t rss_max, rss_end;  /* bytes; 0 unknown */
+  int64_t heap_live_slots;    /* at the phase's end; -1 unknown */
   char transport_causes[160]; /* "ECONNRESET 3, EOF 1", "" if none */
 } pb_soak_phase;
 
@@ -129,7 +132,7 @@ typedef struct pb_soak_result {
   int32_t fds_baseline; /* -1 unknown */
   uint64_t rss_baseline;
   int64_t heap_baseline;
-  uint32_t n_cycles; /* cycles that ran */
+  uint32_t n_cycles;     /* cycles that ran */
   pb_soak_cycle *cycles; /* owned: pb_soak_result_dispose */
   uint64_t requests, failures, transport_errors;
   bool fds_flat;
@@ -157,8 +160,7 @@ void pb_soak_run(const pb_soak_config *c, pb_soak_result *out);
 void pb_soak_print(FILE *f, const pb_soak_config *c, const pb_soak_result *r);
 
 /* Requests the configuration will offer (expected value) and the schedules' total length. */
-void pb_soak_plan(const pb_soak_config *c, double capacity_rps, double *requests,
-                  double *seconds);
+void pb_soak_plan(const pb_soak_config *c, double capacity_rps, double *requests, double *seconds);
 
 void pb_soak_result_dispose(pb_soak_result *r);
 

@@ -592,36 +592,35 @@ int pb_report_plot(const char *db_path, int64_t run_id, const char *png, char *e
 /* Columns beyond the keys, in the order the INSERTs bind them. A database from an older
  * pp-bench gets the columns it lacks (ALTER TABLE ... ADD COLUMN), so each list only grows. */
 static const char *const soak_run_columns[][2] = {
-    {"created_at", "TEXT"},         {"server", "TEXT"},
-    {"server_cmd", "TEXT"},         {"flags", "TEXT"},
-    {"protocol", "TEXT"},           {"workers", "INTEGER"},
-    {"threads", "INTEGER"},         {"shed", "INTEGER"},
-    {"cycles", "INTEGER"},          {"cycles_ran", "INTEGER"},
-    {"capacity_rps", "REAL"},       {"capacity_estimated", "INTEGER"},
-    {"overload_x", "REAL"},         {"steady_rps", "REAL"},
-    {"fds_baseline", "INTEGER"},    {"rss_baseline_bytes", "INTEGER"},
-    {"heap_baseline", "INTEGER"},   {"fd_tolerance", "INTEGER"},
-    {"fds_flat", "INTEGER"},        {"requests", "INTEGER"},
-    {"failures", "INTEGER"},        {"transport_errors", "INTEGER"},
-    {"passed", "INTEGER"},          {"error", "TEXT"},
+    {"created_at", "TEXT"},       {"server", "TEXT"},
+    {"server_cmd", "TEXT"},       {"flags", "TEXT"},
+    {"protocol", "TEXT"},         {"workers", "INTEGER"},
+    {"threads", "INTEGER"},       {"shed", "INTEGER"},
+    {"cycles", "INTEGER"},        {"cycles_ran", "INTEGER"},
+    {"capacity_rps", "REAL"},     {"capacity_estimated", "INTEGER"},
+    {"overload_x", "REAL"},       {"steady_rps", "REAL"},
+    {"fds_baseline", "INTEGER"},  {"rss_baseline_bytes", "INTEGER"},
+    {"heap_baseline", "INTEGER"}, {"fd_tolerance", "INTEGER"},
+    {"fds_flat", "INTEGER"},      {"requests", "INTEGER"},
+    {"failures", "INTEGER"},      {"transport_errors", "INTEGER"},
+    {"passed", "INTEGER"},        {"error", "TEXT"},
     {"wall_s", "REAL"},
 };
 static const char *const soak_phase_columns[][2] = {
-    {"requests", "INTEGER"},       {"ok", "INTEGER"},
-    {"status_503", "INTEGER"},     {"status_413", "INTEGER"},
-    {"status_other", "INTEGER"},   {"transport_errors", "INTEGER"},
-    {"timeouts", "INTEGER"},       {"cancelled", "INTEGER"},
-    {"failures", "INTEGER"},       {"p99_ok_ms", "REAL"},
-    {"p99_503_ms", "REAL"},        {"duration_s", "REAL"},
-    {"fds_end", "INTEGER"},        {"fds_max", "INTEGER"},
-    {"rss_end_bytes", "INTEGER"},  {"rss_max_bytes", "INTEGER"},
+    {"requests", "INTEGER"},        {"ok", "INTEGER"},
+    {"status_503", "INTEGER"},      {"status_413", "INTEGER"},
+    {"status_other", "INTEGER"},    {"transport_errors", "INTEGER"},
+    {"timeouts", "INTEGER"},        {"cancelled", "INTEGER"},
+    {"failures", "INTEGER"},        {"p99_ok_ms", "REAL"},
+    {"p99_503_ms", "REAL"},         {"duration_s", "REAL"},
+    {"fds_end", "INTEGER"},         {"fds_max", "INTEGER"},
+    {"rss_end_bytes", "INTEGER"},   {"rss_max_bytes", "INTEGER"},
     {"heap_live_slots", "INTEGER"}, {"transport_causes", "TEXT"},
 };
 #define N_RUN_COLS   (sizeof soak_run_columns / sizeof soak_run_columns[0])
 #define N_PHASE_COLS (sizeof soak_phase_columns / sizeof soak_phase_columns[0])
 
-static int ensure_columns(sqlite3 *db, const char *table, const char *const (*cols)[2],
-                          size_t n) {
+static int ensure_columns(sqlite3 *db, const char *table, const char *const (*cols)[2], size_t n) {
   for (size_t i = 0; i < n; i++) {
     sqlite3_stmt *st;
     char sql[256];
