@@ -358,6 +358,25 @@ static int64_t read_heap(int stats_port, char *buf) {
   return st == 200 ? pb_soak_heap_slots(buf) : -1;
 }
 
+/* queue.shed, queue.cancelled_queued, queue.cancelled_running from /stats; -1 unknown. */
+typedef struct server_counts {
+  int64_t shed, left_queued, left_running;
+} server_counts;
+
+static void read_counts(int stats_port, char *buf, server_counts *out) {
+  out->shed = out->left_queued = out->left_running = -1;
+  if (stats_port <= 0 || !buf) return;
+  if (pb_http_get("127.0.0.1", stats_port, "/stats", 500 * MS, buf, STATS_CAP) != 200) return;
+  double v;
+  if (pb_json_find_number(buf, "shed", &v)) out->shed = (int64_t)v;
+  if (pb_json_find_number(buf, "cancelled_queued", &v)) out->left_queued = (int64_t)v;
+  if (pb_json_find_number(buf, "cancelled_running", &v)) out->left_running = (int64_t)v;
+}
+
+static int64_t delta(int64_t before, int64_t after) {
+  return before >= 0 && after >= before ? after - before : -1;
+}
+
 typedef struct sampler {
   uv_thread_t thread;
   uv_mutex_t lock;
@@ -473,19 +492,22 @@ static void fmt_ms(double ms, char *buf, size_t len) {
 
 static void print_phase_line(FILE *f, uint32_t cycle, uint32_t cycles, int phase,
                              const pb_soak_phase *p) {
-  char heap[32], ok99[32], s99[32];
+  char heap[32], ok99[32], s99[32], sshed[32], sq[32], sr[32];
   fmt_heap(p->heap_live_slots, heap, sizeof heap);
   fmt_ms(p->p99_ok_ms, ok99, sizeof ok99);
   fmt_ms(p->p99_503_ms, s99, sizeof s99);
+  fmt_heap(p->server_shed, sshed, sizeof sshed);
+  fmt_heap(p->server_left_queued, sq, sizeof sq);
+  fmt_heap(p->server_left_running, sr, sizeof sr);
   fprintf(f,
           "[soak] cycle %u/%u %-8s %6.1fs  requests %" PRIu64 "  2xx %" PRIu64 "  503 %" PRIu64
           "  413 %" PRIu64 "  other %" PRIu64 "  transport %" PRIu64 "  timeouts %" PRIu64
           "  cancelled %" PRIu64 "  failures %" PRIu64 "  p99 2xx %s  p99 503 %s  fds %d (max %d)"
-          "  rss %.1f MB  heap slots %s%s%s\n",
+          "  rss %.1f MB  heap slots %s  server: shed %s, left queued %s, left running %s%s%s\n",
           cycle, cycles, pb_soak_phase_name(phase), p->duration_s, p->requests, p->ok, p->shed_503,
           p->too_large_413, p->other_status, p->transport_errors, p->timeouts, p->cancelled,
           p->failures, ok99, s99, (int)p->fds_end, (int)p->fds_max, p->rss_end / 1048576.0, heap,
-          p->transport_causes[0] ? "  transport causes: " : "", p->transport_causes);
+          sshed, sq, sr, p->transport_causes[0] ? "  transport causes: " : "", p->transport_causes);
   fflush(f);
 }
 
@@ -551,6 +573,8 @@ static int run_phase(const pb_soak_config *c, uint32_t cycle, int phase, double 
                      .counters = &counters,
                      .kinds = kinds};
   sampler_take(smp, NULL, NULL);
+  server_counts before, after;
+  read_counts(stats_port, statsbuf, &before);
   uint64_t t = uv_hrtime();
   char err[256];
   int rc = pb_gen_run(&g, &sched, res, NULL, err, sizeof err);
@@ -563,6 +587,10 @@ static int run_phase(const pb_soak_config *c, uint32_t cycle, int phase, double 
     ph->fds_end = count_fds(srv->pid);
     ph->rss_end = read_rss(srv->pid);
     ph->heap_live_slots = read_heap(stats_port, statsbuf);
+    read_counts(stats_port, statsbuf, &after);
+    ph->server_shed = delta(before.shed, after.shed);
+    ph->server_left_queued = delta(before.left_queued, after.left_queued);
+    ph->server_left_running = delta(before.left_running, after.left_running);
     sampler_take(smp, &ph->fds_max, &ph->rss_max);
     if (ph->fds_end > ph->fds_max) ph->fds_max = ph->fds_end;
     if (ph->rss_end > ph->rss_max) ph->rss_max = ph->rss_end;
@@ -744,14 +772,15 @@ void pb_soak_print(FILE *f, const pb_soak_config *c, const pb_soak_result *r) {
   fmt_heap(r->heap_baseline, heap, sizeof heap);
   fprintf(f, "baseline before cycle 1: fds %d  rss %.1f MB  heap slots %s\n\n",
           (int)r->fds_baseline, r->rss_baseline / 1048576.0, heap);
-  fprintf(f, "%-5s %-8s %7s %9s %9s %7s %5s %5s %5s %7s %6s %7s %9s %9s %9s %8s %7s %12s\n",
+  fprintf(f, "%-5s %-8s %7s %9s %9s %7s %5s %5s %5s %7s %6s %13s %7s %9s %9s %7s %7s %7s %10s\n",
           "cycle", "phase", "secs", "requests", "2xx", "503", "413", "other", "trans", "timeout",
-          "cancel", "FAIL", "p99 2xx", "p99 503", "fds end", "fds max", "rss MB", "heap slots");
+          "cancel", "srv-left q/r", "FAIL", "p99 2xx", "p99 503", "fds end", "fds max", "rss MB",
+          "heap slots");
   for (uint32_t cy = 0; cy < r->n_cycles; cy++) {
     const pb_soak_cycle *cyc = &r->cycles[cy];
     for (int p = 0; p < PB_SOAK_PHASES; p++) {
       const pb_soak_phase *ph = &cyc->phase[p];
-      char ok99[32], s99[32], fail[16];
+      char ok99[32], s99[32], fail[16], left[48];
       fmt_ms(ph->p99_ok_ms, ok99, sizeof ok99);
       fmt_ms(ph->p99_503_ms, s99, sizeof s99);
       fmt_heap(ph->heap_live_slots, heap, sizeof heap);
@@ -759,18 +788,24 @@ void pb_soak_print(FILE *f, const pb_soak_config *c, const pb_soak_result *r) {
         snprintf(fail, sizeof fail, "%" PRIu64, ph->failures);
       else
         snprintf(fail, sizeof fail, "-");
+      if (ph->server_left_queued >= 0 && ph->server_left_running >= 0)
+        snprintf(left, sizeof left, "%" PRId64 "/%" PRId64, ph->server_left_queued,
+                 ph->server_left_running);
+      else
+        snprintf(left, sizeof left, "unknown");
       fprintf(f,
               "%-5u %-8s %7.1f %9" PRIu64 " %9" PRIu64 " %7" PRIu64 " %5" PRIu64 " %5" PRIu64
-              " %5" PRIu64 " %7" PRIu64 " %6" PRIu64 " %7s %9s %9s %9d %8d %7.1f %12s\n",
+              " %5" PRIu64 " %7" PRIu64 " %6" PRIu64 " %13s %7s %9s %9s %7d %7d %7.1f %10s\n",
               cy + 1, pb_soak_phase_name(p), ph->duration_s, ph->requests, ph->ok, ph->shed_503,
               ph->too_large_413, ph->other_status, ph->transport_errors, ph->timeouts,
-              ph->cancelled, fail, ok99, s99, (int)ph->fds_end, (int)ph->fds_max,
+              ph->cancelled, left, fail, ok99, s99, (int)ph->fds_end, (int)ph->fds_max,
               ph->rss_end / 1048576.0, heap);
     }
     fmt_heap(cyc->heap_live_slots, heap, sizeof heap);
-    fprintf(f, "%-5u %-8s %7s %9s %9s %7s %5s %5s %5s %7s %6s %7s %9s %9s %9d %8s %7.1f %12s\n",
-            cy + 1, "end", "", "", "", "", "", "", "", "", "", "", "", "", (int)cyc->fds_end, "",
-            cyc->rss_end / 1048576.0, heap);
+    fprintf(f,
+            "%-5u %-8s %7s %9s %9s %7s %5s %5s %5s %7s %6s %13s %7s %9s %9s %7d %7s %7.1f %10s\n",
+            cy + 1, "end", "", "", "", "", "", "", "", "", "", "", "", "", "", (int)cyc->fds_end,
+            "", cyc->rss_end / 1048576.0, heap);
   }
   fprintf(f,
           "\ntotal: %" PRIu64 " requests in %.0fs; failures in steady+recovery %" PRIu64

@@ -113,6 +113,9 @@ typedef struct pb_soak_phase {
   uint64_t rss_max, rss_end;  /* bytes; 0 unknown */
   int64_t heap_live_slots;    /* at the phase's end; -1 unknown */
   char transport_causes[160]; /* "ECONNRESET 3, EOF 1", "" if none */
+  /* What the server counted during the phase, from /stats before and after (puma-plus's
+   * queue.shed, queue.cancelled_queued, queue.cancelled_running); -1 unknown. */
+  int64_t server_shed, server_left_queued, server_left_running;
 } pb_soak_phase;
 
 typedef struct pb_soak_cycle {

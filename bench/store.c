@@ -607,15 +607,27 @@ static const char *const soak_run_columns[][2] = {
     {"wall_s", "REAL"},
 };
 static const char *const soak_phase_columns[][2] = {
-    {"requests", "INTEGER"},        {"ok", "INTEGER"},
-    {"status_503", "INTEGER"},      {"status_413", "INTEGER"},
-    {"status_other", "INTEGER"},    {"transport_errors", "INTEGER"},
-    {"timeouts", "INTEGER"},        {"cancelled", "INTEGER"},
-    {"failures", "INTEGER"},        {"p99_ok_ms", "REAL"},
-    {"p99_503_ms", "REAL"},         {"duration_s", "REAL"},
-    {"fds_end", "INTEGER"},         {"fds_max", "INTEGER"},
-    {"rss_end_bytes", "INTEGER"},   {"rss_max_bytes", "INTEGER"},
-    {"heap_live_slots", "INTEGER"}, {"transport_causes", "TEXT"},
+    {"requests", "INTEGER"},
+    {"ok", "INTEGER"},
+    {"status_503", "INTEGER"},
+    {"status_413", "INTEGER"},
+    {"status_other", "INTEGER"},
+    {"transport_errors", "INTEGER"},
+    {"timeouts", "INTEGER"},
+    {"cancelled", "INTEGER"},
+    {"failures", "INTEGER"},
+    {"p99_ok_ms", "REAL"},
+    {"p99_503_ms", "REAL"},
+    {"duration_s", "REAL"},
+    {"fds_end", "INTEGER"},
+    {"fds_max", "INTEGER"},
+    {"rss_end_bytes", "INTEGER"},
+    {"rss_max_bytes", "INTEGER"},
+    {"heap_live_slots", "INTEGER"},
+    {"transport_causes", "TEXT"},
+    {"server_shed", "INTEGER"},
+    {"server_left_queued", "INTEGER"},
+    {"server_left_running", "INTEGER"},
 };
 #define N_RUN_COLS   (sizeof soak_run_columns / sizeof soak_run_columns[0])
 #define N_PHASE_COLS (sizeof soak_phase_columns / sizeof soak_phase_columns[0])
@@ -700,6 +712,9 @@ static int insert_phase(sqlite3_stmt *st, int64_t soak_id, uint32_t cycle, const
     bind_i64_known(st, i++, (int64_t)p->rss_max, p->rss_max > 0);
     bind_i64_known(st, i++, p->heap_live_slots, p->heap_live_slots >= 0);
     sqlite3_bind_text(st, i++, p->transport_causes, -1, SQLITE_STATIC);
+    bind_i64_known(st, i++, p->server_shed, p->server_shed >= 0);
+    bind_i64_known(st, i++, p->server_left_queued, p->server_left_queued >= 0);
+    bind_i64_known(st, i++, p->server_left_running, p->server_left_running >= 0);
   }
   return sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
 }
