@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -608,6 +609,10 @@ void pb_soak_run(const pb_soak_config *c, pb_soak_result *out) {
   uint64_t wall0 = uv_hrtime();
   FILE *pf = c->progress ? c->progress : stderr;
   const char *log_dir = c->log_dir ? c->log_dir : "/tmp";
+  if (mkdir(log_dir, 0755) < 0 && errno != EEXIST) {
+    snprintf(out->error, sizeof out->error, "cannot create %.300s: %s", log_dir, strerror(errno));
+    return;
+  }
   pb_server_spec spec = c->spec;
   if (!spec.port) spec.port = pb_free_port();
   if (spec.kind == PB_SERVER_PUMAPLUS && !spec.stats_port) spec.stats_port = pb_free_port();
