@@ -19,8 +19,7 @@
  * whatever ran before. With retry on, a fresh server per input whose clock starts at the same
  * instant as fuzz-gen-h3's, so a recorded Retry token still verifies. The owner answers every
  * request (200, a 3-byte body, FIN: a request without a body after the call that delivered it,
- * else at its end) and consumes every body
- * byte. Properties:
+ * else at its end) and consumes every body byte. Properties:
  *  1. No crash, no leak, no UBSan report (ASan/UBSan builds, libFuzzer's leak check).
  *  2. pp_h3_server_recv returns 0 for every datagram (drops are counted, not errors), and so do
  *     pp_h3_server_flush and pp_h3_server_handle_expiry.
@@ -33,9 +32,9 @@
  *  5. Client bytes alone never complete a handshake (the client's Finished needs the server's
  *     fresh ephemeral secret): stats.handshakes == 0, and no request reaches the owner. (The
  *     owner is complete anyway, so the target stays right if that ever changes.)
- *  6. Stats consistent (the differences over the input): datagrams_in is the number fed, bytes_in their sum, the drops by cause
- *     add up to at most datagrams_in, handshakes and idle closes at most connections;
- *     on_conn_open ran once per stats.connections.
+ *  6. Stats consistent (the differences over the input): datagrams_in is the number fed, bytes_in
+ * their sum, the drops by cause add up to at most datagrams_in, handshakes and idle closes at most
+ * connections; on_conn_open ran once per stats.connections.
  *  7. Everything ends: with the clock moved far ahead and pp_h3_server_handle_expiry called
  *     (a few rounds: idle timeout, then any closing or draining period), the server holds no
  *     connection, no connection ID and no deadline; on_conn_close ran once for every
@@ -105,8 +104,7 @@ static void det_rand(uint8_t *dest, size_t len, void *data) {
  * is: the next PP_H3_SCID_LEN bytes of det_rand. With PP_FUZZ_SKIP_KNOWN=1 the target stops
  * feeding an input at such a datagram (retry mode only). */
 static int dcid_is_next_retry_scid(const uint8_t *pkt, size_t len) {
-  if (len < 6 || !(pkt[0] & 0x80) || pkt[5] != PP_H3_SCID_LEN || len < 6 + PP_H3_SCID_LEN)
-    return 0;
+  if (len < 6 || !(pkt[0] & 0x80) || pkt[5] != PP_H3_SCID_LEN || len < 6 + PP_H3_SCID_LEN) return 0;
   uint64_t saved = rng_state;
   uint8_t next[PP_H3_SCID_LEN];
   det_rand(next, sizeof next, NULL);
@@ -302,7 +300,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(pp_h3_server_flush(srv, now) == 0);
     drain(srv);
     /* 4: no amplification while no address can be validated */
-    if (!retry) CHECK(srv->stats.bytes_out - st0.bytes_out <= 3 * (srv->stats.bytes_in - st0.bytes_in));
+    if (!retry)
+      CHECK(srv->stats.bytes_out - st0.bytes_out <= 3 * (srv->stats.bytes_in - st0.bytes_in));
   }
 
   /* 7: everything ends */

@@ -107,8 +107,8 @@ static int on_body_end(pp_h3_conn *conn, int64_t id, void *sd) {
 static void on_close(pp_h3_conn *c, int64_t id, void *sd, uint64_t code) {
   (void)c, (void)id, (void)sd, (void)code;
 }
-static const pp_h3_callbacks server_cbs = {NULL, NULL, on_request, on_body, on_body_end, on_close,
-                                           NULL, NULL};
+static const pp_h3_callbacks server_cbs = {NULL,        NULL,     on_request, on_body,
+                                           on_body_end, on_close, NULL,       NULL};
 
 /* ---- the client ---- */
 
@@ -577,7 +577,6 @@ static nghttp3_ssize read_req(nghttp3_conn *h3, int64_t id, nghttp3_vec *vec, si
   return 1;
 }
 
-
 static void record_datagram(client *c, const uint8_t *p, size_t n) {
   uint64_t ms = (now - rec_last) / NGTCP2_MILLISECONDS;
   if (ms > 63) ms = 63;
@@ -707,8 +706,8 @@ static void session_close(void) {
   ngtcp2_path_storage_zero(&ps);
   ngtcp2_connection_close_error ccerr;
   ngtcp2_connection_close_error_set_application_error(&ccerr, NGHTTP3_H3_NO_ERROR, NULL, 0);
-  ngtcp2_ssize n = ngtcp2_conn_write_connection_close(c->qc, &ps.path, NULL, buf, sizeof buf,
-                                                      &ccerr, now);
+  ngtcp2_ssize n =
+      ngtcp2_conn_write_connection_close(c->qc, &ps.path, NULL, buf, sizeof buf, &ccerr, now);
   if (n > 0) record_datagram(c, buf, (size_t)n);
   write_seed("handshake-close", rec.data, rec.len);
   server_stop();
@@ -832,8 +831,8 @@ int main(int argc, char **argv) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/pp-gen-h3.XXXXXX");
   char fp[PP_TLS_FINGERPRINT_LEN], err[512];
   CU_ASSERT(mkdtemp(tmpdir) != NULL);
-  if (pp_tls_dev_cert(tmpdir, cert_path, sizeof cert_path, key_path, sizeof key_path, fp,
-                      sizeof fp, err, sizeof err) != 0) {
+  if (pp_tls_dev_cert(tmpdir, cert_path, sizeof cert_path, key_path, sizeof key_path, fp, sizeof fp,
+                      err, sizeof err) != 0) {
     fprintf(stderr, "fuzz-gen-h3: %s\n", err);
     return 1;
   }
