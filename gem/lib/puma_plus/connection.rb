@@ -312,6 +312,10 @@ module PumaPlus
         return response_hijack(code, headers, body, env) if response_hijack?(code, headers, body)
 
         Wire.append_response_head(out, id, code, Response.flatten_headers(headers))
+        # A rack.hijack response header where hijack cannot exist (h2, h3, TLS; Rack says the
+        # app must not set it there): its callable is served as a Streaming Body instead.
+        hook = headers[HIJACK] if headers.respond_to?(:[])
+        body = hook if hook.respond_to?(:call)
         # to_ary may answer nil (Rails 6.1's RackBody does, to keep Array#flatten off it): then
         # the body is an Enumerable Body after all, as puma treats it.
         if body.respond_to?(:to_ary) && (parts = body.to_ary)
@@ -334,11 +338,7 @@ module PumaPlus
             written = true
           end
         else
-          # A Rack 3 Streaming Body: every write goes out as it is made (ResponseStream). A
-          # rack.hijack response header where hijack cannot exist (h2, h3, TLS; Rack says
-          # the app must not set it there) is served the same way.
-          hook = headers[HIJACK] if headers.respond_to?(:[])
-          body = hook if hook.respond_to?(:call)
+          # A Rack 3 Streaming Body: every write goes out as it is made (ResponseStream).
           stream = ResponseStream.new(env[RACK_INPUT]) do |chunk|
             raise ClientGone, "the client went away" if poll_cancel
 

@@ -30,6 +30,7 @@ module PumaPlus
                REASONS.fetch(code, "Status #{code}")
       head = +"HTTP/1.1 #{code} #{reason}\r\n"
       flat.each_slice(2) do |key, value|
+        value = value.delete_suffix("\r") # "\r\n" joins Rack 2 values too, as the server reads them
         next unless key.match?(/\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+\z/) && !value.match?(/[\r\n\0]/)
 
         head << key << ": " << value << "\r\n"
