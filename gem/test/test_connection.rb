@@ -533,6 +533,16 @@ class TestConnection < Minitest::Test
     assert_nil res[:head]
   end
 
+  def test_a_hook_that_raises_after_the_hijack_is_logged_and_nothing_is_answered
+    start { |_env| [101, { "rack.hijack" => ->(_io) { raise "hook failed" } }, []] }
+    @server.write(FakeServer.request(15, "GET", "/", hijackable: true))
+    client = answer_hijack(15)
+    res = FakeServer.read_response(@server, 15)
+    assert_nil res[:head], "no 500 for a request whose socket the app already has"
+    assert_match(/hook failed/, @log.string)
+    client.close
+  end
+
   def test_rack3_streaming_body_answering_101_is_a_response_hijack
     start { |_env| [101, { "upgrade" => "websocket" }, ->(stream) { stream.write("s"); stream.close }] }
     @server.write(FakeServer.request(10, "GET", "/", hijackable: true))

@@ -362,7 +362,7 @@ module PumaPlus
         raise Aborted if written
 
         out.clear
-        internal_error(id)
+        internal_error(id) unless @hijacked # a hook failing on a hijacked socket: nothing to answer
         e
       ensure
         close_body(body, env)
