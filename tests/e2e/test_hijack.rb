@@ -125,9 +125,38 @@ class TestHijack < Minitest::Test
       s
     end
     assert_equal before + 40, hijacked
+    # (the server closes its copy a loop turn after the frame is written: allow a moment)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 3
+    sleep 0.05 while fd_count > base && Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
     assert_operator fd_count, :<=, base, "the server holds none of the 40 open hijacked sockets"
     socks.each(&:close)
     assert_equal [200, "ok"], get("/")
+  end
+
+  # The client went away while the app ran: the server answers HIJACK with GONE and the
+  # app's rack.hijack raises; nothing is counted as hijacked.
+  def test_a_client_gone_before_the_hijack_makes_rack_hijack_raise
+    before = srv.stats["queue"]
+    s = connect
+    s.write("GET /late HTTP/1.1\r\nHost: x\r\n\r\n")
+    sleep 0.1
+    s.close
+    assert_equal [200, "rack.hijack: the client went away"], get("/late-result")
+    after = srv.stats["queue"]
+    assert_equal before["hijacked"], after["hijacked"]
+    assert_equal before["cancelled_running"] + 1, after["cancelled_running"]
+  end
+
+  # A body over 1 MiB still arriving belongs to the server's parser: HIJACK is refused.
+  def test_hijack_is_refused_while_a_large_body_is_still_arriving
+    s = connect
+    s.write("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: #{3 << 20}\r\n\r\n")
+    s.write("z" * (3 << 19)) # 1.5 MiB of 3: the request runs, its body streams
+    reader = E2E::ResponseReader.new(s)
+    status, = Timeout.timeout(10) { reader.next_response }
+    assert_equal 500, status, "the app's rack.hijack raised IOError (refused)"
+    s.close
+    assert_match(/rack\.hijack: refused by the server/, srv.log)
   end
 
   def test_rack_hijack_is_offered_on_http1

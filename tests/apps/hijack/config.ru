@@ -10,6 +10,7 @@
 #   /ws-partial  response hijack: 101 with a rack.hijack response header (hand-written RFC 6455)
 #   /ws-stream   Rack 3 style: 101 and a callable (Streaming) body, same hand-written echo
 #   /hijack      "rack.hijack?=VALUE rack.hijack=present|absent"
+#   /late        waits 0.5 s, then tries a full hijack; /late-result says how that went
 #   anything else: 200 "ok"
 require "digest/sha1"
 require "base64"
@@ -100,6 +101,8 @@ module HijackApp
   end
 end
 
+LATE = Queue.new
+
 run(lambda do |env|
   case env["PATH_INFO"]
   when "/echo"
@@ -119,6 +122,17 @@ run(lambda do |env|
     [101, HijackApp.ws_headers(env).merge("rack.hijack" => ->(io) { Thread.new { HijackApp.ws_echo(io) } }), []]
   when "/ws-stream"
     [101, HijackApp.ws_headers(env), ->(stream) { Thread.new { HijackApp.ws_echo(stream) } }]
+  when "/late"
+    sleep 0.5
+    begin
+      env["rack.hijack"].call.close
+      LATE << "hijacked"
+    rescue IOError => e
+      LATE << e.message
+    end
+    [200, {}, ["late"]]
+  when "/late-result"
+    [200, { "content-type" => "text/plain" }, [LATE.pop]]
   when "/hijack"
     body = "rack.hijack?=#{env['rack.hijack?'].inspect} rack.hijack=#{env.key?('rack.hijack') ? 'present' : 'absent'}"
     [200, { "content-type" => "text/plain" }, [body]]
