@@ -7,7 +7,7 @@
 # after a response hijack (rack.hijack header) and a Rack 3 101 Streaming Body, each driven
 # by a real WebSocket client (python3-websockets). /stats counts the hijacked requests; the
 # worker thread that hijacked serves the next request while the hijacked socket stays open;
-# rack.hijack? is false over h2 (prior knowledge and Upgrade) and over TLS.
+# rack.hijack? is false over h2 (prior knowledge and Upgrade), h3, and TLS.
 #
 #   ruby tests/e2e/test_hijack.rb PATH/TO/puma-plus-server
 require_relative "helper"
@@ -27,8 +27,12 @@ class TestHijack < Minitest::Test
 
   def self.server
     # One worker thread: every test also shows that the thread is free after a hijack.
-    @server ||= E2E::Server.new(app: APP, workers: 1, threads: 1, extra: ["-h2c"], tls: true)
+    @h3_port ||= E2E.free_port
+    @server ||= E2E::Server.new(app: APP, workers: 1, threads: 1, tls: true,
+                                extra: ["-h2c", "-listen-h3", "127.0.0.1:#{@h3_port}"])
   end
+
+  def self.h3_port = @h3_port
 
   Minitest.after_run { @server&.stop }
 
@@ -188,6 +192,19 @@ class TestHijack < Minitest::Test
     out, err, st = E2E.curl("--http2", "-w", " %{http_version}", "http://127.0.0.1:#{srv.port}/hijack")
     assert st.success?, err
     assert_equal "rack.hijack?=false rack.hijack=absent 2", out
+  end
+
+  def test_no_hijack_over_h3
+    gtlsclient = "/usr/bin/gtlsclient"
+    flunk("gtlsclient (Debian package ngtcp2-client) is not installed") unless File.executable?(gtlsclient)
+    srv
+    Dir.mktmpdir do |dir|
+      port = self.class.h3_port
+      out, = Open3.capture2e("timeout", "30", gtlsclient, "--exit-on-all-streams-close", "--timeout=10s",
+                             "--download=#{dir}", "127.0.0.1", port.to_s, "https://127.0.0.1:#{port}/hijack")
+      assert_match(/\[:status: 200\]/, out, out[-2000..])
+      assert_equal "rack.hijack?=false rack.hijack=absent", File.read(File.join(dir, "hijack"))
+    end
   end
 
   def test_no_hijack_over_tls
