@@ -44,6 +44,7 @@ struct client {
   int parser_paused, reading, closing, close_after_write, discarding, response_done;
   int eof;
   int in_parse; /* inside pp_h1_execute: never re-enter the parser */
+  int hijacked; /* its descriptor went to a worker (full hijack); detached once sent */
   /* The response went out before the request's body had all arrived (a streamed upload the
    * app did not read): the rest of the body is read and dropped, then keep-alive goes on. */
   int discard_body;
@@ -79,6 +80,10 @@ void pp_conn_flush(client *c);
 void pp_conn_close(client *c);
 /* Half-closes, then reads and discards briefly so the peer reads the response first. */
 void pp_conn_close_graceful(client *c);
+/* Full hijack: c's descriptor now belongs to a worker. Gives up the handle without a
+ * shutdown (closing our copy of the descriptor sends nothing to the peer) and returns c to
+ * the pool. c must already be off srv->clients and marked closing. */
+void pp_conn_detach(client *c);
 /* Starts or stops reading as the read buffer and state allow. */
 void pp_conn_update_reading(client *c);
 /* The timer cases every protocol shares: closing, the discard after a graceful close is

@@ -420,4 +420,5 @@ static void x_body_writable(pp_exchange *x) {
   h2_pump(c);
 }
 
-static const pp_exchange_ops h2_ops = {x_head, x_body, x_end, x_fail, x_flush, x_body_writable};
+static const pp_exchange_ops h2_ops = {x_head,  x_body,          x_end, x_fail,
+                                       x_flush, x_body_writable, NULL};

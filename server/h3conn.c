@@ -470,7 +470,8 @@ static void x_body_writable(pp_exchange *x) {
   drain_out(hc->l);
 }
 
-static const pp_exchange_ops h3_ops = {x_head, x_body, x_end, x_fail, x_flush, x_body_writable};
+static const pp_exchange_ops h3_ops = {x_head,  x_body,          x_end, x_fail,
+                                       x_flush, x_body_writable, NULL};
 
 /* ---------------------------------------------------------------- listeners */
 
