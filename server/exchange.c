@@ -40,8 +40,10 @@ void pp_exchange_release(server *s, pp_exchange *x) {
     x->release_pending = 1;
     return;
   }
-  /* A buffer that grew for one huge request does not stay huge. */
-  if (x->body.cap > 2 * PP_BODY_BUFFER_LIMIT) pp_buf_dispose(&x->body);
+  /* A buffer that grew for one large upload does not stay large: pooled exchanges keep small
+   * bodies' buffers (no malloc per request for them), not the up-to-1 MiB ones of an upload
+   * burst, which would otherwise stay resident for good (pp-bench soak's body phase). */
+  if (x->body.cap > PP_EXCHANGE_KEEP_BODY) pp_buf_dispose(&x->body);
   if (x->head.cap > 262144) pp_buf_dispose(&x->head);
   if (x->resp_overflow.cap > 262144) pp_buf_dispose(&x->resp_overflow);
   x->next_free = s->free_exchanges;

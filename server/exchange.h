@@ -42,10 +42,11 @@
 #include "server/queue.h"
 #include "server/wire.h"
 
-#define PP_BODY_BUFFER_LIMIT (1u << 20)   /* bodies up to 1 MiB are buffered before T2b */
-#define PP_CLIENT_WRITE_HIGH (1u << 20)   /* stop reading the worker above this */
-#define PP_CLIENT_WRITE_LOW  (256u << 10) /* resume below this */
-#define PP_WORKER_WRITE_HIGH (1u << 20)   /* stop reading a streaming client above this */
+#define PP_BODY_BUFFER_LIMIT  (1u << 20)   /* bodies up to 1 MiB are buffered before T2b */
+#define PP_CLIENT_WRITE_HIGH  (1u << 20)   /* stop reading the worker above this */
+#define PP_CLIENT_WRITE_LOW   (256u << 10) /* resume below this */
+#define PP_WORKER_WRITE_HIGH  (1u << 20)   /* stop reading a streaming client above this */
+#define PP_EXCHANGE_KEEP_BODY (64u << 10)  /* a pooled exchange keeps a body buffer up to this */
 
 typedef struct server server;
 typedef struct wconn wconn;

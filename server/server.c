@@ -8,6 +8,7 @@
 #include "server/server.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -324,6 +325,10 @@ int pp_server_run(pp_config *cfg, const char *argv0) {
   server *s = &srv;
   server_init(s, cfg);
   signal(SIGPIPE, SIG_IGN);
+  /* Large buffers (request bodies of an upload burst) come from mmap and go back to the
+   * system when freed: glibc would otherwise raise its threshold after the first such free and
+   * keep serving them from a heap that never shrinks. */
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 
   if (access(cfg->app, R_OK) != 0) {
     LOG_ERR(s, "-app %s: %s", cfg->app, strerror(errno));
