@@ -93,14 +93,20 @@ typedef struct pb_result {
 #define PB_ERR_H2_PROTOCOL 5 /* h2: nghttp2 rejected what the server sent */
 #define PB_ERR_H2_GOAWAY   6 /* h2: the stream was refused or cut by the server's GOAWAY */
 #define PB_ERR_H2_RESET    7 /* h2: the server reset the stream (RST_STREAM) */
+#define PB_ERR_QUIC        8 /* h3: QUIC handshake failed or timed out, or the connection closed
+                              * (CONNECTION_CLOSE, idle timeout, a transport error) */
+#define PB_ERR_H3_PROTOCOL 9 /* h3: nghttp3 rejected what the server sent, or no :status */
+#define PB_ERR_H3_RESET    10 /* h3: the server reset the request stream */
+#define PB_ERR_H3_GOAWAY   11 /* h3: the stream was cut by the server's GOAWAY */
 
 /* Most concurrent streams pp-bench opens on one h2 connection, whatever the server allows. */
 #define PB_H2_STREAM_CAP 1024
 
 /* Wire protocol of the generator. */
-typedef enum pb_proto { PB_PROTO_H1 = 0, PB_PROTO_H2 = 1 } pb_proto;
+typedef enum pb_proto { PB_PROTO_H1 = 0, PB_PROTO_H2 = 1, PB_PROTO_H3 = 2 } pb_proto;
 
-/* "h1", "h2", "h1+tls", "h2+tls": the protocol label stored with results. Static storage. */
+/* "h1", "h2", "h1+tls", "h2+tls", "h3" (always TLS 1.3 inside QUIC; `tls` is ignored): the
+ * protocol label stored with results. Static storage. */
 const char *pb_proto_label(pb_proto proto, int tls);
 
 /* "ECONNRESET", "EOF", "bad_http", ... for pb_result.error; "" for 0. Static storage. */
@@ -108,11 +114,12 @@ const char *pb_error_name(int err);
 
 /* Counters of the transport, filled by pb_gen_run when the caller passes them. */
 typedef struct pb_gen_counters {
-  uint32_t connections_opened;    /* TCP connection attempts */
+  uint32_t connections_opened;    /* TCP (h3: QUIC) connection attempts */
   uint32_t connections_peak;      /* most connections open (or connecting) at once */
-  uint32_t h2_server_max_streams; /* lowest SETTINGS_MAX_CONCURRENT_STREAMS seen (0: none) */
+  uint32_t h2_server_max_streams; /* lowest SETTINGS_MAX_CONCURRENT_STREAMS seen (0: none);
+                                   * h3: lowest initial_max_streams_bidi transport parameter */
   uint32_t h2_peak_streams;       /* most streams in flight on one connection */
-  uint32_t goaways;               /* GOAWAY frames received */
+  uint32_t goaways;               /* GOAWAY frames received (h2 and h3) */
   char first_error[256];          /* the first connection-level failure in words ("" if none) */
 } pb_gen_counters;
 
@@ -149,10 +156,10 @@ typedef struct pb_gen_config {
                                 * (so a sampler started earlier shares the run's clock) */
   pb_progress_cb progress;     /* optional, called every second from the loop */
   void *data;                  /* passed to progress */
-  pb_proto proto;              /* PB_PROTO_H1 (default) or PB_PROTO_H2 */
+  pb_proto proto;              /* PB_PROTO_H1 (default), PB_PROTO_H2 or PB_PROTO_H3 */
   int tls;                     /* nonzero: TLS (no certificate verification) */
   const char *tls_server_name; /* SNI; "localhost" when NULL */
-  uint32_t h2_connections;     /* h2: connections to multiplex on (default 4 when 0);
+  uint32_t h2_connections;     /* h2, h3: connections to multiplex on (default 4 when 0);
                                 * max_connections is the h1 cap and is ignored for h2 */
   pb_gen_counters *counters;   /* optional out: transport counters (zeroed by pb_gen_run) */
 } pb_gen_config;

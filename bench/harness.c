@@ -89,6 +89,10 @@ int pb_server_argv(const pb_server_spec *s, char **argv, int max, char *storage,
     add(&b, "--");
     add(&b, "-quiet");
     if (s->h2c) add(&b, "-h2c");
+    if (s->h3) {
+      add(&b, "-listen-h3");
+      add(&b, "127.0.0.1:%d", s->port);
+    }
     if (s->autoscale) {
       add(&b, "-autoscale");
       if (s->policy_path[0]) {

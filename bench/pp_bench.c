@@ -70,11 +70,11 @@ static void usage(FILE *f) {
              "                 [-uniform] [-spectrum] [-timeline] [-csv FILE] [-max-errors 0.01]\n"
              "                 [-w 2] [-t 5] [-app config.ru] [-autoscale] [-policy FILE]\n"
              "                 [-warmup 2s] [-delay MS (null server)]\n"
-             "                 [-proto h1|h2] [-tls] [-h2-conns 4]\n"
+             "                 [-proto h1|h2|h3] [-tls] [-h2-conns 4]\n"
              "  pp-bench floor [-rate 500] [-dur 10s] [-spectrum] [-proto h1|h2] [-tls]\n"
              "  pp-bench run SCENARIO.yaml [-db results.db] [-only A,B] [-timeline] [-warmup 3s]\n"
              "               [-conns N] [-seed N] [-app config.ru] [-log-dir DIR]\n"
-             "               [-proto h1|h2] [-h2-conns 4]\n"
+             "               [-proto h1|h2|h3] [-h2-conns 4]\n"
              "  pp-bench report RUN|latest [-db results.db] [-timeline CONFIG] [-plot out.png]\n"
              "               [-vs-sim [SIMRUN]]\n"
              "  pp-bench schedule SCENARIO.yaml [-seed N] [-timeline (list arrivals)]\n"
@@ -88,7 +88,16 @@ static void usage(FILE *f) {
              "                  at most the server's SETTINGS_MAX_CONCURRENT_STREAMS each (and\n"
              "                  1024); arrivals beyond that wait in the generator, still timed\n"
              "                  from their intended start. Cleartext h2 is prior knowledge (h2c)\n"
-             "  -h2-conns N     h2 connections, all opened at the start (default 4)\n"
+             "  -proto h3       HTTP/3 (ngtcp2 + nghttp3, QUIC v1, TLS 1.3 through GnuTLS, ALPN\n"
+             "                  \"h3\", SNI localhost): streams multiplexed on -h2-conns QUIC\n"
+             "                  connections, at most the server's stream credit\n"
+             "                  (initial_max_streams_bidi, MAX_STREAMS) each (and 1024). The\n"
+             "                  server certificate is NOT verified (loopback development\n"
+             "                  certificates). The harness starts puma-plus with -listen-h3 on\n"
+             "                  the UDP port of its TCP port number. With -server pumaplus or\n"
+             "                  -url HOST:UDPPORT (the null server and floor have no h3)\n"
+             "  -h2-conns N     h2/h3 connections, all opened at the start (default 4);\n"
+             "                  -h3-conns is the same flag\n"
              "  -tls            TLS (OpenSSL), SNI localhost, ALPN \"h2\" for h2 (required) or\n"
              "                  \"http/1.1\" for h1. The server certificate is NOT verified: the\n"
              "                  targets are loopback servers with development certificates.\n"
@@ -191,9 +200,11 @@ static bool parse_opts(int argc, char **argv, int first, opts *o) {
         o->proto = PB_PROTO_H1;
       else if (strcmp(v, "h2") == 0)
         o->proto = PB_PROTO_H2;
+      else if (strcmp(v, "h3") == 0)
+        o->proto = PB_PROTO_H3;
       else
         ok = false;
-    } else if (strcmp(a, "h2-conns") == 0)
+    } else if (strcmp(a, "h2-conns") == 0 || strcmp(a, "h3-conns") == 0)
       ok = parse_double(v, &d) && d >= 1 && d <= 4096 && ((o->h2_conns = (uint32_t)d), 1);
     else if (strcmp(a, "warmup") == 0)
       ok = parse_duration(v, &o->warmup_ns);
@@ -327,6 +338,12 @@ static int split_hostport(const char *url, char *host, size_t hostlen, int *port
 }
 
 static int cmd_smoke(opts *o) {
+  if (o->proto == PB_PROTO_H3 && !o->url && (!o->server || strcmp(o->server, "null") == 0)) {
+    fprintf(stderr, "pp-bench: the null server has no HTTP/3: use -proto h3 with -server "
+                    "pumaplus or -url HOST:UDPPORT of an h3 server\n");
+    return 2;
+  }
+  if (o->proto == PB_PROTO_H3) o->tls = false; /* QUIC always carries TLS 1.3 */
   if (o->tls && o->server && strcmp(o->server, "null") != 0) {
     fprintf(stderr, "pp-bench: -tls works with -url HOST:PORT of a TLS server or the null "
                     "server; the harness starts puma and puma-plus without TLS\n");
@@ -378,6 +395,7 @@ static int cmd_smoke(opts *o) {
     snprintf(spec.app, sizeof spec.app, "%s", o->app ? o->app : PB_DEFAULT_APP);
     default_binaries(&spec);
     spec.h2c = o->proto == PB_PROTO_H2;
+    spec.h3 = o->proto == PB_PROTO_H3;
     spec.port = pb_free_port();
     spec.stats_port = pb_free_port();
     run_options(o, &ro, spec.name);
@@ -400,6 +418,12 @@ static int cmd_floor(opts *o) {
          "%.0f rps Poisson for %.1fs on loopback. Differences between servers smaller than\n"
          "these percentiles are not resolvable by this harness on this machine.\n",
          o->rate, o->dur_ns / 1e9);
+  if (o->proto == PB_PROTO_H3) {
+    fprintf(stderr, "pp-bench floor: the null server has no HTTP/3 (floor -proto h3 is not "
+                    "implemented); measure h3 against puma-plus with smoke -server pumaplus "
+                    "-proto h3\n");
+    return 2;
+  }
   o->delay_ms = 0;
   o->server = "null";
   o->url = NULL;
@@ -443,6 +467,7 @@ static int load_scenario(const char *path, pp_scenario *scn) {
 
 /* pp-bench run scenario.yaml: every configuration in turn, then the comparison table. */
 static int cmd_run(const char *path, opts *o) {
+  if (o->proto == PB_PROTO_H3) o->tls = false; /* QUIC always carries TLS 1.3 */
   if (o->tls) {
     fprintf(stderr, "pp-bench run: -tls is not supported: the harness starts its servers without "
                     "TLS (use smoke -url HOST:PORT -tls against a TLS server)\n");
@@ -481,6 +506,7 @@ static int cmd_run(const char *path, opts *o) {
     }
     default_binaries(&spec);
     spec.h2c = o->proto == PB_PROTO_H2;
+    spec.h3 = o->proto == PB_PROTO_H3;
     spec.port = pb_free_port();
     spec.stats_port = pb_free_port();
     pb_run_options ro;
@@ -639,6 +665,10 @@ static void on_signal(int sig) {
 }
 
 static int cmd_null_server(opts *o) {
+  if (o->proto == PB_PROTO_H3) {
+    fprintf(stderr, "pp-bench null-server: no HTTP/3 (h1 and h2 only)\n");
+    return 2;
+  }
   pb_nullsrv *srv;
   int port;
   pb_nullsrv_config nc = {
