@@ -27,7 +27,6 @@
 #include <openssl/ssl.h>
 #include <uv.h>
 
-
 const char *pb_error_name(int err) {
   switch (err) {
   case 0: return "";
@@ -385,7 +384,7 @@ static int h2_on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void
     char code[64];
     snprintf(code, sizeof code, "%s", nghttp2_http2_strerror(frame->goaway.error_code));
     gen_note_error(g, "the server sent GOAWAY (%s)%s", code,
-               c->h2_settings_seen ? "" : " before SETTINGS: it does not accept h2 here");
+                   c->h2_settings_seen ? "" : " before SETTINGS: it does not accept h2 here");
   }
   return 0;
 }
@@ -415,8 +414,8 @@ static int h2_on_stream_close(nghttp2_session *s, int32_t stream_id, uint32_t er
     gen_finish_request(g, i, gen_outcome_of_status(status), status, 0);
   else
     gen_finish_request(g, i, PB_CONN_ERROR, 0,
-                   error_code == NGHTTP2_REFUSED_STREAM || c->goaway ? PB_ERR_H2_GOAWAY
-                                                                     : PB_ERR_H2_RESET);
+                       error_code == NGHTTP2_REFUSED_STREAM || c->goaway ? PB_ERR_H2_GOAWAY
+                                                                         : PB_ERR_H2_RESET);
   return 0;
 }
 
@@ -561,16 +560,17 @@ static void h2_input(conn *c, const char *p, size_t n) {
     c->preface_seen += (uint32_t)take;
     if (c->preface_seen == 4) {
       if (memcmp(c->preface, "HTTP", 4) == 0) {
-        gen_note_error(g, "the server answered the h2 preface in HTTP/1.x: it does not speak h2%s%s",
-                   c->ssl ? "" : " with prior knowledge (h2c)", "");
+        gen_note_error(g,
+                       "the server answered the h2 preface in HTTP/1.x: it does not speak h2%s%s",
+                       c->ssl ? "" : " with prior knowledge (h2c)", "");
         gen_conn_fail_setup(c, PB_ERR_H2_NO_SETTINGS);
         return;
       }
       if (c->preface[3] != NGHTTP2_SETTINGS) {
         gen_note_error(g,
-                   "the server's first bytes are not an h2 SETTINGS frame: it does not speak "
-                   "h2%s%s",
-                   c->ssl ? "" : " with prior knowledge (h2c)", "");
+                       "the server's first bytes are not an h2 SETTINGS frame: it does not speak "
+                       "h2%s%s",
+                       c->ssl ? "" : " with prior knowledge (h2c)", "");
         gen_conn_fail_setup(c, PB_ERR_H2_NO_SETTINGS);
         return;
       }
@@ -592,9 +592,9 @@ static void h2_input(conn *c, const char *p, size_t n) {
 static void h2_eof(conn *c, int err) {
   if (c->state == C_CONNECTING) {
     gen_note_error(c->g,
-               "the server closed the connection before sending h2 SETTINGS (%s): it does "
-               "not speak h2%s",
-               uv_err_name(err), c->ssl ? "" : " with prior knowledge (h2c)");
+                   "the server closed the connection before sending h2 SETTINGS (%s): it does "
+                   "not speak h2%s",
+                   uv_err_name(err), c->ssl ? "" : " with prior knowledge (h2c)");
     gen_conn_fail_setup(c, PB_ERR_H2_NO_SETTINGS);
     return;
   }
@@ -625,7 +625,7 @@ static void transport_eof(conn *c, int err) {
   if (c->state == C_CONNECTING && !c->h2) {
     /* Still in the TLS handshake (h1 has no other setup step). */
     gen_note_error(c->g, "the server closed the connection during the TLS handshake (%s)%s",
-               uv_err_name(err), "");
+                   uv_err_name(err), "");
     gen_conn_fail_setup(c, PB_ERR_TLS);
     return;
   }
@@ -643,7 +643,7 @@ static void tls_failed(conn *c, const char *what) {
   if (ERR_GET_REASON(e) == SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL) {
     /* The server's ALPN accepts none of what we offered (RFC 7301 section 3.2). */
     gen_note_error(c->g, "ALPN: the server accepts none of the protocols offered (%s)%s",
-               c->g->h2 ? "h2: it does not speak h2 over TLS" : "http/1.1", "");
+                   c->g->h2 ? "h2: it does not speak h2 over TLS" : "http/1.1", "");
     if (c->state == C_CONNECTING)
       gen_conn_fail_setup(c, PB_ERR_ALPN);
     else
@@ -667,8 +667,9 @@ static void tls_established(conn *c) {
   snprintf(got, sizeof got, "%.*s", (int)alpn_len, alpn ? (const char *)alpn : "");
   bool ok = g->h2 ? strcmp(got, "h2") == 0 : (alpn_len == 0 || strcmp(got, "http/1.1") == 0);
   if (!ok) {
-    gen_note_error(g, "ALPN: the server selected '%s', pp-bench asked for %s", alpn_len ? got : "none",
-               g->h2 ? "h2 (it does not speak h2 over TLS)" : "http/1.1");
+    gen_note_error(g, "ALPN: the server selected '%s', pp-bench asked for %s",
+                   alpn_len ? got : "none",
+                   g->h2 ? "h2 (it does not speak h2 over TLS)" : "http/1.1");
     gen_conn_fail_setup(c, PB_ERR_ALPN);
     return;
   }
@@ -1001,7 +1002,7 @@ static void on_sweep(uv_timer_t *t) {
         gen_conn_fail_setup(c, PB_ERR_TLS);
       } else {
         gen_note_error(g, "no h2 SETTINGS from the server within 5 s: it does not speak h2%s%s",
-                   c->ssl ? "" : " with prior knowledge (h2c)", "");
+                       c->ssl ? "" : " with prior knowledge (h2c)", "");
         gen_conn_fail_setup(c, PB_ERR_H2_NO_SETTINGS);
       }
     }

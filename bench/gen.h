@@ -1,5 +1,5 @@
 /* The open-loop HTTP load generator at the heart of pp-bench: HTTP/1.1 or HTTP/2, each in
- * cleartext or over TLS.
+ * cleartext or over TLS, and HTTP/3 over QUIC.
  *
  * The caller hands over an arrival schedule (intended send times relative to the run start,
  * each naming one request kind) and a target on loopback. The generator sends every arrival at
@@ -29,6 +29,13 @@
  * TLS (OpenSSL, memory BIOs, inside the same loop): ALPN offers "h2" for h2 (anything else is
  * an error) and "http/1.1" for h1; SNI is `tls_server_name` (default "localhost"). The peer's
  * certificate is NOT verified: targets are loopback servers with development certificates.
+ *
+ * HTTP/3 (gen_h3.c: ngtcp2 0.12 + nghttp3 0.8, QUIC v1, TLS 1.3 through GnuTLS, ALPN "h3"): the
+ * same pool rules as h2 on `h2_connections` QUIC connections, each on its own connected UDP
+ * socket; a connection takes streams once the handshake completed, at most the server's stream
+ * credit (initial_max_streams_bidi, then MAX_STREAMS) and PB_H2_STREAM_CAP at once. A request is
+ * done when its response stream ends; a timed-out stream is reset (H3_REQUEST_CANCELLED), the
+ * connection stays. The certificate is NOT verified either. `tls` is ignored for h3.
  *
  * Workload assumed: one GET per arrival (no request bodies), small responses (bodies are parsed
  * and discarded), up to a few thousand requests per second, one thread. The h1 path does not
@@ -93,9 +100,10 @@ typedef struct pb_result {
 #define PB_ERR_H2_PROTOCOL 5 /* h2: nghttp2 rejected what the server sent */
 #define PB_ERR_H2_GOAWAY   6 /* h2: the stream was refused or cut by the server's GOAWAY */
 #define PB_ERR_H2_RESET    7 /* h2: the server reset the stream (RST_STREAM) */
-#define PB_ERR_QUIC        8 /* h3: QUIC handshake failed or timed out, or the connection closed
-                              * (CONNECTION_CLOSE, idle timeout, a transport error) */
-#define PB_ERR_H3_PROTOCOL 9 /* h3: nghttp3 rejected what the server sent, or no :status */
+#define PB_ERR_QUIC                                                                                \
+  8                           /* h3: QUIC handshake failed or timed out, or the connection closed  \
+                               * (CONNECTION_CLOSE, idle timeout, a transport error) */
+#define PB_ERR_H3_PROTOCOL 9  /* h3: nghttp3 rejected what the server sent, or no :status */
 #define PB_ERR_H3_RESET    10 /* h3: the server reset the request stream */
 #define PB_ERR_H3_GOAWAY   11 /* h3: the stream was cut by the server's GOAWAY */
 

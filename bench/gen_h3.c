@@ -61,8 +61,8 @@ static void h3_path(conn *c, ngtcp2_path *p) {
   p->local.addr = (ngtcp2_sockaddr *)&q->local;
   p->local.addrlen = q->locallen;
   p->remote.addr = (ngtcp2_sockaddr *)&c->g->addr;
-  p->remote.addrlen = c->g->addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                                       : sizeof(struct sockaddr_in);
+  p->remote.addrlen =
+      c->g->addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
   p->user_data = NULL;
 }
 
@@ -236,8 +236,8 @@ static int cb_recv_stream_data(ngtcp2_conn *qc, uint32_t flags, int64_t id, uint
   (void)off, (void)sud;
   conn *c = ud;
   if (!c->q->h3) return 0;
-  nghttp3_ssize n = nghttp3_conn_read_stream(c->q->h3, id, data, len,
-                                             (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
+  nghttp3_ssize n =
+      nghttp3_conn_read_stream(c->q->h3, id, data, len, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
   if (n < 0) {
     c->q->h3_failed = true;
     return NGTCP2_ERR_CALLBACK_FAILURE;
@@ -280,8 +280,7 @@ static int cb_stream_reset(ngtcp2_conn *qc, int64_t id, uint64_t fs, uint64_t co
   return 0;
 }
 
-static int cb_stream_stop_sending(ngtcp2_conn *qc, int64_t id, uint64_t code, void *ud,
-                                  void *sud) {
+static int cb_stream_stop_sending(ngtcp2_conn *qc, int64_t id, uint64_t code, void *ud, void *sud) {
   (void)qc, (void)code, (void)sud;
   conn *c = ud;
   if (c->q->h3) nghttp3_conn_shutdown_stream_read(c->q->h3, id);
@@ -384,9 +383,9 @@ void gen_h3_flush(conn *c) {
     ngtcp2_pkt_info pi;
     ngtcp2_ssize ndatalen = -1;
     uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
-    ngtcp2_ssize n = ngtcp2_conn_writev_stream(q->qc, &ps.path, &pi, q->pkt, maxlen, &ndatalen,
-                                               flags, sid, (const ngtcp2_vec *)vec,
-                                               (size_t)veccnt, ts);
+    ngtcp2_ssize n =
+        ngtcp2_conn_writev_stream(q->qc, &ps.path, &pi, q->pkt, maxlen, &ndatalen, flags, sid,
+                                  (const ngtcp2_vec *)vec, (size_t)veccnt, ts);
     if (n < 0) {
       if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
         nghttp3_conn_block_stream(q->h3, sid);
@@ -584,8 +583,8 @@ void gen_h3_close(conn *c) {
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_pkt_info pi;
-    ngtcp2_ssize n = ngtcp2_conn_write_connection_close(q->qc, &ps.path, &pi, q->pkt,
-                                                        sizeof q->pkt, &cc, uv_hrtime());
+    ngtcp2_ssize n = ngtcp2_conn_write_connection_close(q->qc, &ps.path, &pi, q->pkt, sizeof q->pkt,
+                                                        &cc, uv_hrtime());
     if (n > 0) {
       uv_buf_t b = uv_buf_init((char *)q->pkt, (unsigned)n);
       uv_udp_try_send(&q->udp, &b, 1, NULL);

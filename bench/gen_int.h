@@ -101,8 +101,8 @@ struct gen {
   llhttp_settings_t settings;
   /* h2 and TLS */
   bool h2;
-  bool h3;              /* HTTP/3: the pool's connections are QUIC (gen_h3.c), c->q set */
-  struct h3ctx *h3ctx;  /* gen_h3.c's shared state (GnuTLS credentials, callbacks) */
+  bool h3;             /* HTTP/3: the pool's connections are QUIC (gen_h3.c), c->q set */
+  struct h3ctx *h3ctx; /* gen_h3.c's shared state (GnuTLS credentials, callbacks) */
   SSL_CTX *ssl_ctx;
   nghttp2_session_callbacks *h2_callbacks;
   char authority[80];
@@ -136,12 +136,12 @@ static inline bool gen_conn_alive(const conn *c) {
 /* HTTP/3 (gen_h3.c). */
 int gen_h3_init(gen *g, char *err, size_t errlen);
 void gen_h3_dispose(gen *g);
-bool gen_h3_open(conn *c);   /* c is a fresh C_CONNECTING slot; false if it failed at once */
-void gen_h3_close(conn *c);  /* c is C_CLOSING with no streams: tear down, then release */
-conn *gen_h3_pick(gen *g);   /* least loaded QUIC connection with room, or NULL */
+bool gen_h3_open(conn *c);  /* c is a fresh C_CONNECTING slot; false if it failed at once */
+void gen_h3_close(conn *c); /* c is C_CLOSING with no streams: tear down, then release */
+conn *gen_h3_pick(gen *g);  /* least loaded QUIC connection with room, or NULL */
 void gen_h3_submit(conn *c, uint32_t i);
-void gen_h3_fill(conn *c);   /* waiting arrivals onto c while it has room, then write */
+void gen_h3_fill(conn *c); /* waiting arrivals onto c while it has room, then write */
 void gen_h3_cancel(conn *c, int64_t stream_id); /* a timed-out stream: reset it */
-void gen_h3_flush(conn *c);  /* write what ngtcp2/nghttp3 have, re-arm the timer */
+void gen_h3_flush(conn *c); /* write what ngtcp2/nghttp3 have, re-arm the timer */
 
 #endif

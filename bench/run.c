@@ -229,8 +229,7 @@ void pb_transport_print(FILE *f, const pb_config_result *r) {
           r->protocol[0] ? r->protocol : "h1", k->connections_opened, h3 ? "QUIC" : "TCP",
           k->connections_peak);
   if (h3)
-    fprintf(f,
-            ", server initial max streams %u, at most %u streams on one connection, %u GOAWAY",
+    fprintf(f, ", server initial max streams %u, at most %u streams on one connection, %u GOAWAY",
             k->h2_server_max_streams, k->h2_peak_streams, k->goaways);
   else if (strncmp(r->protocol, "h2", 2) == 0)
     fprintf(f,
