@@ -71,14 +71,14 @@ static void usage(FILE *f) {
              "                 [-w 2] [-t 5] [-app config.ru] [-autoscale] [-policy FILE]\n"
              "                 [-warmup 2s] [-delay MS (null server)]\n"
              "                 [-proto h1|h2|h3] [-tls] [-h2-conns 4]\n"
-             "  pp-bench floor [-rate 500] [-dur 10s] [-spectrum] [-proto h1|h2] [-tls]\n"
+             "  pp-bench floor [-rate 500] [-dur 10s] [-spectrum] [-proto h1|h2|h3] [-tls]\n"
              "  pp-bench run SCENARIO.yaml [-db results.db] [-only A,B] [-timeline] [-warmup 3s]\n"
              "               [-conns N] [-seed N] [-app config.ru] [-log-dir DIR]\n"
              "               [-proto h1|h2|h3] [-h2-conns 4]\n"
              "  pp-bench report RUN|latest [-db results.db] [-timeline CONFIG] [-plot out.png]\n"
              "               [-vs-sim [SIMRUN]]\n"
              "  pp-bench schedule SCENARIO.yaml [-seed N] [-timeline (list arrivals)]\n"
-             "  pp-bench null-server [-port 0] [-delay 0] [-proto h1|h2] [-tls]\n"
+             "  pp-bench null-server [-port 0] [-delay 0] [-proto h1|h2|h3] [-tls]\n"
              "                 (runs until SIGINT/SIGTERM; -tls: a self-signed certificate)\n"
              "\n"
              "protocol (smoke, run, floor; the same schedule and timing from intended start):\n"
@@ -94,8 +94,8 @@ static void usage(FILE *f) {
              "                  (initial_max_streams_bidi, MAX_STREAMS) each (and 1024). The\n"
              "                  server certificate is NOT verified (loopback development\n"
              "                  certificates). The harness starts puma-plus with -listen-h3 on\n"
-             "                  the UDP port of its TCP port number. With -server pumaplus or\n"
-             "                  -url HOST:UDPPORT (the null server and floor have no h3)\n"
+             "                  the UDP port of its TCP port number; -url HOST:UDPPORT; the null\n"
+             "                  server and floor speak h3 too (-tls is implied)\n"
              "  -h2-conns N     h2/h3 connections, all opened at the start (default 4);\n"
              "                  -h3-conns is the same flag\n"
              "  -tls            TLS (OpenSSL), SNI localhost, ALPN \"h2\" for h2 (required) or\n"
@@ -338,11 +338,6 @@ static int split_hostport(const char *url, char *host, size_t hostlen, int *port
 }
 
 static int cmd_smoke(opts *o) {
-  if (o->proto == PB_PROTO_H3 && !o->url && (!o->server || strcmp(o->server, "null") == 0)) {
-    fprintf(stderr, "pp-bench: the null server has no HTTP/3: use -proto h3 with -server "
-                    "pumaplus or -url HOST:UDPPORT of an h3 server\n");
-    return 2;
-  }
   if (o->proto == PB_PROTO_H3) o->tls = false; /* QUIC always carries TLS 1.3 */
   if (o->tls && o->server && strcmp(o->server, "null") != 0) {
     fprintf(stderr, "pp-bench: -tls works with -url HOST:PORT of a TLS server or the null "
@@ -370,16 +365,21 @@ static int cmd_smoke(opts *o) {
     pb_run_target(host, port, &sched, &ro, &r);
     rc = report_result(o, &r, &sched, o->url);
   } else if (!o->server || strcmp(o->server, "null") == 0) {
-    pb_nullsrv *srv;
+    pb_nullsrv *srv = NULL;
+    pb_nullsrv_h3 *srv3 = NULL;
     int port;
     pb_nullsrv_config nc = {.delay_ms = o->delay_ms, .h2 = o->proto == PB_PROTO_H2, .tls = o->tls};
-    if (pb_nullsrv_start(&nc, &srv, &port) < 0) {
+    if (o->proto == PB_PROTO_H3 ? pb_nullsrv_h3_start(&nc, &srv3, &port) < 0
+                                : pb_nullsrv_start(&nc, &srv, &port) < 0) {
       pb_schedule_dispose(&sched);
       return 2;
     }
     run_options(o, &ro, "null server");
     pb_run_target("127.0.0.1", port, &sched, &ro, &r);
-    pb_nullsrv_stop(srv, NULL, NULL);
+    if (srv3)
+      pb_nullsrv_h3_stop(srv3, NULL, NULL);
+    else
+      pb_nullsrv_stop(srv, NULL, NULL);
     rc = report_result(o, &r, &sched, "null server");
   } else if (strcmp(o->server, "puma") == 0 || strcmp(o->server, "pumaplus") == 0) {
     pb_server_spec spec;
@@ -418,12 +418,6 @@ static int cmd_floor(opts *o) {
          "%.0f rps Poisson for %.1fs on loopback. Differences between servers smaller than\n"
          "these percentiles are not resolvable by this harness on this machine.\n",
          o->rate, o->dur_ns / 1e9);
-  if (o->proto == PB_PROTO_H3) {
-    fprintf(stderr, "pp-bench floor: the null server has no HTTP/3 (floor -proto h3 is not "
-                    "implemented); measure h3 against puma-plus with smoke -server pumaplus "
-                    "-proto h3\n");
-    return 2;
-  }
   o->delay_ms = 0;
   o->server = "null";
   o->url = NULL;
@@ -666,8 +660,18 @@ static void on_signal(int sig) {
 
 static int cmd_null_server(opts *o) {
   if (o->proto == PB_PROTO_H3) {
-    fprintf(stderr, "pp-bench null-server: no HTTP/3 (h1 and h2 only)\n");
-    return 2;
+    pb_nullsrv_h3 *srv3;
+    int port;
+    pb_nullsrv_config nc = {.port = o->port, .delay_ms = o->delay_ms};
+    if (pb_nullsrv_h3_start(&nc, &srv3, &port) < 0) return 2;
+    printf("null server on 127.0.0.1:%d (h3, UDP), delay %u ms\n", port, o->delay_ms);
+    fflush(stdout);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    while (!stop_flag)
+      pause();
+    pb_nullsrv_h3_stop(srv3, NULL, NULL);
+    return 0;
   }
   pb_nullsrv *srv;
   int port;
