@@ -146,7 +146,9 @@ static void respond(uv_timer_t *t) {
       {(uint8_t *)"content-type", (uint8_t *)"text/plain", 12, 10, NGHTTP3_NV_FLAG_NONE}};
   static const nghttp3_data_reader dr = {read_body};
   s->answered = true;
-  if (nghttp3_conn_submit_response(c->h3, s->id, nva, 2, &dr) == 0)
+  unsigned st = s->status ? s->status : 200;
+  bool body = st != 204 && st != 304 && st >= 200; /* those carry no content (RFC 9110) */
+  if (nghttp3_conn_submit_response(c->h3, s->id, nva, 2, body ? &dr : NULL) == 0)
     atomic_fetch_add(&c->srv->served, 1);
   qc_write(c);
 }
@@ -556,11 +558,11 @@ static int make_cred(pb_nullsrv_h3 *srv) {
         PEM_write_bio_PrivateKey(kb, key, NULL, NULL, 0, NULL, NULL) == 1) {
       char *cp, *kp;
       long cl = BIO_get_mem_data(cb, &cp), kl = BIO_get_mem_data(kb, &kp);
-      gnutls_datum_t cd = {(unsigned char *)cp, (unsigned)cl}, kd = {(unsigned char *)kp,
-                                                                      (unsigned)kl};
+      gnutls_datum_t cd = {(unsigned char *)cp, (unsigned)cl},
+                     kd = {(unsigned char *)kp, (unsigned)kl};
       if (gnutls_certificate_allocate_credentials(&srv->cred) == 0 &&
-          gnutls_certificate_set_x509_key_mem2(srv->cred, &cd, &kd, GNUTLS_X509_FMT_PEM, NULL,
-                                               0) >= 0)
+          gnutls_certificate_set_x509_key_mem2(srv->cred, &cd, &kd, GNUTLS_X509_FMT_PEM, NULL, 0) >=
+              0)
         rc = 0;
     }
   }
