@@ -15,7 +15,8 @@
  * is answered with RST_STREAM (INTERNAL_ERROR) and GET /goaway with GOAWAY that refuses that
  * stream, then the connection closes. TLS (`tls`): a self-signed P-256 certificate for
  * localhost made in memory at start; the ALPN callback accepts only `tls_alpn` (default "h2"
- * for h2, "http/1.1" for h1) and answers anything else with the no_application_protocol alert. */
+ * for h2, "http/1.1" for h1) and answers anything else with the no_application_protocol alert.
+ * h3: pb_nullsrv_h3_start below (a separate server on a UDP port). */
 #ifndef PP_BENCH_NULLSRV_H
 #define PP_BENCH_NULLSRV_H
 
