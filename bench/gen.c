@@ -59,6 +59,7 @@ const char *pb_outcome_name(pb_outcome o) {
   case PB_HTTP_ERROR: return "http_error";
   case PB_TIMEOUT: return "timeout";
   case PB_CONN_ERROR: return "conn_error";
+  case PB_CANCELLED: return "cancelled";
   default: return "?";
   }
 }
@@ -72,6 +73,7 @@ static void conn_became_idle(conn *c);
 static void maybe_open(gen *g);
 static void h2_pump(conn *c);
 static void h2_fill(conn *c);
+static int body_pump(conn *c);
 
 void gen_finish_request(gen *g, uint32_t i, pb_outcome o, uint16_t status, int err) {
   pb_result *r = &g->results[i];
@@ -223,13 +225,26 @@ static void on_write(uv_write_t *w, int status) {
   if (c->state == C_CLOSING || c->state == C_FREE) return;
   if (status < 0) {
     /* h1 keeps its old rule: an idle connection's write error shows up as a read error. */
-    if (c->state == C_CONNECTING) /* TLS or h2 setup: charged like any setup failure */
+    if (c->state == C_CONNECTING) { /* TLS or h2 setup: charged like any setup failure */
       gen_conn_fail_setup(c, status);
-    else if (c->h2 || c->state == C_BUSY)
+    } else if (!c->h2 && c->state == C_BUSY && c->req >= 0 &&
+               gen_kind_body(c->g, c->g->results[c->req].kind) > 0) {
+      /* An upload cut by the server (it answered 413 or 503 and closed without reading the
+       * rest): its answer may still be readable, so wait for the read side, briefly. */
+      c->body_left = 0;
+      c->out.len = 0;
+      c->write_error = status;
+      c->write_error_ns = gen_now_rel(c->g);
+    } else if (c->h2 || c->state == C_BUSY) {
       conn_fail(c, PB_CONN_ERROR, status);
+    }
     return;
   }
   if (c->h2) h2_pump(c);
+  if (!c->h2 && c->state == C_BUSY && c->body_left > 0 && body_pump(c) < 0) {
+    conn_fail(c, PB_CONN_ERROR, c->ssl ? PB_ERR_TLS : UV_ENOMEM);
+    return;
+  }
   conn_flush(c);
 }
 
@@ -254,6 +269,16 @@ static int conn_queue(conn *c, const void *data, size_t n) {
   return tls_drain(c);
 }
 
+/* Queues the next pieces of the upload in flight, up to BODY_QUEUED bytes. */
+static int body_pump(conn *c) {
+  while (c->body_left > 0 && c->out.len < BODY_QUEUED) {
+    uint32_t n = c->body_left < BODY_PIECE ? c->body_left : BODY_PIECE;
+    if (conn_queue(c, c->g->body, n) < 0) return -1;
+    c->body_left -= n;
+  }
+  return 0;
+}
+
 static void conn_send(conn *c, uint32_t i) {
   gen *g = c->g;
   pb_result *r = &g->results[i];
@@ -266,7 +291,9 @@ static void conn_send(conn *c, uint32_t i) {
   r->conn_id = c->id;
   g->in_flight++;
   r->sent_ns = gen_now_rel(g);
-  if (conn_queue(c, g->requests[kind], g->request_lens[kind]) < 0) {
+  c->body_left = gen_kind_body(g, kind);
+  c->write_error = 0;
+  if (conn_queue(c, g->requests[kind], g->request_lens[kind]) < 0 || body_pump(c) < 0) {
     conn_fail(c, PB_CONN_ERROR, c->ssl ? PB_ERR_TLS : UV_ENOMEM);
     return;
   }
@@ -287,8 +314,12 @@ static int on_message_complete(llhttp_t *p) {
 
 static void after_message(conn *c) {
   gen *g = c->g;
-  bool keep = llhttp_should_keep_alive(&c->parser);
+  /* A response before the whole body was written leaves the connection mid-request: close it
+   * (the rest of the body is never sent). */
+  bool keep = llhttp_should_keep_alive(&c->parser) && c->body_left == 0 && !c->write_error;
   unsigned status = c->parser.status_code;
+  c->body_left = 0;
+  c->write_error = 0;
   llhttp_resume(&c->parser);
   if (c->req >= 0) {
     gen_finish_request(g, (uint32_t)c->req, gen_outcome_of_status(status), (uint16_t)status, 0);
@@ -439,20 +470,49 @@ static void h2_pump(conn *c) {
   conn_flush(c);
 }
 
+/* h2 upload: the next piece of the body of the stream's request, from the shared buffer. */
+static ssize_t h2_body_read(nghttp2_session *s, int32_t stream_id, uint8_t *buf, size_t length,
+                            uint32_t *data_flags, nghttp2_data_source *source, void *user_data) {
+  (void)source;
+  conn *c = user_data;
+  gen *g = c->g;
+  uintptr_t tag = (uintptr_t)nghttp2_session_get_stream_user_data(s, stream_id);
+  if (!tag) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* cancelled: reset the stream */
+  uint32_t i = (uint32_t)(tag - 1);
+  uint32_t total = gen_kind_body(g, g->results[i].kind), off = g->req_body_off[i];
+  size_t n = total - off;
+  if (n > length) n = length;
+  if (n > BODY_PIECE) n = BODY_PIECE;
+  memcpy(buf, g->body, n);
+  g->req_body_off[i] = off + (uint32_t)n;
+  if (g->req_body_off[i] == total) *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+  return (ssize_t)n;
+}
+
 /* Opens a stream for arrival `i` on `c` (which has room). */
 static void h2_submit(conn *c, uint32_t i) {
   gen *g = c->g;
   pb_result *r = &g->results[i];
-  const char *path = g->sched->paths[g->sched->arrivals[i].kind];
+  uint32_t kind = g->sched->arrivals[i].kind;
+  const char *path = g->sched->paths[kind];
+  uint32_t body = gen_kind_body(g, kind);
+  char clen[16];
+  snprintf(clen, sizeof clen, "%u", body);
 #define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
-  nghttp2_nv nva[] = {NV(":method", "GET"), NV(":scheme", c->ssl ? "https" : "http"),
-                      NV(":authority", g->authority), NV(":path", path),
-                      NV("user-agent", "pp-bench")};
+  nghttp2_nv nva[] = {NV(":method", body ? "POST" : "GET"),
+                      NV(":scheme", c->ssl ? "https" : "http"),
+                      NV(":authority", g->authority),
+                      NV(":path", path),
+                      NV("user-agent", "pp-bench"),
+                      NV("content-length", clen),
+                      NV("content-type", "application/octet-stream")};
 #undef NV
+  nghttp2_data_provider provider = {.read_callback = h2_body_read};
   r->reused = c->served > 0;
   r->conn_id = c->id;
   r->sent_ns = gen_now_rel(g);
-  int32_t sid = nghttp2_submit_request(c->h2, NULL, nva, sizeof nva / sizeof nva[0], NULL,
+  if (body) g->req_body_off[i] = 0;
+  int32_t sid = nghttp2_submit_request(c->h2, NULL, nva, body ? 7 : 5, body ? &provider : NULL,
                                        (void *)(uintptr_t)(i + 1));
   if (sid < 0) {
     gen_finish_request(g, i, PB_CONN_ERROR, 0, PB_ERR_H2_PROTOCOL);
@@ -966,10 +1026,30 @@ static void h2_sweep(gen *g, uint64_t now) {
   }
   for (uint32_t k = 0; k < g->conn_high; k++) {
     conn *c = &g->conns[k];
-    if (c->state != C_OPEN) continue;
+    if (c->state != C_OPEN || (!c->h2 && !c->q)) continue;
+    /* Clients that leave: their streams are reset, the connection stays. */
+    for (uint32_t s = 0; g->any_cancel && s < c->n_streams;) {
+      uint32_t i = c->streams[s];
+      uint64_t after = g->kinds[g->results[i].kind].cancel_after_ns;
+      if (!after || now < g->results[i].sent_ns + after) {
+        s++;
+        continue;
+      }
+      c->streams[s] = c->streams[--c->n_streams];
+      g->req_slot[i] = UINT32_MAX;
+      g->in_flight--;
+      if (c->q) { /* h3: RESET_STREAM + STOP_SENDING (H3_REQUEST_CANCELLED) */
+        gen_h3_cancel(c, g->req_stream[i]);
+      } else {
+        nghttp2_session_set_stream_user_data(c->h2, g->req_stream[i], NULL);
+        nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, g->req_stream[i], NGHTTP2_CANCEL);
+      }
+      g->results[i].status = 0;
+      gen_finish_request(g, i, PB_CANCELLED, 0, 0);
+    }
     if (c->q) {
       gen_h3_fill(c);
-    } else if (c->h2) {
+    } else {
       h2_fill(c);
       h2_pump(c);
     }
@@ -988,6 +1068,18 @@ static void on_sweep(uv_timer_t *t) {
   }
   for (uint32_t k = 0; k < g->conn_high; k++) {
     conn *c = &g->conns[k];
+    if (c->state == C_BUSY && c->req >= 0 && g->any_cancel) {
+      const pb_result *r = &g->results[c->req];
+      uint64_t after = g->kinds[r->kind].cancel_after_ns;
+      if (after && now >= r->sent_ns + after) { /* the client leaves: close the connection */
+        conn_fail(c, PB_CANCELLED, 0);
+        continue;
+      }
+    }
+    if (c->state == C_BUSY && c->write_error && now >= c->write_error_ns + WRITE_ERROR_GRACE_NS) {
+      conn_fail(c, PB_CONN_ERROR, c->write_error);
+      continue;
+    }
     if (c->state == C_BUSY && c->req >= 0 &&
         now >= g->results[c->req].intended_ns + g->timeout_ns) {
       conn_fail(c, PB_TIMEOUT, 0);
@@ -1068,6 +1160,13 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
     snprintf(err, errlen, "invalid generator configuration");
     return PB_EINVAL;
   }
+  for (size_t k = 0; cfg->kinds && k < sched->path_count; k++) {
+    if (cfg->kinds[k].body_bytes > PB_BODY_MAX) {
+      snprintf(err, errlen, "kind %zu: a body of %u bytes is over the %u limit", k,
+               cfg->kinds[k].body_bytes, PB_BODY_MAX);
+      return PB_EINVAL;
+    }
+  }
   for (size_t i = 0; i < sched->count; i++) {
     if (sched->arrivals[i].kind >= sched->path_count ||
         (i > 0 && sched->arrivals[i].intended_ns < sched->arrivals[i - 1].intended_ns)) {
@@ -1103,6 +1202,23 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
   if (g->counters) memset(g->counters, 0, sizeof *g->counters);
   g->h2 = cfg->proto == PB_PROTO_H2;
   g->h3 = cfg->proto == PB_PROTO_H3;
+  g->kinds = cfg->kinds;
+  bool any_body = false;
+  for (size_t k = 0; g->kinds && k < sched->path_count; k++) {
+    if (g->kinds[k].cancel_after_ns) g->any_cancel = true;
+    if (g->kinds[k].body_bytes) any_body = true;
+  }
+  if (any_body) {
+    g->body = malloc(BODY_PIECE);
+    bool mux = g->h2 || g->h3;
+    g->req_body_off = mux ? calloc(sched->count, sizeof *g->req_body_off) : NULL;
+    if (!g->body || (mux && !g->req_body_off)) {
+      rc = PB_ENOMEM;
+      goto out;
+    }
+    for (uint32_t k = 0; k < BODY_PIECE; k++) /* printable, so a server log of it reads */
+      g->body[k] = (char)('a' + k % 26);
+  }
   if (g->h2 || g->h3) {
     g->req_slot = malloc(sched->count * sizeof *g->req_slot);
     g->req_stream = calloc(sched->count, sizeof *g->req_stream);
@@ -1154,9 +1270,15 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
     goto out;
   }
   for (size_t k = 0; k < sched->path_count; k++) {
-    int n =
-        asprintf(&g->requests[k], "GET %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: pp-bench\r\n\r\n",
-                 sched->paths[k], strchr(cfg->host, ':') ? "localhost" : cfg->host, cfg->port);
+    const char *host = strchr(cfg->host, ':') ? "localhost" : cfg->host;
+    uint32_t body = gen_kind_body(g, (uint32_t)k);
+    int n = body ? asprintf(&g->requests[k],
+                            "POST %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: pp-bench\r\n"
+                            "Content-Type: application/octet-stream\r\nContent-Length: %u\r\n\r\n",
+                            sched->paths[k], host, cfg->port, body)
+                 : asprintf(&g->requests[k],
+                            "GET %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: pp-bench\r\n\r\n",
+                            sched->paths[k], host, cfg->port);
     if (n < 0) {
       g->requests[k] = NULL;
       rc = PB_ENOMEM;
@@ -1222,6 +1344,8 @@ out:
   free(g->idle);
   free(g->req_slot);
   free(g->req_stream);
+  free(g->req_body_off);
+  free(g->body);
   if (g->h3) gen_h3_dispose(g);
   if (g->h2_callbacks) nghttp2_session_callbacks_del(g->h2_callbacks);
   if (g->ssl_ctx) SSL_CTX_free(g->ssl_ctx);

@@ -37,8 +37,19 @@
  * done when its response stream ends; a timed-out stream is reset (H3_REQUEST_CANCELLED), the
  * connection stays. The certificate is NOT verified either. `tls` is ignored for h3.
  *
- * Workload assumed: one GET per arrival (no request bodies), small responses (bodies are parsed
- * and discarded), up to a few thousand requests per second, one thread. The h1 path does not
+ * Request kinds (`pb_gen_config.kinds`, optional): a kind may carry a request body (POST with
+ * Content-Length, the bytes written in 64 KiB pieces from one shared buffer as the socket takes
+ * them, so 64 concurrent 4 MiB uploads do not hold 256 MiB of copies; h2: a data provider
+ * under the server's flow control; h3: an nghttp3 data reader pointing into the same buffer,
+ * under QUIC stream and connection flow control) and may cancel: the client leaves
+ * `cancel_after_ns` after the request was sent (h1: closes the connection; h2:
+ * RST_STREAM(CANCEL); h3: RESET_STREAM + STOP_SENDING with H3_REQUEST_CANCELLED; for h2 and h3
+ * the connection stays), unless the response came first. An h1 response that arrives before
+ * the whole body was written ends the request and closes the connection (the rest is never
+ * sent).
+ *
+ * Workload assumed: one request per arrival (GET, or POST with a body), responses parsed and
+ * discarded, up to a few thousand requests per second, one thread. The h1 path does not
  * allocate per request after setup; connection buffers grow once and are reused; nghttp2
  * allocates per stream internally. */
 #ifndef PP_BENCH_GEN_H
@@ -70,6 +81,7 @@ typedef enum pb_outcome {
   PB_HTTP_ERROR,  /* any other status (1xx final, 3xx, 4xx, 5xx but 503) */
   PB_TIMEOUT,     /* no complete response within the client timeout from intended start */
   PB_CONN_ERROR,  /* connect failed, reset, EOF before the response completed, bad HTTP */
+  PB_CANCELLED,   /* the client left on purpose (pb_kind_spec.cancel_after_ns) before a response */
   PB_OUTCOME_COUNT
 } pb_outcome;
 
@@ -153,6 +165,18 @@ typedef struct pb_progress {
 
 typedef void (*pb_progress_cb)(const pb_progress *p, void *data);
 
+/* What one request kind sends beyond its path. Zeroed: a GET that waits for its response. */
+typedef struct pb_kind_spec {
+  uint32_t body_bytes;      /* > 0: POST with a body of this many bytes (Content-Length,
+                             * application/octet-stream); at most PB_BODY_MAX */
+  uint64_t cancel_after_ns; /* > 0: leave this long after the request was sent (h1: close the
+                             * connection; h2: RST_STREAM(CANCEL); h3: stream reset with
+                             * H3_REQUEST_CANCELLED); outcome PB_CANCELLED */
+} pb_kind_spec;
+
+/* Largest request body a kind may carry. */
+#define PB_BODY_MAX (256u << 20)
+
 typedef struct pb_gen_config {
   const char *host; /* numeric IPv4/IPv6 loopback address, e.g. "127.0.0.1" */
   int port;
@@ -170,6 +194,8 @@ typedef struct pb_gen_config {
   uint32_t h2_connections;     /* h2, h3: connections to multiplex on (default 4 when 0);
                                 * max_connections is the h1 cap and is ignored for h2 */
   pb_gen_counters *counters;   /* optional out: transport counters (zeroed by pb_gen_run) */
+  const pb_kind_spec *kinds;   /* optional: sched->path_count entries (NULL: every kind is a
+                                * plain GET); read during pb_gen_run only */
 } pb_gen_config;
 
 /* Runs the whole schedule against the target and returns when every arrival has an outcome.

@@ -442,23 +442,56 @@ conn *gen_h3_pick(gen *g) {
   return best;
 }
 
+/* h3 upload: the next piece of the body of the stream's request. nghttp3 keeps the vector until
+ * the bytes are acknowledged; they point into g->body, which stays unchanged for the run. */
+static nghttp3_ssize h3_body_read(nghttp3_conn *h3, int64_t id, nghttp3_vec *vec, size_t veccnt,
+                                  uint32_t *pflags, void *ud, void *sud) {
+  (void)h3, (void)id;
+  conn *c = ud;
+  gen *g = c->g;
+  uint32_t i = tag_of(c, sud);
+  if (i == UINT32_MAX || veccnt == 0) { /* cancelled or timed out: the stream is being reset */
+    *pflags |= NGHTTP3_DATA_FLAG_EOF;
+    return 0;
+  }
+  uint32_t total = gen_kind_body(g, g->results[i].kind), off = g->req_body_off[i];
+  uint32_t n = total - off;
+  if (n > BODY_PIECE) n = BODY_PIECE;
+  vec[0].base = (uint8_t *)g->body;
+  vec[0].len = n;
+  g->req_body_off[i] = off + n;
+  if (g->req_body_off[i] == total) *pflags |= NGHTTP3_DATA_FLAG_EOF;
+  return 1;
+}
+
 void gen_h3_submit(conn *c, uint32_t i) {
   gen *g = c->g;
   h3q *q = c->q;
   pb_result *r = &g->results[i];
-  const char *path = g->sched->paths[g->sched->arrivals[i].kind];
+  uint32_t kind = g->sched->arrivals[i].kind;
+  const char *path = g->sched->paths[kind];
+  uint32_t body = gen_kind_body(g, kind);
+  char clen[16];
+  snprintf(clen, sizeof clen, "%u", body);
 #define NV(n, v)                                                                                   \
   {(uint8_t *)(uintptr_t)(n), (uint8_t *)(uintptr_t)(v), sizeof(n) - 1, strlen(v),                 \
    NGHTTP3_NV_FLAG_NONE}
-  nghttp3_nv nva[] = {NV(":method", "GET"), NV(":scheme", "https"), NV(":authority", g->authority),
-                      NV(":path", path), NV("user-agent", "pp-bench")};
+  nghttp3_nv nva[] = {NV(":method", body ? "POST" : "GET"),
+                      NV(":scheme", "https"),
+                      NV(":authority", g->authority),
+                      NV(":path", path),
+                      NV("user-agent", "pp-bench"),
+                      NV("content-length", clen),
+                      NV("content-type", "application/octet-stream")};
 #undef NV
+  nghttp3_data_reader reader = {.read_data = h3_body_read};
   r->reused = c->served > 0;
   r->conn_id = c->id;
   r->sent_ns = gen_now_rel(g);
+  if (body) g->req_body_off[i] = 0;
   int64_t sid;
   if (ngtcp2_conn_open_bidi_stream(q->qc, &sid, NULL) != 0 ||
-      nghttp3_conn_submit_request(q->h3, sid, nva, sizeof nva / sizeof nva[0], NULL,
+      nghttp3_conn_submit_request(q->h3, sid, nva, body ? 7 : 5, body ? &reader : NULL,
                                   (void *)(uintptr_t)(i + 1)) != 0) {
     gen_finish_request(g, i, PB_CONN_ERROR, 0, PB_ERR_H3_PROTOCOL);
     return;

@@ -26,6 +26,16 @@ enum conn_state { C_FREE = 0, C_CONNECTING, C_OPEN, C_IDLE, C_BUSY, C_CLOSING };
  * so a peer that accepts and stays silent is reported instead of waited for. */
 #define SETUP_TIMEOUT_NS 5000000000ull
 
+/* Request bodies are written in pieces of this size from one shared buffer, at most
+ * BODY_QUEUED bytes queued per connection at a time, so an upload never holds a copy of itself.
+ * h2 and h3 hand the body to nghttp2/nghttp3 at most BODY_PIECE bytes at a time. */
+#define BODY_PIECE  65536u
+#define BODY_QUEUED (4u * BODY_PIECE)
+
+/* After a write error on an upload, how long to wait for the server's answer (a 413 or 503
+ * already on its way) before the request is charged with the write error. */
+#define WRITE_ERROR_GRACE_NS 1000000000ull
+
 typedef struct gen gen;
 
 typedef struct bytes {
@@ -66,6 +76,10 @@ typedef struct conn {
   uint32_t h2_alloc; /* room in `streams`: the cap at setup (a later SETTINGS may lower it) */
   uint32_t *streams; /* result indices of the streams in flight */
   uint32_t n_streams;
+  /* h1 upload of the request in flight */
+  uint32_t body_left;      /* body bytes not yet queued */
+  int write_error;         /* a write failed mid-upload: waiting for the server's answer */
+  uint64_t write_error_ns; /* when (run clock) */
   /* h3 (gen_h3.c): the QUIC connection, NULL for TCP connections */
   struct h3q *q;
 } conn;
@@ -106,10 +120,15 @@ struct gen {
   SSL_CTX *ssl_ctx;
   nghttp2_session_callbacks *h2_callbacks;
   char authority[80];
-  uint32_t *req_slot;  /* h2: connection slot of each request in flight, UINT32_MAX if none */
+  uint32_t *req_slot;  /* h2, h3: connection slot of each request in flight, UINT32_MAX if none */
   int32_t *req_stream; /* h2: its stream id */
   size_t sweep_cursor; /* h2: results before this index are finished */
   uint32_t rr;         /* h2: round-robin start for picking a connection */
+  const pb_kind_spec *kinds; /* cfg->kinds, NULL: plain GETs */
+  bool any_cancel;           /* some kind cancels: the sweep looks for them */
+  char *body;                /* BODY_PIECE bytes every upload is written from (never changes
+                              * during a run: h3 hands nghttp3 pointers into it) */
+  uint32_t *req_body_off;    /* h2, h3: body bytes handed to nghttp2/nghttp3 per request */
   char readbuf[65536];
   char plainbuf[65536];
   bool stopping;
@@ -117,6 +136,10 @@ struct gen {
 };
 
 /* Shared helpers (gen.c). */
+/* The request body size of `kind` (0: a GET). */
+static inline uint32_t gen_kind_body(const gen *g, uint32_t kind) {
+  return g->kinds ? g->kinds[kind].body_bytes : 0;
+}
 uint64_t gen_now_rel(gen *g);
 void gen_finish_request(gen *g, uint32_t i, pb_outcome o, uint16_t status, int err);
 pb_outcome gen_outcome_of_status(unsigned status);

@@ -58,6 +58,21 @@ int pb_server_argv(const pb_server_spec *s, char **argv, int max, char *storage,
   argv_builder b = {.argv = argv, .max = max, .store = storage, .left = storage_len};
   if (max < 1) return -1;
   argv[0] = NULL;
+  if (s->kind == PB_SERVER_NULL) {
+    add(&b, "%s", s->null_bin[0] ? s->null_bin : "pp-bench");
+    add(&b, "null-server");
+    add(&b, "-port");
+    add(&b, "%d", s->port);
+    if (s->h2c || s->h3) {
+      add(&b, "-proto");
+      add(&b, s->h3 ? "h3" : "h2");
+    }
+    if (s->null_leak_every) {
+      add(&b, "-leak-every");
+      add(&b, "%u", s->null_leak_every);
+    }
+    return b.overflow ? -1 : b.n;
+  }
   int puma = s->kind == PB_SERVER_PUMA;
   /* puma, or the gem's CLI (docs/CONFIG.md), which execs puma-plus-server in place (same pid).
    * Both take puma's flag names, so the two servers get the same shape word for word. */
@@ -106,6 +121,13 @@ int pb_server_argv(const pb_server_spec *s, char **argv, int max, char *storage,
       if (s->decision_log[0]) {
         add(&b, "-decision-log");
         add(&b, "%s", s->decision_log);
+      }
+    }
+    if (s->shed) {
+      add(&b, "-shed");
+      if (!s->autoscale && s->policy_path[0]) {
+        add(&b, "-policy");
+        add(&b, "%s", s->policy_path);
       }
     }
   }

@@ -16,6 +16,8 @@
 typedef enum pb_server_kind {
   PB_SERVER_PUMA = 0,     /* Debian's puma: puma -w W -t T:T -b tcp://127.0.0.1:PORT app */
   PB_SERVER_PUMAPLUS = 1, /* puma-plus-server (static or autoscale with a policy) */
+  PB_SERVER_NULL = 2,     /* pp-bench's own null server as a child process (`null_bin
+                           * null-server -port PORT`): a reference with no app, for soak tests */
 } pb_server_kind;
 
 typedef struct pb_server_spec {
@@ -23,19 +25,23 @@ typedef struct pb_server_spec {
   pb_server_kind kind;
   uint32_t workers, threads;
   bool autoscale;
-  uint32_t max_workers;   /* autoscale bound; 0 = server default */
-  char policy_path[512];  /* autoscale policy file, "" for the server's default */
-  char app[512];          /* the Rack app (config.ru) */
-  char puma_bin[256];     /* "puma" from PATH when empty */
-  char pumaplus_bin[512]; /* the gem's CLI; "puma-plus" from PATH when empty */
-  char server_bin[512];   /* puma-plus-server for the CLI's --server ("" = its default) */
-  int port;               /* listening port (the caller picks a free one) */
-  int stats_port;         /* puma-plus control app port for /stats (0 = port + 1) */
-  char log_path[512];     /* server stdout+stderr */
-  char decision_log[512]; /* autoscale: the server's JSONL decision log ("" = none) */
-  bool h2c;               /* puma-plus: also serve cleartext HTTP/2 (-h2c), for -proto h2 */
-  bool h3;                /* puma-plus: also serve HTTP/3 (-listen-h3 127.0.0.1:port, UDP, the
-                           * development certificate), for -proto h3 */
+  uint32_t max_workers;     /* autoscale bound; 0 = server default */
+  char policy_path[512];    /* autoscale policy file, "" for the server's default */
+  char app[512];            /* the Rack app (config.ru) */
+  char puma_bin[256];       /* "puma" from PATH when empty */
+  char pumaplus_bin[512];   /* the gem's CLI; "puma-plus" from PATH when empty */
+  char server_bin[512];     /* puma-plus-server for the CLI's --server ("" = its default) */
+  int port;                 /* listening port (the caller picks a free one) */
+  int stats_port;           /* puma-plus control app port for /stats (0 = port + 1) */
+  char log_path[512];       /* server stdout+stderr */
+  char decision_log[512];   /* autoscale: the server's JSONL decision log ("" = none) */
+  bool h2c;                 /* puma-plus: also serve cleartext HTTP/2 (-h2c), for -proto h2 */
+  bool h3;                  /* puma-plus: also serve HTTP/3 (-listen-h3 127.0.0.1:port, UDP,
+                             * the development certificate), for -proto h3 */
+  bool shed;                /* puma-plus: admission control (-shed), with -policy policy_path when
+                             * set (also without autoscale: the policy carries shed.budget) */
+  char null_bin[512];       /* PB_SERVER_NULL: the pp-bench binary */
+  uint32_t null_leak_every; /* PB_SERVER_NULL: -leak-every N (an injected descriptor leak) */
 } pb_server_spec;
 
 typedef struct pb_server {

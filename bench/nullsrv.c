@@ -7,6 +7,8 @@
  * into the write BIO is written to the socket after every SSL call. */
 #include "bench/nullsrv.h"
 
+#include <fcntl.h>
+
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -167,6 +169,16 @@ static void sconn_write(sconn *c, const void *data, size_t n) {
   tls_flush(c);
 }
 
+/* Counts an answered request; with `leak_every`, every Nth one also opens /dev/null and never
+ * closes it: the descriptor leak a soak test injects to prove it can see one. */
+static void count_served(pb_nullsrv *srv) {
+  uint64_t n = atomic_fetch_add(&srv->served, 1) + 1;
+  if (srv->cfg.leak_every && n % srv->cfg.leak_every == 0) {
+    int leaked = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    (void)leaked;
+  }
+}
+
 /* ---- HTTP/1.1 ---- */
 
 static void respond(uv_timer_t *t) {
@@ -180,7 +192,7 @@ static void respond(uv_timer_t *t) {
   char response[160];
   int n = snprintf(response, sizeof response, "HTTP/1.1 %u X\r\nContent-Length: 2\r\n%s\r\nok",
                    code, c->keep_alive ? "" : "Connection: close\r\n");
-  atomic_fetch_add(&c->srv->served, 1);
+  count_served(c->srv);
   sconn_write(c, response, (size_t)n);
 }
 
@@ -242,7 +254,7 @@ static void h2_respond(uv_timer_t *t) {
   sstream *st = t->data;
   sconn *c = st->c;
   if (c->dying) return;
-  atomic_fetch_add(&c->srv->served, 1);
+  count_served(c->srv);
   if (strcmp(st->path, "/reset") == 0) {
     nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
   } else if (strcmp(st->path, "/goaway") == 0) {

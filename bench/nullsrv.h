@@ -32,6 +32,8 @@ typedef struct pb_nullsrv_config {
   uint32_t h2_max_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS (100 when 0) */
   int tls;                 /* TLS with an in-memory self-signed certificate */
   const char *tls_alpn;    /* the one ALPN protocol accepted (NULL: "h2" or "http/1.1") */
+  uint32_t leak_every;     /* > 0: every Nth answered request leaks one descriptor (an open
+                            * /dev/null never closed), for tests that must see a leak */
 } pb_nullsrv_config;
 
 typedef struct pb_nullsrv pb_nullsrv;

@@ -5,8 +5,13 @@
  * do not migrate), so no connection-ID table is kept. Every request is answered after
  * `delay_ms` (a timer per stream) with 200 and "ok", or <code> for GET /status/<code>; the
  * stream credit is `h2_max_streams` (initial_max_streams_bidi, 100 when 0), extended as streams
- * close. Not a general server: no Retry, no tokens, no stateless reset, no request bodies. */
+ * close. Request bodies are read and discarded (flow control is given back as they arrive):
+ * the answer's delay starts when the request stream ended. `leak_every` leaks a descriptor
+ * every Nth answer, as the TCP null server does. Not a general server: no Retry, no tokens, no
+ * stateless reset. */
 #include "bench/nullsrv.h"
+
+#include <fcntl.h>
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -135,6 +140,16 @@ static nghttp3_ssize read_body(nghttp3_conn *h3, int64_t id, nghttp3_vec *vec, s
   return 1;
 }
 
+/* Counts an answered request; with `leak_every`, every Nth one also opens /dev/null and never
+ * closes it (the descriptor leak a soak test injects to prove it can see one). */
+static void count_served(pb_nullsrv_h3 *srv) {
+  uint64_t n = atomic_fetch_add(&srv->served, 1) + 1;
+  if (srv->cfg.leak_every && n % srv->cfg.leak_every == 0) {
+    int leaked = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    (void)leaked;
+  }
+}
+
 static void respond(uv_timer_t *t) {
   qstream *s = t->data;
   qconn *c = s->c;
@@ -149,7 +164,7 @@ static void respond(uv_timer_t *t) {
   unsigned st = s->status ? s->status : 200;
   bool body = st != 204 && st != 304 && st >= 200; /* those carry no content (RFC 9110) */
   if (nghttp3_conn_submit_response(c->h3, s->id, nva, 2, body ? &dr : NULL) == 0)
-    atomic_fetch_add(&c->srv->served, 1);
+    count_served(c->srv);
   qc_write(c);
 }
 

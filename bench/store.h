@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "bench/run.h"
+#include "bench/soak.h"
 #include "sim/results.h"
 
 typedef struct pb_store_run {
@@ -51,6 +52,15 @@ int pb_report_vs_sim(FILE *f, const char *db_path, int64_t measured_run, int64_t
                      const double *phase_edges_s, size_t n_phases, char *err, size_t errlen);
 /* Writes a gnuplot script + data for the run's timelines and runs gnuplot to make `png`. */
 int pb_report_plot(const char *db_path, int64_t run_id, const char *png, char *err, size_t errlen);
+
+/* Writes one soak (`pp-bench soak`) into its own tables, `soak_runs` (one row: the command,
+ * shape, verdict) and `soak_phases` (one row per cycle and phase, plus one `end` row per cycle
+ * with the settled counts); docs/RESULTS.md has the columns. Unknown values (descriptors,
+ * RSS, heap slots the server does not report) are NULL. Migration-safe: tables are created
+ * when missing and columns a newer pp-bench added are added to an older database's tables.
+ * `flags` is the soak's command line. 0 and *soak_id, or -1 with a message in err. */
+int pb_store_soak(const char *db_path, const pb_soak_config *c, const pb_soak_result *r,
+                  const char *flags, int64_t *soak_id, char *err, size_t errlen);
 
 /* The latest run id of `kind` ("measured", "simulated"), or -1. */
 int64_t pb_store_latest_run(const char *db_path, const char *kind);

@@ -9,6 +9,9 @@ replay test and fuzz/run.sh read docs/protocol-corpus/*.bin where it lives.
 
 fuzz/corpus/tls/ is not written here: its ClientHellos are captured from a real OpenSSL client
 by the TLS unit test (PP_TLS_SEED_DIR=$PWD/fuzz/corpus/tls build/server/test_server_tls).
+Nor is fuzz/corpus/h3/: its datagrams come from a real ngtcp2 client, recorded by
+fuzz/gen_h3_corpus.c (cmake --build build --target fuzz-gen-h3 &&
+build/fuzz/fuzz-gen-h3 fuzz/corpus/h3).
 """
 import glob
 import os

@@ -16,7 +16,7 @@ set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SECONDS_EACH=${1:-60}
 [ $# -gt 0 ] && shift
-TARGETS=${*:-"http1 wire policy declog scenario tls h2"}
+TARGETS=${*:-"http1 wire policy declog scenario tls h2 h3"}
 BUILD=${PP_FUZZ_BUILD:-$ROOT/build-fuzz}
 WORK=${PP_FUZZ_WORK:-$ROOT/fuzz/work}
 

@@ -32,9 +32,21 @@ static void on_timer_closed(uv_handle_t *h) {
   uv_close(&c->h.handle, on_client_closed);
 }
 
+void pp_conn_detach(client *c) {
+  if (c->out) pp_chunk_put(c->srv, c->out), c->out = NULL;
+  uv_read_stop(&c->h.stream);
+  uv_timer_stop(&c->timer);
+  uv_close((uv_handle_t *)&c->timer, on_timer_closed);
+}
+
 void pp_conn_close(client *c) {
   if (c->closing) return;
   c->closing = 1;
+  /* A hijack waiting for our last writes: the worker learns the client is gone. */
+  if (c->req && c->req->hijack_wait) {
+    c->req->hijack_wait = 0;
+    pp_wlink_hijacked(c->req, PP_WIRE_HIJACK_GONE, NULL, NULL, 0, NULL, NULL);
+  }
   if (c->tls && !c->tls_ready && pp_tls_conn_cause(c->tls) == PP_TLS_CAUSE_NONE)
     c->srv->stats.tls_incomplete++; /* timed out or dropped before the handshake ended */
   if (c->req) {
@@ -404,4 +416,19 @@ void pp_conn_arm_timer(client *c) {
     pp_h2conn_arm_timer(c);
   else
     pp_h1conn_arm_timer(c);
+}
+
+int pp_conn_timer_common(client *c) {
+  if (c->closing) return 1;
+  if (c->discarding) { /* the short read-and-discard after a graceful close is over */
+    pp_conn_close(c);
+    return 1;
+  }
+  if (c->writes_in_flight > 0) {
+    LOG(c->srv, "client %s: write timeout%s", c->remote, c->h2 ? " (HTTP/2)" : "");
+    c->srv->stats.timeouts++;
+    pp_conn_close(c);
+    return 1;
+  }
+  return 0;
 }

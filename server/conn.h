@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "server/env.h"
 #include "server/exchange.h"
 #include "server/http1.h"
 #include "server/queue.h"
@@ -43,6 +44,7 @@ struct client {
   int parser_paused, reading, closing, close_after_write, discarding, response_done;
   int eof;
   int in_parse; /* inside pp_h1_execute: never re-enter the parser */
+  int hijacked; /* its descriptor went to a worker (full hijack); detached once sent */
   /* The response went out before the request's body had all arrived (a streamed upload the
    * app did not read): the rest of the body is read and dropped, then keep-alive goes on. */
   int discard_body;
@@ -78,8 +80,15 @@ void pp_conn_flush(client *c);
 void pp_conn_close(client *c);
 /* Half-closes, then reads and discards briefly so the peer reads the response first. */
 void pp_conn_close_graceful(client *c);
+/* Full hijack: c's descriptor now belongs to a worker. Gives up the handle without a
+ * shutdown (closing our copy of the descriptor sends nothing to the peer) and returns c to
+ * the pool. c must already be off srv->clients and marked closing. */
+void pp_conn_detach(client *c);
 /* Starts or stops reading as the read buffer and state allow. */
 void pp_conn_update_reading(client *c);
+/* The timer cases every protocol shares: closing, the discard after a graceful close is
+ * over, a write stalled past -write-timeout. 1 if the connection was (or is being) closed. */
+int pp_conn_timer_common(client *c);
 /* An HTTP connection with no request, no partial request and nothing being written. */
 int pp_conn_idle(const client *c);
 
@@ -117,6 +126,23 @@ void pp_h2conn_abandon_all(client *c);
 void pp_h2conn_dispose(client *c);
 /* No stream and nothing being written. */
 int pp_h2conn_idle(const client *c);
+/* An HTTP/2 or HTTP/3 request as the env needs it (pointers valid during the call). */
+typedef struct pp_h2conn_request {
+  const uint8_t *method;
+  size_t method_len;
+  const uint8_t *path;
+  size_t path_len;
+  const uint8_t *authority; /* may be NULL */
+  size_t authority_len;
+  const struct pp_h2_header *headers;
+  size_t header_count;
+  int has_content_length;
+  uint64_t content_length;
+} pp_h2conn_request;
+/* Writes x's env (pp_exchange_env_begin .. _end) from an HTTP/2 or HTTP/3 request: :authority
+ * is Host, :path the request-target, the fields as they came; scratch holds the field list. */
+void pp_h2conn_env(pp_exchange *x, pp_buf *scratch, const char *protocol, const pp_env_conninfo *ci,
+                   const pp_h2conn_request *rq);
 /* The response pairs of a RESPONSE_HEAD as pp_h2_header entries in *out (pointers into the
  * frame), plus Alt-Svc when an HTTP/3 listener is open. Returns the count. Shared by h3conn. */
 size_t pp_h2conn_headers(server *s, const pp_wire_pairs *pairs, pp_buf *out);

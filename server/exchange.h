@@ -18,6 +18,9 @@
  *   pp_exchange_release     the owner is done with it (its response flushed, T6)
  *   pp_exchange_abandon     instead, the client went away: it leaves the queue, or its
  *                           worker gets CANCEL; dispatch frees it when the worker answers
+ *   ops->hijack             instead, the worker asked for the client's socket (HIJACK): the
+ *                           owner hands it over (HIJACKED + SCM_RIGHTS) and lets go of x
+ *                           (owner NULL); the exchange ends at RESPONSE_END as "hijacked"
  *
  * Ownership: the owner holds the exchange from pp_exchange_get until release or abandon;
  * while it is queued or running, dispatch holds a reference too (x->w, the queue link), and
@@ -67,6 +70,11 @@ typedef struct pp_exchange_ops {
   void (*fail)(pp_exchange *x, int status, const char *msg);
   size_t (*flush)(pp_exchange *x); /* returns bytes not yet taken by the client */
   void (*body_writable)(pp_exchange *x);
+  /* The worker sent HIJACK (full hijack, HTTP/1.1 only; NULL where the protocol cannot): the
+   * owner stops reading its client, flushes what it had written, and hands the descriptor
+   * over with pp_wlink_hijacked (at once or once the flush completed), or answers
+   * PP_WIRE_HIJACK_REFUSED. Once handed over, x->owner is NULL. */
+  void (*hijack)(pp_exchange *x);
 } pp_exchange_ops;
 
 struct pp_exchange {
@@ -79,6 +87,9 @@ struct pp_exchange {
   void *owner; /* the session glue's connection or stream; NULL once abandoned */
   wconn *w;    /* while running */
   int streaming, body_done, head_method, cancelled, head_sent;
+  int hijackable;          /* REQUEST carries PP_WIRE_FLAG_HIJACKABLE (h1 without TLS) */
+  int hijack_seen;         /* the worker sent HIJACK (at most once) */
+  int hijack_wait;         /* h1: handing over once the client's pending writes are done */
   int64_t t1, t2, t2b, t3; /* first byte, headers, runnable, dispatched */
   pp_buf head;             /* REQUEST frame up to and including the queue_ns key */
   size_t queue_key_end;

@@ -65,7 +65,13 @@ static void response_complete(client *c) {
   pp_h1conn_process(c);
 }
 
+static void hand_over(client *c);
+
 void pp_h1conn_on_written(client *c) {
+  if (c->req && c->req->hijack_wait) {
+    if (c->writes_in_flight == 0) hand_over(c);
+    return;
+  }
   /* Backpressure: the worker feeding this client may read again. */
   if (c->req && c->write_bytes < PP_CLIENT_WRITE_LOW) pp_exchange_client_drained(c->req);
   if (c->writes_in_flight == 0) {
@@ -116,17 +122,7 @@ static void client_fail(client *c, int status, const char *reason) {
 static void on_client_timer(uv_timer_t *t) {
   client *c = t->data;
   server *s = c->srv;
-  if (c->closing) return;
-  if (c->discarding) {
-    pp_conn_close(c);
-    return;
-  }
-  if (c->writes_in_flight > 0) {
-    LOG(s, "client %s: write timeout", c->remote);
-    s->stats.timeouts++;
-    pp_conn_close(c);
-    return;
-  }
+  if (pp_conn_timer_common(c)) return;
   if (c->req && c->req->state == PP_X_BODY) {
     s->stats.timeouts++;
     client_fail(c, 408, "body read timeout");
@@ -188,18 +184,10 @@ void pp_h1conn_arm_timer(client *c) {
 
 /* Does the value hold `token` as one of its comma-separated elements (case-insensitive)? */
 static int list_has(const uint8_t *v, size_t n, const char *token) {
-  size_t tl = strlen(token), i = 0;
-  while (i < n) {
-    while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-      i++;
-    size_t start = i;
-    while (i < n && v[i] != ',')
-      i++;
-    size_t end = i;
-    while (end > start && (v[end - 1] == ' ' || v[end - 1] == '\t'))
-      end--;
-    if (end - start == tl && !strncasecmp((const char *)v + start, token, tl)) return 1;
-  }
+  size_t pos = 0, len, tl = strlen(token);
+  const uint8_t *e;
+  while (pp_h1_list_next(v, n, &pos, &e, &len))
+    if (len == tl && !strncasecmp((const char *)e, token, tl)) return 1;
   return 0;
 }
 
@@ -258,6 +246,9 @@ static int on_h1_headers(pp_h1 *h) {
   pp_exchange_env_end(r, pairs, h->has_content_length ? (int64_t)h->content_length : -1);
   int has_body = (h->has_content_length && h->content_length > 0) || h->chunked;
   c->h2c_upgrade = !has_body && wants_h2c(c, h);
+  /* Full hijack needs the raw byte stream: not under TLS, and not on a request that may
+   * still become HTTP/2 stream 1. */
+  r->hijackable = !c->tls && !c->h2c_upgrade && c->ls->kind == LISTEN_HTTP;
   if (h->expect_continue && has_body) {
     pp_conn_out(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     pp_conn_flush(c);
@@ -662,4 +653,55 @@ static void x_body_writable(pp_exchange *r) {
   if (!c->closing && !c->in_parse) pp_h1conn_process(c);
 }
 
-static const pp_exchange_ops h1_ops = {x_head, x_body, x_end, x_fail, x_flush, x_body_writable};
+/* ---------------------------------------------------------------- full hijack */
+
+/* HIJACKED is written (or failed): our copy of the descriptor goes; the worker's stays. */
+static void on_handed_over(void *arg, int status) {
+  client *c = arg;
+  if (status < 0) LOG(c->srv, "client %s: hijack: the socket could not be handed over", c->remote);
+  pp_conn_detach(c);
+}
+
+/* Everything written before the hijack is out: the client's descriptor goes to the worker
+ * with the bytes already read past the request. From here the server neither reads nor
+ * writes the connection; the exchange ends at the worker's RESPONSE_END. */
+static void hand_over(client *c) {
+  server *s = c->srv;
+  pp_exchange *r = c->req;
+  r->hijack_wait = 0;
+  c->req = NULL;
+  r->owner = NULL;
+  c->hijacked = 1;
+  c->closing = 1; /* nothing else may touch c: it is only waiting for the frame to go */
+  pp_queue_remove(&s->clients, &c->link);
+  s->stats.hijacked++;
+  uv_read_stop(&c->h.stream);
+  uv_timer_stop(&c->timer);
+  if (pp_wlink_hijacked(r, PP_WIRE_HIJACK_OK, &c->h.stream, c->rbuf + c->rpos, c->rlen - c->rpos,
+                        on_handed_over, c) < 0)
+    pp_conn_detach(c);
+}
+
+static void x_hijack(pp_exchange *r) {
+  client *c = r->owner;
+  /* A body still arriving (a streamed upload) belongs to the parser, not to the app. */
+  if (c->closing || c->tls || !r->msg_complete || c->h2) {
+    pp_wlink_hijacked(r, PP_WIRE_HIJACK_REFUSED, NULL, NULL, 0, NULL, NULL);
+    return;
+  }
+  uv_read_stop(&c->h.stream);
+  c->reading = 0;
+  pp_conn_flush(c);
+  if (c->closing) { /* the flush failed: the client is gone (r was abandoned, still running) */
+    pp_wlink_hijacked(r, PP_WIRE_HIJACK_GONE, NULL, NULL, 0, NULL, NULL);
+    return;
+  }
+  if (c->writes_in_flight == 0) {
+    hand_over(c);
+    return;
+  }
+  r->hijack_wait = 1; /* pp_h1conn_on_written hands over when the writes are done */
+}
+
+static const pp_exchange_ops h1_ops = {x_head,  x_body,          x_end,   x_fail,
+                                       x_flush, x_body_writable, x_hijack};

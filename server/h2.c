@@ -108,8 +108,7 @@ static void stream_free(pp_h2 *h, pp_h2_stream *s) {
 static void detach(pp_h2 *h, pp_h2_stream *s, uint32_t error_code) {
   if (!s->owned) return;
   s->owned = 0;
-  h->release_conn += s->unconsumed + s->consume_pending;
-  s->unconsumed = s->consume_pending = 0;
+  s->unconsumed = s->consume_pending = 0; /* their connection credit went back on receipt */
   if (h->cb->on_close) h->cb->on_close(h, s->id, s->owner_data, error_code);
   s->owner_data = NULL;
 }
@@ -128,7 +127,7 @@ static int flush(pp_h2 *h) {
       if (s->consume_pending) {
         size_t n = (size_t)s->consume_pending;
         s->consume_pending = 0;
-        if (nghttp2_session_consume(h->session, s->id, n) != 0) rv = PP_H2_ELIBRARY;
+        if (nghttp2_session_consume_stream(h->session, s->id, n) != 0) rv = PP_H2_ELIBRARY;
       }
       if (s->resume) {
         s->resume = 0;
@@ -441,6 +440,11 @@ static int on_data_chunk_recv(nghttp2_session *session, uint8_t flags, int32_t s
     return 0;
   }
   s->unconsumed += len;
+  /* The connection window is given back at once and only the stream's waits for the owner:
+   * otherwise streams whose worker has not taken their bytes yet (queued uploads) would hold
+   * the whole connection window and stall the running streams' bodies behind them. What the
+   * owner holds is bounded by the stream window per stream. */
+  h->release_conn += len;
   if (h->cb->on_body && h->cb->on_body(h, stream_id, s->owner_data, data, len) != 0)
     nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_INTERNAL_ERROR);
   return 0;
@@ -451,7 +455,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
   pp_h2 *h = of(user_data);
   pp_h2_stream *s = nghttp2_session_get_stream_user_data(session, stream_id);
   if (!s) return 0;
-  detach(h, s, error_code); /* returns its unconsumed bytes to the connection window */
+  detach(h, s, error_code);
   nghttp2_session_set_stream_user_data(session, stream_id, NULL);
   stream_free(h, s);
   return 0;

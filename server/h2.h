@@ -8,9 +8,11 @@
  *
  * The workload assumed: up to max_concurrent_streams requests at a time per connection, each
  * answered by a Ruby worker that may be slow. Request bodies are flow-controlled by the owner:
- * no WINDOW_UPDATE leaves before pp_h2_consume() says the worker (or a bounded buffer in front of
- * it) took the bytes, so a slow app back-pressures the client and the unconsumed request body of
- * one connection never exceeds limits.conn_window. Response bytes are copied into a per-stream
+ * no stream WINDOW_UPDATE leaves before pp_h2_consume() says the worker (or a bounded buffer in
+ * front of it) took the bytes, so a slow app back-pressures the client, and the unconsumed
+ * request body of one stream never exceeds limits.stream_window. The connection window is given
+ * back as bytes arrive, so streams whose owner has not taken their bytes yet (queued uploads)
+ * never stall the bodies of the other streams. Response bytes are copied into a per-stream
  * buffer (pp_buf, kept across requests on a free list of stream records, so the steady state
  * does not allocate per request) and framed only as fast as the output is drained and the
  * client's windows allow; pp_h2_stream_pending() tells the owner when to stop reading its worker.
@@ -69,9 +71,9 @@ typedef struct pp_h2_limits {
   uint32_t stream_window;  /* SETTINGS_INITIAL_WINDOW_SIZE we advertise: request-body bytes one
                               stream may have unconsumed. Default 256 KiB, enough for an upload
                               to stream at ~20 MB/s over a 10 ms RTT while bounding memory. */
-  uint32_t conn_window;    /* connection receive window: unconsumed request-body bytes of all
-                              streams together. Default 1 MiB (the body size the exchange
-                              buffers before a request is runnable). At least 65535. */
+  uint32_t conn_window;    /* connection receive window (bytes in flight from the client over
+                              all streams; credit returns on receipt). Default 1 MiB. At least
+                              65535. */
   uint32_t reset_burst;    /* RST_STREAM token bucket (rapid reset): burst, default 1000 ... */
   uint32_t reset_rate;     /* ... and tokens per second, default 33; empty bucket -> GOAWAY.
                               More than reset_burst RST_STREAM between two pp_h2_output calls

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "server/fields.h"
 #include "server/h2_int.h"
 
 /* ---- the data source: the stream's response buffer ---- */
@@ -33,33 +34,17 @@ ssize_t pp_h2__read_response(nghttp2_session *session, int32_t stream_id, uint8_
 
 /* ---- responses ---- */
 
-static int is_tchar(uint8_t c) {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
-static int dropped_name(const uint8_t *n, size_t len) {
-  static const char *const names[] = {"connection",    "keep-alive", "transfer-encoding",
-                                      "upgrade",       "te",         "proxy-connection",
-                                      "http2-settings"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (strlen(names[i]) == len && memcmp(names[i], n, len) == 0) return 1;
-  return 0;
-}
-
 /* Appends one field to h->scratch / h->nvbuf (offsets now, pointers once scratch is final). */
 static void add_field(pp_h2 *h, size_t name_off, size_t name_len, const uint8_t *v, size_t vlen) {
-  /* RFC 9113 §8.2.1: no leading or trailing whitespace; CR is dropped anywhere. */
-  while (vlen && (v[0] == ' ' || v[0] == '\t'))
-    v++, vlen--;
-  while (vlen && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t' || v[vlen - 1] == '\r'))
-    vlen--;
-  size_t value_off = h->scratch.len;
-  for (size_t i = 0; i < vlen; i++)
-    if (v[i] != '\r' && v[i] != '\0') pp_buf_append(&h->scratch, &v[i], 1);
+  size_t value_off = pp_fields_value(&h->scratch, v, vlen);
   nghttp2_nv nv = {(uint8_t *)(uintptr_t)name_off, (uint8_t *)(uintptr_t)value_off, name_len,
                    h->scratch.len - value_off, NGHTTP2_NV_FLAG_NONE};
   pp_buf_append(&h->nvbuf, &nv, sizeof nv);
+}
+
+static void add_field_cb(void *data, size_t name_off, size_t name_len, const uint8_t *v,
+                         size_t vlen) {
+  add_field(data, name_off, name_len, v, vlen);
 }
 
 int pp_h2_respond(pp_h2 *h, int32_t stream_id, int status, const pp_h2_header *pairs, size_t n,
@@ -72,32 +57,7 @@ int pp_h2_respond(pp_h2 *h, int32_t stream_id, int status, const pp_h2_header *p
   snprintf(status_text, sizeof status_text, "%03d", status);
   pp_buf_append(&h->scratch, ":status", 7);
   add_field(h, 0, 7, (const uint8_t *)status_text, 3);
-  for (size_t i = 0; i < n; i++) {
-    const pp_h2_header *p = &pairs[i];
-    size_t name_off = h->scratch.len;
-    int ok = p->name_len > 0;
-    for (size_t k = 0; k < p->name_len && ok; k++) {
-      uint8_t c = p->name[k];
-      if (c >= 'A' && c <= 'Z') c = (uint8_t)(c - 'A' + 'a');
-      if (!is_tchar(c)) ok = 0;
-      pp_buf_append(&h->scratch, &c, 1);
-    }
-    if (!ok || dropped_name(h->scratch.data + name_off, p->name_len)) {
-      h->scratch.len = name_off;
-      continue;
-    }
-    /* "\n" joins several values (Rack); a trailing "\n" adds no empty field. */
-    const uint8_t *v = p->value;
-    size_t left = p->value_len;
-    do {
-      const uint8_t *nl = left ? memchr(v, '\n', left) : NULL;
-      size_t part = nl ? (size_t)(nl - v) : left;
-      add_field(h, name_off, p->name_len, v, part);
-      if (!nl) break;
-      v += part + 1;
-      left -= part + 1;
-    } while (left > 0);
-  }
+  pp_fields_from_pairs(&h->scratch, pairs, n, add_field_cb, h);
   nghttp2_nv *nva = (nghttp2_nv *)h->nvbuf.data;
   size_t nvlen = h->nvbuf.len / sizeof(nghttp2_nv);
   for (size_t i = 0; i < nvlen; i++) {
@@ -180,7 +140,7 @@ void pp_h2_consume(pp_h2 *h, int32_t stream_id, size_t n) {
     pp_h2__owe_work(h);
     return;
   }
-  nghttp2_session_consume(h->session, stream_id, n);
+  nghttp2_session_consume_stream(h->session, stream_id, n);
 }
 
 void pp_h2_reset(pp_h2 *h, int32_t stream_id, uint32_t error_code) {

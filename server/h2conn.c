@@ -40,25 +40,12 @@ static void release_body(client *c, pp_exchange *x) {
 
 /* ---------------------------------------------------------------- session callbacks */
 
-static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
-  client *c = h->data;
-  server *s = c->srv;
-  s->stats.requests++;
-  int refuse = pp_exchange_admit(s);
-  if (refuse) return refuse; /* answered by the session, counted as shed */
-  pp_exchange *x = pp_exchange_get(s, &h2_ops, c);
-  x->t1 = x->t2 = pp_now_ns();
-  x->keep_alive = 1;
-  x->head_method = rq->method_len == 4 && !memcmp(rq->method, "HEAD", 4);
-  x->stream_id = rq->stream_id;
-  x->id = ++s->next_request_id;
-  x->state = PP_X_BODY;
-
+void pp_h2conn_env(pp_exchange *x, pp_buf *scratch, const char *protocol, const pp_env_conninfo *ci,
+                   const pp_h2conn_request *rq) {
   /* The fields as env.c wants them: :authority first as Host (it wins over a host field,
    * RFC 9113 section 8.3.1), then the regular fields. */
-  size_t max = rq->header_count + 1;
-  pp_buf_reserve(&c->h2hdrs, max * sizeof(pp_env_field));
-  pp_env_field *fields = (pp_env_field *)c->h2hdrs.data;
+  pp_buf_reserve(scratch, (rq->header_count + 1) * sizeof(pp_env_field));
+  pp_env_field *fields = (pp_env_field *)scratch->data;
   uint32_t n = 0;
   int host_index = -1, ctype_index = -1;
   if (rq->authority) {
@@ -76,15 +63,11 @@ static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
       ctype_index = (int)n;
     n++;
   }
-  char port[8];
-  snprintf(port, sizeof port, "%d", c->ls->addr.port);
-  pp_env_conninfo ci = {c->remote, c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
-                        c->ls->addr.is_unix ? "80" : port, c->tls ? "https" : "http"};
   pp_env_request er = {(const char *)rq->method,
                        rq->method_len,
                        (const char *)rq->path,
                        rq->path_len,
-                       "HTTP/2",
+                       protocol,
                        fields,
                        n,
                        host_index,
@@ -92,8 +75,32 @@ static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
                        rq->has_content_length,
                        rq->content_length};
   pp_exchange_env_begin(x);
-  uint32_t pairs = pp_env_build(&er, &ci, x->id, &x->head);
+  uint32_t pairs = pp_env_build(&er, ci, x->id, &x->head);
   pp_exchange_env_end(x, pairs, rq->has_content_length ? (int64_t)rq->content_length : -1);
+}
+
+static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
+  client *c = h->data;
+  server *s = c->srv;
+  s->stats.requests++;
+  int refuse = pp_exchange_admit(s);
+  if (refuse) return refuse; /* answered by the session, counted as shed */
+  pp_exchange *x = pp_exchange_get(s, &h2_ops, c);
+  x->t1 = x->t2 = pp_now_ns();
+  x->keep_alive = 1;
+  x->head_method = rq->method_len == 4 && !memcmp(rq->method, "HEAD", 4);
+  x->stream_id = rq->stream_id;
+  x->id = ++s->next_request_id;
+  x->state = PP_X_BODY;
+
+  char port[8];
+  snprintf(port, sizeof port, "%d", c->ls->addr.port);
+  pp_env_conninfo ci = {c->remote, c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
+                        c->ls->addr.is_unix ? "80" : port, c->tls ? "https" : "http"};
+  pp_h2conn_env(x, &c->h2hdrs, "HTTP/2", &ci,
+                &(pp_h2conn_request){rq->method, rq->method_len, rq->path, rq->path_len,
+                                     rq->authority, rq->authority_len, rq->headers,
+                                     rq->header_count, rq->has_content_length, rq->content_length});
   pp_queue_push(&c->streams, &x->olink);
   *stream_data = x;
   if (rq->end_stream) pp_exchange_body_done(x);
@@ -225,18 +232,7 @@ void pp_h2conn_on_written(client *c) {
 
 static void on_h2_timer(uv_timer_t *t) {
   client *c = t->data;
-  server *s = c->srv;
-  if (c->closing) return;
-  if (c->discarding) {
-    pp_conn_close(c);
-    return;
-  }
-  if (c->writes_in_flight > 0) {
-    LOG(s, "client %s: write timeout (HTTP/2)", c->remote);
-    s->stats.timeouts++;
-    pp_conn_close(c);
-    return;
-  }
+  if (pp_conn_timer_common(c)) return;
   /* idle: no stream for the keep-alive timeout */
   pp_h2_goaway(c->h2);
   c->close_after_write = 1;
@@ -424,4 +420,5 @@ static void x_body_writable(pp_exchange *x) {
   h2_pump(c);
 }
 
-static const pp_exchange_ops h2_ops = {x_head, x_body, x_end, x_fail, x_flush, x_body_writable};
+static const pp_exchange_ops h2_ops = {x_head,  x_body,          x_end, x_fail,
+                                       x_flush, x_body_writable, NULL};

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "server/fields.h"
 #include "server/h3_int.h"
 
 struct hdr_span {
@@ -462,34 +463,19 @@ void pp_h3__stream_peer_abort(pp_h3_conn *c, int64_t stream_id, uint64_t code) {
 
 /* ---- responses ---- */
 
-static int is_tchar(uint8_t c) {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
-static int dropped_name(const uint8_t *n, size_t len) {
-  static const char *const names[] = {"connection",    "keep-alive",       "transfer-encoding",
-                                      "upgrade",       "proxy-connection", "te",
-                                      "http2-settings"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (strlen(names[i]) == len && memcmp(names[i], n, len) == 0) return 1;
-  return 0;
-}
-
 /* Appends one field (offsets now, pointers once scratch is final). */
 static void add_field(pp_h3_server *srv, size_t name_off, size_t name_len, const uint8_t *v,
                       size_t vlen) {
-  while (vlen && (v[0] == ' ' || v[0] == '\t'))
-    v++, vlen--;
-  while (vlen && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t' || v[vlen - 1] == '\r'))
-    vlen--;
-  size_t value_off = srv->scratch.len;
-  for (size_t i = 0; i < vlen; i++)
-    if (v[i] != '\r' && v[i] != '\0') pp_buf_append(&srv->scratch, &v[i], 1);
+  size_t value_off = pp_fields_value(&srv->scratch, v, vlen);
   nghttp3_nv nv;
   make_nv(&nv, (const uint8_t *)(uintptr_t)name_off, name_len,
           (const uint8_t *)(uintptr_t)value_off, srv->scratch.len - value_off);
   pp_buf_append(&srv->nvbuf, &nv, sizeof nv);
+}
+
+static void add_field_cb(void *data, size_t name_off, size_t name_len, const uint8_t *v,
+                         size_t vlen) {
+  add_field(data, name_off, name_len, v, vlen);
 }
 
 static void start_fields(pp_h3_server *srv, int status) {
@@ -548,31 +534,7 @@ int pp_h3_respond(pp_h3_conn *c, int64_t stream_id, int status, const pp_h2_head
   if (status < 100 || status > 599 || status == 101) return PP_H3_EINVAL;
   pp_h3_server *srv = c->srv;
   start_fields(srv, status);
-  for (size_t i = 0; i < n; i++) {
-    const pp_h2_header *p = &pairs[i];
-    size_t name_off = srv->scratch.len;
-    int ok = p->name_len > 0;
-    for (size_t k = 0; k < p->name_len && ok; k++) {
-      uint8_t ch = p->name[k];
-      if (ch >= 'A' && ch <= 'Z') ch = (uint8_t)(ch - 'A' + 'a');
-      if (!is_tchar(ch)) ok = 0;
-      pp_buf_append(&srv->scratch, &ch, 1);
-    }
-    if (!ok || dropped_name(srv->scratch.data + name_off, p->name_len)) {
-      srv->scratch.len = name_off;
-      continue;
-    }
-    const uint8_t *v = p->value;
-    size_t left = p->value_len;
-    do {
-      const uint8_t *nl = left ? memchr(v, '\n', left) : NULL;
-      size_t part = nl ? (size_t)(nl - v) : left;
-      add_field(srv, name_off, p->name_len, v, part);
-      if (!nl) break;
-      v += part + 1;
-      left -= part + 1;
-    } while (left > 0);
-  }
+  pp_fields_from_pairs(&srv->scratch, pairs, n, add_field_cb, srv);
   if (status < 200) {
     size_t nvlen;
     nghttp3_nv *nva = finish_fields(srv, &nvlen);

@@ -306,43 +306,13 @@ static int on_request(pp_h3_conn *conn, const pp_h3_request *rq, void **stream_d
   x->stream_id = rq->stream_id;
   x->id = ++s->next_request_id;
   x->state = PP_X_BODY;
-  /* :authority first as Host, then the regular fields (as h2conn.c does). */
-  pp_buf_reserve(&hc->hdrs, (rq->header_count + 1) * sizeof(pp_env_field));
-  pp_env_field *fields = (pp_env_field *)hc->hdrs.data;
-  uint32_t n = 0;
-  int host_index = -1, ctype_index = -1;
-  if (rq->authority) {
-    fields[n] = (pp_env_field){"host", 4, (const char *)rq->authority, rq->authority_len};
-    host_index = (int)n++;
-  }
-  for (size_t i = 0; i < rq->header_count && n < PP_ENV_MAX_FIELDS; i++) {
-    const pp_h2_header *f = &rq->headers[i];
-    int is_host = f->name_len == 4 && !memcmp(f->name, "host", 4);
-    if (is_host && rq->authority) continue;
-    fields[n] =
-        (pp_env_field){(const char *)f->name, f->name_len, (const char *)f->value, f->value_len};
-    if (is_host && host_index < 0) host_index = (int)n;
-    if (f->name_len == 12 && !memcmp(f->name, "content-type", 12) && ctype_index < 0)
-      ctype_index = (int)n;
-    n++;
-  }
   char port[8];
   snprintf(port, sizeof port, "%d", hc->l->addr.port);
   pp_env_conninfo ci = {hc->remote, hc->l->addr.host, port, "https"};
-  pp_env_request er = {(const char *)rq->method,
-                       rq->method_len,
-                       (const char *)rq->path,
-                       rq->path_len,
-                       "HTTP/3",
-                       fields,
-                       n,
-                       host_index,
-                       ctype_index,
-                       rq->has_content_length,
-                       rq->content_length};
-  pp_exchange_env_begin(x);
-  uint32_t pairs = pp_env_build(&er, &ci, x->id, &x->head);
-  pp_exchange_env_end(x, pairs, rq->has_content_length ? (int64_t)rq->content_length : -1);
+  pp_h2conn_env(x, &hc->hdrs, "HTTP/3", &ci,
+                &(pp_h2conn_request){rq->method, rq->method_len, rq->path, rq->path_len,
+                                     rq->authority, rq->authority_len, rq->headers,
+                                     rq->header_count, rq->has_content_length, rq->content_length});
   pp_queue_push(&hc->streams, &x->olink);
   *stream_data = x;
   if (rq->end_stream) pp_exchange_body_done(x);
@@ -500,7 +470,8 @@ static void x_body_writable(pp_exchange *x) {
   drain_out(hc->l);
 }
 
-static const pp_exchange_ops h3_ops = {x_head, x_body, x_end, x_fail, x_flush, x_body_writable};
+static const pp_exchange_ops h3_ops = {x_head,  x_body,          x_end, x_fail,
+                                       x_flush, x_body_writable, NULL};
 
 /* ---------------------------------------------------------------- listeners */
 

@@ -156,18 +156,11 @@ static void trimmed(const pp_h1 *h, uint32_t i, const char **s, size_t *n) {
 static void te_line(pp_h1 *h, const char *v, size_t n) {
   int named = 0;
   h->te_lines++;
-  for (size_t i = 0; i < n;) {
-    while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-      i++;
-    size_t start = i;
-    while (i < n && v[i] != ',')
-      i++;
-    size_t end = i;
-    while (end > start && (v[end - 1] == ' ' || v[end - 1] == '\t'))
-      end--;
-    if (end == start) continue;
+  size_t pos = 0, len;
+  const uint8_t *e;
+  while (pp_h1_list_next((const uint8_t *)v, n, &pos, &e, &len)) {
     named = 1;
-    if (end - start == 7 && strncasecmp(v + start, "chunked", 7) == 0) {
+    if (len == 7 && strncasecmp((const char *)e, "chunked", 7) == 0) {
       h->te_chunked++;
       h->te_last_chunked = 1;
     } else {

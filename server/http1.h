@@ -159,6 +159,12 @@ int pp_h1_app_status_ok(int status);
  * non-empty one of at most 65535. */
 int pp_h1_host_ok(const uint8_t *s, size_t n);
 
+/* The next element of a comma-separated field value (RFC 9110 section 5.6.1: empty elements and
+ * the whitespace around each are skipped). Start with *pos = 0; returns 1 with the element, or
+ * 0 at the end. */
+int pp_h1_list_next(const uint8_t *v, size_t n, size_t *pos, const uint8_t **elem,
+                    size_t *elem_len);
+
 /* The reason phrase for a status ("OK", "Not Found", ...); "Unknown" if none. */
 const char *pp_h1_reason_phrase(int status);
 

@@ -398,3 +398,28 @@ const char *pp_h1_reason_phrase(int status) {
   default: return "Unknown";
   }
 }
+
+int pp_h1_list_next(const uint8_t *v, size_t n, size_t *pos, const uint8_t **elem,
+                    size_t *elem_len) {
+  size_t i = *pos;
+  for (;;) {
+    while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+      i++;
+    if (i >= n) {
+      *pos = i;
+      return 0;
+    }
+    size_t start = i;
+    while (i < n && v[i] != ',')
+      i++;
+    size_t end = i;
+    while (end > start && (v[end - 1] == ' ' || v[end - 1] == '\t'))
+      end--;
+    if (end > start) {
+      *pos = i;
+      *elem = v + start;
+      *elem_len = end - start;
+      return 1;
+    }
+  }
+}

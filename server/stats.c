@@ -126,6 +126,7 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
   json_object_set_new(q, "shed", json_integer((json_int_t)st->shed));
   json_object_set_new(q, "cancelled_queued", json_integer((json_int_t)st->cancelled_queued));
   json_object_set_new(q, "cancelled_running", json_integer((json_int_t)st->cancelled_running));
+  json_object_set_new(q, "hijacked", json_integer((json_int_t)st->hijacked));
   json_object_set_new(q, "gvl_wait_mean_ms",
                       st->gvl_count ? json_real(ms((uint64_t)st->gvl_sum_ns / st->gvl_count))
                                     : json_null());
@@ -326,6 +327,9 @@ void pp_stats_metrics(server *s, pp_buf *out) {
                "puma_plus_cancelled_total counter\n");
   appendf(out, "puma_plus_cancelled_total{where=\"queued\"} %" PRIu64 "\n", st->cancelled_queued);
   appendf(out, "puma_plus_cancelled_total{where=\"running\"} %" PRIu64 "\n", st->cancelled_running);
+  appendf(out, "# HELP puma_plus_hijacked_total Requests whose client socket the app took "
+               "(full hijack).\n# TYPE puma_plus_hijacked_total counter\n");
+  appendf(out, "puma_plus_hijacked_total %" PRIu64 "\n", st->hijacked);
   prom_counter(out, "puma_plus_bad_gateway_total",
                "Requests answered 502 because their worker died.", st->errors_502);
   prom_counter(out, "puma_plus_timeouts_total", "Client connections closed by a timeout.",

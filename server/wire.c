@@ -17,9 +17,11 @@ static const struct {
     {PP_WIRE_BODY, "BODY"},
     {PP_WIRE_BODY_END, "BODY_END"},
     {PP_WIRE_CANCEL, "CANCEL"},
+    {PP_WIRE_HIJACKED, "HIJACKED"},
     {PP_WIRE_RESPONSE_HEAD, "RESPONSE_HEAD"},
     {PP_WIRE_RESPONSE_BODY, "RESPONSE_BODY"},
     {PP_WIRE_RESPONSE_END, "RESPONSE_END"},
+    {PP_WIRE_HIJACK, "HIJACK"},
     {PP_WIRE_SPAWN, "SPAWN"},
     {PP_WIRE_RETIRE, "RETIRE"},
     {PP_WIRE_STOP, "STOP"},
@@ -171,7 +173,13 @@ ssize_t pp_wire_decode(pp_wire_decoder *d, const uint8_t *buf, size_t len, pp_wi
     if (!c.bad) get_rest(&c, &out->data, &out->data_len);
     break;
   case PP_WIRE_BODY_END:
-  case PP_WIRE_CANCEL: out->request_id = get64(&c); break;
+  case PP_WIRE_CANCEL:
+  case PP_WIRE_HIJACK: out->request_id = get64(&c); break;
+  case PP_WIRE_HIJACKED:
+    out->request_id = get64(&c);
+    out->result = get8(&c);
+    if (!c.bad) get_rest(&c, &out->data, &out->data_len);
+    break;
   case PP_WIRE_RESPONSE_HEAD:
     out->request_id = get64(&c);
     out->status = get16(&c);
@@ -216,7 +224,9 @@ static ssize_t payload_size(const pp_wire_frame *f) {
   case PP_WIRE_BODY:
   case PP_WIRE_RESPONSE_BODY: return 8 + (ssize_t)f->data_len;
   case PP_WIRE_BODY_END:
-  case PP_WIRE_CANCEL: return 8;
+  case PP_WIRE_CANCEL:
+  case PP_WIRE_HIJACK: return 8;
+  case PP_WIRE_HIJACKED: return 9 + (ssize_t)f->data_len;
   case PP_WIRE_RESPONSE_HEAD: return 10 + 4 + (ssize_t)f->pairs.len;
   case PP_WIRE_RESPONSE_END: return 48;
   case PP_WIRE_SPAWN:
@@ -284,7 +294,13 @@ ssize_t pp_wire_encode(const pp_wire_frame *f, uint8_t *buf, size_t cap) {
     p = put_raw(p, f->data, f->data_len);
     break;
   case PP_WIRE_BODY_END:
-  case PP_WIRE_CANCEL: p = put64(p, f->request_id); break;
+  case PP_WIRE_CANCEL:
+  case PP_WIRE_HIJACK: p = put64(p, f->request_id); break;
+  case PP_WIRE_HIJACKED:
+    p = put64(p, f->request_id);
+    *p++ = f->result;
+    p = put_raw(p, f->data, f->data_len);
+    break;
   case PP_WIRE_RESPONSE_HEAD:
     p = put64(p, f->request_id);
     p = put16(p, f->status);

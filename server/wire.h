@@ -23,6 +23,7 @@
 #define PP_WIRE_MAX_BODY_CHUNK 65536u   /* most body bytes the server puts in one BODY frame */
 
 #define PP_WIRE_FLAG_BODY_STREAMS 0x01u /* REQUEST flags bit 0 */
+#define PP_WIRE_FLAG_HIJACKABLE   0x02u /* REQUEST flags bit 1: HIJACK may be sent */
 #define PP_WIRE_CAP_GVL           0x01u /* HELLO capabilities bit 0 */
 #define PP_WIRE_CAP_CPU           0x02u /* HELLO capabilities bit 1 */
 
@@ -32,9 +33,11 @@ typedef enum pp_wire_type {
   PP_WIRE_BODY = 0x11,
   PP_WIRE_BODY_END = 0x12,
   PP_WIRE_CANCEL = 0x13,
+  PP_WIRE_HIJACKED = 0x15, /* 0x14 stays unassigned */
   PP_WIRE_RESPONSE_HEAD = 0x20,
   PP_WIRE_RESPONSE_BODY = 0x21,
   PP_WIRE_RESPONSE_END = 0x22,
+  PP_WIRE_HIJACK = 0x23,
   PP_WIRE_SPAWN = 0x30,
   PP_WIRE_RETIRE = 0x31,
   PP_WIRE_STOP = 0x32,
@@ -42,6 +45,14 @@ typedef enum pp_wire_type {
   PP_WIRE_FORKED = 0x34,
   PP_WIRE_EXITED = 0x35,
 } pp_wire_type;
+
+/* HIJACKED results: 0 the client's descriptor rides on the frame (SCM_RIGHTS); otherwise no
+ * descriptor was sent. */
+typedef enum pp_wire_hijack_result {
+  PP_WIRE_HIJACK_OK = 0,      /* the descriptor is attached */
+  PP_WIRE_HIJACK_GONE = 1,    /* the client went away first */
+  PP_WIRE_HIJACK_REFUSED = 2, /* the request cannot be hijacked now (body still arriving) */
+} pp_wire_hijack_result;
 
 /* Return codes. PP_WIRE_NEED_MORE is not an error: feed more bytes and call again. */
 typedef enum pp_wire_err {
@@ -81,8 +92,8 @@ int pp_wire_pairs_next(pp_wire_pairs_iter *it, const uint8_t **key, uint32_t *ke
                        const uint8_t **value, uint32_t *value_len);
 
 /* One decoded frame. Only the fields of `type` are meaningful; the others are zero.
- * `pairs` is env (REQUEST) or headers (RESPONSE_HEAD); `data` is body (REQUEST) or chunk
- * (BODY, RESPONSE_BODY). */
+ * `pairs` is env (REQUEST) or headers (RESPONSE_HEAD); `data` is body (REQUEST), chunk
+ * (BODY, RESPONSE_BODY) or buffered (HIJACKED). */
 typedef struct pp_wire_frame {
   uint8_t type;
   uint32_t length; /* payload length */
@@ -92,7 +103,7 @@ typedef struct pp_wire_frame {
   uint32_t worker_index; /* HELLO, FORKED */
   uint32_t thread_index;
   uint32_t capabilities;
-  /* REQUEST, BODY, BODY_END, CANCEL, RESPONSE_* */
+  /* REQUEST, BODY, BODY_END, CANCEL, HIJACKED, RESPONSE_*, HIJACK */
   uint64_t request_id;
   uint64_t t2b_ns, t3_ns;
   uint8_t flags;
@@ -101,6 +112,8 @@ typedef struct pp_wire_frame {
   size_t data_len;
   /* RESPONSE_HEAD */
   uint16_t status;
+  /* HIJACKED: a pp_wire_hijack_result */
+  uint8_t result;
   /* RESPONSE_END */
   uint64_t t4_ns, t5_ns, body_read_ns;
   int64_t gvl_wait_ns, cpu_ns;

@@ -94,6 +94,69 @@ size_t pp_wlink_write_queue(wconn *w) {
   return uv_stream_get_write_queue_size((uv_stream_t *)&w->pipe);
 }
 
+/* One HIJACKED frame on its way (rare: one per hijack, so it is malloc'ed). */
+typedef struct hijack_write {
+  uv_write_t wr;
+  void (*sent)(void *arg, int status);
+  void *arg;
+  uint8_t frame[];
+} hijack_write;
+
+static void on_hijacked_written(uv_write_t *wr, int status) {
+  hijack_write *hw = PP_CONTAINER_OF(wr, hijack_write, wr);
+  if (hw->sent) hw->sent(hw->arg, status);
+  free(hw);
+}
+
+int pp_wlink_hijacked(pp_exchange *x, int result, uv_stream_t *client, const uint8_t *buffered,
+                      size_t len, void (*sent)(void *arg, int status), void *arg) {
+  wconn *w = x->w;
+  if (!w || w->closing) return UV_ECANCELED;
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_HIJACKED;
+  f.request_id = x->id;
+  f.result = (uint8_t)result;
+  f.data = buffered;
+  f.data_len = len;
+  ssize_t size = pp_wire_encoded_size(&f);
+  if (size < 0) return UV_EINVAL;
+  hijack_write *hw = pp_xmalloc(sizeof *hw + (size_t)size);
+  hw->sent = sent;
+  hw->arg = arg;
+  pp_wire_encode(&f, hw->frame, (size_t)size);
+  uv_buf_t b = uv_buf_init((char *)hw->frame, (unsigned)size);
+  /* uv_write2 queues behind any frame still unwritten and sends the descriptor with the
+   * frame's first bytes (the worker pipe is an IPC pipe for this reason). */
+  int rc = client && result == PP_WIRE_HIJACK_OK
+               ? uv_write2(&hw->wr, (uv_stream_t *)&w->pipe, &b, 1, client, on_hijacked_written)
+               : uv_write(&hw->wr, (uv_stream_t *)&w->pipe, &b, 1, on_hijacked_written);
+  if (rc < 0) {
+    free(hw);
+    LOG(w->srv, "worker connection (pid %u): HIJACKED not sent: %s", w->pid, uv_strerror(rc));
+    pp_wlink_close(w, "write failed");
+    return rc;
+  }
+  return 0;
+}
+
+/* HIJACK: allowed once, while the request runs, on a REQUEST flagged hijackable, before any
+ * RESPONSE_HEAD. A client already gone is answered at once (GONE); else the owner decides. */
+static int on_hijack(wconn *w, pp_exchange *r) {
+  if (!r->hijackable || r->head_sent || r->hijack_seen) {
+    pp_wlink_close(w, r->hijackable ? "HIJACK after RESPONSE_HEAD or a second HIJACK"
+                                    : "HIJACK on a request that was not hijackable");
+    return -1;
+  }
+  r->hijack_seen = 1;
+  if (!r->owner || r->cancelled || !r->ops->hijack) {
+    int result = r->ops->hijack ? PP_WIRE_HIJACK_GONE : PP_WIRE_HIJACK_REFUSED;
+    return pp_wlink_hijacked(r, result, NULL, NULL, 0, NULL, NULL) < 0 ? -1 : 0;
+  }
+  r->ops->hijack(r);
+  return w->closing ? -1 : 0;
+}
+
 void pp_wlink_assign(wconn *w, pp_exchange *x) {
   w->req = x;
 }
@@ -161,6 +224,7 @@ static int wconn_frame(wconn *w, const pp_wire_frame *f) {
   case PP_WIRE_RESPONSE_HEAD:
   case PP_WIRE_RESPONSE_BODY:
   case PP_WIRE_RESPONSE_END:
+  case PP_WIRE_HIJACK:
     if (!r || r->id != f->request_id) {
       pp_wlink_close(w, "response for a request that is not running on this connection");
       return -1;
@@ -173,6 +237,7 @@ static int wconn_frame(wconn *w, const pp_wire_frame *f) {
     return -1;
   }
   }
+  if (f->type == PP_WIRE_HIJACK) return on_hijack(w, r);
   int live = r->owner && !r->cancelled;
   if (f->type == PP_WIRE_RESPONSE_HEAD) {
     if (r->head_sent) {
@@ -249,7 +314,7 @@ static void on_worker_connection(uv_stream_t *ls, int status) {
   w->srv = s;
   pp_wire_decoder_init(&w->dec);
   pp_buf_init(&w->rbuf);
-  uv_pipe_init(s->loop, &w->pipe, 0);
+  uv_pipe_init(s->loop, &w->pipe, 1); /* IPC: full hijack sends descriptors (uv_write2) */
   w->pipe.data = w;
   if (uv_accept(ls, (uv_stream_t *)&w->pipe) < 0) {
     uv_close((uv_handle_t *)&w->pipe, on_wconn_closed);

@@ -37,6 +37,14 @@ int pp_wlink_send(wconn *w, wchunk *k);
 int pp_wlink_writev(wconn *w, uv_write_t *req, uv_buf_t *bufs, unsigned n, uv_write_cb cb);
 /* Bytes queued on w's socket and not yet written (streamed uploads stop above a mark). */
 size_t pp_wlink_write_queue(wconn *w);
+/* Answers x's HIJACK with HIJACKED(result) on its worker connection. With result
+ * PP_WIRE_HIJACK_OK, `client` is the client stream whose descriptor rides on the frame
+ * (SCM_RIGHTS) and `buffered` the bytes already read from it past the request (copied);
+ * `client` must stay open until `sent(arg, status)` fires, which it does exactly once if
+ * this returns 0 (status < 0: the frame was not sent). 0, or < 0 (nothing sent, sent never
+ * called, the worker connection is closed). */
+int pp_wlink_hijacked(pp_exchange *x, int result, uv_stream_t *client, const uint8_t *buffered,
+                      size_t len, void (*sent)(void *arg, int status), void *arg);
 /* Reads w again if backpressure had paused it. */
 void pp_wlink_resume(wconn *w);
 /* Closes w; an exchange running on it gets worker_lost (or is freed if abandoned). */

@@ -212,6 +212,102 @@ static void test_dead_server_is_errors_not_silence(void) {
   pb_schedule_dispose(&s);
 }
 
+/* ---- request bodies and cancellations (pb_kind_spec), over h1 and h2c ---- */
+
+typedef struct kind_run {
+  pb_result *results;
+  size_t n;
+  pb_gen_counters counters;
+  uint64_t served;
+} kind_run;
+
+/* `n` arrivals at once of one kind on /echo against a fresh null server answering after
+ * `delay_ms`. */
+static void run_kind(kind_run *r, pb_proto proto, uint32_t delay_ms, uint32_t n,
+                     const pb_kind_spec *kind) {
+  memset(r, 0, sizeof *r);
+  pb_schedule s = {0};
+  s.arrivals = calloc(n, sizeof *s.arrivals);
+  s.paths = calloc(1, sizeof *s.paths);
+  CU_ASSERT_FATAL(s.arrivals && s.paths && (s.paths[0] = strdup("/echo")));
+  s.path_count = 1;
+  s.count = n;
+  r->results = calloc(n, sizeof *r->results);
+  r->n = n;
+  CU_ASSERT_FATAL(r->results != NULL);
+  pb_nullsrv_config nc = {.delay_ms = delay_ms, .h2 = proto == PB_PROTO_H2};
+  pb_nullsrv *srv;
+  int port;
+  CU_ASSERT_FATAL(pb_nullsrv_start(&nc, &srv, &port) == 0);
+  pb_gen_config cfg = {.host = "127.0.0.1",
+                       .port = port,
+                       .timeout_ns = 10 * SEC,
+                       .proto = proto,
+                       .h2_connections = 4,
+                       .counters = &r->counters,
+                       .kinds = kind};
+  char err[128];
+  CU_ASSERT_FATAL(pb_gen_run(&cfg, &s, r->results, NULL, err, sizeof err) == 0);
+  r->served = pb_nullsrv_served(srv);
+  pb_nullsrv_stop(srv, NULL, NULL);
+  pb_schedule_dispose(&s);
+}
+
+static size_t count_outcome(const kind_run *r, pb_outcome o) {
+  size_t k = 0;
+  for (size_t i = 0; i < r->n; i++)
+    k += r->results[i].outcome == o;
+  return k;
+}
+
+/* 64 concurrent 4 MiB uploads: every one arrives whole (the server answers only after the
+ * last body byte: llhttp's message end, h2 END_STREAM) and is answered 2xx. The h2 run pushes
+ * 16 streams per connection through nghttp2's flow control. */
+static void uploads_arrive_whole(pb_proto proto) {
+  pb_kind_spec kind = {.body_bytes = 4u << 20};
+  kind_run r;
+  run_kind(&r, proto, 0, 64, &kind);
+  CU_ASSERT_EQUAL(count_outcome(&r, PB_OK), 64);
+  CU_ASSERT_EQUAL(r.served, 64);
+  if (proto == PB_PROTO_H2) CU_ASSERT_EQUAL(r.counters.connections_opened, 4);
+  free(r.results);
+}
+
+static void test_uploads_arrive_whole_h1(void) {
+  uploads_arrive_whole(PB_PROTO_H1);
+}
+static void test_uploads_arrive_whole_h2(void) {
+  uploads_arrive_whole(PB_PROTO_H2);
+}
+
+/* A client that leaves 50 ms after sending, from a server that answers after 500 ms: every
+ * request ends cancelled at 50 ms (+ the 10 ms sweep, + a loaded machine's slack), none is
+ * answered or counted as an error. h1 closes each connection; h2 resets the streams and keeps
+ * its 4 connections. A response that comes before the cancel time wins. */
+static void cancels_leave_on_time(pb_proto proto) {
+  pb_kind_spec kind = {.cancel_after_ns = 50 * MS};
+  kind_run r;
+  run_kind(&r, proto, 500, 20, &kind);
+  CU_ASSERT_EQUAL(count_outcome(&r, PB_CANCELLED), 20);
+  for (size_t i = 0; i < r.n; i++) {
+    uint64_t held = r.results[i].done_ns - r.results[i].sent_ns;
+    CU_ASSERT(held >= 50 * MS && held < 250 * MS);
+  }
+  CU_ASSERT_EQUAL(r.counters.connections_opened, proto == PB_PROTO_H2 ? 4u : 20u);
+  free(r.results);
+  kind.cancel_after_ns = 1 * SEC;
+  run_kind(&r, proto, 10, 20, &kind);
+  CU_ASSERT_EQUAL(count_outcome(&r, PB_OK), 20);
+  free(r.results);
+}
+
+static void test_cancels_leave_on_time_h1(void) {
+  cancels_leave_on_time(PB_PROTO_H1);
+}
+static void test_cancels_leave_on_time_h2(void) {
+  cancels_leave_on_time(PB_PROTO_H2);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite s = CU_add_suite("bench_gen", NULL, NULL);
@@ -224,6 +320,10 @@ int main(void) {
               test_closed_connections_are_replaced_for_waiting_arrivals);
   CU_add_test(s, "timeout from intended start", test_timeout_from_intended_start);
   CU_add_test(s, "dead server is errors", test_dead_server_is_errors_not_silence);
+  CU_add_test(s, "uploads arrive whole (h1)", test_uploads_arrive_whole_h1);
+  CU_add_test(s, "uploads arrive whole (h2c)", test_uploads_arrive_whole_h2);
+  CU_add_test(s, "cancels leave on time (h1)", test_cancels_leave_on_time_h1);
+  CU_add_test(s, "cancels leave on time (h2c)", test_cancels_leave_on_time_h2);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();

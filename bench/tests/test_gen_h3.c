@@ -229,6 +229,86 @@ static void test_dead_udp_port_is_errors(void) {
   pb_schedule_dispose(&s);
 }
 
+/* ---- request bodies and cancellations (pb_kind_spec) over h3 ---- */
+
+typedef struct kind_run {
+  pb_result *results;
+  size_t n;
+  pb_gen_counters counters;
+  uint64_t served;
+} kind_run;
+
+/* `n` arrivals at once of one kind on /echo against a fresh h3 null server answering after
+ * `delay_ms` (from the end of the request stream). */
+static void run_kind(kind_run *r, uint32_t delay_ms, uint32_t n, const pb_kind_spec *kind) {
+  memset(r, 0, sizeof *r);
+  pb_schedule s = {0};
+  s.arrivals = calloc(n, sizeof *s.arrivals);
+  s.paths = calloc(1, sizeof *s.paths);
+  CU_ASSERT_FATAL(s.arrivals && s.paths && (s.paths[0] = strdup("/echo")));
+  s.path_count = 1;
+  s.count = n;
+  r->results = calloc(n, sizeof *r->results);
+  r->n = n;
+  CU_ASSERT_FATAL(r->results != NULL);
+  pb_nullsrv_config nc = {.delay_ms = delay_ms};
+  pb_nullsrv_h3 *srv;
+  int port;
+  CU_ASSERT_FATAL(pb_nullsrv_h3_start(&nc, &srv, &port) == 0);
+  pb_gen_config cfg = {.host = "127.0.0.1",
+                       .port = port,
+                       .timeout_ns = 20 * SEC,
+                       .proto = PB_PROTO_H3,
+                       .h2_connections = 4,
+                       .counters = &r->counters,
+                       .kinds = kind};
+  char err[128];
+  CU_ASSERT_FATAL(pb_gen_run(&cfg, &s, r->results, NULL, err, sizeof err) == 0);
+  r->served = pb_nullsrv_h3_served(srv);
+  pb_nullsrv_h3_stop(srv, NULL, NULL);
+  pb_schedule_dispose(&s);
+}
+
+static size_t count_outcome(const kind_run *r, pb_outcome o) {
+  size_t k = 0;
+  for (size_t i = 0; i < r->n; i++)
+    k += r->results[i].outcome == o;
+  return k;
+}
+
+/* 64 concurrent 4 MiB uploads through the nghttp3 data reader, under QUIC flow control, on the
+ * 4 QUIC connections: every one arrives whole (the server answers only after the request
+ * stream ended, and nghttp3 checks the body against Content-Length) and is answered 2xx. */
+static void test_h3_uploads_arrive_whole(void) {
+  pb_kind_spec kind = {.body_bytes = 4u << 20};
+  kind_run r;
+  run_kind(&r, 0, 64, &kind);
+  CU_ASSERT_EQUAL(count_outcome(&r, PB_OK), 64);
+  CU_ASSERT_EQUAL(r.served, 64);
+  CU_ASSERT_EQUAL(r.counters.connections_opened, 4);
+  free(r.results);
+}
+
+/* A client that leaves 50 ms after sending, from a server that answers after 500 ms: every
+ * request ends cancelled at 50 ms (+ the 10 ms sweep, + slack), none is answered; the streams
+ * are reset and the 4 QUIC connections kept. A response before the cancel time wins. */
+static void test_h3_cancels_leave_on_time(void) {
+  pb_kind_spec kind = {.cancel_after_ns = 50 * MS};
+  kind_run r;
+  run_kind(&r, 500, 20, &kind);
+  CU_ASSERT_EQUAL(count_outcome(&r, PB_CANCELLED), 20);
+  for (size_t i = 0; i < r.n; i++) {
+    uint64_t held = r.results[i].done_ns - r.results[i].sent_ns;
+    CU_ASSERT(held >= 50 * MS && held < 250 * MS);
+  }
+  CU_ASSERT_EQUAL(r.counters.connections_opened, 4);
+  free(r.results);
+  kind.cancel_after_ns = 1 * SEC;
+  run_kind(&r, 10, 20, &kind);
+  CU_ASSERT_EQUAL(count_outcome(&r, PB_OK), 20);
+  free(r.results);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite s = CU_add_suite("bench_gen_h3", NULL, NULL);
@@ -241,6 +321,8 @@ int main(void) {
               test_h3_timeout_from_intended_start_keeps_the_connection);
   CU_add_test(s, "h3 non-2xx never success", test_h3_non_2xx_is_never_success);
   CU_add_test(s, "h3 dead UDP port is errors", test_dead_udp_port_is_errors);
+  CU_add_test(s, "h3 uploads arrive whole", test_h3_uploads_arrive_whole);
+  CU_add_test(s, "h3 cancels leave on time", test_h3_cancels_leave_on_time);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();

@@ -2,6 +2,7 @@
  * databases made before it existed (their rows read 'h1', which is what they measured).
  * Unit test: a temporary SQLite file, no sockets, no clocks. */
 #include <CUnit/Basic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,11 +100,115 @@ static void test_old_database_gets_the_column(void) {
   unlink(db_path);
 }
 
+/* ---- soak tables ---- */
+
+static int64_t query_i64(const char *sql, bool *is_null) {
+  sqlite3 *db;
+  sqlite3_stmt *st;
+  int64_t v = -999;
+  CU_ASSERT_FATAL(sqlite3_open(db_path, &db) == SQLITE_OK);
+  CU_ASSERT_FATAL(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    if (is_null) *is_null = sqlite3_column_type(st, 0) == SQLITE_NULL;
+    v = sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
+static void one_soak(pb_soak_config *c, pb_soak_result *r, pb_soak_cycle *cyc) {
+  pb_soak_defaults(c);
+  c->cycles = 1;
+  snprintf(c->spec.name, sizeof c->spec.name, "soak-t");
+  c->spec.kind = PB_SERVER_PUMAPLUS;
+  memset(r, 0, sizeof *r);
+  memset(cyc, 0, sizeof *cyc);
+  r->ran = r->passed = r->fds_flat = true;
+  r->fds_baseline = 27;
+  r->heap_baseline = -1; /* unknown: stored as NULL, never as -1 */
+  r->n_cycles = 1;
+  r->cycles = cyc;
+  for (int p = 0; p < PB_SOAK_PHASES; p++) {
+    cyc->phase[p].requests = 100 + (uint64_t)p;
+    cyc->phase[p].ok = 100;
+    cyc->phase[p].heap_live_slots = -1;
+    cyc->phase[p].fds_end = 27;
+    cyc->phase[p].server_left_queued = p == PB_SOAK_CANCEL ? 7 : 0;
+    cyc->phase[p].server_shed = -1;
+  }
+  cyc->fds_end = 28;
+  cyc->heap_live_slots = 123;
+}
+
+/* A soak is stored with one row per phase plus the cycle's end row; unknown values are NULL. */
+static void test_soak_is_stored(void) {
+  fresh_db();
+  pb_soak_config c;
+  pb_soak_result r;
+  pb_soak_cycle cyc;
+  one_soak(&c, &r, &cyc);
+  int64_t id = -1;
+  char err[256] = "";
+  CU_ASSERT_EQUAL_FATAL(pb_store_soak(db_path, &c, &r, "-short", &id, err, sizeof err), 0);
+  CU_ASSERT(id > 0);
+  CU_ASSERT_EQUAL(query_i64("SELECT count(*) FROM soak_phases", NULL), 6);
+  CU_ASSERT_EQUAL(query_i64("SELECT requests FROM soak_phases WHERE phase = 'cancel'", NULL), 103);
+  CU_ASSERT_EQUAL(
+      query_i64("SELECT server_left_queued FROM soak_phases WHERE phase = 'cancel'", NULL), 7);
+  CU_ASSERT_EQUAL(query_i64("SELECT fds_end FROM soak_phases WHERE phase = 'end'", NULL), 28);
+  CU_ASSERT_EQUAL(query_i64("SELECT heap_live_slots FROM soak_phases WHERE phase = 'end'", NULL),
+                  123);
+  bool is_null = false;
+  query_i64("SELECT heap_baseline FROM soak_runs", &is_null);
+  CU_ASSERT_TRUE(is_null);
+  query_i64("SELECT server_shed FROM soak_phases WHERE phase = 'steady'", &is_null);
+  CU_ASSERT_TRUE(is_null);
+  CU_ASSERT_EQUAL(query_i64("SELECT passed FROM soak_runs", NULL), 1);
+  unlink(db_path);
+}
+
+/* A database from an older pp-bench (soak tables with fewer columns and a row in them) gets the
+ * new columns, keeps its row, and takes the new soak. */
+static void test_old_soak_tables_get_the_columns(void) {
+  fresh_db();
+  sqlite3 *db;
+  CU_ASSERT_FATAL(sqlite3_open(db_path, &db) == SQLITE_OK);
+  CU_ASSERT_FATAL(
+      sqlite3_exec(db,
+                   "CREATE TABLE soak_runs (soak_id INTEGER PRIMARY KEY, server TEXT);"
+                   "CREATE TABLE soak_phases (soak_id INTEGER NOT NULL, cycle INTEGER NOT NULL,"
+                   " phase TEXT NOT NULL, requests INTEGER, PRIMARY KEY (soak_id, cycle, phase));"
+                   "INSERT INTO soak_runs VALUES (1, 'pumaplus');"
+                   "INSERT INTO soak_phases VALUES (1, 1, 'steady', 42);",
+                   NULL, NULL, NULL) == SQLITE_OK);
+  sqlite3_close(db);
+  pb_soak_config c;
+  pb_soak_result r;
+  pb_soak_cycle cyc;
+  one_soak(&c, &r, &cyc);
+  int64_t id = -1;
+  char err[256] = "";
+  CU_ASSERT_EQUAL_FATAL(pb_store_soak(db_path, &c, &r, NULL, &id, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(id, 2);
+  CU_ASSERT_EQUAL(query_i64("SELECT requests FROM soak_phases WHERE soak_id = 1", NULL), 42);
+  bool is_null = false;
+  query_i64("SELECT server_left_running FROM soak_phases WHERE soak_id = 1", &is_null);
+  CU_ASSERT_TRUE(is_null);
+  CU_ASSERT_EQUAL(
+      query_i64("SELECT server_left_queued FROM soak_phases WHERE soak_id = 2 AND phase = 'cancel'",
+                NULL),
+      7);
+  unlink(db_path);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite s = CU_add_suite("bench_store", NULL, NULL);
   CU_add_test(s, "protocol is stored", test_protocol_is_stored);
   CU_add_test(s, "old database gets the column", test_old_database_gets_the_column);
+  CU_add_test(s, "soak is stored", test_soak_is_stored);
+  CU_add_test(s, "old soak tables get the columns", test_old_soak_tables_get_the_columns);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();

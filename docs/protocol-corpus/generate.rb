@@ -16,7 +16,8 @@ DIR = __dir__
 
 TYPES = {
   "HELLO" => 0x01, "REQUEST" => 0x10, "BODY" => 0x11, "BODY_END" => 0x12, "CANCEL" => 0x13,
-  "RESPONSE_HEAD" => 0x20, "RESPONSE_BODY" => 0x21, "RESPONSE_END" => 0x22,
+  "HIJACKED" => 0x15, "RESPONSE_HEAD" => 0x20, "RESPONSE_BODY" => 0x21, "RESPONSE_END" => 0x22,
+  "HIJACK" => 0x23,
   "SPAWN" => 0x30, "RETIRE" => 0x31, "STOP" => 0x32, "READY" => 0x33, "FORKED" => 0x34,
   "EXITED" => 0x35
 }.freeze
@@ -102,6 +103,7 @@ good("request-utf8-and-empty-values",
      *request(11, 1, 2, 0,
               [["PATH_INFO", "/caf\u00e9"], ["QUERY_STRING", ""], ["HTTP_X_EMPTY", ""],
                ["", "empty key"]], ""))
+good("request-hijackable", *request(12, 7, 8, 2, [["REQUEST_METHOD", "GET"]], ""))
 good("request-max-ids", *request(U64_BIG, U64_BIG - 1, U64_BIG, 0, [["REQUEST_METHOD", "GET"]], ""))
 
 # ---- BODY / BODY_END / CANCEL ------------------------------------------------------------
@@ -114,6 +116,19 @@ good("body-binary", *chunk_frame("BODY", 10, "\x00\xff\r\n\x80abc".b))
 good("body-64k", *chunk_frame("BODY", 10, (0...65_536).map { |i| (i % 251).chr }.join))
 good("body-end", { "type" => "BODY_END", "request_id" => 10 }, u64(10))
 good("cancel", { "type" => "CANCEL", "request_id" => 12 }, u64(12))
+
+# ---- HIJACK / HIJACKED ----------------------------------------------------------------
+# The descriptor of a HIJACKED with result 0 travels as SCM_RIGHTS ancillary data, which a
+# byte corpus cannot hold: only the frame bytes are here.
+good("hijack", { "type" => "HIJACK", "request_id" => 12 }, u64(12))
+def hijacked(id, result, buffered)
+  [{ "type" => "HIJACKED", "request_id" => id, "result" => result,
+     "buffered_hex" => hex(buffered.b) }, u64(id) + u8(result) + buffered.b]
+end
+good("hijacked", *hijacked(12, 0, ""))
+good("hijacked-buffered", *hijacked(12, 0, "\x81\x85ping!".b))
+good("hijacked-gone", *hijacked(13, 1, ""))
+good("hijacked-refused", *hijacked(U64_BIG, 2, ""))
 
 # ---- RESPONSE_HEAD / BODY / END ----------------------------------------------------------
 def head(id, status, headers)
@@ -171,6 +186,10 @@ bad("bad-unknown-type", "unknown_type", "type 0x7f does not exist", header(0x7f,
 bad("bad-type-zero", "unknown_type", "type 0x00 does not exist", header(0x00, 4) + u32(0))
 bad("bad-type-0x14", "unknown_type", "type 0x14 (next to CANCEL) does not exist",
     header(0x14, 8) + u64(1))
+bad("bad-hijack-long", "length_mismatch", "HIJACK payload 9 bytes, fields need 8",
+    header(0x23, 9) + u64(1) + "\x00")
+bad("bad-hijacked-no-result", "length_mismatch", "HIJACKED payload 8 bytes, no result byte",
+    header(0x15, 8) + u64(1))
 bad("bad-length-over-max", "too_large",
     "BODY header with length 4 MiB + 1; only the header is present: reject before the payload",
     header(0x11, 4_194_305))

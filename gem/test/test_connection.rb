@@ -437,6 +437,157 @@ class TestConnection < Minitest::Test
     assert_equal :eof, FakeServer.read_frame(@server)
   end
 
+  # ---- full hijack (PROTOCOL.md "HIJACK, HIJACKED") ---------------------------------------
+
+  # Plays the server's side of a hijack: expects HIJACK for `id`, answers HIJACKED with
+  # `result` and, for OK, one end of a fresh socketpair as SCM_RIGHTS. Returns the other end.
+  def answer_hijack(id, result: W::HIJACK_OK, buffered: "")
+    frame = FakeServer.read_frame(@server)
+    assert_equal W::Hijack.new(id), frame
+    bytes = W.encode(W::Hijacked.new(id, result, buffered.b))
+    return @server.write(bytes) && nil unless result == W::HIJACK_OK
+
+    app_end, client_end = UNIXSocket.pair
+    @server.sendmsg(bytes, 0, nil, Socket::AncillaryData.unix_rights(app_end))
+    app_end.close # the worker has its own copy now, as the server closes its own
+    client_end
+  end
+
+  def test_hijack_is_offered_only_on_requests_flagged_hijackable
+    start { |env| [200, {}, ["#{env['rack.hijack?']} #{env['rack.hijack'].respond_to?(:call)}"]] }
+    assert_equal "false false", call(1, "GET", "/")[:body]
+    @server.write(FakeServer.request(2, "GET", "/", hijackable: true))
+    assert_equal "true true", FakeServer.read_response(@server, 2)[:body]
+    assert_equal "false false", call(3, "GET", "/")[:body], "the prototype env is untouched"
+  end
+
+  def test_full_hijack_hands_the_socket_to_the_app_and_ends_with_response_end_alone
+    seen = Queue.new
+    start do |env|
+      next [200, {}, []] unless env["rack.hijack?"]
+
+      io = env["rack.hijack"].call
+      seen << [io.equal?(env["rack.hijack_io"]), env["puma_plus.hijack_buffered"], io.equal?(env["rack.hijack"].call)]
+      io.write("raw bytes from the app")
+      io.close
+      [200, { "x" => "ignored" }, ["ignored"]]
+    end
+    @server.write(FakeServer.request(4, "GET", "/ws", hijackable: true))
+    client = answer_hijack(4, buffered: "early")
+    assert_equal "raw bytes from the app", client.read
+    res = FakeServer.read_response(@server, 4)
+    assert_nil res[:head], "no RESPONSE_HEAD after a full hijack"
+    assert_equal "", res[:body]
+    assert_equal [true, "early", true], seen.pop
+    client.close
+    assert_equal 200, call(5, "GET", "/")[:head].status, "the thread serves the next request"
+  end
+
+  def test_hijack_the_server_cannot_grant_raises_in_the_app
+    start do |env|
+      env["rack.hijack"].call
+      [200, {}, ["not reached"]]
+    rescue IOError => e
+      [503, {}, [e.message]]
+    end
+    @server.write(FakeServer.request(6, "GET", "/", hijackable: true))
+    answer_hijack(6, result: W::HIJACK_GONE)
+    res = FakeServer.read_response(@server, 6)
+    assert_equal [503, "rack.hijack: the client went away"], [res[:head].status, res[:body]]
+    @server.write(FakeServer.request(7, "GET", "/", hijackable: true))
+    answer_hijack(7, result: W::HIJACK_REFUSED)
+    assert_match(/refused/, FakeServer.read_response(@server, 7)[:body])
+  end
+
+  def test_stale_cancel_and_frames_before_hijacked_are_handled
+    start do |env|
+      io = env["rack.hijack"].call
+      io.write("ok")
+      io.close
+      [200, {}, []]
+    end
+    @server.write(FakeServer.request(8, "GET", "/", hijackable: true))
+    assert_equal W::Hijack.new(8), FakeServer.read_frame(@server)
+    @server.write(W.encode(W::Cancel.new(3))) # stale: an earlier request's
+    app_end, client_end = UNIXSocket.pair
+    @server.sendmsg(W.encode(W::Hijacked.new(8, 0, "".b)), 0, nil, Socket::AncillaryData.unix_rights(app_end))
+    app_end.close
+    assert_equal "ok", client_end.read
+    assert_nil FakeServer.read_response(@server, 8)[:head]
+  end
+
+  def test_response_hijack_header_writes_the_head_on_the_socket_then_calls_the_hook
+    start do |_env|
+      hook = lambda do |io|
+        io.write("after the head")
+        io.close
+      end
+      [101, { "upgrade" => "websocket", "connection" => "Upgrade", "x-bad" => "a\r\nInjected: 1", "rack.hijack" => hook },
+       ["ignored body"]]
+    end
+    @server.write(FakeServer.request(9, "GET", "/", hijackable: true))
+    client = answer_hijack(9)
+    assert_equal "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n" \
+                 "x-bad: a\r\nx-bad: Injected: 1\r\n\r\nafter the head", client.read, "a Rack 2 joined value is two lines"
+    res = FakeServer.read_response(@server, 9)
+    assert_nil res[:head]
+  end
+
+  def test_a_hook_that_raises_after_the_hijack_is_logged_and_nothing_is_answered
+    start { |_env| [101, { "rack.hijack" => ->(_io) { raise "hook failed" } }, []] }
+    @server.write(FakeServer.request(15, "GET", "/", hijackable: true))
+    client = answer_hijack(15)
+    res = FakeServer.read_response(@server, 15)
+    assert_nil res[:head], "no 500 for a request whose socket the app already has"
+    assert_match(/hook failed/, @log.string)
+    client.close
+  end
+
+  def test_rack3_streaming_body_answering_101_is_a_response_hijack
+    start { |_env| [101, { "upgrade" => "websocket" }, ->(stream) { stream.write("s"); stream.close }] }
+    @server.write(FakeServer.request(10, "GET", "/", hijackable: true))
+    client = answer_hijack(10)
+    assert_equal "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n\r\ns", client.read
+    assert_nil FakeServer.read_response(@server, 10)[:head]
+  end
+
+  def test_streaming_body_with_200_and_response_hijack_without_the_flag_stay_framed
+    start do |env|
+      if env["PATH_INFO"] == "/stream"
+        [200, {}, ->(stream) { stream.write("framed"); stream.close }]
+      else
+        [200, { "rack.hijack" => ->(io) { io.write("via frames"); io.close } }, []]
+      end
+    end
+    @server.write(FakeServer.request(11, "GET", "/stream", hijackable: true))
+    assert_equal "framed", FakeServer.read_response(@server, 11)[:body], "no HIJACK for a 200 streaming body"
+    assert_equal "via frames", call(12, "GET", "/hook")[:body], "h2/TLS: the hook is served as a streaming body"
+  end
+
+  def test_hijack_under_rack_lint_has_no_violations
+    inner = lambda do |env|
+      if env["PATH_INFO"] == "/full"
+        io = env["rack.hijack"].call
+        io.write("full")
+        io.close
+        [200, {}, []]
+      else
+        [200, { "rack.hijack" => lambda { |io|
+          io.write("partial")
+          io.close
+        } }, []]
+      end
+    end
+    start(Rack::Lint.new(inner))
+    @server.write(FakeServer.request(13, "GET", "/full", hijackable: true))
+    assert_equal "full", answer_hijack(13).read
+    FakeServer.read_response(@server, 13)
+    @server.write(FakeServer.request(14, "GET", "/partial", hijackable: true))
+    assert_match(/\AHTTP\/1\.1 200 OK\r\n\r\npartial\z/, answer_hijack(14).read)
+    FakeServer.read_response(@server, 14)
+    assert_equal "", @log.string, "no Rack::Lint violation or error was logged"
+  end
+
   def test_mix_app_under_rack_lint_has_no_violations
     app = Rack::Builder.parse_file(File.expand_path("../../scenarios/apps/mix/lint.ru", __dir__))
     app = app.first if app.is_a?(Array)

@@ -75,12 +75,13 @@ module FakeServer
     pairs << ["REQUEST_URI", query.empty? ? path : "#{path}?#{query}"]
   end
 
-  def request(id, method, path, body: "", streams: false, **kw)
+  def request(id, method, path, body: "", streams: false, hijackable: false, **kw)
     extra = body.empty? && !streams ? [] : [["CONTENT_LENGTH", (kw.delete(:content_length) || body.bytesize).to_s]]
     now = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
     env = env_pairs(method, path, extra: extra, **kw) +
           [["puma_plus.request_id", id.to_s], ["puma_plus.queue_ns", "0"]]
-    W.encode(W::Request.new(id, now, now, streams ? W::FLAG_BODY_STREAMS : 0, env.flatten, streams ? "".b : body.b))
+    flags = (streams ? W::FLAG_BODY_STREAMS : 0) | (hijackable ? W::FLAG_HIJACKABLE : 0)
+    W.encode(W::Request.new(id, now, now, flags, env.flatten, streams ? "".b : body.b))
   end
 
   # Reads RESPONSE_HEAD? RESPONSE_BODY* RESPONSE_END for `id`; returns a Hash.

@@ -29,7 +29,7 @@ class TestWire < Minitest::Test
     h = { "type" => name }
     frame.each_pair do |k, v|
       case k
-      when :body, :chunk then h["#{k}_hex"] = v.unpack1("H*")
+      when :body, :chunk, :buffered then h["#{k}_hex"] = v.unpack1("H*")
       when :env, :headers
         assert_equal 0, v.size % 2
         h[k.to_s] = v.each_slice(2).map { |a, b| [a.b, b.b] }

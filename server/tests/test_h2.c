@@ -649,7 +649,9 @@ static void test_post_flow_control(void) {
   owner_dispose(&o);
 }
 
-/* Unconsumed bytes of a stream that ends (reset by the client) go back to the connection. */
+/* A stream's bytes the owner has not consumed hold that stream's window only: the connection
+ * window comes back at once (so queued uploads cannot stall the other streams' bodies), and a
+ * stream that ends (reset by the client) leaves the connection window whole. */
 static void test_closed_stream_returns_connection_window(void) {
   pp_h2_limits l;
   pp_h2_limits_default(&l);
@@ -667,7 +669,8 @@ static void test_closed_stream_returns_connection_window(void) {
   int32_t id = nghttp2_submit_request(c.s, NULL, nva, 4, &prd, NULL);
   pump(&h, &c, 0);
   CU_ASSERT_EQUAL(o.r[0].body.len, 65535);
-  CU_ASSERT_EQUAL(nghttp2_session_get_remote_window_size(c.s), 0);
+  CU_ASSERT_EQUAL(nghttp2_session_get_stream_remote_window_size(c.s, id), 0); /* back-pressure */
+  CU_ASSERT_EQUAL(nghttp2_session_get_remote_window_size(c.s), 65535); /* no head-of-line block */
   nghttp2_submit_rst_stream(c.s, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
   pump(&h, &c, 0);
   CU_ASSERT_EQUAL(o.r[0].closed, 1);

@@ -82,12 +82,14 @@ static void test_roundtrip_all_types(void) {
   f.data = body, f.data_len = sizeof body;
   roundtrip(&f);
 
-  int id_types[] = {PP_WIRE_BODY, PP_WIRE_BODY_END, PP_WIRE_CANCEL, PP_WIRE_RESPONSE_BODY};
-  for (int i = 0; i < 4; i++) {
+  int id_types[] = {PP_WIRE_BODY,          PP_WIRE_BODY_END, PP_WIRE_CANCEL,
+                    PP_WIRE_RESPONSE_BODY, PP_WIRE_HIJACK,   PP_WIRE_HIJACKED};
+  for (int i = 0; i < 6; i++) {
     memset(&f, 0, sizeof f);
     f.type = (uint8_t)id_types[i], f.request_id = 42;
-    if (f.type == PP_WIRE_BODY || f.type == PP_WIRE_RESPONSE_BODY)
+    if (f.type == PP_WIRE_BODY || f.type == PP_WIRE_RESPONSE_BODY || f.type == PP_WIRE_HIJACKED)
       f.data = body, f.data_len = sizeof body;
+    if (f.type == PP_WIRE_HIJACKED) f.result = PP_WIRE_HIJACK_REFUSED;
     roundtrip(&f);
   }
 
@@ -261,6 +263,8 @@ static int frame_from_json(json_t *j, pp_wire_frame *f, pp_buf *pairs, pp_buf *d
       f->t3_ns = u;
     else if (strcmp(key, "flags") == 0)
       f->flags = (uint8_t)u;
+    else if (strcmp(key, "result") == 0)
+      f->result = (uint8_t)u;
     else if (strcmp(key, "status") == 0 && f->type == PP_WIRE_EXITED)
       f->exit_status = (int32_t)json_integer_value(v);
     else if (strcmp(key, "status") == 0)
@@ -283,7 +287,8 @@ static int frame_from_json(json_t *j, pp_wire_frame *f, pp_buf *pairs, pp_buf *d
       f->boot_ns = u;
     else if (strcmp(key, "env") == 0 || strcmp(key, "headers") == 0) {
       if (pairs_from_json(v, pairs, &f->pairs.count)) return -1;
-    } else if (strcmp(key, "body_hex") == 0 || strcmp(key, "chunk_hex") == 0) {
+    } else if (strcmp(key, "body_hex") == 0 || strcmp(key, "chunk_hex") == 0 ||
+               strcmp(key, "buffered_hex") == 0) {
       if (hex_decode(json_string_value(v), data)) return -1;
     } else {
       fprintf(stderr, "%s: unknown key %s\n", file, key);
@@ -303,10 +308,10 @@ static int frames_equal(const pp_wire_frame *a, const pp_wire_frame *b) {
       a->worker_index != b->worker_index || a->thread_index != b->thread_index ||
       a->capabilities != b->capabilities || a->request_id != b->request_id ||
       a->t2b_ns != b->t2b_ns || a->t3_ns != b->t3_ns || a->flags != b->flags ||
-      a->status != b->status || a->t4_ns != b->t4_ns || a->t5_ns != b->t5_ns ||
-      a->body_read_ns != b->body_read_ns || a->gvl_wait_ns != b->gvl_wait_ns ||
-      a->cpu_ns != b->cpu_ns || a->count != b->count || a->grace_ms != b->grace_ms ||
-      a->boot_ns != b->boot_ns || a->exit_status != b->exit_status)
+      a->result != b->result || a->status != b->status || a->t4_ns != b->t4_ns ||
+      a->t5_ns != b->t5_ns || a->body_read_ns != b->body_read_ns ||
+      a->gvl_wait_ns != b->gvl_wait_ns || a->cpu_ns != b->cpu_ns || a->count != b->count ||
+      a->grace_ms != b->grace_ms || a->boot_ns != b->boot_ns || a->exit_status != b->exit_status)
     return 0;
   if (a->pairs.count != b->pairs.count || a->pairs.len != b->pairs.len) return 0;
   if (a->pairs.len && memcmp(a->pairs.data, b->pairs.data, a->pairs.len)) return 0;

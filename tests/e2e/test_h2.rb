@@ -346,6 +346,16 @@ class TestH2 < Minitest::Test
       assert_equal "Upgrade, HTTP2-Settings", up.delete("HTTP_CONNECTION")
       assert_equal "h2c", up.delete("HTTP_UPGRADE")
       refute_nil up.delete("HTTP_HTTP2_SETTINGS")
+      # Full hijack exists on plain HTTP/1.1 only: not on h2, nor on a request that becomes
+      # h2 stream 1 (docs/RACK.md "Hijack"); a POST asking for h2c is not upgraded, so it is
+      # plain HTTP/1.1. Apart from that the envs are the same.
+      assert_equal [true, "#<Proc>"], [h1.delete("rack.hijack?"), h1.delete("rack.hijack")]
+      assert_equal false, h2.delete("rack.hijack?")
+      if post.empty?
+        assert_equal [false, nil], [up.delete("rack.hijack?"), up.delete("rack.hijack")]
+      else
+        assert_equal [true, "#<Proc>"], [up.delete("rack.hijack?"), up.delete("rack.hijack")]
+      end
       assert_equal h1.keys.sort, h2.keys.sort
       h1.each_key { |k| assert_equal h1[k], h2[k], "env[#{k}] differs (h1 vs h2c)" }
       assert_equal h1, up

@@ -4,8 +4,8 @@
 # rack 2.2 and the pinned rack 3.2 (build/gems). tests/apps/rack/lint.ru puts Lint outermost
 # and exercises Enumerable, Array, BodyProxy and Streaming (callable) bodies,
 # rack.response_finished, multi-value headers, lowercase names, every rack.input read, HEAD,
-# 204/304, and errors. Zero violations = no LintError in the server's log, and every answer as
-# expected on the wire.
+# 204/304, errors, and full and response hijack (rack.hijack, a rack.hijack response header).
+# Zero violations = no LintError in the server's log, and every answer as expected on the wire.
 require_relative "helper"
 require "digest"
 
@@ -115,7 +115,10 @@ class TestRackLint < Minitest::Test
     s, p, b = get("/env?a=1")
     assert_equal 200, s
     assert_includes content(p, b), 'QUERY_STRING="a=1"'
-    assert_includes content(p, b), "rack.hijack?=false"
+    assert_includes content(p, b), "rack.hijack?=true", "HTTP/1.1 without TLS offers full hijack"
+    assert_equal [200, "full hijack\n"], get("/hijack-full").values_at(0, 2)
+    s, p, b = get("/hijack-partial")
+    assert_equal [200, "text/plain", "partial hijack\n"], [s, p.assoc("content-type")&.last, b]
     assert_equal [404, "not found\n"], get("/nowhere").values_at(0, 2)
 
     assert_equal 0, @srv.stop&.exitstatus, "SIGTERM drains and exits 0 (also after the aborted response)"

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "socket"
 require "stringio"
 require_relative "wire"
 require_relative "response"
@@ -25,6 +26,10 @@ module PumaPlus
     CANCELLED = "puma_plus.cancelled"
     RESPONSE_FINISHED = "rack.response_finished"
     AFTER_REPLY = "rack.after_reply"
+    HIJACK_P = "rack.hijack?"
+    HIJACK = "rack.hijack"
+    HIJACK_IO = "rack.hijack_io"
+    HIJACK_BUFFERED = "puma_plus.hijack_buffered"
 
     # Raised inside #handle when the response cannot be completed honestly.
     class Aborted < StandardError; end
@@ -58,6 +63,9 @@ module PumaPlus
       @cancelled = false
       @body_open = false
       @cancel_check = -> { poll_cancel }
+      @hijack_call = -> { hijack_client }
+      @hijack_env = nil # the running request's env while it may be hijacked
+      @hijacked = nil # the client socket once handed over
       @idle = false
       @stopping = false
       @broken = nil
@@ -221,6 +229,13 @@ module PumaPlus
         env[pairs[i]] = pairs[i + 1]
         i += 2
       end
+      @hijacked = nil
+      if req.flags & Wire::FLAG_HIJACKABLE != 0
+        # HTTP/1.1 without TLS: the server can hand the client socket over (full hijack).
+        env[HIJACK_P] = true
+        env[HIJACK] = @hijack_call
+        @hijack_env = env
+      end
       if req.flags & Wire::FLAG_BODY_STREAMS != 0
         @body_open = true
         input = StreamInput.new(self)
@@ -248,7 +263,11 @@ module PumaPlus
       t5 ||= monotonic_ns
       out = @out
       out.clear
-      if status
+      if @hijacked
+        # Full hijack: the app owns the socket and the server ignores its response (Rack
+        # SPEC); the exchange ends with RESPONSE_END alone.
+        close_body(body, env) if status
+      elsif status
         error = write_response(id, status, headers, body, env)
       else
         internal_error(id)
@@ -262,6 +281,8 @@ module PumaPlus
     ensure
       @current_id = nil
       @body_open = false
+      @hijack_env = nil
+      @hijacked = nil
       run_finished(env, finished, after_reply, error ? nil : status, error ? nil : headers, error) if finished
     end
 
@@ -287,7 +308,14 @@ module PumaPlus
       out = @out
       written = false
       begin
-        Wire.append_response_head(out, id, Response.status_code(status), Response.flatten_headers(headers))
+        code = Response.status_code(status)
+        return response_hijack(code, headers, body, env) if response_hijack?(code, headers, body)
+
+        Wire.append_response_head(out, id, code, Response.flatten_headers(headers))
+        # A rack.hijack response header where hijack cannot exist (h2, h3, TLS; Rack says the
+        # app must not set it there): its callable is served as a Streaming Body instead.
+        hook = headers[HIJACK] if headers.respond_to?(:[])
+        body = hook if hook.respond_to?(:call)
         # to_ary may answer nil (Rails 6.1's RackBody does, to keep Array#flatten off it): then
         # the body is an Enumerable Body after all, as puma treats it.
         if body.respond_to?(:to_ary) && (parts = body.to_ary)
@@ -334,11 +362,104 @@ module PumaPlus
         raise Aborted if written
 
         out.clear
-        internal_error(id)
+        internal_error(id) unless @hijacked # a hook failing on a hijacked socket: nothing to answer
         e
       ensure
         close_body(body, env)
       end
+    end
+
+    # ---- hijack (docs/PROTOCOL.md "HIJACK, HIJACKED", docs/RACK.md) -----------------------
+
+    # env["rack.hijack"].call: asks the server for the client socket (HIJACK), waits for
+    # HIJACKED and returns the socket, an IO the app now owns. Raises IOError when the server
+    # could not hand it over (the client went away, or its body was still arriving).
+    def hijack_client
+      return @hijacked if @hijacked
+      raise IOError, "rack.hijack: this request cannot be hijacked" unless @hijack_env && @current_id
+
+      write_out(Wire.encode_hijack(@current_id))
+      frame, ios = await_hijacked
+      io = ios.shift
+      ios.each(&:close)
+      unless frame.result == Wire::HIJACK_OK && io
+        io&.close
+        @cancelled = true if frame.result == Wire::HIJACK_GONE
+        raise IOError, "rack.hijack: the client went away" if frame.result == Wire::HIJACK_GONE
+
+        raise IOError, "rack.hijack: refused by the server (result #{frame.result})"
+      end
+      sock = Socket.for_fd(io.fileno)
+      io.autoclose = false # `sock` owns the descriptor now
+      sock.sync = true
+      env = @hijack_env
+      env[HIJACK_IO] = sock
+      env[HIJACK_BUFFERED] = frame.buffered unless frame.buffered.empty?
+      @hijacked = sock
+    end
+
+    # Reads until HIJACKED for the running request, with recvmsg so that the descriptor riding
+    # on it (SCM_RIGHTS) is received, not dropped as a plain read would. Frames that belong to
+    # the request (its streamed body) are kept for later; a stale CANCEL is noted.
+    def await_hijacked
+      ios = []
+      held = []
+      loop do
+        frame = @pending.shift || @decoder.next_frame
+        unless frame
+          data, _addr, _flags, *controls = @sock.recvmsg(READ_SIZE, 0, nil, scm_rights: true)
+          raise ConnectionLost, "the server closed the connection during a hijack" if data.nil? || data.empty?
+
+          controls.each { |c| ios.concat(c.unix_rights || []) if c.cmsg_is?(:SOCKET, :RIGHTS) }
+          @decoder.feed(data)
+          next
+        end
+        case frame
+        when Wire::Hijacked
+          if frame.request_id != @current_id
+            @broken = Wire::ProtocolError.new(:unexpected, "HIJACKED for request #{frame.request_id}")
+            raise @broken
+          end
+          @pending = held + @pending
+          return [frame, ios]
+        when Wire::Cancel
+          @cancelled = true if frame.request_id == @current_id
+        when Wire::Body, Wire::BodyEnd
+          held << frame if frame.request_id == @current_id
+        else
+          @broken = Wire::ProtocolError.new(:unexpected, "#{Wire.frame_name(frame)} frame while waiting for HIJACKED")
+          raise @broken
+        end
+      end
+    rescue IOError, SystemCallError => e
+      raise ConnectionLost, e.message
+    end
+
+    # A response hijack on a request that can be hijacked: a rack.hijack response header
+    # (Rack 2 and 3), or a Rack 3 Streaming Body answering 101 Switching Protocols (as a
+    # WebSocket app does), whose bytes must not be framed as an HTTP body.
+    def response_hijack?(code, headers, body)
+      return false unless @hijack_env
+
+      return true if headers.respond_to?(:[]) && headers[HIJACK].respond_to?(:call)
+
+      code == 101 && body.respond_to?(:call) && !body.respond_to?(:each) && !body.respond_to?(:to_ary)
+    end
+
+    # Takes the socket, writes the status line and headers on it, and gives it to the hook
+    # (the header's callable, or the body's call); the server ignores the body. Returns nil.
+    def response_hijack(code, headers, body, env)
+      hook = headers[HIJACK] if headers.respond_to?(:[])
+      hook = body unless hook.respond_to?(:call)
+      sock = hijack_client
+      sock.write(Response.raw_head(code, Response.flatten_headers(headers)))
+      hook.call(sock)
+      nil
+    rescue IOError, SystemCallError => e
+      raise if e.is_a?(ConnectionLost) || !@hijacked # no socket: answered as an app error
+
+      app_error(env, e) # the app owns the socket: a write it makes failing is its business
+      nil
     end
 
     def close_body(body, env)

@@ -26,9 +26,11 @@ module PumaPlus
     BODY = 0x11
     BODY_END = 0x12
     CANCEL = 0x13
+    HIJACKED = 0x15
     RESPONSE_HEAD = 0x20
     RESPONSE_BODY = 0x21
     RESPONSE_END = 0x22
+    HIJACK = 0x23
     SPAWN = 0x30
     RETIRE = 0x31
     STOP = 0x32
@@ -40,11 +42,18 @@ module PumaPlus
     CAP_GVL_WAIT = 1
     CAP_CPU_TIME = 2
     FLAG_BODY_STREAMS = 1
+    FLAG_HIJACKABLE = 2
+
+    # HIJACKED results.
+    HIJACK_OK = 0
+    HIJACK_GONE = 1
+    HIJACK_REFUSED = 2
 
     # Frame type byte → [name, Struct class].
     TYPES = {
       HELLO => ["HELLO", Hello], REQUEST => ["REQUEST", Request], BODY => ["BODY", Body],
       BODY_END => ["BODY_END", BodyEnd], CANCEL => ["CANCEL", Cancel],
+      HIJACKED => ["HIJACKED", Hijacked], HIJACK => ["HIJACK", Hijack],
       RESPONSE_HEAD => ["RESPONSE_HEAD", ResponseHead],
       RESPONSE_BODY => ["RESPONSE_BODY", ResponseBody],
       RESPONSE_END => ["RESPONSE_END", ResponseEnd], SPAWN => ["SPAWN", Spawn],
@@ -55,7 +64,7 @@ module PumaPlus
 
     # Fixed-size frames: type → [payload size, unpack template].
     FIXED = {
-      HELLO => [18, "nNNNN"], BODY_END => [8, "Q>"], CANCEL => [8, "Q>"],
+      HELLO => [18, "nNNNN"], BODY_END => [8, "Q>"], CANCEL => [8, "Q>"], HIJACK => [8, "Q>"],
       RESPONSE_END => [48, "Q>Q>Q>Q>q>q>"], SPAWN => [4, "N"], RETIRE => [4, "N"],
       STOP => [4, "N"], READY => [12, "NQ>"], FORKED => [8, "NN"], EXITED => [8, "Nl>"]
     }.freeze
@@ -106,6 +115,7 @@ module PumaPlus
       when RESPONSE_HEAD then decode_response_head(payload)
       when BODY then Body.new(*decode_chunk(type, payload))
       when RESPONSE_BODY then ResponseBody.new(*decode_chunk(type, payload))
+      when HIJACKED then decode_hijacked(payload)
       end
     end
 
@@ -128,6 +138,12 @@ module PumaPlus
       headers, pos = decode_pairs(RESPONSE_HEAD, payload, 10)
       mismatch(RESPONSE_HEAD, len, "#{pos} (trailing bytes)") if pos != len
       ResponseHead.new(id, status, headers)
+    end
+
+    def decode_hijacked(payload)
+      mismatch(HIJACKED, payload.bytesize, "at least 9") if payload.bytesize < 9
+      id, result = payload.unpack("Q>C")
+      Hijacked.new(id, result, payload.byteslice(9, payload.bytesize - 9))
     end
 
     def decode_chunk(type, payload)
@@ -183,7 +199,7 @@ module PumaPlus
       type = TYPE_OF_CLASS.fetch(frame.class) { raise ArgumentError, "not a wire frame: #{frame.class}" }
       payload =
         case frame
-        when Hello, BodyEnd, Cancel, ResponseEnd, Spawn, Retire, Stop, Ready, Forked, Exited
+        when Hello, BodyEnd, Cancel, Hijack, ResponseEnd, Spawn, Retire, Stop, Ready, Forked, Exited
           frame.to_a.pack(FIXED[type][1])
         when Request
           buf = [frame.request_id, frame.t2b_ns, frame.t3_ns, frame.flags].pack("Q>Q>Q>C")
@@ -193,6 +209,8 @@ module PumaPlus
           append_pairs([frame.request_id, frame.status].pack("Q>n"), frame.headers)
         when Body, ResponseBody
           [frame.request_id].pack("Q>") << bin(frame.chunk)
+        when Hijacked
+          [frame.request_id, frame.result].pack("Q>C") << bin(frame.buffered)
         end
       raise ArgumentError, "payload of #{payload.bytesize} bytes over #{MAX_PAYLOAD}" if payload.bytesize > MAX_PAYLOAD
 
@@ -221,6 +239,11 @@ module PumaPlus
 
     def encode_hello(pid, worker_index, thread_index, capabilities)
       header(HELLO, 18) << [VERSION, pid, worker_index, thread_index, capabilities].pack("nNNNN")
+    end
+
+    # HIJACK: the worker asks for the client's socket (REQUEST flag FLAG_HIJACKABLE only).
+    def encode_hijack(request_id)
+      [HIJACK << 24, 8, request_id].pack("NNQ>")
     end
 
     # Appends a RESPONSE_HEAD to `out`. `flat` is [key, value, key, value, ...] of Strings.

@@ -121,6 +121,21 @@ ROUTES = {
   "/error" => ->(_env) { raise "app failed on purpose" },
   "/error-in-body" => ->(_env) { [200, { "content-type" => "text/plain" }, FailingBody.new] },
   "/large" => ->(_env) { text("x" * (5 * 1024 * 1024)) },
+  # Full hijack: the app writes a whole HTTP/1.1 response on the socket itself.
+  "/hijack-full" => lambda do |env|
+    io = env["rack.hijack"].call
+    io.write("HTTP/1.1 200 OK\r\ncontent-length: 12\r\nconnection: close\r\n\r\nfull hijack\n")
+    io.close
+    [200, {}, []]
+  end,
+  # Response hijack: the server (here the worker) writes the head, the hook the rest.
+  "/hijack-partial" => lambda do |_env|
+    hook = lambda do |io|
+      io.write("partial hijack\n")
+      io.close
+    end
+    [200, { "content-type" => "text/plain", "connection" => "close", "rack.hijack" => hook }, []]
+  end,
   "/env" => lambda do |env|
     keys = %w[REQUEST_METHOD SCRIPT_NAME PATH_INFO QUERY_STRING SERVER_NAME SERVER_PORT SERVER_PROTOCOL
               HTTP_HOST rack.url_scheme rack.hijack?]

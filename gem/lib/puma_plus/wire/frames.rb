@@ -5,15 +5,19 @@ module PumaPlus
     # One Struct per frame type of docs/PROTOCOL.md, members named as its field table.
     # `pairs` fields (REQUEST env, RESPONSE_HEAD headers) are flat Arrays
     # [key, value, key, value, ...] of Strings, order and repeated keys kept;
-    # `bytes`/`rest` fields are binary Strings.
+    # `bytes`/`rest` fields are binary Strings (body, chunk, buffered).
     Hello = Struct.new(:version, :pid, :worker_index, :thread_index, :capabilities)
     Request = Struct.new(:request_id, :t2b_ns, :t3_ns, :flags, :env, :body)
     Body = Struct.new(:request_id, :chunk)
     BodyEnd = Struct.new(:request_id)
     Cancel = Struct.new(:request_id)
+    # HIJACKED: result 0 means the client's descriptor came with the frame (SCM_RIGHTS), which
+    # the codec never sees; the reader that took the frame off the socket holds it.
+    Hijacked = Struct.new(:request_id, :result, :buffered)
     ResponseHead = Struct.new(:request_id, :status, :headers)
     ResponseBody = Struct.new(:request_id, :chunk)
     ResponseEnd = Struct.new(:request_id, :t4_ns, :t5_ns, :body_read_ns, :gvl_wait_ns, :cpu_ns)
+    Hijack = Struct.new(:request_id)
     Spawn = Struct.new(:count)
     Retire = Struct.new(:pid)
     Stop = Struct.new(:grace_ms)
