@@ -10,6 +10,7 @@
  * collect in `out` and go in the next write. nghttp2 callbacks only record what happened; the
  * engine is driven again only after nghttp2_session_mem_recv has returned. */
 #include "bench/gen.h"
+#include "bench/gen_int.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -26,118 +27,6 @@
 #include <openssl/ssl.h>
 #include <uv.h>
 
-/* C_CONNECTING lasts until the connection can carry a request: TCP connected, TLS handshake
- * done, and for h2 the server's SETTINGS received. C_OPEN: usable, nothing in flight (h1) or
- * carrying streams (h2: an h2 connection stays C_OPEN while it has streams). */
-enum conn_state { C_FREE = 0, C_CONNECTING, C_OPEN, C_IDLE, C_BUSY, C_CLOSING };
-
-/* The longest a connection may take from TCP connect to usable (TLS handshake, h2 SETTINGS),
- * so a peer that accepts and stays silent is reported instead of waited for. */
-#define SETUP_TIMEOUT_NS 5000000000ull
-
-/* Request bodies are written in pieces of this size from one shared buffer, at most
- * BODY_QUEUED bytes queued per connection at a time, so an upload never holds a copy of itself. */
-#define BODY_PIECE  65536u
-#define BODY_QUEUED (4u * BODY_PIECE)
-
-/* After a write error on an upload, how long to wait for the server's answer (a 413 or 503
- * already on its way) before the request is charged with the write error. */
-#define WRITE_ERROR_GRACE_NS 1000000000ull
-
-typedef struct gen gen;
-
-typedef struct bytes {
-  char *p;
-  size_t len, cap;
-} bytes;
-
-typedef struct conn {
-  uv_tcp_t tcp;
-  uv_connect_t connect_req;
-  uv_write_t write_req;
-  llhttp_t parser;
-  gen *g;
-  uint32_t id;
-  int state;
-  int64_t req; /* h1: result index in flight, -1 if none */
-  uint32_t served;
-  bool got_bytes; /* any response byte for the request in flight */
-  bool message_done;
-  int32_t next_free;
-  /* transport */
-  bool tcp_up;
-  uint64_t connected_ns; /* TCP connected (run clock), for SETUP_TIMEOUT_NS */
-  SSL *ssl;              /* NULL in cleartext */
-  bool tls_ready;
-  bytes out;  /* bytes for the socket not yet handed to uv_write */
-  bytes wbuf; /* the bytes of the write in flight */
-  bool writing;
-  int close_cause; /* error charged to requests still on the connection when it closes */
-  /* h2 */
-  nghttp2_session *h2;
-  bool h2_settings_seen; /* set by the frame callback, acted on after mem_recv */
-  bool h2_settings_new;  /* a SETTINGS frame arrived since the cap was last read */
-  bool goaway;
-  uint32_t preface_seen; /* bytes of the server preface checked so far (up to 4) */
-  char preface[4];
-  uint32_t h2_cap;   /* streams we allow at once (server limit, PB_H2_STREAM_CAP) */
-  uint32_t h2_alloc; /* room in `streams`: the cap at setup (a later SETTINGS may lower it) */
-  uint32_t *streams; /* result indices of the streams in flight */
-  uint32_t n_streams;
-  /* h1 upload of the request in flight */
-  uint32_t body_left;      /* body bytes not yet queued */
-  int write_error;         /* a write failed mid-upload: waiting for the server's answer */
-  uint64_t write_error_ns; /* when (run clock) */
-} conn;
-
-struct gen {
-  const pb_gen_config *cfg;
-  const pb_schedule *sched;
-  pb_result *results;
-  pb_gen_counters *counters;
-  uv_loop_t loop;
-  uv_poll_t pacer;
-  int timerfd;
-  uv_timer_t sweeper;  /* timeouts */
-  uv_timer_t progress; /* once a second */
-  uint64_t t0;
-  uint64_t timeout_ns;
-  size_t next_arrival;
-  uint64_t completed, completed_at_last_tick, in_flight;
-  /* Arrivals due but waiting for a connection: a FIFO ring in intended order. */
-  uint32_t *pending;
-  size_t pending_head, pending_len;
-  conn *conns;
-  uint32_t max_conns;
-  int32_t free_head;
-  uint32_t conn_high; /* slots [0, conn_high) have ever been used: the sweep scans only those */
-  uint32_t open_conns, connecting;
-  uint32_t *idle; /* stack of idle connection slots */
-  uint32_t idle_len;
-  uint32_t conn_serial;
-  char **requests; /* h1: preformatted request bytes per kind */
-  size_t *request_lens;
-  struct sockaddr_storage addr;
-  llhttp_settings_t settings;
-  /* h2 and TLS */
-  bool h2;
-  SSL_CTX *ssl_ctx;
-  nghttp2_session_callbacks *h2_callbacks;
-  char authority[80];
-  uint32_t *req_slot;        /* h2: connection slot of each request in flight, UINT32_MAX if none */
-  int32_t *req_stream;       /* h2: its stream id */
-  size_t sweep_cursor;       /* h2: results before this index are finished */
-  uint32_t rr;               /* h2: round-robin start for picking a connection */
-  const pb_kind_spec *kinds; /* cfg->kinds, NULL: plain GETs */
-  bool any_cancel;           /* some kind cancels: the sweep looks for them */
-  char *body;                /* BODY_PIECE bytes every upload is written from */
-  uint32_t *req_body_off;    /* h2: body bytes handed to nghttp2 per request */
-  char readbuf[65536];
-  char plainbuf[65536];
-  bool stopping;
-  bool pacer_active;
-};
-
 const char *pb_error_name(int err) {
   switch (err) {
   case 0: return "";
@@ -148,11 +37,16 @@ const char *pb_error_name(int err) {
   case PB_ERR_H2_PROTOCOL: return "h2_protocol";
   case PB_ERR_H2_GOAWAY: return "h2_goaway";
   case PB_ERR_H2_RESET: return "h2_reset";
+  case PB_ERR_QUIC: return "quic";
+  case PB_ERR_H3_PROTOCOL: return "h3_protocol";
+  case PB_ERR_H3_RESET: return "h3_reset";
+  case PB_ERR_H3_GOAWAY: return "h3_goaway";
   default: return uv_err_name(err);
   }
 }
 
 const char *pb_proto_label(pb_proto proto, int tls) {
+  if (proto == PB_PROTO_H3) return "h3";
   if (proto == PB_PROTO_H2) return tls ? "h2+tls" : "h2";
   return tls ? "h1+tls" : "h1";
 }
@@ -170,39 +64,35 @@ const char *pb_outcome_name(pb_outcome o) {
   }
 }
 
-static uint64_t now_rel(gen *g) {
+uint64_t gen_now_rel(gen *g) {
   uint64_t n = uv_hrtime();
   return n > g->t0 ? n - g->t0 : 0;
 }
 
-static void maybe_finish(gen *g);
-static void conn_close(conn *c);
 static void conn_became_idle(conn *c);
 static void maybe_open(gen *g);
 static void h2_pump(conn *c);
 static void h2_fill(conn *c);
-static bool pending_pop(gen *g, uint32_t *i);
-static uint32_t kind_body(const gen *g, uint32_t kind);
 static int body_pump(conn *c);
 
-static void finish_request(gen *g, uint32_t i, pb_outcome o, uint16_t status, int err) {
+void gen_finish_request(gen *g, uint32_t i, pb_outcome o, uint16_t status, int err) {
   pb_result *r = &g->results[i];
   if (r->outcome != PB_PENDING) return;
   r->outcome = (uint8_t)o;
   r->error = (int16_t)err;
   r->status = status;
-  r->done_ns = now_rel(g);
+  r->done_ns = gen_now_rel(g);
   g->completed++;
 }
 
-static pb_outcome outcome_of_status(unsigned status) {
+pb_outcome gen_outcome_of_status(unsigned status) {
   if (status >= 200 && status <= 299) return PB_OK;
   if (status == 503) return PB_SHED;
   return PB_HTTP_ERROR;
 }
 
 /* Keeps the first connection-level failure, in words, for the caller. */
-static void note_error(gen *g, const char *fmt, const char *a, const char *b) {
+void gen_note_error(gen *g, const char *fmt, const char *a, const char *b) {
   if (!g->counters || g->counters->first_error[0]) return;
   snprintf(g->counters->first_error, sizeof g->counters->first_error, fmt, a ? a : "", b ? b : "");
 }
@@ -224,8 +114,7 @@ static int bytes_append(bytes *b, const void *data, size_t n) {
 
 /* ---- connections ---- */
 
-static void on_close(uv_handle_t *h) {
-  conn *c = h->data;
+void gen_conn_release(conn *c) {
   gen *g = c->g;
   free(c->out.p);
   free(c->wbuf.p);
@@ -238,7 +127,11 @@ static void on_close(uv_handle_t *h) {
   g->open_conns--;
   /* A connection that died (timeout, reset, server close) is replaced while arrivals wait. */
   if (!g->stopping) maybe_open(g);
-  maybe_finish(g);
+  gen_maybe_finish(g);
+}
+
+static void on_close(uv_handle_t *h) {
+  gen_conn_release(h->data);
 }
 
 static void idle_remove(gen *g, conn *c) {
@@ -251,7 +144,7 @@ static void idle_remove(gen *g, conn *c) {
   }
 }
 
-static void conn_close(conn *c) {
+void gen_conn_close(conn *c) {
   gen *g = c->g;
   if (c->state == C_CLOSING || c->state == C_FREE) return;
   if (c->state == C_IDLE) idle_remove(g, c);
@@ -263,9 +156,14 @@ static void conn_close(conn *c) {
     uint32_t i = c->streams[k];
     g->req_slot[i] = UINT32_MAX;
     g->in_flight--;
-    finish_request(g, i, PB_CONN_ERROR, 0, cause);
+    gen_finish_request(g, i, PB_CONN_ERROR, 0, cause);
   }
   c->n_streams = 0;
+  if (c->q) { /* h3: the QUIC engine closes its own handles, then releases the slot */
+    c->state = C_CLOSING;
+    gen_h3_close(c);
+    return;
+  }
   if (c->h2) {
     nghttp2_session_del(c->h2);
     c->h2 = NULL;
@@ -282,23 +180,23 @@ static void conn_close(conn *c) {
 /* The request in flight on `c` (h1) or every stream on it (h2) failed with `o`/`err`; the
  * connection is unusable. */
 static void conn_fail(conn *c, pb_outcome o, int err) {
-  if (c->req >= 0) finish_request(c->g, (uint32_t)c->req, o, 0, err);
+  if (c->req >= 0) gen_finish_request(c->g, (uint32_t)c->req, o, 0, err);
   if (!c->close_cause) c->close_cause = err;
-  conn_close(c);
-  maybe_finish(c->g);
+  gen_conn_close(c);
+  gen_maybe_finish(c->g);
 }
 
 /* A connection failed before it could carry a request (connect refused, TLS, ALPN, no h2
  * SETTINGS): nothing is in flight on it, so the failure is charged to the oldest waiting
  * arrival. A dead or wrong server thus produces one error per arrival instead of an endless
  * reconnect loop. */
-static void conn_fail_setup(conn *c, int err) {
+void gen_conn_fail_setup(conn *c, int err) {
   gen *g = c->g;
   uint32_t i;
-  if (pending_pop(g, &i)) finish_request(g, i, PB_CONN_ERROR, 0, err);
+  if (gen_pending_pop(g, &i)) gen_finish_request(g, i, PB_CONN_ERROR, 0, err);
   c->close_cause = err;
-  conn_close(c);
-  maybe_finish(g);
+  gen_conn_close(c);
+  gen_maybe_finish(g);
 }
 
 static void on_write(uv_write_t *w, int status);
@@ -328,15 +226,15 @@ static void on_write(uv_write_t *w, int status) {
   if (status < 0) {
     /* h1 keeps its old rule: an idle connection's write error shows up as a read error. */
     if (c->state == C_CONNECTING) { /* TLS or h2 setup: charged like any setup failure */
-      conn_fail_setup(c, status);
+      gen_conn_fail_setup(c, status);
     } else if (!c->h2 && c->state == C_BUSY && c->req >= 0 &&
-               kind_body(c->g, c->g->results[c->req].kind) > 0) {
+               gen_kind_body(c->g, c->g->results[c->req].kind) > 0) {
       /* An upload cut by the server (it answered 413 or 503 and closed without reading the
        * rest): its answer may still be readable, so wait for the read side, briefly. */
       c->body_left = 0;
       c->out.len = 0;
       c->write_error = status;
-      c->write_error_ns = now_rel(c->g);
+      c->write_error_ns = gen_now_rel(c->g);
     } else if (c->h2 || c->state == C_BUSY) {
       conn_fail(c, PB_CONN_ERROR, status);
     }
@@ -371,10 +269,6 @@ static int conn_queue(conn *c, const void *data, size_t n) {
   return tls_drain(c);
 }
 
-static uint32_t kind_body(const gen *g, uint32_t kind) {
-  return g->kinds ? g->kinds[kind].body_bytes : 0;
-}
-
 /* Queues the next pieces of the upload in flight, up to BODY_QUEUED bytes. */
 static int body_pump(conn *c) {
   while (c->body_left > 0 && c->out.len < BODY_QUEUED) {
@@ -396,8 +290,8 @@ static void conn_send(conn *c, uint32_t i) {
   r->reused = c->served > 0;
   r->conn_id = c->id;
   g->in_flight++;
-  r->sent_ns = now_rel(g);
-  c->body_left = kind_body(g, kind);
+  r->sent_ns = gen_now_rel(g);
+  c->body_left = gen_kind_body(g, kind);
   c->write_error = 0;
   if (conn_queue(c, g->requests[kind], g->request_lens[kind]) < 0 || body_pump(c) < 0) {
     conn_fail(c, PB_CONN_ERROR, c->ssl ? PB_ERR_TLS : UV_ENOMEM);
@@ -428,7 +322,7 @@ static void after_message(conn *c) {
   c->write_error = 0;
   llhttp_resume(&c->parser);
   if (c->req >= 0) {
-    finish_request(g, (uint32_t)c->req, outcome_of_status(status), (uint16_t)status, 0);
+    gen_finish_request(g, (uint32_t)c->req, gen_outcome_of_status(status), (uint16_t)status, 0);
     c->req = -1;
   }
   g->in_flight--;
@@ -437,8 +331,8 @@ static void after_message(conn *c) {
   if (keep)
     conn_became_idle(c);
   else
-    conn_close(c);
-  maybe_finish(g);
+    gen_conn_close(c);
+  gen_maybe_finish(g);
 }
 
 /* h1: the peer closed (or a read failed) with `err`. */
@@ -449,20 +343,20 @@ static void h1_eof(conn *c, int err) {
     llhttp_errno_t e = llhttp_finish(&c->parser);
     if ((e == HPE_OK || e == HPE_PAUSED) && c->message_done) {
       after_message(c);
-      if (c->state != C_CLOSING && c->state != C_FREE) conn_close(c);
+      if (c->state != C_CLOSING && c->state != C_FREE) gen_conn_close(c);
       return;
     }
   }
   if (c->state == C_BUSY)
     conn_fail(c, PB_CONN_ERROR, err);
   else
-    conn_close(c);
+    gen_conn_close(c);
 }
 
 /* h1: response bytes (plaintext). */
 static void h1_input(conn *c, const char *p, size_t left) {
   if (c->state != C_BUSY) { /* bytes nobody asked for: protocol error, drop the connection */
-    conn_close(c);
+    gen_conn_close(c);
     return;
   }
   c->got_bytes = true;
@@ -475,7 +369,7 @@ static void h1_input(conn *c, const char *p, size_t left) {
       left -= used;
       after_message(c);
       if (left > 0 && c->state != C_BUSY) { /* more bytes than one response: pipelining? */
-        if (c->state != C_CLOSING && c->state != C_FREE) conn_close(c);
+        if (c->state != C_CLOSING && c->state != C_FREE) gen_conn_close(c);
       }
       return;
     }
@@ -491,10 +385,6 @@ static void h1_input(conn *c, const char *p, size_t left) {
 
 static void h2_input(conn *c, const char *p, size_t n);
 static void h2_eof(conn *c, int err);
-
-static bool conn_alive(const conn *c) {
-  return c->state != C_CLOSING && c->state != C_FREE;
-}
 
 static int h2_on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8_t *name,
                         size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
@@ -524,13 +414,13 @@ static int h2_on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void
     if (g->counters) g->counters->goaways++;
     char code[64];
     snprintf(code, sizeof code, "%s", nghttp2_http2_strerror(frame->goaway.error_code));
-    note_error(g, "the server sent GOAWAY (%s)%s", code,
-               c->h2_settings_seen ? "" : " before SETTINGS: it does not accept h2 here");
+    gen_note_error(g, "the server sent GOAWAY (%s)%s", code,
+                   c->h2_settings_seen ? "" : " before SETTINGS: it does not accept h2 here");
   }
   return 0;
 }
 
-static void stream_remove(conn *c, uint32_t i) {
+void gen_stream_remove(conn *c, uint32_t i) {
   for (uint32_t k = 0; k < c->n_streams; k++) {
     if (c->streams[k] == i) {
       c->streams[k] = c->streams[--c->n_streams];
@@ -546,28 +436,28 @@ static int h2_on_stream_close(nghttp2_session *s, int32_t stream_id, uint32_t er
   uintptr_t tag = (uintptr_t)nghttp2_session_get_stream_user_data(s, stream_id);
   if (!tag) return 0; /* cancelled by us (timeout) and already accounted for */
   uint32_t i = (uint32_t)(tag - 1);
-  stream_remove(c, i);
+  gen_stream_remove(c, i);
   g->req_slot[i] = UINT32_MAX;
   g->in_flight--;
   uint16_t status = g->results[i].status;
   g->results[i].status = 0;
   if (error_code == NGHTTP2_NO_ERROR && status >= 200)
-    finish_request(g, i, outcome_of_status(status), status, 0);
+    gen_finish_request(g, i, gen_outcome_of_status(status), status, 0);
   else
-    finish_request(g, i, PB_CONN_ERROR, 0,
-                   error_code == NGHTTP2_REFUSED_STREAM || c->goaway ? PB_ERR_H2_GOAWAY
-                                                                     : PB_ERR_H2_RESET);
+    gen_finish_request(g, i, PB_CONN_ERROR, 0,
+                       error_code == NGHTTP2_REFUSED_STREAM || c->goaway ? PB_ERR_H2_GOAWAY
+                                                                         : PB_ERR_H2_RESET);
   return 0;
 }
 
 /* Sends what the session has to send, then writes. */
 static void h2_pump(conn *c) {
-  if (!conn_alive(c) || !c->h2) return;
+  if (!gen_conn_alive(c) || !c->h2) return;
   while (c->out.len < (1u << 20)) { /* a soft cap; on_write pumps again */
     const uint8_t *data;
     ssize_t n = nghttp2_session_mem_send(c->h2, &data);
     if (n < 0) {
-      note_error(c->g, "nghttp2: %s%s", nghttp2_strerror((int)n), "");
+      gen_note_error(c->g, "nghttp2: %s%s", nghttp2_strerror((int)n), "");
       conn_fail(c, PB_CONN_ERROR, PB_ERR_H2_PROTOCOL);
       return;
     }
@@ -589,7 +479,7 @@ static ssize_t h2_body_read(nghttp2_session *s, int32_t stream_id, uint8_t *buf,
   uintptr_t tag = (uintptr_t)nghttp2_session_get_stream_user_data(s, stream_id);
   if (!tag) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* cancelled: reset the stream */
   uint32_t i = (uint32_t)(tag - 1);
-  uint32_t total = kind_body(g, g->results[i].kind), off = g->req_body_off[i];
+  uint32_t total = gen_kind_body(g, g->results[i].kind), off = g->req_body_off[i];
   size_t n = total - off;
   if (n > length) n = length;
   if (n > BODY_PIECE) n = BODY_PIECE;
@@ -605,7 +495,7 @@ static void h2_submit(conn *c, uint32_t i) {
   pb_result *r = &g->results[i];
   uint32_t kind = g->sched->arrivals[i].kind;
   const char *path = g->sched->paths[kind];
-  uint32_t body = kind_body(g, kind);
+  uint32_t body = gen_kind_body(g, kind);
   char clen[16];
   snprintf(clen, sizeof clen, "%u", body);
 #define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
@@ -620,12 +510,12 @@ static void h2_submit(conn *c, uint32_t i) {
   nghttp2_data_provider provider = {.read_callback = h2_body_read};
   r->reused = c->served > 0;
   r->conn_id = c->id;
-  r->sent_ns = now_rel(g);
+  r->sent_ns = gen_now_rel(g);
   if (body) g->req_body_off[i] = 0;
   int32_t sid = nghttp2_submit_request(c->h2, NULL, nva, body ? 7 : 5, body ? &provider : NULL,
                                        (void *)(uintptr_t)(i + 1));
   if (sid < 0) {
-    finish_request(g, i, PB_CONN_ERROR, 0, PB_ERR_H2_PROTOCOL);
+    gen_finish_request(g, i, PB_CONN_ERROR, 0, PB_ERR_H2_PROTOCOL);
     return;
   }
   c->served++;
@@ -645,9 +535,9 @@ static bool h2_has_room(const conn *c) {
 static void h2_fill(conn *c) {
   gen *g = c->g;
   uint32_t i;
-  while (h2_has_room(c) && pending_pop(g, &i)) {
-    if (now_rel(g) >= g->results[i].intended_ns + g->timeout_ns) {
-      finish_request(g, i, PB_TIMEOUT, 0, 0);
+  while (h2_has_room(c) && gen_pending_pop(g, &i)) {
+    if (gen_now_rel(g) >= g->results[i].intended_ns + g->timeout_ns) {
+      gen_finish_request(g, i, PB_TIMEOUT, 0, 0);
       continue;
     }
     h2_submit(c, i);
@@ -670,7 +560,7 @@ static void h2_start(conn *c) {
   gen *g = c->g;
   if (nghttp2_session_client_new(&c->h2, g->h2_callbacks, c) != 0) {
     c->h2 = NULL;
-    conn_fail_setup(c, UV_ENOMEM);
+    gen_conn_fail_setup(c, UV_ENOMEM);
     return;
   }
   nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
@@ -683,7 +573,7 @@ static void h2_start(conn *c) {
  * arrivals, send, and close a connection that is done (GOAWAY drained, or the session ended). */
 static void h2_after_input(conn *c) {
   gen *g = c->g;
-  if (!conn_alive(c)) return;
+  if (!gen_conn_alive(c)) return;
   if (c->state == C_CONNECTING && c->h2_settings_seen) {
     uint32_t max =
         nghttp2_session_get_remote_settings(c->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
@@ -694,7 +584,7 @@ static void h2_after_input(conn *c) {
     c->h2_alloc = c->h2_cap;
     c->streams = calloc(c->h2_alloc ? c->h2_alloc : 1, sizeof *c->streams);
     if (!c->streams) {
-      conn_fail_setup(c, UV_ENOMEM);
+      gen_conn_fail_setup(c, UV_ENOMEM);
       return;
     }
     g->connecting--;
@@ -709,14 +599,14 @@ static void h2_after_input(conn *c) {
   }
   h2_fill(c);
   h2_pump(c);
-  if (!conn_alive(c)) return;
+  if (!gen_conn_alive(c)) return;
   if ((c->goaway && c->n_streams == 0) ||
       (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2))) {
     if (c->state == C_CONNECTING) {
-      conn_fail_setup(c, c->goaway ? PB_ERR_H2_GOAWAY : PB_ERR_H2_NO_SETTINGS);
+      gen_conn_fail_setup(c, c->goaway ? PB_ERR_H2_GOAWAY : PB_ERR_H2_NO_SETTINGS);
       return;
     }
-    conn_close(c);
+    gen_conn_close(c);
   }
 }
 
@@ -730,17 +620,18 @@ static void h2_input(conn *c, const char *p, size_t n) {
     c->preface_seen += (uint32_t)take;
     if (c->preface_seen == 4) {
       if (memcmp(c->preface, "HTTP", 4) == 0) {
-        note_error(g, "the server answered the h2 preface in HTTP/1.x: it does not speak h2%s%s",
-                   c->ssl ? "" : " with prior knowledge (h2c)", "");
-        conn_fail_setup(c, PB_ERR_H2_NO_SETTINGS);
+        gen_note_error(g,
+                       "the server answered the h2 preface in HTTP/1.x: it does not speak h2%s%s",
+                       c->ssl ? "" : " with prior knowledge (h2c)", "");
+        gen_conn_fail_setup(c, PB_ERR_H2_NO_SETTINGS);
         return;
       }
       if (c->preface[3] != NGHTTP2_SETTINGS) {
-        note_error(g,
-                   "the server's first bytes are not an h2 SETTINGS frame: it does not speak "
-                   "h2%s%s",
-                   c->ssl ? "" : " with prior knowledge (h2c)", "");
-        conn_fail_setup(c, PB_ERR_H2_NO_SETTINGS);
+        gen_note_error(g,
+                       "the server's first bytes are not an h2 SETTINGS frame: it does not speak "
+                       "h2%s%s",
+                       c->ssl ? "" : " with prior knowledge (h2c)", "");
+        gen_conn_fail_setup(c, PB_ERR_H2_NO_SETTINGS);
         return;
       }
     }
@@ -748,9 +639,9 @@ static void h2_input(conn *c, const char *p, size_t n) {
   }
   ssize_t used = nghttp2_session_mem_recv(c->h2, (const uint8_t *)p, n);
   if (used < 0) {
-    note_error(g, "nghttp2 rejected the server's bytes: %s%s", nghttp2_strerror((int)used), "");
+    gen_note_error(g, "nghttp2 rejected the server's bytes: %s%s", nghttp2_strerror((int)used), "");
     if (c->state == C_CONNECTING)
-      conn_fail_setup(c, PB_ERR_H2_NO_SETTINGS);
+      gen_conn_fail_setup(c, PB_ERR_H2_NO_SETTINGS);
     else
       conn_fail(c, PB_CONN_ERROR, PB_ERR_H2_PROTOCOL);
     return;
@@ -760,11 +651,11 @@ static void h2_input(conn *c, const char *p, size_t n) {
 
 static void h2_eof(conn *c, int err) {
   if (c->state == C_CONNECTING) {
-    note_error(c->g,
-               "the server closed the connection before sending h2 SETTINGS (%s): it does "
-               "not speak h2%s",
-               uv_err_name(err), c->ssl ? "" : " with prior knowledge (h2c)");
-    conn_fail_setup(c, PB_ERR_H2_NO_SETTINGS);
+    gen_note_error(c->g,
+                   "the server closed the connection before sending h2 SETTINGS (%s): it does "
+                   "not speak h2%s",
+                   uv_err_name(err), c->ssl ? "" : " with prior knowledge (h2c)");
+    gen_conn_fail_setup(c, PB_ERR_H2_NO_SETTINGS);
     return;
   }
   conn_fail(c, PB_CONN_ERROR, c->goaway ? PB_ERR_H2_GOAWAY : err);
@@ -793,9 +684,9 @@ static void plain_input(conn *c, const char *p, size_t n) {
 static void transport_eof(conn *c, int err) {
   if (c->state == C_CONNECTING && !c->h2) {
     /* Still in the TLS handshake (h1 has no other setup step). */
-    note_error(c->g, "the server closed the connection during the TLS handshake (%s)%s",
-               uv_err_name(err), "");
-    conn_fail_setup(c, PB_ERR_TLS);
+    gen_note_error(c->g, "the server closed the connection during the TLS handshake (%s)%s",
+                   uv_err_name(err), "");
+    gen_conn_fail_setup(c, PB_ERR_TLS);
     return;
   }
   if (c->h2)
@@ -811,17 +702,17 @@ static void tls_failed(conn *c, const char *what) {
   ERR_clear_error();
   if (ERR_GET_REASON(e) == SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL) {
     /* The server's ALPN accepts none of what we offered (RFC 7301 section 3.2). */
-    note_error(c->g, "ALPN: the server accepts none of the protocols offered (%s)%s",
-               c->g->h2 ? "h2: it does not speak h2 over TLS" : "http/1.1", "");
+    gen_note_error(c->g, "ALPN: the server accepts none of the protocols offered (%s)%s",
+                   c->g->h2 ? "h2: it does not speak h2 over TLS" : "http/1.1", "");
     if (c->state == C_CONNECTING)
-      conn_fail_setup(c, PB_ERR_ALPN);
+      gen_conn_fail_setup(c, PB_ERR_ALPN);
     else
       conn_fail(c, PB_CONN_ERROR, PB_ERR_ALPN);
     return;
   }
-  note_error(c->g, "TLS %s failed: %s", what, e ? msg : "peer closed or sent non-TLS bytes");
+  gen_note_error(c->g, "TLS %s failed: %s", what, e ? msg : "peer closed or sent non-TLS bytes");
   if (c->state == C_CONNECTING)
-    conn_fail_setup(c, PB_ERR_TLS);
+    gen_conn_fail_setup(c, PB_ERR_TLS);
   else
     conn_fail(c, PB_CONN_ERROR, PB_ERR_TLS);
 }
@@ -836,9 +727,10 @@ static void tls_established(conn *c) {
   snprintf(got, sizeof got, "%.*s", (int)alpn_len, alpn ? (const char *)alpn : "");
   bool ok = g->h2 ? strcmp(got, "h2") == 0 : (alpn_len == 0 || strcmp(got, "http/1.1") == 0);
   if (!ok) {
-    note_error(g, "ALPN: the server selected '%s', pp-bench asked for %s", alpn_len ? got : "none",
-               g->h2 ? "h2 (it does not speak h2 over TLS)" : "http/1.1");
-    conn_fail_setup(c, PB_ERR_ALPN);
+    gen_note_error(g, "ALPN: the server selected '%s', pp-bench asked for %s",
+                   alpn_len ? got : "none",
+                   g->h2 ? "h2 (it does not speak h2 over TLS)" : "http/1.1");
+    gen_conn_fail_setup(c, PB_ERR_ALPN);
     return;
   }
   c->tls_ready = true;
@@ -853,11 +745,11 @@ static void tls_input(conn *c, const char *p, size_t n) {
   if (!c->tls_ready) {
     int r = SSL_do_handshake(c->ssl);
     if (tls_drain(c) < 0) {
-      conn_fail_setup(c, UV_ENOMEM);
+      gen_conn_fail_setup(c, UV_ENOMEM);
       return;
     }
     conn_flush(c);
-    if (!conn_alive(c)) return;
+    if (!gen_conn_alive(c)) return;
     if (r <= 0) {
       int e = SSL_get_error(c->ssl, r);
       if (e == SSL_ERROR_WANT_READ) return;
@@ -865,13 +757,13 @@ static void tls_input(conn *c, const char *p, size_t n) {
       return;
     }
     tls_established(c);
-    if (!conn_alive(c)) return;
+    if (!gen_conn_alive(c)) return;
   }
   for (;;) {
     int r = SSL_read(c->ssl, c->g->plainbuf, (int)sizeof c->g->plainbuf);
     if (r > 0) {
       plain_input(c, c->g->plainbuf, (size_t)r);
-      if (!conn_alive(c)) return;
+      if (!gen_conn_alive(c)) return;
       continue;
     }
     int e = SSL_get_error(c->ssl, r);
@@ -893,7 +785,7 @@ static void tls_input(conn *c, const char *p, size_t n) {
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   conn *c = s->data;
-  if (!conn_alive(c)) return;
+  if (!gen_conn_alive(c)) return;
   if (nread == 0) return;
   if (nread < 0) {
     transport_eof(c, (int)nread);
@@ -905,7 +797,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     plain_input(c, buf->base, (size_t)nread);
 }
 
-static bool pending_pop(gen *g, uint32_t *i) {
+bool gen_pending_pop(gen *g, uint32_t *i) {
   if (g->pending_len == 0) return false;
   *i = g->pending[g->pending_head];
   g->pending_head = (g->pending_head + 1) % g->sched->count;
@@ -924,9 +816,9 @@ static void conn_became_idle(conn *c) {
   uint32_t i;
   llhttp_init(&c->parser, HTTP_RESPONSE, &g->settings);
   c->parser.data = c;
-  while (pending_pop(g, &i)) {
-    if (now_rel(g) >= g->results[i].intended_ns + g->timeout_ns) {
-      finish_request(g, i, PB_TIMEOUT, 0, 0);
+  while (gen_pending_pop(g, &i)) {
+    if (gen_now_rel(g) >= g->results[i].intended_ns + g->timeout_ns) {
+      gen_finish_request(g, i, PB_TIMEOUT, 0, 0);
       continue;
     }
     conn_send(c, i);
@@ -934,7 +826,7 @@ static void conn_became_idle(conn *c) {
   }
   c->state = C_IDLE;
   g->idle[g->idle_len++] = (uint32_t)(c - g->conns);
-  maybe_finish(g);
+  gen_maybe_finish(g);
 }
 
 static void on_connect(uv_connect_t *req, int status) {
@@ -944,15 +836,15 @@ static void on_connect(uv_connect_t *req, int status) {
   if (status < 0) {
     /* Charge the failure to the oldest waiting arrival so a dead server produces one error
      * per arrival instead of an endless reconnect loop. */
-    note_error(g, "connect: %s%s", uv_strerror(status), "");
-    conn_fail_setup(c, status);
+    gen_note_error(g, "connect: %s%s", uv_strerror(status), "");
+    gen_conn_fail_setup(c, status);
     return;
   }
   c->tcp_up = true;
-  c->connected_ns = now_rel(g);
+  c->connected_ns = gen_now_rel(g);
   uv_tcp_nodelay(&c->tcp, 1);
   if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
-    conn_close(c);
+    gen_conn_close(c);
     return;
   }
   if (!g->ssl_ctx) {
@@ -964,7 +856,7 @@ static void on_connect(uv_connect_t *req, int status) {
   if (!c->ssl || !rbio || !wbio) {
     BIO_free(rbio);
     BIO_free(wbio);
-    conn_fail_setup(c, UV_ENOMEM);
+    gen_conn_fail_setup(c, UV_ENOMEM);
     return;
   }
   SSL_set_bio(c->ssl, rbio, wbio);
@@ -975,7 +867,7 @@ static void on_connect(uv_connect_t *req, int status) {
   SSL_set_tlsext_host_name(c->ssl, sni);
   SSL_do_handshake(c->ssl); /* writes the ClientHello into the write BIO */
   if (tls_drain(c) < 0) {
-    conn_fail_setup(c, UV_ENOMEM);
+    gen_conn_fail_setup(c, UV_ENOMEM);
     return;
   }
   conn_flush(c);
@@ -991,6 +883,17 @@ static bool conn_open(gen *g) {
   c->id = ++g->conn_serial;
   c->req = -1;
   c->next_free = -1;
+  if (g->h3) {
+    c->state = C_CONNECTING;
+    g->open_conns++;
+    g->connecting++;
+    if (g->counters) {
+      g->counters->connections_opened++;
+      if (g->open_conns > g->counters->connections_peak)
+        g->counters->connections_peak = g->open_conns;
+    }
+    return gen_h3_open(c);
+  }
   uv_tcp_init(&g->loop, &c->tcp);
   c->tcp.data = c;
   c->connect_req.data = c;
@@ -1004,8 +907,8 @@ static bool conn_open(gen *g) {
   }
   int rc = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr *)&g->addr, on_connect);
   if (rc < 0) {
-    note_error(g, "connect: %s%s", uv_strerror(rc), "");
-    conn_fail_setup(c, rc);
+    gen_note_error(g, "connect: %s%s", uv_strerror(rc), "");
+    gen_conn_fail_setup(c, rc);
     return false;
   }
   return true;
@@ -1014,7 +917,18 @@ static bool conn_open(gen *g) {
 /* ---- pacing ---- */
 
 static void dispatch(gen *g, uint32_t i) {
-  g->results[i].dispatched_ns = now_rel(g);
+  g->results[i].dispatched_ns = gen_now_rel(g);
+  if (g->h3) {
+    conn *c = gen_h3_pick(g);
+    if (c) {
+      gen_h3_submit(c, i);
+      gen_h3_flush(c);
+      return;
+    }
+    pending_push(g, i);
+    maybe_open(g);
+    return;
+  }
   if (g->h2) {
     conn *c = h2_pick(g);
     if (c) {
@@ -1065,11 +979,11 @@ static void on_pacer(uv_poll_t *h, int status, int events) {
   uint64_t expirations;
   ssize_t n = read(g->timerfd, &expirations, sizeof expirations);
   (void)n;
-  uint64_t now = now_rel(g);
+  uint64_t now = gen_now_rel(g);
   while (g->next_arrival < g->sched->count &&
          g->sched->arrivals[g->next_arrival].intended_ns <= now) {
     dispatch(g, (uint32_t)g->next_arrival++);
-    now = now_rel(g);
+    now = gen_now_rel(g);
   }
   if (g->next_arrival < g->sched->count) {
     arm_pacer(g);
@@ -1096,19 +1010,23 @@ static void h2_sweep(gen *g, uint64_t now) {
     uint32_t slot = g->req_slot[i];
     if (slot != UINT32_MAX) {
       conn *c = &g->conns[slot];
-      stream_remove(c, i);
+      gen_stream_remove(c, i);
       g->req_slot[i] = UINT32_MAX;
       g->in_flight--;
-      nghttp2_session_set_stream_user_data(c->h2, g->req_stream[i], NULL);
-      nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, g->req_stream[i], NGHTTP2_CANCEL);
+      if (c->q) {
+        gen_h3_cancel(c, g->req_stream[i]);
+      } else {
+        nghttp2_session_set_stream_user_data(c->h2, g->req_stream[i], NULL);
+        nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, g->req_stream[i], NGHTTP2_CANCEL);
+      }
     }
     g->results[i].status = 0;
-    finish_request(g, i, PB_TIMEOUT, 0, 0);
+    gen_finish_request(g, i, PB_TIMEOUT, 0, 0);
     g->sweep_cursor++;
   }
   for (uint32_t k = 0; k < g->conn_high; k++) {
     conn *c = &g->conns[k];
-    if (c->state != C_OPEN || !c->h2) continue;
+    if (c->state != C_OPEN || (!c->h2 && !c->q)) continue;
     /* Clients that leave: their streams are reset, the connection stays. */
     for (uint32_t s = 0; g->any_cancel && s < c->n_streams;) {
       uint32_t i = c->streams[s];
@@ -1120,25 +1038,33 @@ static void h2_sweep(gen *g, uint64_t now) {
       c->streams[s] = c->streams[--c->n_streams];
       g->req_slot[i] = UINT32_MAX;
       g->in_flight--;
-      nghttp2_session_set_stream_user_data(c->h2, g->req_stream[i], NULL);
-      nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, g->req_stream[i], NGHTTP2_CANCEL);
+      if (c->q) { /* h3: RESET_STREAM + STOP_SENDING (H3_REQUEST_CANCELLED) */
+        gen_h3_cancel(c, g->req_stream[i]);
+      } else {
+        nghttp2_session_set_stream_user_data(c->h2, g->req_stream[i], NULL);
+        nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, g->req_stream[i], NGHTTP2_CANCEL);
+      }
       g->results[i].status = 0;
-      finish_request(g, i, PB_CANCELLED, 0, 0);
+      gen_finish_request(g, i, PB_CANCELLED, 0, 0);
     }
-    h2_fill(c);
-    h2_pump(c);
+    if (c->q) {
+      gen_h3_fill(c);
+    } else {
+      h2_fill(c);
+      h2_pump(c);
+    }
   }
 }
 
 static void on_sweep(uv_timer_t *t) {
   gen *g = t->data;
-  uint64_t now = now_rel(g);
+  uint64_t now = gen_now_rel(g);
   /* Waiting arrivals are in intended order: only the head can be the oldest. */
   while (g->pending_len > 0) {
     uint32_t i = g->pending[g->pending_head];
     if (now < g->results[i].intended_ns + g->timeout_ns) break;
-    pending_pop(g, &i);
-    finish_request(g, i, PB_TIMEOUT, 0, 0);
+    gen_pending_pop(g, &i);
+    gen_finish_request(g, i, PB_TIMEOUT, 0, 0);
   }
   for (uint32_t k = 0; k < g->conn_high; k++) {
     conn *c = &g->conns[k];
@@ -1160,25 +1086,28 @@ static void on_sweep(uv_timer_t *t) {
     }
     /* A peer that accepted but never finished TLS or sent h2 SETTINGS. */
     if (c->state == C_CONNECTING && c->tcp_up && now >= c->connected_ns + SETUP_TIMEOUT_NS) {
-      if (c->ssl && !c->tls_ready) {
-        note_error(g, "the TLS handshake did not complete within 5 s%s%s", "", "");
-        conn_fail_setup(c, PB_ERR_TLS);
+      if (c->q) {
+        gen_note_error(g, "no QUIC handshake (h3) with the server within 5 s%s%s", "", "");
+        gen_conn_fail_setup(c, PB_ERR_QUIC);
+      } else if (c->ssl && !c->tls_ready) {
+        gen_note_error(g, "the TLS handshake did not complete within 5 s%s%s", "", "");
+        gen_conn_fail_setup(c, PB_ERR_TLS);
       } else {
-        note_error(g, "no h2 SETTINGS from the server within 5 s: it does not speak h2%s%s",
-                   c->ssl ? "" : " with prior knowledge (h2c)", "");
-        conn_fail_setup(c, PB_ERR_H2_NO_SETTINGS);
+        gen_note_error(g, "no h2 SETTINGS from the server within 5 s: it does not speak h2%s%s",
+                       c->ssl ? "" : " with prior knowledge (h2c)", "");
+        gen_conn_fail_setup(c, PB_ERR_H2_NO_SETTINGS);
       }
     }
   }
-  if (g->h2) h2_sweep(g, now);
-  maybe_finish(g);
+  if (g->h2 || g->h3) h2_sweep(g, now);
+  gen_maybe_finish(g);
 }
 
 static void on_progress(uv_timer_t *t) {
   gen *g = t->data;
   if (!g->cfg->progress) return;
   pb_progress p = {
-      .elapsed_ns = now_rel(g),
+      .elapsed_ns = gen_now_rel(g),
       .offered = g->next_arrival,
       .completed = g->completed,
       .completed_last_second = g->completed - g->completed_at_last_tick,
@@ -1193,11 +1122,11 @@ static void on_progress(uv_timer_t *t) {
 static void close_all(gen *g) {
   for (uint32_t k = 0; k < g->conn_high; k++) {
     conn *c = &g->conns[k];
-    if (c->state != C_FREE && c->state != C_CLOSING) conn_close(c);
+    if (c->state != C_FREE && c->state != C_CLOSING) gen_conn_close(c);
   }
 }
 
-static void maybe_finish(gen *g) {
+void gen_maybe_finish(gen *g) {
   if (g->stopping || g->completed < g->sched->count) return;
   g->stopping = true;
   if (g->pacer_active) uv_poll_stop(&g->pacer);
@@ -1263,7 +1192,8 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
   g->results = results;
   g->timeout_ns = cfg->timeout_ns ? cfg->timeout_ns : 20000000000ull;
   g->max_conns = cfg->max_connections ? cfg->max_connections : default_max_conns();
-  if (cfg->proto == PB_PROTO_H2) g->max_conns = cfg->h2_connections ? cfg->h2_connections : 4;
+  if (cfg->proto == PB_PROTO_H2 || cfg->proto == PB_PROTO_H3)
+    g->max_conns = cfg->h2_connections ? cfg->h2_connections : 4;
   g->timerfd = -1;
   g->pending = calloc(sched->count, sizeof *g->pending);
   g->conns = calloc(g->max_conns, sizeof *g->conns);
@@ -1271,6 +1201,7 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
   g->counters = cfg->counters;
   if (g->counters) memset(g->counters, 0, sizeof *g->counters);
   g->h2 = cfg->proto == PB_PROTO_H2;
+  g->h3 = cfg->proto == PB_PROTO_H3;
   g->kinds = cfg->kinds;
   bool any_body = false;
   for (size_t k = 0; g->kinds && k < sched->path_count; k++) {
@@ -1279,15 +1210,16 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
   }
   if (any_body) {
     g->body = malloc(BODY_PIECE);
-    g->req_body_off = g->h2 ? calloc(sched->count, sizeof *g->req_body_off) : NULL;
-    if (!g->body || (g->h2 && !g->req_body_off)) {
+    bool mux = g->h2 || g->h3;
+    g->req_body_off = mux ? calloc(sched->count, sizeof *g->req_body_off) : NULL;
+    if (!g->body || (mux && !g->req_body_off)) {
       rc = PB_ENOMEM;
       goto out;
     }
     for (uint32_t k = 0; k < BODY_PIECE; k++) /* printable, so a server log of it reads */
       g->body[k] = (char)('a' + k % 26);
   }
-  if (g->h2) {
+  if (g->h2 || g->h3) {
     g->req_slot = malloc(sched->count * sizeof *g->req_slot);
     g->req_stream = calloc(sched->count, sizeof *g->req_stream);
     if (!g->req_slot || !g->req_stream) {
@@ -1295,6 +1227,12 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
       goto out;
     }
     memset(g->req_slot, 0xff, sched->count * sizeof *g->req_slot);
+  }
+  if (g->h3 && gen_h3_init(g, err, errlen) < 0) {
+    rc = PB_ESYS;
+    goto out;
+  }
+  if (g->h2) {
     if (nghttp2_session_callbacks_new(&g->h2_callbacks) != 0) {
       rc = PB_ENOMEM;
       goto out;
@@ -1303,7 +1241,7 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
     nghttp2_session_callbacks_set_on_frame_recv_callback(g->h2_callbacks, h2_on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(g->h2_callbacks, h2_on_stream_close);
   }
-  if (cfg->tls) {
+  if (cfg->tls && !g->h3) { /* h3 brings its own TLS 1.3 (GnuTLS inside QUIC) */
     g->ssl_ctx = SSL_CTX_new(TLS_client_method());
     if (!g->ssl_ctx) {
       snprintf(err, errlen, "SSL_CTX_new failed");
@@ -1333,7 +1271,7 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
   }
   for (size_t k = 0; k < sched->path_count; k++) {
     const char *host = strchr(cfg->host, ':') ? "localhost" : cfg->host;
-    uint32_t body = kind_body(g, (uint32_t)k);
+    uint32_t body = gen_kind_body(g, (uint32_t)k);
     int n = body ? asprintf(&g->requests[k],
                             "POST %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: pp-bench\r\n"
                             "Content-Type: application/octet-stream\r\nContent-Length: %u\r\n\r\n",
@@ -1377,8 +1315,8 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
   g->t0 = uv_hrtime() + (cfg->start_delay_ns ? cfg->start_delay_ns : 20000000ull);
   if (cfg->t0_ns) g->t0 = cfg->t0_ns;
   if (t0_out) *t0_out = g->t0;
-  /* h2: the whole pool is opened before the first arrival. */
-  if (g->h2)
+  /* h2, h3: the whole pool is opened before the first arrival. */
+  if (g->h2 || g->h3)
     for (uint32_t k = 0; k < g->max_conns; k++)
       conn_open(g);
   g->pacer_active = true;
@@ -1408,6 +1346,7 @@ out:
   free(g->req_stream);
   free(g->req_body_off);
   free(g->body);
+  if (g->h3) gen_h3_dispose(g);
   if (g->h2_callbacks) nghttp2_session_callbacks_del(g->h2_callbacks);
   if (g->ssl_ctx) SSL_CTX_free(g->ssl_ctx);
   free(g);

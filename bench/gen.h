@@ -1,5 +1,5 @@
 /* The open-loop HTTP load generator at the heart of pp-bench: HTTP/1.1 or HTTP/2, each in
- * cleartext or over TLS.
+ * cleartext or over TLS, and HTTP/3 over QUIC.
  *
  * The caller hands over an arrival schedule (intended send times relative to the run start,
  * each naming one request kind) and a target on loopback. The generator sends every arrival at
@@ -30,13 +30,23 @@
  * an error) and "http/1.1" for h1; SNI is `tls_server_name` (default "localhost"). The peer's
  * certificate is NOT verified: targets are loopback servers with development certificates.
  *
+ * HTTP/3 (gen_h3.c: ngtcp2 0.12 + nghttp3 0.8, QUIC v1, TLS 1.3 through GnuTLS, ALPN "h3"): the
+ * same pool rules as h2 on `h2_connections` QUIC connections, each on its own connected UDP
+ * socket; a connection takes streams once the handshake completed, at most the server's stream
+ * credit (initial_max_streams_bidi, then MAX_STREAMS) and PB_H2_STREAM_CAP at once. A request is
+ * done when its response stream ends; a timed-out stream is reset (H3_REQUEST_CANCELLED), the
+ * connection stays. The certificate is NOT verified either. `tls` is ignored for h3.
+ *
  * Request kinds (`pb_gen_config.kinds`, optional): a kind may carry a request body (POST with
  * Content-Length, the bytes written in 64 KiB pieces from one shared buffer as the socket takes
  * them, so 64 concurrent 4 MiB uploads do not hold 256 MiB of copies; h2: a data provider
- * under the server's flow control) and may cancel: the client leaves `cancel_after_ns` after
- * the request was sent (h1: closes the connection; h2: RST_STREAM(CANCEL), the connection
- * stays), unless the response came first. An h1 response that arrives before the whole body
- * was written ends the request and closes the connection (the rest is never sent).
+ * under the server's flow control; h3: an nghttp3 data reader pointing into the same buffer,
+ * under QUIC stream and connection flow control) and may cancel: the client leaves
+ * `cancel_after_ns` after the request was sent (h1: closes the connection; h2:
+ * RST_STREAM(CANCEL); h3: RESET_STREAM + STOP_SENDING with H3_REQUEST_CANCELLED; for h2 and h3
+ * the connection stays), unless the response came first. An h1 response that arrives before
+ * the whole body was written ends the request and closes the connection (the rest is never
+ * sent).
  *
  * Workload assumed: one request per arrival (GET, or POST with a body), responses parsed and
  * discarded, up to a few thousand requests per second, one thread. The h1 path does not
@@ -102,14 +112,21 @@ typedef struct pb_result {
 #define PB_ERR_H2_PROTOCOL 5 /* h2: nghttp2 rejected what the server sent */
 #define PB_ERR_H2_GOAWAY   6 /* h2: the stream was refused or cut by the server's GOAWAY */
 #define PB_ERR_H2_RESET    7 /* h2: the server reset the stream (RST_STREAM) */
+#define PB_ERR_QUIC                                                                                \
+  8                           /* h3: QUIC handshake failed or timed out, or the connection closed  \
+                               * (CONNECTION_CLOSE, idle timeout, a transport error) */
+#define PB_ERR_H3_PROTOCOL 9  /* h3: nghttp3 rejected what the server sent, or no :status */
+#define PB_ERR_H3_RESET    10 /* h3: the server reset the request stream */
+#define PB_ERR_H3_GOAWAY   11 /* h3: the stream was cut by the server's GOAWAY */
 
 /* Most concurrent streams pp-bench opens on one h2 connection, whatever the server allows. */
 #define PB_H2_STREAM_CAP 1024
 
 /* Wire protocol of the generator. */
-typedef enum pb_proto { PB_PROTO_H1 = 0, PB_PROTO_H2 = 1 } pb_proto;
+typedef enum pb_proto { PB_PROTO_H1 = 0, PB_PROTO_H2 = 1, PB_PROTO_H3 = 2 } pb_proto;
 
-/* "h1", "h2", "h1+tls", "h2+tls": the protocol label stored with results. Static storage. */
+/* "h1", "h2", "h1+tls", "h2+tls", "h3" (always TLS 1.3 inside QUIC; `tls` is ignored): the
+ * protocol label stored with results. Static storage. */
 const char *pb_proto_label(pb_proto proto, int tls);
 
 /* "ECONNRESET", "EOF", "bad_http", ... for pb_result.error; "" for 0. Static storage. */
@@ -117,11 +134,12 @@ const char *pb_error_name(int err);
 
 /* Counters of the transport, filled by pb_gen_run when the caller passes them. */
 typedef struct pb_gen_counters {
-  uint32_t connections_opened;    /* TCP connection attempts */
+  uint32_t connections_opened;    /* TCP (h3: QUIC) connection attempts */
   uint32_t connections_peak;      /* most connections open (or connecting) at once */
-  uint32_t h2_server_max_streams; /* lowest SETTINGS_MAX_CONCURRENT_STREAMS seen (0: none) */
+  uint32_t h2_server_max_streams; /* lowest SETTINGS_MAX_CONCURRENT_STREAMS seen (0: none);
+                                   * h3: lowest initial_max_streams_bidi transport parameter */
   uint32_t h2_peak_streams;       /* most streams in flight on one connection */
-  uint32_t goaways;               /* GOAWAY frames received */
+  uint32_t goaways;               /* GOAWAY frames received (h2 and h3) */
   char first_error[256];          /* the first connection-level failure in words ("" if none) */
 } pb_gen_counters;
 
@@ -152,7 +170,8 @@ typedef struct pb_kind_spec {
   uint32_t body_bytes;      /* > 0: POST with a body of this many bytes (Content-Length,
                              * application/octet-stream); at most PB_BODY_MAX */
   uint64_t cancel_after_ns; /* > 0: leave this long after the request was sent (h1: close the
-                             * connection; h2: RST_STREAM(CANCEL)); outcome PB_CANCELLED */
+                             * connection; h2: RST_STREAM(CANCEL); h3: stream reset with
+                             * H3_REQUEST_CANCELLED); outcome PB_CANCELLED */
 } pb_kind_spec;
 
 /* Largest request body a kind may carry. */
@@ -169,10 +188,10 @@ typedef struct pb_gen_config {
                                 * (so a sampler started earlier shares the run's clock) */
   pb_progress_cb progress;     /* optional, called every second from the loop */
   void *data;                  /* passed to progress */
-  pb_proto proto;              /* PB_PROTO_H1 (default) or PB_PROTO_H2 */
+  pb_proto proto;              /* PB_PROTO_H1 (default), PB_PROTO_H2 or PB_PROTO_H3 */
   int tls;                     /* nonzero: TLS (no certificate verification) */
   const char *tls_server_name; /* SNI; "localhost" when NULL */
-  uint32_t h2_connections;     /* h2: connections to multiplex on (default 4 when 0);
+  uint32_t h2_connections;     /* h2, h3: connections to multiplex on (default 4 when 0);
                                 * max_connections is the h1 cap and is ignored for h2 */
   pb_gen_counters *counters;   /* optional out: transport counters (zeroed by pb_gen_run) */
   const pb_kind_spec *kinds;   /* optional: sched->path_count entries (NULL: every kind is a

@@ -63,9 +63,9 @@ int pb_server_argv(const pb_server_spec *s, char **argv, int max, char *storage,
     add(&b, "null-server");
     add(&b, "-port");
     add(&b, "%d", s->port);
-    if (s->h2c) {
+    if (s->h2c || s->h3) {
       add(&b, "-proto");
-      add(&b, "h2");
+      add(&b, s->h3 ? "h3" : "h2");
     }
     if (s->null_leak_every) {
       add(&b, "-leak-every");
@@ -104,6 +104,10 @@ int pb_server_argv(const pb_server_spec *s, char **argv, int max, char *storage,
     add(&b, "--");
     add(&b, "-quiet");
     if (s->h2c) add(&b, "-h2c");
+    if (s->h3) {
+      add(&b, "-listen-h3");
+      add(&b, "127.0.0.1:%d", s->port);
+    }
     if (s->autoscale) {
       add(&b, "-autoscale");
       if (s->policy_path[0]) {

@@ -36,6 +36,8 @@ typedef struct pb_server_spec {
   char log_path[512];       /* server stdout+stderr */
   char decision_log[512];   /* autoscale: the server's JSONL decision log ("" = none) */
   bool h2c;                 /* puma-plus: also serve cleartext HTTP/2 (-h2c), for -proto h2 */
+  bool h3;                  /* puma-plus: also serve HTTP/3 (-listen-h3 127.0.0.1:port, UDP,
+                             * the development certificate), for -proto h3 */
   bool shed;                /* puma-plus: admission control (-shed), with -policy policy_path when
                              * set (also without autoscale: the policy carries shed.budget) */
   char null_bin[512];       /* PB_SERVER_NULL: the pp-bench binary */

@@ -15,7 +15,8 @@
  * is answered with RST_STREAM (INTERNAL_ERROR) and GET /goaway with GOAWAY that refuses that
  * stream, then the connection closes. TLS (`tls`): a self-signed P-256 certificate for
  * localhost made in memory at start; the ALPN callback accepts only `tls_alpn` (default "h2"
- * for h2, "http/1.1" for h1) and answers anything else with the no_application_protocol alert. */
+ * for h2, "http/1.1" for h1) and answers anything else with the no_application_protocol alert.
+ * h3: pb_nullsrv_h3_start below (a separate server on a UDP port). */
 #ifndef PP_BENCH_NULLSRV_H
 #define PP_BENCH_NULLSRV_H
 
@@ -47,5 +48,15 @@ uint64_t pb_nullsrv_served(const pb_nullsrv *s);
 /* Stops the thread, closes every connection and frees the server. Reports the stall's real
  * start and end (absolute uv_hrtime ns; 0 when it never stalled) if the pointers are not NULL. */
 void pb_nullsrv_stop(pb_nullsrv *s, uint64_t *stall_began_ns, uint64_t *stall_ended_ns);
+
+/* The same over HTTP/3 (nullsrv_h3.c): QUIC v1 on a UDP port, TLS 1.3 (GnuTLS) with an
+ * in-memory self-signed P-256 certificate for localhost, ALPN "h3" only. `delay_ms`, the stall
+ * and GET /status/<code> as above; `h2_max_streams` is the stream credit
+ * (initial_max_streams_bidi, 100 when 0), extended as streams close; `h2`, `tls` and `tls_alpn`
+ * are ignored. Routes datagrams by the peer's address (loopback clients do not migrate). */
+typedef struct pb_nullsrv_h3 pb_nullsrv_h3;
+int pb_nullsrv_h3_start(const pb_nullsrv_config *cfg, pb_nullsrv_h3 **out, int *port_out);
+uint64_t pb_nullsrv_h3_served(const pb_nullsrv_h3 *s);
+void pb_nullsrv_h3_stop(pb_nullsrv_h3 *s, uint64_t *stall_began_ns, uint64_t *stall_ended_ns);
 
 #endif

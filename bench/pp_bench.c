@@ -68,39 +68,49 @@ typedef struct opts {
 } opts;
 
 static void usage(FILE *f) {
-  fprintf(f, "usage:\n"
-             "  pp-bench smoke [-server null|puma|pumaplus | -url HOST:PORT] [-path /hello]\n"
-             "                 [-rate 100] [-dur 10s] [-timeout 20s] [-conns 256] [-seed N]\n"
-             "                 [-uniform] [-spectrum] [-timeline] [-csv FILE] [-max-errors 0.01]\n"
-             "                 [-w 2] [-t 5] [-app config.ru] [-autoscale] [-policy FILE]\n"
-             "                 [-warmup 2s] [-delay MS (null server)]\n"
-             "                 [-proto h1|h2] [-tls] [-h2-conns 4]\n"
-             "  pp-bench floor [-rate 500] [-dur 10s] [-spectrum] [-proto h1|h2] [-tls]\n"
-             "  pp-bench run SCENARIO.yaml [-db results.db] [-only A,B] [-timeline] [-warmup 3s]\n"
-             "               [-conns N] [-seed N] [-app config.ru] [-log-dir DIR]\n"
-             "               [-proto h1|h2] [-h2-conns 4]\n"
-             "  pp-bench report RUN|latest [-db results.db] [-timeline CONFIG] [-plot out.png]\n"
-             "               [-vs-sim [SIMRUN]]\n"
-             "  pp-bench schedule SCENARIO.yaml [-seed N] [-timeline (list arrivals)]\n"
-             "  pp-bench null-server [-port 0] [-delay 0] [-proto h1|h2] [-tls] [-leak-every N]\n"
-             "                 (runs until SIGINT/SIGTERM; -tls: a self-signed certificate;\n"
-             "                 -leak-every N: every Nth request leaks a descriptor, for tests)\n"
-             "  pp-bench soak [-short] [-server pumaplus|puma|null] [-cycles 3] ...\n"
-             "                 (overload and bad-traffic cycles; pp-bench soak --help)\n"
-             "\n"
-             "protocol (smoke, run, floor; the same schedule and timing from intended start):\n"
-             "  -proto h1       HTTP/1.1, one request per connection at a time, up to -conns\n"
-             "                  connections (default)\n"
-             "  -proto h2       HTTP/2 (nghttp2): streams multiplexed on -h2-conns connections,\n"
-             "                  at most the server's SETTINGS_MAX_CONCURRENT_STREAMS each (and\n"
-             "                  1024); arrivals beyond that wait in the generator, still timed\n"
-             "                  from their intended start. Cleartext h2 is prior knowledge (h2c)\n"
-             "  -h2-conns N     h2 connections, all opened at the start (default 4)\n"
-             "  -tls            TLS (OpenSSL), SNI localhost, ALPN \"h2\" for h2 (required) or\n"
-             "                  \"http/1.1\" for h1. The server certificate is NOT verified: the\n"
-             "                  targets are loopback servers with development certificates.\n"
-             "                  With -url or the null server (the harness starts puma and\n"
-             "                  puma-plus without TLS)\n");
+  fprintf(f,
+          "usage:\n"
+          "  pp-bench smoke [-server null|puma|pumaplus | -url HOST:PORT] [-path /hello]\n"
+          "                 [-rate 100] [-dur 10s] [-timeout 20s] [-conns 256] [-seed N]\n"
+          "                 [-uniform] [-spectrum] [-timeline] [-csv FILE] [-max-errors 0.01]\n"
+          "                 [-w 2] [-t 5] [-app config.ru] [-autoscale] [-policy FILE]\n"
+          "                 [-warmup 2s] [-delay MS (null server)]\n"
+          "                 [-proto h1|h2|h3] [-tls] [-h2-conns 4]\n"
+          "  pp-bench floor [-rate 500] [-dur 10s] [-spectrum] [-proto h1|h2|h3] [-tls]\n"
+          "  pp-bench run SCENARIO.yaml [-db results.db] [-only A,B] [-timeline] [-warmup 3s]\n"
+          "               [-conns N] [-seed N] [-app config.ru] [-log-dir DIR]\n"
+          "               [-proto h1|h2|h3] [-h2-conns 4]\n"
+          "  pp-bench report RUN|latest [-db results.db] [-timeline CONFIG] [-plot out.png]\n"
+          "               [-vs-sim [SIMRUN]]\n"
+          "  pp-bench schedule SCENARIO.yaml [-seed N] [-timeline (list arrivals)]\n"
+          "  pp-bench null-server [-port 0] [-delay 0] [-proto h1|h2|h3] [-tls] [-leak-every N]\n"
+          "                 (runs until SIGINT/SIGTERM; -tls: a self-signed certificate;\n"
+          "                 -leak-every N: every Nth request leaks a descriptor, for tests)\n"
+          "  pp-bench soak [-short] [-server pumaplus|puma|null] [-cycles 3] ...\n"
+          "                 (overload and bad-traffic cycles; pp-bench soak --help)\n"
+          "\n"
+          "protocol (smoke, run, floor; the same schedule and timing from intended start):\n"
+          "  -proto h1       HTTP/1.1, one request per connection at a time, up to -conns\n"
+          "                  connections (default)\n"
+          "  -proto h2       HTTP/2 (nghttp2): streams multiplexed on -h2-conns connections,\n"
+          "                  at most the server's SETTINGS_MAX_CONCURRENT_STREAMS each (and\n"
+          "                  1024); arrivals beyond that wait in the generator, still timed\n"
+          "                  from their intended start. Cleartext h2 is prior knowledge (h2c)\n"
+          "  -proto h3       HTTP/3 (ngtcp2 + nghttp3, QUIC v1, TLS 1.3 through GnuTLS, ALPN\n"
+          "                  \"h3\", SNI localhost): streams multiplexed on -h2-conns QUIC\n"
+          "                  connections, at most the server's stream credit\n"
+          "                  (initial_max_streams_bidi, MAX_STREAMS) each (and 1024). The\n"
+          "                  server certificate is NOT verified (loopback development\n"
+          "                  certificates). The harness starts puma-plus with -listen-h3 on\n"
+          "                  the UDP port of its TCP port number; -url HOST:UDPPORT; the null\n"
+          "                  server and floor speak h3 too (-tls is implied)\n"
+          "  -h2-conns N     h2/h3 connections, all opened at the start (default 4);\n"
+          "                  -h3-conns is the same flag\n"
+          "  -tls            TLS (OpenSSL), SNI localhost, ALPN \"h2\" for h2 (required) or\n"
+          "                  \"http/1.1\" for h1. The server certificate is NOT verified: the\n"
+          "                  targets are loopback servers with development certificates.\n"
+          "                  With -url or the null server (the harness starts puma and\n"
+          "                  puma-plus without TLS)\n");
 }
 
 static bool parse_duration(const char *s, uint64_t *out) {
@@ -198,9 +208,11 @@ static bool parse_opts(int argc, char **argv, int first, opts *o) {
         o->proto = PB_PROTO_H1;
       else if (strcmp(v, "h2") == 0)
         o->proto = PB_PROTO_H2;
+      else if (strcmp(v, "h3") == 0)
+        o->proto = PB_PROTO_H3;
       else
         ok = false;
-    } else if (strcmp(a, "h2-conns") == 0)
+    } else if (strcmp(a, "h2-conns") == 0 || strcmp(a, "h3-conns") == 0)
       ok = parse_double(v, &d) && d >= 1 && d <= 4096 && ((o->h2_conns = (uint32_t)d), 1);
     else if (strcmp(a, "warmup") == 0)
       ok = parse_duration(v, &o->warmup_ns);
@@ -336,6 +348,7 @@ static int split_hostport(const char *url, char *host, size_t hostlen, int *port
 }
 
 static int cmd_smoke(opts *o) {
+  if (o->proto == PB_PROTO_H3) o->tls = false; /* QUIC always carries TLS 1.3 */
   if (o->tls && o->server && strcmp(o->server, "null") != 0) {
     fprintf(stderr, "pp-bench: -tls works with -url HOST:PORT of a TLS server or the null "
                     "server; the harness starts puma and puma-plus without TLS\n");
@@ -362,16 +375,21 @@ static int cmd_smoke(opts *o) {
     pb_run_target(host, port, &sched, &ro, &r);
     rc = report_result(o, &r, &sched, o->url);
   } else if (!o->server || strcmp(o->server, "null") == 0) {
-    pb_nullsrv *srv;
+    pb_nullsrv *srv = NULL;
+    pb_nullsrv_h3 *srv3 = NULL;
     int port;
     pb_nullsrv_config nc = {.delay_ms = o->delay_ms, .h2 = o->proto == PB_PROTO_H2, .tls = o->tls};
-    if (pb_nullsrv_start(&nc, &srv, &port) < 0) {
+    if (o->proto == PB_PROTO_H3 ? pb_nullsrv_h3_start(&nc, &srv3, &port) < 0
+                                : pb_nullsrv_start(&nc, &srv, &port) < 0) {
       pb_schedule_dispose(&sched);
       return 2;
     }
     run_options(o, &ro, "null server");
     pb_run_target("127.0.0.1", port, &sched, &ro, &r);
-    pb_nullsrv_stop(srv, NULL, NULL);
+    if (srv3)
+      pb_nullsrv_h3_stop(srv3, NULL, NULL);
+    else
+      pb_nullsrv_stop(srv, NULL, NULL);
     rc = report_result(o, &r, &sched, "null server");
   } else if (strcmp(o->server, "puma") == 0 || strcmp(o->server, "pumaplus") == 0) {
     pb_server_spec spec;
@@ -387,6 +405,7 @@ static int cmd_smoke(opts *o) {
     snprintf(spec.app, sizeof spec.app, "%s", o->app ? o->app : PB_DEFAULT_APP);
     default_binaries(&spec);
     spec.h2c = o->proto == PB_PROTO_H2;
+    spec.h3 = o->proto == PB_PROTO_H3;
     spec.port = pb_free_port();
     spec.stats_port = pb_free_port();
     run_options(o, &ro, spec.name);
@@ -452,6 +471,7 @@ static int load_scenario(const char *path, pp_scenario *scn) {
 
 /* pp-bench run scenario.yaml: every configuration in turn, then the comparison table. */
 static int cmd_run(const char *path, opts *o) {
+  if (o->proto == PB_PROTO_H3) o->tls = false; /* QUIC always carries TLS 1.3 */
   if (o->tls) {
     fprintf(stderr, "pp-bench run: -tls is not supported: the harness starts its servers without "
                     "TLS (use smoke -url HOST:PORT -tls against a TLS server)\n");
@@ -490,6 +510,7 @@ static int cmd_run(const char *path, opts *o) {
     }
     default_binaries(&spec);
     spec.h2c = o->proto == PB_PROTO_H2;
+    spec.h3 = o->proto == PB_PROTO_H3;
     spec.port = pb_free_port();
     spec.stats_port = pb_free_port();
     pb_run_options ro;
@@ -648,6 +669,20 @@ static void on_signal(int sig) {
 }
 
 static int cmd_null_server(opts *o) {
+  if (o->proto == PB_PROTO_H3) {
+    pb_nullsrv_h3 *srv3;
+    int port;
+    pb_nullsrv_config nc = {.port = o->port, .delay_ms = o->delay_ms, .leak_every = o->leak_every};
+    if (pb_nullsrv_h3_start(&nc, &srv3, &port) < 0) return 2;
+    printf("null server on 127.0.0.1:%d (h3, UDP), delay %u ms\n", port, o->delay_ms);
+    fflush(stdout);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    while (!stop_flag)
+      pause();
+    pb_nullsrv_h3_stop(srv3, NULL, NULL);
+    return 0;
+  }
   pb_nullsrv *srv;
   int port;
   pb_nullsrv_config nc = {.port = o->port,
@@ -683,7 +718,7 @@ static void soak_usage(FILE *f) {
           "              -body-every\n"
           "  4 cancel    -cancel-rate rps of GET /mix/0/2000 whose clients leave after\n"
           "              -cancel-queued (half: while queued) or -cancel-running (half: while\n"
-          "              running); h1 closes the socket, h2 resets the stream\n"
+          "              running); h1 closes the socket, h2 and h3 reset the stream\n"
           "  5 recovery  as steady\n"
           "Each second it samples the server process's open descriptors (/proc/PID/fd), its\n"
           "RSS (VmRSS) and the workers' live heap slots (/stats worker_status[].last_status.\n"
@@ -702,8 +737,10 @@ static void soak_usage(FILE *f) {
           "  -shed               puma-plus admission control (-shed); the budget comes from\n"
           "  -shed-budget DUR    a policy file written to -log-dir (default 1s), or from\n"
           "  -policy FILE        your own policy file\n"
-          "  -proto h1|h2        h2: cleartext prior knowledge, the server gets -h2c\n"
-          "  -h2-conns N         h2 connections (default 4)\n"
+          "  -proto h1|h2|h3     h2: cleartext prior knowledge, the server gets -h2c; h3:\n"
+          "                      QUIC, the server gets -listen-h3 on the UDP port of its TCP\n"
+          "                      port (readiness is still probed over TCP)\n"
+          "  -h2-conns N         h2/h3 connections (default 4; -h3-conns is the same flag)\n"
           "  -leak-every N       null server: leak one descriptor every N requests (tests)\n"
           "shape (defaults: the long form, ~2.5 M requests with 2 x 5 threads, ~55 min):\n"
           "  -short              the short form: 3 cycles of 3s/2s/1s/2s/3s, one body burst,\n"
@@ -820,6 +857,8 @@ static int cmd_soak(int argc, char **argv) {
         c.proto = PB_PROTO_H1;
       else if (strcmp(v, "h2") == 0)
         c.proto = PB_PROTO_H2;
+      else if (strcmp(v, "h3") == 0)
+        c.proto = PB_PROTO_H3;
       else
         ok = false;
     } else if (strcmp(a, "w") == 0)
@@ -828,7 +867,7 @@ static int cmd_soak(int argc, char **argv) {
       ok = parse_double(v, &d) && d >= 1 && ((c.spec.threads = (uint32_t)d), 1);
     else if (strcmp(a, "cycles") == 0)
       ok = parse_double(v, &d) && d >= 1 && d <= 4096 && ((c.cycles = (uint32_t)d), 1);
-    else if (strcmp(a, "h2-conns") == 0)
+    else if (strcmp(a, "h2-conns") == 0 || strcmp(a, "h3-conns") == 0)
       ok = parse_double(v, &d) && d >= 1 && d <= 4096 && ((c.h2_connections = (uint32_t)d), 1);
     else if (strcmp(a, "leak-every") == 0)
       ok = parse_double(v, &d) && d >= 0 && ((leak_every = (uint32_t)d), 1);
@@ -903,10 +942,17 @@ static int cmd_soak(int argc, char **argv) {
                     "null server's h2 mode cannot answer the HTTP/1.1 readiness probe)\n");
     return 2;
   }
+  if (c.proto == PB_PROTO_H3 && spec->kind != PB_SERVER_PUMAPLUS) {
+    fprintf(stderr, "pp-bench soak: -proto h3 needs -server pumaplus (puma has no HTTP/3; the "
+                    "null server's h3 mode listens on UDP only and cannot answer the HTTP/1.1 "
+                    "readiness probe)\n");
+    return 2;
+  }
   spec->shed = shed;
   if (policy) snprintf(spec->policy_path, sizeof spec->policy_path, "%s", policy);
   c.shed_budget_ns = shed && !policy ? shed_budget : 0;
   spec->h2c = c.proto == PB_PROTO_H2;
+  spec->h3 = c.proto == PB_PROTO_H3;
   spec->null_leak_every = leak_every;
   snprintf(spec->app, sizeof spec->app, "%s", app ? app : PB_DEFAULT_APP);
   default_binaries(spec);

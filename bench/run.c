@@ -224,9 +224,14 @@ void pb_config_result_dispose(pb_config_result *r) {
 
 void pb_transport_print(FILE *f, const pb_config_result *r) {
   const pb_gen_counters *k = &r->counters;
-  fprintf(f, "  transport: %s, %u TCP connections opened (at most %u open at once)",
-          r->protocol[0] ? r->protocol : "h1", k->connections_opened, k->connections_peak);
-  if (strncmp(r->protocol, "h2", 2) == 0)
+  bool h3 = strcmp(r->protocol, "h3") == 0;
+  fprintf(f, "  transport: %s, %u %s connections opened (at most %u open at once)",
+          r->protocol[0] ? r->protocol : "h1", k->connections_opened, h3 ? "QUIC" : "TCP",
+          k->connections_peak);
+  if (h3)
+    fprintf(f, ", server initial max streams %u, at most %u streams on one connection, %u GOAWAY",
+            k->h2_server_max_streams, k->h2_peak_streams, k->goaways);
+  else if (strncmp(r->protocol, "h2", 2) == 0)
     fprintf(f,
             ", server max concurrent streams %u, at most %u streams on one connection, %u GOAWAY",
             k->h2_server_max_streams, k->h2_peak_streams, k->goaways);

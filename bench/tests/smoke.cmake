@@ -3,7 +3,7 @@
 # it, and reports. Passes when the run's success check passed, every request got a 2xx, and
 # the timeline saw the server's process tree (procs >= 2: puma master + worker; puma-plus
 # server + shepherd + worker).
-# Invoked as: cmake -DPPBENCH=... -DSERVER=puma|pumaplus [-DPROTO=h2] -DAPP=... -P smoke.cmake
+# Invoked as: cmake -DPPBENCH=... -DSERVER=puma|pumaplus [-DPROTO=h2|h3] -DAPP=... -P smoke.cmake
 if(NOT PROTO)
   set(PROTO h1)
 endif()
@@ -26,4 +26,12 @@ if(NOT row OR CMAKE_MATCH_1 LESS 2)
 endif()
 if(PROTO STREQUAL "h2" AND NOT out MATCHES "transport: h2, ")
   message(FATAL_ERROR "the run did not go over HTTP/2")
+endif()
+if(PROTO STREQUAL "h3")
+  if(NOT out MATCHES "transport: h3, [1-9][0-9]* QUIC connections")
+    message(FATAL_ERROR "the run did not go over HTTP/3")
+  endif()
+  if(out MATCHES "conn_errors by cause" OR out MATCHES "first transport error")
+    message(FATAL_ERROR "transport errors over HTTP/3")
+  endif()
 endif()

@@ -168,6 +168,34 @@ static void test_pumaplus_argv(void) {
   CU_ASSERT(pb_server_argv(&s, argv, 5, storage, sizeof storage) < 0); /* too small */
 }
 
+/* -proto h3: puma-plus also listens for QUIC on the UDP port of its TCP port number. */
+static void test_pumaplus_argv_h3(void) {
+  pb_server_spec s;
+  memset(&s, 0, sizeof s);
+  s.kind = PB_SERVER_PUMAPLUS;
+  s.workers = 1;
+  s.threads = 2;
+  s.port = 4000;
+  s.stats_port = 4001;
+  s.h3 = true;
+  strcpy(s.pumaplus_bin, "/g/puma-plus");
+  strcpy(s.app, "/a/config.ru");
+  char *argv[40], storage[4096], joined[2048] = "";
+  int argc = pb_server_argv(&s, argv, 40, storage, sizeof storage);
+  CU_ASSERT_FATAL(argc > 0);
+  for (int i = 0; i < argc; i++) {
+    strcat(joined, i ? " " : "");
+    strcat(joined, argv[i]);
+  }
+  CU_ASSERT_STRING_EQUAL(joined, "/g/puma-plus -e production -w 1 -t 2:2 -b tcp://127.0.0.1:4000"
+                                 " --control-url tcp://127.0.0.1:4001 /a/config.ru -- -quiet"
+                                 " -listen-h3 127.0.0.1:4000");
+  CU_ASSERT_STRING_EQUAL(pb_proto_label(PB_PROTO_H3, 0), "h3");
+  CU_ASSERT_STRING_EQUAL(pb_proto_label(PB_PROTO_H3, 1), "h3");
+  CU_ASSERT_STRING_EQUAL(pb_error_name(PB_ERR_QUIC), "quic");
+  CU_ASSERT_STRING_EQUAL(pb_error_name(PB_ERR_H3_RESET), "h3_reset");
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite s = CU_add_suite("bench_stats", NULL, NULL);
@@ -180,6 +208,7 @@ int main(void) {
   CU_add_test(s, "fmt_ns", test_fmt_ns);
   CU_add_test(s, "stats parse", test_stats_parse);
   CU_add_test(s, "puma-plus argv", test_pumaplus_argv);
+  CU_add_test(s, "puma-plus argv for h3", test_pumaplus_argv_h3);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();
