@@ -60,6 +60,21 @@ class TestH3 < Minitest::Test
     end
   end
 
+  def test_streamed_response_and_concurrent_streams_on_one_connection
+    status, body, out = h3("/stream/5")
+    assert_equal 200, status, out[-2000..]
+    assert_equal (0...5).map { |i| "chunk #{i}\n" }.join.bytesize, body
+    # four requests on one QUIC connection: each its own stream, each its own exchange
+    paths = %w[/mix/0/300 /mix/0/300 /mix/0/300 /mix/0/300].map { |p| "https://127.0.0.1:#{@h3_port}#{p}" }
+    t0 = Time.now
+    out, = Open3.capture2e(GTLSCLIENT, "--exit-on-all-streams-close", "--timeout=10s",
+                           "127.0.0.1", @h3_port.to_s, *paths)
+    elapsed = Time.now - t0
+    assert_equal 4, out.scan(/\[:status: 200\]/).size, out[-2000..]
+    assert_operator elapsed, :<, 1.2, "4 x 300 ms on 4 threads run at once, not one after another"
+    assert_operator stats["http3"]["connections"], :>=, 1
+  end
+
   def test_alt_svc_on_tcp_responses
     out, = Open3.capture2("curl", "-s", "-D", "-", "-o", "/dev/null", "http://127.0.0.1:#{@srv.port}/hello")
     assert_match(/^alt-svc: h3=":#{@h3_port}"; ma=86400\r$/i, out)
@@ -110,6 +125,35 @@ class TestH3NoAltSvc < Minitest::Test
                           extra: ["-listen-h3", "127.0.0.1:#{h3_port}", "-no-alt-svc"])
     out, = Open3.capture2("curl", "-s", "-D", "-", "-o", "/dev/null", "http://127.0.0.1:#{srv.port}/hello")
     refute_match(/alt-svc/i, out)
+  ensure
+    srv&.stop
+  end
+end
+
+# A QUIC client that vanishes sends nothing more: the server learns it at the idle timeout
+# (-keepalive-timeout, short here), and the running exchange is then cancelled.
+class TestH3VanishingClient < Minitest::Test
+  GTLSCLIENT = TestH3::GTLSCLIENT
+
+  def test_a_client_that_vanishes_mid_response_cancels_its_worker
+    flunk("gtlsclient (Debian package ngtcp2-client) is not installed") unless File.executable?(GTLSCLIENT)
+    h3_port = E2E.free_port
+    srv = E2E::Server.new(workers: 1, threads: 2, tls: true,
+                          extra: ["-listen-h3", "127.0.0.1:#{h3_port}", "-keepalive-timeout", "2s"])
+    stats = -> { JSON.parse(Net::HTTP.get(URI("http://127.0.0.1:#{srv.control_port}/stats"))) }
+    before = stats.call["queue"]["cancelled_running"]
+    pid = Process.spawn(GTLSCLIENT, "--exit-on-all-streams-close", "--timeout=30s", "-q", "127.0.0.1",
+                        h3_port.to_s, "https://127.0.0.1:#{h3_port}/stream/2000", out: File::NULL, err: File::NULL)
+    sleep 0.8 # the stream is running: 2000 chunks take 20 s
+    Process.kill("KILL", pid) # no CONNECTION_CLOSE, no RESET_STREAM: the client is just gone
+    Process.wait(pid)
+    deadline = Time.now + 15
+    sleep 0.2 while stats.call["queue"]["cancelled_running"] == before && Time.now < deadline
+    assert_operator stats.call["queue"]["cancelled_running"], :>, before, "cancelled at the idle timeout"
+    assert_equal 0, stats.call["http3"]["connections_open"]
+    out, = Open3.capture2e(GTLSCLIENT, "--exit-on-all-streams-close", "--timeout=10s", "127.0.0.1",
+                           h3_port.to_s, "https://127.0.0.1:#{h3_port}/hello")
+    assert_match(/\[:status: 200\]/, out, "the worker thread is free again")
   ensure
     srv&.stop
   end
