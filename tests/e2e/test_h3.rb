@@ -158,3 +158,41 @@ class TestH3VanishingClient < Minitest::Test
     srv&.stop
   end
 end
+
+# The Rack env over HTTP/3 is the one over HTTP/2 and HTTP/1.1 (both over TLS) apart from
+# SERVER_PROTOCOL. gtlsclient cannot send extra headers, so curl sends exactly the ones it sends
+# (user-agent, no accept); TLS and QUIC listen on the same port number so Host and SERVER_PORT
+# match too. The app answers with the env's string values as JSON (tests/apps/env_strings).
+class TestH3Env < Minitest::Test
+  GTLSCLIENT = TestH3::GTLSCLIENT
+  APP = File.join(E2E::ROOT, "tests/apps/env_strings/config.ru")
+
+  def test_env_over_h3_equals_h2_and_h1_over_tls
+    flunk("gtlsclient (Debian package ngtcp2-client) is not installed") unless File.executable?(GTLSCLIENT)
+    port = E2E.free_port
+    srv = E2E::Server.new(app: APP, workers: 1, threads: 2,
+                          extra: ["-listen-tls", "127.0.0.1:#{port}", "-listen-h3", "127.0.0.1:#{port}"])
+    url = "https://127.0.0.1:#{port}/env/x?y=1&z=%20"
+    Dir.mktmpdir do |dir|
+      _, st = Open3.capture2e(GTLSCLIENT, "--exit-on-all-streams-close", "--timeout=10s", "-q",
+                              "--download=#{dir}", "127.0.0.1", port.to_s, url)
+      assert st.success?
+      file = Dir[File.join(dir, "*")].first
+      refute_nil file, "gtlsclient saved no response body"
+      h3 = JSON.parse(File.read(file))
+      curl = ->(*flags) { JSON.parse(Open3.capture2("curl", "-sk", *flags, "-H", "user-agent: nghttp3/ngtcp2 client", "-H", "accept:", url)[0]) }
+      h2 = curl.call("--http2")
+      h1 = curl.call("--http1.1")
+      assert_equal "HTTP/3", h3["SERVER_PROTOCOL"]
+      assert_equal "HTTP/2", h2["SERVER_PROTOCOL"]
+      assert_equal "HTTP/1.1", h1["SERVER_PROTOCOL"]
+      strip = ->(env) { env.reject { |k, _| k == "SERVER_PROTOCOL" } }
+      assert_equal strip.call(h2), strip.call(h3), "h3 vs h2 env differs"
+      assert_equal strip.call(h1), strip.call(h3), "h3 vs h1 env differs"
+      assert_equal "https", h3["rack.url_scheme"]
+      assert_equal port.to_s, h3["SERVER_PORT"]
+    end
+  ensure
+    srv&.stop
+  end
+end
