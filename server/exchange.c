@@ -143,3 +143,20 @@ void pp_exchange_abandon(pp_exchange *x) {
 void pp_exchange_client_drained(pp_exchange *x) {
   if (x->w) pp_wlink_resume(x->w);
 }
+
+int pp_exchange_stream_body(pp_exchange *x, const uint8_t *data, size_t len) {
+  if (!x || x->state == PP_X_RESPONDED) return 0; /* answered already: the rest is dropped */
+  pp_exchange_body_in(x, data, len);
+  x->body_unconsumed += len;
+  return 1;
+}
+
+void pp_exchange_stream_end(pp_exchange *x) {
+  if (x && x->state != PP_X_RESPONDED) pp_exchange_body_done(x);
+}
+
+void pp_exchange_stream_closed(pp_exchange *x, uint64_t error_code) {
+  if (x->state == PP_X_RESPONDED && error_code == 0 && x->t1)
+    pp_hist_window_record(&x->srv->stats.total, (uint64_t)(pp_now_ns() - x->t1));
+  pp_exchange_abandon(x);
+}

@@ -138,6 +138,18 @@ int pp_exchange_can_take_body(const pp_exchange *x);
  * gets CANCEL. The owner must not touch x afterwards. */
 void pp_exchange_abandon(pp_exchange *x);
 
+/* For HTTP/2 and HTTP/3 streams: body bytes of the stream whose exchange is x (NULL: none).
+ * Returns 1 if the exchange took them (they are counted in x->body_unconsumed until the owner
+ * releases their flow-control credit), 0 if they are dropped (no exchange, or it was already
+ * answered): the owner gives their credit back at once. */
+int pp_exchange_stream_body(pp_exchange *x, const uint8_t *data, size_t len);
+/* The stream's request body ended (x may be NULL). */
+void pp_exchange_stream_end(pp_exchange *x);
+/* The stream closed with error_code (0: its response completed): T6 is recorded for a
+ * completed response, then x is abandoned (a queued request leaves the queue, a running one
+ * gets CANCEL). The owner has unlinked x from its own lists. */
+void pp_exchange_stream_closed(pp_exchange *x, uint64_t error_code);
+
 /* The client took enough of the response that the paused worker may be read again. */
 void pp_exchange_client_drained(pp_exchange *x);
 

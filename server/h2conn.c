@@ -109,22 +109,17 @@ static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
 
 static int on_body(pp_h2 *h, int32_t stream_id, void *stream_data, const uint8_t *data,
                    size_t len) {
-  client *c = h->data;
   pp_exchange *x = stream_data;
-  if (!x || x->state == PP_X_RESPONDED) { /* answered already: the rest is dropped */
+  if (pp_exchange_stream_body(x, data, len))
+    release_body(h->data, x);
+  else
     pp_h2_consume(h, stream_id, len);
-    return 0;
-  }
-  pp_exchange_body_in(x, data, len);
-  x->body_unconsumed += len;
-  release_body(c, x);
   return 0;
 }
 
 static int on_body_end(pp_h2 *h, int32_t stream_id, void *stream_data) {
-  pp_exchange *x = stream_data;
   (void)h, (void)stream_id;
-  if (x && x->state != PP_X_RESPONDED) pp_exchange_body_done(x);
+  pp_exchange_stream_end(stream_data);
   return 0;
 }
 
@@ -134,10 +129,7 @@ static void on_close(pp_h2 *h, int32_t stream_id, void *stream_data, uint32_t er
   (void)stream_id;
   if (!x) return;
   pp_queue_remove(&c->streams, &x->olink);
-  if (x->state == PP_X_RESPONDED && error_code == 0 && x->t1)
-    pp_hist_window_record(&c->srv->stats.total, (uint64_t)(pp_now_ns() - x->t1));
-  /* A reset while queued leaves the queue; while running, the worker gets CANCEL. */
-  pp_exchange_abandon(x);
+  pp_exchange_stream_closed(x, error_code);
 }
 
 static const pp_h2_callbacks h2_callbacks = {on_request, on_body, on_body_end, on_close};

@@ -321,22 +321,17 @@ static int on_request(pp_h3_conn *conn, const pp_h3_request *rq, void **stream_d
 
 static int on_body(pp_h3_conn *conn, int64_t stream_id, void *stream_data, const uint8_t *data,
                    size_t len) {
-  h3_conn *hc = conn->data;
   pp_exchange *x = stream_data;
-  if (!x || x->state == PP_X_RESPONDED) {
+  if (pp_exchange_stream_body(x, data, len))
+    release_body(conn->data, x);
+  else
     pp_h3_consume(conn, stream_id, len);
-    return 0;
-  }
-  pp_exchange_body_in(x, data, len);
-  x->body_unconsumed += len;
-  release_body(hc, x);
   return 0;
 }
 
 static int on_body_end(pp_h3_conn *conn, int64_t stream_id, void *stream_data) {
-  pp_exchange *x = stream_data;
   (void)conn, (void)stream_id;
-  if (x && x->state != PP_X_RESPONDED) pp_exchange_body_done(x);
+  pp_exchange_stream_end(stream_data);
   return 0;
 }
 
@@ -346,9 +341,7 @@ static void on_close(pp_h3_conn *conn, int64_t stream_id, void *stream_data, uin
   (void)stream_id;
   if (!x || !hc) return;
   pp_queue_remove(&hc->streams, &x->olink);
-  if (x->state == PP_X_RESPONDED && code == 0 && x->t1)
-    pp_hist_window_record(&hc->l->srv->stats.total, (uint64_t)(pp_now_ns() - x->t1));
-  pp_exchange_abandon(x);
+  pp_exchange_stream_closed(x, code);
 }
 
 /* Moves what waits in the exchange's overflow into the endpoint, as far as it takes it. */
