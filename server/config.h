@@ -14,8 +14,9 @@ typedef struct pp_addr {
   int is_unix;    /* 1: `path` is a unix socket path */
   char host[256]; /* numeric address ("127.0.0.1", "::1", "0.0.0.0") for TCP */
   int port;
-  char path[108]; /* unix socket path */
-  char text[300]; /* as given, for logs */
+  char port_text[8]; /* port in decimal, NUL-terminated (the Rack env's SERVER_PORT) */
+  char path[108];    /* unix socket path */
+  char text[300];    /* as given, for logs */
 } pp_addr;
 
 typedef struct pp_config {

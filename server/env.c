@@ -95,8 +95,8 @@ uint32_t pp_env_build(const pp_env_request *rq, const pp_env_conninfo *ci, uint6
   }
   if (rq->has_content_length) {
     char num[24];
-    int n = snprintf(num, sizeof num, "%llu", (unsigned long long)rq->content_length);
-    pp_env_put_pair(out, "CONTENT_LENGTH", 14, num, (size_t)n), pairs++;
+    size_t n = pp_fmt_u64(num, rq->content_length);
+    pp_env_put_pair(out, "CONTENT_LENGTH", 14, num, n), pairs++;
   }
 
   /* HTTP_* pairs: one per distinct name, in order of first appearance, repeated values
@@ -140,7 +140,7 @@ uint32_t pp_env_build(const pp_env_request *rq, const pp_env_conninfo *ci, uint6
 
   pp_env_put_pair(out, "REQUEST_URI", 11, url, url_len), pairs++;
   char id[24];
-  int n = snprintf(id, sizeof id, "%llu", (unsigned long long)request_id);
-  pp_env_put_pair(out, "puma_plus.request_id", 20, id, (size_t)n), pairs++;
+  size_t n = pp_fmt_u64(id, request_id);
+  pp_env_put_pair(out, "puma_plus.request_id", 20, id, n), pairs++;
   return pairs;
 }
