@@ -239,7 +239,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     if (!strcmp(key, "app"))
       c->app = value;
     else if (!strcmp(key, "workers"))
-      bad = parse_u32(value, &c->workers, 0, 256);
+      bad = parse_u32(value, &c->workers, 1, 256);
     else if (!strcmp(key, "threads"))
       bad = parse_u32(value, &c->threads, 1, 1024);
     else if (!strcmp(key, "listen")) {

@@ -81,6 +81,9 @@ static void test_errors(void) {
   char *badnum[] = {"x", "-threads", "0"};
   CU_ASSERT_EQUAL(parse(&c, err, 3, badnum), -1);
   CU_ASSERT(strstr(err, "-threads") != NULL);
+  char *noworkers[] = {"x", "-workers", "0"}; /* the policy's min_workers is at least 1 */
+  CU_ASSERT_EQUAL(parse(&c, err, 3, noworkers), -1);
+  CU_ASSERT(strstr(err, "-workers") != NULL);
   char *badaddr[] = {"x", "-listen", "example.com:80"};
   CU_ASSERT_EQUAL(parse(&c, err, 3, badaddr), -1);
   char *badport[] = {"x", "-listen", "127.0.0.1:99999"};
