@@ -176,6 +176,13 @@ static void on_tick(uv_timer_t *t) {
   pp_hist_window_roll(&st->total);
   pp_hist_window_roll(&st->body_wait);
   st->arrivals_window = st->completions_window = st->shed_window = st->timeouts_window = 0;
+  /* After a spike of connections, the structs and buffers freed beyond the pools sit in the
+   * heap's middle, where free() alone never returns them: hand those pages back. */
+  if (s->tls_enabled) pp_conn_trim_idle(s, pp_now_ns(), 1000000000);
+  if (s->freed_bytes_since_trim >= 4u << 20) {
+    malloc_trim(0);
+    s->freed_bytes_since_trim = 0;
+  }
 }
 
 /* ---------------------------------------------------------------- startup */

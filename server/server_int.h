@@ -103,6 +103,12 @@ struct server {
 
   pp_exchange *free_exchanges;
   client *free_clients;
+  uint32_t free_clients_n; /* at most PP_FREE_CLIENTS_MAX kept: a spike's structs are freed */
+  uint64_t freed_bytes_since_trim; /* freed beyond the pools since the last malloc_trim */
+  /* Read buffers of connections that have no unparsed bytes (conn.c): an idle keep-alive
+   * connection holds none, a busy one takes one from here when bytes arrive. */
+  uint8_t *rbuf_pool[64];
+  int rbuf_pool_n;
   wchunk *free_chunks;
 
   int draining, stopping;
