@@ -22,6 +22,7 @@ void pp_config_defaults(pp_config *c) {
   c->max_uri_bytes = 8192;
   c->max_headers = 100;
   c->max_body_bytes = 64ull << 20;
+  c->max_buffered_body_total = 256ull << 20;
   c->header_timeout_ns = 30ull * 1000000000;
   c->body_timeout_ns = 60ull * 1000000000;
   c->keepalive_timeout_ns = 20ull * 1000000000;
@@ -144,6 +145,9 @@ void pp_config_usage(FILE *out) {
         "  -max-uri-size SIZE     request-target, 414 beyond (default 8KiB)\n"
         "  -max-headers N         header lines, 431 beyond (default 100)\n"
         "  -max-body-size SIZE    request body, 413 beyond (default 64MiB)\n"
+        "  -max-buffered-body-total SIZE  request bodies buffered before dispatch, all\n"
+        "                         together; beyond it uploads wait unread (default 256MiB, 0 = "
+        "none)\n"
         "  -header-timeout DUR    first byte to end of headers (default 30s)\n"
         "  -body-timeout DUR      longest pause between body bytes (default 60s)\n"
         "  -keepalive-timeout DUR idle keep-alive connection (default 20s)\n"
@@ -298,6 +302,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       bad = parse_u32(value, &c->max_headers, 1, 256);
     else if (!strcmp(key, "max-body-size"))
       bad = pp_size_parse(value, &c->max_body_bytes);
+    else if (!strcmp(key, "max-buffered-body-total"))
+      bad = pp_size_parse(value, &c->max_buffered_body_total);
     else if (!strcmp(key, "header-timeout"))
       bad = pp_duration_parse(value, &c->header_timeout_ns);
     else if (!strcmp(key, "body-timeout"))

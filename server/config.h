@@ -45,10 +45,12 @@ typedef struct pp_config {
   int backlog;               /* -backlog */
   uint32_t max_connections;  /* -max-connections (0: from the descriptor limit at start) */
 
-  size_t max_header_bytes; /* -max-header-size */
-  size_t max_uri_bytes;    /* -max-uri-size */
-  uint32_t max_headers;    /* -max-headers */
-  uint64_t max_body_bytes; /* -max-body-size */
+  size_t max_header_bytes;          /* -max-header-size */
+  size_t max_uri_bytes;             /* -max-uri-size */
+  uint32_t max_headers;             /* -max-headers */
+  uint64_t max_body_bytes;          /* -max-body-size */
+  uint64_t max_buffered_body_total; /* -max-buffered-body-total: all bodies buffered before
+                                       dispatch; 0 none */
 
   uint64_t header_timeout_ns;    /* -header-timeout */
   uint64_t body_timeout_ns;      /* -body-timeout */

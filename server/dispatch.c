@@ -141,4 +141,5 @@ static void send_request(server *s, pp_exchange *r, wconn *w) {
     /* reading the client may resume now (the owner checks it is not inside its parser) */
     if (r->owner && r->w) r->ops->body_writable(r);
   }
+  pp_exchange_unbudget(r); /* its buffered body is on its way to the worker */
 }

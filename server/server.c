@@ -206,6 +206,7 @@ static void server_init(server *s, pp_config *cfg) {
         nofile > 256 ? (uint32_t)(nofile > 10000128 ? 10000000 : nofile - 128) : 128;
   }
   pp_queue_init(&s->queue);
+  pp_queue_init(&s->body_waiters);
   pp_queue_init(&s->clients);
   pp_queue_init(&s->wconns);
   pp_registry_init(&s->reg);

@@ -41,6 +41,7 @@ typedef struct pp_stats {
   uint64_t cancelled_queued, cancelled_running, shed, errors_502, errors_500;
   uint64_t hijacked; /* requests whose client socket went to the worker (full hijack) */
   uint64_t timeouts, worker_restarts, worker_protocol_errors;
+  uint64_t body_budget_waits, body_budget_streamed; /* -max-buffered-body-total at work */
   uint64_t connections_accepted, connections_refused;
   uint64_t h2_connections, h2c_upgrades, h3_connections;
   /* summed over connections from each session's pp_h2_stats */
@@ -102,6 +103,8 @@ struct server {
   int64_t last_spawn_ns;    /* when the last SPAWN was sent */
 
   pp_exchange *free_exchanges;
+  uint64_t body_buffered; /* request-body bytes buffered before dispatch, all exchanges */
+  pp_queue body_waiters;  /* exchanges whose uploads wait for -max-buffered-body-total */
   client *free_clients;
   uint32_t free_clients_n; /* at most PP_FREE_CLIENTS_MAX kept: a spike's structs are freed */
   uint64_t freed_bytes_since_trim; /* freed beyond the pools since the last malloc_trim */

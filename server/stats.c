@@ -153,6 +153,12 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
   json_object_set_new(rq, "connections_open", json_integer(s->clients.len));
   json_object_set_new(rq, "max_connections", json_integer(s->max_connections));
   json_object_set_new(rq, "worker_restarts", json_integer((json_int_t)st->worker_restarts));
+  json_object_set_new(rq, "body_buffered_bytes", json_integer((json_int_t)s->body_buffered));
+  json_object_set_new(rq, "max_buffered_body_total",
+                      json_integer((json_int_t)s->cfg->max_buffered_body_total));
+  json_object_set_new(rq, "body_budget_waits", json_integer((json_int_t)st->body_budget_waits));
+  json_object_set_new(rq, "body_budget_streamed",
+                      json_integer((json_int_t)st->body_budget_streamed));
   json_object_set_new(root, "requests", rq);
 
   json_t *h2 = json_object();
