@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -72,7 +73,9 @@ int pp_duration_parse(const char *text, uint64_t *ns) {
   char *end;
   errno = 0;
   double v = strtod(text, &end);
-  if (errno || end == text || v < 0) return -1;
+  if (errno || end == text || !(v >= 0) || !isfinite(v)) return -1;
+  for (const char *p = text; p < end; p++) /* decimal only: no "inf", "nan" or hex floats */
+    if (!strchr("0123456789.eE+", *p)) return -1;
   double mult;
   if (!*end || strcmp(end, "s") == 0)
     mult = 1e9;
@@ -86,7 +89,9 @@ int pp_duration_parse(const char *text, uint64_t *ns) {
     mult = 60e9;
   else
     return -1;
-  *ns = (uint64_t)(v * mult + 0.5);
+  double total = v * mult + 0.5;
+  if (total >= 0x1p62) return -1; /* about 146 years: beyond any timeout, and no overflow */
+  *ns = (uint64_t)total;
   return 0;
 }
 
@@ -106,6 +111,7 @@ int pp_size_parse(const char *text, uint64_t *bytes) {
     mult = 1 << 30;
   else
     return -1;
+  if ((uint64_t)v > UINT64_MAX / mult) return -1; /* would wrap */
   *bytes = (uint64_t)v * mult;
   return 0;
 }

@@ -98,6 +98,17 @@ static void test_errors(void) {
   CU_ASSERT(pp_duration_parse("100us", &v) == 0 && v == 100000ull);
   CU_ASSERT(pp_duration_parse("2", &v) == 0 && v == 2000000000ull);
   CU_ASSERT_EQUAL(pp_duration_parse("-1s", &v), -1);
+  /* found by fuzz/fuzz_flags.c: a huge value overflowed the conversion (undefined) */
+  CU_ASSERT_EQUAL(pp_duration_parse("184467440737095516", &v), -1);
+  CU_ASSERT_EQUAL(pp_duration_parse("1e300ms", &v), -1);
+  CU_ASSERT_EQUAL(pp_duration_parse("inf", &v), -1);
+  CU_ASSERT_EQUAL(pp_duration_parse("nan", &v), -1);
+  CU_ASSERT_EQUAL(pp_duration_parse("0x10", &v), -1);
+  CU_ASSERT(pp_duration_parse("1.5ms", &v) == 0 && v == 1500000ull);
+  CU_ASSERT(pp_duration_parse("250ns", &v) == 0 && v == 250ull);
+  CU_ASSERT(pp_duration_parse("1e3ms", &v) == 0 && v == 1000000000ull);
+  CU_ASSERT_EQUAL(pp_size_parse("18446744073709551615KiB", &v), -1); /* wrapped before */
+  CU_ASSERT(pp_size_parse("18446744073709551615", &v) == 0 && v == UINT64_MAX);
   CU_ASSERT(pp_size_parse("64k", &v) == 0 && v == 65536);
   CU_ASSERT_EQUAL(pp_size_parse("12xb", &v), -1);
 }
