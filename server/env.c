@@ -114,10 +114,12 @@ uint32_t pp_env_build(const pp_env_request *rq, const pp_env_conninfo *ci, uint6
     pp_buf_reserve(out, 8 + key_len);
     pp_buf_append_u32(out, (uint32_t)key_len);
     pp_buf_append(out, "HTTP_", 5);
+    uint8_t *key = out->data + out->len; /* room reserved above */
     for (size_t k = 0; k < fi->name_len; k++) {
-      char c = fi->name[k] == '-' ? '_' : (char)toupper((unsigned char)fi->name[k]);
-      pp_buf_append(out, &c, 1);
+      uint8_t c = (uint8_t)fi->name[k];
+      key[k] = c == '-' ? '_' : (c >= 'a' && c <= 'z') ? (uint8_t)(c - 32) : c;
     }
+    out->len += fi->name_len;
     size_t len_at = out->len;
     pp_buf_append_u32(out, 0);
     size_t value_start = out->len;
