@@ -24,4 +24,12 @@ void pp_shepherd_retire_if_drained(server *s, pp_worker *w);
 /* STOP to the shepherd after a drain (the process exits when the shepherd does). */
 void pp_shepherd_stop(server *s);
 
+/* Supervision (docs/SERVER.md "Shepherd supervision"). Makes the server a child subreaper
+ * (prctl PR_SET_CHILD_SUBREAPER), so the workers of a shepherd that died are reparented to it,
+ * and starts watching SIGCHLD for them. Called once before pp_shepherd_start. */
+void pp_shepherd_supervise_init(server *s);
+/* Reaps exited children other than the shepherd (adopted workers, or anything else that was
+ * reparented to the server) without taking the shepherd's status from libuv. */
+void pp_shepherd_reap_orphans(server *s);
+
 #endif

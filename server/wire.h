@@ -33,7 +33,7 @@ typedef enum pp_wire_type {
   PP_WIRE_BODY = 0x11,
   PP_WIRE_BODY_END = 0x12,
   PP_WIRE_CANCEL = 0x13,
-  PP_WIRE_HIJACKED = 0x15, /* 0x14 stays unassigned */
+  PP_WIRE_HIJACKED = 0x15,           /* 0x14 stays unassigned */
   PP_WIRE_TIMEOUT = 0x16,            /* monitor connection: interrupt a request */
   PP_WIRE_HEARTBEAT_INTERVAL = 0x17, /* monitor connection: the heartbeat period */
   PP_WIRE_RESPONSE_HEAD = 0x20,

@@ -24,7 +24,13 @@ struct wconn {
   pp_slot slot;
   pp_exchange *req;
   int hello, closing, paused;
+  int monitor; /* the worker process's monitor connection (HEARTBEAT first; no slot) */
   uint32_t pid;
+  /* A request that ran past -request-timeout: answered 504 by the server, the worker told
+   * (TIMEOUT), its frames discarded until RESPONSE_END frees the slot; the worker is killed
+   * if that has not happened by timed_out_deadline_ns (-worker-kill-grace). */
+  uint64_t timed_out_id;
+  int64_t timed_out_deadline_ns;
 };
 
 /* Starts accepting worker connections on the server's worker socket. 0 or a libuv error. */
@@ -51,5 +57,14 @@ void pp_wlink_resume(wconn *w);
 void pp_wlink_close(wconn *w, const char *reason);
 /* Closes every connection of the worker with this pid (it exited). */
 void pp_wlink_close_pid(server *s, uint32_t pid);
+
+/* Starts the watch timer: request deadlines (-request-timeout), the kill grace after one
+ * (-worker-kill-grace) and worker heartbeats (-worker-timeout). Called once at start. */
+void pp_wlink_watch_start(server *s);
+/* One pass of the watch (the timer calls it; exposed for the shepherd's reaper). */
+void pp_wlink_watch(server *s, int64_t now_ns);
+/* SIGKILLs worker wk (once), closes its connections at once (its in-flight requests get 502)
+ * and counts why; the shepherd (or the server's reaper) reports the exit, which respawns. */
+void pp_wlink_kill_worker(server *s, pp_worker *wk, const char *why);
 
 #endif

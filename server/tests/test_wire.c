@@ -425,9 +425,9 @@ static void test_random_input_never_crashes(void) {
     for (size_t i = 0; i < len; i++)
       buf[i] = (uint8_t)NEXT();
     /* mostly plausible headers: a known type, zero reserved, a small length */
-    static const uint8_t types[] = {0x01, 0x10, 0x11, 0x12, 0x13, 0x16, 0x17, 0x20, 0x21, 0x22,
-                                    0x24, 0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x39, 0x3a, 0x14,
-                                    0x00};
+    static const uint8_t types[] = {0x01, 0x10, 0x11, 0x12, 0x13, 0x16, 0x17,
+                                    0x20, 0x21, 0x22, 0x24, 0x30, 0x31, 0x32,
+                                    0x33, 0x34, 0x35, 0x39, 0x3a, 0x14, 0x00};
     buf[0] = types[NEXT() % sizeof types];
     if (NEXT() % 8) buf[1] = buf[2] = buf[3] = 0;
     if (NEXT() % 8) pp_wire_put_u32(buf + 4, (uint32_t)(NEXT() % (len - 7)));
