@@ -99,7 +99,8 @@ struct server {
   uv_signal_t sig_chld;
   uint32_t shepherd_restart_delay_ms;
   int64_t shepherd_started_ns;
-  int ctl_closing; /* the old control pipe is closing (re-init after its close callback) */
+  int ctl_closing;         /* the old control pipe is closing (re-init after its close callback) */
+  int shepherd_ever_ready; /* a shepherd has loaded the app once: from then on, supervise */
   uint32_t respawn_delay_ms; /* backoff for workers that die young */
 
   pp_queue queue;

@@ -109,6 +109,7 @@ static void ctl_frame(server *s, const pp_wire_frame *f) {
   switch (f->type) {
   case PP_WIRE_READY:
     s->boot_ns = f->boot_ns;
+    s->shepherd_ever_ready = 1;
     LOG(s, "shepherd (pid %u) loaded the app in %.1f ms", f->pid, f->boot_ns / 1e6);
     break;
   case PP_WIRE_FORKED:
@@ -170,6 +171,14 @@ static void on_shepherd_exit(uv_process_t *p, int64_t status, int sig) {
   if (s->stopping) {
     LOG(s, "shepherd exited; bye");
     pp_server_exit(s, s->exit_code);
+    return;
+  }
+  if (!s->shepherd_ever_ready) {
+    /* The first shepherd never loaded the app (a broken config.ru, a missing gem): a
+     * restart would fail the same way, so this is a start-up error. */
+    LOG_ERR(s, "shepherd exited before loading the app (status %lld, signal %d); stopping",
+            (long long)status, sig);
+    pp_server_exit(s, 1);
     return;
   }
   shepherd_lost(s, status, sig);
@@ -393,6 +402,15 @@ static void shepherd_restart(server *s) {
   respawn_missing(s);
 }
 
+void pp_shepherd_worker_gone(server *s, uint32_t pid, int32_t status) {
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_EXITED;
+  f.pid = pid;
+  f.exit_status = status;
+  on_exited(s, &f, pp_now_ns());
+}
+
 void pp_shepherd_reap_orphans(server *s) {
   for (;;) {
     siginfo_t info;
@@ -418,13 +436,8 @@ void pp_shepherd_reap_orphans(server *s) {
       f.exit_status = code;
       ctl_send(s, &f);
     }
-    pp_wire_frame f;
-    memset(&f, 0, sizeof f);
-    f.type = PP_WIRE_EXITED;
-    f.pid = (uint32_t)pid;
-    f.exit_status = code;
     LOG(s, "adopted worker pid %d exited", (int)pid);
-    on_exited(s, &f, pp_now_ns());
+    pp_shepherd_worker_gone(s, (uint32_t)pid, code);
   }
 }
 

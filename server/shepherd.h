@@ -31,5 +31,8 @@ void pp_shepherd_supervise_init(server *s);
 /* Reaps exited children other than the shepherd (adopted workers, or anything else that was
  * reparented to the server) without taking the shepherd's status from libuv. */
 void pp_shepherd_reap_orphans(server *s);
+/* Worker pid is gone with this status (exit code, or -signal) without an EXITED from the
+ * shepherd (reaped by the server, or found missing): handled as EXITED is (respawn). */
+void pp_shepherd_worker_gone(server *s, uint32_t pid, int32_t status);
 
 #endif

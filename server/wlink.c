@@ -479,7 +479,7 @@ void pp_wlink_kill_worker(server *s, pp_worker *wk, const char *why) {
   wk->killed = 1;
   uint32_t pid = wk->pid;
   LOG_ERR(s, "killing worker %u (pid %u): %s", wk->index, pid, why);
-  if (kill((pid_t)pid, SIGKILL) < 0) LOG_ERR(s, "kill(%u, SIGKILL): %s", pid, strerror(errno));
+  int gone = kill((pid_t)pid, SIGKILL) < 0 && errno == ESRCH;
   /* Its requests are lost now, not when the kernel has closed its sockets: answer them 502
    * and stop dispatching to it. The exit report (EXITED, or the reaper) respawns. */
   pp_qnode *n = s->wconns.head.next;
@@ -487,6 +487,12 @@ void pp_wlink_kill_worker(server *s, pp_worker *wk, const char *why) {
     wconn *wc = PP_CONTAINER_OF(n, wconn, link);
     n = n->next;
     if (wc->hello && wc->pid == pid) pp_wlink_close(wc, "its worker is being killed");
+  }
+  /* No such process: it exited and nobody will report it (it never was, or no longer is, a
+   * child anyone reaps for us): forget it now, as an EXITED would, so it is replaced. */
+  if (gone) {
+    LOG_ERR(s, "worker pid %u was already gone", pid);
+    pp_shepherd_worker_gone(s, pid, -SIGKILL);
   }
 }
 

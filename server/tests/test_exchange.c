@@ -545,6 +545,19 @@ static void test_silent_heartbeat_kills(void) {
   CU_ASSERT_EQUAL(srv.stats.workers_killed_heartbeat, kills + 1);
   CU_ASSERT(no_monitor == NULL || !no_monitor->killed);
   CU_ASSERT(killed_by_sigkill(pid));
+  /* A silent worker that is already gone (no such process) is forgotten as an EXITED would
+   * be, so that it is replaced rather than counted alive. */
+  pid_t dead = fake_worker_process();
+  kill(dead, SIGKILL);
+  waitpid(dead, NULL, 0);
+  int m_dead = dial(PP_WIRE_HEARTBEAT, (uint32_t)dead, 0);
+  CU_ASSERT_FATAL(fd_recv(m_dead, &f, mbuf, sizeof mbuf));
+  pp_worker *ghost = pp_registry_find(&srv.reg, (uint32_t)dead);
+  CU_ASSERT_FATAL(ghost != NULL);
+  pp_wlink_watch(&srv, ghost->heartbeat_ns + 600000000);
+  CU_ASSERT_PTR_NULL(pp_registry_find(&srv.reg, (uint32_t)dead));
+  CU_ASSERT_EQUAL(srv.stats.workers_killed_heartbeat, kills + 2);
+  close(m_dead);
   /* Any frame but HEARTBEAT on a monitor connection is a protocol error: it closes. */
   forget_worker((uint32_t)pid);
   int m2 = dial(PP_WIRE_HEARTBEAT, 4343, 0);
@@ -580,6 +593,8 @@ static int suite_init(void) {
   pp_hist_window_init(&srv.stats.total);
   pp_hist_window_init(&srv.stats.body_wait);
   pp_buf_init(&body_seen);
+  uv_timer_init(srv.loop, &srv.respawn_timer); /* a forgotten worker's respawn may arm it */
+  srv.respawn_timer.data = &srv;
   snprintf(sock_path, sizeof sock_path, "/tmp/pp-test-exchange-%d.sock", (int)getpid());
   return pp_wlink_listen(&srv, sock_path) == 0 ? 0 : -1;
 }

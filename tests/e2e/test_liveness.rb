@@ -23,7 +23,7 @@ class TestLiveness < Minitest::Test
     @server ||= E2E::Server.new(app: APP, workers: 2, threads: 2,
                                 extra: ["-request-timeout", "#{(REQUEST_TIMEOUT * 1000).to_i}ms",
                                         "-worker-kill-grace", "#{(KILL_GRACE * 1000).to_i}ms",
-                                        "-worker-timeout", "#{(WORKER_TIMEOUT * 1000).to_i}ms"])
+                                        "-worker-timeout", "#{(WORKER_TIMEOUT * 1000).to_i}ms", "-h2c"])
   end
 
   Minitest.after_run { @server&.stop }
@@ -99,6 +99,23 @@ class TestLiveness < Minitest::Test
     wait_until("the dripping thread is free", timeout: 2) { srv.stats["queue"]["slots_busy"].zero? }
   ensure
     s&.close
+  end
+
+  # HTTP/2 (cleartext, prior knowledge): the same 504; after the head, the stream is reset.
+  def test_request_timeout_over_http2
+    settle
+    url = "http://127.0.0.1:#{srv.port}"
+    t0 = now
+    out, err, st = E2E.curl("--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_code} %{http_version}",
+                            "#{url}/sleep/8000")
+    assert st.success?, err
+    assert_equal "504 2", out
+    assert_in_delta REQUEST_TIMEOUT, now - t0, 0.35
+    out, err, st = E2E.curl("--http2-prior-knowledge", "#{url}/drip/100")
+    refute st.success?, "a cut stream is an error for the client (#{out[0, 80].inspect})"
+    assert_match(/drop 3/, out)
+    assert_match(/stream|INTERNAL_ERROR|closed/i, err)
+    wait_until("the threads are free", timeout: 2) { srv.stats["queue"]["slots_busy"].zero? }
   end
 
   def test_a_thread_that_ignores_the_interrupt_gets_its_worker_killed
