@@ -314,6 +314,18 @@ class TestShepherd < Minitest::Test
     send_control(W::Stop.new(1000))
   end
 
+  # The monitor connection's EOF means the server is gone: the worker stops (its idle threads
+  # close their connections) although its request connections are still open.
+  def test_monitor_eof_stops_the_worker
+    start(workers: 1, threads: 2)
+    pid = forked(1)[0].pid
+    conns = accept(2)
+    monitor_of(pid).close
+    conns.each { |sock, _| assert_equal :eof, FakeServer.read_frame(sock) }
+    assert_equal W::Exited.new(pid, 0), control_frame
+    send_control(W::Stop.new(1000))
+  end
+
   # A restarted shepherd: ADOPT keeps an index taken, RETIRE of an adopted pid sends it
   # SIGTERM, ADOPTED_EXITED frees the index again.
   def test_adopted_workers_keep_their_index

@@ -146,6 +146,9 @@ module PumaPlus
       @log.puts("puma-plus worker #{Process.pid}: monitor connection: #{e.message}; no more heartbeats")
     rescue IOError, SystemCallError
       @stop_w&.write_nonblock(".", exception: false) unless @stopping
+    rescue StandardError => e
+      # Without heartbeats the server kills this worker after worker_timeout: say why.
+      @log.puts("puma-plus worker #{Process.pid}: monitor thread died: #{e.class}: #{e.message}; no more heartbeats")
     ensure
       sock&.close
     end
