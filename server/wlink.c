@@ -504,7 +504,11 @@ void pp_wlink_watch(server *s, int64_t now) {
     wconn *w = PP_CONTAINER_OF(n, wconn, link);
     n = n->next;
     if (w->closing || w->monitor) continue;
-    if (rt && w->req && w->req->t3 && now - w->req->t3 >= (int64_t)rt) request_timed_out(w, now);
+    /* A fully hijacked request (its socket handed to the app: HIJACK seen, owner let go, not
+     * a client that left) belongs to the app now, e.g. a WebSocket: no deadline. */
+    pp_exchange *r = w->req;
+    int handed_over = r && r->hijack_seen && !r->owner && !r->cancelled;
+    if (rt && r && r->t3 && !handed_over && now - r->t3 >= (int64_t)rt) request_timed_out(w, now);
     if (!w->req && w->timed_out_id && now >= w->timed_out_deadline_ns) {
       pp_worker *wk = w->slot.worker ? w->slot.worker : pp_registry_find(&s->reg, w->pid);
       if (wk && !wk->killed) {

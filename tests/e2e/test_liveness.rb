@@ -101,6 +101,18 @@ class TestLiveness < Minitest::Test
     s&.close
   end
 
+  # A fully hijacked request belongs to the app: it has no deadline.
+  def test_a_hijacked_request_is_not_timed_out
+    st0 = settle
+    t0 = now
+    status, _, body = get("/hijack/#{((REQUEST_TIMEOUT + 0.5) * 1000).to_i}")
+    assert_equal [200, "hijacked"], [status, body]
+    assert_operator now - t0, :>=, REQUEST_TIMEOUT + 0.4
+    st = settle
+    assert_equal st0["requests"]["request_timeouts"], st["requests"]["request_timeouts"]
+    assert_equal st0["liveness"]["workers_killed_timeout"], st["liveness"]["workers_killed_timeout"]
+  end
+
   # HTTP/2 (cleartext, prior knowledge): the same 504; after the head, the stream is reset.
   def test_request_timeout_over_http2
     settle

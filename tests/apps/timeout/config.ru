@@ -9,6 +9,7 @@
 #                         that does not let go: its worker is killed after the grace)
 #   GET /spin/<ms>        busy loop in Ruby for <ms> (interruptible; holds the GVL in slices)
 #   GET /drip/<n>         200 and n chunks 100 ms apart (the head goes out at once)
+#   GET /hijack/<ms>      full hijack; the thread holds the socket <ms>, then writes a raw 200
 #   GET /interrupts       how many RequestTimeouts this worker's app code saw, and where
 INTERRUPTS = []
 LOCK = Mutex.new
@@ -53,6 +54,12 @@ run(lambda do |env|
     n += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
     text("spun #{n}")
   when %r{\A/drip/(\d+)\z} then [200, { "content-type" => "text/plain" }, Drip.new(Integer(Regexp.last_match(1)))]
+  when %r{\A/hijack/(\d+)\z}
+    io = env["rack.hijack"].call
+    sleep(Integer(Regexp.last_match(1)) / 1000.0)
+    io.write("HTTP/1.1 200 OK\r\ncontent-length: 8\r\nconnection: close\r\n\r\nhijacked")
+    io.close
+    [200, {}, []]
   when "/interrupts" then text(LOCK.synchronize { INTERRUPTS.join("\n") })
   else text("not found\n", 404)
   end
