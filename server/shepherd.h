@@ -1,7 +1,8 @@
 /* The shepherd link: the Ruby shepherd process (gem/exe/puma-plus-shepherd) that loads the
  * app once and forks workers when asked, over a socketpair speaking the wire protocol's
  * control frames (SPAWN, RETIRE, STOP out; READY, FORKED, EXITED in). It also keeps the
- * worker count at workers_wanted (respawn with backoff for workers that die young). */
+ * worker count at workers_wanted (respawn with backoff for workers that die young), and it
+ * supervises the shepherd: one that dies is replaced and adopts the live workers. */
 #ifndef PP_SHEPHERD_H
 #define PP_SHEPHERD_H
 

@@ -2,7 +2,11 @@
  * thread, speaking the wire protocol (wire.h, docs/PROTOCOL.md). A connection becomes a
  * slot in the registry on HELLO; each runs at most one exchange at a time. Response frames
  * are handed to that exchange's owner through pp_exchange_ops; a frame that does not fit
- * the protocol closes the connection with a logged reason (the exchange gets a 502). */
+ * the protocol closes the connection with a logged reason (the exchange gets a 502).
+ * Each worker process also dials one monitor connection (HEARTBEAT first, never a slot):
+ * the watch (pp_wlink_watch) times requests out (-request-timeout, 504 + TIMEOUT), kills a
+ * worker whose timed-out thread outlives -worker-kill-grace, and one whose heartbeat is
+ * silent past -worker-timeout. */
 #ifndef PP_WLINK_H
 #define PP_WLINK_H
 
