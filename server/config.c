@@ -29,6 +29,9 @@ void pp_config_defaults(pp_config *c) {
   c->keepalive_timeout_ns = 20ull * 1000000000;
   c->write_timeout_ns = 60ull * 1000000000;
   c->drain_timeout_ns = 30ull * 1000000000;
+  c->request_timeout_ns = 0;
+  c->worker_kill_grace_ns = 5ull * 1000000000;
+  c->worker_timeout_ns = 60ull * 1000000000;
   c->tick_ns = 1000000000;
 }
 
@@ -159,6 +162,13 @@ void pp_config_usage(FILE *out) {
         "  -keepalive-timeout DUR idle keep-alive connection (default 20s)\n"
         "  -write-timeout DUR     longest stall writing to a client (default 60s)\n"
         "  -drain-timeout DUR     SIGTERM/SIGINT drain limit (default 30s)\n"
+        "  -request-timeout DUR   a request running longer than this (from its dispatch to a\n"
+        "                         worker thread) gets 504 and is interrupted in the app with\n"
+        "                         PumaPlus::RequestTimeout (default 0 = off)\n"
+        "  -worker-kill-grace DUR after a request timeout, how long the thread has to let go\n"
+        "                         before its worker is killed and replaced (default 5s)\n"
+        "  -worker-timeout DUR    a worker whose heartbeat is silent this long is killed and\n"
+        "                         replaced (default 60s, as puma's worker_timeout; 0 = off)\n"
         "  -tick DUR              stats window and controller tick (default 1s)\n"
         "  -quiet                 log only errors\n"
         "  -autoscale             let the controller spawn and retire workers\n"
@@ -320,6 +330,14 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       bad = pp_duration_parse(value, &c->write_timeout_ns);
     else if (!strcmp(key, "drain-timeout"))
       bad = pp_duration_parse(value, &c->drain_timeout_ns);
+    else if (!strcmp(key, "request-timeout"))
+      bad = pp_duration_parse(value, &c->request_timeout_ns) ||
+            (c->request_timeout_ns && c->request_timeout_ns < 1000000);
+    else if (!strcmp(key, "worker-kill-grace"))
+      bad = pp_duration_parse(value, &c->worker_kill_grace_ns);
+    else if (!strcmp(key, "worker-timeout"))
+      bad = pp_duration_parse(value, &c->worker_timeout_ns) ||
+            (c->worker_timeout_ns && c->worker_timeout_ns < 200000000);
     else if (!strcmp(key, "tick"))
       bad = pp_duration_parse(value, &c->tick_ns) || c->tick_ns == 0;
     else if (!strcmp(key, "policy"))

@@ -57,6 +57,9 @@ typedef struct pp_config {
   uint64_t keepalive_timeout_ns; /* -keepalive-timeout */
   uint64_t write_timeout_ns;     /* -write-timeout */
   uint64_t drain_timeout_ns;     /* -drain-timeout */
+  uint64_t request_timeout_ns;   /* -request-timeout: from dispatch (T3); 0 = off */
+  uint64_t worker_kill_grace_ns; /* -worker-kill-grace: after a TIMEOUT, before the kill */
+  uint64_t worker_timeout_ns;    /* -worker-timeout: heartbeat silence that kills; 0 = off */
   uint64_t tick_ns;              /* -tick: stats window and controller period */
   int quiet;                     /* -quiet: no per-event logs */
 

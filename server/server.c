@@ -355,6 +355,8 @@ int pp_server_run(pp_config *cfg, const char *argv0) {
     return rc;
   }
   start_signals_and_timers(s);
+  pp_shepherd_supervise_init(s);
+  pp_wlink_watch_start(s);
   if (pp_shepherd_start(s) < 0) {
     cleanup_files(s);
     return 1;

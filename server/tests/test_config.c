@@ -113,11 +113,43 @@ static void test_errors(void) {
   CU_ASSERT_EQUAL(pp_size_parse("12xb", &v), -1);
 }
 
+/* Request timeout, kill grace and worker timeout: defaults (off, 5 s, 60 s as puma's
+ * worker_timeout), values, 0 turns a timeout off, too-short values are errors. */
+static void test_timeouts_of_requests_and_workers(void) {
+  pp_config c;
+  char err[256];
+  char *none[] = {"x"};
+  CU_ASSERT_EQUAL(parse(&c, err, 1, none), 0);
+  CU_ASSERT_EQUAL(c.request_timeout_ns, 0);
+  CU_ASSERT_EQUAL(c.worker_kill_grace_ns, 5000000000ull);
+  CU_ASSERT_EQUAL(c.worker_timeout_ns, 60000000000ull);
+  char *set[] = {"x", "-request-timeout", "1.5s", "-worker-kill-grace=250ms", "-worker-timeout",
+                 "0"};
+  CU_ASSERT_EQUAL(parse(&c, err, 6, set), 0);
+  CU_ASSERT_EQUAL(c.request_timeout_ns, 1500000000ull);
+  CU_ASSERT_EQUAL(c.worker_kill_grace_ns, 250000000ull);
+  CU_ASSERT_EQUAL(c.worker_timeout_ns, 0);
+  char *off[] = {"x", "-request-timeout", "0"};
+  CU_ASSERT_EQUAL(parse(&c, err, 3, off), 0);
+  CU_ASSERT_EQUAL(c.request_timeout_ns, 0);
+  char *tiny[] = {"x", "-request-timeout", "10us"};
+  CU_ASSERT_EQUAL(parse(&c, err, 3, tiny), -1);
+  CU_ASSERT(strstr(err, "-request-timeout") != NULL);
+  char *fast[] = {"x", "-worker-timeout", "50ms"};
+  CU_ASSERT_EQUAL(parse(&c, err, 3, fast), -1);
+  CU_ASSERT(strstr(err, "-worker-timeout") != NULL);
+  char *bad[] = {"x", "-worker-kill-grace", "later"};
+  CU_ASSERT_EQUAL(parse(&c, err, 3, bad), -1);
+  CU_ASSERT(strstr(err, "-worker-kill-grace: invalid value") != NULL);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("config", NULL, NULL);
   CU_add_test(s, "defaults and every flag form", test_defaults_and_flags);
   CU_add_test(s, "errors name the flag", test_errors);
+  CU_add_test(s, "request timeout, kill grace, worker timeout",
+              test_timeouts_of_requests_and_workers);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();
