@@ -102,6 +102,10 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
     json_object_set_new(ls, "max_threads", json_integer(s->cfg->threads));
     json_object_set_new(ls, "requests_count", json_integer((json_int_t)w->requests));
     json_object_set_new(ls, "busy_threads", json_integer(w->busy));
+    /* GC.stat(:heap_live_slots) from its last heartbeat: null until one says it */
+    json_object_set_new(ls, "heap_live_slots",
+                        w->heap_live_slots >= 0 ? json_integer((json_int_t)w->heap_live_slots)
+                                                : json_null());
     json_object_set_new(o, "last_status", ls);
     json_array_append_new(ws, o);
   }

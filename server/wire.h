@@ -104,9 +104,10 @@ typedef struct pp_wire_frame {
   uint32_t length; /* payload length */
   /* HELLO */
   uint16_t version;
-  uint32_t pid;          /* HELLO, RETIRE, READY, FORKED, EXITED, HEARTBEAT, ADOPT* */
-  uint32_t worker_index; /* HELLO, FORKED, HEARTBEAT, ADOPT */
-  uint32_t thread_index; /* HELLO, TIMEOUT */
+  uint32_t pid;            /* HELLO, RETIRE, READY, FORKED, EXITED, HEARTBEAT, ADOPT* */
+  uint32_t worker_index;   /* HELLO, FORKED, HEARTBEAT, ADOPT */
+  int64_t heap_live_slots; /* HEARTBEAT: the worker's GC.stat(:heap_live_slots), -1 unknown */
+  uint32_t thread_index;   /* HELLO, TIMEOUT */
   uint32_t capabilities;
   /* REQUEST, BODY, BODY_END, CANCEL, HIJACKED, TIMEOUT, RESPONSE_*, HIJACK */
   uint64_t request_id;

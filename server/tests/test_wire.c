@@ -268,6 +268,8 @@ static int frame_from_json(json_t *j, pp_wire_frame *f, pp_buf *pairs, pp_buf *d
       f->pid = (uint32_t)u;
     else if (strcmp(key, "worker_index") == 0)
       f->worker_index = (uint32_t)u;
+    else if (strcmp(key, "heap_live_slots") == 0)
+      f->heap_live_slots = (int64_t)json_integer_value(v);
     else if (strcmp(key, "thread_index") == 0)
       f->thread_index = (uint32_t)u;
     else if (strcmp(key, "capabilities") == 0)

@@ -28,7 +28,7 @@ module PumaPlus
     # connection"): TIMEOUT and HEARTBEAT_INTERVAL come from the server, HEARTBEAT goes to it.
     Timeout = Struct.new(:request_id, :thread_index)
     HeartbeatInterval = Struct.new(:interval_ms)
-    Heartbeat = Struct.new(:pid, :worker_index)
+    Heartbeat = Struct.new(:pid, :worker_index, :heap_live_slots) # heap_live_slots: GC.stat, -1 unknown
     # A restarted shepherd learns the live workers its predecessor forked.
     Adopt = Struct.new(:pid, :worker_index)
     AdoptedExited = Struct.new(:pid, :status)
