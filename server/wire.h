@@ -99,6 +99,10 @@ int pp_wire_pairs_next(pp_wire_pairs_iter *it, const uint8_t **key, uint32_t *ke
 /* One decoded frame. Only the fields of `type` are meaningful; the others are zero.
  * `pairs` is env (REQUEST) or headers (RESPONSE_HEAD); `data` is body (REQUEST), chunk
  * (BODY, RESPONSE_BODY) or buffered (HIJACKED). */
+/* HEARTBEAT_INTERVAL flags: the server may send TIMEOUT (-request-timeout is set). Without it
+ * the worker skips the interrupt machinery around app code. */
+#define PP_WIRE_MONITOR_REQUEST_TIMEOUTS 1u
+
 typedef struct pp_wire_frame {
   uint8_t type;
   uint32_t length; /* payload length */
@@ -133,6 +137,7 @@ typedef struct pp_wire_frame {
   int32_t exit_status;
   /* HEARTBEAT_INTERVAL */
   uint32_t interval_ms;
+  uint32_t monitor_flags; /* PP_WIRE_MONITOR_* */
 } pp_wire_frame;
 
 typedef struct pp_wire_decoder {

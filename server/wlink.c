@@ -399,6 +399,7 @@ static int on_monitor_hello(wconn *w, const pp_wire_frame *f) {
   memset(&out, 0, sizeof out);
   out.type = PP_WIRE_HEARTBEAT_INTERVAL;
   out.interval_ms = heartbeat_interval_ms(s);
+  out.monitor_flags = s->cfg->request_timeout_ns ? PP_WIRE_MONITOR_REQUEST_TIMEOUTS : 0;
   send_small(w, &out);
   return 0;
 }

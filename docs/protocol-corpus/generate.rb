@@ -184,7 +184,10 @@ good("exited-extremes", { "type" => "EXITED", "pid" => U32_MAX, "status" => -2_1
 good("timeout", { "type" => "TIMEOUT", "request_id" => 77, "thread_index" => 2 }, u64(77) + u32(2))
 good("timeout-max", { "type" => "TIMEOUT", "request_id" => U64_BIG, "thread_index" => U32_MAX },
      u64(U64_BIG) + u32(U32_MAX))
-good("heartbeat-interval", { "type" => "HEARTBEAT_INTERVAL", "interval_ms" => 5000 }, u32(5000))
+good("heartbeat-interval", { "type" => "HEARTBEAT_INTERVAL", "interval_ms" => 5000, "monitor_flags" => 1 },
+     u32(5000) + u32(1))
+good("heartbeat-interval-no-timeouts", { "type" => "HEARTBEAT_INTERVAL", "interval_ms" => 250, "monitor_flags" => 0 },
+     u32(250) + u32(0))
 good("heartbeat", { "type" => "HEARTBEAT", "pid" => 4001, "worker_index" => 0, "heap_live_slots" => 123_456 },
      u32(4001) + u32(0) + i64(123_456))
 good("heartbeat-max", { "type" => "HEARTBEAT", "pid" => U32_MAX, "worker_index" => U32_MAX,

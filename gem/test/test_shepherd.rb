@@ -276,7 +276,7 @@ class TestShepherd < Minitest::Test
     pid = forked(1)[0].pid
     conns = accept(2)
     monitor = monitor_of(pid)
-    monitor.write(W.encode(W::HeartbeatInterval.new(100)))
+    monitor.write(W.encode(W::HeartbeatInterval.new(100, W::MONITOR_REQUEST_TIMEOUTS)))
     t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
     beats = Array.new(5) { FakeServer.read_frame(monitor, timeout: 2) }
     assert(beats.all? { |b| b.pid == pid && b.worker_index.zero? }, beats.inspect)

@@ -134,6 +134,7 @@ module PumaPlus
           case frame
           when Wire::HeartbeatInterval
             interval = frame.interval_ms / 1000.0
+            PumaPlus.request_timeouts = frame.monitor_flags.anybits?(Wire::MONITOR_REQUEST_TIMEOUTS)
             next_beat = monotonic + interval
           when Wire::Timeout then interrupt(frame)
           else
