@@ -64,6 +64,10 @@ struct client {
   pp_buf tls_plain;        /* decrypted bytes not yet moved into rbuf */
   pp_buf tls_wire;         /* ciphertext waiting to be written */
   int tls_ready;           /* the handshake completed and was counted */
+  /* A GET /stats/stream subscriber (dashboard.c) once its response head is out: seconds
+   * without a write before a heartbeat comment (0: not a subscriber), and the last write. */
+  uint32_t sse_heartbeat_s;
+  int64_t sse_last_write_ns;
 };
 
 /* conn.c: the stream. */
