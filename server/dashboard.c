@@ -22,9 +22,9 @@ static void remember_decision(server *s) {
   d->have_seen = 1;
   d->seen_ctl_tick = ct->tick;
   const pp_dash_decision *prev =
-      d->decisions_len ? &d->decisions[(d->decisions_head + PP_DASH_DECISIONS - 1) %
-                                       PP_DASH_DECISIONS]
-                       : NULL;
+      d->decisions_len
+          ? &d->decisions[(d->decisions_head + PP_DASH_DECISIONS - 1) % PP_DASH_DECISIONS]
+          : NULL;
   int shed_changed = prev ? prev->shed != dec->shed : dec->shed;
   if (!first && dec->action == PP_ACTION_NONE && !shed_changed) return;
   pp_dash_decision *e = &d->decisions[d->decisions_head];

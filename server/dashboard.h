@@ -19,17 +19,17 @@
 typedef struct server server;
 typedef struct client client;
 
-#define PP_DASH_DECISIONS          16 /* decisions kept for controller.decisions */
-#define PP_DASH_HEARTBEAT_DEFAULT  15 /* seconds without a write before a heartbeat comment */
-#define PP_DASH_HEARTBEAT_MAX      3600
-#define PP_DASH_MAX_PENDING        (1u << 20) /* a subscriber this far behind is closed */
-#define PP_DASH_RETRY_MS           2000       /* the `retry:` the stream announces */
+#define PP_DASH_DECISIONS         16 /* decisions kept for controller.decisions */
+#define PP_DASH_HEARTBEAT_DEFAULT 15 /* seconds without a write before a heartbeat comment */
+#define PP_DASH_HEARTBEAT_MAX     3600
+#define PP_DASH_MAX_PENDING       (1u << 20) /* a subscriber this far behind is closed */
+#define PP_DASH_RETRY_MS          2000       /* the `retry:` the stream announces */
 
 /* One remembered decision: every action other than none, every change of shedding, and the
  * first decision after start. */
 typedef struct pp_dash_decision {
-  uint64_t tick;   /* the controller's tick number */
-  time_t at;       /* wall clock when it was made */
+  uint64_t tick; /* the controller's tick number */
+  time_t at;     /* wall clock when it was made */
   pp_action action;
   uint32_t count;
   int shed;

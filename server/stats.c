@@ -123,10 +123,10 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
                       json_real(st->last_window_ns
                                     ? (double)st->arrivals_last * 1e9 / (double)st->last_window_ns
                                     : 0));
-  json_object_set_new(q, "completion_rate",
-                      json_real(st->last_window_ns ? (double)st->completions_last * 1e9 /
-                                                         (double)st->last_window_ns
-                                                   : 0));
+  json_object_set_new(
+      q, "completion_rate",
+      json_real(st->last_window_ns ? (double)st->completions_last * 1e9 / (double)st->last_window_ns
+                                   : 0));
   json_object_set_new(q, "shed", json_integer((json_int_t)st->shed));
   json_object_set_new(q, "cancelled_queued", json_integer((json_int_t)st->cancelled_queued));
   json_object_set_new(q, "cancelled_running", json_integer((json_int_t)st->cancelled_running));

@@ -7,10 +7,11 @@ driven over the DevTools protocol (python3-websockets), no other browser tooling
         --screenshot build/artifacts/dashboard.png
 
 Loads the page, waits until it shows a tick, then takes --samples readings --interval seconds
-apart. A reading is the text of the page's value elements and its decisions table, then
-/stats fetched right after; when /stats is already on another tick (stream.ticks) than the
-page shows, the pair is taken again, up to 8 times. Prints one JSON object a line:
-{"dom": {...}, "stats": {...}, "tries": n}, then {"screenshot": PATH, "bytes": n}. Judging the
+apart, polling /stats every 40 ms in between. A reading is the text of the page's value
+elements and its decisions table, then /stats fetched right after; when /stats is already on
+another tick (stream.ticks) than the page shows, the pair is taken again, up to 8 times. Prints
+one JSON object a line: {"dom": {...}, "stats": {...}, "prev": /stats polled during the tick
+before (or null), "tries": n}, then {"screenshot": PATH, "bytes": n}. Judging the
 values is the caller's business (tests/e2e/test_dashboard.rb). Exits 2, saying why, when
 Chromium or the page cannot be had."""
 import argparse
@@ -126,16 +127,27 @@ async def probe(opts, port):
                 text = await page.evaluate("document.documentElement.outerHTML.slice(0, 2000)")
                 fail(f"the page showed no tick within {opts.timeout} s; it holds:\n{text}")
             await asyncio.sleep(0.05)
+        snapshots = {}  # /stats by stream.ticks: the latest few, polled between readings
+
+        async def poll(secs):
+            end = time.monotonic() + secs
+            while time.monotonic() < end:
+                s = get_json(opts.stats_url)
+                snapshots[s["stream"]["ticks"]] = s
+                for old in sorted(snapshots)[:-8]:
+                    del snapshots[old]
+                await asyncio.sleep(0.04)
+
         for i in range(opts.samples):
-            if i:
-                await asyncio.sleep(opts.interval)
+            await poll(opts.interval)
             for tries in range(1, 9):
                 dom = json.loads(await page.evaluate(READ_JS))
                 stats = get_json(opts.stats_url)
                 if str(stats["stream"]["ticks"]) == dom["tick"]:
                     break
                 await asyncio.sleep(0.03)
-            print(json.dumps({"dom": dom, "stats": stats, "tries": tries}), flush=True)
+            prev = snapshots.get(stats["stream"]["ticks"] - 1)
+            print(json.dumps({"dom": dom, "stats": stats, "prev": prev, "tries": tries}), flush=True)
         shot = await page.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         data = base64.b64decode(shot["data"])
         os.makedirs(os.path.dirname(os.path.abspath(opts.screenshot)), exist_ok=True)
