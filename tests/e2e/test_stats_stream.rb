@@ -216,6 +216,41 @@ class TestStatsStream < Minitest::Test
     srv&.stop
   end
 
+  # A subscriber that stops reading is closed once 1 MiB waits for it (after the kernel's
+  # buffers filled), while one that reads keeps every tick. 5 ms ticks make that a few seconds.
+  def test_a_subscriber_that_stops_reading_is_closed
+    srv = E2E::Server.new(extra: ["-tick", "5ms", "-write-timeout", "60s"])
+    stuck = Socket.new(:INET, :STREAM)
+    stuck.setsockopt(Socket::SOL_SOCKET, Socket::SO_RCVBUF, 4096)
+    stuck.connect(Socket.sockaddr_in(srv.control_port, "127.0.0.1"))
+    stuck.write("GET /stats/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+    good = Subscriber.new(srv.control_port)
+    good.next_block
+    done = false
+    reader = Thread.new do
+      got = []
+      until done
+        b = good.next_block(0.2)
+        got << b if b
+      end
+      got
+    end
+    st = wait_stats(srv, 25) { |x| x["stream"]["slow_closed"] == 1 }
+    assert_equal 1, st["stream"]["slow_closed"], "the stuck subscriber was not closed: #{st["stream"]}"
+    assert_equal 1, st["stream"]["subscribers"], "the reading subscriber is still there"
+    assert_match(/subscriber \d+ bytes behind, closed/, srv.log)
+    done = true
+    ids = reader.value.map { |b| parse_event(b)[:id] }
+    assert_operator ids.size, :>, 100
+    ids.each_cons(2) { |a, b| assert_equal a + 1, b, "the reading subscriber missed a tick" }
+  ensure
+    done = true
+    reader&.join
+    good&.close
+    stuck&.close
+    srv&.stop
+  end
+
   def test_control_token_protects_the_stream_and_the_page
     srv = E2E::Server.new(token: "s3cret", extra: ["-tick", "250ms"])
     no = Subscriber.new(srv.control_port)
