@@ -372,6 +372,8 @@ void pp_stats_metrics(server *s, pp_buf *out) {
   prom_gauge(out, "puma_plus_autoscale_enabled", "1 when the controller runs.", ct->enabled);
   prom_gauge(out, "puma_plus_shedding", "1 while admission control is on.", ct->shedding);
   prom_counter(out, "puma_plus_controller_ticks_total", "Controller ticks.", ct->tick);
+  prom_gauge(out, "puma_plus_stream_subscribers", "Open /stats/stream subscribers.",
+             pp_dashboard_subscribers(s));
   if (ct->have_last)
     appendf(out,
             "# HELP puma_plus_controller_last_action Last decision (1 for its action).\n# TYPE "

@@ -184,6 +184,8 @@ class TestStatsStream < Minitest::Test
     assert_equal 40, st["stream"]["subscribers"]
     assert_equal base["stream"]["subscribers_total"] + 40, st["stream"]["subscribers_total"]
     assert wait_until(2) { fd_count(srv.pid) == fds0 + 40 }, "one descriptor per subscriber: #{fd_count(srv.pid)} vs #{fds0}"
+    _, metrics = srv.control_get("/metrics")
+    assert_match(/^puma_plus_stream_subscribers 40$/, metrics)
     # every subscriber gets the same ticks
     seen = subs.map { |s| Thread.new { s.blocks_for(0.8) } }.map(&:value)
                .map { |bs| bs.select { |b| b[0].start_with?("id: ") }.map { |b| parse_event(b)[:id] } }
