@@ -10,8 +10,8 @@ Loads the page, waits until it shows a tick, then takes --samples readings --int
 apart, polling /stats every 40 ms in between. A reading is the text of the page's value
 elements and its decisions table, then /stats fetched right after; when /stats is already on
 another tick (stream.ticks) than the page shows, the pair is taken again, up to 8 times. Prints
-one JSON object a line: {"dom": {...}, "stats": {...}, "prev": /stats polled during the tick
-before (or null), "tries": n}, then {"screenshot": PATH, "bytes": n}. Judging the
+one JSON object a line: {"dom": {...}, "stats": {...}, "prev": the latest /stats fetched during
+an earlier tick (or null), "tries": n}, then {"screenshot": PATH, "bytes": n}. Judging the
 values is the caller's business (tests/e2e/test_dashboard.rb). Exits 2, saying why, when
 Chromium or the page cannot be had."""
 import argparse
@@ -127,26 +127,31 @@ async def probe(opts, port):
                 text = await page.evaluate("document.documentElement.outerHTML.slice(0, 2000)")
                 fail(f"the page showed no tick within {opts.timeout} s; it holds:\n{text}")
             await asyncio.sleep(0.05)
-        snapshots = {}  # /stats by stream.ticks: the latest few, polled between readings
+        snapshots = {}  # every /stats fetched, by stream.ticks (the latest few)
+
+        def fetch():
+            s = get_json(opts.stats_url)
+            snapshots[s["stream"]["ticks"]] = s
+            for old in sorted(snapshots)[:-8]:
+                del snapshots[old]
+            return s
 
         async def poll(secs):
             end = time.monotonic() + secs
             while time.monotonic() < end:
-                s = get_json(opts.stats_url)
-                snapshots[s["stream"]["ticks"]] = s
-                for old in sorted(snapshots)[:-8]:
-                    del snapshots[old]
+                fetch()
                 await asyncio.sleep(0.04)
 
         for i in range(opts.samples):
             await poll(opts.interval)
             for tries in range(1, 9):
                 dom = json.loads(await page.evaluate(READ_JS))
-                stats = get_json(opts.stats_url)
+                stats = fetch()
                 if str(stats["stream"]["ticks"]) == dom["tick"]:
                     break
                 await asyncio.sleep(0.03)
-            prev = snapshots.get(stats["stream"]["ticks"] - 1)
+            earlier = [k for k in snapshots if k < stats["stream"]["ticks"]]
+            prev = snapshots[max(earlier)] if earlier else None
             print(json.dumps({"dom": dom, "stats": stats, "prev": prev, "tries": tries}), flush=True)
         shot = await page.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         data = base64.b64decode(shot["data"])

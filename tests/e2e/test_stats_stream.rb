@@ -134,8 +134,9 @@ class TestStatsStream < Minitest::Test
     ids = events.map { |e| e[:id] }
     assert_includes [first[:id], first[:id] + 1], ids.first, "the first event is the latest tick's"
     ids.each_cons(2) { |a, b| assert_equal a + 1, b, "one event per tick, none skipped or doubled: #{ids}" }
-    # about 12 ticks in 3 s; the stream kept pace with the server's own tick count
-    assert_operator ids.size, :>=, 10, ids.inspect
+    # about 12 ticks in 3 s (a loaded machine may fire the tick late); the stream kept pace
+    # with the server's own tick count
+    assert_operator ids.size, :>=, 9, ids.inspect
     assert_operator ids.size, :<=, 14, ids.inspect
     assert_in_delta ticks1 - ticks0, ids.size, 1, "events received vs ticks counted by /stats"
   ensure
