@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Generates the Rails app the e2e tests boot under puma-plus (issue 10), once per machine:
 #   scripts/gen-rails-app.sh 6.1|7.2 [DEST]     (default DEST: build/apps/rails-VERSION)
-# 6.1 is Debian's (ruby-rails, ruby-sqlite3, ruby-jbuilder: no Bundler fetches anything), 7.2
+# 6.1 is Debian's (ruby-rails, ruby-sqlite3, ruby-jbuilder, ruby-redis: no Bundler fetches), 7.2
 # is the pinned RubyGems set in build/gems (scripts/install-gems.sh). The app: `rails new` with
 # everything a server test does not need skipped (--minimal on 7.2, the matching --skip-* flags
 # on 6.1, which has no --minimal), --skip-bundle and a Gemfile resolved with `bundle lock
@@ -9,8 +9,8 @@
 # it gets exactly the pinned versions; 6.1 gets GEM_HOME=build/apps/debian-gems for binstubs),
 # a Post scaffold on SQLite with the scaffold's JSON endpoint (jbuilder), headers naming the
 # worker pid and the Rails version, config/puma-plus.rb with 2 workers whose hooks
-# re-establish ActiveRecord's connections, and the production database migrated. The 7.2 app
-# also has Action Cable (async or Redis adapter, a WorkerChannel and POST /broadcasts; see
+# re-establish ActiveRecord's connections, and the production database migrated. Both apps
+# also have Action Cable (async or Redis adapter, a WorkerChannel and POST /broadcasts; see
 # below and tests/e2e/test_action_cable.rb).
 # Cached: DEST/.pp-stamp holds a hash of this script, the lockfile and the Ruby version; the
 # app is generated again only when that changes. Never committed (build/ is ignored).
@@ -30,11 +30,12 @@ case "$VERSION" in
     rails -v | grep -q '^Rails 6\.1\.' || { echo "gen-rails-app: /usr/bin/rails is not 6.1 ($(rails -v))" >&2; exit 1; }
     RAILS_NEW=(rails new)
     FLAGS=(--skip-action-mailer --skip-action-mailbox --skip-action-text --skip-active-storage
-           --skip-action-cable --skip-javascript --skip-turbolinks --skip-webpack-install
+           --skip-javascript --skip-turbolinks --skip-webpack-install
            --skip-sprockets --skip-spring --skip-listen --skip-bootsnap)
     GEMS='gem "rails", "~> 6.1.7"
 gem "sqlite3", "~> 1.4"
-gem "jbuilder", "~> 2.10"'
+gem "jbuilder", "~> 2.10"
+gem "redis", "~> 4.8"'
     # Debian's gems stay where they are; this GEM_HOME only gets the binstub of the path gem
     # puma-plus (`bundle exec puma-plus`), so nothing is written outside build/.
     export GEM_HOME=$ROOT/build/apps/debian-gems
@@ -96,13 +97,12 @@ EOF
   { echo "gen-rails-app: the scaffold wrote no JSON views (is jbuilder in the Gemfile?)" >&2; exit 1; }
 sed -i 's|^Rails.application.routes.draw do$|&\n  root "posts#index"|' config/routes.rb
 
-if [[ $VERSION == 7.2 ]]; then
-  # Action Cable (7.2 only). PP_CABLE_ADAPTER picks the production adapter: async (in one
-  # process: a broadcast reaches only the WebSockets of the worker that made it) or redis
-  # (REDIS_URL, required: across workers). A WorkerChannel subscriber streams one room (the
-  # identifier's "room") and is told the pid of the worker that holds its WebSocket;
-  # POST /broadcasts (room, text) broadcasts to the room and answers with its own pid.
-  cat >config/cable.yml <<'YAML'
+# Action Cable. PP_CABLE_ADAPTER picks the production adapter: async (in one
+# process: a broadcast reaches only the WebSockets of the worker that made it) or redis
+# (REDIS_URL, required: across workers). A WorkerChannel subscriber streams one room (the
+# identifier's "room") and is told the pid of the worker that holds its WebSocket;
+# POST /broadcasts (room, text) broadcasts to the room and answers with its own pid.
+cat >config/cable.yml <<'YAML'
 development:
   adapter: async
 
@@ -119,7 +119,7 @@ production:
   adapter: async
 <% else raise "PP_CABLE_ADAPTER: #{adapter.inspect} is neither async nor redis" end %>
 YAML
-  cat >app/channels/worker_channel.rb <<'RUBY'
+cat >app/channels/worker_channel.rb <<'RUBY'
 class WorkerChannel < ApplicationCable::Channel
   def subscribed
     return reject if params[:room].blank?
@@ -129,7 +129,7 @@ class WorkerChannel < ApplicationCable::Channel
   end
 end
 RUBY
-  cat >app/controllers/broadcasts_controller.rb <<'RUBY'
+cat >app/controllers/broadcasts_controller.rb <<'RUBY'
 class BroadcastsController < ApplicationController
   skip_forgery_protection # a test endpoint, called by clients without a session
 
@@ -140,13 +140,12 @@ class BroadcastsController < ApplicationController
   end
 end
 RUBY
-  sed -i 's|^Rails.application.routes.draw do$|&\n  post "broadcasts", to: "broadcasts#create"|' config/routes.rb
-  # WebSocket handshakes are accepted from pages of 127.0.0.1, on any port.
-  sed -i -E 's|^(\s*)# (config\.action_cable\.allowed_request_origins) = .*$|\1\2 = [ %r{\\Ahttp://127\\.0\\.0\\.1(:\\d+)?\\z} ]|' \
-    config/environments/production.rb
-  grep -q '^ *config\.action_cable\.allowed_request_origins = \[ %r' config/environments/production.rb ||
-    { echo "gen-rails-app: could not set allowed_request_origins in config/environments/production.rb" >&2; exit 1; }
-fi
+sed -i 's|^Rails.application.routes.draw do$|&\n  post "broadcasts", to: "broadcasts#create"|' config/routes.rb
+# WebSocket handshakes are accepted from pages of 127.0.0.1, on any port.
+sed -i -E 's|^(\s*)# (config\.action_cable\.allowed_request_origins) = .*$|\1\2 = [ %r{\\Ahttp://127\\.0\\.0\\.1(:\\d+)?\\z} ]|' \
+  config/environments/production.rb
+grep -q '^ *config\.action_cable\.allowed_request_origins = \[ %r' config/environments/production.rb ||
+  { echo "gen-rails-app: could not set allowed_request_origins in config/environments/production.rb" >&2; exit 1; }
 
 # One SQLite file per environment (7.2's --minimal leaves production without a database).
 cat >config/database.yml <<'EOF'

@@ -1,16 +1,20 @@
 # frozen_string_literal: true
 
-# Action Cable under the real server (issue 10), in the Rails 7.2 app of
-# scripts/gen-rails-app.sh: a real WebSocket client (python3-websockets) opens /cable on
-# HTTP/1.1 (the server hands the socket to the worker by full hijack, docs/RACK.md), speaks
+# Action Cable under the real server (issue 10), in the Rails apps of scripts/gen-rails-app.sh
+# (the pinned 7.2 and Debian's 6.1): a real WebSocket client (python3-websockets) opens /cable
+# on HTTP/1.1 (the server hands the socket to the worker by full hijack, docs/RACK.md), speaks
 # the Action Cable protocol (welcome; a subscribe command whose identifier is the JSON of the
-# channel and its params; confirm_subscription; messages), and receives a broadcast made by
-# an HTTP request (POST /broadcasts):
-#  - async adapter, one worker: the broadcast and the WebSocket share the worker process;
+# channel and its params; confirm_subscription; messages; pings skipped), and receives a
+# broadcast made by an HTTP request (POST /broadcasts):
+#  - async adapter, one worker: the broadcast and the WebSocket share the worker process; a
+#    handshake from an origin that allowed_request_origins does not admit is refused (404);
 #  - Redis adapter (Debian's redis-server, started here on a free loopback port and stopped by
 #    PID), two workers: requests are repeated until one is served by the worker that does not
-#    hold the WebSocket, and its broadcast still arrives, carrying that other pid.
-# A handshake from an origin the app does not allow is refused (404, nothing hijacked).
+#    hold the WebSocket, and its broadcast still arrives, carrying that other pid;
+#  - async adapter, two workers (7.2): the same rounds, and only the broadcasts made by the
+#    WebSocket's own worker arrive (what makes the Redis case mean something).
+# Test names carry the app (rails_7_2_, rails_6_1_): ctest runs each app as its own test
+# (e2e_action_cable_7_2, e2e_action_cable_6_1, with -n /rails_7_2_/ and -n /rails_6_1_/).
 #
 #   ruby tests/e2e/test_action_cable.rb PATH/TO/puma-plus-server
 require_relative "helper"
@@ -128,21 +132,30 @@ class TestActionCable < Minitest::Test
     end
   end
 
-  def setup
+  # Each test names its app: Rails 7.2 (the pinned RubyGems set) or Debian's 6.1.
+  def app(version)
     flunk "#{PYTHON} with python3-websockets is missing (scripts/install-deps.sh installs it)" unless
       system(PYTHON, "-c", "import websockets", out: File::NULL, err: File::NULL)
-    column_env = E2E.rubygems_env.merge("RUBYOPT" => nil, "BUNDLE_FROZEN" => nil)
+    column_env = if version == "6.1"
+                   E2E.debian_env.merge("GEM_HOME" => File.join(E2E::ROOT, "build/apps/debian-gems"))
+                 else
+                   E2E.rubygems_env.merge("RUBYOPT" => nil, "BUNDLE_FROZEN" => nil)
+                 end
     out, status = Open3.capture2e(column_env.merge("GEM_HOME" => nil), "bash",
-                                  File.join(E2E::ROOT, "scripts/gen-rails-app.sh"), "7.2")
-    assert status.success?, "scripts/gen-rails-app.sh 7.2 failed:\n#{out}"
+                                  File.join(E2E::ROOT, "scripts/gen-rails-app.sh"), version)
+    assert status.success?, "scripts/gen-rails-app.sh #{version} failed:\n#{out}"
+    @version = version
     @tmp = Dir.mktmpdir("pp-cable-")
     @app = File.join(@tmp, "app")
-    FileUtils.cp_r(File.join(E2E::ROOT, "build/apps/rails-7.2"), @app)
+    FileUtils.cp_r(File.join(E2E::ROOT, "build/apps/rails-#{version}"), @app)
     @env = column_env.merge(
       "BUNDLE_GEMFILE" => File.join(@app, "Gemfile"), "PUMA_PLUS_SERVER" => File.expand_path(E2E::BIN),
       "SECRET_KEY_BASE" => "pp-e2e-#{'k' * 64}", "RAILS_LOG_TO_STDOUT" => "1", "RAILS_ENV" => "production",
       "RAILS_MAX_THREADS" => nil, "PP_CABLE_ADAPTER" => nil, "REDIS_URL" => nil
     )
+  end
+
+  def setup
     @clients = []
   end
 
@@ -210,7 +223,11 @@ class TestActionCable < Minitest::Test
     client.await { |m| m["identifier"] == identifier && m.dig("message", "text") == text }["message"]
   end
 
-  def test_async_adapter_one_worker
+  def test_rails_7_2_async_adapter_one_worker = async_one_worker("7.2")
+  def test_rails_6_1_async_adapter_one_worker = async_one_worker("6.1")
+
+  def async_one_worker(version)
+    app(version)
     boot(1)
     hijacked = @srv.stats["queue"]["hijacked"]
     client = connect
@@ -234,25 +251,28 @@ class TestActionCable < Minitest::Test
     await_text(client, identifier, "only a")
     refute client.seen.any? { |m| m.dig("message", "text") == "only b" }, "room a got room b's broadcast"
 
+    # config.action_cable.allowed_request_origins: a handshake from another origin gets a 404
+    # (answered, not hijacked); another port of 127.0.0.1, which is not this page's origin
+    # (allow_same_origin_as_host does not admit it), is admitted by the app's setting.
+    hijacked = @srv.stats["queue"]["hijacked"]
+    bad = connect(origin: "http://localhost:#{@srv.port}")
+    assert_equal "404", bad.refused, "allowed_request_origins admits 127.0.0.1 only"
+    assert_match(/Request origin not allowed: http:\/\/localhost:#{@srv.port}/, @srv.log)
+    assert_equal hijacked, @srv.stats["queue"]["hijacked"], "the refused handshake was answered, not hijacked"
+    subscribe(connect(origin: "http://127.0.0.1:1"), "origin")
+    assert_equal hijacked + 1, @srv.stats["queue"]["hijacked"]
+
     log = @srv.log
     assert_match(/Successfully upgraded to WebSocket/, log)
     assert_match(/WorkerChannel is streaming from room:#{room}/, log)
     assert_equal 0, @srv.stats["requests"]["status_5xx"], log[-3000..]
   end
 
-  def test_a_handshake_from_a_foreign_origin_is_refused
-    boot(1)
-    hijacked = @srv.stats["queue"]["hijacked"]
-    bad = connect(origin: "http://localhost:#{@srv.port}")
-    assert_equal "404", bad.refused, "allowed_request_origins admits 127.0.0.1 only"
-    assert_match(/Request origin not allowed: http:\/\/localhost:#{@srv.port}/, @srv.log)
-    # Another port of 127.0.0.1 is not this page's origin: only the app's setting admits it.
-    good = connect(origin: "http://127.0.0.1:1")
-    subscribe(good, "origin")
-    assert_equal hijacked + 1, @srv.stats["queue"]["hijacked"], "the refused handshake was answered, not hijacked"
-  end
+  def test_rails_7_2_redis_adapter_across_two_workers = redis_across_workers("7.2")
+  def test_rails_6_1_redis_adapter_across_two_workers = redis_across_workers("6.1")
 
-  def test_redis_adapter_across_two_workers
+  def redis_across_workers(version)
+    app(version)
     port = start_redis
     boot(2, "PP_CABLE_ADAPTER" => "redis", "REDIS_URL" => "redis://127.0.0.1:#{port}/0")
     client = connect
@@ -293,7 +313,8 @@ class TestActionCable < Minitest::Test
   # The contrast that gives the Redis test its meaning: with the async adapter each worker
   # process has a pubsub of its own, so of the same rounds of broadcasts only those made by
   # the WebSocket's worker arrive.
-  def test_async_adapter_does_not_cross_workers
+  def test_rails_7_2_async_adapter_does_not_cross_workers
+    app("7.2")
     boot(2)
     client = connect
     room = "async2-#{rand(1_000_000)}"
