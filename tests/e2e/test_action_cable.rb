@@ -64,7 +64,12 @@ class TestActionCable < Minitest::Test
       first = read_line(15)
       @refused = first[/\AREFUSED (\S+)/, 1]
       @subprotocol = first[/\AOPEN (\S+)/, 1]
-      raise Minitest::Assertion, "the relay said #{first.inspect}: #{@stderr.read}" unless @refused || @subprotocol
+      raise Minitest::Assertion, "the relay said #{first.inspect}: #{stderr_text}" unless @refused || @subprotocol
+    end
+
+    # What the relay wrote on stderr so far (it may still be running: never waits long).
+    def stderr_text
+      IO.select([@stderr], nil, nil, 2) ? @stderr.read_nonblock(65_536, exception: false).to_s : ""
     end
 
     def refused = @refused
@@ -78,7 +83,10 @@ class TestActionCable < Minitest::Test
         next unless IO.select([@stdout], nil, nil, left)
 
         line = @stdout.gets
-        raise Minitest::Assertion, "the WebSocket closed (seen: #{@seen.reject { |m| m["type"] == "ping" }.last(20)}): #{@stderr.read}" unless line
+        unless line
+          messages = @seen.reject { |m| m["type"] == "ping" }.last(20)
+          raise Minitest::Assertion, "the WebSocket closed (seen: #{messages}): #{stderr_text}"
+        end
 
         return line.chomp
       end
@@ -186,6 +194,7 @@ class TestActionCable < Minitest::Test
   # welcome, subscribe, confirm_subscription and the channel's first transmission (the pid
   # of the worker holding this WebSocket), in whichever order the last two come.
   def subscribe(client, room)
+    assert_nil client.refused, "the handshake was refused (HTTP #{client.refused}): #{@srv.log[-2000..]}"
     assert_equal "actioncable-v1-json", client.subprotocol
     assert_equal({ "type" => "welcome" }, client.next_message.slice("type"))
     identifier = JSON.generate({ "channel" => "WorkerChannel", "room" => room })
@@ -217,6 +226,11 @@ class TestActionCable < Minitest::Test
     body = JSON.parse(res.body)
     assert_equal res["x-pp-worker-pid"], body["pid"].to_s
     body["pid"]
+  end
+
+  # Action Cable logs (and otherwise swallows) what fails in a channel or its worker pool.
+  def refute_cable_errors(log)
+    refute_match(/There was an exception|Could not execute command|Unable to process/, log)
   end
 
   def await_text(client, identifier, text)
@@ -266,6 +280,7 @@ class TestActionCable < Minitest::Test
     assert_match(/Successfully upgraded to WebSocket/, log)
     assert_match(/WorkerChannel is streaming from room:#{room}/, log)
     assert_equal 0, @srv.stats["requests"]["status_5xx"], log[-3000..]
+    refute_cable_errors(log)
   end
 
   def test_rails_7_2_redis_adapter_across_two_workers = redis_across_workers("7.2")
@@ -290,7 +305,8 @@ class TestActionCable < Minitest::Test
                  "a broadcast from worker #{http_pid} reached the WebSocket held by worker #{ws_pid}")
     sent.except(text).each { |t, pid| assert_equal pid, await_text(client, identifier, t)["from_pid"] }
     assert_equal 0, @srv.stats["requests"]["status_5xx"], @srv.log[-3000..]
-    assert_equal 0, @srv.stop&.exitstatus
+    refute_cable_errors(@srv.log)
+    assert_equal 0, @srv.stop&.exitstatus, "a clean stop with the WebSocket still open"
   end
 
   # Rounds of concurrent broadcasts spread over all the connections (2 workers × 3 threads)
