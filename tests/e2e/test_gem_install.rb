@@ -76,6 +76,64 @@ class TestGemInstall < Minitest::Test
     srv&.stop
   end
 
+  # The Rails 7.2 app (scripts/gen-rails-app.sh) on the installed .gem instead of the
+  # checkout's gem/: its Gemfile says `gem "puma-plus"`, Bundler resolves it from the new
+  # GEM_HOME (Rails and the rest from the pinned set in build/gems, through GEM_PATH), and
+  # `bundle exec puma-plus` with no flag at all reads config/puma-plus.rb (port from PORT),
+  # forks two workers and serves the scaffold's pages and JSON.
+  def test_installed_gem_runs_the_rails_7_2_app_with_no_flags
+    column = E2E.rubygems_env.merge("RUBYOPT" => nil, "BUNDLE_FROZEN" => nil)
+    out, status = Open3.capture2e(column.merge("GEM_HOME" => nil), "bash",
+                                  File.join(E2E::ROOT, "scripts/gen-rails-app.sh"), "7.2")
+    assert status.success?, "scripts/gen-rails-app.sh 7.2 failed:\n#{out}"
+    gem_file = File.join(@tmp, "puma-plus.gem")
+    run_ok(CLEAN, "gem", "build", "gem/puma-plus.gemspec", "-o", gem_file, chdir: E2E::ROOT)
+    gem_home = File.join(@tmp, "gems")
+    run_ok(CLEAN.merge("GEM_HOME" => gem_home, "PATH" => "#{gem_home}/bin:#{@path}"),
+           "gem", "install", "--local", "--no-document", gem_file)
+
+    app = File.join(@tmp, "rails")
+    FileUtils.cp_r(File.join(E2E::ROOT, "build/apps/rails-7.2"), app)
+    gemfile = File.read(File.join(app, "Gemfile"))
+    assert_match(/^gem "puma-plus", path: /, gemfile)
+    File.write(File.join(app, "Gemfile"), gemfile.sub(/^gem "puma-plus", path: .*$/, 'gem "puma-plus"'))
+    FileUtils.rm_f(File.join(app, "Gemfile.lock"))
+    env = CLEAN.merge(
+      # the pinned set reuses what Debian already has (websocket-extensions 0.1.5): its dirs too
+      "GEM_HOME" => gem_home, "GEM_PATH" => [gem_home, E2E::GEM_HOME, *Gem.default_path].join(":"),
+      "PATH" => "#{gem_home}/bin:#{@path}", "BUNDLE_GEMFILE" => File.join(app, "Gemfile"),
+      "BUNDLE_APP_CONFIG" => File.join(@tmp, "bundle-config"), "BUNDLE_USER_HOME" => File.join(@tmp, "bundle-home"),
+      "SECRET_KEY_BASE" => "pp-e2e-#{'k' * 64}", "RAILS_LOG_TO_STDOUT" => "1", "RAILS_ENV" => "production",
+      "WEB_CONCURRENCY" => nil, "RAILS_MAX_THREADS" => nil
+    )
+    run_ok(env, "bundle", "install", "--local", chdir: app)
+    lock = File.read(File.join(app, "Gemfile.lock"))
+    assert_match(/^    puma-plus \(#{Regexp.escape(gem_version)}\)$/, lock)
+    refute_match(/^PATH$/, lock, "puma-plus comes from the installed gem, not a path")
+
+    srv = E2E::Server.new(workers: 2, env: env, chdir: app, boot_timeout: 90, command: lambda { |port, cport|
+      env["PORT"] = port.to_s
+      env["PP_CONTROL_PORT"] = cport.to_s
+      %w[bundle exec puma-plus]
+    })
+    installed = Dir[File.join(gem_home, "gems/puma-plus-*/lib/puma-plus-server")]
+    assert_equal File.realpath(installed.first), File.realpath(File.readlink("/proc/#{srv.pid}/exe")),
+                 "the server running is the one the installed gem compiled"
+    pids = []
+    20.times do
+      out, err, = E2E.curl("-D", "-", "http://127.0.0.1:#{srv.port}/posts.json")
+      assert_match(%r{\AHTTP/1\.1 200}, out, err)
+      assert_match(/^\[\]\s*\z/, out.split("\r\n\r\n", 2)[1].to_s, "the scaffold's JSON index of an empty table")
+      pids << out[/^x-pp-worker-pid: (\d+)/i, 1]
+    end
+    out, = E2E.curl("http://127.0.0.1:#{srv.port}/posts")
+    assert_match(%r{<h1>Posts</h1>}, out)
+    assert_equal 2, srv.stats["booted_workers"]
+    assert_equal 0, srv.stop&.exitstatus
+  ensure
+    srv&.stop
+  end
+
   # A missing library stops the install with the Debian package that provides it.
   def test_missing_library_names_the_debian_package
     ext = File.join(E2E::ROOT, "gem/ext/puma_plus_server")
