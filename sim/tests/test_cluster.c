@@ -177,6 +177,31 @@ static void run_named(pp_scenario *s, const char *name, pp_cluster_result *r) {
          r->host_seconds, r->peak_hosts, r->scale_ups, r->scale_downs);
 }
 
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median p99 of a cluster over seeds 1..5, as SCALING.md's tables report it. */
+static double median_p99(const pp_scenario *s, const char *name) {
+  int ci = pp_scenario_find_cluster(s, name);
+  CU_ASSERT_FATAL(ci >= 0);
+  double v[5];
+  for (int i = 0; i < 5; i++) {
+    pp_cluster_options o;
+    pp_cluster_options_default(&o, s);
+    o.seed = (uint64_t)i + 1;
+    o.keep_timeline = 0;
+    pp_cluster_result r;
+    CU_ASSERT_EQUAL(pp_cluster_run(s, (uint32_t)ci, &o, &r), 0);
+    v[i] = r.p99_ns;
+    pp_cluster_result_dispose(&r);
+  }
+  qsort(v, 5, sizeof v[0], cmp_d);
+  printf("\n  %-16s median p99 over seeds 1-5: %.1f ms", name, v[2] / 1e6);
+  return v[2];
+}
+
 /* docs/SCALING.md's table, step scenario: queue-time scaling keeps p99 near the service time
  * while the CPU autoscalers fall behind (at 60% they never scale: this IO-bound app cannot
  * drive a 2-core host past ~40% CPU), and it costs less than provisioning for the peak. */
@@ -184,6 +209,10 @@ static void test_step_queue_beats_cpu(void) {
   pp_scenario s;
   CU_ASSERT_EQUAL_FATAL(load(&s, "cluster-step.yaml"), 0);
   pp_cluster_result q, c60, c20, peak;
+  /* SCALING.md's recommended cluster, over the table's five seeds: its p99 depends on how
+   * many hosts are up when the step comes (2 or 3), so the claim is about the median. */
+  CU_ASSERT(median_p99(&s, "queue5+busy50-lor") < 0.150e9);
+  CU_ASSERT(median_p99(&s, "cpu20-lor") > 10e9);
   run_named(&s, "queue5-lor", &q);
   run_named(&s, "cpu60-lor", &c60);
   run_named(&s, "cpu20-lor", &c20);
@@ -209,6 +238,7 @@ static void test_diurnal_queue_vs_cpu(void) {
   pp_scenario s;
   CU_ASSERT_EQUAL_FATAL(load(&s, "cluster-diurnal.yaml"), 0);
   pp_cluster_result q, c60, peak;
+  CU_ASSERT(median_p99(&s, "queue5+busy50-lor") < 1.1 * 151.5e6); /* peak fleet's p99 */
   run_named(&s, "queue5-lor", &q);
   run_named(&s, "cpu60-lor", &c60);
   run_named(&s, "static-peak-lor", &peak);
