@@ -1026,6 +1026,11 @@ static int parse_root(walk *w, const yaml_node_t *root, pp_scenario *s) {
                   s->hosts.config);
     s->hosts.config_index = (uint32_t)ci;
     if (!s->hosts.cores) s->hosts.cores = s->cores;
+    if (s->configs[ci].workers > s->hosts.cores)
+      return fail(w, cfg_node, "hosts.config",
+                  "config \"%s\" starts %u workers on hosts of %u cores (a cluster host runs at "
+                  "most one worker per core)",
+                  s->hosts.config, s->configs[ci].workers, s->hosts.cores);
     for (uint32_t i = 0; i < s->n_clusters; i++) {
       pp_cluster_cfg *c = &s->clusters[i];
       if (!c->count) {

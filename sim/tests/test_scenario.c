@@ -470,6 +470,7 @@ static void test_cluster_sections(void) {
        "clusters[2].autoscale.metrics[1].target"},
       {"workers: 2, threads: 4}", "workers: 2, threads: 4, queue: per_worker}", 7, "hosts.config"},
       {"clusters:\n", "clustrs:\n", 11, "clustrs"},
+      {"  cores: 2\n", "  cores: 1\n", 7, "hosts.config"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *text = mutate_in(cluster_text, cases[i].from, cases[i].to);

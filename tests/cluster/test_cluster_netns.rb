@@ -400,7 +400,6 @@ class TestClusterNetns < Minitest::Test
     # 4. SIGTERM on host 3 under load: it reports draining, HAProxy takes it out, nothing fails.
     p3 = C.load(@dir, "phase3", 40, 10, 153)
     sleep 3
-    served_before = JSON.parse(C.get(C::NS_LB, "http://#{C.host_ip(3)}:9293/stats")[1])["requests"]
     # A 3 s request straight to h3 keeps its drain open long enough to watch /ready say so.
     long_out = File.join(@dir, "long.out")
     C.spawn_in("long", C::NS_LB, ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "20",
@@ -432,7 +431,6 @@ class TestClusterNetns < Minitest::Test
     puts "  SIGTERM under load: #{rows3.size} requests, #{bad.size} not 200"
     assert_empty bad.first(5), "requests failed while h3 drained: #{bad.first(5)}"
     assert_operator rows3.size, :>=, 300, "phase 3 sent too few requests"
-    refute_nil served_before
     assert_empty comparisons, "pp-sim against the measured cluster:\n#{comparisons.join("\n")}"
   end
 end
