@@ -407,9 +407,9 @@ class TestClusterNetns < Minitest::Test
     sleep 0.5
     Process.kill("TERM", C.pids["h3"])
     # HAProxy's own view (its stats socket): h3 goes DOWN on its next health check. /ready
-    # answers 503 "draining" while the control app still answers; today the drain also resets
-    # and then refuses control connections within ~0.5 s (docs/SCALING.md), which HAProxy
-    # counts as a failed check just the same.
+    # answers 503 "draining" if the control app still answers; today the drain accepts no new
+    # connection on any listener (docs/SERVER.md, /ready), so a check is reset or refused,
+    # which HAProxy counts as a failed check just the same.
     seen = []
     C.wait_until("HAProxy to mark h3 DOWN (seen: #{seen.uniq})", 5) do
       c, b = C.get(C::NS_LB, "http://#{C.host_ip(3)}:9293/ready", timeout: 1)
