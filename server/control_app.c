@@ -86,6 +86,17 @@ static int dashboard_routes(server *s, const pp_control_request *rq, const char 
   out->heartbeat_s = heartbeat;
   pp_dashboard_stream_prelude(s, &out->body);
   return 1;
+/* /ready, the load balancer's health check (HAProxy `option httpchk GET /ready`, a Kubernetes
+ * readinessProbe): 200 while the server takes requests and has a connected worker thread;
+ * 503 while draining (after SIGTERM, so the balancer stops sending before the listeners have
+ * finished closing) and while booting (no worker has connected yet). */
+static void ready(server *s, pp_control_response *out) {
+  if (s->draining)
+    text(out, 503, "draining\n");
+  else if (s->reg.slots_ready == 0)
+    text(out, 503, "booting: no worker connected\n");
+  else
+    text(out, 200, "ready\n");
 }
 
 void pp_control_app(server *s, const pp_control_request *rq, pp_control_response *out) {
@@ -113,8 +124,11 @@ void pp_control_app(server *s, const pp_control_request *rq, pp_control_response
     pp_stats_metrics(s, &out->body);
     out->status = 200;
     out->content_type = "text/plain; version=0.0.4";
+  } else if (path_len == 6 && !memcmp(url, "/ready", 6)) {
+    ready(s, out);
   } else {
     text(out, 404,
-         "404 Not Found (try /stats, /stats?pretty=1, /metrics, /dashboard or /stats/stream)\n");
+         "404 Not Found (try /stats, /stats?pretty=1, /metrics, /ready, /dashboard or "
+         "/stats/stream)\n");
   }
 }

@@ -59,7 +59,9 @@ int pp_chunk_send(server *s, uv_stream_t *st, wchunk *k, uv_write_cb cb) {
 
 static void on_connection(uv_stream_t *ls_stream, int status) {
   listener *ls = ls_stream->data;
-  if (status < 0 || ls->srv->draining) return;
+  /* Draining takes no new HTTP connection; the control app still answers (/ready says 503
+   * draining to the balancer's health check, /stats shows the drain). */
+  if (status < 0 || (ls->srv->draining && ls->kind != LISTEN_CONTROL)) return;
   pp_conn_accept(ls, -1);
 }
 

@@ -3,11 +3,13 @@
  *   pp-sim run SCENARIO.yaml [--timeline] [--decisions F] [--db F] [--plot F] ...
  *   pp-sim sweep SCENARIO.yaml --set policy.FIELD=v1,v2 [--set ...] ...
  *   pp-sim schedule SCENARIO.yaml [--seed N] [--limit N]
+ *   pp-sim cluster SCENARIO.yaml [--timeline] [--hosts] [--phases] [--cluster NAME] ...
  *
  * All the work is in libppsim; this file parses flags, prints, and writes files. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 
 #include "control/control.h"
 #include "sim/arrivals.h"
+#include "sim/cluster.h"
 #include "sim/engine.h"
 #include "sim/report.h"
 #include "sim/results.h"
@@ -38,6 +41,7 @@ static void usage_main(FILE *f) {
              "  run SCENARIO       simulate every configuration and print the comparison\n"
              "  sweep SCENARIO     run policy variants (--set field=v1,v2) and rank them\n"
              "  schedule SCENARIO  print the arrival schedule (what pp-bench sends)\n"
+             "  cluster SCENARIO   simulate the scenario's clusters (hosts:, clusters:)\n"
              "  help [COMMAND]     this text, or a command's options\n\n"
              "`pp-sim COMMAND --help` shows a command's options.\n");
 }
@@ -675,6 +679,218 @@ static int cmd_schedule(int argc, char **argv) {
   return rc;
 }
 
+static void usage_cluster(FILE *f) {
+  fprintf(f, "usage: pp-sim cluster SCENARIO.yaml [options]\n\n"
+             "Simulates each entry of the scenario's `clusters:` (a balancer and a cluster\n"
+             "autoscaler over the `hosts:` fleet, docs/SIM.md \"Cluster mode\") and prints the\n"
+             "summary table and the per-phase table.\n\n"
+             "options:\n"
+             "  -c, --cluster NAME     only this cluster (repeatable)\n"
+             "  -s, --seed N           arrival seed (default: the scenario's `seed`)\n"
+             "  -t, --timeline         print the per-second cluster timeline of every cluster\n"
+             "  -H, --hosts            print the per-second, per-host timeline of every cluster\n"
+             "  -q, --quiet            only the summary table (no per-phase table)\n"
+             "  -h, --help             this text\n");
+}
+
+static const char *metric_name(pp_cluster_metric m) {
+  return m == PP_CMETRIC_QUEUE  ? "queue_p95"
+         : m == PP_CMETRIC_CPU  ? "cpu"
+         : m == PP_CMETRIC_BUSY ? "busy"
+                                : "static";
+}
+
+static void fmt_ms(char *buf, size_t cap, double ns) {
+  if (ns < 0)
+    snprintf(buf, cap, "-");
+  else
+    snprintf(buf, cap, "%.1f", ns / 1e6);
+}
+
+static int cmd_cluster(int argc, char **argv) {
+  static const struct option opts[] = {{"cluster", required_argument, 0, 'c'},
+                                       {"seed", required_argument, 0, 's'},
+                                       {"timeline", no_argument, 0, 't'},
+                                       {"hosts", no_argument, 0, 'H'},
+                                       {"quiet", no_argument, 0, 'q'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+  const char *only[PP_SCN_MAX_CLUSTERS];
+  int n_only = 0, timeline = 0, hosts = 0, quiet = 0, have_seed = 0;
+  uint64_t seed = 0;
+  int ch;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "c:s:tHqh", opts, NULL)) != -1) {
+    switch (ch) {
+    case 'c':
+      if (n_only == PP_SCN_MAX_CLUSTERS) {
+        fprintf(stderr, "pp-sim cluster: too many --cluster\n");
+        return 2;
+      }
+      only[n_only++] = optarg;
+      break;
+    case 's':
+      if (parse_seed(optarg, &seed)) return 2;
+      have_seed = 1;
+      break;
+    case 't': timeline = 1; break;
+    case 'H': hosts = 1; break;
+    case 'q': quiet = 1; break;
+    case 'h': usage_cluster(stdout); return 0;
+    default: usage_cluster(stderr); return 2;
+    }
+  }
+  if (optind != argc - 1) {
+    fprintf(stderr, "pp-sim cluster: expected one scenario file\n");
+    usage_cluster(stderr);
+    return 2;
+  }
+  const char *path = argv[optind];
+  pp_scenario *scn = malloc(sizeof *scn);
+  if (!scn) return 1;
+  int rc = load(path, scn);
+  if (!rc && !scn->hosts.present) {
+    fprintf(stderr, "pp-sim cluster: %s has no `hosts:` section (docs/SCENARIOS.md)\n", path);
+    rc = 2;
+  }
+  for (int i = 0; !rc && i < n_only; i++)
+    if (pp_scenario_find_cluster(scn, only[i]) < 0) {
+      fprintf(stderr, "pp-sim cluster: %s has no cluster named \"%s\"\n", path, only[i]);
+      rc = 2;
+    }
+  if (rc) {
+    pp_scenario_dispose(scn);
+    free(scn);
+    return rc;
+  }
+  if (!have_seed) seed = scn->seed;
+  pp_cluster_result *res = calloc(scn->n_clusters, sizeof *res);
+  int ran[PP_SCN_MAX_CLUSTERS] = {0};
+  if (!res) rc = 1;
+  uint64_t events = 0;
+  double t0 = now_s();
+  for (uint32_t i = 0; i < scn->n_clusters && !rc; i++) {
+    int want = n_only == 0;
+    for (int k = 0; k < n_only; k++)
+      if (!strcmp(only[k], scn->clusters[i].name)) want = 1;
+    if (!want) continue;
+    pp_cluster_options o;
+    pp_cluster_options_default(&o, scn);
+    o.seed = seed;
+    o.keep_timeline = timeline;
+    o.keep_hosts = hosts;
+    int r = pp_cluster_run(scn, i, &o, &res[i]);
+    if (r) {
+      fprintf(stderr, "pp-sim cluster: %s: %s\n", scn->clusters[i].name, pp_sim_strerror(r));
+      rc = 1;
+      break;
+    }
+    ran[i] = 1;
+    events += res[i].events;
+  }
+  double wall = now_s() - t0;
+  if (!rc) {
+    const pp_config *hc = &scn->configs[scn->hosts.config_index];
+    printf("%s: %u hosts of %s (%u cores, %u workers x %u threads%s), seed %" PRIu64 "\n",
+           scn->name, scn->hosts.count, hc->name, scn->hosts.cores, hc->workers, hc->threads,
+           hc->autoscale ? ", autoscale" : "", seed);
+    printf("%-20s %-17s %-9s %7s %8s %8s %8s %8s %8s %8s %6s %6s %9s %6s\n", "cluster", "balancer",
+           "scaler", "target", "offered", "achieved", "p50", "p99", "p99.9", "excess_s", "avg_h",
+           "peak_h", "host_s", "up/dn");
+    for (uint32_t i = 0; i < scn->n_clusters; i++) {
+      if (!ran[i]) continue;
+      const pp_cluster_cfg *c = &scn->clusters[i];
+      const pp_cluster_result *r = &res[i];
+      char tgt[32], p50[24], p99[24], p999[24], updn[24];
+      if (c->metric == PP_CMETRIC_QUEUE)
+        snprintf(tgt, sizeof tgt, "%.0fms", c->target * 1e3);
+      else if (c->metric != PP_CMETRIC_NONE)
+        snprintf(tgt, sizeof tgt, "%.0f%%", c->target * 1e2);
+      else
+        snprintf(tgt, sizeof tgt, "-");
+      char scaler[24];
+      snprintf(scaler, sizeof scaler, "%s%s", metric_name(c->metric), c->n_metrics > 1 ? "+" : "");
+      fmt_ms(p50, sizeof p50, r->p50_ns);
+      fmt_ms(p99, sizeof p99, r->p99_ns);
+      fmt_ms(p999, sizeof p999, r->p999_ns);
+      snprintf(updn, sizeof updn, "%u/%u", r->scale_ups, r->scale_downs);
+      printf("%-20s %-17s %-9s %7s %8.1f %8.1f %8s %8s %8s %8.1f %6.1f %6u %9.0f %6s\n", c->name,
+             pp_balancer_name(c->balancer), scaler, tgt, r->offered_rps, r->achieved_rps, p50, p99,
+             p999, r->excess_latency_ns / 1e9, r->avg_hosts, r->peak_hosts, r->host_seconds, updn);
+    }
+    printf("(latency in ms; host_s = integral of hosts booting, ready or draining)\n");
+    if (!quiet) {
+      printf("\nper phase: achieved rps (responses ending in the phase) and p99 ms (requests "
+             "arriving in it)\n");
+      printf("%-20s %5s %13s %9s %9s %9s %9s\n", "cluster", "phase", "time_s", "offered",
+             "achieved", "p50", "p99");
+      for (uint32_t i = 0; i < scn->n_clusters; i++) {
+        if (!ran[i]) continue;
+        const pp_cluster_result *r = &res[i];
+        for (uint32_t p = 0; p < r->n_phases; p++) {
+          const pp_cluster_phase *ph = &r->phases[p];
+          char span[32], p50[24], p99[24];
+          snprintf(span, sizeof span, "%.0f-%.0f", ph->start_s, ph->end_s);
+          fmt_ms(p50, sizeof p50, ph->p50_ns);
+          fmt_ms(p99, sizeof p99, ph->p99_ns);
+          double d = ph->end_s - ph->start_s;
+          printf("%-20s %5u %13s %9.1f %9.1f %9s %9s\n", scn->clusters[i].name, p, span,
+                 d > 0 ? (double)ph->arrivals / d : 0, ph->achieved_rps, p50, p99);
+        }
+      }
+    }
+    for (uint32_t i = 0; timeline && i < scn->n_clusters; i++) {
+      if (!ran[i]) continue;
+      const pp_cluster_result *r = &res[i];
+      printf("\n# %s: cluster timeline (metric: what the autoscaler last saw; queue_p95: "
+             "true, of the second's dispatches)\n",
+             scn->clusters[i].name);
+      printf("%6s %7s %7s %8s %8s %9s %6s %6s %6s %6s %7s %7s %9s %6s\n", "t", "arrived", "done",
+             "p50", "p99", "queue_p95", "ready", "boot", "drain", "want", "workers", "queued",
+             "metric", "cpu");
+      for (size_t k = 0; k < r->timeline_len; k++) {
+        const pp_cluster_second *row = &r->timeline[k];
+        char p50[24], p99[24], met[32];
+        fmt_ms(p50, sizeof p50, row->p50_ns);
+        fmt_ms(p99, sizeof p99, row->p99_ns);
+        if (isnan(row->metric))
+          snprintf(met, sizeof met, "-");
+        else if (scn->clusters[i].metric != PP_CMETRIC_QUEUE)
+          snprintf(met, sizeof met, "%.1f%%", row->metric * 100);
+        else
+          snprintf(met, sizeof met, "%.1fms", row->metric * 1e3);
+        printf("%6u %7" PRIu64 " %7" PRIu64 " %8s %8s %9.1f %6u %6u %6u %6u %7u %7" PRIu64
+               " %9s %5.1f%%\n",
+               row->t_s, row->arrivals, row->completed, p50, p99, row->queue_p95_ns / 1e6,
+               row->hosts_ready, row->hosts_booting, row->hosts_draining, row->desired,
+               row->workers, row->queued, met, row->cpu_util * 100);
+      }
+    }
+    for (uint32_t i = 0; hosts && i < scn->n_clusters; i++) {
+      if (!ran[i]) continue;
+      const pp_cluster_result *r = &res[i];
+      static const char *st[] = {"dead", "booting", "ready", "draining"};
+      printf("\n# %s: per-host timeline\n%6s %5s %-8s %6s %7s %6s %11s %9s\n",
+             scn->clusters[i].name, "t", "host", "state", "done", "workers", "queue", "outstanding",
+             "queue_p95");
+      for (size_t k = 0; k < r->host_rows_len; k++) {
+        const pp_host_second *row = &r->host_rows[k];
+        printf("%6u %5u %-8s %6u %7u %6u %11u %9.1f\n", row->t_s, row->host, st[row->state & 3],
+               row->completed, row->workers, row->queued, row->outstanding,
+               row->queue_p95_ns / 1e6);
+      }
+    }
+    fprintf(stderr, "pp-sim cluster: %" PRIu64 " events in %.2f s (%.2f M events/s)\n", events,
+            wall, wall > 0 ? (double)events / wall / 1e6 : 0.0);
+  }
+  for (uint32_t i = 0; res && i < scn->n_clusters; i++)
+    pp_cluster_result_dispose(&res[i]);
+  free(res);
+  pp_scenario_dispose(scn);
+  free(scn);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage_main(stderr);
@@ -684,6 +900,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
   if (!strcmp(cmd, "sweep")) return cmd_sweep(argc - 1, argv + 1);
   if (!strcmp(cmd, "schedule")) return cmd_schedule(argc - 1, argv + 1);
+  if (!strcmp(cmd, "cluster")) return cmd_cluster(argc - 1, argv + 1);
   if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
     if (argc > 2 && !strcmp(argv[2], "run"))
       usage_run(stdout);
@@ -691,6 +908,8 @@ int main(int argc, char **argv) {
       usage_sweep(stdout);
     else if (argc > 2 && !strcmp(argv[2], "schedule"))
       usage_schedule(stdout);
+    else if (argc > 2 && !strcmp(argv[2], "cluster"))
+      usage_cluster(stdout);
     else
       usage_main(stdout);
     return 0;

@@ -75,6 +75,16 @@ void pp_scenario_defaults(pp_scenario *s) {
   s->activation.kind = PP_DIST_LOGNORMAL;
   s->activation.mean_ns = 10000000ull;
   s->activation.sd_ns = 5000000ull;
+  s->hosts.count = 2;
+  s->hosts.boot.kind = PP_DIST_LOGNORMAL;
+  s->hosts.boot.mean_ns = 30000000000ull;
+  s->hosts.boot.sd_ns = 5000000000ull;
+}
+
+int pp_scenario_find_cluster(const pp_scenario *s, const char *name) {
+  for (uint32_t i = 0; i < s->n_clusters; i++)
+    if (!strcmp(s->clusters[i].name, name)) return (int)i;
+  return -1;
 }
 
 void pp_scenario_dispose(pp_scenario *s) {
@@ -601,12 +611,315 @@ static int parse_config(walk *w, const yaml_node_t *n, const char *field, pp_con
   return 0;
 }
 
+/* ---- cluster mode: hosts: and clusters: ------------------------------------------------- */
+
+static int parse_hosts(walk *w, const yaml_node_t *n, pp_scenario *s) {
+  char f[128];
+  if (want_mapping(w, n, "hosts")) return PP_SIM_EINVAL;
+  s->hosts.present = 1;
+  int have_config = 0;
+  FOR_PAIRS(w, n, p) {
+    yaml_node_t *k = node_of(w, p->key), *v = node_of(w, p->value);
+    const char *key = scalar(k);
+    if (!key) return fail(w, k, "hosts", "keys must be plain names");
+    field_join(f, sizeof f, "hosts", key);
+    int rc = 0;
+    if (!strcmp(key, "config"))
+      rc = get_string(w, v, f, s->hosts.config, sizeof s->hosts.config), have_config = 1;
+    else if (!strcmp(key, "count"))
+      rc = get_u32(w, v, f, 1, PP_SCN_MAX_HOSTS, &s->hosts.count);
+    else if (!strcmp(key, "cores"))
+      rc = get_u32(w, v, f, 1, 1024, &s->hosts.cores);
+    else if (!strcmp(key, "boot"))
+      rc = get_dist(w, v, f, &s->hosts.boot);
+    else
+      return fail(w, k, f, "unknown field (expected config, count, cores, boot)");
+    if (rc) return rc;
+  }
+  if (!have_config)
+    return fail(w, n, "hosts.config", "missing `config:` (the configs: entry every host runs)");
+  return 0;
+}
+
+/* scale_up: / scale_down: {window, select, policies: [{pods|percent: N, period: D}]} */
+static int parse_direction(walk *w, const yaml_node_t *n, const char *field, pp_hpa_direction *d) {
+  char f[128];
+  if (want_mapping(w, n, field)) return PP_SIM_EINVAL;
+  FOR_PAIRS(w, n, p) {
+    yaml_node_t *k = node_of(w, p->key), *v = node_of(w, p->value);
+    const char *key = scalar(k);
+    if (!key) return fail(w, k, field, "keys must be plain names");
+    field_join(f, sizeof f, field, key);
+    int rc = 0;
+    if (!strcmp(key, "window"))
+      rc = get_duration(w, v, f, &d->window_ns);
+    else if (!strcmp(key, "select")) {
+      const char *x;
+      if ((rc = want_scalar(w, v, f, &x))) return rc;
+      d->select_min = d->disabled = 0;
+      if (!strcmp(x, "min"))
+        d->select_min = 1;
+      else if (!strcmp(x, "disabled"))
+        d->disabled = 1;
+      else if (strcmp(x, "max"))
+        return fail(w, v, f, "unknown selectPolicy \"%s\" (max, min, disabled)", x);
+    } else if (!strcmp(key, "policies")) {
+      if (!v || v->type != YAML_SEQUENCE_NODE)
+        return fail(w, v, f, "expected a list like [{percent: 100, period: 15s}]");
+      d->n_policies = 0;
+      for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
+           it++) {
+        char pf[160];
+        snprintf(pf, sizeof pf, "%s[%u]", f, d->n_policies);
+        yaml_node_t *pn = node_of(w, *it);
+        if (d->n_policies == PP_HPA_MAX_POLICIES)
+          return fail(w, pn, pf, "more than %d policies", PP_HPA_MAX_POLICIES);
+        if (want_mapping(w, pn, pf)) return PP_SIM_EINVAL;
+        pp_hpa_rate_policy *pol = &d->policies[d->n_policies];
+        pol->period_ns = 15000000000ull;
+        int have_kind = 0;
+        FOR_PAIRS(w, pn, q) {
+          yaml_node_t *qk = node_of(w, q->key), *qv = node_of(w, q->value);
+          const char *qkey = scalar(qk);
+          char qf[200];
+          if (!qkey) return fail(w, qk, pf, "keys must be plain names");
+          snprintf(qf, sizeof qf, "%s.%s", pf, qkey);
+          if (!strcmp(qkey, "pods") || !strcmp(qkey, "percent")) {
+            if (have_kind) return fail(w, qk, qf, "a policy is either pods or percent, not both");
+            pol->kind = !strcmp(qkey, "pods") ? PP_HPA_PODS : PP_HPA_PERCENT;
+            if ((rc = get_u32(w, qv, qf, 1, 100000, &pol->value))) return rc;
+            have_kind = 1;
+          } else if (!strcmp(qkey, "period")) {
+            if ((rc = get_duration(w, qv, qf, &pol->period_ns))) return rc;
+            if (pol->period_ns == 0) return fail(w, qv, qf, "must be more than 0");
+          } else {
+            return fail(w, qk, qf, "unknown field (expected pods or percent, period)");
+          }
+        }
+        if (!have_kind) return fail(w, pn, pf, "missing `pods:` or `percent:`");
+        d->n_policies++;
+      }
+      if (d->n_policies == 0) return fail(w, v, f, "at least one policy is needed");
+    } else {
+      return fail(w, k, f, "unknown field (expected window, select, policies)");
+    }
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static int metric_of(walk *w, const yaml_node_t *v, const char *f, pp_cluster_metric *m) {
+  const char *x;
+  if (want_scalar(w, v, f, &x)) return PP_SIM_EINVAL;
+  if (!strcmp(x, "queue_p95") || !strcmp(x, "queue"))
+    *m = PP_CMETRIC_QUEUE;
+  else if (!strcmp(x, "cpu"))
+    *m = PP_CMETRIC_CPU;
+  else if (!strcmp(x, "busy"))
+    *m = PP_CMETRIC_BUSY;
+  else
+    return fail(w, v, f, "unknown metric \"%s\" (queue_p95, cpu, busy)", x);
+  return 0;
+}
+
+/* A target: a duration for the queue metric, a utilisation (60% or 0.6) for cpu and busy. */
+static int target_of(walk *w, const yaml_node_t *v, const char *f, pp_cluster_metric m,
+                     double *out) {
+  if (m == PP_CMETRIC_QUEUE) {
+    uint64_t ns;
+    if (get_duration(w, v, f, &ns)) return PP_SIM_EINVAL;
+    if (ns == 0) return fail(w, v, f, "must be more than 0");
+    *out = (double)ns / 1e9;
+    return 0;
+  }
+  const char *x;
+  if (want_scalar(w, v, f, &x)) return PP_SIM_EINVAL;
+  size_t xl = strlen(x);
+  double val;
+  char num[64];
+  int pct = xl > 1 && x[xl - 1] == '%';
+  snprintf(num, sizeof num, "%.*s", (int)(pct ? xl - 1 : xl), x);
+  if (pp_units_parse_double(num, &val))
+    return fail(w, v, f, "expected a utilisation like 60%% or 0.6, got \"%s\"", x);
+  if (pct) val /= 100.0;
+  if (!(val > 0 && val <= 1))
+    return fail(w, v, f, "a utilisation target is in (0, 100%%], got \"%s\"", x);
+  *out = val;
+  return 0;
+}
+
+/* One {metric, target} mapping (an entry of `metrics:`). */
+static int parse_metric_entry(walk *w, const yaml_node_t *n, const char *field,
+                              pp_cluster_metric *m, double *target) {
+  char f[128];
+  if (want_mapping(w, n, field)) return PP_SIM_EINVAL;
+  const yaml_node_t *tn = NULL;
+  *m = PP_CMETRIC_NONE;
+  FOR_PAIRS(w, n, p) {
+    yaml_node_t *k = node_of(w, p->key), *v = node_of(w, p->value);
+    const char *key = scalar(k);
+    if (!key) return fail(w, k, field, "keys must be plain names");
+    field_join(f, sizeof f, field, key);
+    if (!strcmp(key, "metric")) {
+      if (metric_of(w, v, f, m)) return PP_SIM_EINVAL;
+    } else if (!strcmp(key, "target")) {
+      tn = v;
+    } else {
+      return fail(w, k, f, "unknown field (expected metric, target)");
+    }
+  }
+  field_join(f, sizeof f, field, "metric");
+  if (*m == PP_CMETRIC_NONE) return fail(w, n, f, "missing `metric:` (queue_p95, cpu or busy)");
+  field_join(f, sizeof f, field, "target");
+  if (!tn) return fail(w, n, f, "missing `target:`");
+  return target_of(w, tn, f, *m, target);
+}
+
+static int parse_cluster_autoscale(walk *w, const yaml_node_t *n, const char *field,
+                                   pp_cluster_cfg *c) {
+  char f[128];
+  if (want_mapping(w, n, field)) return PP_SIM_EINVAL;
+  const yaml_node_t *target_node = NULL, *metrics_node = NULL;
+  int have_min = 0, have_max = 0;
+  FOR_PAIRS(w, n, p) {
+    yaml_node_t *k = node_of(w, p->key), *v = node_of(w, p->value);
+    const char *key = scalar(k);
+    if (!key) return fail(w, k, field, "keys must be plain names");
+    field_join(f, sizeof f, field, key);
+    int rc = 0;
+    if (!strcmp(key, "metric"))
+      rc = metric_of(w, v, f, &c->metric);
+    else if (!strcmp(key, "target"))
+      target_node = v;
+    else if (!strcmp(key, "metrics")) {
+      metrics_node = v;
+      if (!v || v->type != YAML_SEQUENCE_NODE)
+        return fail(w, v, f, "expected a list like [{metric: queue_p95, target: 25ms}]");
+      c->n_metrics = 0;
+      for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
+           it++) {
+        char mf[128];
+        snprintf(mf, sizeof mf, "%.100s[%u]", f, c->n_metrics);
+        yaml_node_t *mn = node_of(w, *it);
+        if (c->n_metrics == PP_CLUSTER_MAX_METRICS)
+          return fail(w, mn, mf, "more than %d metrics", PP_CLUSTER_MAX_METRICS);
+        if ((rc = parse_metric_entry(w, mn, mf, &c->metrics[c->n_metrics],
+                                     &c->targets[c->n_metrics])))
+          return rc;
+        c->n_metrics++;
+      }
+      if (c->n_metrics == 0) return fail(w, v, f, "at least one metric is needed");
+    } else if (!strcmp(key, "quantile"))
+      rc = get_double(w, v, f, 0.01, 0.999, &c->quantile);
+    else if (!strcmp(key, "min"))
+      rc = get_u32(w, v, f, 1, PP_SCN_MAX_HOSTS, &c->hpa.min_replicas), have_min = 1;
+    else if (!strcmp(key, "max"))
+      rc = get_u32(w, v, f, 1, PP_SCN_MAX_HOSTS, &c->hpa.max_replicas), have_max = 1;
+    else if (!strcmp(key, "tolerance"))
+      rc = get_double(w, v, f, 0, 0.99, &c->hpa.tolerance);
+    else if (!strcmp(key, "sync_period"))
+      rc = get_duration(w, v, f, &c->sync_ns);
+    else if (!strcmp(key, "scrape_interval"))
+      rc = get_duration(w, v, f, &c->scrape_ns);
+    else if (!strcmp(key, "rate_window"))
+      rc = get_duration(w, v, f, &c->rate_window_ns);
+    else if (!strcmp(key, "scale_up"))
+      rc = parse_direction(w, v, f, &c->hpa.up);
+    else if (!strcmp(key, "scale_down"))
+      rc = parse_direction(w, v, f, &c->hpa.down);
+    else
+      return fail(w, k, f,
+                  "unknown field (expected metric, target, metrics, quantile, min, max, "
+                  "tolerance, sync_period, scrape_interval, rate_window, scale_up, scale_down)");
+    if (rc) return rc;
+  }
+  char tf[128];
+  if (metrics_node) {
+    if (c->metric != PP_CMETRIC_NONE || target_node)
+      return fail(w, metrics_node, field, "give either metric/target or metrics:, not both");
+    c->metric = c->metrics[0];
+    c->target = c->targets[0];
+  } else {
+    field_join(tf, sizeof tf, field, "metric");
+    if (c->metric == PP_CMETRIC_NONE)
+      return fail(w, n, tf, "missing `metric:` (queue_p95, cpu or busy) or `metrics:`");
+    field_join(tf, sizeof tf, field, "target");
+    if (!target_node) return fail(w, n, tf, "missing `target:`");
+    if (target_of(w, target_node, tf, c->metric, &c->target)) return PP_SIM_EINVAL;
+    c->n_metrics = 1;
+    c->metrics[0] = c->metric;
+    c->targets[0] = c->target;
+  }
+  if (!c->sync_ns || !c->scrape_ns || !c->rate_window_ns)
+    return fail(w, n, field, "sync_period, scrape_interval and rate_window must be more than 0");
+  if (c->rate_window_ns < 2 * c->scrape_ns)
+    return fail(w, n, field,
+                "rate_window must hold two scrapes (at least 2 x scrape_interval), as rate() "
+                "needs two samples");
+  if (have_min && have_max && c->hpa.min_replicas > c->hpa.max_replicas) {
+    field_join(tf, sizeof tf, field, "min");
+    return fail(w, n, tf, "min (%u) is more than max (%u)", c->hpa.min_replicas,
+                c->hpa.max_replicas);
+  }
+  return 0;
+}
+
+static int parse_cluster(walk *w, const yaml_node_t *n, const char *field, pp_cluster_cfg *c) {
+  char f[128];
+  if (want_mapping(w, n, field)) return PP_SIM_EINVAL;
+  memset(c, 0, sizeof *c);
+  pp_hpa_spec_defaults(&c->hpa);
+  c->hpa.min_replicas = 1;
+  c->hpa.max_replicas = 100;
+  c->quantile = 0.95;
+  c->sync_ns = 15000000000ull;
+  c->scrape_ns = 15000000000ull;
+  c->rate_window_ns = 30000000000ull;
+  int have_name = 0;
+  FOR_PAIRS(w, n, p) {
+    yaml_node_t *k = node_of(w, p->key), *v = node_of(w, p->value);
+    const char *key = scalar(k);
+    if (!key) return fail(w, k, field, "keys must be plain names");
+    field_join(f, sizeof f, field, key);
+    int rc = 0;
+    if (!strcmp(key, "name"))
+      rc = get_string(w, v, f, c->name, sizeof c->name), have_name = 1;
+    else if (!strcmp(key, "balancer")) {
+      const char *x;
+      if ((rc = want_scalar(w, v, f, &x))) return rc;
+      if (!strcmp(x, "round_robin") || !strcmp(x, "roundrobin"))
+        c->balancer = PP_BAL_ROUND_ROBIN;
+      else if (!strcmp(x, "least_outstanding") || !strcmp(x, "leastconn"))
+        c->balancer = PP_BAL_LEAST_OUTSTANDING;
+      else if (!strcmp(x, "p2c") || !strcmp(x, "power_of_two"))
+        c->balancer = PP_BAL_P2C;
+      else if (!strcmp(x, "random"))
+        c->balancer = PP_BAL_RANDOM;
+      else
+        return fail(w, v, f,
+                    "unknown balancer \"%s\" (round_robin, least_outstanding, p2c, random)", x);
+    } else if (!strcmp(key, "count"))
+      rc = get_u32(w, v, f, 1, PP_SCN_MAX_HOSTS, &c->count);
+    else if (!strcmp(key, "autoscale"))
+      rc = parse_cluster_autoscale(w, v, f, c);
+    else
+      return fail(w, k, f, "unknown field (expected name, balancer, count, autoscale)");
+    if (rc) return rc;
+  }
+  if (!have_name) return fail(w, n, field, "missing `name:`");
+  if (c->metric != PP_CMETRIC_NONE && c->count &&
+      (c->count < c->hpa.min_replicas || c->count > c->hpa.max_replicas))
+    return fail(w, n, field, "count %u is outside autoscale min..max (%u..%u)", c->count,
+                c->hpa.min_replicas, c->hpa.max_replicas);
+  return 0;
+}
+
 static int parse_root(walk *w, const yaml_node_t *root, pp_scenario *s) {
   char f[128];
   if (!root) return fail(w, NULL, "", "the scenario is empty");
   if (want_mapping(w, root, "")) return PP_SIM_EINVAL;
   int have_arrivals = 0, have_requests = 0, have_configs = 0, have_duration = 0;
-  const yaml_node_t *arr_node = root;
+  const yaml_node_t *arr_node = root, *hosts_node = NULL, *clusters_node = NULL;
   FOR_PAIRS(w, root, p) {
     yaml_node_t *k = node_of(w, p->key), *v = node_of(w, p->value);
     const char *key = scalar(k);
@@ -662,16 +975,73 @@ static int parse_root(walk *w, const yaml_node_t *root, pp_scenario *s) {
         s->n_configs++;
       }
       if (s->n_configs == 0) return fail(w, v, f, "at least one configuration is needed");
+    } else if (!strcmp(key, "hosts")) {
+      hosts_node = v;
+      rc = parse_hosts(w, v, s);
+    } else if (!strcmp(key, "clusters")) {
+      clusters_node = v;
+      if (!v || v->type != YAML_SEQUENCE_NODE)
+        return fail(w, v, f, "expected a list of clusters (balancer and autoscaler)");
+      s->n_clusters = 0;
+      for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
+           it++) {
+        char cf[64];
+        snprintf(cf, sizeof cf, "clusters[%u]", s->n_clusters);
+        yaml_node_t *cn = node_of(w, *it);
+        if (s->n_clusters == PP_SCN_MAX_CLUSTERS)
+          return fail(w, cn, cf, "more than %d clusters", PP_SCN_MAX_CLUSTERS);
+        if ((rc = parse_cluster(w, cn, cf, &s->clusters[s->n_clusters]))) return rc;
+        if (pp_scenario_find_cluster(s, s->clusters[s->n_clusters].name) >= 0)
+          return fail(w, cn, cf, "duplicate cluster name \"%s\"", s->clusters[s->n_clusters].name);
+        s->n_clusters++;
+      }
+      if (s->n_clusters == 0) return fail(w, v, f, "at least one cluster is needed");
     } else {
       return fail(w, k, f,
                   "unknown field (expected name, description, seed, duration, drain_limit, "
-                  "arrivals, requests, client, machine, configs)");
+                  "arrivals, requests, client, machine, configs, hosts, clusters)");
     }
     if (rc) return rc;
   }
   if (!have_arrivals) return fail(w, root, "arrivals", "missing `arrivals:`");
   if (!have_requests) return fail(w, root, "requests", "missing `requests:`");
   if (!have_configs) return fail(w, root, "configs", "missing `configs:`");
+  if (clusters_node && !hosts_node)
+    return fail(w, clusters_node, "clusters", "clusters need a `hosts:` section (the fleet)");
+  if (hosts_node) {
+    if (!clusters_node)
+      return fail(w, hosts_node, "clusters", "a `hosts:` section needs `clusters:` to compare");
+    int ci = pp_scenario_find_config(s, s->hosts.config);
+    const yaml_node_t *cfg_node = hosts_node;
+    FOR_PAIRS(w, hosts_node, p) {
+      const char *key = scalar(node_of(w, p->key));
+      if (key && !strcmp(key, "config")) cfg_node = node_of(w, p->value);
+    }
+    if (ci < 0)
+      return fail(w, cfg_node, "hosts.config",
+                  "no config named \"%s\" in configs:", s->hosts.config);
+    if (s->configs[ci].server != PP_SERVER_PUMAPLUS || s->configs[ci].queue != PP_QUEUE_FIFO)
+      return fail(w, cfg_node, "hosts.config",
+                  "config \"%s\" is not a puma-plus with its one FIFO (cluster hosts are)",
+                  s->hosts.config);
+    s->hosts.config_index = (uint32_t)ci;
+    if (!s->hosts.cores) s->hosts.cores = s->cores;
+    if (s->configs[ci].workers > s->hosts.cores)
+      return fail(w, cfg_node, "hosts.config",
+                  "config \"%s\" starts %u workers on hosts of %u cores (a cluster host runs at "
+                  "most one worker per core)",
+                  s->hosts.config, s->configs[ci].workers, s->hosts.cores);
+    for (uint32_t i = 0; i < s->n_clusters; i++) {
+      pp_cluster_cfg *c = &s->clusters[i];
+      if (!c->count) {
+        c->count = s->hosts.count;
+        if (c->metric != PP_CMETRIC_NONE) {
+          if (c->count < c->hpa.min_replicas) c->count = c->hpa.min_replicas;
+          if (c->count > c->hpa.max_replicas) c->count = c->hpa.max_replicas;
+        }
+      }
+    }
+  }
   if (s->process == PP_ARRIVALS_TRACE) {
     if (!s->trace_path[0])
       return fail(w, arr_node, "arrivals.trace",

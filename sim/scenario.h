@@ -13,13 +13,16 @@
 #include <stdint.h>
 
 #include "control/control.h"
+#include "sim/hpa.h"
 
-#define PP_SCN_NAME_MAX    64
-#define PP_SCN_PATH_MAX    512
-#define PP_SCN_MAX_PHASES  64
-#define PP_SCN_MAX_KINDS   16
-#define PP_SCN_MAX_CONFIGS 16
-#define PP_SCN_MAX_THREADS 256
+#define PP_SCN_NAME_MAX     64
+#define PP_SCN_PATH_MAX     512
+#define PP_SCN_MAX_PHASES   64
+#define PP_SCN_MAX_KINDS    16
+#define PP_SCN_MAX_CONFIGS  16
+#define PP_SCN_MAX_THREADS  256
+#define PP_SCN_MAX_CLUSTERS 16
+#define PP_SCN_MAX_HOSTS    100000
 
 /* Errors of the sim library (negative, one enum). */
 typedef enum pp_sim_err {
@@ -111,6 +114,50 @@ typedef struct pp_config {
   pp_dist boot;
 } pp_config;
 
+/* Cluster mode (docs/SIM.md, "Cluster mode"): `hosts:` describes the fleet, every host a
+ * puma-plus running one entry of `configs:` (its workers, threads and policy, so its own
+ * decide()); each entry of `clusters:` is one balancer and cluster autoscaler to compare. */
+typedef enum pp_balancer {
+  PP_BAL_ROUND_ROBIN = 0,       /* HAProxy `balance roundrobin` */
+  PP_BAL_LEAST_OUTSTANDING = 1, /* `balance leastconn`: fewest requests in queue + in service */
+  PP_BAL_P2C = 2,               /* `balance random(2)`: the less loaded of two random hosts */
+  PP_BAL_RANDOM = 3,            /* `balance random`: uniform, for the closed-form checks */
+} pp_balancer;
+
+typedef enum pp_cluster_metric {
+  PP_CMETRIC_NONE = 0,  /* no cluster autoscaler: the host count stays */
+  PP_CMETRIC_QUEUE = 1, /* histogram_quantile(q, sum by (le) (rate(queue bucket[w]))) */
+  PP_CMETRIC_CPU = 2,   /* CPU utilisation averaged over ready hosts (metrics-server) */
+  PP_CMETRIC_BUSY = 3,  /* sum(rate(service seconds)) / sum(slots ready): busy threads */
+} pp_cluster_metric;
+
+#define PP_CLUSTER_MAX_METRICS 3
+
+typedef struct pp_hosts {
+  int present;
+  char config[PP_SCN_NAME_MAX]; /* the configs: entry every host runs */
+  uint32_t config_index;        /* resolved at the end of parsing */
+  uint32_t count;               /* hosts ready at t = 0 (default 2) */
+  uint32_t cores;               /* per host (default machine.cores) */
+  pp_dist boot; /* host start-up: scale decision to ready (default lognormal 30s sd 5s) */
+} pp_hosts;
+
+typedef struct pp_cluster_cfg {
+  char name[PP_SCN_NAME_MAX];
+  pp_balancer balancer;
+  uint32_t count;           /* initial hosts (default hosts.count) */
+  pp_cluster_metric metric; /* the first metric (NONE: static) */
+  double target;            /* queue: seconds; cpu, busy: utilisation 0..1 */
+  uint32_t n_metrics;       /* several: the HPA takes the largest recommendation */
+  pp_cluster_metric metrics[PP_CLUSTER_MAX_METRICS];
+  double targets[PP_CLUSTER_MAX_METRICS];
+  double quantile;         /* queue: 0.95 */
+  uint64_t sync_ns;        /* HPA sync period, 15 s */
+  uint64_t scrape_ns;      /* Prometheus scrape interval, 15 s */
+  uint64_t rate_window_ns; /* the query's rate() window, 30 s */
+  pp_hpa_spec hpa;         /* min/max hosts, tolerance, windows and rate policies */
+} pp_cluster_cfg;
+
 typedef struct pp_scenario {
   char name[PP_SCN_NAME_MAX];
   char description[256];
@@ -147,6 +194,10 @@ typedef struct pp_scenario {
 
   uint32_t n_configs;
   pp_config configs[PP_SCN_MAX_CONFIGS];
+
+  pp_hosts hosts; /* hosts.present = 0 without a `hosts:` section */
+  uint32_t n_clusters;
+  pp_cluster_cfg clusters[PP_SCN_MAX_CLUSTERS];
 } pp_scenario;
 
 /* Sets defaults: no phases, no kinds, no configs. */
@@ -168,6 +219,9 @@ int pp_scenario_parse_trace(pp_scenario *s, const char *text, size_t len, const 
 /* Cross-field checks after everything is resolved (weights, phases, autoscale only on
  * pumaplus ...). 0 or PP_SIM_EINVAL. */
 int pp_scenario_validate(const pp_scenario *s, pp_scn_error *err);
+
+/* The cluster with this name, or -1. */
+int pp_scenario_find_cluster(const pp_scenario *s, const char *name);
 
 /* The config with this name, or -1. */
 int pp_scenario_find_config(const pp_scenario *s, const char *name);

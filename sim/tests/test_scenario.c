@@ -365,6 +365,138 @@ static void test_policy_aliases_bounded(void) {
   CU_ASSERT(nfields > 0 && nfields <= 64);
 }
 
+/* Cluster mode: `hosts:` and `clusters:` parse into their structs, and a malformed entry names
+ * file, line and dotted field as the rest of the parser does. */
+static const char cluster_text[] =
+    "name: c\n"                                                              /* 1 */
+    "arrivals: {phases: [{rate: 100, duration: 10s}]}\n"                     /* 2 */
+    "requests: [{path: /mix/2/20, cpu: 2ms, io: 20ms}]\n"                    /* 3 */
+    "configs:\n"                                                             /* 4 */
+    "  - {name: h, server: pumaplus, workers: 2, threads: 4}\n"              /* 5 */
+    "hosts:\n"                                                               /* 6 */
+    "  config: h\n"                                                          /* 7 */
+    "  count: 3\n"                                                           /* 8 */
+    "  cores: 2\n"                                                           /* 9 */
+    "  boot: {dist: lognormal, mean: 20s, sd: 4s}\n"                         /* 10 */
+    "clusters:\n"                                                            /* 11 */
+    "  - {name: s, balancer: round_robin}\n"                                 /* 12 */
+    "  - name: q\n"                                                          /* 13 */
+    "    balancer: least_outstanding\n"                                      /* 14 */
+    "    autoscale:\n"                                                       /* 15 */
+    "      metric: queue_p95\n"                                              /* 16 */
+    "      target: 25ms\n"                                                   /* 17 */
+    "      min: 2\n"                                                         /* 18 */
+    "      max: 12\n"                                                        /* 19 */
+    "      scale_down: {window: 120s, policies: [{pods: 1, period: 30s}]}\n" /* 20 */
+    "  - name: m\n"                                                          /* 21 */
+    "    balancer: p2c\n"                                                    /* 22 */
+    "    autoscale: {metrics: [{metric: cpu, target: 60%}, {metric: busy, target: 0.7}]}\n";
+
+static char *mutate_in(const char *base, const char *from, const char *to) {
+  const char *p = strstr(base, from);
+  if (!p) return NULL;
+  size_t n = strlen(base) - strlen(from) + strlen(to) + 1;
+  char *out = malloc(n);
+  size_t pre = (size_t)(p - base);
+  memcpy(out, base, pre);
+  strcpy(out + pre, to);
+  strcat(out, p + strlen(from));
+  return out;
+}
+
+static void test_cluster_sections(void) {
+  pp_scenario s;
+  pp_scn_error err;
+  int rc = pp_scenario_parse(&s, cluster_text, strlen(cluster_text), "c.yaml", &err);
+  if (rc) printf("\n  %s:%d: %s: %s", err.file, err.line, err.field, err.message);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT(s.hosts.present);
+  CU_ASSERT_EQUAL(s.hosts.config_index, 0);
+  CU_ASSERT_EQUAL(s.hosts.count, 3);
+  CU_ASSERT_EQUAL(s.hosts.cores, 2);
+  CU_ASSERT_EQUAL(s.hosts.boot.mean_ns, 20000000000ull);
+  CU_ASSERT_EQUAL(s.n_clusters, 3);
+  CU_ASSERT_EQUAL(s.clusters[0].metric, PP_CMETRIC_NONE);
+  CU_ASSERT_EQUAL(s.clusters[0].count, 3);
+  CU_ASSERT_EQUAL(s.clusters[1].balancer, PP_BAL_LEAST_OUTSTANDING);
+  CU_ASSERT_EQUAL(s.clusters[1].metric, PP_CMETRIC_QUEUE);
+  CU_ASSERT_DOUBLE_EQUAL(s.clusters[1].target, 0.025, 1e-12);
+  CU_ASSERT_EQUAL(s.clusters[1].hpa.min_replicas, 2);
+  CU_ASSERT_EQUAL(s.clusters[1].hpa.max_replicas, 12);
+  CU_ASSERT_EQUAL(s.clusters[1].hpa.down.window_ns, 120000000000ull);
+  CU_ASSERT_EQUAL(s.clusters[1].hpa.down.n_policies, 1);
+  CU_ASSERT_EQUAL(s.clusters[1].hpa.down.policies[0].kind, PP_HPA_PODS);
+  CU_ASSERT_EQUAL(s.clusters[1].hpa.down.policies[0].period_ns, 30000000000ull);
+  /* Kubernetes' defaults where nothing is said. */
+  CU_ASSERT_EQUAL(s.clusters[1].hpa.up.window_ns, 0);
+  CU_ASSERT_EQUAL(s.clusters[1].hpa.up.n_policies, 2);
+  CU_ASSERT_DOUBLE_EQUAL(s.clusters[1].hpa.tolerance, 0.1, 1e-12);
+  CU_ASSERT_EQUAL(s.clusters[1].sync_ns, 15000000000ull);
+  CU_ASSERT_EQUAL(s.clusters[2].balancer, PP_BAL_P2C);
+  CU_ASSERT_EQUAL(s.clusters[2].n_metrics, 2);
+  CU_ASSERT_EQUAL(s.clusters[2].metrics[1], PP_CMETRIC_BUSY);
+  CU_ASSERT_DOUBLE_EQUAL(s.clusters[2].targets[0], 0.6, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(s.clusters[2].targets[1], 0.7, 1e-12);
+  pp_scenario_dispose(&s);
+
+  static const struct {
+    const char *from, *to;
+    int line;
+    const char *field;
+  } cases[] = {
+      {"  config: h\n", "  config: nope\n", 7, "hosts.config"},
+      {"  config: h\n", "  confg: h\n", 7, "hosts.confg"},
+      {"  count: 3\n", "  count: three\n", 8, "hosts.count"},
+      {"  count: 3\n", "  count: 0\n", 8, "hosts.count"},
+      {"  cores: 2\n", "  cores: -2\n", 9, "hosts.cores"},
+      {"dist: lognormal, mean: 20s", "dist: weibull, mean: 20s", 10, "hosts.boot.dist"},
+      {"{name: s, balancer: round_robin}", "{name: s, balancer: leastconnz}", 12,
+       "clusters[0].balancer"},
+      {"{name: s, balancer: round_robin}", "{balancer: round_robin}", 12, "clusters[0]"},
+      {"{name: s, balancer: round_robin}", "{name: q, balancer: round_robin}", 13, "clusters[1]"},
+      {"      metric: queue_p95\n", "      metric: memory\n", 16, "clusters[1].autoscale.metric"},
+      {"      target: 25ms\n", "      target: fast\n", 17, "clusters[1].autoscale.target"},
+      {"      target: 25ms\n", "      targt: 25ms\n", 17, "clusters[1].autoscale.targt"},
+      {"      min: 2\n", "      min: 20\n", 16, "clusters[1].autoscale.min"},
+      {"[{pods: 1, period: 30s}]", "[{pods: 1, period: 0s}]", 20,
+       "clusters[1].autoscale.scale_down.policies[0].period"},
+      {"[{pods: 1, period: 30s}]", "[{pods: 1, percent: 5}]", 20,
+       "clusters[1].autoscale.scale_down.policies[0].percent"},
+      {"{window: 120s,", "{window: 120s, select: most,", 20,
+       "clusters[1].autoscale.scale_down.select"},
+      {"{metric: cpu, target: 60%}", "{metric: cpu, target: 160%}", 23,
+       "clusters[2].autoscale.metrics[0].target"},
+      {"{metric: busy, target: 0.7}", "{metric: busy}", 23,
+       "clusters[2].autoscale.metrics[1].target"},
+      {"workers: 2, threads: 4}", "workers: 2, threads: 4, queue: per_worker}", 7, "hosts.config"},
+      {"clusters:\n", "clustrs:\n", 11, "clustrs"},
+      {"  cores: 2\n", "  cores: 1\n", 7, "hosts.config"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *text = mutate_in(cluster_text, cases[i].from, cases[i].to);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    rc = pp_scenario_parse(&s, text, strlen(text), "bad.yaml", &err);
+    CU_ASSERT_NOT_EQUAL(rc, 0);
+    if (rc) {
+      CU_ASSERT_STRING_EQUAL(err.file, "bad.yaml");
+      CU_ASSERT(err.message[0] != 0);
+      if (err.line != cases[i].line || strcmp(err.field, cases[i].field))
+        printf("\n  cluster case %zu: %d %s, expected %d %s (%s)", i, err.line, err.field,
+               cases[i].line, cases[i].field, err.message);
+      CU_ASSERT_EQUAL(err.line, cases[i].line);
+      CU_ASSERT_STRING_EQUAL(err.field, cases[i].field);
+    }
+    pp_scenario_dispose(&s);
+    free(text);
+  }
+  /* clusters without hosts, and hosts without clusters. */
+  const char *cut = strstr(cluster_text, "clusters:\n");
+  rc = pp_scenario_parse(&s, cluster_text, (size_t)(cut - cluster_text), "bad.yaml", &err);
+  CU_ASSERT_NOT_EQUAL(rc, 0);
+  CU_ASSERT_STRING_EQUAL(err.field, "clusters");
+  pp_scenario_dispose(&s);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("scenario", NULL, NULL);
@@ -377,6 +509,7 @@ int main(void) {
   CU_add_test(s, "inline policy shed errors name file, line, field", test_policy_shed_errors);
   CU_add_test(s, "standby model machine fields", test_standby_machine_fields);
   CU_add_test(s, "shipped scenarios load", test_shipped_scenarios);
+  CU_add_test(s, "cluster sections and their errors", test_cluster_sections);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned fails = CU_get_number_of_failures();
