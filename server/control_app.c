@@ -86,6 +86,8 @@ static int dashboard_routes(server *s, const pp_control_request *rq, const char 
   out->heartbeat_s = heartbeat;
   pp_dashboard_stream_prelude(s, &out->body);
   return 1;
+}
+
 /* /ready, the load balancer's health check (HAProxy `option httpchk GET /ready`, a Kubernetes
  * readinessProbe): 200 while the server takes requests and has a connected worker thread;
  * 503 while draining (after SIGTERM, so the balancer stops sending before the listeners have
