@@ -2,8 +2,10 @@
  * header first, then at each token= parameter of the query. */
 #include "server/control_app.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "server/server_int.h"
 
@@ -30,6 +32,39 @@ static void text(pp_control_response *out, int status, const char *msg) {
   pp_buf_append_str(&out->body, msg);
 }
 
+/* POST /restart: a hot restart (lifecycle.h), answered once the new server is started (not yet
+ * ready); POST /stop: a drain as SIGTERM. Both answer JSON; anything but POST is 405. */
+static void lifecycle_verb(server *s, const pp_control_request *rq, int restart,
+                           pp_control_response *out) {
+  char body[400];
+  if (!rq->post) {
+    text(out, 405, "405 Method Not Allowed (POST)\n");
+    out->allow = "POST";
+    return;
+  }
+  out->content_type = "application/json";
+  if (!restart) {
+    snprintf(body, sizeof body, "{\"status\":\"ok\",\"action\":\"stop\",\"pid\":%d}\n",
+             (int)getpid());
+    out->status = s->draining ? 409 : 202;
+    if (s->draining)
+      snprintf(body, sizeof body, "{\"status\":\"error\",\"error\":\"already draining\"}\n");
+    else
+      pp_lifecycle_stop_soon(s);
+  } else {
+    char why[256];
+    long pid = pp_restart_begin(s, why, sizeof why);
+    out->status = pid > 0 ? 202 : 409;
+    if (pid > 0)
+      snprintf(body, sizeof body,
+               "{\"status\":\"ok\",\"action\":\"restart\",\"old_pid\":%d,\"new_pid\":%ld}\n",
+               (int)getpid(), pid);
+    else
+      snprintf(body, sizeof body, "{\"status\":\"error\",\"error\":\"%s\"}\n", why);
+  }
+  pp_buf_append_str(&out->body, body);
+}
+
 void pp_control_app(server *s, const pp_control_request *rq, pp_control_response *out) {
   memset(out, 0, sizeof *out);
   pp_buf_init(&out->body);
@@ -39,8 +74,12 @@ void pp_control_app(server *s, const pp_control_request *rq, pp_control_response
   size_t path_len = q ? (size_t)(q - url) : url_len;
   const char *query = q ? q + 1 : "";
   size_t qlen = q ? url_len - path_len - 1 : 0;
+  int is_restart = path_len == 8 && !memcmp(url, "/restart", 8);
+  int is_stop = path_len == 5 && !memcmp(url, "/stop", 5);
   if (!token_ok(s, rq, query, qlen)) {
     text(out, 401, "401 Unauthorized: a control token is required\n");
+  } else if (is_restart || is_stop) {
+    lifecycle_verb(s, rq, is_restart, out);
   } else if (!rq->get_or_head) {
     text(out, 405, "405 Method Not Allowed\n");
     out->allow = "GET, HEAD";
@@ -54,6 +93,7 @@ void pp_control_app(server *s, const pp_control_request *rq, pp_control_response
     out->status = 200;
     out->content_type = "text/plain; version=0.0.4";
   } else {
-    text(out, 404, "404 Not Found (try /stats, /stats?pretty=1 or /metrics)\n");
+    text(out, 404, "404 Not Found (try /stats, /stats?pretty=1, /metrics, POST /restart or POST "
+                   "/stop)\n");
   }
 }

@@ -1,4 +1,5 @@
-/* The control app: /stats, /stats?pretty=1 and /metrics on the -control listener, behind
+/* The control app: /stats, /stats?pretty=1 and /metrics (GET), POST /restart (a hot restart)
+ * and POST /stop (a drain, as SIGTERM) on the -control listener, behind
  * the optional -control-token (Bearer header or token= query parameter). Protocol-neutral:
  * the session glue hands in the request's method, target and Authorization value and writes
  * the response it gets back in its own framing. */
@@ -18,6 +19,7 @@ typedef struct pp_control_request {
   size_t target_len;
   const uint8_t *authorization; /* the Authorization value, or NULL */
   size_t authorization_len;
+  int post; /* the method is POST (POST /restart, POST /stop) */
 } pp_control_request;
 
 typedef struct pp_control_response {

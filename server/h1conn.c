@@ -271,8 +271,9 @@ static void handle_control(client *c) {
   int close = !r->keep_alive || s->draining;
   r->resp_close = close;
   pp_control_request rq = {c->h1.method == HTTP_GET || c->h1.method == HTTP_HEAD,
-                           (const char *)c->h1.raw.data + c->h1.url.off, c->h1.url.len, NULL, 0};
+                           (const char *)c->h1.raw.data + c->h1.url.off, c->h1.url.len, NULL, 0, 0};
   rq.authorization = pp_h1_header(&c->h1, "authorization", &rq.authorization_len);
+  rq.post = c->h1.method == HTTP_POST;
   pp_control_response out;
   pp_control_app(s, &rq, &out);
   char extra[64] = "";

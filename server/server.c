@@ -47,12 +47,17 @@ void *pp_xmalloc(size_t n) {
 /* ---------------------------------------------------------------- drain and exit */
 
 static void cleanup_files(server *s) {
-  if (s->socket_path[0]) unlink(s->socket_path);
-  if (s->tls_dev_cert[0]) unlink(s->tls_dev_cert);
-  if (s->tls_dev_key[0]) unlink(s->tls_dev_key);
+  /* After a hot restart's handover the new server uses the same -runtime-dir paths and the
+   * same unix listeners: they stay. Inherited unix sockets belong to whoever bound them. */
+  int shared_dir = s->life.handed_over && s->cfg->runtime_dir;
+  if (s->socket_path[0] && !shared_dir) unlink(s->socket_path);
+  if (s->tls_dev_cert[0] && !shared_dir) unlink(s->tls_dev_cert);
+  if (s->tls_dev_key[0] && !shared_dir) unlink(s->tls_dev_key);
   if (s->own_runtime_dir) rmdir(s->runtime_dir);
   for (int i = 0; i < s->listener_count; i++)
-    if (s->listeners[i].addr.is_unix) unlink(s->listeners[i].addr.path);
+    if (s->listeners[i].addr.is_unix && !s->listeners[i].inherited && !s->life.handed_over)
+      unlink(s->listeners[i].addr.path);
+  pp_lifecycle_exit(s);
 }
 
 void pp_server_exit(server *s, int code) {
@@ -115,6 +120,7 @@ static void begin_drain(server *s) {
   s->drain_started_ns = pp_now_ns();
   LOG_ERR(s, "draining: no new connections; %u queued, %u in flight", s->queue.len,
           s->reg.slots_busy);
+  pp_lifecycle_draining(s);
   pp_listeners_close_http(s);
   pp_h3conn_drain(s);
   pp_qnode *n = s->clients.head.next;
@@ -127,6 +133,10 @@ static void begin_drain(server *s) {
    * request bytes the kernel already holds for them; busy ones close after their response. */
   uv_timer_start(&s->drain_timer, on_drain_timer, 20, 20);
   pp_drain_check(s);
+}
+
+void pp_server_drain(server *s) {
+  begin_drain(s);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -285,18 +295,21 @@ static int open_listeners(server *s) {
     ls->addr = cfg->listen_tls[i];
     ls->kind = LISTEN_HTTP;
     ls->tls = 1;
+    snprintf(ls->name, sizeof ls->name, "listen-tls.%d", i);
     if (pp_listener_open(s, ls) < 0) return -1;
   }
   for (int i = 0; i < cfg->listen_count; i++) {
     listener *ls = &s->listeners[s->listener_count++];
     ls->addr = cfg->listen[i];
     ls->kind = LISTEN_HTTP;
+    snprintf(ls->name, sizeof ls->name, "listen.%d", i);
     if (pp_listener_open(s, ls) < 0) return -1;
   }
   if (cfg->control_enabled) {
     listener *ls = &s->listeners[s->listener_count++];
     ls->addr = cfg->control;
     ls->kind = LISTEN_CONTROL;
+    snprintf(ls->name, sizeof ls->name, "control");
     if (pp_listener_open(s, ls) < 0) return -1;
   }
   return 0;
@@ -321,9 +334,16 @@ static void start_signals_and_timers(server *s) {
 }
 
 int pp_server_run(pp_config *cfg, const char *argv0) {
+  char *argv[] = {(char *)argv0, NULL};
+  return pp_server_run_argv(cfg, 0, argv);
+}
+
+int pp_server_run_argv(pp_config *cfg, int argc, char **argv) {
   static server srv;
   server *s = &srv;
+  const char *argv0 = argv[0];
   server_init(s, cfg);
+  if (pp_lifecycle_init(s, argc, argv) < 0) return 2;
   signal(SIGPIPE, SIG_IGN);
   /* Large buffers (request bodies of an upload burst) come from mmap and go back to the
    * system when freed: glibc would otherwise raise its threshold after the first such free and
@@ -342,11 +362,13 @@ int pp_server_run(pp_config *cfg, const char *argv0) {
   if (pp_controller_init(s) < 0) return 2;
   int rc = open_runtime(s);
   if (rc == 0 && open_listeners(s) < 0) rc = 1;
+  if (rc == 0 && pp_lifecycle_check_inherited(s) < 0) rc = 1;
   if (rc) {
     cleanup_files(s);
     return rc;
   }
   start_signals_and_timers(s);
+  pp_lifecycle_start(s);
   if (pp_shepherd_start(s) < 0) {
     cleanup_files(s);
     return 1;
