@@ -131,8 +131,7 @@ int pp_lifecycle_take_inherited(server *s, listener *ls) {
   int is_unix = getsockname(f->fd, (struct sockaddr *)&ss, &sslen) == 0 && ss.ss_family == AF_UNIX;
   if (type != SOCK_STREAM || !listening || is_unix != ls->addr.is_unix) {
     LOG_ERR(s, "inherited fd %d (name %s) for %s is not a listening %s stream socket",
-            f->fd, ls->addr.is_unix ? "unix" : "TCP",
-            f->name, ls->addr.text);
+            f->fd, f->name, ls->addr.text, ls->addr.is_unix ? "unix" : "TCP");
     return -2;
   }
   f->used = 1;
