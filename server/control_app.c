@@ -93,7 +93,8 @@ void pp_control_app(server *s, const pp_control_request *rq, pp_control_response
     out->status = 200;
     out->content_type = "text/plain; version=0.0.4";
   } else {
-    text(out, 404, "404 Not Found (try /stats, /stats?pretty=1, /metrics, POST /restart or POST "
-                   "/stop)\n");
+    text(out, 404,
+         "404 Not Found (try /stats, /stats?pretty=1, /metrics, POST /restart or POST "
+         "/stop)\n");
   }
 }

@@ -270,8 +270,9 @@ static void handle_control(client *c) {
   pp_exchange *r = c->req;
   int close = !r->keep_alive || s->draining;
   r->resp_close = close;
-  pp_control_request rq = {c->h1.method == HTTP_GET || c->h1.method == HTTP_HEAD,
-                           (const char *)c->h1.raw.data + c->h1.url.off, c->h1.url.len, NULL, 0, 0};
+  pp_control_request rq = {.get_or_head = c->h1.method == HTTP_GET || c->h1.method == HTTP_HEAD,
+                           .target = (const char *)c->h1.raw.data + c->h1.url.off,
+                           .target_len = c->h1.url.len};
   rq.authorization = pp_h1_header(&c->h1, "authorization", &rq.authorization_len);
   rq.post = c->h1.method == HTTP_POST;
   pp_control_response out;

@@ -81,9 +81,8 @@ int pp_lifecycle_init(server *s, int argc, char **argv) {
     }
   }
   /* The shepherd and the workers inherit our environment: none of this is meant for them. */
-  static const char *vars[] = {"NOTIFY_SOCKET", "WATCHDOG_USEC",  "WATCHDOG_PID",
-                               "LISTEN_PID",    "LISTEN_FDS",     "LISTEN_FDNAMES",
-                               "PUMA_PLUS_READY_FD"};
+  static const char *vars[] = {"NOTIFY_SOCKET", "WATCHDOG_USEC",  "WATCHDOG_PID",      "LISTEN_PID",
+                               "LISTEN_FDS",    "LISTEN_FDNAMES", "PUMA_PLUS_READY_FD"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
     unsetenv(vars[i]);
   l->argc = argc;
@@ -130,8 +129,8 @@ int pp_lifecycle_take_inherited(server *s, listener *ls) {
   socklen_t sslen = sizeof ss;
   int is_unix = getsockname(f->fd, (struct sockaddr *)&ss, &sslen) == 0 && ss.ss_family == AF_UNIX;
   if (type != SOCK_STREAM || !listening || is_unix != ls->addr.is_unix) {
-    LOG_ERR(s, "inherited fd %d (name %s) for %s is not a listening %s stream socket",
-            f->fd, f->name, ls->addr.text, ls->addr.is_unix ? "unix" : "TCP");
+    LOG_ERR(s, "inherited fd %d (name %s) for %s is not a listening %s stream socket", f->fd,
+            f->name, ls->addr.text, ls->addr.is_unix ? "unix" : "TCP");
     return -2;
   }
   f->used = 1;
@@ -304,12 +303,19 @@ static void became_ready(server *s) {
   uv_timer_start(&l->ready_timer, on_status, tick_ms, tick_ms);
 }
 
-static void on_ready_poll(uv_timer_t *t) {
-  server *s = t->data;
-  if (s->draining) return;
-  uint32_t want = s->workers_wanted ? s->workers_wanted : 0;
+/* Ready: every wanted worker said HELLO (polled, and checked again by whoever needs to know
+ * now, so a client that saw the workers ready in /stats never hears "not ready yet"). */
+static int check_ready(server *s) {
+  if (s->life.ready) return 1;
+  if (s->draining) return 0;
+  uint32_t want = s->workers_wanted;
   if (pp_registry_count(&s->reg, PP_WORKER_READY) >= want && (want == 0 || s->reg.slots_ready))
     became_ready(s);
+  return s->life.ready;
+}
+
+static void on_ready_poll(uv_timer_t *t) {
+  check_ready(t->data);
 }
 
 static void on_watchdog(uv_timer_t *t) {
@@ -396,9 +402,10 @@ static void on_child_ready(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
   l->restarting = 0;
   char msg[300];
   if (nread < 0) { /* EOF: it exited (or closed the pipe) before its workers were ready */
-    LOG_ERR(s, "hot restart failed: the new server (pid %ld) quit before its workers were "
-               "ready; this server (pid %d) keeps serving",
-               l->child_pid, (int)getpid());
+    LOG_ERR(s,
+            "hot restart failed: the new server (pid %ld) quit before its workers were "
+            "ready; this server (pid %d) keeps serving",
+            l->child_pid, (int)getpid());
     write_files(s);
     snprintf(msg, sizeof msg, "READY=1\nSTATUS=hot restart failed (new pid %ld quit); serving",
              l->child_pid);
@@ -433,9 +440,9 @@ static void env_number(char *out, size_t cap, const char *name, long v) {
 }
 
 static int env_dropped(const char *e) {
-  static const char *drop[] = {"LISTEN_PID=",   "LISTEN_FDS=",   "LISTEN_FDNAMES=",
-                               "NOTIFY_SOCKET=", "WATCHDOG_USEC=", "WATCHDOG_PID=",
-                               "PUMA_PLUS_READY_FD="};
+  static const char *drop[] = {
+      "LISTEN_PID=",    "LISTEN_FDS=",   "LISTEN_FDNAMES=",    "NOTIFY_SOCKET=",
+      "WATCHDOG_USEC=", "WATCHDOG_PID=", "PUMA_PLUS_READY_FD="};
   for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
     if (!strncmp(e, drop[i], strlen(drop[i]))) return 1;
   return 0;
@@ -455,13 +462,14 @@ long pp_restart_begin(server *s, char *msg, size_t msg_len) {
     snprintf(msg, msg_len, "the server is draining");
     return -1;
   }
-  if (!l->ready) {
+  if (!check_ready(s)) {
     snprintf(msg, msg_len, "the workers are not ready yet");
     return -1;
   }
   if (s->cfg->listen_h3_count) {
-    snprintf(msg, msg_len, "not with -listen-h3: QUIC connections cannot move to another process "
-                           "(restart the service instead)");
+    snprintf(msg, msg_len,
+             "not with -listen-h3: QUIC connections cannot move to another process "
+             "(restart the service instead)");
     return -1;
   }
   int fds[2 * PP_MAX_LISTEN + 1], n = 0;

@@ -19,23 +19,23 @@ typedef struct listener listener;
 typedef struct pp_lifecycle {
   pp_sd_notify notify;
   char notify_socket[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* $NOTIFY_SOCKET, or "" */
-  uint64_t watchdog_usec;      /* $WATCHDOG_USEC for us, else 0 */
-  pp_sd_listen inherited;      /* sockets from LISTEN_FDS */
-  int defer_accept;            /* a hot-restart child: inherited listeners accept once ready */
-  int ready_fd;                /* a hot-restart child: tells the old server we are ready; or -1 */
-  int ready;                   /* the workers were ready once (READY=1 sent) */
-  uv_timer_t ready_timer;      /* polls for ready, then sends STATUS= every tick */
-  uv_timer_t watchdog_timer;   /* WATCHDOG=1 at half of WATCHDOG_USEC */
-  uv_timer_t action_timer;     /* POST /stop: drains outside the request's callback */
+  uint64_t watchdog_usec;    /* $WATCHDOG_USEC for us, else 0 */
+  pp_sd_listen inherited;    /* sockets from LISTEN_FDS */
+  int defer_accept;          /* a hot-restart child: inherited listeners accept once ready */
+  int ready_fd;              /* a hot-restart child: tells the old server we are ready; or -1 */
+  int ready;                 /* the workers were ready once (READY=1 sent) */
+  uv_timer_t ready_timer;    /* polls for ready, then sends STATUS= every tick */
+  uv_timer_t watchdog_timer; /* WATCHDOG=1 at half of WATCHDOG_USEC */
+  uv_timer_t action_timer;   /* POST /stop: drains outside the request's callback */
   uv_signal_t sig_usr2, sig_chld;
-  int argc;                    /* our command line, for the hot restart (0: unknown) */
+  int argc; /* our command line, for the hot restart (0: unknown) */
   char **argv;
-  char exe[PATH_MAX];          /* the path we were started with, made absolute */
-  long child_pid;              /* the new server of a hot restart, until it is reaped */
-  int restarting;              /* a new server is booting */
-  uv_pipe_t child_ready;       /* its ready pipe (read end) while restarting */
-  int handed_over;             /* the new server took over: drain, exit, leave shared files */
-  int files_written;           /* -pidfile / -state-path were written by us */
+  char exe[PATH_MAX];    /* the path we were started with, made absolute */
+  long child_pid;        /* the new server of a hot restart, until it is reaped */
+  int restarting;        /* a new server is booting */
+  uv_pipe_t child_ready; /* its ready pipe (read end) while restarting */
+  int handed_over;       /* the new server took over: drain, exit, leave shared files */
+  int files_written;     /* -pidfile / -state-path were written by us */
 } pp_lifecycle;
 
 /* Reads and clears the environment systemd (or the old server) gave us: NOTIFY_SOCKET,

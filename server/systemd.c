@@ -28,8 +28,8 @@ int pp_sd_notify_open(pp_sd_notify *n, const char *socket_path, char *err, size_
   n->addr.sun_family = AF_UNIX;
   memcpy(n->addr.sun_path, socket_path, len);
   if (socket_path[0] == '@') n->addr.sun_path[0] = 0; /* abstract: no terminating NUL counts */
-  n->addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len +
-                            (socket_path[0] == '@' ? 0 : 1));
+  n->addr_len =
+      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + (socket_path[0] == '@' ? 0 : 1));
   n->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (n->fd < 0) {
     snprintf(err, err_len, "NOTIFY_SOCKET: socket: %s", strerror(errno));
@@ -40,8 +40,8 @@ int pp_sd_notify_open(pp_sd_notify *n, const char *socket_path, char *err, size_
 
 int pp_sd_notify_send(const pp_sd_notify *n, const char *msg) {
   if (n->fd < 0) return 0;
-  ssize_t w = sendto(n->fd, msg, strlen(msg), MSG_NOSIGNAL, (const struct sockaddr *)&n->addr,
-                     n->addr_len);
+  ssize_t w =
+      sendto(n->fd, msg, strlen(msg), MSG_NOSIGNAL, (const struct sockaddr *)&n->addr, n->addr_len);
   return w < 0 ? -errno : 0;
 }
 

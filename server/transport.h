@@ -27,10 +27,10 @@ typedef struct listener {
   listener_kind kind;
   pp_addr addr;
   int open;
-  int tls; /* HTTPS: each connection gets a TLS filter (-listen-tls) */
-  char name[24];  /* "listen.N", "listen-tls.N" or "control": its LISTEN_FDNAMES name */
-  int inherited;  /* the socket came from LISTEN_FDS (systemd or a hot restart): never unlinked */
-  int deferred;   /* inherited by a hot-restart child: uv_listen once the workers are ready */
+  int tls;       /* HTTPS: each connection gets a TLS filter (-listen-tls) */
+  char name[24]; /* "listen.N", "listen-tls.N" or "control": its LISTEN_FDNAMES name */
+  int inherited; /* the socket came from LISTEN_FDS (systemd or a hot restart): never unlinked */
+  int deferred;  /* inherited by a hot-restart child: uv_listen once the workers are ready */
 } listener;
 
 /* A pooled write buffer with its uv_write_t. `owner` is the stream's object (a client or a

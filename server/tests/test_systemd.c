@@ -17,20 +17,20 @@ static void test_listen_parse(void) {
     int want;
     const char *first_name, *last_name;
   } cases[] = {
-      {NULL, NULL, NULL, 0, NULL, NULL},              /* not activated */
-      {"42", "2", NULL, 2, "unknown", "unknown"},     /* names are optional */
-      {NULL, "1", "web", 1, "web", "web"},            /* LISTEN_PID is optional */
-      {"42", "3", "a:b:c", 3, "a", "c"},              /* one name per descriptor */
-      {"42", "2", ":b", 2, "", "b"},                  /* an empty name is a name */
-      {"43", "2", "a:b", 0, NULL, NULL},              /* our parent's: not ours */
-      {"42", "0", NULL, 0, NULL, NULL},               /* zero sockets */
-      {"x", "2", NULL, -1, NULL, NULL},               /* malformed pid */
-      {"42", "two", NULL, -1, NULL, NULL},            /* malformed count */
-      {"42", "-1", NULL, -1, NULL, NULL},             /* negative count */
-      {"42", "65", NULL, -1, NULL, NULL},             /* over PP_SD_MAX_FDS */
-      {"42", "2 ", NULL, -1, NULL, NULL},             /* trailing bytes */
-      {"42", "3", "a:b", -1, NULL, NULL},             /* too few names */
-      {"42", "1", "a:b", -1, NULL, NULL},             /* too many names */
+      {NULL, NULL, NULL, 0, NULL, NULL},          /* not activated */
+      {"42", "2", NULL, 2, "unknown", "unknown"}, /* names are optional */
+      {NULL, "1", "web", 1, "web", "web"},        /* LISTEN_PID is optional */
+      {"42", "3", "a:b:c", 3, "a", "c"},          /* one name per descriptor */
+      {"42", "2", ":b", 2, "", "b"},              /* an empty name is a name */
+      {"43", "2", "a:b", 0, NULL, NULL},          /* our parent's: not ours */
+      {"42", "0", NULL, 0, NULL, NULL},           /* zero sockets */
+      {"x", "2", NULL, -1, NULL, NULL},           /* malformed pid */
+      {"42", "two", NULL, -1, NULL, NULL},        /* malformed count */
+      {"42", "-1", NULL, -1, NULL, NULL},         /* negative count */
+      {"42", "65", NULL, -1, NULL, NULL},         /* over PP_SD_MAX_FDS */
+      {"42", "2 ", NULL, -1, NULL, NULL},         /* trailing bytes */
+      {"42", "3", "a:b", -1, NULL, NULL},         /* too few names */
+      {"42", "1", "a:b", -1, NULL, NULL},         /* too many names */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     err[0] = 0;
