@@ -366,6 +366,11 @@ void pp_lifecycle_start(server *s) {
 
 void pp_lifecycle_draining(server *s) {
   if (s->life.handed_over) return;
+  if (s->life.restarting && s->life.child_pid > 0) {
+    /* Stopping wins over a restart under way: the new server would otherwise take over. */
+    LOG_ERR(s, "hot restart abandoned: stopping the new server (pid %ld) too", s->life.child_pid);
+    kill((pid_t)s->life.child_pid, SIGTERM);
+  }
   char msg[200];
   snprintf(msg, sizeof msg, "STOPPING=1\nSTATUS=draining: %u queued, %u in flight", s->queue.len,
            s->reg.slots_busy);

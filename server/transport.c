@@ -153,7 +153,7 @@ void pp_listeners_close_http(server *s) {
   for (int i = 0; i < s->listener_count; i++) {
     listener *ls = &s->listeners[i];
     if (ls->kind == LISTEN_HTTP && ls->open) {
-      accept_backlog(ls);
+      if (!ls->deferred) accept_backlog(ls); /* a deferred one's backlog is the old server's */
       ls->open = 0;
       uv_close(&ls->h.handle, on_listener_closed);
     }

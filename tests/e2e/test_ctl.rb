@@ -26,10 +26,11 @@ class TestCtl < Minitest::Test
     end
   end
 
+  # Gone, or a zombie its new parent (init, a subreaper) has not reaped yet.
   def gone?(pid)
     Process.kill(0, pid)
-    false
-  rescue Errno::ESRCH
+    File.read("/proc/#{pid}/stat").split(") ", 2)[1].start_with?("Z")
+  rescue Errno::ESRCH, Errno::ENOENT
     true
   end
 

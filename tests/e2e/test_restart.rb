@@ -82,10 +82,11 @@ class TestRestart < Minitest::Test
     nil
   end
 
+  # Gone, or a zombie its new parent (init, a subreaper) has not reaped yet.
   def exited?(pid)
     Process.kill(0, pid)
-    false
-  rescue Errno::ESRCH
+    File.read("/proc/#{pid}/stat").split(") ", 2)[1].start_with?("Z")
+  rescue Errno::ESRCH, Errno::ENOENT
     true
   end
 
@@ -203,6 +204,32 @@ class TestRestart < Minitest::Test
     assert_equal [:ok, new_pid], one_request(srv.port)
   ensure
     load&.stop
+    srv&.stop
+    kill_group(old)
+    FileUtils.rm_rf(dir) if dir
+  end
+
+  # SIGTERM while a new server boots: stopping wins, the new server is stopped too (else it
+  # would take over the sockets after the old one left).
+  def test_sigterm_during_a_restart_stops_the_new_server_too
+    dir = Dir.mktmpdir("pp-restart-term")
+    bin = File.join(dir, "puma-plus-server")
+    FileUtils.cp(E2E::BIN, bin)
+    srv = E2E::Server.new(app: PID_APP, workers: 1, threads: 2, command: lambda { |port, cport|
+      [bin, "-app", PID_APP, "-workers", "1", "-threads", "2", "-listen", "127.0.0.1:#{port}",
+       "-control", "127.0.0.1:#{cport}", "-gem-dir", File.join(E2E::ROOT, "gem")]
+    })
+    old = srv.pid
+    replace(bin, "#!/bin/sh\nsleep 0.5\nexec #{E2E::BIN} \"$@\"\n")
+    Process.kill("USR2", old)
+    wait_until("the restart started") { srv.log =~ /hot restart: started .* as pid (\d+)/ }
+    child = srv.log[/hot restart: started .* as pid (\d+)/, 1].to_i
+    Process.kill("TERM", old)
+    assert reap(srv, old).success?
+    assert_match(/hot restart abandoned: stopping the new server \(pid #{child}\) too/, srv.log)
+    wait_until("the new server gone") { exited?(child) }
+    assert_raises(Errno::ECONNREFUSED) { TCPSocket.new("127.0.0.1", srv.port) }
+  ensure
     srv&.stop
     kill_group(old)
     FileUtils.rm_rf(dir) if dir
