@@ -330,9 +330,8 @@ static void on_usr2(uv_signal_t *h, int signum) {
   if (pid < 0) LOG_ERR(s, "SIGUSR2: no hot restart: %s", msg);
 }
 
-static void on_sigchld(uv_signal_t *h, int signum) {
-  server *s = h->data;
-  (void)signum;
+/* Reaps the new server of a hot restart if it exited (only that pid: libuv reaps the shepherd). */
+static void reap_child(server *s) {
   if (s->life.child_pid <= 0) return;
   int status;
   pid_t r = waitpid((pid_t)s->life.child_pid, &status, WNOHANG);
@@ -342,6 +341,11 @@ static void on_sigchld(uv_signal_t *h, int signum) {
             WIFSIGNALED(status) ? "signal" : "status",
             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
   s->life.child_pid = 0;
+}
+
+static void on_sigchld(uv_signal_t *h, int signum) {
+  (void)signum;
+  reap_child(h->data);
 }
 
 void pp_lifecycle_start(server *s) {
@@ -410,17 +414,18 @@ static void on_child_ready(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
     LOG_ERR(s,
             "hot restart failed: the new server (pid %ld) quit before its workers were "
             "ready; this server (pid %d) keeps serving",
-            l->child_pid, (int)getpid());
+            l->new_pid, (int)getpid());
+    if (l->child_pid > 0) kill((pid_t)l->child_pid, SIGTERM); /* closed the pipe, still running */
     write_files(s);
     snprintf(msg, sizeof msg, "READY=1\nSTATUS=hot restart failed (new pid %ld quit); serving",
-             l->child_pid);
+             l->new_pid);
     notify(s, msg);
     return;
   }
   l->handed_over = 1;
-  LOG_ERR(s, "hot restart: pid %ld took over; draining and exiting", l->child_pid);
-  snprintf(msg, sizeof msg, "MAINPID=%ld\nREADY=1\nSTATUS=hot restart: pid %ld serving",
-           l->child_pid, l->child_pid);
+  LOG_ERR(s, "hot restart: pid %ld took over; draining and exiting", l->new_pid);
+  snprintf(msg, sizeof msg, "MAINPID=%ld\nREADY=1\nSTATUS=hot restart: pid %ld serving", l->new_pid,
+           l->new_pid);
   notify(s, msg);
   pp_listeners_close_control(s);
   pp_server_drain(s);
@@ -460,7 +465,13 @@ long pp_restart_begin(server *s, char *msg, size_t msg_len) {
     return -1;
   }
   if (l->restarting) {
-    snprintf(msg, msg_len, "a hot restart is already in progress (new pid %ld)", l->child_pid);
+    snprintf(msg, msg_len, "a hot restart is already in progress (new pid %ld)", l->new_pid);
+    return -1;
+  }
+  reap_child(s);
+  if (l->child_pid > 0 && !l->handed_over) {
+    snprintf(msg, msg_len, "the new server of the last hot restart (pid %ld) has not exited yet",
+             l->child_pid);
     return -1;
   }
   if (s->draining || l->handed_over) {
@@ -552,7 +563,7 @@ long pp_restart_begin(server *s, char *msg, size_t msg_len) {
     snprintf(msg, msg_len, "fork: %s", strerror(fork_errno));
     return -1;
   }
-  l->child_pid = pid;
+  l->child_pid = l->new_pid = pid;
   l->restarting = 1;
   uv_pipe_init(s->loop, &l->child_ready, 0);
   l->child_ready.data = s;

@@ -32,6 +32,7 @@ typedef struct pp_lifecycle {
   char **argv;
   char exe[PATH_MAX];    /* the path we were started with, made absolute */
   long child_pid;        /* the new server of a hot restart, until it is reaped */
+  long new_pid;          /* the new server of the last hot restart (for messages) */
   int restarting;        /* a new server is booting */
   uv_pipe_t child_ready; /* its ready pipe (read end) while restarting */
   int handed_over;       /* the new server took over: drain, exit, leave shared files */
