@@ -77,7 +77,7 @@ int pp_lifecycle_init(server *s, int argc, char **argv) {
     l->ready_fd = take_env_fd("PUMA_PLUS_READY_FD");
     if (l->ready_fd >= 0) {
       fcntl(l->ready_fd, F_SETFD, FD_CLOEXEC);
-      l->defer_accept = 1;
+      l->defer_accept = l->restarted = 1;
     }
   }
   /* The shepherd and the workers inherit our environment: none of this is meant for them. */

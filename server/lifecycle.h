@@ -22,6 +22,7 @@ typedef struct pp_lifecycle {
   uint64_t watchdog_usec;    /* $WATCHDOG_USEC for us, else 0 */
   pp_sd_listen inherited;    /* sockets from LISTEN_FDS */
   int defer_accept;          /* a hot-restart child: inherited listeners accept once ready */
+  int restarted;             /* started by a hot restart: the inherited sockets are ours */
   int ready_fd;              /* a hot-restart child: tells the old server we are ready; or -1 */
   int ready;                 /* the workers were ready once (READY=1 sent) */
   uv_timer_t ready_timer;    /* polls for ready, then sends STATUS= every tick */

@@ -48,14 +48,16 @@ void *pp_xmalloc(size_t n) {
 
 static void cleanup_files(server *s) {
   /* After a hot restart's handover the new server uses the same -runtime-dir paths and the
-   * same unix listeners: they stay. Inherited unix sockets belong to whoever bound them. */
+   * same unix listeners: they stay. Unix sockets from systemd belong to systemd; the ones a
+   * hot restart handed us are ours. */
   int shared_dir = s->life.handed_over && s->cfg->runtime_dir;
   if (s->socket_path[0] && !shared_dir) unlink(s->socket_path);
   if (s->tls_dev_cert[0] && !shared_dir) unlink(s->tls_dev_cert);
   if (s->tls_dev_key[0] && !shared_dir) unlink(s->tls_dev_key);
   if (s->own_runtime_dir) rmdir(s->runtime_dir);
   for (int i = 0; i < s->listener_count; i++)
-    if (s->listeners[i].addr.is_unix && !s->listeners[i].inherited && !s->life.handed_over)
+    if (s->listeners[i].addr.is_unix && !s->life.handed_over &&
+        (!s->listeners[i].inherited || s->life.restarted))
       unlink(s->listeners[i].addr.path);
   pp_lifecycle_exit(s);
 }

@@ -154,6 +154,9 @@ void pp_listeners_close_http(server *s) {
     listener *ls = &s->listeners[i];
     if (ls->kind == LISTEN_HTTP && ls->open) {
       if (!ls->deferred) accept_backlog(ls); /* a deferred one's backlog is the old server's */
+      /* libuv unlinks the path of a unix socket it bound when the handle closes; after a hot
+       * restart's handover the new server listens on it, so the path must stay. */
+      if (ls->addr.is_unix && s->life.handed_over) ls->h.pipe.pipe_fname = NULL;
       ls->open = 0;
       uv_close(&ls->h.handle, on_listener_closed);
     }

@@ -145,8 +145,12 @@ class TestRestart < Minitest::Test
     [r[0], r[0].between?(200, 499) && r[1]["content-type"] == "application/json" ? JSON.parse(r[2]) : r[2]]
   end
 
+  # Also: every kind of listener moves (a unix socket, whose path the old server must not
+  # unlink, and HTTPS with the development certificate).
   def test_post_restart_and_stop_behind_the_token
-    srv = E2E::Server.new(app: PID_APP, workers: 1, threads: 2, token: "t0k")
+    sock = "/tmp/pp-e2e-#{Process.pid}-restart.sock"
+    srv = E2E::Server.new(app: PID_APP, workers: 1, threads: 2, token: "t0k", tls: true,
+                          extra: ["-listen", "unix:#{sock}"])
     old = srv.pid
     assert_equal 401, control(srv, "POST", "/restart")[0]
     assert_equal 405, control(srv, "GET", "/restart", token: "t0k")[0]
@@ -157,14 +161,24 @@ class TestRestart < Minitest::Test
     new_pid = body["new_pid"]
     refute_equal old, new_pid
     assert reap(srv, old).success?
+    assert_match(/with 4 listeners \(listen-tls\.0:listen\.0:listen\.1:control\)/, srv.log)
     _, served = one_request(srv.port)
     assert_equal new_pid, served
+    assert File.socket?(sock), "the old server left the unix listener's path"
+    u = UNIXSocket.new(sock)
+    u.write("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    assert_match(/\Aserver=#{new_pid} /, E2E::ResponseReader.new(u).next_response[2])
+    u.close
+    out, err, = E2E.curl("-k", "https://127.0.0.1:#{srv.https_port}/")
+    assert_match(/\Aserver=#{new_pid} /, out, err)
     status, body = control(srv, "POST", "/stop", token: "t0k")
     assert_equal [202, "stop", new_pid], [status, body["action"], body["pid"]]
     wait_until("the new server exiting after POST /stop") { exited?(new_pid) }
+    refute File.exist?(sock), "the last server removes its unix listener"
   ensure
     srv&.stop
     kill_group(old)
+    File.unlink(sock) if sock && File.exist?(sock)
   end
 
   # The new server is the file at the path the old one was started with, read again at the

@@ -171,6 +171,30 @@ class TestSystemd < Minitest::Test
     File.unlink(log) if log && File.exist?(log)
   end
 
+  # A unix socket from systemd is matched by its path, served, and left in place at exit (it is
+  # systemd's).
+  def test_activated_unix_socket
+    path = "/tmp/pp-e2e-#{Process.pid}-activated.sock"
+    log = "/tmp/pp-e2e-#{Process.pid}-activated.log"
+    pid = spawn_activated([path], nil, ["-listen", "unix:#{path}", "-control", "off"], log)
+    wait_until_exists = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
+    sleep 0.02 until File.socket?(path) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > wait_until_exists
+    u = UNIXSocket.new(path)
+    u.write("GET /hello HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    r = Timeout.timeout(30) { E2E::ResponseReader.new(u).next_response }
+    assert_equal [200, "Hello, world\n"], [r[0], r[2]], File.read(log)
+    assert_match(/HTTP listening on unix:#{Regexp.escape(path)} \(port 0, inherited fd 3\)/, File.read(log))
+    Process.kill("TERM", pid)
+    Timeout.timeout(20) { Process.waitpid(pid) }
+    pid = nil
+    assert $?.success?, File.read(log)
+    assert File.socket?(path), "the server leaves systemd's socket path alone"
+  ensure
+    u&.close
+    kill_group(pid) if pid
+    [path, log].each { |f| File.unlink(f) if f && File.exist?(f) }
+  end
+
   def test_inherited_socket_of_the_wrong_kind_is_an_error
     path = "/tmp/pp-e2e-#{Process.pid}-dgram.sock"
     log = "/tmp/pp-e2e-#{Process.pid}-dgram.log"
