@@ -381,6 +381,23 @@ void pp_lifecycle_draining(server *s) {
   notify(s, msg);
 }
 
+static uint64_t monotonic_usec(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
+}
+
+void pp_lifecycle_reloading(server *s, int begin) {
+  if (s->draining || !s->life.ready) return; /* READY=1 would undo STOPPING=1 or come early */
+  char msg[640];
+  if (begin)
+    snprintf(msg, sizeof msg, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=SIGHUP: reloading",
+             (unsigned long long)monotonic_usec());
+  else
+    status_text(s, msg + snprintf(msg, sizeof msg, "READY=1\n"), sizeof msg - 8);
+  notify(s, msg);
+}
+
 static void on_stop_soon(uv_timer_t *t) {
   pp_server_drain(t->data);
 }
@@ -571,13 +588,10 @@ long pp_restart_begin(server *s, char *msg, size_t msg_len) {
   uv_read_start((uv_stream_t *)&l->child_ready, on_child_ready_alloc, on_child_ready);
   LOG_ERR(s, "hot restart: started %s as pid %ld with %d listeners (%s); serving until it is ready",
           l->exe, (long)pid, n, names);
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
   char note[200];
   snprintf(note, sizeof note,
            "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=hot restart: new pid %ld booting",
-           (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000,
-           (long)pid);
+           (unsigned long long)monotonic_usec(), (long)pid);
   notify(s, note);
   return pid;
 }

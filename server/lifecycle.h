@@ -63,6 +63,10 @@ void pp_lifecycle_start(server *s);
  * server of a hot restart took over. */
 void pp_lifecycle_draining(server *s);
 
+/* SIGHUP's reload (certificate, decision log), which is synchronous: RELOADING=1 before
+ * (begin 1), READY=1 after (begin 0), as systemd's Type=notify-reload expects. */
+void pp_lifecycle_reloading(server *s, int begin);
+
 /* At exit: removes the pid and state files if they still name this process. */
 void pp_lifecycle_exit(server *s);
 

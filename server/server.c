@@ -147,6 +147,7 @@ static void on_signal(uv_signal_t *h, int signum) {
     LOG_ERR(s, "%s: stopping at once", signum == SIGQUIT ? "SIGQUIT" : "second SIGINT");
     pp_server_exit(s, 0);
   } else if (signum == SIGHUP) {
+    pp_lifecycle_reloading(s, 1);
     if (s->tls_enabled && !s->tls_dev_cert[0]) {
       char err[512];
       if (pp_tls_ctx_reload(&s->tls_ctx, err, sizeof err) == 0)
@@ -165,6 +166,7 @@ static void on_signal(uv_signal_t *h, int signum) {
         LOG_ERR(s, "SIGHUP: cannot reopen %s: %s", s->ctl_state.log_path, strerror(errno));
       }
     }
+    pp_lifecycle_reloading(s, 0);
   } else {
     begin_drain(s);
   }

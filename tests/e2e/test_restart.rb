@@ -98,10 +98,26 @@ class TestRestart < Minitest::Test
     end
   end
 
+  # Datagrams on a NOTIFY_SOCKET this test owns (what systemd would hear).
+  def notify_socket(dir)
+    path = File.join(dir, "notify.sock")
+    sock = Socket.new(:UNIX, :DGRAM)
+    sock.bind(Socket.sockaddr_un(path))
+    [sock, path]
+  end
+
+  def datagrams(sock)
+    out = []
+    out << sock.recv(4096) while IO.select([sock], nil, nil, 0)
+    out
+  end
+
   def test_sigusr2_under_load_refuses_nothing
     dir = Dir.mktmpdir("pp-restart")
     pidfile = File.join(dir, "server.pid")
-    srv = E2E::Server.new(app: PID_APP, workers: 2, threads: 2, extra: ["-pidfile", pidfile])
+    nsock, npath = notify_socket(dir)
+    srv = E2E::Server.new(app: PID_APP, workers: 2, threads: 2, extra: ["-pidfile", pidfile],
+                          env: { "NOTIFY_SOCKET" => npath })
     old = srv.pid
     assert_equal "#{old}\n", File.read(pidfile)
     load = Loop.new(self, srv.port)
@@ -131,10 +147,18 @@ class TestRestart < Minitest::Test
     Process.kill("TERM", new_pid)
     wait_until("the new server exiting on SIGTERM") { exited?(new_pid) }
     refute File.exist?(pidfile), "the new server removes its pid file at exit"
+    # What systemd heard: READY=1 (old), RELOADING=1, MAINPID=new + READY=1 (sent by the old
+    # one at the handover), and STOPPING=1 only from the new one at its SIGTERM.
+    msgs = datagrams(nsock)
+    kinds = msgs.map { |m| m[/\A[A-Z]+=\S*/] }.reject { |k| k.start_with?("STATUS=") }
+    assert_equal ["READY=1", "RELOADING=1", "MAINPID=#{new_pid}", "STOPPING=1"], kinds, msgs.inspect
+    assert_match(/\AMAINPID=#{new_pid}\nREADY=1\nSTATUS=hot restart: pid #{new_pid} serving\z/,
+                 msgs.find { |m| m.start_with?("MAINPID=") })
   ensure
     load&.stop
     srv&.stop
     kill_group(old)
+    nsock&.close
     FileUtils.rm_rf(dir) if dir
   end
 

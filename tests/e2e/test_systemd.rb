@@ -131,6 +131,15 @@ class TestSystemd < Minitest::Test
     elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
     assert_in_delta 0.9, elapsed, 0.45, "5 pings at half of WATCHDOG_USEC=400000 took #{elapsed}s"
 
+    # SIGHUP reloads synchronously: RELOADING=1 (with MONOTONIC_USEC), then READY=1.
+    Process.kill("HUP", pid)
+    notify.wait_for("READY=1 after SIGHUP's RELOADING=1") do |m|
+      i = m.index { |x| x.start_with?("RELOADING=1") }
+      i && m[i..].any? { |x| x.start_with?("READY=1") }
+    end
+    reloading = notify.messages.index { |x| x.start_with?("RELOADING=1") }
+    assert_match(/\ARELOADING=1\nMONOTONIC_USEC=\d+\nSTATUS=SIGHUP: reloading\z/, notify.messages[reloading])
+
     assert_equal "#{pid}\n", File.read(pidfile)
     st = YAML.safe_load(File.read(state))
     assert_equal({ "pid" => pid, "control_url" => "tcp://127.0.0.1:#{control_port}",
