@@ -143,6 +143,7 @@ void pp_listeners_close_control(server *s) {
   for (int i = 0; i < s->listener_count; i++) {
     listener *ls = &s->listeners[i];
     if (ls->kind == LISTEN_CONTROL && ls->open) {
+      if (ls->addr.is_unix) ls->h.pipe.pipe_fname = NULL; /* the new server's now: keep it */
       ls->open = 0;
       uv_close(&ls->h.handle, on_listener_closed);
     }

@@ -67,7 +67,8 @@ int pp_listener_open(server *s, listener *ls);
 /* Starts accepting on the listeners pp_listener_open deferred. */
 void pp_listeners_accept_deferred(server *s);
 
-/* Closes the control app's listener (after a hot restart's handover: the new server has it). */
+/* Closes the control app's listener after a hot restart's handover (the new server has it; a
+ * unix socket path is left in place). */
 void pp_listeners_close_control(server *s);
 
 /* Drain: takes every connection the kernel already completed (the listen backlog), then

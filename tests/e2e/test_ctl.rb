@@ -94,6 +94,40 @@ class TestCtl < Minitest::Test
     FileUtils.rm_rf(dir) if dir
   end
 
+  # A unix control socket: ctl talks to it, and it survives the hot restart (the old server
+  # must not unlink the path the new one listens on).
+  def test_unix_control_socket_through_a_restart
+    sock = "/tmp/pp-e2e-#{Process.pid}-control.sock"
+    url = "unix://#{sock}"
+    log = "/tmp/pp-e2e-#{Process.pid}-unix-control.log"
+    native = File.expand_path("../gem/ext-lib", File.dirname(E2E::BIN))
+    # Started here, not by E2E::Server: the harness polls a TCP control port.
+    old = Process.spawn({ "RUBYLIB" => native }, E2E::BIN, "-app", PID_APP, "-workers", "1", "-threads", "2",
+                        "-listen", "127.0.0.1:#{E2E.free_port}", "-control", "unix:#{sock}",
+                        "-gem-dir", File.join(E2E::ROOT, "gem"),
+                        in: File::NULL, out: log, err: [:child, :out], pgroup: true)
+    wait_until("the server answering on #{url}") { ctl("--control-url", url, "status")[1].include?("1 of 1 workers booted") }
+    status, out, err = ctl("--control-url", url, "restart")
+    assert_equal 0, status, err
+    assert_equal old, out[/pid (\d+) serves until/, 1].to_i
+    new_pid = out[/new server pid (\d+)/, 1].to_i
+    Timeout.timeout(30) { Process.waitpid(old) }
+    assert $?.success?, File.read(log)
+    assert File.socket?(sock), "the control socket's path survived the handover"
+    status, out, err = ctl("--control-url", url, "stop")
+    assert_equal [0, "stopping: pid #{new_pid} drains and exits\n"], [status, out], err
+    wait_until("the new server gone") { gone?(new_pid) }
+    refute File.exist?(sock), "the last server removes its control socket"
+  ensure
+    begin
+      Process.kill("KILL", -old) if old
+    rescue Errno::ESRCH, Errno::EPERM
+      nil
+    end
+    Process.waitpid(old) rescue nil if old
+    [sock, log].each { |f| File.unlink(f) if f && File.exist?(f) }
+  end
+
   # bind_to_activated_sockets "only": the puma-plus command turns the socket systemd passed
   # into a -listen of its address, so the server takes it; the file's own port is dropped.
   def test_bind_to_activated_sockets_through_the_command
