@@ -129,7 +129,9 @@ class TestSystemd < Minitest::Test
     before = notify.messages.count("WATCHDOG=1")
     notify.wait_for("WATCHDOG=1 for a second") { |m| m.count("WATCHDOG=1") >= before + 5 }
     elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
-    assert_in_delta 0.9, elapsed, 0.45, "5 pings at half of WATCHDOG_USEC=400000 took #{elapsed}s"
+    # (The upper bound is loose: a loaded machine delays timers, it never runs them early.)
+    assert_operator elapsed, :>=, 0.6, "5 pings at half of WATCHDOG_USEC=400000 took only #{elapsed}s"
+    assert_operator elapsed, :<=, 2.5, "5 pings at half of WATCHDOG_USEC=400000 took #{elapsed}s"
 
     # SIGHUP reloads synchronously: RELOADING=1 (with MONOTONIC_USEC), then READY=1.
     Process.kill("HUP", pid)
