@@ -36,7 +36,7 @@ static void text(pp_control_response *out, int status, const char *msg) {
  * ready); POST /stop: a drain as SIGTERM. Both answer JSON; anything but POST is 405. */
 static void lifecycle_verb(server *s, const pp_control_request *rq, int restart,
                            pp_control_response *out) {
-  char body[400];
+  char body[640];
   if (!rq->post) {
     text(out, 405, "405 Method Not Allowed (POST)\n");
     out->allow = "POST";
@@ -59,8 +59,17 @@ static void lifecycle_verb(server *s, const pp_control_request *rq, int restart,
       snprintf(body, sizeof body,
                "{\"status\":\"ok\",\"action\":\"restart\",\"old_pid\":%d,\"new_pid\":%ld}\n",
                (int)getpid(), pid);
-    else
-      snprintf(body, sizeof body, "{\"status\":\"error\",\"error\":\"%s\"}\n", why);
+    else {
+      char esc[2 * sizeof why];
+      size_t n = 0;
+      for (const char *p = why; *p && n + 2 < sizeof esc;
+           p++) { /* JSON string: a path may hold quotes */
+        if (*p == '"' || *p == '\\') esc[n++] = '\\';
+        esc[n++] = (unsigned char)*p < 0x20 ? ' ' : *p;
+      }
+      esc[n] = 0;
+      snprintf(body, sizeof body, "{\"status\":\"error\",\"error\":\"%s\"}\n", esc);
+    }
   }
   pp_buf_append_str(&out->body, body);
 }
