@@ -553,10 +553,18 @@ long pp_restart_begin(server *s, char *msg, size_t msg_len) {
     envp[e++] = watchdog_pid; /* filled in the child */
   }
   envp[e] = NULL;
+  /* Signals stay blocked from fork to execve: the child inherits libuv's handlers, which would
+   * swallow a SIGTERM meant for it (our drain sends one) into our own signal pipe. */
+  sigset_t all, before;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, &before);
   pid_t pid = fork();
   if (pid == 0) {
-    /* The child: only async-signal-safe calls until execve. Move every descriptor above the
-     * target range first, then into place (dup2 clears close-on-exec on the targets). */
+    /* The child: only async-signal-safe calls until execve. Default dispositions first (a
+     * signal pending now acts when the mask is cleared below). Then move every descriptor above
+     * the target range, then into place (dup2 clears close-on-exec on the targets). */
+    for (int sig = 1; sig < NSIG; sig++)
+      signal(sig, SIG_DFL);
     int base = PP_SD_LISTEN_FDS_START + n + 1, tmp[2 * PP_MAX_LISTEN + 2];
     for (int i = 0; i < n; i++)
       tmp[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, base);
@@ -573,6 +581,7 @@ long pp_restart_begin(server *s, char *msg, size_t msg_len) {
     _exit(127);
   }
   int fork_errno = errno;
+  sigprocmask(SIG_SETMASK, &before, NULL);
   free(envp);
   close(pipefd[1]);
   if (pid < 0) {

@@ -265,7 +265,7 @@ class TestRestart < Minitest::Test
     Process.kill("TERM", old)
     assert reap(srv, old).success?
     assert_match(/hot restart abandoned: stopping the new server \(pid #{child}\) too/, srv.log)
-    wait_until("the new server gone") { exited?(child) }
+    wait_until("the new server gone (#{`ps -o pid,ppid,stat,args -p #{child} 2>&1`.strip})\n#{srv.log}") { exited?(child) }
     # Nothing took the sockets over (the wrapper's `sleep` may hold them for its last moments).
     wait_until("the port refusing connections", timeout: 5) do
       TCPSocket.new("127.0.0.1", srv.port).close
