@@ -45,7 +45,8 @@ static int frame_eq(const pp_wire_frame *a, const pp_wire_frame *b) {
          bytes_eq(a->data, a->data_len, b->data, b->data_len) && a->status == b->status &&
          a->t4_ns == b->t4_ns && a->t5_ns == b->t5_ns && a->body_read_ns == b->body_read_ns &&
          a->gvl_wait_ns == b->gvl_wait_ns && a->cpu_ns == b->cpu_ns && a->count == b->count &&
-         a->grace_ms == b->grace_ms && a->boot_ns == b->boot_ns && a->exit_status == b->exit_status;
+         a->grace_ms == b->grace_ms && a->boot_ns == b->boot_ns &&
+         a->exit_status == b->exit_status && a->interval_ms == b->interval_ms;
 }
 
 static void check_pairs(const pp_wire_pairs *pairs) {

@@ -61,4 +61,19 @@ static inline void pp_buf_consume(pp_buf *b, size_t n) {
   b->len -= n;
 }
 
+/* Writes v in decimal to out (at least 20 bytes; no terminating NUL) and returns the number of
+ * digits: snprintf's "%llu" costs ~500 instructions, this ~60, and it runs several times per
+ * request. */
+static inline size_t pp_fmt_u64(char *out, uint64_t v) {
+  char tmp[20];
+  size_t n = 0;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  for (size_t i = 0; i < n; i++)
+    out[i] = tmp[n - 1 - i];
+  return n;
+}
+
 #endif

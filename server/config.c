@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -22,11 +23,15 @@ void pp_config_defaults(pp_config *c) {
   c->max_uri_bytes = 8192;
   c->max_headers = 100;
   c->max_body_bytes = 64ull << 20;
+  c->max_buffered_body_total = 256ull << 20;
   c->header_timeout_ns = 30ull * 1000000000;
   c->body_timeout_ns = 60ull * 1000000000;
   c->keepalive_timeout_ns = 20ull * 1000000000;
   c->write_timeout_ns = 60ull * 1000000000;
   c->drain_timeout_ns = 30ull * 1000000000;
+  c->request_timeout_ns = 0;
+  c->worker_kill_grace_ns = 5ull * 1000000000;
+  c->worker_timeout_ns = 60ull * 1000000000;
   c->tick_ns = 1000000000;
 }
 
@@ -71,7 +76,9 @@ int pp_duration_parse(const char *text, uint64_t *ns) {
   char *end;
   errno = 0;
   double v = strtod(text, &end);
-  if (errno || end == text || v < 0) return -1;
+  if (errno || end == text || !(v >= 0) || !isfinite(v)) return -1;
+  for (const char *p = text; p < end; p++) /* decimal only: no "inf", "nan" or hex floats */
+    if (!strchr("0123456789.eE+", *p)) return -1;
   double mult;
   if (!*end || strcmp(end, "s") == 0)
     mult = 1e9;
@@ -85,7 +92,9 @@ int pp_duration_parse(const char *text, uint64_t *ns) {
     mult = 60e9;
   else
     return -1;
-  *ns = (uint64_t)(v * mult + 0.5);
+  double total = v * mult + 0.5;
+  if (total >= 0x1p62) return -1; /* about 146 years: beyond any timeout, and no overflow */
+  *ns = (uint64_t)total;
   return 0;
 }
 
@@ -105,6 +114,7 @@ int pp_size_parse(const char *text, uint64_t *bytes) {
     mult = 1 << 30;
   else
     return -1;
+  if ((uint64_t)v > UINT64_MAX / mult) return -1; /* would wrap */
   *bytes = (uint64_t)v * mult;
   return 0;
 }
@@ -147,11 +157,21 @@ void pp_config_usage(FILE *out) {
         "  -max-uri-size SIZE     request-target, 414 beyond (default 8KiB)\n"
         "  -max-headers N         header lines, 431 beyond (default 100)\n"
         "  -max-body-size SIZE    request body, 413 beyond (default 64MiB)\n"
+        "  -max-buffered-body-total SIZE  request bodies buffered before dispatch, all\n"
+        "                         together; beyond it uploads wait unread (default 256MiB, 0 = "
+        "none)\n"
         "  -header-timeout DUR    first byte to end of headers (default 30s)\n"
         "  -body-timeout DUR      longest pause between body bytes (default 60s)\n"
         "  -keepalive-timeout DUR idle keep-alive connection (default 20s)\n"
         "  -write-timeout DUR     longest stall writing to a client (default 60s)\n"
         "  -drain-timeout DUR     SIGTERM/SIGINT drain limit (default 30s)\n"
+        "  -request-timeout DUR   a request running longer than this (from its dispatch to a\n"
+        "                         worker thread) gets 504 and is interrupted in the app with\n"
+        "                         PumaPlus::RequestTimeout (default 0 = off)\n"
+        "  -worker-kill-grace DUR after a request timeout, how long the thread has to let go\n"
+        "                         before its worker is killed and replaced (default 5s)\n"
+        "  -worker-timeout DUR    a worker whose heartbeat is silent this long is killed and\n"
+        "                         replaced (default 60s, as puma's worker_timeout; 0 = off)\n"
         "  -tick DUR              stats window and controller tick (default 1s)\n"
         "  -quiet                 log only errors\n"
         "  -autoscale             let the controller spawn and retire workers\n"
@@ -242,7 +262,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     if (!strcmp(key, "app"))
       c->app = value;
     else if (!strcmp(key, "workers"))
-      bad = parse_u32(value, &c->workers, 0, 256);
+      bad = parse_u32(value, &c->workers, 1, 256);
     else if (!strcmp(key, "threads"))
       bad = parse_u32(value, &c->threads, 1, 1024);
     else if (!strcmp(key, "listen")) {
@@ -305,6 +325,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       bad = parse_u32(value, &c->max_headers, 1, 256);
     else if (!strcmp(key, "max-body-size"))
       bad = pp_size_parse(value, &c->max_body_bytes);
+    else if (!strcmp(key, "max-buffered-body-total"))
+      bad = pp_size_parse(value, &c->max_buffered_body_total);
     else if (!strcmp(key, "header-timeout"))
       bad = pp_duration_parse(value, &c->header_timeout_ns);
     else if (!strcmp(key, "body-timeout"))
@@ -315,6 +337,14 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       bad = pp_duration_parse(value, &c->write_timeout_ns);
     else if (!strcmp(key, "drain-timeout"))
       bad = pp_duration_parse(value, &c->drain_timeout_ns);
+    else if (!strcmp(key, "request-timeout"))
+      bad = pp_duration_parse(value, &c->request_timeout_ns) ||
+            (c->request_timeout_ns && c->request_timeout_ns < 1000000);
+    else if (!strcmp(key, "worker-kill-grace"))
+      bad = pp_duration_parse(value, &c->worker_kill_grace_ns);
+    else if (!strcmp(key, "worker-timeout"))
+      bad = pp_duration_parse(value, &c->worker_timeout_ns) ||
+            (c->worker_timeout_ns && c->worker_timeout_ns < 200000000);
     else if (!strcmp(key, "tick"))
       bad = pp_duration_parse(value, &c->tick_ns) || c->tick_ns == 0;
     else if (!strcmp(key, "policy"))

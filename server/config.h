@@ -14,8 +14,9 @@ typedef struct pp_addr {
   int is_unix;    /* 1: `path` is a unix socket path */
   char host[256]; /* numeric address ("127.0.0.1", "::1", "0.0.0.0") for TCP */
   int port;
-  char path[108]; /* unix socket path */
-  char text[300]; /* as given, for logs */
+  char port_text[8]; /* port in decimal, NUL-terminated (the Rack env's SERVER_PORT) */
+  char path[108];    /* unix socket path */
+  char text[300];    /* as given, for logs */
 } pp_addr;
 
 typedef struct pp_config {
@@ -46,16 +47,21 @@ typedef struct pp_config {
   const char *pidfile;       /* -pidfile: our pid, written at start, removed at exit */
   const char *state_path;    /* -state-path: puma's state file (YAML: pid, control_url, ...) */
 
-  size_t max_header_bytes; /* -max-header-size */
-  size_t max_uri_bytes;    /* -max-uri-size */
-  uint32_t max_headers;    /* -max-headers */
-  uint64_t max_body_bytes; /* -max-body-size */
+  size_t max_header_bytes;          /* -max-header-size */
+  size_t max_uri_bytes;             /* -max-uri-size */
+  uint32_t max_headers;             /* -max-headers */
+  uint64_t max_body_bytes;          /* -max-body-size */
+  uint64_t max_buffered_body_total; /* -max-buffered-body-total: all bodies buffered before
+                                       dispatch; 0 none */
 
   uint64_t header_timeout_ns;    /* -header-timeout */
   uint64_t body_timeout_ns;      /* -body-timeout */
   uint64_t keepalive_timeout_ns; /* -keepalive-timeout */
   uint64_t write_timeout_ns;     /* -write-timeout */
   uint64_t drain_timeout_ns;     /* -drain-timeout */
+  uint64_t request_timeout_ns;   /* -request-timeout: from dispatch (T3); 0 = off */
+  uint64_t worker_kill_grace_ns; /* -worker-kill-grace: after a TIMEOUT, before the kill */
+  uint64_t worker_timeout_ns;    /* -worker-timeout: heartbeat silence that kills; 0 = off */
   uint64_t tick_ns;              /* -tick: stats window and controller period */
   int quiet;                     /* -quiet: no per-event logs */
 

@@ -11,9 +11,36 @@
 #include "server/server_int.h"
 #include "server/tls.h"
 
+/* The read buffer of a connection that holds none (c->rbuf is never NULL, so that
+ * `rbuf + rpos` with nothing buffered stays well defined). */
+static uint8_t no_rbuf[1];
+
+static void rbuf_acquire(client *c) {
+  if (c->rbuf != no_rbuf) return;
+  server *s = c->srv;
+  c->rbuf = s->rbuf_pool_n ? s->rbuf_pool[--s->rbuf_pool_n] : pp_xmalloc(PP_CLIENT_RBUF);
+  c->rpos = c->rlen = 0;
+}
+
+static void rbuf_put(server *s, uint8_t *b) {
+  if (s->rbuf_pool_n < (int)(sizeof s->rbuf_pool / sizeof s->rbuf_pool[0]))
+    s->rbuf_pool[s->rbuf_pool_n++] = b;
+  else
+    free(b), s->freed_bytes_since_trim += PP_CLIENT_RBUF;
+}
+
+void pp_conn_rbuf_release(client *c) {
+  if (c->rbuf == no_rbuf || c->rpos != c->rlen || c->in_parse) return;
+  rbuf_put(c->srv, c->rbuf);
+  c->rbuf = no_rbuf;
+  c->rpos = c->rlen = 0;
+}
+
 static void on_client_closed(uv_handle_t *h) {
   client *c = h->data;
   server *s = c->srv;
+  if (c->rbuf != no_rbuf) rbuf_put(s, c->rbuf), c->rbuf = no_rbuf;
+  c->rpos = c->rlen = 0;
   pp_h1_dispose(&c->h1); /* here, never while a parser callback may still run */
   if (c->h2) pp_h2conn_dispose(c);
   if (c->tls) {
@@ -22,8 +49,18 @@ static void on_client_closed(uv_handle_t *h) {
     c->tls = NULL;
   }
   if (c->out) pp_chunk_put(s, c->out), c->out = NULL;
-  c->next_free = s->free_clients;
-  s->free_clients = c;
+  if (s->free_clients_n < PP_FREE_CLIENTS_MAX) {
+    c->next_free = s->free_clients;
+    s->free_clients = c;
+    s->free_clients_n++;
+  } else {
+    pp_buf_dispose(&c->h2out);
+    pp_buf_dispose(&c->h2hdrs);
+    pp_buf_dispose(&c->tls_plain);
+    pp_buf_dispose(&c->tls_wire);
+    free(c);
+    s->freed_bytes_since_trim += sizeof *c;
+  }
   if (s->draining) pp_drain_check(s);
 }
 
@@ -196,6 +233,7 @@ static void on_client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     *buf = uv_buf_init((char *)c->srv->tls_rbuf, PP_TLS_READ_BUF);
     return;
   }
+  rbuf_acquire(c);
   if (c->rpos > 0 && c->rpos == c->rlen) c->rpos = c->rlen = 0;
   *buf = uv_buf_init((char *)c->rbuf + c->rlen, (unsigned)(PP_CLIENT_RBUF - c->rlen));
 }
@@ -215,6 +253,7 @@ void pp_conn_update_reading(client *c) {
 
 void pp_conn_take_plain(client *c) {
   if (!c->tls || !c->tls_plain.len) return;
+  rbuf_acquire(c);
   if (c->rpos > 0) {
     memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
     c->rlen -= c->rpos;
@@ -275,11 +314,13 @@ static void on_client_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
     if (tls_read(c, (const uint8_t *)buf->base, (size_t)nread) < 0) return;
     c->last_progress = pp_now_ns();
     pp_conn_process(c);
-    return;
+  } else {
+    c->rlen += (size_t)nread;
+    c->last_progress = pp_now_ns();
+    pp_conn_process(c);
   }
-  c->rlen += (size_t)nread;
-  c->last_progress = pp_now_ns();
-  pp_conn_process(c);
+  c->tls_trimmed = 0;
+  if (!c->closing) pp_conn_rbuf_release(c);
 }
 
 /* A client struct from the pool with its stream handle initialised (not yet connected). */
@@ -287,10 +328,11 @@ static client *client_new(server *s, listener *ls) {
   client *c = s->free_clients;
   if (c) {
     s->free_clients = c->next_free;
+    s->free_clients_n--;
   } else {
     c = pp_xmalloc(sizeof *c);
     memset(c, 0, sizeof *c);
-    c->rbuf = pp_xmalloc(PP_CLIENT_RBUF);
+    c->rbuf = no_rbuf;
   }
   uint8_t *rbuf = c->rbuf;
   pp_buf h2out = c->h2out, h2hdrs = c->h2hdrs, plain = c->tls_plain, wire = c->tls_wire;
@@ -389,6 +431,17 @@ void pp_conn_accept(listener *ls, int fd) {
     }
   }
   client_start(c);
+}
+
+void pp_conn_trim_idle(server *s, int64_t now, int64_t idle_ns) {
+  for (pp_qnode *n = s->clients.head.next; n != &s->clients.head; n = n->next) {
+    client *c = PP_CONTAINER_OF(n, client, link);
+    if (c->closing || !c->tls || !c->tls_ready || c->tls_trimmed) continue;
+    if (now - c->last_progress < idle_ns || !pp_conn_idle(c) || c->tls_plain.len || c->tls_wire.len)
+      continue;
+    pp_tls_conn_release_buffers(c->tls);
+    c->tls_trimmed = 1;
+  }
 }
 
 int pp_conn_idle(const client *c) {

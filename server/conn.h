@@ -17,7 +17,8 @@
 #include "server/queue.h"
 #include "server/transport.h"
 
-#define PP_CLIENT_RBUF 16384 /* per-client read buffer */
+#define PP_CLIENT_RBUF      16384 /* per-client read buffer */
+#define PP_FREE_CLIENTS_MAX 1024  /* closed client structs kept for reuse */
 
 typedef struct client client;
 
@@ -64,6 +65,7 @@ struct client {
   pp_buf tls_plain;        /* decrypted bytes not yet moved into rbuf */
   pp_buf tls_wire;         /* ciphertext waiting to be written */
   int tls_ready;           /* the handshake completed and was counted */
+  int tls_trimmed;         /* idle: OpenSSL's record buffers were given back (pp_conn_trim_idle) */
 };
 
 /* conn.c: the stream. */
@@ -91,6 +93,14 @@ void pp_conn_update_reading(client *c);
 int pp_conn_timer_common(client *c);
 /* An HTTP connection with no request, no partial request and nothing being written. */
 int pp_conn_idle(const client *c);
+
+/* Gives the read buffer back to the server's pool when every byte in it was parsed (an idle
+ * connection holds no buffer; the next read takes one). */
+void pp_conn_rbuf_release(client *c);
+
+/* Every controller tick: TLS connections idle for at least idle_ns give OpenSSL's record
+ * buffers back (about 34 KiB each). */
+void pp_conn_trim_idle(server *s, int64_t now, int64_t idle_ns);
 
 /* TLS: moves decrypted bytes into rbuf as far as it has room (no-op without TLS). */
 void pp_conn_take_plain(client *c);

@@ -107,7 +107,7 @@ static void send_request(server *s, pp_exchange *r, wconn *w) {
   uint64_t queue_ns = (uint64_t)(r->t3 - r->t2b);
   pp_hist_window_record(&s->stats.queue, queue_ns);
   r->head.len = r->queue_key_end;
-  int n = snprintf(r->queue_digits, sizeof r->queue_digits, "%" PRIu64, queue_ns);
+  size_t n = pp_fmt_u64(r->queue_digits, queue_ns);
   pp_buf_append_u32(&r->head, (uint32_t)n);
   pp_buf_append(&r->head, r->queue_digits, (size_t)n);
   uint8_t *h = r->head.data;
@@ -141,4 +141,5 @@ static void send_request(server *s, pp_exchange *r, wconn *w) {
     /* reading the client may resume now (the owner checks it is not inside its parser) */
     if (r->owner && r->w) r->ops->body_writable(r);
   }
+  pp_exchange_unbudget(r); /* its buffered body is on its way to the worker */
 }

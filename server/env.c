@@ -95,8 +95,8 @@ uint32_t pp_env_build(const pp_env_request *rq, const pp_env_conninfo *ci, uint6
   }
   if (rq->has_content_length) {
     char num[24];
-    int n = snprintf(num, sizeof num, "%llu", (unsigned long long)rq->content_length);
-    pp_env_put_pair(out, "CONTENT_LENGTH", 14, num, (size_t)n), pairs++;
+    size_t n = pp_fmt_u64(num, rq->content_length);
+    pp_env_put_pair(out, "CONTENT_LENGTH", 14, num, n), pairs++;
   }
 
   /* HTTP_* pairs: one per distinct name, in order of first appearance, repeated values
@@ -114,10 +114,12 @@ uint32_t pp_env_build(const pp_env_request *rq, const pp_env_conninfo *ci, uint6
     pp_buf_reserve(out, 8 + key_len);
     pp_buf_append_u32(out, (uint32_t)key_len);
     pp_buf_append(out, "HTTP_", 5);
+    uint8_t *key = out->data + out->len; /* room reserved above */
     for (size_t k = 0; k < fi->name_len; k++) {
-      char c = fi->name[k] == '-' ? '_' : (char)toupper((unsigned char)fi->name[k]);
-      pp_buf_append(out, &c, 1);
+      uint8_t c = (uint8_t)fi->name[k];
+      key[k] = c == '-' ? '_' : (c >= 'a' && c <= 'z') ? (uint8_t)(c - 32) : c;
     }
+    out->len += fi->name_len;
     size_t len_at = out->len;
     pp_buf_append_u32(out, 0);
     size_t value_start = out->len;
@@ -140,7 +142,7 @@ uint32_t pp_env_build(const pp_env_request *rq, const pp_env_conninfo *ci, uint6
 
   pp_env_put_pair(out, "REQUEST_URI", 11, url, url_len), pairs++;
   char id[24];
-  int n = snprintf(id, sizeof id, "%llu", (unsigned long long)request_id);
-  pp_env_put_pair(out, "puma_plus.request_id", 20, id, (size_t)n), pairs++;
+  size_t n = pp_fmt_u64(id, request_id);
+  pp_env_put_pair(out, "puma_plus.request_id", 20, id, n), pairs++;
   return pairs;
 }

@@ -35,7 +35,26 @@ pp_exchange *pp_exchange_get(server *s, const pp_exchange_ops *ops, void *owner)
   return x;
 }
 
+static int over_budget(const server *s) {
+  uint64_t budget = s->cfg->max_buffered_body_total;
+  return budget && s->body_buffered >= budget;
+}
+
+void pp_exchange_unbudget(pp_exchange *x) {
+  server *s = x->srv;
+  if (x->blink.next) pp_queue_remove(&s->body_waiters, &x->blink);
+  if (!x->budgeted) return;
+  s->body_buffered -= x->budgeted;
+  x->budgeted = 0;
+  /* wake waiting uploads while there is room (each may take more before the next wakes) */
+  while (!over_budget(s) && s->body_waiters.len) {
+    pp_exchange *w = PP_CONTAINER_OF(pp_queue_pop(&s->body_waiters), pp_exchange, blink);
+    if (w->owner) w->ops->body_writable(w);
+  }
+}
+
 void pp_exchange_release(server *s, pp_exchange *x) {
+  pp_exchange_unbudget(x);
   if (x->writes > 0) {
     x->release_pending = 1;
     return;
@@ -88,7 +107,10 @@ void pp_exchange_body_in(pp_exchange *x, const uint8_t *data, size_t len) {
     return;
   }
   pp_buf_append(&x->body, data, len);
-  if (x->state == PP_X_BODY && x->body.len - 4 >= PP_BODY_BUFFER_LIMIT) {
+  x->budgeted += len;
+  x->srv->body_buffered += len;
+  if (x->state == PP_X_BODY && (x->body.len - 4 >= PP_BODY_BUFFER_LIMIT || over_budget(x->srv))) {
+    if (x->body.len - 4 < PP_BODY_BUFFER_LIMIT) x->srv->stats.body_budget_streamed++;
     x->streaming = 1;
     pp_dispatch_push(x);
   }
@@ -106,7 +128,16 @@ void pp_exchange_body_done(pp_exchange *x) {
   pp_dispatch_push(x);
 }
 
-int pp_exchange_can_take_body(const pp_exchange *x) {
+int pp_exchange_can_take_body(pp_exchange *x) {
+  server *s = x->srv;
+  if (x->state == PP_X_BODY && !x->budgeted && over_budget(s)) {
+    /* an upload not yet buffering waits unread until the total has room */
+    if (!x->blink.next) {
+      pp_queue_push(&s->body_waiters, &x->blink);
+      s->stats.body_budget_waits++;
+    }
+    return 0;
+  }
   if (!x->streaming) return 1;
   if (x->state == PP_X_QUEUED) return 0; /* 1 MiB buffered; wait for dispatch */
   if (x->state == PP_X_RUNNING && x->w && pp_wlink_write_queue(x->w) > PP_WORKER_WRITE_HIGH)

@@ -31,7 +31,13 @@
  * worker link stops reading that worker above PP_CLIENT_WRITE_HIGH (resumed by
  * pp_exchange_client_drained). A streamed upload is read from the client only while
  * pp_exchange_can_take_body() says the worker socket has room; ops->body_writable tells the
- * owner when it has room again. */
+ * owner when it has room again.
+ *
+ * The aggregate body budget: bodies buffered before dispatch count against
+ * -max-buffered-body-total. Beyond it an upload that has not started buffering waits unread
+ * (pp_exchange_can_take_body is 0; body_writable when room frees), and one that was already
+ * buffering goes to the queue with what it has and streams the rest (so the bytes held are
+ * always on their way to a worker, and the wait cannot deadlock). */
 #ifndef PP_EXCHANGE_H
 #define PP_EXCHANGE_H
 
@@ -108,6 +114,8 @@ struct pp_exchange {
   int end_pending;          /* h3: RESPONSE_END came while resp_overflow held bytes */
   pp_qnode olink;           /* h2: in the connection's list of streams */
   uint64_t body_unconsumed; /* h2: request-body bytes not yet released to flow control */
+  uint64_t budgeted;        /* body bytes counted in the server's buffered-body total */
+  pp_qnode blink;           /* in srv->body_waiters while its upload waits for the budget */
 };
 
 /* A cleared exchange from the pool (its buffers kept), owned by `owner` with `ops`. */
@@ -127,12 +135,16 @@ void pp_exchange_env_begin(pp_exchange *x);
  * streams (content_length > PP_BODY_BUFFER_LIMIT; -1 when unknown). */
 void pp_exchange_env_end(pp_exchange *x, uint32_t pairs, int64_t content_length);
 
+/* The aggregate body budget (-max-buffered-body-total): x's buffered bytes leave the server's
+ * total (at dispatch, or when x ends), and uploads that waited for room resume. */
+void pp_exchange_unbudget(pp_exchange *x);
+
 /* Body bytes from the client (see the contract above). */
 void pp_exchange_body_in(pp_exchange *x, const uint8_t *data, size_t len);
 /* The request body is complete: the exchange becomes runnable if it is not yet. */
 void pp_exchange_body_done(pp_exchange *x);
 /* 0 while a streamed upload must not be read further (queued, or the worker socket full). */
-int pp_exchange_can_take_body(const pp_exchange *x);
+int pp_exchange_can_take_body(pp_exchange *x);
 
 /* The client is gone: the exchange leaves the queue (counted as cancelled), or its worker
  * gets CANCEL. The owner must not touch x afterwards. */

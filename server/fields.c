@@ -4,8 +4,8 @@
 #include <string.h>
 
 static int is_tchar(uint8_t c) {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+  if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-') return 1;
+  return c && strchr("!#$%&'*+.^_`|~", c) != NULL;
 }
 
 static int dropped_name(const uint8_t *n, size_t len) {
@@ -38,12 +38,15 @@ void pp_fields_from_pairs(pp_buf *bytes, const pp_h2_header *pairs, size_t n,
     const pp_h2_header *p = &pairs[i];
     size_t name_off = bytes->len;
     int ok = p->name_len > 0;
+    pp_buf_reserve(bytes, p->name_len);
+    uint8_t *name = bytes->data + name_off;
     for (size_t k = 0; k < p->name_len && ok; k++) {
       uint8_t c = p->name[k];
       if (c >= 'A' && c <= 'Z') c = (uint8_t)(c - 'A' + 'a');
       if (!is_tchar(c)) ok = 0;
-      pp_buf_append(bytes, &c, 1);
+      name[k] = c;
     }
+    bytes->len += p->name_len;
     if (!ok || dropped_name(bytes->data + name_off, p->name_len)) {
       bytes->len = name_off;
       continue;

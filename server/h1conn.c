@@ -238,10 +238,8 @@ static int on_h1_headers(pp_h1 *h) {
     return 0;
   }
   pp_exchange_env_begin(r);
-  char port[8];
-  snprintf(port, sizeof port, "%d", c->ls->addr.port);
   pp_h1_conninfo ci = {c->remote, c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
-                       c->ls->addr.is_unix ? "80" : port, c->tls ? "https" : "http"};
+                       c->ls->addr.port_text, c->tls ? "https" : "http"};
   uint32_t pairs = pp_h1_build_env(h, &ci, r->id, &r->head);
   pp_exchange_env_end(r, pairs, h->has_content_length ? (int64_t)h->content_length : -1);
   int has_body = (h->has_content_length && h->content_length > 0) || h->chunked;
@@ -507,7 +505,18 @@ static void x_head(pp_exchange *r, const pp_wire_frame *f) {
     content_length = -1;
     dropped++;
   }
-  pp_conn_outf(c, "HTTP/1.1 %d %s\r\n", status, pp_h1_reason_phrase(status));
+  /* the status line without printf (a third of the head's cost when formatted) */
+  const char *reason = pp_h1_reason_phrase(status);
+  size_t reason_len = strlen(reason);
+  char line[9 + 4 + 64 + 2] = "HTTP/1.1 ";
+  line[9] = (char)('0' + status / 100 % 10);
+  line[10] = (char)('0' + status / 10 % 10);
+  line[11] = (char)('0' + status % 10);
+  line[12] = ' ';
+  if (reason_len > 64) reason_len = 64;
+  memcpy(line + 13, reason, reason_len);
+  memcpy(line + 13 + reason_len, "\r\n", 2);
+  pp_conn_out(c, line, 13 + reason_len + 2);
   int cl_sent = 0;
   pp_wire_pairs_iter_init(&it, &f->pairs);
   while (pp_wire_pairs_next(&it, &k, &kl, &v, &vl)) {
@@ -590,7 +599,17 @@ static void x_body(pp_exchange *r, const uint8_t *data, size_t len) {
     c->h1.resp_length_left -= len;
     if (!len) return;
   }
-  if (r->resp_chunked) pp_conn_outf(c, "%zx\r\n", len);
+  if (r->resp_chunked) { /* chunk-size in hex, then CRLF */
+    char size[18];
+    char *p = size + 16;
+    size_t v = len;
+    do {
+      *--p = "0123456789abcdef"[v & 15];
+      v >>= 4;
+    } while (v);
+    memcpy(size + 16, "\r\n", 2);
+    pp_conn_out(c, p, (size_t)(size + 18 - p));
+  }
   pp_conn_out(c, data, len);
   if (r->resp_chunked) pp_conn_out(c, "\r\n", 2);
   /* flushed at the end of this read (one write for all the frames it carried) */

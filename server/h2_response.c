@@ -53,8 +53,8 @@ int pp_h2_respond(pp_h2 *h, int32_t stream_id, int status, const pp_h2_header *p
   if (!s || !s->owned || s->responded) return PP_H2_ESTREAM;
   if (status < 100 || status > 599 || status == 101) return PP_H2_EINVAL;
   h->scratch.len = h->nvbuf.len = 0;
-  char status_text[4];
-  snprintf(status_text, sizeof status_text, "%03d", status);
+  char status_text[4] = {(char)('0' + status / 100), (char)('0' + status / 10 % 10),
+                         (char)('0' + status % 10), 0};
   pp_buf_append(&h->scratch, ":status", 7);
   add_field(h, 0, 7, (const uint8_t *)status_text, 3);
   pp_fields_from_pairs(&h->scratch, pairs, n, add_field_cb, h);

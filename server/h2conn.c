@@ -93,10 +93,8 @@ static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
   x->id = ++s->next_request_id;
   x->state = PP_X_BODY;
 
-  char port[8];
-  snprintf(port, sizeof port, "%d", c->ls->addr.port);
   pp_env_conninfo ci = {c->remote, c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
-                        c->ls->addr.is_unix ? "80" : port, c->tls ? "https" : "http"};
+                        c->ls->addr.port_text, c->tls ? "https" : "http"};
   pp_h2conn_env(x, &c->h2hdrs, "HTTP/2", &ci,
                 &(pp_h2conn_request){rq->method, rq->method_len, rq->path, rq->path_len,
                                      rq->authority, rq->authority_len, rq->headers,

@@ -185,9 +185,17 @@ int pp_h1__scan_head(pp_h1 *h, const uint8_t *data, size_t len, size_t *end) {
       h->scan_state = 2;
     } else if (c == '\r') {
       h->scan_cr = 1;
-    } else {
-      if (h->scan_lines == 0 && (st = request_line_byte(h, c))) return st;
+    } else if (h->scan_lines == 0) {
+      if ((st = request_line_byte(h, c))) return st;
       h->scan_line_len++;
+    } else {
+      /* inside a field line only CR and LF matter here (llhttp checks the rest): skip to
+       * the next one in a tight loop */
+      size_t j = i + 1;
+      while (j < len && data[j] != '\r' && data[j] != '\n')
+        j++;
+      h->scan_line_len += j - i;
+      i = j - 1;
     }
   }
   *end = i;

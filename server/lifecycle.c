@@ -330,11 +330,16 @@ static void on_usr2(uv_signal_t *h, int signum) {
   if (pid < 0) LOG_ERR(s, "SIGUSR2: no hot restart: %s", msg);
 }
 
-/* Reaps the new server of a hot restart if it exited (only that pid: libuv reaps the shepherd). */
+/* Reaps the new server of a hot restart if it exited (only that pid: libuv reaps the shepherd;
+ * shepherd.c's orphan reaper may reap it first, as any child that is not the shepherd). */
 static void reap_child(server *s) {
   if (s->life.child_pid <= 0) return;
   int status;
   pid_t r = waitpid((pid_t)s->life.child_pid, &status, WNOHANG);
+  if (r < 0 && errno == ECHILD) { /* the orphan reaper (shepherd.c) took it first */
+    s->life.child_pid = 0;
+    return;
+  }
   if (r != (pid_t)s->life.child_pid) return;
   if (!s->life.handed_over)
     LOG_ERR(s, "hot restart: the new server (pid %ld) exited (%s %d)", s->life.child_pid,

@@ -62,6 +62,10 @@ struct pp_worker {
   int64_t ready_ns;  /* when the first HELLO arrived; 0 before */
   uint64_t requests; /* requests dispatched to this worker */
   int retire_sent;   /* RETIRE has been sent to the shepherd */
+  /* Liveness (wlink.c): the last HEARTBEAT on its monitor connection (0: none yet, never timed
+   * out), and whether the server has killed it (request timeout or silent heartbeat). */
+  int64_t heartbeat_ns;
+  int killed;
 };
 
 #define PP_MAX_WORKERS 256

@@ -190,6 +190,13 @@ static void on_tick(uv_timer_t *t) {
   pp_hist_window_roll(&st->total);
   pp_hist_window_roll(&st->body_wait);
   st->arrivals_window = st->completions_window = st->shed_window = st->timeouts_window = 0;
+  /* After a spike of connections, the structs and buffers freed beyond the pools sit in the
+   * heap's middle, where free() alone never returns them: hand those pages back. */
+  if (s->tls_enabled) pp_conn_trim_idle(s, pp_now_ns(), 1000000000);
+  if (s->freed_bytes_since_trim >= 4u << 20) {
+    malloc_trim(0);
+    s->freed_bytes_since_trim = 0;
+  }
 }
 
 /* ---------------------------------------------------------------- startup */
@@ -213,6 +220,7 @@ static void server_init(server *s, pp_config *cfg) {
         nofile > 256 ? (uint32_t)(nofile > 10000128 ? 10000000 : nofile - 128) : 128;
   }
   pp_queue_init(&s->queue);
+  pp_queue_init(&s->body_waiters);
   pp_queue_init(&s->clients);
   pp_queue_init(&s->wconns);
   pp_registry_init(&s->reg);
@@ -373,6 +381,8 @@ int pp_server_run_argv(pp_config *cfg, int argc, char **argv) {
   }
   start_signals_and_timers(s);
   pp_lifecycle_start(s);
+  pp_shepherd_supervise_init(s);
+  pp_wlink_watch_start(s);
   if (pp_shepherd_start(s) < 0) {
     cleanup_files(s);
     return 1;

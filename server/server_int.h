@@ -42,6 +42,11 @@ typedef struct pp_stats {
   uint64_t cancelled_queued, cancelled_running, shed, errors_502, errors_500;
   uint64_t hijacked; /* requests whose client socket went to the worker (full hijack) */
   uint64_t timeouts, worker_restarts, worker_protocol_errors;
+  uint64_t body_budget_waits, body_budget_streamed; /* -max-buffered-body-total at work */
+  uint64_t request_timeouts;         /* requests answered 504 (or cut) by -request-timeout */
+  uint64_t workers_killed_timeout;   /* killed: a timed-out request outlived the kill grace */
+  uint64_t workers_killed_heartbeat; /* killed: heartbeat silent past -worker-timeout */
+  uint64_t shepherd_restarts, workers_adopted, orphans_reaped;
   uint64_t connections_accepted, connections_refused;
   uint64_t h2_connections, h2c_upgrades, h3_connections;
   /* summed over connections from each session's pp_h2_stats */
@@ -90,6 +95,14 @@ struct server {
 
   uv_signal_t sig_term, sig_int, sig_quit, sig_hup;
   uv_timer_t tick_timer, drain_timer, respawn_timer;
+  uv_timer_t watch_timer; /* wlink.c: request deadlines, kill grace, heartbeats */
+  /* Shepherd supervision (shepherd.c): restart with backoff, reap adopted workers. */
+  uv_timer_t shepherd_timer;
+  uv_signal_t sig_chld;
+  uint32_t shepherd_restart_delay_ms;
+  int64_t shepherd_started_ns;
+  int ctl_closing;         /* the old control pipe is closing (re-init after its close callback) */
+  int shepherd_ever_ready; /* a shepherd has loaded the app once: from then on, supervise */
   uint32_t respawn_delay_ms; /* backoff for workers that die young */
 
   pp_queue queue;
@@ -103,7 +116,15 @@ struct server {
   int64_t last_spawn_ns;    /* when the last SPAWN was sent */
 
   pp_exchange *free_exchanges;
+  uint64_t body_buffered; /* request-body bytes buffered before dispatch, all exchanges */
+  pp_queue body_waiters;  /* exchanges whose uploads wait for -max-buffered-body-total */
   client *free_clients;
+  uint32_t free_clients_n; /* at most PP_FREE_CLIENTS_MAX kept: a spike's structs are freed */
+  uint64_t freed_bytes_since_trim; /* freed beyond the pools since the last malloc_trim */
+  /* Read buffers of connections that have no unparsed bytes (conn.c): an idle keep-alive
+   * connection holds none, a busy one takes one from here when bytes arrive. */
+  uint8_t *rbuf_pool[64];
+  int rbuf_pool_n;
   wchunk *free_chunks;
 
   int draining, stopping;

@@ -8,8 +8,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "server/server_int.h"
@@ -57,6 +59,7 @@ void pp_shepherd_retire(server *s, pp_worker *w) {
 /* Asks for as many workers as are missing from workers_wanted. */
 static void respawn_missing(server *s) {
   if (s->stopping || s->draining) return;
+  if (!s->shepherd_alive || !s->ctl_open) return; /* the restarted shepherd will catch up */
   uint32_t alive = pp_registry_count(&s->reg, PP_WORKER_READY) +
                    pp_registry_count(&s->reg, PP_WORKER_BOOTING) + s->spawns_pending;
   if (alive < s->workers_wanted) {
@@ -106,6 +109,7 @@ static void ctl_frame(server *s, const pp_wire_frame *f) {
   switch (f->type) {
   case PP_WIRE_READY:
     s->boot_ns = f->boot_ns;
+    s->shepherd_ever_ready = 1;
     LOG(s, "shepherd (pid %u) loaded the app in %.1f ms", f->pid, f->boot_ns / 1e6);
     break;
   case PP_WIRE_FORKED:
@@ -158,6 +162,8 @@ static void on_ctl_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   pp_buf_consume(&s->ctl_rbuf, pos);
 }
 
+static void shepherd_lost(server *s, int64_t status, int sig);
+
 static void on_shepherd_exit(uv_process_t *p, int64_t status, int sig) {
   server *s = p->data;
   s->shepherd_alive = 0;
@@ -167,9 +173,15 @@ static void on_shepherd_exit(uv_process_t *p, int64_t status, int sig) {
     pp_server_exit(s, s->exit_code);
     return;
   }
-  LOG_ERR(s, "shepherd exited unexpectedly (status %lld, signal %d); stopping", (long long)status,
-          sig);
-  pp_server_exit(s, 1);
+  if (!s->shepherd_ever_ready) {
+    /* The first shepherd never loaded the app (a broken config.ru, a missing gem): a
+     * restart would fail the same way, so this is a start-up error. */
+    LOG_ERR(s, "shepherd exited before loading the app (status %lld, signal %d); stopping",
+            (long long)status, sig);
+    pp_server_exit(s, 1);
+    return;
+  }
+  shepherd_lost(s, status, sig);
 }
 
 static int file_exists(const char *path) {
@@ -220,7 +232,10 @@ int pp_shepherd_find_gem(server *s, const char *argv0) {
   return -1;
 }
 
-int pp_shepherd_start(server *s) {
+static void on_ctl_closed(uv_handle_t *h);
+
+/* Starts a shepherd that forks `initial` workers after READY. 0, or -1 (logged). */
+static int shepherd_launch(server *s, uint32_t initial) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
     LOG_ERR(s, "socketpair: %s", strerror(errno));
@@ -234,7 +249,7 @@ int pp_shepherd_start(server *s) {
   snprintf(libdir, sizeof libdir, "-I%s/lib", s->gem_dir);
   snprintf(exe, sizeof exe, "%s/exe/puma-plus-shepherd", s->gem_dir);
   snprintf(threads, sizeof threads, "%u", s->cfg->threads);
-  snprintf(workers, sizeof workers, "%u", s->workers_wanted);
+  snprintf(workers, sizeof workers, "%u", initial);
   char *args[] = {(char *)s->cfg->ruby, libdir,      exe,     "--app",
                   (char *)s->cfg->app,  "--threads", threads, "--socket",
                   s->socket_path,       "--workers", workers, NULL};
@@ -255,16 +270,24 @@ int pp_shepherd_start(server *s) {
   close(sv[1]);
   if (rc < 0) {
     LOG_ERR(s, "cannot start the shepherd (%s %s): %s", s->cfg->ruby, exe, uv_strerror(rc));
+    s->ctl_open = 0;
+    s->ctl_closing = 1;
+    uv_close((uv_handle_t *)&s->ctl, on_ctl_closed);
     return -1;
   }
   s->shepherd_alive = 1;
   s->shepherd_pid = (uint32_t)s->shepherd.pid;
-  s->spawns_pending = s->workers_wanted; /* the shepherd forks --workers at start */
+  s->shepherd_started_ns = pp_now_ns();
+  s->spawns_pending = initial; /* the shepherd forks --workers at start */
   s->last_spawn_ns = pp_now_ns();
   LOG(s, "shepherd pid %d: %s %s %s --app %s --threads %s --socket %s --workers %s",
       s->shepherd.pid, s->cfg->ruby, libdir, exe, s->cfg->app, threads, s->socket_path, workers);
   uv_read_start((uv_stream_t *)&s->ctl, on_ctl_alloc, on_ctl_read);
   return 0;
+}
+
+int pp_shepherd_start(server *s) {
+  return shepherd_launch(s, s->workers_wanted);
 }
 
 void pp_shepherd_stop(server *s) {
@@ -278,4 +301,159 @@ void pp_shepherd_stop(server *s) {
   f.grace_ms = 5000;
   ctl_send(s, &f);
   LOG(s, "drained; stopping the workers");
+}
+
+/* ---------------------------------------------------------------- supervision
+ *
+ * The shepherd is a Ruby process and can die (a bug, the OOM killer, an operator's kill).
+ * Its workers do not depend on it once forked: they keep serving, and because the server is
+ * a child subreaper they become the server's children. The server starts a new shepherd
+ * (backoff: 100 ms, doubling while shepherds die within 10 s of their start, at most 10 s),
+ * with --workers 0, tells it about every live worker (ADOPT) so that it reuses none of their
+ * indexes, then SPAWNs only what is missing from workers_wanted. Adopted workers are reaped
+ * here (the shepherd cannot reap what it did not fork) and reported to the shepherd
+ * (ADOPTED_EXITED) and to the registry as an EXITED would be. */
+
+#define SHEPHERD_RESTART_MIN_MS 100
+#define SHEPHERD_RESTART_MAX_MS 10000
+#define SHEPHERD_YOUNG_NS       10000000000LL
+
+static void on_ctl_closed(uv_handle_t *h) {
+  server *s = h->data;
+  s->ctl_closing = 0;
+}
+
+static void shepherd_restart(server *s);
+
+static void on_shepherd_timer(uv_timer_t *t) {
+  server *s = t->data;
+  if (s->stopping || s->draining || s->shepherd_alive) return;
+  if (s->ctl_closing) { /* the old control pipe's close callback has not run yet */
+    uv_timer_start(&s->shepherd_timer, on_shepherd_timer, 10, 0);
+    return;
+  }
+  shepherd_restart(s);
+}
+
+static void shepherd_lost(server *s, int64_t status, int sig) {
+  int64_t lived = pp_now_ns() - s->shepherd_started_ns;
+  if (s->ctl_open) {
+    s->ctl_open = 0;
+    s->ctl_closing = 1;
+    uv_read_stop((uv_stream_t *)&s->ctl);
+    uv_close((uv_handle_t *)&s->ctl, on_ctl_closed);
+  }
+  s->spawns_pending = 0; /* a dead shepherd forks nothing more */
+  if (s->draining) {
+    /* A drain needs no new workers; stop when the requests are done. */
+    LOG_ERR(s, "shepherd exited (status %lld, signal %d) during the drain", (long long)status, sig);
+    return;
+  }
+  if (lived < SHEPHERD_YOUNG_NS)
+    s->shepherd_restart_delay_ms =
+        s->shepherd_restart_delay_ms ? s->shepherd_restart_delay_ms * 2 : SHEPHERD_RESTART_MIN_MS;
+  else
+    s->shepherd_restart_delay_ms = SHEPHERD_RESTART_MIN_MS;
+  if (s->shepherd_restart_delay_ms > SHEPHERD_RESTART_MAX_MS)
+    s->shepherd_restart_delay_ms = SHEPHERD_RESTART_MAX_MS;
+  uint32_t live = pp_registry_count(&s->reg, PP_WORKER_READY) +
+                  pp_registry_count(&s->reg, PP_WORKER_BOOTING) +
+                  pp_registry_count(&s->reg, PP_WORKER_RETIRING);
+  LOG_ERR(s,
+          "shepherd (pid %u) exited unexpectedly (status %lld, signal %d) after %.1f s; %u "
+          "worker(s) keep serving; starting a new shepherd in %u ms",
+          s->shepherd_pid, (long long)status, sig, (double)lived / 1e9, live,
+          s->shepherd_restart_delay_ms);
+  uv_timer_start(&s->shepherd_timer, on_shepherd_timer, s->shepherd_restart_delay_ms, 0);
+}
+
+static void shepherd_restart(server *s) {
+  pp_wire_decoder_init(&s->ctl_dec);
+  s->ctl_rbuf.len = 0;
+  s->stats.shepherd_restarts++;
+  if (shepherd_launch(s, 0) < 0) {
+    s->shepherd_restart_delay_ms = SHEPHERD_RESTART_MAX_MS;
+    LOG_ERR(s, "starting a new shepherd failed; trying again in %u ms",
+            s->shepherd_restart_delay_ms);
+    uv_timer_start(&s->shepherd_timer, on_shepherd_timer, s->shepherd_restart_delay_ms, 0);
+    return;
+  }
+  /* Before it forks anything: the workers it inherits (by index), then what is missing. */
+  uint32_t adopted = 0;
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    if (w->state == PP_WORKER_FREE || w->killed) continue;
+    pp_wire_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = PP_WIRE_ADOPT;
+    f.pid = w->pid;
+    f.worker_index = w->index;
+    ctl_send(s, &f);
+    adopted++;
+    /* A RETIRE the dead shepherd may never have acted on goes to the new one. */
+    if (w->state == PP_WORKER_RETIRING) {
+      w->retire_sent = 0;
+      pp_shepherd_retire_if_drained(s, w);
+    }
+  }
+  s->stats.workers_adopted += adopted;
+  LOG_ERR(s, "new shepherd (pid %u, restart %llu) adopts %u live worker(s)", s->shepherd_pid,
+          (unsigned long long)s->stats.shepherd_restarts, adopted);
+  respawn_missing(s);
+}
+
+void pp_shepherd_worker_gone(server *s, uint32_t pid, int32_t status) {
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_EXITED;
+  f.pid = pid;
+  f.exit_status = status;
+  on_exited(s, &f, pp_now_ns());
+}
+
+void pp_shepherd_reap_orphans(server *s) {
+  for (;;) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    /* Peek first (WNOWAIT): the shepherd's own exit belongs to libuv's uv_process_t. */
+    if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0 || info.si_pid == 0) return;
+    if (s->shepherd_alive && (uint32_t)info.si_pid == s->shepherd_pid) return;
+    int status = 0;
+    pid_t pid = waitpid(info.si_pid, &status, WNOHANG);
+    if (pid <= 0) return;
+    int32_t code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    s->stats.orphans_reaped++;
+    pp_worker *w = pp_registry_find(&s->reg, (uint32_t)pid);
+    if (!w) {
+      LOG(s, "reaped pid %d (not a worker; reparented to the server)", (int)pid);
+      continue;
+    }
+    if (s->ctl_open) {
+      pp_wire_frame f;
+      memset(&f, 0, sizeof f);
+      f.type = PP_WIRE_ADOPTED_EXITED;
+      f.pid = (uint32_t)pid;
+      f.exit_status = code;
+      ctl_send(s, &f);
+    }
+    LOG(s, "adopted worker pid %d exited", (int)pid);
+    pp_shepherd_worker_gone(s, (uint32_t)pid, code);
+  }
+}
+
+static void on_sigchld(uv_signal_t *h, int signum) {
+  (void)signum;
+  pp_shepherd_reap_orphans(h->data);
+}
+
+void pp_shepherd_supervise_init(server *s) {
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+    LOG_ERR(s, "prctl(PR_SET_CHILD_SUBREAPER): %s: a dead shepherd's workers cannot be adopted",
+            strerror(errno));
+  uv_timer_init(s->loop, &s->shepherd_timer);
+  s->shepherd_timer.data = s;
+  uv_signal_init(s->loop, &s->sig_chld);
+  s->sig_chld.data = s;
+  uv_signal_start(&s->sig_chld, on_sigchld, SIGCHLD);
+  uv_unref((uv_handle_t *)&s->sig_chld);
 }

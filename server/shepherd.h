@@ -1,7 +1,8 @@
 /* The shepherd link: the Ruby shepherd process (gem/exe/puma-plus-shepherd) that loads the
  * app once and forks workers when asked, over a socketpair speaking the wire protocol's
  * control frames (SPAWN, RETIRE, STOP out; READY, FORKED, EXITED in). It also keeps the
- * worker count at workers_wanted (respawn with backoff for workers that die young). */
+ * worker count at workers_wanted (respawn with backoff for workers that die young), and it
+ * supervises the shepherd: one that dies is replaced and adopts the live workers. */
 #ifndef PP_SHEPHERD_H
 #define PP_SHEPHERD_H
 
@@ -23,5 +24,16 @@ void pp_shepherd_retire(server *s, pp_worker *w);
 void pp_shepherd_retire_if_drained(server *s, pp_worker *w);
 /* STOP to the shepherd after a drain (the process exits when the shepherd does). */
 void pp_shepherd_stop(server *s);
+
+/* Supervision (docs/SERVER.md "Shepherd supervision"). Makes the server a child subreaper
+ * (prctl PR_SET_CHILD_SUBREAPER), so the workers of a shepherd that died are reparented to it,
+ * and starts watching SIGCHLD for them. Called once before pp_shepherd_start. */
+void pp_shepherd_supervise_init(server *s);
+/* Reaps exited children other than the shepherd (adopted workers, or anything else that was
+ * reparented to the server) without taking the shepherd's status from libuv. */
+void pp_shepherd_reap_orphans(server *s);
+/* Worker pid is gone with this status (exit code, or -signal) without an EXITED from the
+ * shepherd (reaped by the server, or found missing): handled as EXITED is (respawn). */
+void pp_shepherd_worker_gone(server *s, uint32_t pid, int32_t status);
 
 #endif

@@ -80,7 +80,17 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
     json_object_set_new(o, "index", json_integer(w->index));
     json_object_set_new(o, "phase", json_integer(0));
     json_object_set_new(o, "booted", json_boolean(w->state == PP_WORKER_READY));
-    json_object_set_new(o, "last_checkin", json_string(now_ts));
+    if (w->heartbeat_ns) { /* as puma's: the last heartbeat */
+      char beat[32];
+      iso8601(wall_now - (time_t)((mono_now - w->heartbeat_ns) / 1000000000), beat, sizeof beat);
+      json_object_set_new(o, "last_checkin", json_string(beat));
+    } else {
+      json_object_set_new(o, "last_checkin", json_string(now_ts));
+    }
+    json_object_set_new(o, "heartbeat_age_ms",
+                        w->heartbeat_ns ? json_real((double)(mono_now - w->heartbeat_ns) / 1e6)
+                                        : json_null());
+    json_object_set_new(o, "killed", json_boolean(w->killed));
     json_object_set_new(o, "state",
                         json_string(w->state == PP_WORKER_READY     ? "ready"
                                     : w->state == PP_WORKER_BOOTING ? "booting"
@@ -153,7 +163,32 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
   json_object_set_new(rq, "connections_open", json_integer(s->clients.len));
   json_object_set_new(rq, "max_connections", json_integer(s->max_connections));
   json_object_set_new(rq, "worker_restarts", json_integer((json_int_t)st->worker_restarts));
+  json_object_set_new(rq, "body_buffered_bytes", json_integer((json_int_t)s->body_buffered));
+  json_object_set_new(rq, "max_buffered_body_total",
+                      json_integer((json_int_t)s->cfg->max_buffered_body_total));
+  json_object_set_new(rq, "body_budget_waits", json_integer((json_int_t)st->body_budget_waits));
+  json_object_set_new(rq, "body_budget_streamed",
+                      json_integer((json_int_t)st->body_budget_streamed));
+  json_object_set_new(rq, "request_timeouts", json_integer((json_int_t)st->request_timeouts));
   json_object_set_new(root, "requests", rq);
+
+  /* Liveness: request timeouts' kills, heartbeats, shepherd supervision. */
+  json_t *lv = json_object();
+  json_object_set_new(lv, "request_timeout_ms",
+                      json_real((double)s->cfg->request_timeout_ns / 1e6));
+  json_object_set_new(lv, "worker_kill_grace_ms",
+                      json_real((double)s->cfg->worker_kill_grace_ns / 1e6));
+  json_object_set_new(lv, "worker_timeout_ms", json_real((double)s->cfg->worker_timeout_ns / 1e6));
+  json_object_set_new(lv, "workers_killed_timeout",
+                      json_integer((json_int_t)st->workers_killed_timeout));
+  json_object_set_new(lv, "workers_killed_heartbeat",
+                      json_integer((json_int_t)st->workers_killed_heartbeat));
+  json_object_set_new(lv, "shepherd_pid", json_integer(s->shepherd_alive ? s->shepherd_pid : 0));
+  json_object_set_new(lv, "shepherd_alive", json_boolean(s->shepherd_alive));
+  json_object_set_new(lv, "shepherd_restarts", json_integer((json_int_t)st->shepherd_restarts));
+  json_object_set_new(lv, "workers_adopted", json_integer((json_int_t)st->workers_adopted));
+  json_object_set_new(lv, "orphans_reaped", json_integer((json_int_t)st->orphans_reaped));
+  json_object_set_new(root, "liveness", lv);
 
   json_t *h2 = json_object();
   json_object_set_new(h2, "connections", json_integer((json_int_t)st->h2_connections));
@@ -336,6 +371,17 @@ void pp_stats_metrics(server *s, pp_buf *out) {
                st->timeouts);
   prom_counter(out, "puma_plus_worker_restarts_total",
                "Workers respawned after an unexpected exit.", st->worker_restarts);
+  prom_counter(out, "puma_plus_request_timeouts_total",
+               "Requests answered 504 (or cut) because they ran past -request-timeout.",
+               st->request_timeouts);
+  prom_counter(out, "puma_plus_workers_killed_timeout_total",
+               "Workers killed because a timed-out request outlived -worker-kill-grace.",
+               st->workers_killed_timeout);
+  prom_counter(out, "puma_plus_workers_killed_heartbeat_total",
+               "Workers killed because their heartbeat was silent past -worker-timeout.",
+               st->workers_killed_heartbeat);
+  prom_counter(out, "puma_plus_shepherd_restarts_total",
+               "Shepherds started again after the shepherd died.", st->shepherd_restarts);
   prom_counter(out, "puma_plus_connections_total", "Client connections accepted.",
                st->connections_accepted);
   controller *ct = &s->ctl_state;

@@ -529,6 +529,11 @@ int pp_tls_conn_shutdown(pp_tls_conn *c, pp_buf *wire) {
   return 0;
 }
 
+void pp_tls_conn_release_buffers(pp_tls_conn *c) {
+  if (c->ssl) SSL_free_buffers(c->ssl); /* refuses (0) while a record is half read or written */
+  ERR_clear_error();
+}
+
 int pp_tls_conn_handshake_done(const pp_tls_conn *c) {
   return c->handshake_done;
 }

@@ -150,6 +150,11 @@ typedef struct pp_tls_conn {
  * nothing needs disposing (disposing is harmless). */
 int pp_tls_conn_init(pp_tls_conn *c, pp_tls_ctx *t);
 
+/* Gives OpenSSL's record buffers (about 34 KiB) back while the connection is idle; the next
+ * record allocates them again. No-op while a record is in progress. Not per record: that
+ * would be two allocations per request (SSL_MODE_RELEASE_BUFFERS). */
+void pp_tls_conn_release_buffers(pp_tls_conn *c);
+
 /* Frees the connection's OpenSSL state. Never sends anything (call _shutdown first for a
  * clean close). Safe on a zeroed or failed-to-init conn. */
 void pp_tls_conn_dispose(pp_tls_conn *c);

@@ -104,6 +104,8 @@ int pp_listener_open(server *s, listener *ls) {
     uv_tcp_getsockname(&ls->h.tcp, (struct sockaddr *)&ss, &len);
     ls->addr.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
   }
+  snprintf(ls->addr.port_text, sizeof ls->addr.port_text, "%d",
+           ls->addr.is_unix ? 80 : ls->addr.port);
   char from[64] = "";
   if (ls->inherited) snprintf(from, sizeof from, ", inherited fd %d", fd);
   LOG_ERR(s, "%s %s on %s%s%s (port %d%s)",

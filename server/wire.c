@@ -18,16 +18,21 @@ static const struct {
     {PP_WIRE_BODY_END, "BODY_END"},
     {PP_WIRE_CANCEL, "CANCEL"},
     {PP_WIRE_HIJACKED, "HIJACKED"},
+    {PP_WIRE_TIMEOUT, "TIMEOUT"},
+    {PP_WIRE_HEARTBEAT_INTERVAL, "HEARTBEAT_INTERVAL"},
     {PP_WIRE_RESPONSE_HEAD, "RESPONSE_HEAD"},
     {PP_WIRE_RESPONSE_BODY, "RESPONSE_BODY"},
     {PP_WIRE_RESPONSE_END, "RESPONSE_END"},
     {PP_WIRE_HIJACK, "HIJACK"},
+    {PP_WIRE_HEARTBEAT, "HEARTBEAT"},
     {PP_WIRE_SPAWN, "SPAWN"},
     {PP_WIRE_RETIRE, "RETIRE"},
     {PP_WIRE_STOP, "STOP"},
     {PP_WIRE_READY, "READY"},
     {PP_WIRE_FORKED, "FORKED"},
     {PP_WIRE_EXITED, "EXITED"},
+    {PP_WIRE_ADOPT, "ADOPT"},
+    {PP_WIRE_ADOPTED_EXITED, "ADOPTED_EXITED"},
 };
 
 const char *pp_wire_type_name(int type) {
@@ -205,8 +210,19 @@ ssize_t pp_wire_decode(pp_wire_decoder *d, const uint8_t *buf, size_t len, pp_wi
     out->worker_index = get32(&c);
     break;
   case PP_WIRE_EXITED:
+  case PP_WIRE_ADOPTED_EXITED:
     out->pid = get32(&c);
     out->exit_status = (int32_t)get32(&c);
+    break;
+  case PP_WIRE_TIMEOUT:
+    out->request_id = get64(&c);
+    out->thread_index = get32(&c);
+    break;
+  case PP_WIRE_HEARTBEAT_INTERVAL: out->interval_ms = get32(&c); break;
+  case PP_WIRE_HEARTBEAT:
+  case PP_WIRE_ADOPT:
+    out->pid = get32(&c);
+    out->worker_index = get32(&c);
     break;
   }
   if (c.bad || c.p != c.end) return d->err = PP_WIRE_ELENGTH;
@@ -234,7 +250,12 @@ static ssize_t payload_size(const pp_wire_frame *f) {
   case PP_WIRE_STOP: return 4;
   case PP_WIRE_READY: return 12;
   case PP_WIRE_FORKED:
-  case PP_WIRE_EXITED: return 8;
+  case PP_WIRE_EXITED:
+  case PP_WIRE_HEARTBEAT:
+  case PP_WIRE_ADOPT:
+  case PP_WIRE_ADOPTED_EXITED: return 8;
+  case PP_WIRE_TIMEOUT: return 12;
+  case PP_WIRE_HEARTBEAT_INTERVAL: return 4;
   default: return PP_WIRE_ETYPE;
   }
 }
@@ -327,8 +348,19 @@ ssize_t pp_wire_encode(const pp_wire_frame *f, uint8_t *buf, size_t cap) {
     p = put32(p, f->worker_index);
     break;
   case PP_WIRE_EXITED:
+  case PP_WIRE_ADOPTED_EXITED:
     p = put32(p, f->pid);
     p = put32(p, (uint32_t)f->exit_status);
+    break;
+  case PP_WIRE_TIMEOUT:
+    p = put64(p, f->request_id);
+    p = put32(p, f->thread_index);
+    break;
+  case PP_WIRE_HEARTBEAT_INTERVAL: p = put32(p, f->interval_ms); break;
+  case PP_WIRE_HEARTBEAT:
+  case PP_WIRE_ADOPT:
+    p = put32(p, f->pid);
+    p = put32(p, f->worker_index);
     break;
   }
   return (ssize_t)(p - buf);

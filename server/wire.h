@@ -33,17 +33,22 @@ typedef enum pp_wire_type {
   PP_WIRE_BODY = 0x11,
   PP_WIRE_BODY_END = 0x12,
   PP_WIRE_CANCEL = 0x13,
-  PP_WIRE_HIJACKED = 0x15, /* 0x14 stays unassigned */
+  PP_WIRE_HIJACKED = 0x15,           /* 0x14 stays unassigned */
+  PP_WIRE_TIMEOUT = 0x16,            /* monitor connection: interrupt a request */
+  PP_WIRE_HEARTBEAT_INTERVAL = 0x17, /* monitor connection: the heartbeat period */
   PP_WIRE_RESPONSE_HEAD = 0x20,
   PP_WIRE_RESPONSE_BODY = 0x21,
   PP_WIRE_RESPONSE_END = 0x22,
   PP_WIRE_HIJACK = 0x23,
+  PP_WIRE_HEARTBEAT = 0x24, /* monitor connection: the worker process is alive */
   PP_WIRE_SPAWN = 0x30,
   PP_WIRE_RETIRE = 0x31,
   PP_WIRE_STOP = 0x32,
   PP_WIRE_READY = 0x33,
   PP_WIRE_FORKED = 0x34,
   PP_WIRE_EXITED = 0x35,
+  PP_WIRE_ADOPT = 0x39,          /* server -> a restarted shepherd: a live worker it did not fork */
+  PP_WIRE_ADOPTED_EXITED = 0x3A, /* server -> shepherd: an adopted worker was reaped */
 } pp_wire_type;
 
 /* HIJACKED results: 0 the client's descriptor rides on the frame (SCM_RIGHTS); otherwise no
@@ -99,11 +104,11 @@ typedef struct pp_wire_frame {
   uint32_t length; /* payload length */
   /* HELLO */
   uint16_t version;
-  uint32_t pid;          /* HELLO, RETIRE, READY, FORKED, EXITED */
-  uint32_t worker_index; /* HELLO, FORKED */
-  uint32_t thread_index;
+  uint32_t pid;          /* HELLO, RETIRE, READY, FORKED, EXITED, HEARTBEAT, ADOPT* */
+  uint32_t worker_index; /* HELLO, FORKED, HEARTBEAT, ADOPT */
+  uint32_t thread_index; /* HELLO, TIMEOUT */
   uint32_t capabilities;
-  /* REQUEST, BODY, BODY_END, CANCEL, HIJACKED, RESPONSE_*, HIJACK */
+  /* REQUEST, BODY, BODY_END, CANCEL, HIJACKED, TIMEOUT, RESPONSE_*, HIJACK */
   uint64_t request_id;
   uint64_t t2b_ns, t3_ns;
   uint8_t flags;
@@ -123,8 +128,10 @@ typedef struct pp_wire_frame {
   uint32_t grace_ms;
   /* READY */
   uint64_t boot_ns;
-  /* EXITED */
+  /* EXITED, ADOPTED_EXITED */
   int32_t exit_status;
+  /* HEARTBEAT_INTERVAL */
+  uint32_t interval_ms;
 } pp_wire_frame;
 
 typedef struct pp_wire_decoder {

@@ -4,6 +4,9 @@
  * handled before the owner flushes once, so a small response costs one client write. */
 #include "server/wlink.h"
 
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +53,8 @@ void pp_wlink_close(wconn *w, const char *reason) {
       pp_exchange_release(s, r);
     }
   }
-  if (w->hello) pp_registry_detach(&s->reg, &w->slot);
+  if (w->hello && !w->monitor) pp_registry_detach(&s->reg, &w->slot);
+  w->timed_out_id = 0;
   pp_queue_remove(&s->wconns, &w->link);
   uv_read_stop((uv_stream_t *)&w->pipe);
   uv_close((uv_handle_t *)&w->pipe, on_wconn_closed);
@@ -161,8 +165,11 @@ void pp_wlink_assign(wconn *w, pp_exchange *x) {
   w->req = x;
 }
 
+static int on_monitor_hello(wconn *w, const pp_wire_frame *f);
+
 static int on_hello(wconn *w, const pp_wire_frame *f) {
   server *s = w->srv;
+  if (f->type == PP_WIRE_HEARTBEAT) return on_monitor_hello(w, f);
   if (f->type != PP_WIRE_HELLO) {
     pp_wlink_close(w, "first frame is not HELLO");
     return -1;
@@ -217,8 +224,16 @@ static void on_response_end(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
   pp_dispatch_all(s);
 }
 
+static int monitor_frame(wconn *w, const pp_wire_frame *f);
+static int timed_out_frame(wconn *w, const pp_wire_frame *f);
+
 static int wconn_frame(wconn *w, const pp_wire_frame *f) {
   if (!w->hello) return on_hello(w, f);
+  if (w->monitor) return monitor_frame(w, f);
+  if (!w->req && w->timed_out_id && f->request_id == w->timed_out_id &&
+      (f->type == PP_WIRE_RESPONSE_HEAD || f->type == PP_WIRE_RESPONSE_BODY ||
+       f->type == PP_WIRE_RESPONSE_END || f->type == PP_WIRE_HIJACK))
+    return timed_out_frame(w, f);
   pp_exchange *r = w->req;
   switch (f->type) {
   case PP_WIRE_RESPONSE_HEAD:
@@ -331,4 +346,211 @@ int pp_wlink_listen(server *s, const char *path) {
   int rc = uv_pipe_bind(&s->worker_listener, path);
   if (rc == 0) rc = uv_listen((uv_stream_t *)&s->worker_listener, 1024, on_worker_connection);
   return rc;
+}
+
+/* ---------------------------------------------------------------- liveness and timeouts
+ *
+ * Each worker process dials one monitor connection (first frame HEARTBEAT, docs/PROTOCOL.md
+ * "Monitor connection"). It is never a slot: it carries the worker's heartbeats in and the
+ * server's TIMEOUT interrupts out. One watch timer checks, a few times per deadline, every
+ * running request against -request-timeout (measured from T3, its dispatch), every timed-out
+ * request against -worker-kill-grace, and every worker's last heartbeat against
+ * -worker-timeout. Connections are workers x threads (hundreds at most), so a linear pass is
+ * cheaper than a timer per request and costs nothing on the request path. */
+
+static wconn *monitor_of(server *s, uint32_t pid) {
+  for (pp_qnode *n = s->wconns.head.next; n != &s->wconns.head; n = n->next) {
+    wconn *wc = PP_CONTAINER_OF(n, wconn, link);
+    if (wc->monitor && !wc->closing && wc->pid == pid) return wc;
+  }
+  return NULL;
+}
+
+/* A small frame on w (HEARTBEAT_INTERVAL, TIMEOUT, HIJACKED GONE) in a pooled chunk. */
+static void send_small(wconn *w, const pp_wire_frame *f) {
+  wchunk *k = pp_chunk_get(w->srv, 0);
+  k->len = (size_t)pp_wire_encode(f, k->data, k->cap);
+  pp_wlink_send(w, k);
+}
+
+/* The heartbeat period the worker is told: a quarter of the timeout, within 100 ms .. 5 s
+ * (puma checks in every 5 s); with the timeout off, 5 s (its heartbeats then only show in
+ * /stats). */
+static uint32_t heartbeat_interval_ms(const server *s) {
+  uint64_t t = s->cfg->worker_timeout_ns / 4000000;
+  if (!s->cfg->worker_timeout_ns || t > 5000) t = 5000;
+  if (t < 100) t = 100;
+  return (uint32_t)t;
+}
+
+static int on_monitor_hello(wconn *w, const pp_wire_frame *f) {
+  server *s = w->srv;
+  w->hello = 1;
+  w->monitor = 1;
+  w->pid = f->pid;
+  pp_worker *wk = pp_registry_add(&s->reg, f->pid, f->worker_index, pp_now_ns());
+  if (!wk) {
+    pp_wlink_close(w, "worker registry full");
+    return -1;
+  }
+  wk->heartbeat_ns = pp_now_ns();
+  pp_wire_frame out;
+  memset(&out, 0, sizeof out);
+  out.type = PP_WIRE_HEARTBEAT_INTERVAL;
+  out.interval_ms = heartbeat_interval_ms(s);
+  send_small(w, &out);
+  return 0;
+}
+
+static int monitor_frame(wconn *w, const pp_wire_frame *f) {
+  server *s = w->srv;
+  if (f->type != PP_WIRE_HEARTBEAT || f->pid != w->pid) {
+    char why[96];
+    snprintf(why, sizeof why, "unexpected frame %s on a monitor connection",
+             pp_wire_type_name(f->type));
+    pp_wlink_close(w, why);
+    return -1;
+  }
+  pp_worker *wk = pp_registry_find(&s->reg, w->pid);
+  if (wk) wk->heartbeat_ns = pp_now_ns();
+  return 0;
+}
+
+/* Frames of a request the server already answered because it timed out: discarded; its
+ * RESPONSE_END frees the slot (the thread was interrupted or finished). */
+static int timed_out_frame(wconn *w, const pp_wire_frame *f) {
+  server *s = w->srv;
+  if (f->type == PP_WIRE_HIJACK) { /* the client is gone as far as the app is concerned */
+    pp_wire_frame out;
+    memset(&out, 0, sizeof out);
+    out.type = PP_WIRE_HIJACKED;
+    out.request_id = f->request_id;
+    out.result = PP_WIRE_HIJACK_GONE;
+    send_small(w, &out);
+    return 0;
+  }
+  if (f->type != PP_WIRE_RESPONSE_END) return 0;
+  LOG(s, "worker %u (pid %u): the thread of timed-out request %" PRIu64 " is free again",
+      w->slot.worker ? w->slot.worker->index : 0, w->pid, w->timed_out_id);
+  w->timed_out_id = 0;
+  pp_admit_complete(&s->admit, &s->ctl_state.policy, pp_now_ns());
+  pp_registry_release(&s->reg, &w->slot);
+  pp_shepherd_retire_if_drained(s, w->slot.worker);
+  pp_dispatch_all(s);
+  return 0;
+}
+
+/* x ran past -request-timeout on w: the client gets 504 (or, after the head, a cut
+ * response), the worker gets TIMEOUT on its monitor connection, and the slot stays busy until
+ * the thread lets go (RESPONSE_END) or the grace ends. */
+static void request_timed_out(wconn *w, int64_t now) {
+  server *s = w->srv;
+  pp_exchange *r = w->req;
+  s->stats.request_timeouts++;
+  LOG_ERR(s,
+          "request %" PRIu64 " ran past -request-timeout (%.0f ms on worker pid %u thread %u): "
+          "%s, interrupting it",
+          r->id, (double)(now - r->t3) / 1e6, w->pid, w->slot.thread_index,
+          r->head_sent ? "response cut" : "504");
+  w->req = NULL;
+  r->w = NULL;
+  w->timed_out_id = r->id;
+  w->timed_out_deadline_ns = now + (int64_t)s->cfg->worker_kill_grace_ns;
+  pp_wlink_resume(w); /* nobody reads this response any more */
+  wconn *m = monitor_of(s, w->pid);
+  if (m) {
+    pp_wire_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = PP_WIRE_TIMEOUT;
+    f.request_id = r->id;
+    f.thread_index = w->slot.thread_index;
+    send_small(m, &f);
+  }
+  if (r->owner && !r->cancelled) {
+    r->ops->fail(r, 504, "504 Gateway Timeout: the app ran past the request timeout\n");
+  } else {
+    r->owner = NULL;
+    pp_exchange_release(s, r);
+  }
+}
+
+void pp_wlink_kill_worker(server *s, pp_worker *wk, const char *why) {
+  if (!wk || wk->killed || !wk->pid) return;
+  wk->killed = 1;
+  uint32_t pid = wk->pid;
+  LOG_ERR(s, "killing worker %u (pid %u): %s", wk->index, pid, why);
+  int gone = kill((pid_t)pid, SIGKILL) < 0 && errno == ESRCH;
+  /* Its requests are lost now, not when the kernel has closed its sockets: answer them 502
+   * and stop dispatching to it. The exit report (EXITED, or the reaper) respawns. */
+  pp_qnode *n = s->wconns.head.next;
+  while (n != &s->wconns.head) {
+    wconn *wc = PP_CONTAINER_OF(n, wconn, link);
+    n = n->next;
+    if (wc->hello && wc->pid == pid) pp_wlink_close(wc, "its worker is being killed");
+  }
+  /* No such process: it exited and nobody will report it (it never was, or no longer is, a
+   * child anyone reaps for us): forget it now, as an EXITED would, so it is replaced. */
+  if (gone) {
+    LOG_ERR(s, "worker pid %u was already gone", pid);
+    pp_shepherd_worker_gone(s, pid, -SIGKILL);
+  }
+}
+
+void pp_wlink_watch(server *s, int64_t now) {
+  if (s->stopping) return;
+  uint64_t rt = s->cfg->request_timeout_ns;
+  pp_qnode *n = s->wconns.head.next;
+  while (n != &s->wconns.head) {
+    wconn *w = PP_CONTAINER_OF(n, wconn, link);
+    n = n->next;
+    if (w->closing || w->monitor) continue;
+    /* A fully hijacked request (its socket handed to the app: HIJACK seen, owner let go, not
+     * a client that left) belongs to the app now, e.g. a WebSocket: no deadline. */
+    pp_exchange *r = w->req;
+    int handed_over = r && r->hijack_seen && !r->owner && !r->cancelled;
+    if (rt && r && r->t3 && !handed_over && now - r->t3 >= (int64_t)rt) request_timed_out(w, now);
+    if (!w->req && w->timed_out_id && now >= w->timed_out_deadline_ns) {
+      pp_worker *wk = w->slot.worker ? w->slot.worker : pp_registry_find(&s->reg, w->pid);
+      if (wk && !wk->killed) {
+        char why[160];
+        snprintf(why, sizeof why,
+                 "timed-out request %" PRIu64 " still holds thread %u after -worker-kill-grace",
+                 w->timed_out_id, w->slot.thread_index);
+        s->stats.workers_killed_timeout++;
+        pp_wlink_kill_worker(s, wk, why);
+        n = s->wconns.head.next; /* the kill closed connections: walk again */
+      }
+    }
+  }
+  uint64_t wt = s->cfg->worker_timeout_ns;
+  if (!wt) return;
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *wk = &s->reg.workers[i];
+    if (wk->state == PP_WORKER_FREE || wk->killed || !wk->heartbeat_ns) continue;
+    if (now - wk->heartbeat_ns <= (int64_t)wt) continue;
+    char why[128];
+    snprintf(why, sizeof why, "no heartbeat for %.1f s (-worker-timeout %.1f s)",
+             (double)(now - wk->heartbeat_ns) / 1e9, (double)wt / 1e9);
+    s->stats.workers_killed_heartbeat++;
+    pp_wlink_kill_worker(s, wk, why);
+  }
+}
+
+static void on_watch_timer(uv_timer_t *t) {
+  server *s = t->data;
+  pp_wlink_watch(s, pp_now_ns());
+  pp_shepherd_reap_orphans(s);
+}
+
+void pp_wlink_watch_start(server *s) {
+  /* A few passes per shortest deadline: a request times out within ~5% of its limit. */
+  uint64_t period_ms = 100;
+  uint64_t shortest = s->cfg->request_timeout_ns;
+  if (s->cfg->worker_kill_grace_ns && (!shortest || s->cfg->worker_kill_grace_ns < shortest))
+    shortest = s->cfg->worker_kill_grace_ns;
+  if (shortest && shortest / 20000000 < period_ms) period_ms = shortest / 20000000;
+  if (period_ms < 5) period_ms = 5;
+  uv_timer_init(s->loop, &s->watch_timer);
+  s->watch_timer.data = s;
+  uv_timer_start(&s->watch_timer, on_watch_timer, period_ms, period_ms);
 }

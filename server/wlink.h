@@ -2,7 +2,11 @@
  * thread, speaking the wire protocol (wire.h, docs/PROTOCOL.md). A connection becomes a
  * slot in the registry on HELLO; each runs at most one exchange at a time. Response frames
  * are handed to that exchange's owner through pp_exchange_ops; a frame that does not fit
- * the protocol closes the connection with a logged reason (the exchange gets a 502). */
+ * the protocol closes the connection with a logged reason (the exchange gets a 502).
+ * Each worker process also dials one monitor connection (HEARTBEAT first, never a slot):
+ * the watch (pp_wlink_watch) times requests out (-request-timeout, 504 + TIMEOUT), kills a
+ * worker whose timed-out thread outlives -worker-kill-grace, and one whose heartbeat is
+ * silent past -worker-timeout. */
 #ifndef PP_WLINK_H
 #define PP_WLINK_H
 
@@ -24,7 +28,13 @@ struct wconn {
   pp_slot slot;
   pp_exchange *req;
   int hello, closing, paused;
+  int monitor; /* the worker process's monitor connection (HEARTBEAT first; no slot) */
   uint32_t pid;
+  /* A request that ran past -request-timeout: answered 504 by the server, the worker told
+   * (TIMEOUT), its frames discarded until RESPONSE_END frees the slot; the worker is killed
+   * if that has not happened by timed_out_deadline_ns (-worker-kill-grace). */
+  uint64_t timed_out_id;
+  int64_t timed_out_deadline_ns;
 };
 
 /* Starts accepting worker connections on the server's worker socket. 0 or a libuv error. */
@@ -51,5 +61,14 @@ void pp_wlink_resume(wconn *w);
 void pp_wlink_close(wconn *w, const char *reason);
 /* Closes every connection of the worker with this pid (it exited). */
 void pp_wlink_close_pid(server *s, uint32_t pid);
+
+/* Starts the watch timer: request deadlines (-request-timeout), the kill grace after one
+ * (-worker-kill-grace) and worker heartbeats (-worker-timeout). Called once at start. */
+void pp_wlink_watch_start(server *s);
+/* One pass of the watch (the timer calls it; exposed for the shepherd's reaper). */
+void pp_wlink_watch(server *s, int64_t now_ns);
+/* SIGKILLs worker wk (once), closes its connections at once (its in-flight requests get 502)
+ * and counts why; the shepherd (or the server's reaper) reports the exit, which respawns. */
+void pp_wlink_kill_worker(server *s, pp_worker *wk, const char *why);
 
 #endif

@@ -19,7 +19,11 @@ TYPES = {
   "HIJACKED" => 0x15, "RESPONSE_HEAD" => 0x20, "RESPONSE_BODY" => 0x21, "RESPONSE_END" => 0x22,
   "HIJACK" => 0x23,
   "SPAWN" => 0x30, "RETIRE" => 0x31, "STOP" => 0x32, "READY" => 0x33, "FORKED" => 0x34,
-  "EXITED" => 0x35
+  "EXITED" => 0x35,
+  # the worker's monitor connection (request timeouts, heartbeats)
+  "TIMEOUT" => 0x16, "HEARTBEAT_INTERVAL" => 0x17, "HEARTBEAT" => 0x24,
+  # a restarted shepherd learns the workers it did not fork
+  "ADOPT" => 0x39, "ADOPTED_EXITED" => 0x3A
 }.freeze
 
 # Largest u64 used in the corpus: 2^63-1, so that JSON readers with signed 64-bit integers
@@ -176,6 +180,22 @@ good("exited-signal", { "type" => "EXITED", "pid" => 4003, "status" => -9 }, u32
 good("exited-extremes", { "type" => "EXITED", "pid" => U32_MAX, "status" => -2_147_483_648 },
      u32(U32_MAX) + i32(-2_147_483_648))
 
+# ---- monitor connection: TIMEOUT / HEARTBEAT_INTERVAL / HEARTBEAT ------------------------
+good("timeout", { "type" => "TIMEOUT", "request_id" => 77, "thread_index" => 2 }, u64(77) + u32(2))
+good("timeout-max", { "type" => "TIMEOUT", "request_id" => U64_BIG, "thread_index" => U32_MAX },
+     u64(U64_BIG) + u32(U32_MAX))
+good("heartbeat-interval", { "type" => "HEARTBEAT_INTERVAL", "interval_ms" => 5000 }, u32(5000))
+good("heartbeat", { "type" => "HEARTBEAT", "pid" => 4001, "worker_index" => 0 }, u32(4001) + u32(0))
+good("heartbeat-max", { "type" => "HEARTBEAT", "pid" => U32_MAX, "worker_index" => U32_MAX },
+     u32(U32_MAX) + u32(U32_MAX))
+
+# ---- shepherd restart: ADOPT / ADOPTED_EXITED ----------------------------------------------
+good("adopt", { "type" => "ADOPT", "pid" => 4001, "worker_index" => 1 }, u32(4001) + u32(1))
+good("adopted-exited", { "type" => "ADOPTED_EXITED", "pid" => 4001, "status" => -9 },
+     u32(4001) + i32(-9))
+good("adopted-exited-code", { "type" => "ADOPTED_EXITED", "pid" => U32_MAX, "status" => 2_147_483_647 },
+     u32(U32_MAX) + i32(2_147_483_647))
+
 # ---- malformed frames --------------------------------------------------------------------
 hello_payload = u16(1) + u32(1) + u32(0) + u32(0) + u32(0)
 bad("bad-reserved-first", "reserved", "HELLO with reserved byte 1 = 0x01",
@@ -226,6 +246,16 @@ bad("bad-request-value-huge", "length_mismatch", "REQUEST env value length 0xfff
 p = u64(1) + u16(200) + u32(1) + bytes("Content-Type")
 bad("bad-head-pair-missing-value", "length_mismatch",
     "RESPONSE_HEAD pair with a key and no value", header(0x20, p.bytesize) + p)
+bad("bad-timeout-short", "length_mismatch", "TIMEOUT payload 8 bytes, fields need 12",
+    header(0x16, 8) + u64(1))
+bad("bad-heartbeat-long", "length_mismatch", "HEARTBEAT payload 9 bytes, fields need 8",
+    header(0x24, 9) + u32(1) + u32(0) + "\x00")
+bad("bad-heartbeat-interval-empty", "length_mismatch", "HEARTBEAT_INTERVAL with empty payload",
+    header(0x17, 0))
+bad("bad-adopt-short", "length_mismatch", "ADOPT payload 4 bytes, fields need 8",
+    header(0x39, 4) + u32(1))
+bad("bad-type-0x25", "unknown_type", "type 0x25 (next to HEARTBEAT) is unassigned",
+    header(0x25, 8) + u64(1))
 bad("bad-truncated-header", "truncated", "5 bytes of an 8-byte header, then end of input",
     header(0x01, 18)[0, 5])
 bad("bad-truncated-payload", "truncated", "HELLO header says 18 bytes, 10 present, then end of input",

@@ -10,6 +10,7 @@ end
 require "uri"
 
 require_relative "puma_plus/wire"
+require_relative "puma_plus/request_timeout"
 require_relative "puma_plus/response"
 require_relative "puma_plus/stream_input"
 require_relative "puma_plus/connection"

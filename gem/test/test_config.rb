@@ -100,11 +100,39 @@ class TestConfig < Minitest::Test
   end
 
   def test_unsupported_directives_are_reported_with_their_line
-    with_config("workers 2\nworker_timeout 60\nplugin :tmp_restart\n") do
+    with_config("workers 2\nworker_boot_timeout 60\nplugin :tmp_restart\n") do
       status, out, = cli("--dry-run", "--server", "s")
       assert_equal 0, status
-      assert_match(%r{unsupported: config/puma-plus.rb:2: worker_timeout: not applied: no heartbeat timeout}, out)
+      assert_match(%r{unsupported: config/puma-plus.rb:2: worker_boot_timeout: not applied: a worker is ready when it dials in}, out)
       assert_match(%r{unsupported: config/puma-plus.rb:3: plugin:}, out)
+    end
+  end
+
+  # worker_timeout (puma's directive) and request_timeout (puma-plus's) become server flags.
+  def test_request_timeout_and_worker_timeout_become_flags
+    with_config("worker_timeout 20\nrequest_timeout 1.5, kill_grace: \"250ms\"\n") do
+      status, out, = cli("--dry-run", "--server", "s")
+      assert_equal 0, status
+      assert_match(/ -request-timeout 1500ms -worker-kill-grace 250ms -worker-timeout 20s /, out)
+      refute_match(/unsupported/, out)
+    end
+    with_config("request_timeout \"2s\"\n") do
+      _, out, = cli("--dry-run", "--server", "s")
+      assert_match(/ -request-timeout 2000ms -gem-dir /, out)
+    end
+    with_config("request_timeout 0\n") do
+      _, out, = cli("--dry-run", "--server", "s")
+      refute_match(/-request-timeout/, out)
+    end
+    with_config("request_timeout \"soon\"\n") do
+      status, _, err = cli("--dry-run")
+      assert_equal 2, status
+      assert_match(%r{config/puma-plus.rb:1: request_timeout: "soon" is not a duration}, err)
+    end
+    with_config("worker_timeout 0\n") do
+      status, _, err = cli("--dry-run")
+      assert_equal 2, status
+      assert_match(/worker_timeout: must be at least 1 second/, err)
     end
   end
 
@@ -179,12 +207,12 @@ class TestConfig < Minitest::Test
   end
 
   def test_without_dry_run_problems_go_to_stderr_and_the_server_is_execed
-    with_config("threads 1, 4\nworker_timeout 9\n") do
+    with_config("threads 1, 4\nworker_boot_timeout 9\n") do
       status, out, err = cli("--server", "/nonexistent/puma-plus-server")
       assert_equal 127, status, "exec of a missing server fails cleanly"
       assert_equal "", out
       assert_match(/note: .*threads: puma-plus runs exactly max/, err)
-      assert_match(/unsupported: .*:2: worker_timeout/, err)
+      assert_match(/unsupported: .*:2: worker_boot_timeout/, err)
       assert_match(%r{cannot run /nonexistent/puma-plus-server}, err)
     end
   end

@@ -13,6 +13,14 @@ class TestShepherd < Minitest::Test
     run(lambda do |env|
       case env["PATH_INFO"]
       when %r{\\A/sleep/(\\d+)\\z} then sleep(Integer($1) / 1000.0)
+      when %r{\\A/stubborn/(\\d+)\\z}
+        ms = Integer($1)
+        begin
+          sleep(ms / 1000.0)
+        rescue PumaPlus::RequestTimeout
+          sleep(ms / 1000.0)
+          return [200, { "content-type" => "text/plain" }, ["stubborn"]]
+        end
       end
       [200, { "content-type" => "text/plain" }, ["pid=\#{Process.pid}"]]
     end)
@@ -27,6 +35,7 @@ class TestShepherd < Minitest::Test
     @pid = nil
     @child_end = child_end
     @worker_pids = []
+    @monitors = []
   end
 
   def teardown
@@ -68,15 +77,38 @@ class TestShepherd < Minitest::Test
 
   def send_control(frame) = @control.write(W.encode(frame))
 
-  # Accepts `n` worker connections; returns [[sock, hello], ...].
+  # Accepts `n` worker connections; returns [[sock, hello], ...]. Monitor connections (one
+  # per worker process, HEARTBEAT first) that arrive meanwhile go to @monitors as
+  # [sock, heartbeat].
   def accept(n)
-    Array.new(n) do
+    conns = []
+    while conns.size < n
       raise Timeout::Error, "no worker connection\n#{stderr}" unless IO.select([@listener], nil, nil, 10)
 
       sock = @listener.accept
-      hello = FakeServer.read_frame(sock)
-      assert_instance_of W::Hello, hello
-      [sock, hello]
+      first = FakeServer.read_frame(sock)
+      if first.is_a?(W::Heartbeat)
+        @monitors << [sock, first]
+        next
+      end
+      assert_instance_of W::Hello, first
+      conns << [sock, first]
+    end
+    conns
+  end
+
+  # The monitor connection of worker `pid` (accepting connections until it is there).
+  def monitor_of(pid)
+    loop do
+      found = @monitors.find { |_, hb| hb.pid == pid }
+      return found[0] if found
+
+      raise Timeout::Error, "no monitor connection from #{pid}\n#{stderr}" unless IO.select([@listener], nil, nil, 10)
+
+      sock = @listener.accept
+      first = FakeServer.read_frame(sock)
+      assert_instance_of W::Heartbeat, first, "only the monitor connection is left to dial in"
+      @monitors << [sock, first]
     end
   end
 
@@ -89,10 +121,11 @@ class TestShepherd < Minitest::Test
     end
   end
 
+  # A zombie (exited, not yet reaped by whoever inherited it) counts as gone.
   def alive?(pid)
     Process.kill(0, pid)
-    true
-  rescue Errno::ESRCH
+    !File.read("/proc/#{pid}/stat").split(") ", 2)[1].start_with?("Z")
+  rescue Errno::ESRCH, Errno::ENOENT
     false
   end
 
@@ -216,14 +249,100 @@ class TestShepherd < Minitest::Test
     assert_equal pids.sort, wait_gone(pids).sort, "no worker outlives the shepherd's server"
   end
 
-  def test_workers_exit_when_the_shepherd_is_killed
+  # Since shepherd supervision (docs/PROTOCOL.md "Shepherd restart") a worker outlives its
+  # shepherd: it keeps serving, and exits once the server closes its connections.
+  def test_workers_serve_on_when_the_shepherd_is_killed
     start(workers: 1, threads: 1)
     pid = forked(1)[0].pid
-    accept(1)
+    sock, = accept(1)[0]
+    monitor = monitor_of(pid)
     Process.kill("KILL", @pid)
     Process.wait(@pid)
     @pid = nil
-    assert_equal [pid], wait_gone([pid]), "the worker notices its shepherd is gone"
+    sleep 0.3
+    assert alive?(pid), "the worker serves on without its shepherd"
+    sock.write(FakeServer.request(3, "GET", "/hello"))
+    assert_equal "pid=#{pid}", FakeServer.read_response(sock, 3)[:body]
+    sock.close
+    monitor.close
+    assert_equal [pid], wait_gone([pid]), "the worker exits when the server closes its connections"
+  end
+
+  # The monitor connection: HEARTBEAT first, then one every HEARTBEAT_INTERVAL; TIMEOUT
+  # raises PumaPlus::RequestTimeout in the thread running that request, which answers at
+  # once (500, discarded by the real server) and takes the next request.
+  def test_monitor_heartbeats_and_timeout_interrupts_the_request
+    start(workers: 1, threads: 2)
+    pid = forked(1)[0].pid
+    conns = accept(2)
+    monitor = monitor_of(pid)
+    monitor.write(W.encode(W::HeartbeatInterval.new(100)))
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    beats = Array.new(5) { FakeServer.read_frame(monitor, timeout: 2) }
+    assert(beats.all? { |b| b == W::Heartbeat.new(pid, 0) }, beats.inspect)
+    assert_in_delta 0.5, Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0, 0.3, "every 100 ms"
+
+    busy, hello = conns[0]
+    busy.write(FakeServer.request(9, "GET", "/sleep/10000"))
+    sleep 0.2
+    t1 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    monitor.write(W.encode(W::Timeout.new(8, hello.thread_index))) # not running: ignored
+    monitor.write(W.encode(W::Timeout.new(9, hello.thread_index)))
+    res = FakeServer.read_response(busy, 9)
+    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - t1, :<, 1.0, "interrupted, not slept out"
+    assert_equal 500, res[:head].status
+    assert_match(/request 9 ran past the server's request timeout/, stderr)
+    # The thread is free: the next request on that connection is served normally.
+    busy.write(FakeServer.request(10, "GET", "/hello"))
+    assert_equal "pid=#{pid}", FakeServer.read_response(busy, 10)[:body]
+
+    # An app that rescues the interrupt keeps the thread (the server kills such a worker
+    # after its grace); the other thread still serves meanwhile. The answer it gives in the
+    # end is not written (the server answered the client already): RESPONSE_END alone.
+    t2 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    busy.write(FakeServer.request(11, "GET", "/stubborn/600"))
+    sleep 0.1
+    monitor.write(W.encode(W::Timeout.new(11, hello.thread_index)))
+    other, = conns[1]
+    other.write(FakeServer.request(12, "GET", "/hello"))
+    assert_equal 200, FakeServer.read_response(other, 12)[:head].status
+    res = FakeServer.read_response(busy, 11)
+    assert_nil res[:head], stderr
+    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - t2, :>, 0.65, "it slept on after the interrupt"
+    busy.write(FakeServer.request(13, "GET", "/hello"))
+    assert_equal "pid=#{pid}", FakeServer.read_response(busy, 13)[:body]
+    send_control(W::Stop.new(1000))
+  end
+
+  # The monitor connection's EOF means the server is gone: the worker stops (its idle threads
+  # close their connections) although its request connections are still open.
+  def test_monitor_eof_stops_the_worker
+    start(workers: 1, threads: 2)
+    pid = forked(1)[0].pid
+    conns = accept(2)
+    monitor_of(pid).close
+    conns.each { |sock, _| assert_equal :eof, FakeServer.read_frame(sock) }
+    assert_equal W::Exited.new(pid, 0), control_frame
+    send_control(W::Stop.new(1000))
+  end
+
+  # A restarted shepherd: ADOPT keeps an index taken, RETIRE of an adopted pid sends it
+  # SIGTERM, ADOPTED_EXITED frees the index again.
+  def test_adopted_workers_keep_their_index
+    start(workers: 0, threads: 1)
+    stranger = Process.spawn("sleep", "30")
+    @worker_pids << stranger
+    send_control(W::Adopt.new(stranger, 0))
+    send_control(W::Spawn.new(1))
+    first = forked(1)[0]
+    assert_equal 1, first.worker_index, "index 0 belongs to the adopted worker"
+    send_control(W::Retire.new(stranger))
+    _, st = Timeout.timeout(5) { Process.wait2(stranger) }
+    assert_equal "TERM", Signal.signame(st.termsig), "RETIRE of an adopted worker: SIGTERM"
+    send_control(W::AdoptedExited.new(stranger, -15))
+    send_control(W::Spawn.new(1))
+    assert_equal 0, forked(1)[0].worker_index, "its index is free again"
+    send_control(W::Stop.new(1000))
   end
 
   def test_hooks_from_config_run_in_shepherd_and_worker

@@ -81,6 +81,9 @@ static void test_errors(void) {
   char *badnum[] = {"x", "-threads", "0"};
   CU_ASSERT_EQUAL(parse(&c, err, 3, badnum), -1);
   CU_ASSERT(strstr(err, "-threads") != NULL);
+  char *noworkers[] = {"x", "-workers", "0"}; /* the policy's min_workers is at least 1 */
+  CU_ASSERT_EQUAL(parse(&c, err, 3, noworkers), -1);
+  CU_ASSERT(strstr(err, "-workers") != NULL);
   char *badaddr[] = {"x", "-listen", "example.com:80"};
   CU_ASSERT_EQUAL(parse(&c, err, 3, badaddr), -1);
   char *badport[] = {"x", "-listen", "127.0.0.1:99999"};
@@ -95,8 +98,49 @@ static void test_errors(void) {
   CU_ASSERT(pp_duration_parse("100us", &v) == 0 && v == 100000ull);
   CU_ASSERT(pp_duration_parse("2", &v) == 0 && v == 2000000000ull);
   CU_ASSERT_EQUAL(pp_duration_parse("-1s", &v), -1);
+  /* found by fuzz/fuzz_flags.c: a huge value overflowed the conversion (undefined) */
+  CU_ASSERT_EQUAL(pp_duration_parse("184467440737095516", &v), -1);
+  CU_ASSERT_EQUAL(pp_duration_parse("1e300ms", &v), -1);
+  CU_ASSERT_EQUAL(pp_duration_parse("inf", &v), -1);
+  CU_ASSERT_EQUAL(pp_duration_parse("nan", &v), -1);
+  CU_ASSERT_EQUAL(pp_duration_parse("0x10", &v), -1);
+  CU_ASSERT(pp_duration_parse("1.5ms", &v) == 0 && v == 1500000ull);
+  CU_ASSERT(pp_duration_parse("250ns", &v) == 0 && v == 250ull);
+  CU_ASSERT(pp_duration_parse("1e3ms", &v) == 0 && v == 1000000000ull);
+  CU_ASSERT_EQUAL(pp_size_parse("18446744073709551615KiB", &v), -1); /* wrapped before */
+  CU_ASSERT(pp_size_parse("18446744073709551615", &v) == 0 && v == UINT64_MAX);
   CU_ASSERT(pp_size_parse("64k", &v) == 0 && v == 65536);
   CU_ASSERT_EQUAL(pp_size_parse("12xb", &v), -1);
+}
+
+/* Request timeout, kill grace and worker timeout: defaults (off, 5 s, 60 s as puma's
+ * worker_timeout), values, 0 turns a timeout off, too-short values are errors. */
+static void test_timeouts_of_requests_and_workers(void) {
+  pp_config c;
+  char err[256];
+  char *none[] = {"x"};
+  CU_ASSERT_EQUAL(parse(&c, err, 1, none), 0);
+  CU_ASSERT_EQUAL(c.request_timeout_ns, 0);
+  CU_ASSERT_EQUAL(c.worker_kill_grace_ns, 5000000000ull);
+  CU_ASSERT_EQUAL(c.worker_timeout_ns, 60000000000ull);
+  char *set[] = {"x", "-request-timeout", "1.5s", "-worker-kill-grace=250ms", "-worker-timeout",
+                 "0"};
+  CU_ASSERT_EQUAL(parse(&c, err, 6, set), 0);
+  CU_ASSERT_EQUAL(c.request_timeout_ns, 1500000000ull);
+  CU_ASSERT_EQUAL(c.worker_kill_grace_ns, 250000000ull);
+  CU_ASSERT_EQUAL(c.worker_timeout_ns, 0);
+  char *off[] = {"x", "-request-timeout", "0"};
+  CU_ASSERT_EQUAL(parse(&c, err, 3, off), 0);
+  CU_ASSERT_EQUAL(c.request_timeout_ns, 0);
+  char *tiny[] = {"x", "-request-timeout", "10us"};
+  CU_ASSERT_EQUAL(parse(&c, err, 3, tiny), -1);
+  CU_ASSERT(strstr(err, "-request-timeout") != NULL);
+  char *fast[] = {"x", "-worker-timeout", "50ms"};
+  CU_ASSERT_EQUAL(parse(&c, err, 3, fast), -1);
+  CU_ASSERT(strstr(err, "-worker-timeout") != NULL);
+  char *bad[] = {"x", "-worker-kill-grace", "later"};
+  CU_ASSERT_EQUAL(parse(&c, err, 3, bad), -1);
+  CU_ASSERT(strstr(err, "-worker-kill-grace: invalid value") != NULL);
 }
 
 static void test_pid_and_state_files(void) {
@@ -123,6 +167,8 @@ int main(void) {
   CU_pSuite s = CU_add_suite("config", NULL, NULL);
   CU_add_test(s, "defaults and every flag form", test_defaults_and_flags);
   CU_add_test(s, "errors name the flag", test_errors);
+  CU_add_test(s, "request timeout, kill grace, worker timeout",
+              test_timeouts_of_requests_and_workers);
   CU_add_test(s, "-pidfile and -state-path", test_pid_and_state_files);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

@@ -4,10 +4,12 @@
  * real libuv loop in between; no HTTP session is involved, which is the point: anything that
  * speaks this contract is served the same way. */
 #include <CUnit/Basic.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "server/dispatch.h"
@@ -25,6 +27,7 @@ static char events[MAX_EVENTS][48];
 static int n_events;
 static int last_status;
 static pp_buf body_seen;
+static int fail_statuses[8], n_fails; /* every fail(), in order */
 
 static void note(const char *what) {
   if (n_events < MAX_EVENTS) snprintf(events[n_events++], sizeof events[0], "%s", what);
@@ -48,6 +51,7 @@ static void o_end(pp_exchange *x) {
 static void o_fail(pp_exchange *x, int status, const char *msg) {
   (void)msg;
   last_status = status;
+  if (n_fails < 8) fail_statuses[n_fails++] = status;
   note("fail");
   x->state = PP_X_RESPONDED;
   x->owner = NULL;
@@ -154,6 +158,7 @@ static pp_exchange *new_exchange(const char *path, size_t body) {
 
 static void reset_events(void) {
   n_events = 0;
+  n_fails = 0;
   last_status = 0;
   body_seen.len = 0;
 }
@@ -309,6 +314,268 @@ static void test_streamed_body(void) {
   worker_disconnect();
 }
 
+/* ---------------------------------------------------------------- liveness (wlink.c) */
+
+/* Another connection of a fake worker process: HELLO (a thread) or HEARTBEAT (its monitor). */
+static int dial(uint8_t first, uint32_t pid, uint32_t thread_index) {
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", sock_path);
+  CU_ASSERT_FATAL(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = first;
+  f.version = PP_WIRE_VERSION;
+  f.pid = pid;
+  f.thread_index = thread_index;
+  uint8_t buf[64];
+  ssize_t n = pp_wire_encode(&f, buf, sizeof buf);
+  CU_ASSERT_FATAL(write(fd, buf, (size_t)n) == n);
+  spin(20);
+  return fd;
+}
+
+/* One small frame from fd (the loop turns while waiting): 1, or 0 after ~2 s. */
+static int fd_recv(int fd, pp_wire_frame *f, uint8_t *buf, size_t cap) {
+  size_t len = 0;
+  for (int turn = 0; turn < 2000; turn++) {
+    pp_wire_decoder dec;
+    pp_wire_decoder_init(&dec);
+    if (len && pp_wire_decode(&dec, buf, len, f, NULL) > 0) return 1;
+    uv_run(srv.loop, UV_RUN_NOWAIT);
+    /* one frame at a time: the header, then exactly its payload */
+    size_t want = len < 8 ? 8 - len : 8 + pp_wire_get_u32(buf + 4) - len;
+    if (len + want > cap) return 0;
+    ssize_t r = recv(fd, buf + len, want, MSG_DONTWAIT);
+    if (r > 0) len += (size_t)r;
+    if (r <= 0) usleep(1000);
+  }
+  return 0;
+}
+
+static void fd_send(int fd, const pp_wire_frame *f) {
+  uint8_t buf[4096];
+  ssize_t n = pp_wire_encode(f, buf, sizeof buf);
+  CU_ASSERT_FATAL(n > 0 && write(fd, buf, (size_t)n) == n);
+}
+
+static void fd_respond_end(int fd, uint64_t id) {
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_RESPONSE_HEAD;
+  f.request_id = id;
+  f.status = 500;
+  fd_send(fd, &f);
+  f.type = PP_WIRE_RESPONSE_END;
+  f.t4_ns = 1, f.t5_ns = 2, f.gvl_wait_ns = f.cpu_ns = -1;
+  fd_send(fd, &f);
+}
+
+/* Runs the watch (as its timer would) until cond or ~2 s. */
+#define WATCH_UNTIL(cond)                                                                          \
+  for (int turn_ = 0; turn_ < 2000 && !(cond); turn_++) {                                          \
+    pp_wlink_watch(&srv, pp_now_ns());                                                             \
+    spin(1);                                                                                       \
+  }
+
+/* A real process to stand for a worker, so that the kill under test has a target. */
+static pid_t fake_worker_process(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    pause();
+    _exit(0);
+  }
+  return pid;
+}
+
+/* The registry entry of a fake worker goes (as its EXITED would remove it), so that a later
+ * test's watch never looks at it. */
+static void forget_worker(uint32_t pid) {
+  pp_worker *w = pp_registry_find(&srv.reg, pid);
+  if (w) pp_registry_remove(&srv.reg, w);
+}
+
+static int killed_by_sigkill(pid_t pid) {
+  int st = 0;
+  for (int i = 0; i < 2000; i++) {
+    if (waitpid(pid, &st, WNOHANG) == pid) return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+    usleep(1000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &st, 0);
+  return 0;
+}
+
+/* -request-timeout: fail(504) to the owner, TIMEOUT (request id, thread index) on the monitor
+ * connection, the slot busy and the late answer discarded until RESPONSE_END; then free. */
+static void test_request_timeout_answers_504_and_interrupts(void) {
+  cfg.request_timeout_ns = 40000000;
+  cfg.worker_kill_grace_ns = 60000000000ull;
+  reset_events();
+  uint64_t before = srv.stats.request_timeouts;
+  uint32_t live = srv.live_requests;
+  pid_t pid = fake_worker_process();
+  int thread = dial(PP_WIRE_HELLO, (uint32_t)pid, 3);
+  int monitor = dial(PP_WIRE_HEARTBEAT, (uint32_t)pid, 0);
+  uint8_t mbuf[256], tbuf[65536];
+  pp_wire_frame f;
+  CU_ASSERT_FATAL(fd_recv(monitor, &f, mbuf, sizeof mbuf));
+  CU_ASSERT_EQUAL(f.type, PP_WIRE_HEARTBEAT_INTERVAL);
+  CU_ASSERT_EQUAL(f.interval_ms, 5000); /* a quarter of 60 s, at most 5 s */
+  pp_worker *wk = pp_registry_find(&srv.reg, (uint32_t)pid);
+  CU_ASSERT_FATAL(wk != NULL);
+  CU_ASSERT(wk->heartbeat_ns > 0);
+
+  pp_exchange *x = new_exchange("/slow", 0);
+  uint64_t id = x->id;
+  pp_exchange_body_done(x);
+  CU_ASSERT_FATAL(fd_recv(thread, &f, tbuf, sizeof tbuf));
+  CU_ASSERT_EQUAL(f.type, PP_WIRE_REQUEST);
+  int64_t t0 = pp_now_ns();
+  pp_wlink_watch(&srv, t0); /* not yet */
+  CU_ASSERT(!saw("fail"));
+  WATCH_UNTIL(saw("fail"));
+  CU_ASSERT(pp_now_ns() - t0 >= 30000000); /* not before the deadline (from T3) */
+  CU_ASSERT_EQUAL(last_status, 504);
+  CU_ASSERT_EQUAL(srv.stats.request_timeouts, before + 1);
+  CU_ASSERT_FATAL(fd_recv(monitor, &f, mbuf, sizeof mbuf));
+  CU_ASSERT_EQUAL(f.type, PP_WIRE_TIMEOUT);
+  CU_ASSERT_EQUAL(f.request_id, id);
+  CU_ASSERT_EQUAL(f.thread_index, 3);
+  CU_ASSERT(!pp_registry_has_idle(&srv.reg)); /* the thread still holds it */
+  CU_ASSERT_EQUAL(srv.live_requests, live);   /* the exchange itself is gone */
+
+  fd_respond_end(thread, id); /* the interrupted app's 500: discarded */
+  for (int i = 0; i < 500 && !pp_registry_has_idle(&srv.reg); i++)
+    spin(1);
+  CU_ASSERT(pp_registry_has_idle(&srv.reg));
+  CU_ASSERT(!saw("head"));
+  CU_ASSERT_EQUAL(n_fails, 1);
+
+  /* The freed thread takes the next request and answers it normally. */
+  cfg.request_timeout_ns = 0;
+  x = new_exchange("/next", 0);
+  id = x->id;
+  pp_exchange_body_done(x);
+  CU_ASSERT_FATAL(fd_recv(thread, &f, tbuf, sizeof tbuf));
+  CU_ASSERT_EQUAL(f.request_id, id);
+  fd_respond_end(thread, id);
+  for (int i = 0; i < 200 && !saw("end"); i++)
+    spin(1);
+  CU_ASSERT(saw("head") && saw("end"));
+  CU_ASSERT(!wk->killed);
+  close(thread);
+  close(monitor);
+  spin(50);
+  forget_worker((uint32_t)pid);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+}
+
+/* -worker-kill-grace: the thread keeps the timed-out request; after the grace the worker is
+ * SIGKILLed, its other in-flight request fails 502. */
+static void test_kill_after_the_grace(void) {
+  cfg.request_timeout_ns = 30000000;
+  cfg.worker_kill_grace_ns = 30000000;
+  reset_events();
+  uint64_t kills = srv.stats.workers_killed_timeout, bad = srv.stats.errors_502;
+  pid_t pid = fake_worker_process();
+  int t0fd = dial(PP_WIRE_HELLO, (uint32_t)pid, 0);
+  int t1fd = dial(PP_WIRE_HELLO, (uint32_t)pid, 1);
+  uint8_t buf[65536];
+  pp_wire_frame f;
+  pp_exchange *a = new_exchange("/stubborn", 0);
+  pp_exchange_body_done(a);
+  CU_ASSERT_FATAL(fd_recv(t0fd, &f, buf, sizeof buf) || fd_recv(t1fd, &f, buf, sizeof buf));
+  WATCH_UNTIL(n_fails == 1);
+  CU_ASSERT_EQUAL(fail_statuses[0], 504);
+  cfg.request_timeout_ns = 0; /* the sibling is not timed out itself */
+  pp_exchange *b = new_exchange("/sibling", 0);
+  pp_exchange_body_done(b);
+  CU_ASSERT_EQUAL(b->state, PP_X_RUNNING);
+  WATCH_UNTIL(n_fails == 2);
+  CU_ASSERT_EQUAL(n_fails, 2);
+  CU_ASSERT_EQUAL(fail_statuses[1], 502);
+  CU_ASSERT_EQUAL(srv.stats.workers_killed_timeout, kills + 1);
+  CU_ASSERT_EQUAL(srv.stats.errors_502, bad + 1);
+  pp_worker *wk = pp_registry_find(&srv.reg, (uint32_t)pid);
+  CU_ASSERT(wk && wk->killed && wk->slots == 0);
+  CU_ASSERT(killed_by_sigkill(pid));
+  pp_wlink_watch(&srv, pp_now_ns() + 1000000000LL); /* killed once */
+  CU_ASSERT_EQUAL(srv.stats.workers_killed_timeout, kills + 1);
+  close(t0fd);
+  close(t1fd);
+  spin(50);
+  forget_worker((uint32_t)pid);
+}
+
+/* -worker-timeout: a worker with a monitor connection whose heartbeat goes silent is killed;
+ * a HEARTBEAT refreshes it; a worker that never dialled a monitor is never timed out. */
+static void test_silent_heartbeat_kills(void) {
+  cfg.request_timeout_ns = 0;
+  cfg.worker_timeout_ns = 500000000;
+  reset_events();
+  uint64_t kills = srv.stats.workers_killed_heartbeat;
+  pid_t pid = fake_worker_process();
+  int monitor = dial(PP_WIRE_HEARTBEAT, (uint32_t)pid, 0);
+  int thread = dial(PP_WIRE_HELLO, (uint32_t)pid, 0);
+  uint8_t mbuf[256];
+  pp_wire_frame f;
+  CU_ASSERT_FATAL(fd_recv(monitor, &f, mbuf, sizeof mbuf));
+  CU_ASSERT_EQUAL(f.interval_ms, 125); /* a quarter of 500 ms */
+  pp_worker *wk = pp_registry_find(&srv.reg, (uint32_t)pid);
+  CU_ASSERT_FATAL(wk != NULL);
+  int64_t now = pp_now_ns();
+  pp_wlink_watch(&srv, now + 400000000); /* within the timeout */
+  CU_ASSERT(!wk->killed);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_HEARTBEAT;
+  f.pid = (uint32_t)pid;
+  usleep(100000);
+  int64_t before_beat = wk->heartbeat_ns;
+  fd_send(monitor, &f);
+  for (int i = 0; i < 200 && wk->heartbeat_ns == before_beat; i++)
+    spin(1);
+  CU_ASSERT(wk->heartbeat_ns > before_beat);
+  pp_wlink_watch(&srv, wk->heartbeat_ns + 450000000); /* refreshed: still alive */
+  CU_ASSERT(!wk->killed);
+  pp_worker *no_monitor = pp_registry_find(&srv.reg, 4242); /* earlier tests' worker */
+  pp_wlink_watch(&srv, wk->heartbeat_ns + 600000000);
+  CU_ASSERT(wk->killed);
+  CU_ASSERT_EQUAL(srv.stats.workers_killed_heartbeat, kills + 1);
+  CU_ASSERT(no_monitor == NULL || !no_monitor->killed);
+  CU_ASSERT(killed_by_sigkill(pid));
+  /* A silent worker that is already gone (no such process) is forgotten as an EXITED would
+   * be, so that it is replaced rather than counted alive. */
+  pid_t dead = fake_worker_process();
+  kill(dead, SIGKILL);
+  waitpid(dead, NULL, 0);
+  int m_dead = dial(PP_WIRE_HEARTBEAT, (uint32_t)dead, 0);
+  CU_ASSERT_FATAL(fd_recv(m_dead, &f, mbuf, sizeof mbuf));
+  pp_worker *ghost = pp_registry_find(&srv.reg, (uint32_t)dead);
+  CU_ASSERT_FATAL(ghost != NULL);
+  pp_wlink_watch(&srv, ghost->heartbeat_ns + 600000000);
+  CU_ASSERT_PTR_NULL(pp_registry_find(&srv.reg, (uint32_t)dead));
+  CU_ASSERT_EQUAL(srv.stats.workers_killed_heartbeat, kills + 2);
+  close(m_dead);
+  /* Any frame but HEARTBEAT on a monitor connection is a protocol error: it closes. */
+  forget_worker((uint32_t)pid);
+  int m2 = dial(PP_WIRE_HEARTBEAT, 4343, 0);
+  CU_ASSERT_FATAL(fd_recv(m2, &f, mbuf, sizeof mbuf));
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_RESPONSE_END;
+  fd_send(m2, &f);
+  spin(50);
+  char c;
+  CU_ASSERT_EQUAL(recv(m2, &c, 1, MSG_DONTWAIT), 0); /* EOF */
+  cfg.worker_timeout_ns = 0;
+  forget_worker(4343); /* never watched: the timeout is off from here */
+  close(m2);
+  close(monitor);
+  close(thread);
+  spin(50);
+}
+
 static int suite_init(void) {
   pp_config_defaults(&cfg);
   cfg.quiet = 1;
@@ -326,6 +593,8 @@ static int suite_init(void) {
   pp_hist_window_init(&srv.stats.total);
   pp_hist_window_init(&srv.stats.body_wait);
   pp_buf_init(&body_seen);
+  uv_timer_init(srv.loop, &srv.respawn_timer); /* a forgotten worker's respawn may arm it */
+  srv.respawn_timer.data = &srv;
   snprintf(sock_path, sizeof sock_path, "/tmp/pp-test-exchange-%d.sock", (int)getpid());
   return pp_wlink_listen(&srv, sock_path) == 0 ? 0 : -1;
 }
@@ -344,6 +613,11 @@ int main(void) {
   CU_add_test(s, "abandon while running sends CANCEL", test_abandon_running_sends_cancel);
   CU_add_test(s, "the worker dies: fail(502)", test_worker_lost_is_a_502);
   CU_add_test(s, "a body over 1 MiB streams as BODY frames", test_streamed_body);
+  CU_add_test(s, "request timeout: 504, TIMEOUT, slot held until RESPONSE_END",
+              test_request_timeout_answers_504_and_interrupts);
+  CU_add_test(s, "a thread that keeps a timed-out request: killed after the grace",
+              test_kill_after_the_grace);
+  CU_add_test(s, "a silent heartbeat kills the worker", test_silent_heartbeat_kills);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();

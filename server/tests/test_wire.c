@@ -119,6 +119,23 @@ static void test_roundtrip_all_types(void) {
   f.type = PP_WIRE_EXITED, f.pid = 1, f.exit_status = -9;
   roundtrip(&f);
 
+  /* The monitor connection's frames and the shepherd-restart ones. */
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_TIMEOUT, f.request_id = UINT64_MAX - 1, f.thread_index = 7;
+  roundtrip(&f);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_HEARTBEAT_INTERVAL, f.interval_ms = 250;
+  roundtrip(&f);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_HEARTBEAT, f.pid = 4242, f.worker_index = 3;
+  roundtrip(&f);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_ADOPT, f.pid = UINT32_MAX, f.worker_index = 1;
+  roundtrip(&f);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_ADOPTED_EXITED, f.pid = 12, f.exit_status = INT32_MIN;
+  roundtrip(&f);
+
   /* Pairs iteration. */
   memset(&f, 0, sizeof f);
   f.pairs.data = pairs.data, f.pairs.len = pairs.len, f.pairs.count = 2;
@@ -265,7 +282,8 @@ static int frame_from_json(json_t *j, pp_wire_frame *f, pp_buf *pairs, pp_buf *d
       f->flags = (uint8_t)u;
     else if (strcmp(key, "result") == 0)
       f->result = (uint8_t)u;
-    else if (strcmp(key, "status") == 0 && f->type == PP_WIRE_EXITED)
+    else if (strcmp(key, "status") == 0 &&
+             (f->type == PP_WIRE_EXITED || f->type == PP_WIRE_ADOPTED_EXITED))
       f->exit_status = (int32_t)json_integer_value(v);
     else if (strcmp(key, "status") == 0)
       f->status = (uint16_t)u;
@@ -285,6 +303,8 @@ static int frame_from_json(json_t *j, pp_wire_frame *f, pp_buf *pairs, pp_buf *d
       f->grace_ms = (uint32_t)u;
     else if (strcmp(key, "boot_ns") == 0)
       f->boot_ns = u;
+    else if (strcmp(key, "interval_ms") == 0)
+      f->interval_ms = (uint32_t)u;
     else if (strcmp(key, "env") == 0 || strcmp(key, "headers") == 0) {
       if (pairs_from_json(v, pairs, &f->pairs.count)) return -1;
     } else if (strcmp(key, "body_hex") == 0 || strcmp(key, "chunk_hex") == 0 ||
@@ -311,7 +331,8 @@ static int frames_equal(const pp_wire_frame *a, const pp_wire_frame *b) {
       a->result != b->result || a->status != b->status || a->t4_ns != b->t4_ns ||
       a->t5_ns != b->t5_ns || a->body_read_ns != b->body_read_ns ||
       a->gvl_wait_ns != b->gvl_wait_ns || a->cpu_ns != b->cpu_ns || a->count != b->count ||
-      a->grace_ms != b->grace_ms || a->boot_ns != b->boot_ns || a->exit_status != b->exit_status)
+      a->grace_ms != b->grace_ms || a->boot_ns != b->boot_ns || a->exit_status != b->exit_status ||
+      a->interval_ms != b->interval_ms)
     return 0;
   if (a->pairs.count != b->pairs.count || a->pairs.len != b->pairs.len) return 0;
   if (a->pairs.len && memcmp(a->pairs.data, b->pairs.data, a->pairs.len)) return 0;
@@ -404,8 +425,9 @@ static void test_random_input_never_crashes(void) {
     for (size_t i = 0; i < len; i++)
       buf[i] = (uint8_t)NEXT();
     /* mostly plausible headers: a known type, zero reserved, a small length */
-    static const uint8_t types[] = {0x01, 0x10, 0x11, 0x12, 0x13, 0x20, 0x21, 0x22,
-                                    0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x14, 0x00};
+    static const uint8_t types[] = {0x01, 0x10, 0x11, 0x12, 0x13, 0x16, 0x17,
+                                    0x20, 0x21, 0x22, 0x24, 0x30, 0x31, 0x32,
+                                    0x33, 0x34, 0x35, 0x39, 0x3a, 0x14, 0x00};
     buf[0] = types[NEXT() % sizeof types];
     if (NEXT() % 8) buf[1] = buf[2] = buf[3] = 0;
     if (NEXT() % 8) pp_wire_put_u32(buf + 4, (uint32_t)(NEXT() % (len - 7)));

@@ -148,6 +148,9 @@ module PumaPlus
       cmd.push("-keepalive-timeout", "#{s[:keepalive_timeout_s]}s") if s[:keepalive_timeout_s]
       cmd.push("-drain-timeout", "#{s[:drain_timeout_s]}s") if s[:drain_timeout_s]
       cmd.push("-max-body-size", s[:max_body_size].to_s) if s[:max_body_size]
+      cmd.push("-request-timeout", "#{s[:request_timeout_ms]}ms") if s[:request_timeout_ms]
+      cmd.push("-worker-kill-grace", "#{s[:worker_kill_grace_ms]}ms") if s[:worker_kill_grace_ms]
+      cmd.push("-worker-timeout", "#{s[:worker_timeout_ms] / 1000}s") if s[:worker_timeout_ms]
       cmd.push("-quiet") if s[:quiet]
       if s[:autoscale_min]
         cmd.push("-autoscale", "-min-workers", s[:autoscale_min].to_s, "-max-workers", s[:autoscale_max].to_s)

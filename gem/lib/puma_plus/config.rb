@@ -18,6 +18,7 @@ module PumaPlus
       rackup: "config.ru", control_url: nil, control_token: nil,
       autoscale_min: nil, autoscale_max: nil, autoscale_target_queue_p95_ms: nil,
       header_timeout_s: nil, keepalive_timeout_s: nil, drain_timeout_s: nil, max_body_size: nil,
+      request_timeout_ms: nil, worker_kill_grace_ms: nil, worker_timeout_ms: nil,
       quiet: false, directory: nil, stdout_redirect: nil, stderr_redirect: nil, redirect_append: false,
       pidfile: nil, state_path: nil, activated_sockets: nil
     }.freeze
@@ -113,10 +114,10 @@ module PumaPlus
       "threads" => [:supported, "`-threads MAX`: MAX threads (= server connections) per worker; MIN is not used"],
       "wait_for_less_busy_worker" => [:mapped, "always: one queue, dispatched to any idle thread of any worker"],
       "worker_boot_timeout" => [:unsupported, "a worker is ready when it dials in; no boot deadline"],
-      "worker_check_interval" => [:unsupported, "no heartbeats: a worker's connections are its liveness"],
+      "worker_check_interval" => [:unsupported, "the server sets the heartbeat period itself: a quarter of worker_timeout, between 100 ms and 5 s"],
       "worker_culling_strategy" => [:unsupported, "the controller picks the worker to retire"],
       "worker_shutdown_timeout" => [:mapped, "`-drain-timeout` (unless force_shutdown_after set it)"],
-      "worker_timeout" => [:unsupported, "no heartbeat timeout: a worker that dies is noticed at once (its requests get 502), a hung one is not killed"],
+      "worker_timeout" => [:supported, "`-worker-timeout Ns`: a worker whose heartbeat (its monitor thread) is silent this long is killed and replaced; default 60"],
       "workers" => [:supported, "`-workers N`; `:auto` = available processors (cgroup CPU quota honoured); 0 (puma's single mode) runs 1 worker"]
     }.freeze
 
@@ -323,6 +324,24 @@ module PumaPlus
         set[:autoscale_target_queue_p95_ms] = parse_ms(target_queue_p95) if target_queue_p95
       end
 
+      # puma-plus's request timeout (no puma equivalent; rack-timeout's service_timeout):
+      # seconds (Integer/Float) or "500ms"/"2s"; nil or 0 turns it off. kill_grace: how long
+      # an interrupted thread has to let go before its worker is killed (default 5 s).
+      def request_timeout(duration, kill_grace: nil)
+        set[:request_timeout_ms] = duration.nil? ? nil : parse_duration_ms(duration, "request_timeout")
+        set[:request_timeout_ms] = nil if set[:request_timeout_ms]&.zero?
+        set[:worker_kill_grace_ms] = parse_duration_ms(kill_grace, "request_timeout kill_grace") if kill_grace
+      end
+
+      # puma: worker_timeout(seconds), an Integer of seconds (puma requires more than
+      # worker_check_interval, 5 s; here at least 1).
+      def worker_timeout(seconds)
+        seconds = Integer(seconds)
+        raise Error, where("worker_timeout: must be at least 1 second") if seconds < 1
+
+        set[:worker_timeout_ms] = seconds * 1000
+      end
+
       # puma: activate_control_app(url = "auto", auth_token:, no_token:, umask:, data_only:).
       def activate_control_app(url = "auto", opts = {})
         url = url.to_s
@@ -426,6 +445,18 @@ module PumaPlus
 
       # The line of the config file being evaluated (the innermost frame in that file).
       def file_line = caller_locations.find { |l| l.path == @path }&.lineno
+
+      # 2, 1.5 (seconds), "500ms", "2s" → Integer milliseconds (>= 0).
+      def parse_duration_ms(value, what)
+        ms = case value
+             when Integer, Float then (value * 1000).round
+             when /\A(\d+(?:\.\d+)?)\s*ms\z/ then Float(Regexp.last_match(1)).round
+             when /\A(\d+(?:\.\d+)?)\s*s?\z/ then (Float(Regexp.last_match(1)) * 1000).round
+             end
+        raise Error, where("#{what}: #{value.inspect} is not a duration like 30, \"500ms\" or \"2s\"") if ms.nil? || ms.negative?
+
+        ms
+      end
 
       # "50ms", "0.05s", 50 (milliseconds) → Integer milliseconds.
       def parse_ms(value)

@@ -6,6 +6,7 @@ require_relative "wire"
 require_relative "response"
 require_relative "stream_input"
 require_relative "response_stream"
+require_relative "request_timeout"
 
 module PumaPlus
   # One worker thread's connection to puma-plus-server (docs/PROTOCOL.md): says HELLO, then
@@ -69,6 +70,10 @@ module PumaPlus
       @idle = false
       @stopping = false
       @broken = nil
+      # Request timeouts (#interrupt, called from the worker's monitor thread).
+      @interrupt_lock = Mutex.new
+      @in_app = false
+      @timed_out_id = nil
     end
 
     # True while the thread waits for the next REQUEST (nothing in flight).
@@ -86,8 +91,25 @@ module PumaPlus
       nil
     end
 
+    # The server says request `request_id` ran past its -request-timeout (TIMEOUT frame,
+    # relayed by the worker's monitor thread): if it still runs on this connection, raise
+    # RequestTimeout in its thread, now if the app's code is running, else as soon as it
+    # enters it again. Returns true if the request was running here.
+    def interrupt(request_id)
+      @interrupt_lock.synchronize do
+        return false unless @current_id == request_id
+
+        @timed_out_id = request_id
+        @cancelled = true # a streaming body or poll_cancel sees the end, as for a CANCEL
+        thread = @thread
+        thread.raise(RequestTimeout, timeout_message(request_id)) if @in_app && thread&.alive?
+        true
+      end
+    end
+
     def run
-      Thread.handle_interrupt(StopRequested => :never) { serve }
+      # RequestTimeout is only let through inside #interruptible (the app's code).
+      Thread.handle_interrupt(StopRequested => :never, RequestTimeout => :never) { serve }
     rescue StopRequested
       :eof
     ensure
@@ -207,7 +229,8 @@ module PumaPlus
     end
 
     def write_out(out)
-      @sock.write(out)
+      # Never interrupted in the middle of a frame: a timeout waits for the write to finish.
+      Thread.handle_interrupt(RequestTimeout => :never) { @sock.write(out) }
       out.clear
     rescue IOError, SystemCallError => e
       raise ConnectionLost, e.message
@@ -251,12 +274,12 @@ module PumaPlus
       cpu0 = thread_cpu_ns
       t4 = monotonic_ns
       begin
-        status, headers, body = @app.call(env)
+        status, headers, body = interruptible { @app.call(env) }
       rescue Exception => e # rubocop:disable Lint/RescueException
         raise if e.is_a?(SystemExit) || e.is_a?(SignalException)
 
         t5 = monotonic_ns
-        app_error(env, e)
+        e.is_a?(RequestTimeout) ? timeout_note(env, e) : app_error(env, e)
         error = e
         status, headers, body = nil
       end
@@ -267,8 +290,12 @@ module PumaPlus
         # Full hijack: the app owns the socket and the server ignores its response (Rack
         # SPEC); the exchange ends with RESPONSE_END alone.
         close_body(body, env) if status
+      elsif status && timed_out?(id)
+        # The app rescued its RequestTimeout and answered anyway: the server has answered
+        # the client already and would discard the response, so none is written.
+        close_body(body, env)
       elsif status
-        error = write_response(id, status, headers, body, env)
+        error = interruptible(raise_pending: false) { write_response(id, status, headers, body, env) }
       else
         internal_error(id)
       end
@@ -279,7 +306,10 @@ module PumaPlus
       error ||= e.cause || e # Aborted: the body's own exception is its cause
       raise
     ensure
-      @current_id = nil
+      @interrupt_lock.synchronize do
+        @current_id = nil
+        @timed_out_id = nil
+      end
       @body_open = false
       @hijack_env = nil
       @hijacked = nil
@@ -358,7 +388,7 @@ module PumaPlus
       rescue Exception => e # rubocop:disable Lint/RescueException
         raise if e.is_a?(SystemExit) || e.is_a?(SignalException)
 
-        app_error(env, e)
+        e.is_a?(RequestTimeout) ? timeout_note(env, e) : app_error(env, e)
         raise Aborted if written
 
         out.clear
@@ -468,6 +498,48 @@ module PumaPlus
       raise if e.is_a?(SystemExit) || e.is_a?(SignalException)
 
       app_error(env, e)
+    end
+
+    # ---- request timeouts ------------------------------------------------------------------
+
+    # Runs the block with RequestTimeout deliverable (the app's code). A timeout that came
+    # before app.call started is raised on entry (raise_pending, inside the caller's rescue);
+    # one raised just as the block ended is taken here, so it never reaches the next request.
+    def interruptible(raise_pending: true)
+      entered = false
+      @interrupt_lock.synchronize do
+        raise RequestTimeout, timeout_message(@current_id) if raise_pending && timed_out?(@current_id)
+
+        @in_app = true
+        entered = true
+      end
+      Thread.handle_interrupt(RequestTimeout => :immediate) { yield }
+    ensure
+      if entered
+        @interrupt_lock.synchronize { @in_app = false }
+        discard_late_timeout
+      end
+    end
+
+    # Thread.pending_interrupt? without a class: with one, Ruby 3.1 crashes (segfault in
+    # rb_class_inherited_p) when the queue also holds a non-exception entry. Only a
+    # RequestTimeout is let through here; a pending StopRequested stays masked.
+    def discard_late_timeout
+      return unless Thread.pending_interrupt?
+
+      Thread.handle_interrupt(RequestTimeout => :immediate) { Thread.pass }
+    rescue RequestTimeout
+      nil
+    end
+
+    def timed_out?(id) = !id.nil? && @timed_out_id == id
+
+    def timeout_message(id) = "request #{id} ran past the server's request timeout"
+
+    def timeout_note(env, error)
+      where = error.backtrace_locations&.find { |l| !l.path.include?("/puma_plus/") } || error.backtrace&.first
+      @log.puts("puma-plus worker #{Process.pid}: #{env['REQUEST_METHOD']} #{env['PATH_INFO']}: " \
+                "#{error.message}; interrupted at #{where}")
     end
 
     def internal_error(id)

@@ -54,6 +54,7 @@ module PumaPlus
       @opts = opts
       @log = log
       @children = {} # pid => worker_index
+      @adopted = {} # pid => worker_index: live workers an earlier shepherd forked (ADOPT)
       @decoder = Wire::Decoder.new
       @stopping = false
       @term_requested = false
@@ -153,8 +154,9 @@ module PumaPlus
     def handle(frame)
       case frame
       when Wire::Spawn then spawn_workers(frame.count)
+      when Wire::Adopt, Wire::AdoptedExited then handle_adoption(frame)
       when Wire::Retire
-        if @children.key?(frame.pid)
+        if @children.key?(frame.pid) || @adopted.key?(frame.pid)
           signal(frame.pid, "TERM")
         else
           log("RETIRE #{frame.pid}: not one of my workers, ignored")
@@ -180,8 +182,27 @@ module PumaPlus
       end
     end
 
+    # A shepherd started again after its predecessor died (docs/PROTOCOL.md "Shepherd
+    # restart"): ADOPT names a live worker it did not fork, whose index stays taken;
+    # ADOPTED_EXITED says the server reaped it. This shepherd cannot reap adopted workers, so
+    # they are never reported in EXITED.
+    def handle_adoption(frame)
+      if frame.is_a?(Wire::Adopt)
+        @adopted[frame.pid] = frame.worker_index
+        log("adopted worker #{frame.worker_index} (pid #{frame.pid})")
+      else
+        @adopted.delete(frame.pid)
+      end
+    end
+
+    # STOP: adopted workers get SIGTERM too; the server reaps them.
+    def stop_adopted
+      @adopted.each_key { |pid| signal(pid, "TERM") }
+      @adopted.clear
+    end
+
     def lowest_free_index
-      used = @children.values
+      used = @children.values + @adopted.values
       index = 0
       index += 1 while used.include?(index)
       index
@@ -228,6 +249,7 @@ module PumaPlus
     # TERM every worker, wait up to grace_ms for them, KILL the rest, reap all, then exit 0.
     def stop_workers(grace_ms, report: true)
       @stopping = true
+      stop_adopted
       @children.each_key { |pid| signal(pid, "TERM") }
       deadline = monotonic_ns + grace_ms * 1_000_000
       until @children.empty? || monotonic_ns >= deadline

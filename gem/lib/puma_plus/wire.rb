@@ -27,16 +27,21 @@ module PumaPlus
     BODY_END = 0x12
     CANCEL = 0x13
     HIJACKED = 0x15
+    TIMEOUT = 0x16
+    HEARTBEAT_INTERVAL = 0x17
     RESPONSE_HEAD = 0x20
     RESPONSE_BODY = 0x21
     RESPONSE_END = 0x22
     HIJACK = 0x23
+    HEARTBEAT = 0x24
     SPAWN = 0x30
     RETIRE = 0x31
     STOP = 0x32
     READY = 0x33
     FORKED = 0x34
     EXITED = 0x35
+    ADOPT = 0x39
+    ADOPTED_EXITED = 0x3A
 
     # HELLO capability bits and REQUEST flag bits.
     CAP_GVL_WAIT = 1
@@ -58,7 +63,10 @@ module PumaPlus
       RESPONSE_BODY => ["RESPONSE_BODY", ResponseBody],
       RESPONSE_END => ["RESPONSE_END", ResponseEnd], SPAWN => ["SPAWN", Spawn],
       RETIRE => ["RETIRE", Retire], STOP => ["STOP", Stop], READY => ["READY", Ready],
-      FORKED => ["FORKED", Forked], EXITED => ["EXITED", Exited]
+      FORKED => ["FORKED", Forked], EXITED => ["EXITED", Exited],
+      TIMEOUT => ["TIMEOUT", Timeout], HEARTBEAT_INTERVAL => ["HEARTBEAT_INTERVAL", HeartbeatInterval],
+      HEARTBEAT => ["HEARTBEAT", Heartbeat], ADOPT => ["ADOPT", Adopt],
+      ADOPTED_EXITED => ["ADOPTED_EXITED", AdoptedExited]
     }.freeze
     TYPE_OF_CLASS = TYPES.to_h { |type, (_, klass)| [klass, type] }.freeze
 
@@ -66,7 +74,9 @@ module PumaPlus
     FIXED = {
       HELLO => [18, "nNNNN"], BODY_END => [8, "Q>"], CANCEL => [8, "Q>"], HIJACK => [8, "Q>"],
       RESPONSE_END => [48, "Q>Q>Q>Q>q>q>"], SPAWN => [4, "N"], RETIRE => [4, "N"],
-      STOP => [4, "N"], READY => [12, "NQ>"], FORKED => [8, "NN"], EXITED => [8, "Nl>"]
+      STOP => [4, "N"], READY => [12, "NQ>"], FORKED => [8, "NN"], EXITED => [8, "Nl>"],
+      TIMEOUT => [12, "Q>N"], HEARTBEAT_INTERVAL => [4, "N"], HEARTBEAT => [8, "NN"],
+      ADOPT => [8, "NN"], ADOPTED_EXITED => [8, "Nl>"]
     }.freeze
 
     BINARY = Encoding::BINARY
@@ -199,7 +209,8 @@ module PumaPlus
       type = TYPE_OF_CLASS.fetch(frame.class) { raise ArgumentError, "not a wire frame: #{frame.class}" }
       payload =
         case frame
-        when Hello, BodyEnd, Cancel, Hijack, ResponseEnd, Spawn, Retire, Stop, Ready, Forked, Exited
+        when Hello, BodyEnd, Cancel, Hijack, ResponseEnd, Spawn, Retire, Stop, Ready, Forked, Exited,
+             Timeout, HeartbeatInterval, Heartbeat, Adopt, AdoptedExited
           frame.to_a.pack(FIXED[type][1])
         when Request
           buf = [frame.request_id, frame.t2b_ns, frame.t3_ns, frame.flags].pack("Q>Q>Q>C")

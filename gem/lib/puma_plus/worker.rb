@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "io/wait"
 require "socket"
 require_relative "connection"
 
@@ -9,12 +10,20 @@ module PumaPlus
   # the app already loaded.
   #
   # SIGTERM: idle connections close at once; busy ones finish their in-flight request, then
-  # close; the process exits 0 when every thread is done. The worker also stops when the
-  # shepherd dies (its `life_pipe` reaches EOF) and exits when the server has closed every
-  # connection, so no worker outlives the server or the shepherd.
+  # close; the process exits 0 when every thread is done. The worker exits when the server
+  # has closed every connection (or its monitor connection), so no worker outlives the
+  # server. It outlives its shepherd: when the shepherd dies (`life_pipe` reaches EOF) the
+  # server adopts the worker, which keeps serving (docs/PROTOCOL.md "Shepherd restart").
+  #
+  # One more thread holds the monitor connection (docs/PROTOCOL.md "Monitor connection"):
+  # it sends HEARTBEAT at the period the server asks for, so a stopped or wedged process is
+  # noticed (worker_timeout), and relays the server's TIMEOUT to the connection running that
+  # request (PumaPlus::RequestTimeout in the app's thread).
   class Worker
     CONNECT_ATTEMPTS = 50
     CONNECT_DELAY = 0.1
+    # Until the server's HEARTBEAT_INTERVAL arrives.
+    DEFAULT_HEARTBEAT_S = 1.0
 
     # The frozen prototype each request's env is dup'ed from (docs/RACK.md).
     def self.prototype_env(threads:, worker_index:)
@@ -52,24 +61,25 @@ module PumaPlus
       stop_r, stop_w = IO.pipe
       @done_r, @done_w = IO.pipe
       trap("TERM") { stop_w.write_nonblock(".", exception: false) }
+      @stop_w = stop_w
       threads = Array.new(@thread_count) { |i| Thread.new { thread_main(i) } }
+      monitor = Thread.new { monitor_main }
       watch = [stop_r, @done_r, @life_pipe].compact
-      # Block (no polling) until SIGTERM, the shepherd's death, or every thread has ended
-      # (each thread writes one byte to @done_w as it ends).
+      # Block (no polling) until SIGTERM (or the monitor connection's EOF: the server is gone)
+      # or every thread has ended (each thread writes one byte to @done_w as it ends). The
+      # shepherd's death is only logged: the worker serves on.
       ended = 0
       while ended < @thread_count
         ready = IO.select(watch)[0]
-        if ready.include?(@done_r)
-          ended += (@done_r.read_nonblock(256, exception: false) || "").bytesize
-          next unless ready.include?(stop_r) || ready.include?(@life_pipe)
-        end
-        if @life_pipe && ready.include?(@life_pipe) && @life_pipe.read_nonblock(1, exception: false).nil?
-          @log.puts("puma-plus worker #{Process.pid}: shepherd is gone, stopping")
-        end
+        ended += (@done_r.read_nonblock(256, exception: false) || "").bytesize if ready.include?(@done_r)
+        shepherd_gone?(watch) if @life_pipe && ready.include?(@life_pipe)
+        next unless ready.include?(stop_r)
+
         stop
         break
       end
       threads.each(&:join)
+      monitor.kill
       0
     ensure
       trap("TERM", "DEFAULT")
@@ -83,6 +93,75 @@ module PumaPlus
     end
 
     private
+
+    # The life pipe readable: EOF means the shepherd died. The worker serves on (the server
+    # adopts it and a new shepherd takes over); the pipe leaves the watch list.
+    def shepherd_gone?(watch)
+      return false unless @life_pipe.read_nonblock(1, exception: false).nil?
+
+      watch.delete(@life_pipe)
+      @log.puts("puma-plus worker #{Process.pid}: the shepherd is gone; serving on (the server adopts this worker)")
+      true
+    end
+
+    # The monitor connection: HEARTBEAT every interval; TIMEOUT frames interrupt a request.
+    # Its EOF means the server is gone: the worker stops.
+    def monitor_main
+      sock = connect
+      return unless sock
+
+      decoder = Wire::Decoder.new
+      beat = Wire.encode(Wire::Heartbeat.new(Process.pid, @worker_index)).freeze
+      sock.write(beat)
+      interval = DEFAULT_HEARTBEAT_S
+      next_beat = monotonic + interval
+      loop do
+        wait = next_beat - monotonic
+        if wait <= 0
+          sock.write(beat)
+          next_beat = monotonic + interval
+          next
+        end
+        next unless sock.wait_readable(wait)
+
+        data = sock.read_nonblock(4096, exception: false)
+        next if data == :wait_readable
+        break if data.nil?
+
+        decoder.feed(data)
+        while (frame = decoder.next_frame)
+          case frame
+          when Wire::HeartbeatInterval
+            interval = frame.interval_ms / 1000.0
+            next_beat = monotonic + interval
+          when Wire::Timeout then interrupt(frame)
+          else
+            raise Wire::ProtocolError.new(:unexpected, "#{Wire.frame_name(frame)} frame on the monitor connection")
+          end
+        end
+      end
+      # EOF: the server closed it (it exited, or it is killing this worker).
+      @stop_w&.write_nonblock(".", exception: false) unless @stopping
+    rescue Wire::ProtocolError => e
+      @log.puts("puma-plus worker #{Process.pid}: monitor connection: #{e.message}; no more heartbeats")
+    rescue IOError, SystemCallError
+      @stop_w&.write_nonblock(".", exception: false) unless @stopping
+    rescue StandardError => e
+      # Without heartbeats the server kills this worker after worker_timeout: say why.
+      @log.puts("puma-plus worker #{Process.pid}: monitor thread died: #{e.class}: #{e.message}; no more heartbeats")
+    ensure
+      sock&.close
+    end
+
+    def interrupt(frame)
+      conn = @lock.synchronize { @connections[frame.thread_index] }
+      return if conn&.interrupt(frame.request_id)
+
+      @log.puts("puma-plus worker #{Process.pid}: TIMEOUT for request #{frame.request_id}: " \
+                "not running on thread #{frame.thread_index} any more")
+    end
+
+    def monotonic = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
     def thread_main(index)
       @config&.run_hooks(:before_thread_start)

@@ -24,5 +24,13 @@ module PumaPlus
     Ready = Struct.new(:pid, :boot_ns)
     Forked = Struct.new(:pid, :worker_index)
     Exited = Struct.new(:pid, :status)
+    # The worker's monitor connection (one per worker process, docs/PROTOCOL.md "Monitor
+    # connection"): TIMEOUT and HEARTBEAT_INTERVAL come from the server, HEARTBEAT goes to it.
+    Timeout = Struct.new(:request_id, :thread_index)
+    HeartbeatInterval = Struct.new(:interval_ms)
+    Heartbeat = Struct.new(:pid, :worker_index)
+    # A restarted shepherd learns the live workers its predecessor forked.
+    Adopt = Struct.new(:pid, :worker_index)
+    AdoptedExited = Struct.new(:pid, :status)
   end
 end
