@@ -38,9 +38,10 @@ static int bytes_eq(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen
 static int frame_eq(const pp_wire_frame *a, const pp_wire_frame *b) {
   return a->type == b->type && a->length == b->length && a->version == b->version &&
          a->pid == b->pid && a->worker_index == b->worker_index &&
-         a->thread_index == b->thread_index && a->capabilities == b->capabilities &&
-         a->request_id == b->request_id && a->t2b_ns == b->t2b_ns && a->t3_ns == b->t3_ns &&
-         a->flags == b->flags && a->pairs.count == b->pairs.count &&
+         a->heap_live_slots == b->heap_live_slots && a->thread_index == b->thread_index &&
+         a->capabilities == b->capabilities && a->request_id == b->request_id &&
+         a->t2b_ns == b->t2b_ns && a->t3_ns == b->t3_ns && a->flags == b->flags &&
+         a->pairs.count == b->pairs.count &&
          bytes_eq(a->pairs.data, a->pairs.len, b->pairs.data, b->pairs.len) &&
          bytes_eq(a->data, a->data_len, b->data, b->data_len) && a->status == b->status &&
          a->t4_ns == b->t4_ns && a->t5_ns == b->t5_ns && a->body_read_ns == b->body_read_ns &&

@@ -18,7 +18,7 @@ module PumaPlusGemSources
     return unless File.file?(File.join(ROOT, "server/main.c"))
 
     %w[server control].each do |dir|
-      wanted = Dir[File.join(ROOT, dir, "*.{c,h}")].map { |f| File.basename(f) }
+      wanted = Dir[File.join(ROOT, dir, "*.{c,h,html}")].map { |f| File.basename(f) }
       FileUtils.mkdir_p(File.join(DEST, dir))
       (Dir.children(File.join(DEST, dir)) - wanted).each { |f| File.delete(File.join(DEST, dir, f)) }
       wanted.each do |name|
@@ -48,7 +48,7 @@ Gem::Specification.new do |s|
   s.required_ruby_version = ">= 3.1"
   Dir.chdir(PumaPlusGemSources::HERE) do
     s.files = Dir["lib/**/*.rb", "exe/*", "README.md", "ext/puma_plus_server/extconf.rb",
-                  "ext/puma_plus_server/src/{server,control}/*.{c,h}",
+                  "ext/puma_plus_server/src/{server,control}/*.{c,h,html}",
                   "ext/puma_plus/extconf.rb", "ext/puma_plus/*.c"]
   end
   # The server, and the hot codec (optional at run time: the Ruby codec is the fallback).

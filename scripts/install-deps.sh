@@ -14,7 +14,7 @@ PACKAGES=(
   gnuplot-nox
   ruby ruby-dev ruby-bundler ruby-rack puma ruby-sinatra ruby-minitest ruby-rails ruby-sqlite3
   nghttp2-client nghttp2-server openssl ngtcp2-client wrk curl valgrind procps python3 python3-h2 python3-websockets
-  systemd
+  systemd chromium
 )
 
 missing=()

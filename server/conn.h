@@ -66,6 +66,10 @@ struct client {
   pp_buf tls_wire;         /* ciphertext waiting to be written */
   int tls_ready;           /* the handshake completed and was counted */
   int tls_trimmed;         /* idle: OpenSSL's record buffers were given back (pp_conn_trim_idle) */
+  /* A GET /stats/stream subscriber (dashboard.c) once its response head is out: seconds
+   * without a write before a heartbeat comment (0: not a subscriber), and the last write. */
+  uint32_t sse_heartbeat_s;
+  int64_t sse_last_write_ns;
 };
 
 /* conn.c: the stream. */

@@ -3,10 +3,12 @@
 #include "server/control_app.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
+#include "server/dashboard.h"
 #include "server/server_int.h"
 
 static int token_ok(server *s, const pp_control_request *rq, const char *query, size_t qlen) {
@@ -30,6 +32,20 @@ static void text(pp_control_response *out, int status, const char *msg) {
   out->status = status;
   out->content_type = "text/plain";
   pp_buf_append_str(&out->body, msg);
+}
+
+/* The value of the query parameter `name` (NULL when absent; *len its length). */
+static const char *query_param(const char *query, size_t qlen, const char *name, size_t *len) {
+  size_t nl = strlen(name);
+  for (size_t i = 0; i + nl + 1 <= qlen; i++) {
+    if ((i == 0 || query[i - 1] == '&') && !strncmp(query + i, name, nl) && query[i + nl] == '=') {
+      const char *v = query + i + nl + 1;
+      const char *end = memchr(v, '&', qlen - (size_t)(v - query));
+      *len = end ? (size_t)(end - v) : qlen - (size_t)(v - query);
+      return v;
+    }
+  }
+  return NULL;
 }
 
 /* POST /restart: a hot restart (lifecycle.h), answered once the new server is started (not yet
@@ -74,6 +90,47 @@ static void lifecycle_verb(server *s, const pp_control_request *rq, int restart,
   pp_buf_append_str(&out->body, body);
 }
 
+/* GET /dashboard and GET /stats/stream (dashboard.h). 1 if the path was one of them. */
+static int dashboard_routes(server *s, const pp_control_request *rq, const char *url,
+                            size_t path_len, const char *query, size_t qlen,
+                            pp_control_response *out) {
+  if (path_len == 10 && !memcmp(url, "/dashboard", 10)) {
+    pp_buf_append(&out->body, pp_dashboard_html, pp_dashboard_html_len);
+    out->status = 200;
+    out->content_type = "text/html; charset=utf-8";
+    return 1;
+  }
+  if (path_len != 13 || memcmp(url, "/stats/stream", 13)) return 0;
+  uint32_t heartbeat = PP_DASH_HEARTBEAT_DEFAULT;
+  size_t vlen;
+  const char *v = query_param(query, qlen, "heartbeat", &vlen);
+  if (v) {
+    char tmp[16], *end;
+    unsigned long n = 0;
+    if (vlen && vlen < sizeof tmp) {
+      memcpy(tmp, v, vlen);
+      tmp[vlen] = 0;
+      n = strtoul(tmp, &end, 10);
+    }
+    if (!vlen || vlen >= sizeof tmp || *end || tmp[0] < '0' || tmp[0] > '9' || n < 1 ||
+        n > PP_DASH_HEARTBEAT_MAX) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "400 Bad Request: heartbeat must be whole seconds, 1 to %d\n",
+               PP_DASH_HEARTBEAT_MAX);
+      text(out, 400, msg);
+      return 1;
+    }
+    heartbeat = (uint32_t)n;
+  }
+  out->status = 200;
+  out->content_type = "text/event-stream";
+  if (rq->head_method) return 1; /* the head of the stream, no body */
+  out->stream = 1;
+  out->heartbeat_s = heartbeat;
+  pp_dashboard_stream_prelude(s, &out->body);
+  return 1;
+}
+
 void pp_control_app(server *s, const pp_control_request *rq, pp_control_response *out) {
   memset(out, 0, sizeof *out);
   pp_buf_init(&out->body);
@@ -92,6 +149,8 @@ void pp_control_app(server *s, const pp_control_request *rq, pp_control_response
   } else if (!rq->get_or_head) {
     text(out, 405, "405 Method Not Allowed\n");
     out->allow = "GET, HEAD";
+  } else if (dashboard_routes(s, rq, url, path_len, query, qlen, out)) {
+    /* answered */
   } else if (path_len == 6 && !memcmp(url, "/stats", 6)) {
     int pretty = qlen >= 8 && memmem(query, qlen, "pretty=1", 8) != NULL;
     pp_stats_json(s, pretty, &out->body);
@@ -103,7 +162,7 @@ void pp_control_app(server *s, const pp_control_request *rq, pp_control_response
     out->content_type = "text/plain; version=0.0.4";
   } else {
     text(out, 404,
-         "404 Not Found (try /stats, /stats?pretty=1, /metrics, POST /restart or POST "
-         "/stop)\n");
+         "404 Not Found (try /stats, /stats?pretty=1, /metrics, /dashboard, /stats/stream, POST "
+         "/restart or POST /stop)\n");
   }
 }

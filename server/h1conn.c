@@ -51,6 +51,10 @@ static void response_complete(client *c) {
     c->req = NULL;
     r->owner = NULL;
     pp_exchange_release(s, r);
+    if (c->sse_heartbeat_s) { /* a /stats/stream subscriber: dashboard.c writes from now on */
+      pp_h1conn_arm_timer(c);
+      return;
+    }
     if (!keep || s->draining) c->close_after_write = 1;
   }
   if (c->close_after_write) {
@@ -159,6 +163,9 @@ void pp_h1conn_arm_timer(client *c) {
     ms = 2000;
   } else if (c->writes_in_flight > 0) {
     ms = cfg->write_timeout_ns / 1000000;
+  } else if (c->sse_heartbeat_s && !c->req) { /* a subscriber: no idle timeout */
+    uv_timer_stop(&c->timer);
+    return;
   } else if (c->req) {
     pp_exchange *r = c->req;
     if (r->state == PP_X_BODY || (r->streaming && !r->body_done && r->state == PP_X_RUNNING))
@@ -270,11 +277,28 @@ static void handle_control(client *c) {
   r->resp_close = close;
   pp_control_request rq = {.get_or_head = c->h1.method == HTTP_GET || c->h1.method == HTTP_HEAD,
                            .target = (const char *)c->h1.raw.data + c->h1.url.off,
-                           .target_len = c->h1.url.len};
+                           .target_len = c->h1.url.len,
+                           .head_method = r->head_method};
   rq.authorization = pp_h1_header(&c->h1, "authorization", &rq.authorization_len);
   rq.post = c->h1.method == HTTP_POST;
   pp_control_response out;
   pp_control_app(s, &rq, &out);
+  if (out.stream) {
+    /* /stats/stream: close-delimited server-sent events; the connection becomes a
+     * subscriber once this head is written (response_complete) */
+    pp_conn_outf(c,
+                 "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nCache-Control: no-store\r\n"
+                 "X-Accel-Buffering: no\r\nConnection: close\r\n\r\n",
+                 out.content_type);
+    pp_conn_out(c, out.body.data, out.body.len);
+    pp_count_status(s, 200);
+    pp_buf_dispose(&out.body);
+    pp_dashboard_subscribe(s, c, out.heartbeat_s);
+    r->state = PP_X_RESPONDED;
+    c->response_done = 1;
+    pp_conn_flush(c);
+    return;
+  }
   char extra[64] = "";
   if (out.allow) snprintf(extra, sizeof extra, "Allow: %s\r\n", out.allow);
   simple_response(c, out.status, out.content_type, extra, out.body.data, out.body.len, close,

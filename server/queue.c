@@ -55,6 +55,7 @@ pp_worker *pp_registry_add(pp_registry *r, uint32_t pid, uint32_t index, int64_t
     pp_queue_init(&w->idle);
     w->state = PP_WORKER_BOOTING;
     w->pid = pid;
+    w->heap_live_slots = -1;
     w->index = index;
     w->forked_ns = now_ns;
     if ((uint32_t)i >= r->high) r->high = (uint32_t)i + 1;

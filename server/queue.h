@@ -65,6 +65,7 @@ struct pp_worker {
   /* Liveness (wlink.c): the last HEARTBEAT on its monitor connection (0: none yet, never timed
    * out), and whether the server has killed it (request timeout or silent heartbeat). */
   int64_t heartbeat_ns;
+  int64_t heap_live_slots; /* from its last HEARTBEAT (GC.stat), -1 unknown */
   int killed;
 };
 

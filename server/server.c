@@ -184,6 +184,7 @@ static void on_tick(uv_timer_t *t) {
   st->completions_last = st->completions_window;
   st->last_window_ns = s->cfg->tick_ns;
   pp_controller_tick(s);
+  pp_dashboard_tick(s); /* sees this tick's windows and decision */
   pp_hist_window_roll(&st->queue);
   pp_hist_window_roll(&st->service);
   pp_hist_window_roll(&st->ttfb);

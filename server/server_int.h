@@ -16,6 +16,7 @@
 #include "server/buf.h"
 #include "server/config.h"
 #include "server/conn.h"
+#include "server/dashboard.h"
 #include "server/exchange.h"
 #include "server/h3conn.h"
 #include "server/http1.h"
@@ -135,6 +136,7 @@ struct server {
 
   pp_stats stats;
   controller ctl_state;
+  pp_dashboard dash; /* /stats/stream and the decision history (dashboard.c) */
 
   pp_admit_state admit; /* the admission rule's memory (control/admit.h) */
   char alt_svc[64];     /* the Alt-Svc value while an HTTP/3 listener is open, else "" */

@@ -102,6 +102,10 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
     json_object_set_new(ls, "max_threads", json_integer(s->cfg->threads));
     json_object_set_new(ls, "requests_count", json_integer((json_int_t)w->requests));
     json_object_set_new(ls, "busy_threads", json_integer(w->busy));
+    /* GC.stat(:heap_live_slots) from its last heartbeat: null until one says it */
+    json_object_set_new(ls, "heap_live_slots",
+                        w->heap_live_slots >= 0 ? json_integer((json_int_t)w->heap_live_slots)
+                                                : json_null());
     json_object_set_new(o, "last_status", ls);
     json_array_append_new(ws, o);
   }
@@ -133,6 +137,10 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
                       json_real(st->last_window_ns
                                     ? (double)st->arrivals_last * 1e9 / (double)st->last_window_ns
                                     : 0));
+  json_object_set_new(
+      q, "completion_rate",
+      json_real(st->last_window_ns ? (double)st->completions_last * 1e9 / (double)st->last_window_ns
+                                   : 0));
   json_object_set_new(q, "shed", json_integer((json_int_t)st->shed));
   json_object_set_new(q, "cancelled_queued", json_integer((json_int_t)st->cancelled_queued));
   json_object_set_new(q, "cancelled_running", json_integer((json_int_t)st->cancelled_running));
@@ -264,7 +272,33 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
     json_object_set_new(co, "last_action", json_null());
     json_object_set_new(co, "last_reason", json_null());
   }
+  pp_dashboard *d = &s->dash;
+  json_t *decs = json_array(); /* newest first */
+  for (uint32_t i = 0; i < d->decisions_len; i++) {
+    const pp_dash_decision *e =
+        &d->decisions[(d->decisions_head + PP_DASH_DECISIONS - 1 - i) % PP_DASH_DECISIONS];
+    json_t *o = json_object();
+    char at[32];
+    iso8601(e->at, at, sizeof at);
+    json_object_set_new(o, "tick", json_integer((json_int_t)e->tick));
+    json_object_set_new(o, "at", json_string(at));
+    json_object_set_new(o, "action", json_string(pp_action_name(e->action)));
+    json_object_set_new(o, "count", json_integer(e->count));
+    json_object_set_new(o, "shed", json_boolean(e->shed));
+    json_object_set_new(o, "reason", json_string(e->reason));
+    json_array_append_new(decs, o);
+  }
+  json_object_set_new(co, "decisions", decs);
   json_object_set_new(root, "controller", co);
+
+  json_t *sse = json_object();
+  json_object_set_new(sse, "ticks", json_integer((json_int_t)d->ticks));
+  json_object_set_new(sse, "subscribers", json_integer(pp_dashboard_subscribers(s)));
+  json_object_set_new(sse, "subscribers_total", json_integer((json_int_t)d->subscribers_total));
+  json_object_set_new(sse, "events", json_integer((json_int_t)d->events));
+  json_object_set_new(sse, "heartbeats", json_integer((json_int_t)d->heartbeats));
+  json_object_set_new(sse, "slow_closed", json_integer((json_int_t)d->slow_closed));
+  json_object_set_new(root, "stream", sse);
 
   char *text = json_dumps(root, (pretty ? JSON_INDENT(2) : JSON_COMPACT) | JSON_REAL_PRECISION(10));
   pp_buf_append_str(out, text);
@@ -388,6 +422,8 @@ void pp_stats_metrics(server *s, pp_buf *out) {
   prom_gauge(out, "puma_plus_autoscale_enabled", "1 when the controller runs.", ct->enabled);
   prom_gauge(out, "puma_plus_shedding", "1 while admission control is on.", ct->shedding);
   prom_counter(out, "puma_plus_controller_ticks_total", "Controller ticks.", ct->tick);
+  prom_gauge(out, "puma_plus_stream_subscribers", "Open /stats/stream subscribers.",
+             pp_dashboard_subscribers(s));
   if (ct->have_last)
     appendf(out,
             "# HELP puma_plus_controller_last_action Last decision (1 for its action).\n# TYPE "

@@ -218,8 +218,15 @@ ssize_t pp_wire_decode(pp_wire_decoder *d, const uint8_t *buf, size_t len, pp_wi
     out->request_id = get64(&c);
     out->thread_index = get32(&c);
     break;
-  case PP_WIRE_HEARTBEAT_INTERVAL: out->interval_ms = get32(&c); break;
+  case PP_WIRE_HEARTBEAT_INTERVAL:
+    out->interval_ms = get32(&c);
+    out->monitor_flags = get32(&c);
+    break;
   case PP_WIRE_HEARTBEAT:
+    out->pid = get32(&c);
+    out->worker_index = get32(&c);
+    out->heap_live_slots = (int64_t)get64(&c);
+    break;
   case PP_WIRE_ADOPT:
     out->pid = get32(&c);
     out->worker_index = get32(&c);
@@ -251,11 +258,11 @@ static ssize_t payload_size(const pp_wire_frame *f) {
   case PP_WIRE_READY: return 12;
   case PP_WIRE_FORKED:
   case PP_WIRE_EXITED:
-  case PP_WIRE_HEARTBEAT:
   case PP_WIRE_ADOPT:
   case PP_WIRE_ADOPTED_EXITED: return 8;
+  case PP_WIRE_HEARTBEAT: return 16;
   case PP_WIRE_TIMEOUT: return 12;
-  case PP_WIRE_HEARTBEAT_INTERVAL: return 4;
+  case PP_WIRE_HEARTBEAT_INTERVAL: return 8;
   default: return PP_WIRE_ETYPE;
   }
 }
@@ -356,8 +363,15 @@ ssize_t pp_wire_encode(const pp_wire_frame *f, uint8_t *buf, size_t cap) {
     p = put64(p, f->request_id);
     p = put32(p, f->thread_index);
     break;
-  case PP_WIRE_HEARTBEAT_INTERVAL: p = put32(p, f->interval_ms); break;
+  case PP_WIRE_HEARTBEAT_INTERVAL:
+    p = put32(p, f->interval_ms);
+    p = put32(p, f->monitor_flags);
+    break;
   case PP_WIRE_HEARTBEAT:
+    p = put32(p, f->pid);
+    p = put32(p, f->worker_index);
+    p = put64(p, (uint64_t)f->heap_live_slots);
+    break;
   case PP_WIRE_ADOPT:
     p = put32(p, f->pid);
     p = put32(p, f->worker_index);

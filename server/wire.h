@@ -99,14 +99,19 @@ int pp_wire_pairs_next(pp_wire_pairs_iter *it, const uint8_t **key, uint32_t *ke
 /* One decoded frame. Only the fields of `type` are meaningful; the others are zero.
  * `pairs` is env (REQUEST) or headers (RESPONSE_HEAD); `data` is body (REQUEST), chunk
  * (BODY, RESPONSE_BODY) or buffered (HIJACKED). */
+/* HEARTBEAT_INTERVAL flags: the server may send TIMEOUT (-request-timeout is set). Without it
+ * the worker skips the interrupt machinery around app code. */
+#define PP_WIRE_MONITOR_REQUEST_TIMEOUTS 1u
+
 typedef struct pp_wire_frame {
   uint8_t type;
   uint32_t length; /* payload length */
   /* HELLO */
   uint16_t version;
-  uint32_t pid;          /* HELLO, RETIRE, READY, FORKED, EXITED, HEARTBEAT, ADOPT* */
-  uint32_t worker_index; /* HELLO, FORKED, HEARTBEAT, ADOPT */
-  uint32_t thread_index; /* HELLO, TIMEOUT */
+  uint32_t pid;            /* HELLO, RETIRE, READY, FORKED, EXITED, HEARTBEAT, ADOPT* */
+  uint32_t worker_index;   /* HELLO, FORKED, HEARTBEAT, ADOPT */
+  int64_t heap_live_slots; /* HEARTBEAT: the worker's GC.stat(:heap_live_slots), -1 unknown */
+  uint32_t thread_index;   /* HELLO, TIMEOUT */
   uint32_t capabilities;
   /* REQUEST, BODY, BODY_END, CANCEL, HIJACKED, TIMEOUT, RESPONSE_*, HIJACK */
   uint64_t request_id;
@@ -132,6 +137,7 @@ typedef struct pp_wire_frame {
   int32_t exit_status;
   /* HEARTBEAT_INTERVAL */
   uint32_t interval_ms;
+  uint32_t monitor_flags; /* PP_WIRE_MONITOR_* */
 } pp_wire_frame;
 
 typedef struct pp_wire_decoder {

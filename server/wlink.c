@@ -394,10 +394,12 @@ static int on_monitor_hello(wconn *w, const pp_wire_frame *f) {
     return -1;
   }
   wk->heartbeat_ns = pp_now_ns();
+  wk->heap_live_slots = f->heap_live_slots;
   pp_wire_frame out;
   memset(&out, 0, sizeof out);
   out.type = PP_WIRE_HEARTBEAT_INTERVAL;
   out.interval_ms = heartbeat_interval_ms(s);
+  out.monitor_flags = s->cfg->request_timeout_ns ? PP_WIRE_MONITOR_REQUEST_TIMEOUTS : 0;
   send_small(w, &out);
   return 0;
 }
@@ -412,7 +414,7 @@ static int monitor_frame(wconn *w, const pp_wire_frame *f) {
     return -1;
   }
   pp_worker *wk = pp_registry_find(&s->reg, w->pid);
-  if (wk) wk->heartbeat_ns = pp_now_ns();
+  if (wk) wk->heartbeat_ns = pp_now_ns(), wk->heap_live_slots = f->heap_live_slots;
   return 0;
 }
 

@@ -184,10 +184,15 @@ good("exited-extremes", { "type" => "EXITED", "pid" => U32_MAX, "status" => -2_1
 good("timeout", { "type" => "TIMEOUT", "request_id" => 77, "thread_index" => 2 }, u64(77) + u32(2))
 good("timeout-max", { "type" => "TIMEOUT", "request_id" => U64_BIG, "thread_index" => U32_MAX },
      u64(U64_BIG) + u32(U32_MAX))
-good("heartbeat-interval", { "type" => "HEARTBEAT_INTERVAL", "interval_ms" => 5000 }, u32(5000))
-good("heartbeat", { "type" => "HEARTBEAT", "pid" => 4001, "worker_index" => 0 }, u32(4001) + u32(0))
-good("heartbeat-max", { "type" => "HEARTBEAT", "pid" => U32_MAX, "worker_index" => U32_MAX },
-     u32(U32_MAX) + u32(U32_MAX))
+good("heartbeat-interval", { "type" => "HEARTBEAT_INTERVAL", "interval_ms" => 5000, "monitor_flags" => 1 },
+     u32(5000) + u32(1))
+good("heartbeat-interval-no-timeouts", { "type" => "HEARTBEAT_INTERVAL", "interval_ms" => 250, "monitor_flags" => 0 },
+     u32(250) + u32(0))
+good("heartbeat", { "type" => "HEARTBEAT", "pid" => 4001, "worker_index" => 0, "heap_live_slots" => 123_456 },
+     u32(4001) + u32(0) + i64(123_456))
+good("heartbeat-max", { "type" => "HEARTBEAT", "pid" => U32_MAX, "worker_index" => U32_MAX,
+                        "heap_live_slots" => -1 },
+     u32(U32_MAX) + u32(U32_MAX) + i64(-1))
 
 # ---- shepherd restart: ADOPT / ADOPTED_EXITED ----------------------------------------------
 good("adopt", { "type" => "ADOPT", "pid" => 4001, "worker_index" => 1 }, u32(4001) + u32(1))
@@ -248,8 +253,8 @@ bad("bad-head-pair-missing-value", "length_mismatch",
     "RESPONSE_HEAD pair with a key and no value", header(0x20, p.bytesize) + p)
 bad("bad-timeout-short", "length_mismatch", "TIMEOUT payload 8 bytes, fields need 12",
     header(0x16, 8) + u64(1))
-bad("bad-heartbeat-long", "length_mismatch", "HEARTBEAT payload 9 bytes, fields need 8",
-    header(0x24, 9) + u32(1) + u32(0) + "\x00")
+bad("bad-heartbeat-long", "length_mismatch", "HEARTBEAT payload 17 bytes, fields need 16",
+    header(0x24, 17) + u32(1) + u32(0) + i64(0) + "\x00")
 bad("bad-heartbeat-interval-empty", "length_mismatch", "HEARTBEAT_INTERVAL with empty payload",
     header(0x17, 0))
 bad("bad-adopt-short", "length_mismatch", "ADOPT payload 4 bytes, fields need 8",

@@ -268,6 +268,8 @@ static int frame_from_json(json_t *j, pp_wire_frame *f, pp_buf *pairs, pp_buf *d
       f->pid = (uint32_t)u;
     else if (strcmp(key, "worker_index") == 0)
       f->worker_index = (uint32_t)u;
+    else if (strcmp(key, "heap_live_slots") == 0)
+      f->heap_live_slots = (int64_t)json_integer_value(v);
     else if (strcmp(key, "thread_index") == 0)
       f->thread_index = (uint32_t)u;
     else if (strcmp(key, "capabilities") == 0)
@@ -305,6 +307,8 @@ static int frame_from_json(json_t *j, pp_wire_frame *f, pp_buf *pairs, pp_buf *d
       f->boot_ns = u;
     else if (strcmp(key, "interval_ms") == 0)
       f->interval_ms = (uint32_t)u;
+    else if (strcmp(key, "monitor_flags") == 0)
+      f->monitor_flags = (uint32_t)u;
     else if (strcmp(key, "env") == 0 || strcmp(key, "headers") == 0) {
       if (pairs_from_json(v, pairs, &f->pairs.count)) return -1;
     } else if (strcmp(key, "body_hex") == 0 || strcmp(key, "chunk_hex") == 0 ||
@@ -332,7 +336,7 @@ static int frames_equal(const pp_wire_frame *a, const pp_wire_frame *b) {
       a->t5_ns != b->t5_ns || a->body_read_ns != b->body_read_ns ||
       a->gvl_wait_ns != b->gvl_wait_ns || a->cpu_ns != b->cpu_ns || a->count != b->count ||
       a->grace_ms != b->grace_ms || a->boot_ns != b->boot_ns || a->exit_status != b->exit_status ||
-      a->interval_ms != b->interval_ms)
+      a->interval_ms != b->interval_ms || a->monitor_flags != b->monitor_flags)
     return 0;
   if (a->pairs.count != b->pairs.count || a->pairs.len != b->pairs.len) return 0;
   if (a->pairs.len && memcmp(a->pairs.data, b->pairs.data, a->pairs.len)) return 0;

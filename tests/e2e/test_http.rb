@@ -332,6 +332,10 @@ class TestHTTP < Minitest::Test
       %w[backlog running pool_capacity max_threads requests_count busy_threads].each do |k|
         assert w["last_status"].key?(k), k
       end
+      # the worker's live heap slots, from its monitor connection's HEARTBEAT (GC.stat)
+      slots = w["last_status"]["heap_live_slots"]
+      assert_kind_of Integer, slots, w.inspect
+      assert_operator slots, :>, 10_000, "a booted Rack app has more live objects than that"
     end
     q = st["queue"]
     %w[depth window lifetime predicted_wait_ms service ttfb shed cancelled_queued cancelled_running].each do |k|

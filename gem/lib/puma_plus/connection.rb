@@ -46,6 +46,8 @@ module PumaPlus
     # for the next REQUEST (it is masked everywhere else, see #run).
     class StopRequested < Exception; end # rubocop:disable Lint/InheritException
 
+    STOP_ON_BLOCKING = { StopRequested => :on_blocking }.freeze # one Hash less per request
+
     attr_reader :thread_index
 
     # `proto_env` is the frozen prototype env (see Worker.prototype_env); `log` takes #puts.
@@ -126,7 +128,7 @@ module PumaPlus
         @idle = true
         return :eof if @stopping
 
-        frame = Thread.handle_interrupt(StopRequested => :on_blocking) { read_frame }
+        frame = Thread.handle_interrupt(STOP_ON_BLOCKING) { read_frame }
         @idle = false
         return :eof unless frame
 
@@ -230,7 +232,11 @@ module PumaPlus
 
     def write_out(out)
       # Never interrupted in the middle of a frame: a timeout waits for the write to finish.
-      Thread.handle_interrupt(RequestTimeout => :never) { @sock.write(out) }
+      if PumaPlus.request_timeouts?
+        Thread.handle_interrupt(RequestTimeout => :never) { @sock.write(out) }
+      else
+        @sock.write(out)
+      end
       out.clear
     rescue IOError, SystemCallError => e
       raise ConnectionLost, e.message
@@ -506,6 +512,8 @@ module PumaPlus
     # before app.call started is raised on entry (raise_pending, inside the caller's rescue);
     # one raised just as the block ended is taken here, so it never reaches the next request.
     def interruptible(raise_pending: true)
+      return yield unless PumaPlus.request_timeouts? # the server never sends TIMEOUT
+
       entered = false
       @interrupt_lock.synchronize do
         raise RequestTimeout, timeout_message(@current_id) if raise_pending && timed_out?(@current_id)

@@ -15,4 +15,15 @@ module PumaPlus
   # body), never while the worker writes a frame to the server.
   class RequestTimeout < Exception # rubocop:disable Lint/InheritException
   end
+
+  # Whether the server may interrupt requests (it says so in HEARTBEAT_INTERVAL's flags on the
+  # worker's monitor connection). True until it has said: the interrupt machinery around app
+  # code (a mutex, Thread.handle_interrupt: about a dozen allocations per request) runs only
+  # while it is true.
+  @request_timeouts = true
+  class << self
+    attr_writer :request_timeouts
+
+    def request_timeouts? = @request_timeouts
+  end
 end

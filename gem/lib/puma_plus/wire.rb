@@ -48,6 +48,8 @@ module PumaPlus
     CAP_CPU_TIME = 2
     FLAG_BODY_STREAMS = 1
     FLAG_HIJACKABLE = 2
+    # HEARTBEAT_INTERVAL monitor_flags: the server may send TIMEOUT (-request-timeout is set).
+    MONITOR_REQUEST_TIMEOUTS = 1
 
     # HIJACKED results.
     HIJACK_OK = 0
@@ -75,7 +77,7 @@ module PumaPlus
       HELLO => [18, "nNNNN"], BODY_END => [8, "Q>"], CANCEL => [8, "Q>"], HIJACK => [8, "Q>"],
       RESPONSE_END => [48, "Q>Q>Q>Q>q>q>"], SPAWN => [4, "N"], RETIRE => [4, "N"],
       STOP => [4, "N"], READY => [12, "NQ>"], FORKED => [8, "NN"], EXITED => [8, "Nl>"],
-      TIMEOUT => [12, "Q>N"], HEARTBEAT_INTERVAL => [4, "N"], HEARTBEAT => [8, "NN"],
+      TIMEOUT => [12, "Q>N"], HEARTBEAT_INTERVAL => [8, "NN"], HEARTBEAT => [16, "NNq>"],
       ADOPT => [8, "NN"], ADOPTED_EXITED => [8, "Nl>"]
     }.freeze
 

@@ -111,14 +111,15 @@ module PumaPlus
       return unless sock
 
       decoder = Wire::Decoder.new
-      beat = Wire.encode(Wire::Heartbeat.new(Process.pid, @worker_index)).freeze
-      sock.write(beat)
+      # Each beat carries the process's live heap slots (GC.stat), which /stats shows per worker.
+      beat = -> { Wire.encode(Wire::Heartbeat.new(Process.pid, @worker_index, GC.stat(:heap_live_slots))) }
+      sock.write(beat.call)
       interval = DEFAULT_HEARTBEAT_S
       next_beat = monotonic + interval
       loop do
         wait = next_beat - monotonic
         if wait <= 0
-          sock.write(beat)
+          sock.write(beat.call)
           next_beat = monotonic + interval
           next
         end
@@ -133,6 +134,7 @@ module PumaPlus
           case frame
           when Wire::HeartbeatInterval
             interval = frame.interval_ms / 1000.0
+            PumaPlus.request_timeouts = frame.monitor_flags.anybits?(Wire::MONITOR_REQUEST_TIMEOUTS)
             next_beat = monotonic + interval
           when Wire::Timeout then interrupt(frame)
           else

@@ -27,8 +27,9 @@ module PumaPlus
     # The worker's monitor connection (one per worker process, docs/PROTOCOL.md "Monitor
     # connection"): TIMEOUT and HEARTBEAT_INTERVAL come from the server, HEARTBEAT goes to it.
     Timeout = Struct.new(:request_id, :thread_index)
-    HeartbeatInterval = Struct.new(:interval_ms)
-    Heartbeat = Struct.new(:pid, :worker_index)
+    # monitor_flags bit 0 (MONITOR_REQUEST_TIMEOUTS): the server may send TIMEOUT
+    HeartbeatInterval = Struct.new(:interval_ms, :monitor_flags)
+    Heartbeat = Struct.new(:pid, :worker_index, :heap_live_slots) # heap_live_slots: GC.stat, -1 unknown
     # A restarted shepherd learns the live workers its predecessor forked.
     Adopt = Struct.new(:pid, :worker_index)
     AdoptedExited = Struct.new(:pid, :status)

@@ -1,0 +1,196 @@
+#!/usr/bin/python3
+"""Reads the live dashboard the way a person sees it: headless Chromium (Debian's chromium)
+driven over the DevTools protocol (python3-websockets), no other browser tooling.
+
+    /usr/bin/python3 tests/browser/dashboard_probe.py --url http://127.0.0.1:PORT/dashboard \
+        --stats-url http://127.0.0.1:PORT/stats --samples 4 --interval 1.5 \
+        --screenshot build/artifacts/dashboard.png
+
+Loads the page, waits until it shows a tick, then takes --samples readings --interval seconds
+apart, polling /stats every 40 ms in between. A reading is the text of the page's value
+elements and its decisions table, then /stats fetched right after; when /stats is already on
+another tick (stream.ticks) than the page shows, the pair is taken again, up to 8 times. Prints
+one JSON object a line: {"dom": {...}, "stats": {...}, "prev": the latest /stats fetched during
+an earlier tick (or null), "tries": n}, then {"screenshot": PATH, "bytes": n}. Judging the
+values is the caller's business (tests/e2e/test_dashboard.rb). Exits 2, saying why, when
+Chromium or the page cannot be had."""
+import argparse
+import asyncio
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+try:
+    import websockets
+except ImportError:
+    sys.exit("dashboard_probe: python3-websockets is missing (Debian package python3-websockets)")
+
+IDS = ["status", "tick", "window", "q-p50", "q-p95", "q-p99", "q-depth", "q-pred", "rate-in",
+       "rate-out", "w-ready", "w-booting", "w-old", "w-wanted", "shed", "shed-rate", "timeouts",
+       "timeouts-rate", "shedding", "last-reason"]
+
+READ_JS = """(() => {
+  const out = {};
+  for (const id of %s) out[id] = document.getElementById(id).textContent;
+  out.decisions = [...document.querySelectorAll('#decisions tr')]
+    .map(tr => [...tr.children].map(td => td.textContent));
+  out.body_tick = document.body.dataset.tick || null;
+  return JSON.stringify(out);
+})()""" % json.dumps(IDS)
+
+
+def fail(msg):
+    print("dashboard_probe: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+class Page:
+    """One DevTools session on one page target: numbered commands, events ignored."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        self.next_id = 0
+
+    async def call(self, method, **params):
+        self.next_id += 1
+        my_id = self.next_id
+        await self.ws.send(json.dumps({"id": my_id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(await asyncio.wait_for(self.ws.recv(), 30))
+            if msg.get("id") == my_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+
+    async def evaluate(self, expr):
+        r = await self.call("Runtime.evaluate", expression=expr, returnByValue=True)
+        if "exceptionDetails" in r:
+            raise RuntimeError(f"page script failed: {r['exceptionDetails']}")
+        return r["result"].get("value")
+
+
+def launch(chromium, profile, width, height):
+    args = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
+            "--disable-background-networking", "--no-first-run", "--no-default-browser-check",
+            "--no-proxy-server", "--disable-extensions", "--hide-scrollbars",
+            f"--user-data-dir={profile}", "--remote-debugging-port=0",
+            "--remote-debugging-address=127.0.0.1", f"--window-size={width},{height}",
+            "about:blank"]
+    log = open(os.path.join(profile, "chromium.log"), "wb")
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                            start_new_session=True)
+    port_file = os.path.join(profile, "DevToolsActivePort")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            fail(f"chromium exited with {proc.returncode} before DevTools was up")
+        if os.path.exists(port_file):
+            lines = open(port_file).read().split()
+            if len(lines) >= 2:
+                return proc, int(lines[0])
+        time.sleep(0.05)
+    fail("chromium did not open its DevTools port within 30 s")
+
+
+def page_ws_url(port):
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as r:
+            for t in json.load(r):
+                if t.get("type") == "page":
+                    return t["webSocketDebuggerUrl"]
+        time.sleep(0.05)
+    fail("no page target in chromium")
+
+
+def get_json(url):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.load(r)
+
+
+async def probe(opts, port):
+    async with websockets.connect(page_ws_url(port), max_size=64 << 20) as ws:
+        page = Page(ws)
+        await page.call("Page.enable")
+        await page.call("Runtime.enable")
+        await page.call("Page.navigate", url=opts.url)
+        deadline = time.monotonic() + opts.timeout
+        while not await page.evaluate("!!(document.body && document.body.dataset.tick)"):
+            if time.monotonic() > deadline:
+                text = await page.evaluate("document.documentElement.outerHTML.slice(0, 2000)")
+                fail(f"the page showed no tick within {opts.timeout} s; it holds:\n{text}")
+            await asyncio.sleep(0.05)
+        snapshots = {}  # every /stats fetched, by stream.ticks (the latest few)
+
+        def fetch():
+            s = get_json(opts.stats_url)
+            snapshots[s["stream"]["ticks"]] = s
+            for old in sorted(snapshots)[:-8]:
+                del snapshots[old]
+            return s
+
+        async def poll(secs):
+            end = time.monotonic() + secs
+            while time.monotonic() < end:
+                fetch()
+                await asyncio.sleep(0.04)
+
+        for i in range(opts.samples):
+            await poll(opts.interval)
+            for tries in range(1, 9):
+                dom = json.loads(await page.evaluate(READ_JS))
+                stats = fetch()
+                if str(stats["stream"]["ticks"]) == dom["tick"]:
+                    break
+                await asyncio.sleep(0.03)
+            earlier = [k for k in snapshots if k < stats["stream"]["ticks"]]
+            prev = snapshots[max(earlier)] if earlier else None
+            print(json.dumps({"dom": dom, "stats": stats, "prev": prev, "tries": tries}), flush=True)
+        shot = await page.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+        data = base64.b64decode(shot["data"])
+        os.makedirs(os.path.dirname(os.path.abspath(opts.screenshot)), exist_ok=True)
+        with open(opts.screenshot, "wb") as f:
+            f.write(data)
+        print(json.dumps({"screenshot": opts.screenshot, "bytes": len(data)}), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--stats-url", required=True)
+    ap.add_argument("--samples", type=int, default=3)
+    ap.add_argument("--interval", type=float, default=1.0)
+    ap.add_argument("--screenshot", required=True)
+    ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument("--timeout", type=float, default=20)
+    ap.add_argument("--size", default="1280x1100")
+    opts = ap.parse_args()
+    if not os.access(opts.chromium, os.X_OK):
+        fail(f"{opts.chromium} not found: install Debian's chromium (scripts/install-deps.sh)")
+    width, height = (int(v) for v in opts.size.split("x"))
+    profile = tempfile.mkdtemp(prefix="pp-dash-chromium-")
+    proc = None
+    try:
+        proc, port = launch(opts.chromium, profile, width, height)
+        asyncio.run(asyncio.wait_for(probe(opts, port), opts.timeout + opts.samples *
+                                     (opts.interval + 5) + 30))
+    finally:
+        if proc and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)  # chromium's own children share its group
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
