@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Generates the Rails app the e2e tests boot under puma-plus (issue 10), once per machine:
 #   scripts/gen-rails-app.sh 6.1|7.2 [DEST]     (default DEST: build/apps/rails-VERSION)
-# 6.1 is Debian's (ruby-rails, ruby-sqlite3: no Bundler fetches anything), 7.2 is the pinned
-# RubyGems set in build/gems (scripts/install-gems.sh). The app: `rails new` with everything a
-# server test does not need skipped (--minimal on 7.2, the matching --skip-* flags on 6.1,
-# which has no --minimal), --skip-bundle and a Gemfile resolved with `bundle lock --local`
-# against the gems already installed (7.2 starts from the committed Gemfile.lock, so it gets
-# exactly the pinned versions; 6.1 gets GEM_HOME=build/apps/debian-gems for binstubs), a Post scaffold on SQLite, a JSON endpoint, a header naming
-# the worker pid, config/puma-plus.rb with 2 workers whose hooks re-establish ActiveRecord's
-# connections, and the production database migrated.
+# 6.1 is Debian's (ruby-rails, ruby-sqlite3, ruby-jbuilder, ruby-redis: no Bundler fetches), 7.2
+# is the pinned RubyGems set in build/gems (scripts/install-gems.sh). The app: `rails new` with
+# everything a server test does not need skipped (--minimal on 7.2, the matching --skip-* flags
+# on 6.1, which has no --minimal), --skip-bundle and a Gemfile resolved with `bundle lock
+# --local` against the gems already installed (7.2 starts from the committed Gemfile.lock, so
+# it gets exactly the pinned versions; 6.1 gets GEM_HOME=build/apps/debian-gems for binstubs),
+# a Post scaffold on SQLite with the scaffold's JSON endpoint (jbuilder), headers naming the
+# worker pid and the Rails version, config/puma-plus.rb with 2 workers whose hooks
+# re-establish ActiveRecord's connections, and the production database migrated. Both apps
+# also have Action Cable (async or Redis adapter, a WorkerChannel and POST /broadcasts; see
+# below and tests/e2e/test_action_cable.rb).
 # Cached: DEST/.pp-stamp holds a hash of this script, the lockfile and the Ruby version; the
 # app is generated again only when that changes. Never committed (build/ is ignored).
 set -euo pipefail
@@ -27,10 +30,12 @@ case "$VERSION" in
     rails -v | grep -q '^Rails 6\.1\.' || { echo "gen-rails-app: /usr/bin/rails is not 6.1 ($(rails -v))" >&2; exit 1; }
     RAILS_NEW=(rails new)
     FLAGS=(--skip-action-mailer --skip-action-mailbox --skip-action-text --skip-active-storage
-           --skip-action-cable --skip-javascript --skip-turbolinks --skip-webpack-install
-           --skip-sprockets --skip-spring --skip-listen --skip-bootsnap --skip-jbuilder)
+           --skip-javascript --skip-turbolinks --skip-webpack-install
+           --skip-sprockets --skip-spring --skip-listen --skip-bootsnap)
     GEMS='gem "rails", "~> 6.1.7"
-gem "sqlite3", "~> 1.4"'
+gem "sqlite3", "~> 1.4"
+gem "jbuilder", "~> 2.10"
+gem "redis", "~> 4.8"'
     # Debian's gems stay where they are; this GEM_HOME only gets the binstub of the path gem
     # puma-plus (`bundle exec puma-plus`), so nothing is written outside build/.
     export GEM_HOME=$ROOT/build/apps/debian-gems
@@ -41,9 +46,11 @@ gem "sqlite3", "~> 1.4"'
       { echo "gen-rails-app: the pinned gems are not in $GEM_HOME: run scripts/install-gems.sh" >&2; exit 1; }
     RAILS_NEW=(env "BUNDLE_GEMFILE=$ROOT/tests/apps/gemfiles/rubygems/Gemfile" bundle exec rails new)
     FLAGS=(--minimal --skip-asset-pipeline --skip-docker --skip-kamal --skip-thruster --skip-rubocop
-           --skip-brakeman --skip-ci --skip-jbuilder)
+           --skip-brakeman --skip-ci --no-skip-jbuilder --no-skip-action-cable)
     GEMS='gem "rails", "~> 7.2.0"
-gem "sqlite3", "~> 1.7.3"'
+gem "sqlite3", "~> 1.7.3"
+gem "jbuilder", "~> 2.15"
+gem "redis", "~> 5.4"'
     ;;
   *) echo "gen-rails-app: unknown Rails version $VERSION (6.1 or 7.2)" >&2; exit 2 ;;
 esac
@@ -75,21 +82,70 @@ bundle install --local --quiet # nothing to fetch: writes the puma-plus binstub 
 
 bin/rails generate scaffold Post title:string body:text -q >/dev/null
 
-# Which worker answered, and a JSON view of the table (read through any worker).
+# Which worker (and which Rails) answered. The scaffold's JSON endpoint (posts.json,
+# posts/ID.json) comes from jbuilder's scaffold templates: without the jbuilder gem the 7.2
+# generator writes an HTML-only controller and neither writes .json.jbuilder views.
 cat >app/controllers/application_controller.rb <<'EOF'
 class ApplicationController < ActionController::Base
-  after_action { response.set_header("x-pp-worker-pid", Process.pid.to_s) }
-end
-EOF
-cat >app/controllers/posts_summary_controller.rb <<'EOF'
-class PostsSummaryController < ApplicationController
-  def show
-    render json: { count: Post.count, titles: Post.order(:id).pluck(:title), pid: Process.pid,
-                   rails: Rails.version, rack: Rack.release }
+  after_action do
+    response.set_header("x-pp-worker-pid", Process.pid.to_s)
+    response.set_header("x-pp-rails", Rails.version)
   end
 end
 EOF
-sed -i 's|^Rails.application.routes.draw do$|&\n  get "posts_summary", to: "posts_summary#show"\n  root "posts#index"|' config/routes.rb
+[[ -f app/views/posts/show.json.jbuilder && -f app/views/posts/index.json.jbuilder ]] ||
+  { echo "gen-rails-app: the scaffold wrote no JSON views (is jbuilder in the Gemfile?)" >&2; exit 1; }
+sed -i 's|^Rails.application.routes.draw do$|&\n  root "posts#index"|' config/routes.rb
+
+# Action Cable. PP_CABLE_ADAPTER picks the production adapter: async (in one
+# process: a broadcast reaches only the WebSockets of the worker that made it) or redis
+# (REDIS_URL, required: across workers). A WorkerChannel subscriber streams one room (the
+# identifier's "room") and is told the pid of the worker that holds its WebSocket;
+# POST /broadcasts (room, text) broadcasts to the room and answers with its own pid.
+cat >config/cable.yml <<'YAML'
+development:
+  adapter: async
+
+test:
+  adapter: test
+
+production:
+<% adapter = ENV.fetch("PP_CABLE_ADAPTER", "async") %>
+<% if adapter == "redis" %>
+  adapter: redis
+  url: <%= ENV.fetch("REDIS_URL") { raise "PP_CABLE_ADAPTER=redis needs REDIS_URL" } %>
+  channel_prefix: pp_cable
+<% elsif adapter == "async" %>
+  adapter: async
+<% else raise "PP_CABLE_ADAPTER: #{adapter.inspect} is neither async nor redis" end %>
+YAML
+cat >app/channels/worker_channel.rb <<'RUBY'
+class WorkerChannel < ApplicationCable::Channel
+  def subscribed
+    return reject if params[:room].blank?
+
+    stream_from "room:#{params[:room]}"
+    transmit({ "subscribed_pid" => Process.pid, "pubsub" => ActionCable.server.pubsub.class.name })
+  end
+end
+RUBY
+cat >app/controllers/broadcasts_controller.rb <<'RUBY'
+class BroadcastsController < ApplicationController
+  skip_forgery_protection # a test endpoint, called by clients without a session
+
+  def create
+    room = params.require(:room)
+    ActionCable.server.broadcast("room:#{room}", { "text" => params.require(:text), "from_pid" => Process.pid })
+    render json: { pid: Process.pid, room: room }
+  end
+end
+RUBY
+sed -i 's|^Rails.application.routes.draw do$|&\n  post "broadcasts", to: "broadcasts#create"|' config/routes.rb
+# WebSocket handshakes are accepted from pages of 127.0.0.1, on any port.
+sed -i -E 's|^(\s*)# (config\.action_cable\.allowed_request_origins) = .*$|\1\2 = [ %r{\\Ahttp://127\\.0\\.0\\.1(:\\d+)?\\z} ]|' \
+  config/environments/production.rb
+grep -q '^ *config\.action_cable\.allowed_request_origins = \[ %r' config/environments/production.rb ||
+  { echo "gen-rails-app: could not set allowed_request_origins in config/environments/production.rb" >&2; exit 1; }
 
 # One SQLite file per environment (7.2's --minimal leaves production without a database).
 cat >config/database.yml <<'EOF'

@@ -12,9 +12,11 @@ PACKAGES=(
   libgnutls28-dev libssl-dev
   libgsl-dev libsqlite3-dev sqlite3 libyaml-dev libjansson-dev libcunit1-dev
   gnuplot-nox
-  ruby ruby-dev ruby-bundler ruby-rack puma ruby-sinatra ruby-minitest ruby-rails ruby-sqlite3
+  ruby ruby-dev ruby-bundler ruby-rack puma ruby-sinatra ruby-minitest ruby-rails ruby-sqlite3 ruby-jbuilder ruby-redis
   nghttp2-client nghttp2-server openssl ngtcp2-client wrk curl valgrind procps python3 python3-h2 python3-websockets
-  systemd chromium
+  chromium
+  redis-server
+  systemd
 )
 
 missing=()

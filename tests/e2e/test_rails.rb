@@ -2,13 +2,15 @@
 
 # Rails under the real server, both columns of the gem matrix (issue 10): Debian's Rails 6.1
 # and the pinned Rails 7.2. scripts/gen-rails-app.sh generates each app once per machine
-# (build/apps/, never committed): `rails new` (minimal), a Post scaffold on SQLite, a JSON
-# endpoint, and config/puma-plus.rb with 2 workers whose before_fork / on_worker_boot hooks
-# re-establish ActiveRecord's connections. Each test runs a fresh copy in production mode with
-# `bundle exec puma-plus` (no flags: config/puma-plus.rb) and checks: pages render, a
-# CSRF-protected form POST creates a record (and one without the token is refused), a write
-# through one worker is read through the other, an update through the edit form, and the
-# Rails request log reaches the server's stdout.
+# (build/apps/, never committed): `rails new` (minimal), a Post scaffold on SQLite with its
+# JSON endpoint (jbuilder views), and config/puma-plus.rb with 2 workers whose before_fork /
+# on_worker_boot hooks re-establish ActiveRecord's connections. Each test runs a fresh copy in
+# production mode with `bundle exec puma-plus` (no flags: config/puma-plus.rb) and checks:
+# pages render, a CSRF-protected form POST creates a record (and one without the token is
+# refused), a write through one worker is read through the other, in HTML and through the
+# scaffold's own posts.json / posts/ID.json from both workers, an update through the edit form
+# and one through the JSON endpoint (PATCH posts/ID.json, X-CSRF-Token), and the Rails request
+# log reaches the server's stdout.
 require_relative "helper"
 require "net/http"
 require "uri"
@@ -24,14 +26,27 @@ class TestRails < Minitest::Test
   end
 
   # One request on a new connection (so any worker may answer); returns the Net::HTTPResponse.
-  def http(method, path, form: nil, cookie: nil)
+  def http(method, path, form: nil, cookie: nil, json: nil, headers: {})
     Net::HTTP.start("127.0.0.1", @srv.port, open_timeout: 10, read_timeout: 30) do |h|
-      req = method == :post ? Net::HTTP::Post.new(path) : Net::HTTP::Get.new(path)
+      req = { post: Net::HTTP::Post, patch: Net::HTTP::Patch, get: Net::HTTP::Get }.fetch(method).new(path)
       req["Cookie"] = cookie if cookie
       req["Connection"] = "close"
+      headers.each { |k, v| req[k] = v }
       req.set_form_data(form) if form
+      if json
+        req["Content-Type"] = "application/json"
+        req.body = JSON.generate(json)
+      end
       h.request(req)
     end
+  end
+
+  # GET PATH.json: 200, a JSON content type and the parsed body.
+  def get_json(path)
+    res = http(:get, path)
+    assert_equal "200", res.code, "GET #{path}: #{@srv.log[-3000..]}"
+    assert_match(%r{\Aapplication/json}, res["content-type"])
+    [JSON.parse(res.body), res["x-pp-worker-pid"]]
   end
 
   # The config/puma.rb that `rails new` wrote, unmodified: `puma-plus -C config/puma.rb` runs
@@ -83,11 +98,10 @@ class TestRails < Minitest::Test
       %w[bundle exec puma-plus]
     })
 
-    res = http(:get, "/posts_summary")
+    res = http(:get, "/posts.json")
     assert_equal "200", res.code, @srv.log[-3000..]
-    summary = JSON.parse(res.body)
-    assert_equal version, summary["rails"][/\A\d+\.\d+/]
-    assert_equal 0, summary["count"]
+    assert_equal version, res["x-pp-rails"][/\A\d+\.\d+/]
+    assert_equal [], JSON.parse(res.body), "the scaffold's JSON index of an empty table"
 
     res = http(:get, "/posts")
     assert_equal "200", res.code
@@ -112,17 +126,31 @@ class TestRails < Minitest::Test
     writer = res["x-pp-worker-pid"]
     refute_nil writer
 
-    # Read it back through the other worker: rounds of concurrent requests spread over all
-    # six connections (2 workers × 3 threads) until a different pid answers.
-    other = nil
-    20.times do
-      answers = Array.new(6) { Thread.new { http(:get, "/posts_summary") } }.map(&:value)
-      other = answers.find { |r| r["x-pp-worker-pid"] != writer }
-      break if other
+    # Read it back through the scaffold's JSON endpoint from both workers: rounds of
+    # concurrent requests spread over all six connections (2 workers × 3 threads), half on
+    # posts.json and half on posts/ID.json, until each path was answered by two pids.
+    id = Integer(location[/\d+\z/])
+    record = lambda do |post|
+      assert_equal [id, title, "hello"], post.values_at("id", "title", "body")
+      assert_equal "http://127.0.0.1:#{@srv.port}/posts/#{id}.json", post["url"]
+      refute_nil post["created_at"]
     end
-    refute_nil other, "no answer from a second worker"
-    data = JSON.parse(other.body)
-    assert_equal [1, [title]], [data["count"], data["titles"]], "the other worker reads the write"
+    pids = { index: [], show: [] }
+    20.times do
+      Array.new(6) do |i|
+        Thread.new { i.even? ? [:index, *get_json("/posts.json")] : [:show, *get_json("#{location}.json")] }
+      end.map(&:value).each do |kind, data, pid|
+        if kind == :index
+          assert_equal 1, data.size
+          data = data.first
+        end
+        record.call(data)
+        pids[kind] |= [pid]
+      end
+      break if pids.values.all? { |p| p.size == 2 }
+    end
+    assert_equal [2, 2], pids.values.map(&:size), "posts.json and posts/ID.json from both workers: #{pids}"
+    assert_includes pids[:show], writer
     assert_equal 2, @srv.stats["booted_workers"]
 
     res = http(:get, location)
@@ -134,7 +162,20 @@ class TestRails < Minitest::Test
     res = http(:post, location, form: { "_method" => "patch", "authenticity_token" => edit_token,
                                         "post[title]" => "#{title} (edited)" }, cookie: session_cookie(res).then { |c| c.empty? ? cookie : c })
     assert_includes %w[302 303], res.code, @srv.log[-3000..]
-    assert_includes JSON.parse(http(:get, "/posts_summary").body)["titles"], "#{title} (edited)"
+    assert_equal "#{title} (edited)", get_json("#{location}.json")[0]["title"]
+
+    # The scaffold's JSON update (format.json: render :show), with the page's CSRF token.
+    page = http(:get, location, cookie: cookie)
+    csrf = CGI.unescapeHTML(page.body[/<meta name="csrf-token" content="([^"]+)"/, 1].to_s)
+    refute_empty csrf, "csrf_meta_tags in the layout"
+    cookie = session_cookie(page).then { |c| c.empty? ? cookie : c }
+    res = http(:patch, "#{location}.json", json: { post: { title: "#{title} (json)" } }, cookie: cookie,
+                                           headers: { "X-CSRF-Token" => csrf, "Accept" => "application/json" })
+    assert_equal "200", res.code, @srv.log[-3000..]
+    assert_equal "#{title} (json)", JSON.parse(res.body)["title"]
+    res = http(:patch, "#{location}.json", json: { post: { title: "no token" } }, cookie: cookie)
+    assert_equal "422", res.code, "a JSON PATCH without the token is refused"
+    assert_equal "#{title} (json)", get_json("#{location}.json")[0]["title"]
 
     assert_equal 0, @srv.stats["requests"]["status_5xx"], @srv.log[-3000..]
     log = @srv.log

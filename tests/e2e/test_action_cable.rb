@@ -1,0 +1,405 @@
+# frozen_string_literal: true
+
+# Action Cable under the real server (issue 10), in the Rails apps of scripts/gen-rails-app.sh
+# (the pinned 7.2 and Debian's 6.1): a real WebSocket client (python3-websockets) opens /cable
+# on HTTP/1.1 (the server hands the socket to the worker by full hijack, docs/RACK.md), speaks
+# the Action Cable protocol (welcome; a subscribe command whose identifier is the JSON of the
+# channel and its params; confirm_subscription; messages; pings skipped), and receives a
+# broadcast made by an HTTP request (POST /broadcasts):
+#  - async adapter, one worker: the broadcast and the WebSocket share the worker process; a
+#    handshake from an origin that allowed_request_origins does not admit is refused (404);
+#  - Redis adapter (Debian's redis-server, started here on a free loopback port and stopped by
+#    PID), two workers: requests are repeated until one is served by the worker that does not
+#    hold the WebSocket, and its broadcast still arrives, carrying that other pid;
+#  - async adapter, two workers (7.2): the same rounds, and only the broadcasts made by the
+#    WebSocket's own worker arrive (what makes the Redis case mean something).
+# Test names carry the app (rails_7_2_, rails_6_1_): ctest runs each app as its own test
+# (e2e_action_cable_7_2, e2e_action_cable_6_1, with -n /rails_7_2_/ and -n /rails_6_1_/).
+#
+#   ruby tests/e2e/test_action_cable.rb PATH/TO/puma-plus-server
+require_relative "helper"
+require "net/http"
+
+class TestActionCable < Minitest::Test
+  PYTHON = "/usr/bin/python3"
+  REDIS_SERVER = "/usr/bin/redis-server"
+  # A relay: stdin lines go out as text frames, every frame received is printed as a line.
+  # First line: "OPEN <subprotocol>", or "REFUSED <status>" when the handshake is refused.
+  WS_RELAY = <<~PY
+    import asyncio, sys, websockets
+    async def main(url, origin):
+        try:
+            ws = await websockets.connect(url, origin=origin, open_timeout=10, close_timeout=5,
+                                          subprotocols=["actioncable-v1-json", "actioncable-unsupported"])
+        except websockets.exceptions.InvalidHandshake as e:
+            status = getattr(e, "status_code", None) or getattr(getattr(e, "response", None), "status_code", "?")
+            print("REFUSED", status, flush=True)
+            return
+        print("OPEN", ws.subprotocol, flush=True)
+        loop = asyncio.get_running_loop()
+        async def pump_stdin():
+            while True:
+                line = await loop.run_in_executor(None, sys.stdin.readline)
+                if not line:
+                    await ws.close()
+                    return
+                await ws.send(line.rstrip("\\n"))
+        sender = asyncio.ensure_future(pump_stdin())
+        try:
+            async for msg in ws:
+                print(msg, flush=True)
+        finally:
+            sender.cancel()
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
+  PY
+
+  # One Action Cable client over the relay; reads are bounded.
+  class CableClient
+    attr_reader :subprotocol, :seen
+
+    def initialize(url, origin)
+      @stdin, @stdout, @stderr, @wait = Open3.popen3("timeout", "60", PYTHON, "-c", WS_RELAY, url, origin)
+      @seen = []
+      @backlog = []
+      first = read_line(15)
+      @refused = first[/\AREFUSED (\S+)/, 1]
+      @subprotocol = first[/\AOPEN (\S+)/, 1]
+      raise Minitest::Assertion, "the relay said #{first.inspect}: #{stderr_text}" unless @refused || @subprotocol
+    end
+
+    # What the relay wrote on stderr so far (it may still be running: never waits long).
+    def stderr_text
+      IO.select([@stderr], nil, nil, 2) ? @stderr.read_nonblock(65_536, exception: false).to_s : ""
+    end
+
+    def refused = @refused
+
+    def read_line(timeout)
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+      loop do
+        left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        raise Minitest::Assertion, "no WebSocket message within #{timeout}s (seen: #{@seen.last(5)})" if left <= 0
+
+        next unless IO.select([@stdout], nil, nil, left)
+
+        line = @stdout.gets
+        unless line
+          messages = @seen.reject { |m| m["type"] == "ping" }.last(20)
+          raise Minitest::Assertion, "the WebSocket closed (seen: #{messages}): #{stderr_text}"
+        end
+
+        return line.chomp
+      end
+    end
+
+    # The next Action Cable message that is not a ping (the server sends one every 3 s), parsed.
+    def next_message(timeout = 15)
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+      loop do
+        msg = JSON.parse(read_line([deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC), 0].max))
+        @seen << msg
+        return msg unless msg["type"] == "ping"
+      end
+    end
+
+    # The first message the block accepts, among those received and not yet taken by an
+    # await, then new ones (bounded); it is taken, the others stay for later awaits.
+    def await(timeout = 15, &accept)
+      if (i = @backlog.index(&accept))
+        return @backlog.delete_at(i)
+      end
+
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+      loop do
+        left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        msg = next_message([left, 0.01].max)
+        return msg if accept.call(msg)
+
+        @backlog << msg
+      end
+    end
+
+    # Reads (and keeps in seen) whatever arrives within `seconds`.
+    def drain(seconds)
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
+      while (left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)).positive?
+        next unless IO.select([@stdout], nil, nil, left)
+
+        line = @stdout.gets or break
+        @seen << JSON.parse(line)
+      end
+    end
+
+    def command(hash) = @stdin.puts(JSON.generate(hash))
+
+    def close
+      @stdin.close unless @stdin.closed?
+      Process.kill("TERM", @wait.pid) rescue nil if @wait.alive? && !@wait.join(5)
+      @wait.value
+      [@stdout, @stderr].each { |io| io.close unless io.closed? }
+    end
+  end
+
+  # Each test names its app: Rails 7.2 (the pinned RubyGems set) or Debian's 6.1.
+  def app(version)
+    flunk "#{PYTHON} with python3-websockets is missing (scripts/install-deps.sh installs it)" unless
+      system(PYTHON, "-c", "import websockets", out: File::NULL, err: File::NULL)
+    column_env = if version == "6.1"
+                   E2E.debian_env.merge("GEM_HOME" => File.join(E2E::ROOT, "build/apps/debian-gems"))
+                 else
+                   E2E.rubygems_env.merge("RUBYOPT" => nil, "BUNDLE_FROZEN" => nil)
+                 end
+    out, status = Open3.capture2e(column_env.merge("GEM_HOME" => nil), "bash",
+                                  File.join(E2E::ROOT, "scripts/gen-rails-app.sh"), version)
+    assert status.success?, "scripts/gen-rails-app.sh #{version} failed:\n#{out}"
+    @version = version
+    @tmp = Dir.mktmpdir("pp-cable-")
+    @app = File.join(@tmp, "app")
+    FileUtils.cp_r(File.join(E2E::ROOT, "build/apps/rails-#{version}"), @app)
+    @env = column_env.merge(
+      "BUNDLE_GEMFILE" => File.join(@app, "Gemfile"), "PUMA_PLUS_SERVER" => File.expand_path(E2E::BIN),
+      "SECRET_KEY_BASE" => "pp-e2e-#{'k' * 64}", "RAILS_LOG_TO_STDOUT" => "1", "RAILS_ENV" => "production",
+      "RAILS_MAX_THREADS" => nil, "PP_CABLE_ADAPTER" => nil, "REDIS_URL" => nil
+    )
+  end
+
+  def setup
+    @clients = []
+  end
+
+  def teardown
+    @clients&.each(&:close)
+    @srv&.stop
+    stop_redis
+    FileUtils.rm_rf(@tmp) if @tmp
+  end
+
+  def boot(workers, extra_env = {})
+    env = @env.merge("WEB_CONCURRENCY" => workers.to_s).merge(extra_env)
+    @srv = E2E::Server.new(workers: workers, env: env, chdir: @app, boot_timeout: 60, command: lambda { |port, cport|
+      env["PORT"] = port.to_s
+      env["PP_CONTROL_PORT"] = cport.to_s
+      %w[bundle exec puma-plus]
+    })
+  end
+
+  def origin = "http://127.0.0.1:#{@srv.port}"
+
+  def connect(origin: self.origin)
+    c = CableClient.new("ws://127.0.0.1:#{@srv.port}/cable", origin)
+    @clients << c
+    c
+  end
+
+  # welcome, subscribe, confirm_subscription and the channel's first transmission (the pid
+  # of the worker holding this WebSocket), in whichever order the last two come.
+  def subscribe(client, room)
+    assert_nil client.refused, "the handshake was refused (HTTP #{client.refused}): #{@srv.log[-2000..]}"
+    assert_equal "actioncable-v1-json", client.subprotocol
+    assert_equal({ "type" => "welcome" }, client.next_message.slice("type"))
+    identifier = JSON.generate({ "channel" => "WorkerChannel", "room" => room })
+    client.command({ "command" => "subscribe", "identifier" => identifier })
+    confirmed = pid = nil
+    until confirmed && pid
+      msg = client.next_message
+      assert_equal identifier, msg["identifier"], "a message for another subscription: #{msg}"
+      if msg["type"] == "confirm_subscription"
+        confirmed = true
+      elsif msg["message"].is_a?(Hash) && msg["message"]["subscribed_pid"]
+        pid = msg["message"]["subscribed_pid"]
+        @pubsub = msg["message"]["pubsub"]
+      else
+        flunk "unexpected message while subscribing: #{msg}"
+      end
+    end
+    [identifier, pid]
+  end
+
+  def broadcast(room, text)
+    res = Net::HTTP.start("127.0.0.1", @srv.port, open_timeout: 10, read_timeout: 30) do |h|
+      req = Net::HTTP::Post.new("/broadcasts")
+      req["Connection"] = "close"
+      req.set_form_data("room" => room, "text" => text)
+      h.request(req)
+    end
+    assert_equal "200", res.code, @srv.log[-3000..]
+    body = JSON.parse(res.body)
+    assert_equal res["x-pp-worker-pid"], body["pid"].to_s
+    body["pid"]
+  end
+
+  # Action Cable logs (and otherwise swallows) what fails in a channel or its worker pool.
+  def refute_cable_errors(log)
+    refute_match(/There was an exception|Could not execute command|Unable to process/, log)
+  end
+
+  def await_text(client, identifier, text)
+    client.await { |m| m["identifier"] == identifier && m.dig("message", "text") == text }["message"]
+  end
+
+  def test_rails_7_2_async_adapter_one_worker = async_one_worker("7.2")
+  def test_rails_6_1_async_adapter_one_worker = async_one_worker("6.1")
+
+  def async_one_worker(version)
+    app(version)
+    boot(1)
+    hijacked = @srv.stats["queue"]["hijacked"]
+    client = connect
+    room = "async-#{rand(1_000_000)}"
+    identifier, ws_pid = subscribe(client, room)
+    assert_equal "ActionCable::SubscriptionAdapter::Async", @pubsub
+    assert_equal hijacked + 1, @srv.stats["queue"]["hijacked"], "the /cable handshake was a full hijack"
+
+    2.times do |i|
+      text = "hello #{i} #{rand(1_000_000)}"
+      http_pid = broadcast(room, text)
+      assert_equal ws_pid, http_pid, "one worker: the request and the WebSocket share its process"
+      assert_equal({ "text" => text, "from_pid" => http_pid }, await_text(client, identifier, text))
+    end
+    # A second room's subscriber on the same worker gets only its own room's broadcast.
+    other = connect
+    other_id, = subscribe(other, "#{room}-b")
+    broadcast("#{room}-b", "only b")
+    assert_equal "only b", await_text(other, other_id, "only b")["text"]
+    broadcast(room, "only a")
+    await_text(client, identifier, "only a")
+    refute client.seen.any? { |m| m.dig("message", "text") == "only b" }, "room a got room b's broadcast"
+
+    # config.action_cable.allowed_request_origins: a handshake from another origin gets a 404
+    # (answered, not hijacked); another port of 127.0.0.1, which is not this page's origin
+    # (allow_same_origin_as_host does not admit it), is admitted by the app's setting.
+    hijacked = @srv.stats["queue"]["hijacked"]
+    bad = connect(origin: "http://localhost:#{@srv.port}")
+    assert_equal "404", bad.refused, "allowed_request_origins admits 127.0.0.1 only"
+    assert_match(/Request origin not allowed: http:\/\/localhost:#{@srv.port}/, @srv.log)
+    assert_equal hijacked, @srv.stats["queue"]["hijacked"], "the refused handshake was answered, not hijacked"
+    subscribe(connect(origin: "http://127.0.0.1:1"), "origin")
+    assert_equal hijacked + 1, @srv.stats["queue"]["hijacked"]
+
+    log = @srv.log
+    assert_match(/Successfully upgraded to WebSocket/, log)
+    assert_match(/WorkerChannel is streaming from room:#{room}/, log)
+    assert_equal 0, @srv.stats["requests"]["status_5xx"], log[-3000..]
+    refute_cable_errors(log)
+  end
+
+  def test_rails_7_2_redis_adapter_across_two_workers = redis_across_workers("7.2")
+  def test_rails_6_1_redis_adapter_across_two_workers = redis_across_workers("6.1")
+
+  def redis_across_workers(version)
+    app(version)
+    port = start_redis
+    boot(2, "PP_CABLE_ADAPTER" => "redis", "REDIS_URL" => "redis://127.0.0.1:#{port}/0")
+    client = connect
+    room = "redis-#{rand(1_000_000)}"
+    identifier, ws_pid = subscribe(client, room)
+    assert_equal "ActionCable::SubscriptionAdapter::Redis", @pubsub
+    assert_equal [1], redis(port, "PUBSUB", "NUMSUB", "pp_cable:room:#{room}").values_at(1),
+                 "the worker holding the WebSocket subscribed in Redis"
+
+    sent, other = broadcast_until_another_worker(room, ws_pid)
+    text, http_pid = other
+    refute_equal ws_pid, http_pid
+    assert_equal 2, @srv.stats["booted_workers"]
+    assert_equal({ "text" => text, "from_pid" => http_pid }, await_text(client, identifier, text),
+                 "a broadcast from worker #{http_pid} reached the WebSocket held by worker #{ws_pid}")
+    sent.except(text).each { |t, pid| assert_equal pid, await_text(client, identifier, t)["from_pid"] }
+    assert_equal 0, @srv.stats["requests"]["status_5xx"], @srv.log[-3000..]
+    refute_cable_errors(@srv.log)
+    assert_equal 0, @srv.stop&.exitstatus, "a clean stop with the WebSocket still open"
+  end
+
+  # Rounds of concurrent broadcasts spread over all the connections (2 workers × 3 threads)
+  # until one is served by a worker other than ws_pid. Returns ({text => pid} of all that
+  # were sent, [text, pid] of the first from the other worker).
+  def broadcast_until_another_worker(room, ws_pid)
+    sent = {}
+    20.times do |round|
+      answers = Array.new(6) do |i|
+        text = "round #{round} request #{i}"
+        Thread.new { [text, broadcast(room, text)] }
+      end.map(&:value)
+      answers.each { |text, pid| sent[text] = pid }
+      other = answers.find { |_, pid| pid != ws_pid }
+      return [sent, other] if other
+    end
+    flunk "20 rounds of 6 requests, all served by the WebSocket's worker #{ws_pid}"
+  end
+
+  # The contrast that gives the Redis test its meaning: with the async adapter each worker
+  # process has a pubsub of its own, so of the same rounds of broadcasts only those made by
+  # the WebSocket's worker arrive.
+  def test_rails_7_2_async_adapter_does_not_cross_workers
+    app("7.2")
+    boot(2)
+    client = connect
+    room = "async2-#{rand(1_000_000)}"
+    identifier, ws_pid = subscribe(client, room)
+    sent, = broadcast_until_another_worker(room, ws_pid)
+    own, others = sent.partition { |_, pid| pid == ws_pid }
+    refute_empty others
+    own.each { |t, _| assert_equal ws_pid, await_text(client, identifier, t)["from_pid"] }
+    client.drain(1.5) # a broadcast over Redis arrives within milliseconds (the Redis test)
+    leaked = client.seen.select { |m| m.dig("message", "from_pid") && m.dig("message", "from_pid") != ws_pid }
+    assert_empty leaked, "the async adapter delivered another worker's broadcast"
+  end
+
+  # ---- redis-server, on a free loopback port, stopped by PID ------------------------------
+
+  def start_redis
+    flunk "#{REDIS_SERVER} is missing (Debian package redis-server; scripts/install-deps.sh)" unless
+      File.executable?(REDIS_SERVER)
+    port = E2E.free_port
+    dir = File.join(@tmp, "redis")
+    FileUtils.mkdir_p(dir)
+    @redis_log = File.join(dir, "redis.log")
+    @redis_pid = Process.spawn(REDIS_SERVER, "--port", port.to_s, "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--dir", dir, "--daemonize", "no",
+                               in: File::NULL, out: @redis_log, err: [:child, :out])
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
+    loop do
+      return port if (redis(port, "PING") rescue nil) == "PONG"
+
+      flunk "redis-server exited: #{File.read(@redis_log)}" if Process.waitpid(@redis_pid, Process::WNOHANG)
+      flunk "redis-server not answering on #{port} within 10s: #{File.read(@redis_log)}" if
+        Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+      sleep 0.05
+    end
+  end
+
+  def stop_redis
+    return unless @redis_pid
+
+    Process.kill("TERM", @redis_pid)
+    Timeout.timeout(10) { Process.waitpid(@redis_pid) }
+  rescue Errno::ESRCH, Errno::ECHILD
+    nil
+  rescue Timeout::Error
+    Process.kill("KILL", @redis_pid)
+    Process.waitpid(@redis_pid)
+  ensure
+    @redis_pid = nil
+  end
+
+  # One command over RESP; returns a String, an Integer, or an Array of those.
+  def redis(port, *args)
+    Timeout.timeout(5) do
+      s = TCPSocket.new("127.0.0.1", port)
+      s.write("*#{args.size}\r\n" + args.map { |a| "$#{a.bytesize}\r\n#{a}\r\n" }.join)
+      reply = read_resp(s)
+      s.close
+      reply
+    end
+  end
+
+  def read_resp(s)
+    line = s.gets("\r\n").chomp("\r\n")
+    case line[0]
+    when "+" then line[1..]
+    when ":" then Integer(line[1..])
+    when "$" then (n = Integer(line[1..])).negative? ? nil : s.read(n + 2).chomp("\r\n")
+    when "*" then Array.new(Integer(line[1..])) { read_resp(s) }
+    else raise "redis: #{line}"
+    end
+  end
+end
