@@ -16,7 +16,7 @@ PACKAGES=(
   nghttp2-client nghttp2-server openssl ngtcp2-client wrk curl valgrind procps python3 python3-h2 python3-websockets
   chromium
   redis-server
-  haproxy prometheus iproute2
+  haproxy prometheus iproute2 systemd
 )
 
 missing=()

@@ -148,6 +148,9 @@ void pp_config_usage(FILE *out) {
         "  -runtime-dir DIR       where the worker socket goes (default a fresh directory\n"
         "                         under $XDG_RUNTIME_DIR or /tmp)\n"
         "  -backlog N             listen backlog (default 1024)\n"
+        "  -pidfile FILE          write the server's pid there at start (removed at exit)\n"
+        "  -state-path FILE       write puma's state file (YAML: pid, control_url,\n"
+        "                         control_auth_token, running_from) there at start\n"
         "  -max-connections N     open client connections; beyond, new ones get 503 and are\n"
         "                         closed (default: the descriptor limit less 128)\n"
         "  -max-header-size SIZE  request line + headers, 431 beyond (default 32KiB)\n"
@@ -302,6 +305,10 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       c->ruby = value;
     else if (!strcmp(key, "runtime-dir"))
       c->runtime_dir = value;
+    else if (!strcmp(key, "pidfile"))
+      bad = !*value, c->pidfile = value;
+    else if (!strcmp(key, "state-path"))
+      bad = !*value, c->state_path = value;
     else if (!strcmp(key, "backlog")) {
       uint32_t n;
       bad = parse_u32(value, &n, 1, 65535);

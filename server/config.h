@@ -44,6 +44,8 @@ typedef struct pp_config {
   const char *runtime_dir;   /* -runtime-dir (NULL: mkdtemp under $XDG_RUNTIME_DIR or /tmp) */
   int backlog;               /* -backlog */
   uint32_t max_connections;  /* -max-connections (0: from the descriptor limit at start) */
+  const char *pidfile;       /* -pidfile: our pid, written at start, removed at exit */
+  const char *state_path;    /* -state-path: puma's state file (YAML: pid, control_url, ...) */
 
   size_t max_header_bytes;          /* -max-header-size */
   size_t max_uri_bytes;             /* -max-uri-size */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "server/dashboard.h"
 #include "server/server_int.h"
@@ -45,6 +46,48 @@ static const char *query_param(const char *query, size_t qlen, const char *name,
     }
   }
   return NULL;
+}
+
+/* POST /restart: a hot restart (lifecycle.h), answered once the new server is started (not yet
+ * ready); POST /stop: a drain as SIGTERM. Both answer JSON; anything but POST is 405. */
+static void lifecycle_verb(server *s, const pp_control_request *rq, int restart,
+                           pp_control_response *out) {
+  char body[640];
+  if (!rq->post) {
+    text(out, 405, "405 Method Not Allowed (POST)\n");
+    out->allow = "POST";
+    return;
+  }
+  out->content_type = "application/json";
+  if (!restart) {
+    snprintf(body, sizeof body, "{\"status\":\"ok\",\"action\":\"stop\",\"pid\":%d}\n",
+             (int)getpid());
+    out->status = s->draining ? 409 : 202;
+    if (s->draining)
+      snprintf(body, sizeof body, "{\"status\":\"error\",\"error\":\"already draining\"}\n");
+    else
+      pp_lifecycle_stop_soon(s);
+  } else {
+    char why[256];
+    long pid = pp_restart_begin(s, why, sizeof why);
+    out->status = pid > 0 ? 202 : 409;
+    if (pid > 0)
+      snprintf(body, sizeof body,
+               "{\"status\":\"ok\",\"action\":\"restart\",\"old_pid\":%d,\"new_pid\":%ld}\n",
+               (int)getpid(), pid);
+    else {
+      char esc[2 * sizeof why];
+      size_t n = 0;
+      for (const char *p = why; *p && n + 2 < sizeof esc;
+           p++) { /* JSON string: a path may hold quotes */
+        if (*p == '"' || *p == '\\') esc[n++] = '\\';
+        esc[n++] = (unsigned char)*p < 0x20 ? ' ' : *p;
+      }
+      esc[n] = 0;
+      snprintf(body, sizeof body, "{\"status\":\"error\",\"error\":\"%s\"}\n", esc);
+    }
+  }
+  pp_buf_append_str(&out->body, body);
 }
 
 /* GET /dashboard and GET /stats/stream (dashboard.h). 1 if the path was one of them. */
@@ -110,8 +153,12 @@ void pp_control_app(server *s, const pp_control_request *rq, pp_control_response
   size_t path_len = q ? (size_t)(q - url) : url_len;
   const char *query = q ? q + 1 : "";
   size_t qlen = q ? url_len - path_len - 1 : 0;
+  int is_restart = path_len == 8 && !memcmp(url, "/restart", 8);
+  int is_stop = path_len == 5 && !memcmp(url, "/stop", 5);
   if (!token_ok(s, rq, query, qlen)) {
     text(out, 401, "401 Unauthorized: a control token is required\n");
+  } else if (is_restart || is_stop) {
+    lifecycle_verb(s, rq, is_restart, out);
   } else if (!rq->get_or_head) {
     text(out, 405, "405 Method Not Allowed\n");
     out->allow = "GET, HEAD";
@@ -130,7 +177,7 @@ void pp_control_app(server *s, const pp_control_request *rq, pp_control_response
     ready(s, out);
   } else {
     text(out, 404,
-         "404 Not Found (try /stats, /stats?pretty=1, /metrics, /ready, /dashboard or "
-         "/stats/stream)\n");
+         "404 Not Found (try /stats, /stats?pretty=1, /metrics, /ready, /dashboard, /stats/stream, "
+         "POST /restart or POST /stop)\n");
   }
 }

@@ -1,9 +1,9 @@
-/* The control app: /stats, /stats?pretty=1, /metrics, /dashboard and /stats/stream on the
- * -control listener, behind the optional -control-token (Bearer header or token= query
- * parameter). Protocol-neutral: the session glue hands in the request's method, target and
- * Authorization value and writes the response it gets back in its own framing; a `stream`
- * response (server-sent events, dashboard.h) stays open after its body and the glue makes
- * the connection a subscriber. */
+/* The control app: /stats, /stats?pretty=1, /metrics, /dashboard and /stats/stream (GET), POST
+ * /restart (a hot restart) and POST /stop (a drain, as SIGTERM) on the -control listener, behind
+ * the optional -control-token (Bearer header or token= query parameter). Protocol-neutral: the
+ * session glue hands in the request's method, target and Authorization value and writes the
+ * response it gets back in its own framing; a `stream` response (server-sent events,
+ * dashboard.h) stays open after its body and the glue makes the connection a subscriber. */
 #ifndef PP_CONTROL_APP_H
 #define PP_CONTROL_APP_H
 
@@ -21,6 +21,7 @@ typedef struct pp_control_request {
   const uint8_t *authorization; /* the Authorization value, or NULL */
   size_t authorization_len;
   int head_method; /* HEAD: a stream answers its head only */
+  int post;        /* the method is POST (POST /restart, POST /stop) */
 } pp_control_request;
 
 typedef struct pp_control_response {

@@ -280,6 +280,7 @@ static void handle_control(client *c) {
                            .target_len = c->h1.url.len,
                            .head_method = r->head_method};
   rq.authorization = pp_h1_header(&c->h1, "authorization", &rq.authorization_len);
+  rq.post = c->h1.method == HTTP_POST;
   pp_control_response out;
   pp_control_app(s, &rq, &out);
   if (out.stream) {

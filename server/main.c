@@ -14,5 +14,5 @@ int main(int argc, char **argv) {
     fprintf(stderr, "puma-plus-server: %s\n", err);
     return 2;
   }
-  return pp_server_run(&cfg, argv[0]);
+  return pp_server_run_argv(&cfg, argc, argv);
 }

@@ -47,12 +47,19 @@ void *pp_xmalloc(size_t n) {
 /* ---------------------------------------------------------------- drain and exit */
 
 static void cleanup_files(server *s) {
-  if (s->socket_path[0]) unlink(s->socket_path);
-  if (s->tls_dev_cert[0]) unlink(s->tls_dev_cert);
-  if (s->tls_dev_key[0]) unlink(s->tls_dev_key);
+  /* After a hot restart's handover the new server uses the same -runtime-dir paths and the
+   * same unix listeners: they stay. Unix sockets from systemd belong to systemd; the ones a
+   * hot restart handed us are ours. */
+  int shared_dir = s->life.handed_over && s->cfg->runtime_dir;
+  if (s->socket_path[0] && !shared_dir) unlink(s->socket_path);
+  if (s->tls_dev_cert[0] && !shared_dir) unlink(s->tls_dev_cert);
+  if (s->tls_dev_key[0] && !shared_dir) unlink(s->tls_dev_key);
   if (s->own_runtime_dir) rmdir(s->runtime_dir);
   for (int i = 0; i < s->listener_count; i++)
-    if (s->listeners[i].addr.is_unix) unlink(s->listeners[i].addr.path);
+    if (s->listeners[i].addr.is_unix && !s->life.handed_over &&
+        (!s->listeners[i].inherited || s->life.restarted))
+      unlink(s->listeners[i].addr.path);
+  pp_lifecycle_exit(s);
 }
 
 void pp_server_exit(server *s, int code) {
@@ -115,6 +122,7 @@ static void begin_drain(server *s) {
   s->drain_started_ns = pp_now_ns();
   LOG_ERR(s, "draining: no new connections; %u queued, %u in flight", s->queue.len,
           s->reg.slots_busy);
+  pp_lifecycle_draining(s);
   pp_listeners_close_http(s);
   pp_h3conn_drain(s);
   pp_qnode *n = s->clients.head.next;
@@ -129,12 +137,17 @@ static void begin_drain(server *s) {
   pp_drain_check(s);
 }
 
+void pp_server_drain(server *s) {
+  begin_drain(s);
+}
+
 static void on_signal(uv_signal_t *h, int signum) {
   server *s = h->data;
   if (signum == SIGQUIT || (signum == SIGINT && s->draining)) {
     LOG_ERR(s, "%s: stopping at once", signum == SIGQUIT ? "SIGQUIT" : "second SIGINT");
     pp_server_exit(s, 0);
   } else if (signum == SIGHUP) {
+    pp_lifecycle_reloading(s, 1);
     if (s->tls_enabled && !s->tls_dev_cert[0]) {
       char err[512];
       if (pp_tls_ctx_reload(&s->tls_ctx, err, sizeof err) == 0)
@@ -153,6 +166,7 @@ static void on_signal(uv_signal_t *h, int signum) {
         LOG_ERR(s, "SIGHUP: cannot reopen %s: %s", s->ctl_state.log_path, strerror(errno));
       }
     }
+    pp_lifecycle_reloading(s, 0);
   } else {
     begin_drain(s);
   }
@@ -294,18 +308,21 @@ static int open_listeners(server *s) {
     ls->addr = cfg->listen_tls[i];
     ls->kind = LISTEN_HTTP;
     ls->tls = 1;
+    snprintf(ls->name, sizeof ls->name, "listen-tls.%d", i);
     if (pp_listener_open(s, ls) < 0) return -1;
   }
   for (int i = 0; i < cfg->listen_count; i++) {
     listener *ls = &s->listeners[s->listener_count++];
     ls->addr = cfg->listen[i];
     ls->kind = LISTEN_HTTP;
+    snprintf(ls->name, sizeof ls->name, "listen.%d", i);
     if (pp_listener_open(s, ls) < 0) return -1;
   }
   if (cfg->control_enabled) {
     listener *ls = &s->listeners[s->listener_count++];
     ls->addr = cfg->control;
     ls->kind = LISTEN_CONTROL;
+    snprintf(ls->name, sizeof ls->name, "control");
     if (pp_listener_open(s, ls) < 0) return -1;
   }
   return 0;
@@ -330,9 +347,16 @@ static void start_signals_and_timers(server *s) {
 }
 
 int pp_server_run(pp_config *cfg, const char *argv0) {
+  char *argv[] = {(char *)argv0, NULL};
+  return pp_server_run_argv(cfg, 0, argv);
+}
+
+int pp_server_run_argv(pp_config *cfg, int argc, char **argv) {
   static server srv;
   server *s = &srv;
+  const char *argv0 = argv[0];
   server_init(s, cfg);
+  if (pp_lifecycle_init(s, argc, argv) < 0) return 2;
   signal(SIGPIPE, SIG_IGN);
   /* Large buffers (request bodies of an upload burst) come from mmap and go back to the
    * system when freed: glibc would otherwise raise its threshold after the first such free and
@@ -351,11 +375,13 @@ int pp_server_run(pp_config *cfg, const char *argv0) {
   if (pp_controller_init(s) < 0) return 2;
   int rc = open_runtime(s);
   if (rc == 0 && open_listeners(s) < 0) rc = 1;
+  if (rc == 0 && pp_lifecycle_check_inherited(s) < 0) rc = 1;
   if (rc) {
     cleanup_files(s);
     return rc;
   }
   start_signals_and_timers(s);
+  pp_lifecycle_start(s);
   pp_shepherd_supervise_init(s);
   pp_wlink_watch_start(s);
   if (pp_shepherd_start(s) < 0) {

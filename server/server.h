@@ -9,4 +9,8 @@
  * Returns the process exit code (0 after a clean drain). */
 int pp_server_run(pp_config *cfg, const char *argv0);
 
+/* pp_server_run with the whole command line (argv[argc] is NULL), which a hot restart
+ * (SIGUSR2, POST /restart) re-executes; argc 0 turns the hot restart off. */
+int pp_server_run_argv(pp_config *cfg, int argc, char **argv);
+
 #endif

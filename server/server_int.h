@@ -20,6 +20,7 @@
 #include "server/exchange.h"
 #include "server/h3conn.h"
 #include "server/http1.h"
+#include "server/lifecycle.h"
 #include "server/queue.h"
 #include "server/shepherd.h"
 #include "server/transport.h"
@@ -145,6 +146,8 @@ struct server {
   int tls_enabled;
   char tls_dev_cert[300], tls_dev_key[300]; /* a generated development pair, removed at exit */
   uint8_t tls_rbuf[PP_TLS_READ_BUF];
+
+  pp_lifecycle life; /* systemd, inherited sockets, hot restart, pid/state files (lifecycle.c) */
 };
 
 /* server.c: logging, allocation, lifecycle */
@@ -155,6 +158,9 @@ void pp_log(server *s, int always, const char *fmt, ...) __attribute__((format(p
 void *pp_xmalloc(size_t n);
 /* While draining: closes idle connections after the grace and stops when nothing is left. */
 void pp_drain_check(server *s);
+/* Starts the drain of SIGTERM (no new connections, finish what is queued and in flight, stop
+ * the workers, exit); a no-op when already draining. Not from a session's own callback. */
+void pp_server_drain(server *s);
 /* Stops the shepherd if alive, removes our files, exits the process. */
 void pp_server_exit(server *s, int code) __attribute__((noreturn));
 

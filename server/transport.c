@@ -68,7 +68,18 @@ static void on_connection(uv_stream_t *ls_stream, int status) {
 int pp_listener_open(server *s, listener *ls) {
   int rc;
   ls->srv = s;
-  if (ls->addr.is_unix) {
+  int fd = pp_lifecycle_take_inherited(s, ls);
+  if (fd == -2) return -1;
+  if (fd >= 0) {
+    ls->inherited = 1;
+    if (ls->addr.is_unix) {
+      uv_pipe_init(s->loop, &ls->h.pipe, 0);
+      rc = uv_pipe_open(&ls->h.pipe, fd);
+    } else {
+      uv_tcp_init(s->loop, &ls->h.tcp);
+      rc = uv_tcp_open(&ls->h.tcp, fd);
+    }
+  } else if (ls->addr.is_unix) {
     uv_pipe_init(s->loop, &ls->h.pipe, 0);
     unlink(ls->addr.path);
     rc = uv_pipe_bind(&ls->h.pipe, ls->addr.path);
@@ -83,12 +94,13 @@ int pp_listener_open(server *s, listener *ls) {
   }
   ls->h.handle.data = ls;
   ls->open = 1;
-  if (rc == 0) rc = uv_listen(&ls->h.stream, s->cfg->backlog, on_connection);
+  ls->deferred = ls->inherited && s->life.defer_accept;
+  if (rc == 0 && !ls->deferred) rc = uv_listen(&ls->h.stream, s->cfg->backlog, on_connection);
   if (rc < 0) {
     LOG_ERR(s, "cannot listen on %s: %s", ls->addr.text, uv_strerror(rc));
     return -1;
   }
-  if (!ls->addr.is_unix && ls->addr.port == 0) {
+  if (!ls->addr.is_unix && (ls->addr.port == 0 || ls->inherited)) {
     struct sockaddr_storage ss;
     int len = sizeof ss;
     uv_tcp_getsockname(&ls->h.tcp, (struct sockaddr *)&ss, &len);
@@ -96,13 +108,25 @@ int pp_listener_open(server *s, listener *ls) {
   }
   snprintf(ls->addr.port_text, sizeof ls->addr.port_text, "%d",
            ls->addr.is_unix ? 80 : ls->addr.port);
-  LOG_ERR(s, "%s listening on %s%s%s (port %d)",
+  char from[64] = "";
+  if (ls->inherited) snprintf(from, sizeof from, ", inherited fd %d", fd);
+  LOG_ERR(s, "%s %s on %s%s%s (port %d%s)",
           ls->kind == LISTEN_CONTROL ? "control app"
           : ls->tls                  ? "HTTPS"
                                      : "HTTP",
-          ls->addr.is_unix ? "unix:" : "", ls->addr.is_unix ? ls->addr.path : ls->addr.host, "",
-          ls->addr.port);
+          ls->deferred ? "will listen" : "listening", ls->addr.is_unix ? "unix:" : "",
+          ls->addr.is_unix ? ls->addr.path : ls->addr.host, "", ls->addr.port, from);
   return 0;
+}
+
+void pp_listeners_accept_deferred(server *s) {
+  for (int i = 0; i < s->listener_count; i++) {
+    listener *ls = &s->listeners[i];
+    if (!ls->open || !ls->deferred) continue;
+    ls->deferred = 0;
+    int rc = uv_listen(&ls->h.stream, s->cfg->backlog, on_connection);
+    if (rc < 0) LOG_ERR(s, "cannot listen on %s: %s", ls->addr.text, uv_strerror(rc));
+  }
 }
 
 static void on_listener_closed(uv_handle_t *h) {
@@ -119,11 +143,25 @@ static void accept_backlog(listener *ls) {
   }
 }
 
+void pp_listeners_close_control(server *s) {
+  for (int i = 0; i < s->listener_count; i++) {
+    listener *ls = &s->listeners[i];
+    if (ls->kind == LISTEN_CONTROL && ls->open) {
+      if (ls->addr.is_unix) ls->h.pipe.pipe_fname = NULL; /* the new server's now: keep it */
+      ls->open = 0;
+      uv_close(&ls->h.handle, on_listener_closed);
+    }
+  }
+}
+
 void pp_listeners_close_http(server *s) {
   for (int i = 0; i < s->listener_count; i++) {
     listener *ls = &s->listeners[i];
     if (ls->kind == LISTEN_HTTP && ls->open) {
-      accept_backlog(ls);
+      if (!ls->deferred) accept_backlog(ls); /* a deferred one's backlog is the old server's */
+      /* libuv unlinks the path of a unix socket it bound when the handle closes; after a hot
+       * restart's handover the new server listens on it, so the path must stay. */
+      if (ls->addr.is_unix && s->life.handed_over) ls->h.pipe.pipe_fname = NULL;
       ls->open = 0;
       uv_close(&ls->h.handle, on_listener_closed);
     }

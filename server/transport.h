@@ -27,7 +27,10 @@ typedef struct listener {
   listener_kind kind;
   pp_addr addr;
   int open;
-  int tls; /* HTTPS: each connection gets a TLS filter (-listen-tls) */
+  int tls;       /* HTTPS: each connection gets a TLS filter (-listen-tls) */
+  char name[24]; /* "listen.N", "listen-tls.N" or "control": its LISTEN_FDNAMES name */
+  int inherited; /* the socket came from LISTEN_FDS (systemd or a hot restart): never unlinked */
+  int deferred;  /* inherited by a hot-restart child: uv_listen once the workers are ready */
 } listener;
 
 /* A pooled write buffer with its uv_write_t. `owner` is the stream's object (a client or a
@@ -56,8 +59,17 @@ int pp_write_or_queue(uv_stream_t *st, uv_write_t *req, uv_buf_t *bufs, unsigned
 int pp_chunk_send(server *s, uv_stream_t *st, wchunk *k, uv_write_cb cb);
 
 /* Binds and listens (logs and returns -1 on failure); port 0 is replaced by the bound one.
- * New connections are handed to pp_conn_accept (conn.h). */
+ * An inherited socket that matches ls (lifecycle.h) is used instead of binding; a hot-restart
+ * child defers listening on it (pp_listeners_accept_deferred). New connections are handed to
+ * pp_conn_accept (conn.h). */
 int pp_listener_open(server *s, listener *ls);
+
+/* Starts accepting on the listeners pp_listener_open deferred. */
+void pp_listeners_accept_deferred(server *s);
+
+/* Closes the control app's listener after a hot restart's handover (the new server has it; a
+ * unix socket path is left in place). */
+void pp_listeners_close_control(server *s);
 
 /* Drain: takes every connection the kernel already completed (the listen backlog), then
  * closes each HTTP listener, so a client that connected before SIGTERM is served. */

@@ -57,6 +57,48 @@ class TestConfig < Minitest::Test
     end
   end
 
+  def test_pidfile_state_path_and_activated_sockets
+    with_config(<<~RUBY) do
+      pidfile "tmp/pids/server.pid"
+      state_path "tmp/pids/server.state"
+      bind_to_activated_sockets "only"
+      port 9000
+    RUBY
+      _, out, = cli("--dry-run", "--server", "s")
+      words = Shellwords.split(out[/^exec: (.*)$/, 1])
+      assert_equal ["-pidfile", "tmp/pids/server.pid"], words[words.index("-pidfile"), 2]
+      assert_equal ["-state-path", "tmp/pids/server.state"], words[words.index("-state-path"), 2]
+      refute_match(/unsupported: .*(pidfile|state_path|bind_to_activated_sockets)/, out)
+      # Without LISTEN_FDS for this process the file's binds stay.
+      assert_equal ["-listen", "0.0.0.0:9000"], words[words.index("-listen"), 2]
+      _, out, = cli("--dry-run", "--server", "s", "--pidfile", "/run/a.pid", "-S", "/run/a.state")
+      words = Shellwords.split(out[/^exec: (.*)$/, 1])
+      assert_equal ["-pidfile", "/run/a.pid"], words[words.index("-pidfile"), 2]
+      assert_equal ["-state-path", "/run/a.state"], words[words.index("-state-path"), 2]
+      # LISTEN_FDS meant for another process (our parent) is ignored too.
+      _, out, = cli("--dry-run", "--server", "s", env: { "LISTEN_FDS" => "1", "LISTEN_PID" => (Process.pid + 1).to_s })
+      assert_includes out, "-listen 0.0.0.0:9000"
+    end
+  end
+
+  def test_ctl_usage_errors_and_phased_restart
+    status, _, err = cli("ctl")
+    assert_equal 2, status
+    assert_match(/expected one verb/, err)
+    status, _, err = cli("ctl", "reboot")
+    assert_equal 2, status
+    assert_match(/unknown verb "reboot"/, err)
+    status, _, err = cli("ctl", "phased-restart")
+    assert_equal 1, status
+    assert_match(/phased-restart is not supported yet by puma-plus: use `restart`/, err)
+    status, _, err = cli("ctl", "-S", "/nonexistent/state", "stats")
+    assert_equal 1, status
+    assert_match(%r{state file /nonexistent/state: .*is the server running}, err)
+    status, _, err = cli("ctl", "--control-url", "gopher://x", "stats")
+    assert_equal 1, status
+    assert_match(/expected tcp:/, err)
+  end
+
   def test_unsupported_directives_are_reported_with_their_line
     with_config("workers 2\nworker_boot_timeout 60\nplugin :tmp_restart\n") do
       status, out, = cli("--dry-run", "--server", "s")

@@ -143,6 +143,25 @@ static void test_timeouts_of_requests_and_workers(void) {
   CU_ASSERT(strstr(err, "-worker-kill-grace: invalid value") != NULL);
 }
 
+static void test_pid_and_state_files(void) {
+  pp_config c;
+  char err[256];
+  char *none[] = {"x"};
+  CU_ASSERT_EQUAL(parse(&c, err, 1, none), 0);
+  CU_ASSERT_PTR_NULL(c.pidfile);
+  CU_ASSERT_PTR_NULL(c.state_path);
+  char *both[] = {"x", "-pidfile", "/run/pp.pid", "--state-path=/run/pp.state"};
+  CU_ASSERT_EQUAL(parse(&c, err, 4, both), 0);
+  CU_ASSERT_STRING_EQUAL(c.pidfile, "/run/pp.pid");
+  CU_ASSERT_STRING_EQUAL(c.state_path, "/run/pp.state");
+  char *empty[] = {"x", "-pidfile="};
+  CU_ASSERT_EQUAL(parse(&c, err, 2, empty), -1);
+  CU_ASSERT(strstr(err, "-pidfile") != NULL);
+  char *missing[] = {"x", "-state-path"};
+  CU_ASSERT_EQUAL(parse(&c, err, 2, missing), -1);
+  CU_ASSERT(strstr(err, "-state-path needs a value") != NULL);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("config", NULL, NULL);
@@ -150,6 +169,7 @@ int main(void) {
   CU_add_test(s, "errors name the flag", test_errors);
   CU_add_test(s, "request timeout, kill grace, worker timeout",
               test_timeouts_of_requests_and_workers);
+  CU_add_test(s, "-pidfile and -state-path", test_pid_and_state_files);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();

@@ -4,7 +4,9 @@ require "uri"
 
 require "optparse"
 require "shellwords"
+require "socket"
 require_relative "config"
+require_relative "ctl"
 
 module PumaPlus
   # The `puma-plus` command (docs/CONFIG.md): resolves config/puma-plus.rb (puma's DSL names)
@@ -28,6 +30,8 @@ module PumaPlus
 
     # Returns an exit status (or does not return: exec).
     def run
+      return Ctl.new(@argv.drop(1), env: @env, out: @out, err: @err).run if @argv.first == "ctl"
+
       parse_flags
       config = load_config
       settings = resolve(config)
@@ -52,7 +56,8 @@ module PumaPlus
 
     def parse_flags
       parser = OptionParser.new do |o|
-        o.banner = "usage: puma-plus [options] [rackup file] [-- puma-plus-server flags]"
+        o.banner = "usage: puma-plus [options] [rackup file] [-- puma-plus-server flags]\n" \
+                   "       puma-plus ctl [-C FILE | -S STATE | --control-url URL -T TOKEN] stats|status|restart|stop|phased-restart"
         o.on("-C", "--config PATH", "config file (default #{DEFAULT_CONFIG} if it exists)") { |v| @flags[:config] = v }
         o.on("-b", "--bind URL", "tcp://HOST:PORT, unix://PATH or ssl://HOST:PORT?cert=F&key=F (repeatable)") { |v| (@flags[:binds] ||= []) << v }
         o.on("-p", "--port PORT", Integer, "same as --bind tcp://0.0.0.0:PORT") { |v| (@flags[:binds] ||= []) << "tcp://0.0.0.0:#{v}" }
@@ -61,6 +66,8 @@ module PumaPlus
         o.on("-e", "--environment ENV", "RACK_ENV (default development)") { |v| @flags[:environment] = v }
         o.on("--control-url URL", "control app (/stats, /metrics): tcp://HOST:PORT, HOST:PORT, unix://PATH or off") { |v| @flags[:control_url] = v }
         o.on("--control-token TOKEN", "token the control app requires") { |v| @flags[:control_token] = v }
+        o.on("--pidfile PATH", "the server writes its pid there (removed at exit)") { |v| @flags[:pidfile] = v }
+        o.on("-S", "--state PATH", "the server writes puma's state file there (for puma-plus ctl -S)") { |v| @flags[:state_path] = v }
         o.on("--server PATH", "puma-plus-server executable") { |v| @flags[:server] = v }
         o.on("--dry-run", "print the resolved settings and the server command, do not start") { @flags[:dry_run] = true }
         o.on("-h", "--help", "this text") do
@@ -107,6 +114,9 @@ module PumaPlus
       s[:rackup] = @flags[:rackup] if @flags[:rackup]
       s[:control_url] = @flags[:control_url] if @flags[:control_url]
       s[:control_token] = @flags[:control_token] if @flags[:control_token]
+      s[:pidfile] = @flags[:pidfile] if @flags[:pidfile]
+      s[:state_path] = @flags[:state_path] if @flags[:state_path]
+      s[:binds] = activated_binds(s) if s[:activated_sockets]
       s[:environment] = @flags[:environment] || s[:environment] || @env["RACK_ENV"] || "development"
       s
     end
@@ -132,6 +142,8 @@ module PumaPlus
         cmd.push("-control", s[:control_url] == "off" ? "off" : listen_address(s[:control_url]))
       end
       cmd.push("-control-token", s[:control_token]) if s[:control_token]
+      cmd.push("-pidfile", s[:pidfile]) if s[:pidfile]
+      cmd.push("-state-path", s[:state_path]) if s[:state_path]
       cmd.push("-header-timeout", "#{s[:header_timeout_s]}s") if s[:header_timeout_s]
       cmd.push("-keepalive-timeout", "#{s[:keepalive_timeout_s]}s") if s[:keepalive_timeout_s]
       cmd.push("-drain-timeout", "#{s[:drain_timeout_s]}s") if s[:drain_timeout_s]
@@ -146,6 +158,28 @@ module PumaPlus
       end
       cmd.push("-gem-dir", GEM_DIR)
       cmd + @server_args
+    end
+
+    # bind_to_activated_sockets: a bind for each socket systemd passed (LISTEN_FDS for this
+    # process, which execs the server: the same pid), before the file's binds, or instead of
+    # them with "only". The server then matches each inherited socket by its address.
+    def activated_binds(s)
+      count = Integer(@env["LISTEN_FDS"].to_s, exception: false)
+      pid = @env["LISTEN_PID"]
+      return s[:binds] unless count && (pid.nil? || pid.empty? || pid.to_i == Process.pid)
+
+      activated = (3...(3 + count)).filter_map do |fd|
+        io = Socket.for_fd(fd)
+        io.autoclose = false
+        addr = io.local_address
+        if addr.unix? then "unix://#{addr.unix_path}"
+        elsif addr.ipv6? then "tcp://[#{addr.ip_address}]:#{addr.ip_port}"
+        elsif addr.ipv4? then "tcp://#{addr.ip_address}:#{addr.ip_port}"
+        end
+      rescue SystemCallError, SocketError => e
+        raise UsageError, "bind_to_activated_sockets: LISTEN_FDS fd #{fd}: #{e.message}"
+      end
+      (activated + (s[:activated_sockets] == :only ? [] : s[:binds])).uniq
     end
 
     # stdout_redirect: the server and everything it starts inherit these descriptors.

@@ -19,7 +19,8 @@ module PumaPlus
       autoscale_min: nil, autoscale_max: nil, autoscale_target_queue_p95_ms: nil,
       header_timeout_s: nil, keepalive_timeout_s: nil, drain_timeout_s: nil, max_body_size: nil,
       request_timeout_ms: nil, worker_kill_grace_ms: nil, worker_timeout_ms: nil,
-      quiet: false, directory: nil, stdout_redirect: nil, stderr_redirect: nil, redirect_append: false
+      quiet: false, directory: nil, stdout_redirect: nil, stderr_redirect: nil, redirect_append: false,
+      pidfile: nil, state_path: nil, activated_sockets: nil
     }.freeze
 
     HOOKS = %i[before_fork before_worker_boot before_worker_shutdown before_worker_fork after_worker_fork
@@ -39,14 +40,14 @@ module PumaPlus
       "app" => [:unsupported, "the server loads a rackup file (`rackup`); a Rack app object in the config cannot be passed to it"],
       "before_fork" => [:supported, "runs in the shepherd before each batch of forks"],
       "before_refork" => [:unsupported, "no refork (fork_worker) in puma-plus"],
-      "before_restart" => [:unsupported, "no hot restart (SIGUSR2) in puma-plus: restart the service"],
+      "before_restart" => [:unsupported, "the hot restart (SIGUSR2, `puma-plus ctl restart`) is done by the C server, which runs no Ruby before it re-execs itself"],
       "before_thread_exit" => [:supported, "runs in each worker thread as it ends"],
       "before_thread_start" => [:supported, "runs in each worker thread before it dials the server"],
       "before_worker_boot" => [:supported, "runs in each new worker after fork, before its threads start, with the index"],
       "before_worker_fork" => [:supported, "runs in the shepherd before each fork, with the worker index"],
       "before_worker_shutdown" => [:supported, "runs in a worker after its last request, before it exits, with the index"],
       "bind" => [:supported, "`tcp://HOST:PORT`, `unix://PATH` → `-listen`; `ssl://HOST:PORT?cert=F&key=F` → `-listen-tls` with `-tls-cert`/`-tls-key` (no cert: a development certificate)"],
-      "bind_to_activated_sockets" => [:unsupported, "no systemd socket activation: the server opens its own listeners"],
+      "bind_to_activated_sockets" => [:supported, "each socket systemd passes (LISTEN_FDS) becomes a bind of its address (`'only'`: and no other bind); the server takes the inherited socket for the listener of that address (docs/SERVER.md)"],
       "clean_thread_locals" => [:unsupported, "alias of fiber_per_request"],
       "clear_binds!" => [:supported, "forgets the binds given so far"],
       "cluster" => [:supported, "the block is evaluated: puma-plus always runs worker processes"],
@@ -86,7 +87,7 @@ module PumaPlus
       "on_worker_shutdown" => [:supported, "alias of before_worker_shutdown"],
       "out_of_band" => [:unsupported, "no out-of-band hook yet"],
       "persistent_timeout" => [:mapped, "`-keepalive-timeout`"],
-      "pidfile" => [:unsupported, "no pid file is written (the server's pid is the puma-plus command's: it execs)"],
+      "pidfile" => [:supported, "`-pidfile`: the server writes its pid at start (the new pid after a hot restart) and removes the file at exit"],
       "plugin" => [:unsupported, "puma plugins hook into puma's launcher, which puma-plus does not run"],
       "port" => [:supported, "`-listen HOST:PORT` (host default 0.0.0.0)"],
       "preload_app!" => [:mapped, "always: the shepherd loads the app once, then forks"],
@@ -96,7 +97,7 @@ module PumaPlus
       "rack_url_scheme" => [:unsupported, "rack.url_scheme comes from the listener"],
       "rackup" => [:supported, "`-app`"],
       "raise_exception_on_sigterm" => [:unsupported, "SIGTERM drains; nothing is raised in the app"],
-      "restart_command" => [:unsupported, "no hot restart"],
+      "restart_command" => [:unsupported, "the hot restart re-execs the server binary at the path it was started with, with the same arguments"],
       "set_default_host" => [:supported, "the host `port` binds when none is given"],
       "set_remote_address" => [:unsupported, "REMOTE_ADDR is the peer's address; no PROXY protocol or header source"],
       "shutdown_debug" => [:unsupported, "no thread dump at shutdown"],
@@ -104,8 +105,8 @@ module PumaPlus
       "silence_single_worker_warning" => [:mapped, "accepted: there is no such warning"],
       "single" => [:mapped, "the block is not evaluated: puma-plus always runs worker processes"],
       "ssl_bind" => [:supported, "`ssl_bind HOST, PORT, cert:, key:` → `-listen-tls HOST:PORT -tls-cert -tls-key`; `verify_mode` other than none (client certificates) is an error"],
-      "state_path" => [:unsupported, "no state file: use the control app (/stats)"],
-      "state_permission" => [:unsupported, "no state file"],
+      "state_path" => [:supported, "`-state-path`: puma's YAML state file (pid, control_url, control_auth_token, running_from), written at start and after a hot restart, removed at exit; `puma-plus ctl -S` reads it"],
+      "state_permission" => [:unsupported, "the state file is always written with mode 0600 (it holds the control token)"],
       "stdout_redirect" => [:supported, "the command reopens STDOUT/STDERR on those files before it execs the server"],
       "directory" => [:supported, "the command changes to it before it reads the rackup file and execs"],
       "supported_http_methods" => [:unsupported, "the server accepts every method its HTTP parser knows"],
@@ -256,6 +257,15 @@ module PumaPlus
 
         @config.take_binds << url.to_s
       end
+
+      # puma: bind_to_activated_sockets(bind = true); "only" ignores the other binds.
+      def bind_to_activated_sockets(bind = true)
+        set[:activated_sockets] = bind.to_s == "only" ? :only : (bind ? true : nil)
+      end
+
+      def pidfile(path) = set[:pidfile] = path.to_s
+
+      def state_path(path) = set[:state_path] = path.to_s
 
       def clear_binds!
         @config.take_binds.clear
