@@ -44,6 +44,9 @@ typedef enum pp_wire_type {
   PP_WIRE_READY = 0x33,
   PP_WIRE_FORKED = 0x34,
   PP_WIRE_EXITED = 0x35,
+  PP_WIRE_STANDBY = 0x36,  /* server -> shepherd: fork `count` standby workers */
+  PP_WIRE_PARKED = 0x37,   /* shepherd -> server: a standby worker booted and waits */
+  PP_WIRE_ACTIVATE = 0x38, /* server -> shepherd: wake parked worker `pid` */
 } pp_wire_type;
 
 /* HIJACKED results: 0 the client's descriptor rides on the frame (SCM_RIGHTS); otherwise no
@@ -99,8 +102,8 @@ typedef struct pp_wire_frame {
   uint32_t length; /* payload length */
   /* HELLO */
   uint16_t version;
-  uint32_t pid;          /* HELLO, RETIRE, READY, FORKED, EXITED */
-  uint32_t worker_index; /* HELLO, FORKED */
+  uint32_t pid;          /* HELLO, RETIRE, READY, FORKED, EXITED, PARKED, ACTIVATE */
+  uint32_t worker_index; /* HELLO, FORKED, PARKED */
   uint32_t thread_index;
   uint32_t capabilities;
   /* REQUEST, BODY, BODY_END, CANCEL, HIJACKED, RESPONSE_*, HIJACK */
@@ -117,11 +120,11 @@ typedef struct pp_wire_frame {
   /* RESPONSE_END */
   uint64_t t4_ns, t5_ns, body_read_ns;
   int64_t gvl_wait_ns, cpu_ns;
-  /* SPAWN */
+  /* SPAWN, STANDBY */
   uint32_t count;
   /* STOP */
   uint32_t grace_ms;
-  /* READY */
+  /* READY, PARKED */
   uint64_t boot_ns;
   /* EXITED */
   int32_t exit_status;

@@ -103,8 +103,9 @@ static void test_roundtrip_all_types(void) {
   f.gvl_wait_ns = -1, f.cpu_ns = 12345;
   roundtrip(&f);
 
-  int u32_types[] = {PP_WIRE_SPAWN, PP_WIRE_RETIRE, PP_WIRE_STOP};
-  for (int i = 0; i < 3; i++) {
+  int u32_types[] = {PP_WIRE_SPAWN, PP_WIRE_RETIRE, PP_WIRE_STOP, PP_WIRE_STANDBY,
+                     PP_WIRE_ACTIVATE};
+  for (int i = 0; i < 5; i++) {
     memset(&f, 0, sizeof f);
     f.type = (uint8_t)u32_types[i], f.count = 2, f.pid = 2, f.grace_ms = 2;
     roundtrip(&f);
@@ -117,6 +118,9 @@ static void test_roundtrip_all_types(void) {
   roundtrip(&f);
   memset(&f, 0, sizeof f);
   f.type = PP_WIRE_EXITED, f.pid = 1, f.exit_status = -9;
+  roundtrip(&f);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_PARKED, f.pid = 3, f.worker_index = 2, f.boot_ns = (1ull << 40) + 5;
   roundtrip(&f);
 
   /* Pairs iteration. */

@@ -37,6 +37,9 @@ module PumaPlus
     READY = 0x33
     FORKED = 0x34
     EXITED = 0x35
+    STANDBY = 0x36
+    PARKED = 0x37
+    ACTIVATE = 0x38
 
     # HELLO capability bits and REQUEST flag bits.
     CAP_GVL_WAIT = 1
@@ -58,7 +61,8 @@ module PumaPlus
       RESPONSE_BODY => ["RESPONSE_BODY", ResponseBody],
       RESPONSE_END => ["RESPONSE_END", ResponseEnd], SPAWN => ["SPAWN", Spawn],
       RETIRE => ["RETIRE", Retire], STOP => ["STOP", Stop], READY => ["READY", Ready],
-      FORKED => ["FORKED", Forked], EXITED => ["EXITED", Exited]
+      FORKED => ["FORKED", Forked], EXITED => ["EXITED", Exited],
+      STANDBY => ["STANDBY", Standby], PARKED => ["PARKED", Parked], ACTIVATE => ["ACTIVATE", Activate]
     }.freeze
     TYPE_OF_CLASS = TYPES.to_h { |type, (_, klass)| [klass, type] }.freeze
 
@@ -66,7 +70,8 @@ module PumaPlus
     FIXED = {
       HELLO => [18, "nNNNN"], BODY_END => [8, "Q>"], CANCEL => [8, "Q>"], HIJACK => [8, "Q>"],
       RESPONSE_END => [48, "Q>Q>Q>Q>q>q>"], SPAWN => [4, "N"], RETIRE => [4, "N"],
-      STOP => [4, "N"], READY => [12, "NQ>"], FORKED => [8, "NN"], EXITED => [8, "Nl>"]
+      STOP => [4, "N"], READY => [12, "NQ>"], FORKED => [8, "NN"], EXITED => [8, "Nl>"],
+      STANDBY => [4, "N"], PARKED => [16, "NNQ>"], ACTIVATE => [4, "N"]
     }.freeze
 
     BINARY = Encoding::BINARY
@@ -199,7 +204,8 @@ module PumaPlus
       type = TYPE_OF_CLASS.fetch(frame.class) { raise ArgumentError, "not a wire frame: #{frame.class}" }
       payload =
         case frame
-        when Hello, BodyEnd, Cancel, Hijack, ResponseEnd, Spawn, Retire, Stop, Ready, Forked, Exited
+        when Hello, BodyEnd, Cancel, Hijack, ResponseEnd, Spawn, Retire, Stop, Ready, Forked, Exited,
+             Standby, Parked, Activate
           frame.to_a.pack(FIXED[type][1])
         when Request
           buf = [frame.request_id, frame.t2b_ns, frame.t3_ns, frame.flags].pack("Q>Q>Q>C")

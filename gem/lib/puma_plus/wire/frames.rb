@@ -24,5 +24,10 @@ module PumaPlus
     Ready = Struct.new(:pid, :boot_ns)
     Forked = Struct.new(:pid, :worker_index)
     Exited = Struct.new(:pid, :status)
+    # Standby workers (docs/CONTROL.md section 8): fork `count` parked workers; one of them
+    # has booted and waits; wake parked worker `pid`.
+    Standby = Struct.new(:count)
+    Parked = Struct.new(:pid, :worker_index, :boot_ns)
+    Activate = Struct.new(:pid)
   end
 end
