@@ -92,6 +92,7 @@ int pp_controller_init(server *s) {
   }
   pp_hist_init(&ct->standby.dispatch);
   pp_hist_init(&ct->standby.hello);
+  pp_hist_init(&ct->standby.first_request);
   if (ct->enabled && ct->policy.standby) {
     /* docs/CONTROL.md section 8: the shepherd gets --standby K and keeps K workers parked */
     ct->standby.enabled = 1;
@@ -126,18 +127,26 @@ static pp_worker *longest_parked(server *s) {
   return best;
 }
 
-void pp_controller_note_dispatch(server *s, pp_worker *w) {
+void pp_controller_note_dispatch(server *s, pp_worker *w, int64_t enqueued_ns) {
   if (!w || !w->activated_ns) return;
   pp_standby *sb = &s->ctl_state.standby;
   int64_t now = pp_now_ns();
-  uint64_t took = now > w->activated_ns ? (uint64_t)(now - w->activated_ns) : 0;
+  uint64_t to_dispatch = now > w->activated_ns ? (uint64_t)(now - w->activated_ns) : 0;
+  uint64_t to_hello = w->ready_ns > w->activated_ns ? (uint64_t)(w->ready_ns - w->activated_ns) : 0;
+  /* A request that was already waiting when the worker's first slot said HELLO went to it at
+   * once (dispatch prefers the worker with the fewest busy slots), so its dispatch ends the
+   * activation. One that arrived later found the worker ready and idle: the activation ended
+   * at HELLO, and the rest was waiting for traffic, not for the worker. */
+  uint64_t took = enqueued_ns <= w->ready_ns ? to_dispatch : to_hello;
   pp_hist_record(&sb->dispatch, took);
-  if (w->ready_ns > w->activated_ns) pp_hist_record(&sb->hello, (uint64_t)(w->ready_ns - w->activated_ns));
+  pp_hist_record(&sb->hello, to_hello);
+  pp_hist_record(&sb->first_request, to_dispatch);
   sb->recent_ns[sb->recent_n % PP_ACTIVATION_RECENT] = (int64_t)took;
   sb->recent_n++;
   w->activated_ns = 0;
-  LOG(s, "activated worker %u (pid %u) got its first request %.2f ms after the decision", w->index,
-      w->pid, took / 1e6);
+  LOG(s, "activated worker %u (pid %u): HELLO %.2f ms, first request %.2f ms after the decision%s",
+      w->index, w->pid, to_hello / 1e6, to_dispatch / 1e6,
+      enqueued_ns <= w->ready_ns ? "" : " (it arrived after HELLO)");
 }
 
 /* The ready worker to retire: the one with the fewest busy slots, newest index on ties. */

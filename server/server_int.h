@@ -64,9 +64,11 @@ typedef struct pp_standby {
   uint64_t activations;     /* ACTIVATE frames sent */
   uint64_t activations_missed; /* an activation found no parked worker: SPAWN 1 instead */
   uint64_t parked_total;    /* PARKED frames received */
-  /* decision (tick time) -> first REQUEST dispatched to the activated worker, and -> its first
-   * HELLO; the last PP_ACTIVATION_RECENT of the first, one by one */
-  pp_hist dispatch, hello;
+  /* Activation latency from the decision (tick time): `dispatch` until the worker could serve
+   * (its first REQUEST, or its first HELLO when no request was waiting then), `hello` until its
+   * first HELLO, `first_request` until its first REQUEST whenever that came; the last
+   * PP_ACTIVATION_RECENT of `dispatch` one by one. */
+  pp_hist dispatch, hello, first_request;
   int64_t recent_ns[PP_ACTIVATION_RECENT];
   uint32_t recent_n; /* total recorded; recent_ns[i % PP_ACTIVATION_RECENT] */
 } pp_standby;
@@ -175,9 +177,9 @@ int pp_controller_init(server *s);
 void pp_controller_log_header(server *s);
 /* One controller tick: observation, pp_decide(), actuators, decision log. */
 void pp_controller_tick(server *s);
-/* A request was just dispatched to w: if w is an activated standby worker's first, its
- * activation latency (decision to dispatch) is recorded. */
-void pp_controller_note_dispatch(server *s, pp_worker *w);
+/* A request that became runnable at enqueued_ns was just dispatched to w: if it is an
+ * activated standby worker's first, its activation latency is recorded (pp_standby). */
+void pp_controller_note_dispatch(server *s, pp_worker *w, int64_t enqueued_ns);
 
 /* Memory of one process from /proc/PID/smaps_rollup, in bytes: USS = Private_Clean +
  * Private_Dirty, PSS = Pss, RSS = Rss. */

@@ -320,6 +320,7 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
   json_object_set_new(co, "activations_missed", json_integer((json_int_t)sb->activations_missed));
   json_t *act = summary(&sb->dispatch); /* decision -> first request dispatched */
   json_object_set_new(act, "to_hello", summary(&sb->hello));
+  json_object_set_new(act, "to_first_request", summary(&sb->first_request));
   json_t *recent = json_array();
   uint32_t n_recent = sb->recent_n < PP_ACTIVATION_RECENT ? sb->recent_n : PP_ACTIVATION_RECENT;
   for (uint32_t i = sb->recent_n - n_recent; i < sb->recent_n; i++)
