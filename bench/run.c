@@ -74,6 +74,7 @@ static void build_rows(pb_config_result *out, const pb_sample *samples, size_t n
     out->rows[k].queue_p95_ms = -1;
     out->rows[k].workers = -1;
     out->rows[k].queue_depth = -1;
+    out->rows[k].workers_parked = -1;
   }
   for (size_t i = 0; i < n_samples; i++) {
     size_t k = (size_t)(samples[i].t_ns / 1000000000u);
@@ -83,6 +84,9 @@ static void build_rows(pb_config_result *out, const pb_sample *samples, size_t n
     out->rows[k].queue_p95_ms = samples[i].queue_p95_ms;
     out->rows[k].workers = samples[i].workers;
     out->rows[k].queue_depth = samples[i].queue_depth;
+    out->rows[k].pss_bytes = samples[i].pss_bytes;
+    out->rows[k].uss_bytes = samples[i].uss_bytes;
+    out->rows[k].workers_parked = samples[i].workers_parked;
   }
   /* A second the sampler missed (its 1 s period drifts against the run's seconds) shows the
    * previous sample rather than an empty server; the server runs until every request ended. */
@@ -93,6 +97,17 @@ static void build_rows(pb_config_result *out, const pb_sample *samples, size_t n
     out->rows[k].queue_p95_ms = out->rows[k - 1].queue_p95_ms;
     out->rows[k].workers = out->rows[k - 1].workers;
     out->rows[k].queue_depth = out->rows[k - 1].queue_depth;
+    out->rows[k].pss_bytes = out->rows[k - 1].pss_bytes;
+    out->rows[k].uss_bytes = out->rows[k - 1].uss_bytes;
+    out->rows[k].workers_parked = out->rows[k - 1].workers_parked;
+  }
+  /* A sample whose smaps_rollup reads raced a process's exit has no PSS: keep the previous
+   * second's rather than mixing RSS into a PSS timeline. */
+  for (size_t k = 1; k < need; k++) {
+    if (out->rows[k].procs && !out->rows[k].pss_bytes && out->rows[k - 1].pss_bytes) {
+      out->rows[k].pss_bytes = out->rows[k - 1].pss_bytes;
+      out->rows[k].uss_bytes = out->rows[k - 1].uss_bytes;
+    }
   }
   out->n_rows = need;
   free(secs);
