@@ -529,11 +529,35 @@ bool pb_stats_parse(const char *json, pb_server_stats *out) {
   json_t *root = json_loads(json, 0, &e);
   if (!root) return false;
   out->workers = out->queue_p95_ms = out->queue_p95_lifetime_ms = out->queue_depth = -1;
-  out->workers_parked = -1;
+  out->workers_parked = out->activations = -1;
+  out->activation_count = out->activation_p50_ms = out->activation_p99_ms = -1;
+  out->activation_max_ms = -1;
+  out->activation_recent_n = 0;
   json_t *v = json_object_get(root, "workers");
   if (json_is_number(v)) out->workers = json_number_value(v);
-  v = json_object_get(json_object_get(root, "controller"), "workers_standby");
+  json_t *co = json_object_get(root, "controller");
+  v = json_object_get(co, "workers_standby");
   if (json_is_number(v)) out->workers_parked = json_number_value(v);
+  v = json_object_get(co, "activations");
+  if (json_is_number(v)) out->activations = json_number_value(v);
+  json_t *act = json_object_get(co, "activation");
+  if (json_is_object(act)) {
+    v = json_object_get(act, "count");
+    if (json_is_number(v)) out->activation_count = json_number_value(v);
+    v = json_object_get(act, "p50_ms");
+    if (json_is_number(v)) out->activation_p50_ms = json_number_value(v);
+    v = json_object_get(act, "p99_ms");
+    if (json_is_number(v)) out->activation_p99_ms = json_number_value(v);
+    v = json_object_get(act, "max_ms");
+    if (json_is_number(v)) out->activation_max_ms = json_number_value(v);
+    json_t *recent = json_object_get(act, "recent_ms");
+    size_t i;
+    json_t *x;
+    json_array_foreach(recent, i, x) {
+      if (out->activation_recent_n < 32 && json_is_number(x))
+        out->activation_recent_ms[out->activation_recent_n++] = json_number_value(x);
+    }
+  }
   json_t *q = json_object_get(root, "queue");
   if (json_is_object(q)) {
     v = json_object_get(q, "depth");
@@ -562,6 +586,8 @@ struct pb_sampler {
   pb_sample *samples;
   size_t n, cap;
   double last_lifetime_p95_ms;
+  pb_server_stats last; /* the last /stats that parsed */
+  bool have_last;
 };
 
 static void take_sample(pb_sampler *s) {
@@ -588,6 +614,8 @@ static void take_sample(pb_sampler *s) {
       x.queue_depth = st.queue_depth;
       x.workers_parked = st.workers_parked;
       s->last_lifetime_p95_ms = st.queue_p95_lifetime_ms;
+      s->last = st;
+      s->have_last = true;
     }
     free(body);
   }
@@ -639,6 +667,17 @@ int pb_sampler_start(pb_sampler **out, pid_t root, const char *host, int stats_p
   }
   *out = s;
   return 0;
+}
+
+void pb_sampler_stop_stats(pb_sampler *s, pb_sample **samples, size_t *n, pb_server_stats *last) {
+  if (last) {
+    if (s->have_last) {
+      *last = s->last;
+    } else {
+      pb_stats_parse("{}", last);
+    }
+  }
+  pb_sampler_stop(s, samples, n, NULL);
 }
 
 void pb_sampler_stop(pb_sampler *s, pb_sample **samples, size_t *n, double *lifetime_p95_ms) {

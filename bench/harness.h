@@ -116,6 +116,12 @@ typedef struct pb_sample {
 typedef struct pb_server_stats {
   double workers;
   double workers_parked; /* controller.workers_standby (puma-plus with a standby policy) */
+  /* controller.activations and controller.activation (docs/SERVER.md): standby activations
+   * and their latency in ms (count, p50, p99, max), the last ones one by one; -1 / 0 when
+   * absent */
+  double activations, activation_count, activation_p50_ms, activation_p99_ms, activation_max_ms;
+  double activation_recent_ms[32];
+  uint32_t activation_recent_n;
   double queue_depth;
   double queue_p95_ms;
   double queue_p95_lifetime_ms;
@@ -133,5 +139,8 @@ int pb_sampler_start(pb_sampler **out, pid_t root, const char *host, int stats_p
  * *lifetime_p95_ms (if not NULL) the server's whole-run queue p95 from the last /stats read
  * (-1 when never read). */
 void pb_sampler_stop(pb_sampler *s, pb_sample **samples, size_t *n, double *lifetime_p95_ms);
+/* pb_sampler_stop, and *last (if not NULL) receives the last /stats read (every field -1 when
+ * none was). */
+void pb_sampler_stop_stats(pb_sampler *s, pb_sample **samples, size_t *n, pb_server_stats *last);
 
 #endif

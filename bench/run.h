@@ -59,6 +59,7 @@ typedef struct pb_config_result {
   size_t n_rows;
   uint64_t t0_ns;
   double queue_p95_lifetime_ms; /* the server's own whole-run queue p95, -1 when n/a */
+  pb_server_stats last_stats;   /* the last /stats the sampler read (fields -1 when none) */
   char protocol[16];            /* pb_proto_label: "h1", "h2", "h1+tls", "h2+tls" */
   pb_gen_counters counters;     /* the generator's transport counters for the run */
 } pb_config_result;

@@ -23,7 +23,9 @@ static const char side_schema[] =
     "  pacer_p50_ms REAL, pacer_p99_ms REAL, pacer_max_ms REAL, send_p99_ms REAL,\n"
     "  connections INTEGER, server_cmd TEXT, conn_error_causes TEXT,\n"
     "  protocol TEXT NOT NULL DEFAULT 'h1',\n"
-    "  memory_source TEXT, avg_rss_bytes REAL, avg_pss_bytes REAL, avg_uss_bytes REAL);\n"
+    "  memory_source TEXT, avg_rss_bytes REAL, avg_pss_bytes REAL, avg_uss_bytes REAL,\n"
+    "  activations INTEGER, activation_p50_ms REAL, activation_p99_ms REAL,\n"
+    "  activation_max_ms REAL, activation_recent_ms TEXT);\n"
     "CREATE TABLE IF NOT EXISTS bench_memory (\n"
     "  config_id INTEGER NOT NULL REFERENCES configs(config_id), t_s INTEGER NOT NULL,\n"
     "  rss_bytes INTEGER, pss_bytes INTEGER, uss_bytes INTEGER, workers_parked INTEGER,\n"
@@ -157,8 +159,11 @@ static int add_side_column(sqlite3 *db, const char *column, const char *decl) {
 static int upgrade_side(sqlite3 *db) {
   if (add_side_column(db, "conn_error_causes", "TEXT") < 0) return -1;
   if (add_side_column(db, "protocol", "TEXT NOT NULL DEFAULT 'h1'") < 0) return -1;
-  const char *mem[] = {"memory_source", "TEXT", "avg_rss_bytes", "REAL", "avg_pss_bytes", "REAL",
-                       "avg_uss_bytes", "REAL"};
+  const char *mem[] = {"memory_source",     "TEXT", "avg_rss_bytes",        "REAL",
+                       "avg_pss_bytes",     "REAL", "avg_uss_bytes",        "REAL",
+                       "activations",       "INTEGER", "activation_p50_ms", "REAL",
+                       "activation_p99_ms", "REAL", "activation_max_ms",    "REAL",
+                       "activation_recent_ms", "TEXT"};
   for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i += 2)
     if (add_side_column(db, mem[i], mem[i + 1]) < 0) return -1;
   return 0;
@@ -231,8 +236,9 @@ static int write_side(sqlite3 *db, int64_t config_id, const pb_config_result *r,
           "INSERT OR REPLACE INTO bench_measure (config_id, ran, error, check_ok, check_reason,"
           " http_errors, conn_errors, pacer_p50_ms, pacer_p99_ms, pacer_max_ms, send_p99_ms,"
           " connections, server_cmd, conn_error_causes, protocol, memory_source, avg_rss_bytes,"
-          " avg_pss_bytes, avg_uss_bytes)"
-          " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+          " avg_pss_bytes, avg_uss_bytes, activations, activation_p50_ms, activation_p99_ms,"
+          " activation_max_ms, activation_recent_ms)"
+          " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
           -1, &st, NULL) != SQLITE_OK)
     return -1;
   const pb_summary *m = &r->summary;
@@ -272,6 +278,30 @@ static int write_side(sqlite3 *db, int64_t config_id, const pb_config_result *r,
     }
   } else {
     for (int k = 0; k < 4; k++)
+      sqlite3_bind_null(st, i++);
+  }
+  /* Standby activations from the last /stats (docs/SERVER.md controller.activation). */
+  const pb_server_stats *ls = &r->last_stats;
+  if (r->ran && ls->activations >= 0) {
+    sqlite3_bind_int64(st, i++, (sqlite3_int64)ls->activations);
+    bool any = ls->activation_count > 0;
+    if (any) {
+      sqlite3_bind_double(st, i++, ls->activation_p50_ms);
+      sqlite3_bind_double(st, i++, ls->activation_p99_ms);
+      sqlite3_bind_double(st, i++, ls->activation_max_ms);
+    } else {
+      for (int k = 0; k < 3; k++)
+        sqlite3_bind_null(st, i++);
+    }
+    char recent[32 * 16] = "";
+    for (uint32_t k = 0; k < ls->activation_recent_n; k++) {
+      size_t len = strlen(recent);
+      snprintf(recent + len, sizeof recent - len, "%s%.3f", k ? " " : "",
+               ls->activation_recent_ms[k]);
+    }
+    bind_text_or_null(st, i++, any ? recent : NULL);
+  } else {
+    for (int k = 0; k < 5; k++)
       sqlite3_bind_null(st, i++);
   }
   int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
