@@ -9,11 +9,14 @@ repo=$(cd "$here/../.." && pwd)
 build=${BUILD:-$repo/build}
 logs=${TMPDIR:-/tmp}/step12-logs
 mkdir -p "$logs"
+rm -f "$logs"/*.decisions.jsonl # the server appends: a log must hold this run's ticks only
 cd "$here"
+uptime > load.txt # the machine is shared: its load before and after the measured run
 # Every puma-plus worker takes 1 s in on_worker_boot (the scenario's machine.boot).
 PUMA_PLUS_CONFIG="$repo/scenarios/step12-boot.rb" \
   "$build/bench/pp-bench" run "$repo/scenarios/step12-2core.yaml" -db results.db -timeline \
   -log-dir "$logs" | tee run.txt
+uptime >> load.txt
 # Activation latencies the server logged (decision -> able to serve), one per activation.
 grep -h "activated worker" "$logs"/auto-k*.log > activations.txt || true
 "$build/sim/pp-sim" run "$repo/scenarios/step12-2core.yaml" --db results.db | tee sim.txt
