@@ -41,9 +41,9 @@ typedef struct pb_row {
   pb_second client;
   uint32_t procs; /* 0 when no sample fell in this second */
   uint64_t rss_bytes;
-  double queue_p95_ms; /* < 0: n/a */
-  double workers;      /* from /stats, < 0 when not reported */
-  double queue_depth;  /* from /stats, < 0 when not reported */
+  double queue_p95_ms;           /* < 0: n/a */
+  double workers;                /* from /stats, < 0 when not reported */
+  double queue_depth;            /* from /stats, < 0 when not reported */
   uint64_t pss_bytes, uss_bytes; /* the tree's PSS / USS (smaps_rollup), 0 when unknown */
   double workers_parked;         /* /stats standby workers parked, < 0 when not reported */
 } pb_row;

@@ -159,11 +159,10 @@ static int add_side_column(sqlite3 *db, const char *column, const char *decl) {
 static int upgrade_side(sqlite3 *db) {
   if (add_side_column(db, "conn_error_causes", "TEXT") < 0) return -1;
   if (add_side_column(db, "protocol", "TEXT NOT NULL DEFAULT 'h1'") < 0) return -1;
-  const char *mem[] = {"memory_source",     "TEXT", "avg_rss_bytes",        "REAL",
-                       "avg_pss_bytes",     "REAL", "avg_uss_bytes",        "REAL",
-                       "activations",       "INTEGER", "activation_p50_ms", "REAL",
-                       "activation_p99_ms", "REAL", "activation_max_ms",    "REAL",
-                       "activation_recent_ms", "TEXT"};
+  const char *mem[] = {
+      "memory_source",     "TEXT", "avg_rss_bytes",     "REAL",    "avg_pss_bytes",        "REAL",
+      "avg_uss_bytes",     "REAL", "activations",       "INTEGER", "activation_p50_ms",    "REAL",
+      "activation_p99_ms", "REAL", "activation_max_ms", "REAL",    "activation_recent_ms", "TEXT"};
   for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i += 2)
     if (add_side_column(db, mem[i], mem[i + 1]) < 0) return -1;
   return 0;
@@ -190,10 +189,11 @@ static void avg_memory(const pb_config_result *r, double duration_s, double *rss
 /* One bench_memory row per sampled second. */
 static int write_memory(sqlite3 *db, int64_t config_id, const pb_config_result *r) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db,
-                         "INSERT OR REPLACE INTO bench_memory (config_id, t_s, rss_bytes, pss_bytes,"
-                         " uss_bytes, workers_parked) VALUES (?,?,?,?,?,?)",
-                         -1, &st, NULL) != SQLITE_OK)
+  if (sqlite3_prepare_v2(
+          db,
+          "INSERT OR REPLACE INTO bench_memory (config_id, t_s, rss_bytes, pss_bytes,"
+          " uss_bytes, workers_parked) VALUES (?,?,?,?,?,?)",
+          -1, &st, NULL) != SQLITE_OK)
     return -1;
   int rc = 0;
   for (size_t k = 0; k < r->n_rows && rc == 0; k++) {

@@ -232,8 +232,8 @@ void pp_controller_tick(server *s) {
    * that finds the pool empty), forks for the rest, replacement standby, then retires. */
   uint32_t forks = 0;
   if (rec.decision.action == PP_ACTION_SPAWN_WORKER) {
-    uint32_t activate = rec.decision.activate < rec.decision.count ? rec.decision.activate
-                                                                   : rec.decision.count;
+    uint32_t activate =
+        rec.decision.activate < rec.decision.count ? rec.decision.activate : rec.decision.count;
     for (uint32_t i = 0; i < activate; i++) {
       pp_worker *w = longest_parked(s);
       if (w) {

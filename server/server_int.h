@@ -57,13 +57,13 @@ typedef struct pp_stats {
 /* Standby workers (docs/CONTROL.md section 8): the pool the shepherd keeps parked, and how
  * long activations took. Parked workers themselves are registry entries (PP_WORKER_PARKED). */
 typedef struct pp_standby {
-  uint32_t k;               /* --standby K the shepherd was started with */
-  int enabled;              /* the shepherd was started with --standby: it takes the frames */
-  uint32_t pending;         /* standby requested (STANDBY, K at start), not PARKED nor EXITED */
-  int64_t last_request_ns;  /* when the last STANDBY went out (or the shepherd started) */
-  uint64_t activations;     /* ACTIVATE frames sent */
+  uint32_t k;                  /* --standby K the shepherd was started with */
+  int enabled;                 /* the shepherd was started with --standby: it takes the frames */
+  uint32_t pending;            /* standby requested (STANDBY, K at start), not PARKED nor EXITED */
+  int64_t last_request_ns;     /* when the last STANDBY went out (or the shepherd started) */
+  uint64_t activations;        /* ACTIVATE frames sent */
   uint64_t activations_missed; /* an activation found no parked worker: SPAWN 1 instead */
-  uint64_t parked_total;    /* PARKED frames received */
+  uint64_t parked_total;       /* PARKED frames received */
   /* Activation latency from the decision (tick time): `dispatch` until the worker could serve
    * (its first REQUEST, or its first HELLO when no request was waiting then), `hello` until its
    * first HELLO, `first_request` until its first REQUEST whenever that came; the last

@@ -129,8 +129,7 @@ static void on_exited(server *s, const pp_wire_frame *f, int64_t now) {
     /* A pid the server never heard of: a standby worker that died before it parked (standby
      * forks send no FORKED). The controller refills the pool. */
     sb->pending--;
-    LOG_ERR(s, "standby worker pid %u exited (status %d) before it parked", f->pid,
-            f->exit_status);
+    LOG_ERR(s, "standby worker pid %u exited (status %d) before it parked", f->pid, f->exit_status);
     return;
   }
   if (w && w->state == PP_WORKER_PARKED) {
@@ -310,10 +309,20 @@ int pp_shepherd_start(server *s) {
   snprintf(workers, sizeof workers, "%u", s->workers_wanted);
   pp_standby *sb = &s->ctl_state.standby;
   snprintf(standby, sizeof standby, "%u", sb->k);
-  char *args[] = {(char *)s->cfg->ruby, libdir,      exe,     "--app",
-                  (char *)s->cfg->app,  "--threads", threads, "--socket",
-                  s->socket_path,       "--workers", workers, NULL,
-                  NULL,                 NULL};
+  char *args[] = {(char *)s->cfg->ruby,
+                  libdir,
+                  exe,
+                  "--app",
+                  (char *)s->cfg->app,
+                  "--threads",
+                  threads,
+                  "--socket",
+                  s->socket_path,
+                  "--workers",
+                  workers,
+                  NULL,
+                  NULL,
+                  NULL};
   if (sb->enabled) { /* docs/CONTROL.md section 8: the flag negotiates the standby frames */
     args[11] = "--standby";
     args[12] = standby;

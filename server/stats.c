@@ -416,9 +416,10 @@ void pp_stats_metrics(server *s, pp_buf *out) {
           pp_registry_count(&s->reg, PP_WORKER_RETIRING));
   appendf(out, "puma_plus_workers{state=\"parked\"} %u\n",
           pp_registry_count(&s->reg, PP_WORKER_PARKED));
-  prom_hist(out, "puma_plus_standby_activation_seconds",
-            "Standby activation: controller decision to the first request dispatched to the worker.",
-            &s->ctl_state.standby.dispatch);
+  prom_hist(
+      out, "puma_plus_standby_activation_seconds",
+      "Standby activation: controller decision to the first request dispatched to the worker.",
+      &s->ctl_state.standby.dispatch);
   prom_gauge(out, "puma_plus_workers_wanted",
              "Workers the server keeps alive (the controller's target when autoscaling).",
              s->workers_wanted);
