@@ -17,8 +17,9 @@ PUMA_PLUS_CONFIG="$repo/scenarios/step12-boot.rb" \
   "$build/bench/pp-bench" run "$repo/scenarios/step12-2core.yaml" -db results.db -timeline \
   -log-dir "$logs" | tee run.txt
 uptime >> load.txt
-# Activation latencies the server logged (decision -> able to serve), one per activation.
-grep -h "activated worker" "$logs"/auto-k*.log > activations.txt || true
+# Each autoscaling run's decision log replays identically (pp-replay verify).
+for f in "$logs"/auto-k*.decisions.jsonl; do "$build/replay/pp-replay" "$f"; done | tee replay.txt
 "$build/sim/pp-sim" run "$repo/scenarios/step12-2core.yaml" --db results.db | tee sim.txt
 "$build/sim/pp-sim" run "$repo/scenarios/standby-step.yaml" --db results.db | tee sim-step-mix.txt
+sqlite3 -header -column results.db < table.sql | tee table.txt
 gnuplot step12.gp
