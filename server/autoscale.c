@@ -72,6 +72,13 @@ int pp_controller_init(server *s) {
     return -1;
   if (cfg->max_workers && set_field(&ct->policy, "max_workers", cfg->max_workers, "-max-workers"))
     return -1;
+  if (cfg->standby && !ct->enabled) {
+    fprintf(stderr,
+            "puma-plus-server: -standby %s: standby workers need -autoscale (the "
+            "controller activates them)\n",
+            cfg->standby);
+    return -1;
+  }
   if (cfg->standby && set_field(&ct->policy, "standby", cfg->standby, "-standby")) return -1;
   if (cfg->target_queue_p95 &&
       set_field(&ct->policy, "target_queue_p95", cfg->target_queue_p95, "-target-queue-p95"))
