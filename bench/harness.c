@@ -368,7 +368,80 @@ static bool read_stat(pid_t pid, proc_entry *e) {
   return state != 'Z';
 }
 
+int pb_smaps_rollup(pid_t pid, uint64_t *rss, uint64_t *pss, uint64_t *uss) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return -1;
+  uint64_t r = 0, p = 0, clean = 0, dirty = 0;
+  int seen = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long long kb;
+    /* "Pss:" alone, not Pss_Anon / Pss_File / Pss_Shmem / Pss_Dirty */
+    if (sscanf(line, "Rss: %llu kB", &kb) == 1)
+      r = kb * 1024, seen |= 1;
+    else if (sscanf(line, "Pss: %llu kB", &kb) == 1)
+      p = kb * 1024, seen |= 2;
+    else if (sscanf(line, "Private_Clean: %llu kB", &kb) == 1)
+      clean = kb * 1024, seen |= 4;
+    else if (sscanf(line, "Private_Dirty: %llu kB", &kb) == 1)
+      dirty = kb * 1024, seen |= 8;
+  }
+  fclose(f);
+  if (seen != 15) return -1;
+  *rss = r;
+  *pss = p;
+  *uss = clean + dirty;
+  return 0;
+}
+
+/* The tree of `root`: every process's entry in `all` (of `n`) with in[i] set. */
+static int tree_scan(pid_t root, proc_entry **all_out, bool **in_out, size_t *n_out);
+
 int pb_proc_tree(pid_t root, uint32_t *count, uint64_t *rss_bytes) {
+  proc_entry *all;
+  bool *in;
+  size_t n;
+  if (tree_scan(root, &all, &in, &n) < 0) return -1;
+  uint32_t c = 0;
+  uint64_t pages = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!in[i]) continue;
+    c++;
+    pages += all[i].rss_pages;
+  }
+  free(in);
+  free(all);
+  *count = c;
+  *rss_bytes = pages * (uint64_t)sysconf(_SC_PAGESIZE);
+  return 0;
+}
+
+int pb_proc_tree_mem(pid_t root, pb_tree_mem *out) {
+  proc_entry *all;
+  bool *in;
+  size_t n;
+  memset(out, 0, sizeof *out);
+  if (tree_scan(root, &all, &in, &n) < 0) return -1;
+  uint64_t pages = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!in[i]) continue;
+    out->procs++;
+    pages += all[i].rss_pages;
+    uint64_t r, p, u;
+    if (pb_smaps_rollup(all[i].pid, &r, &p, &u) == 0) {
+      out->smaps_procs++;
+      out->pss_bytes += p;
+      out->uss_bytes += u;
+    }
+  }
+  free(in);
+  free(all);
+  out->rss_bytes = pages * (uint64_t)sysconf(_SC_PAGESIZE);
+  return 0;
+}
+
+static int tree_scan(pid_t root, proc_entry **all_out, bool **in_out, size_t *n_out) {
   DIR *d = opendir("/proc");
   if (!d) return -1;
   size_t cap = 512, n = 0;
@@ -412,17 +485,9 @@ int pb_proc_tree(pid_t root, uint32_t *count, uint64_t *rss_bytes) {
       }
     }
   }
-  uint32_t c = 0;
-  uint64_t pages = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (!in[i]) continue;
-    c++;
-    pages += all[i].rss_pages;
-  }
-  free(in);
-  free(all);
-  *count = c;
-  *rss_bytes = pages * (uint64_t)sysconf(_SC_PAGESIZE);
+  *all_out = all;
+  *in_out = in;
+  *n_out = n;
   return 0;
 }
 
@@ -464,8 +529,35 @@ bool pb_stats_parse(const char *json, pb_server_stats *out) {
   json_t *root = json_loads(json, 0, &e);
   if (!root) return false;
   out->workers = out->queue_p95_ms = out->queue_p95_lifetime_ms = out->queue_depth = -1;
+  out->workers_parked = out->activations = -1;
+  out->activation_count = out->activation_p50_ms = out->activation_p99_ms = -1;
+  out->activation_max_ms = -1;
+  out->activation_recent_n = 0;
   json_t *v = json_object_get(root, "workers");
   if (json_is_number(v)) out->workers = json_number_value(v);
+  json_t *co = json_object_get(root, "controller");
+  v = json_object_get(co, "workers_standby");
+  if (json_is_number(v)) out->workers_parked = json_number_value(v);
+  v = json_object_get(co, "activations");
+  if (json_is_number(v)) out->activations = json_number_value(v);
+  json_t *act = json_object_get(co, "activation");
+  if (json_is_object(act)) {
+    v = json_object_get(act, "count");
+    if (json_is_number(v)) out->activation_count = json_number_value(v);
+    v = json_object_get(act, "p50_ms");
+    if (json_is_number(v)) out->activation_p50_ms = json_number_value(v);
+    v = json_object_get(act, "p99_ms");
+    if (json_is_number(v)) out->activation_p99_ms = json_number_value(v);
+    v = json_object_get(act, "max_ms");
+    if (json_is_number(v)) out->activation_max_ms = json_number_value(v);
+    json_t *recent = json_object_get(act, "recent_ms");
+    size_t i;
+    json_t *x;
+    json_array_foreach(recent, i, x) {
+      if (out->activation_recent_n < 32 && json_is_number(x))
+        out->activation_recent_ms[out->activation_recent_n++] = json_number_value(x);
+    }
+  }
   json_t *q = json_object_get(root, "queue");
   if (json_is_object(q)) {
     v = json_object_get(q, "depth");
@@ -494,13 +586,23 @@ struct pb_sampler {
   pb_sample *samples;
   size_t n, cap;
   double last_lifetime_p95_ms;
+  pb_server_stats last; /* the last /stats that parsed */
+  bool have_last;
 };
 
 static void take_sample(pb_sampler *s) {
-  pb_sample x = {.queue_p95_ms = -1, .workers = -1, .queue_depth = -1};
+  pb_sample x = {.queue_p95_ms = -1, .workers = -1, .queue_depth = -1, .workers_parked = -1};
   uint64_t now = uv_hrtime();
   x.t_ns = now > s->t0 ? now - s->t0 : 0;
-  pb_proc_tree(s->root, &x.procs, &x.rss_bytes);
+  pb_tree_mem mem;
+  if (pb_proc_tree_mem(s->root, &mem) == 0) {
+    x.procs = mem.procs;
+    x.rss_bytes = mem.rss_bytes;
+    if (mem.procs && mem.smaps_procs == mem.procs) {
+      x.pss_bytes = mem.pss_bytes;
+      x.uss_bytes = mem.uss_bytes;
+    }
+  }
   if (s->stats_port) {
     char *body = malloc(65536);
     pb_server_stats st;
@@ -510,7 +612,10 @@ static void take_sample(pb_sampler *s) {
       x.queue_p95_ms = st.queue_p95_ms;
       x.workers = st.workers;
       x.queue_depth = st.queue_depth;
+      x.workers_parked = st.workers_parked;
       s->last_lifetime_p95_ms = st.queue_p95_lifetime_ms;
+      s->last = st;
+      s->have_last = true;
     }
     free(body);
   }
@@ -562,6 +667,17 @@ int pb_sampler_start(pb_sampler **out, pid_t root, const char *host, int stats_p
   }
   *out = s;
   return 0;
+}
+
+void pb_sampler_stop_stats(pb_sampler *s, pb_sample **samples, size_t *n, pb_server_stats *last) {
+  if (last) {
+    if (s->have_last) {
+      *last = s->last;
+    } else {
+      pb_stats_parse("{}", last);
+    }
+  }
+  pb_sampler_stop(s, samples, n, NULL);
 }
 
 void pb_sampler_stop(pb_sampler *s, pb_sample **samples, size_t *n, double *lifetime_p95_ms) {

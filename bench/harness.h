@@ -77,6 +77,21 @@ int pb_http_get(const char *host, int port, const char *path, uint64_t timeout_n
  * their total RSS in bytes. 0 or -1. */
 int pb_proc_tree(pid_t root, uint32_t *count, uint64_t *rss_bytes);
 
+/* Memory of a process tree, summed over its processes: RSS from /proc/PID/stat, and PSS and USS
+ * (Private_Clean + Private_Dirty) from /proc/PID/smaps_rollup. `smaps_procs` counts the
+ * processes whose smaps_rollup was read; PSS and USS are meaningful only when it equals
+ * `procs` (the file needs Linux 4.14 and the same user, or CAP_SYS_PTRACE). */
+typedef struct pb_tree_mem {
+  uint32_t procs, smaps_procs;
+  uint64_t rss_bytes, pss_bytes, uss_bytes;
+} pb_tree_mem;
+
+/* pb_proc_tree plus PSS and USS. 0 or -1. */
+int pb_proc_tree_mem(pid_t root, pb_tree_mem *out);
+
+/* One process's smaps_rollup: 0 with RSS, PSS and USS in bytes, or -1. */
+int pb_smaps_rollup(pid_t pid, uint64_t *rss, uint64_t *pss, uint64_t *uss);
+
 /* Finds a number named `key` anywhere in a JSON document (depth-first). true if found. */
 bool pb_json_find_number(const char *json, const char *key, double *out);
 
@@ -88,13 +103,25 @@ typedef struct pb_sample {
   double queue_p95_ms; /* < 0: not available (puma, or /stats unanswered) */
   double workers;      /* from /stats when reported, else < 0 */
   double queue_depth;  /* from /stats, < 0 when not reported */
+  /* the process tree's PSS and USS (pb_tree_mem), 0 when smaps_rollup was not readable for
+   * every process of the tree */
+  uint64_t pss_bytes, uss_bytes;
+  double workers_parked; /* /stats controller.workers_standby, < 0 when not reported */
 } pb_sample;
 
 /* What pp-bench reads from puma-plus's /stats (docs/SERVER.md): root.workers, and in
- * root.queue: depth, window.p95_ms (the last tick), lifetime.p95_ms. Absent fields are -1.
+ * root.queue: depth, window.p95_ms (the last tick), lifetime.p95_ms, and
+ * controller.workers_standby. Absent fields are -1.
  * false when the text is not JSON. */
 typedef struct pb_server_stats {
   double workers;
+  double workers_parked; /* controller.workers_standby (puma-plus with a standby policy) */
+  /* controller.activations and controller.activation (docs/SERVER.md): standby activations
+   * and their latency in ms (count, p50, p99, max), the last ones one by one; -1 / 0 when
+   * absent */
+  double activations, activation_count, activation_p50_ms, activation_p99_ms, activation_max_ms;
+  double activation_recent_ms[32];
+  uint32_t activation_recent_n;
   double queue_depth;
   double queue_p95_ms;
   double queue_p95_lifetime_ms;
@@ -112,5 +139,8 @@ int pb_sampler_start(pb_sampler **out, pid_t root, const char *host, int stats_p
  * *lifetime_p95_ms (if not NULL) the server's whole-run queue p95 from the last /stats read
  * (-1 when never read). */
 void pb_sampler_stop(pb_sampler *s, pb_sample **samples, size_t *n, double *lifetime_p95_ms);
+/* pb_sampler_stop, and *last (if not NULL) receives the last /stats read (every field -1 when
+ * none was). */
+void pb_sampler_stop_stats(pb_sampler *s, pb_sample **samples, size_t *n, pb_server_stats *last);
 
 #endif

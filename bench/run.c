@@ -74,6 +74,7 @@ static void build_rows(pb_config_result *out, const pb_sample *samples, size_t n
     out->rows[k].queue_p95_ms = -1;
     out->rows[k].workers = -1;
     out->rows[k].queue_depth = -1;
+    out->rows[k].workers_parked = -1;
   }
   for (size_t i = 0; i < n_samples; i++) {
     size_t k = (size_t)(samples[i].t_ns / 1000000000u);
@@ -83,6 +84,9 @@ static void build_rows(pb_config_result *out, const pb_sample *samples, size_t n
     out->rows[k].queue_p95_ms = samples[i].queue_p95_ms;
     out->rows[k].workers = samples[i].workers;
     out->rows[k].queue_depth = samples[i].queue_depth;
+    out->rows[k].pss_bytes = samples[i].pss_bytes;
+    out->rows[k].uss_bytes = samples[i].uss_bytes;
+    out->rows[k].workers_parked = samples[i].workers_parked;
   }
   /* A second the sampler missed (its 1 s period drifts against the run's seconds) shows the
    * previous sample rather than an empty server; the server runs until every request ended. */
@@ -93,6 +97,17 @@ static void build_rows(pb_config_result *out, const pb_sample *samples, size_t n
     out->rows[k].queue_p95_ms = out->rows[k - 1].queue_p95_ms;
     out->rows[k].workers = out->rows[k - 1].workers;
     out->rows[k].queue_depth = out->rows[k - 1].queue_depth;
+    out->rows[k].pss_bytes = out->rows[k - 1].pss_bytes;
+    out->rows[k].uss_bytes = out->rows[k - 1].uss_bytes;
+    out->rows[k].workers_parked = out->rows[k - 1].workers_parked;
+  }
+  /* A sample whose smaps_rollup reads raced a process's exit has no PSS: keep the previous
+   * second's rather than mixing RSS into a PSS timeline. */
+  for (size_t k = 1; k < need; k++) {
+    if (out->rows[k].procs && !out->rows[k].pss_bytes && out->rows[k - 1].pss_bytes) {
+      out->rows[k].pss_bytes = out->rows[k - 1].pss_bytes;
+      out->rows[k].uss_bytes = out->rows[k - 1].uss_bytes;
+    }
   }
   out->n_rows = need;
   free(secs);
@@ -195,7 +210,11 @@ void pb_run_config(const pb_server_spec *spec, const pb_schedule *sched, const p
   int rc = generate("127.0.0.1", spec->port, sched, o, t0, out);
   pb_sample *samples = NULL;
   size_t n_samples = 0;
-  if (sampler) pb_sampler_stop(sampler, &samples, &n_samples, &out->queue_p95_lifetime_ms);
+  pb_stats_parse("{}", &out->last_stats);
+  if (sampler) {
+    pb_sampler_stop_stats(sampler, &samples, &n_samples, &out->last_stats);
+    out->queue_p95_lifetime_ms = out->last_stats.queue_p95_lifetime_ms;
+  }
   pb_server_stop(&srv, 10000000000ull);
   if (o->running_pgid) *o->running_pgid = 0;
   if (rc == 0) {
@@ -241,8 +260,8 @@ void pb_transport_print(FILE *f, const pb_config_result *r) {
 
 void pb_rows_print(FILE *f, const pb_row *rows, size_t n) {
   char a[32], b[32];
-  fprintf(f, "%5s %8s %8s %10s %10s %6s %9s %10s %5s %5s %5s\n", "t", "offered", "rps", "p50",
-          "p99", "procs", "rss_MB", "queue_p95", "shed", "err", "tmo");
+  fprintf(f, "%5s %8s %8s %10s %10s %6s %9s %9s %6s %10s %5s %5s %5s\n", "t", "offered", "rps",
+          "p50", "p99", "procs", "rss_MB", "pss_MB", "parked", "queue_p95", "shed", "err", "tmo");
   for (size_t k = 0; k < n; k++) {
     const pb_row *r = &rows[k];
     char q[32];
@@ -250,10 +269,20 @@ void pb_rows_print(FILE *f, const pb_row *rows, size_t n) {
       snprintf(q, sizeof q, "(n/a)");
     else
       snprintf(q, sizeof q, "%.1fms", r->queue_p95_ms);
-    fprintf(f, "%4us %8u %8u %10s %10s %6u %9.1f %10s %5u %5u %5u\n", r->client.t,
+    char pss[32], parked[16];
+    if (r->pss_bytes)
+      snprintf(pss, sizeof pss, "%.1f", r->pss_bytes / 1048576.0);
+    else
+      snprintf(pss, sizeof pss, "-");
+    if (r->workers_parked >= 0)
+      snprintf(parked, sizeof parked, "%.0f", r->workers_parked);
+    else
+      snprintf(parked, sizeof parked, "-");
+    fprintf(f, "%4us %8u %8u %10s %10s %6u %9.1f %9s %6s %10s %5u %5u %5u\n", r->client.t,
             r->client.offered, r->client.ok,
             r->client.ok ? pb_fmt_ns(r->client.p50_ns, a, sizeof a) : "-",
             r->client.ok ? pb_fmt_ns(r->client.p99_ns, b, sizeof b) : "-", r->procs,
-            r->rss_bytes / 1048576.0, q, r->client.shed, r->client.errors, r->client.timeouts);
+            r->rss_bytes / 1048576.0, pss, parked, q, r->client.shed, r->client.errors,
+            r->client.timeouts);
   }
 }

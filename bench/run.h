@@ -41,9 +41,11 @@ typedef struct pb_row {
   pb_second client;
   uint32_t procs; /* 0 when no sample fell in this second */
   uint64_t rss_bytes;
-  double queue_p95_ms; /* < 0: n/a */
-  double workers;      /* from /stats, < 0 when not reported */
-  double queue_depth;  /* from /stats, < 0 when not reported */
+  double queue_p95_ms;           /* < 0: n/a */
+  double workers;                /* from /stats, < 0 when not reported */
+  double queue_depth;            /* from /stats, < 0 when not reported */
+  uint64_t pss_bytes, uss_bytes; /* the tree's PSS / USS (smaps_rollup), 0 when unknown */
+  double workers_parked;         /* /stats standby workers parked, < 0 when not reported */
 } pb_row;
 
 typedef struct pb_config_result {
@@ -57,6 +59,7 @@ typedef struct pb_config_result {
   size_t n_rows;
   uint64_t t0_ns;
   double queue_p95_lifetime_ms; /* the server's own whole-run queue p95, -1 when n/a */
+  pb_server_stats last_stats;   /* the last /stats the sampler read (fields -1 when none) */
   char protocol[16];            /* pb_proto_label: "h1", "h2", "h1+tls", "h2+tls" */
   pb_gen_counters counters;     /* the generator's transport counters for the run */
 } pb_config_result;

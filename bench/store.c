@@ -22,7 +22,25 @@ static const char side_schema[] =
     "  http_errors INTEGER, conn_errors INTEGER,\n"
     "  pacer_p50_ms REAL, pacer_p99_ms REAL, pacer_max_ms REAL, send_p99_ms REAL,\n"
     "  connections INTEGER, server_cmd TEXT, conn_error_causes TEXT,\n"
-    "  protocol TEXT NOT NULL DEFAULT 'h1');\n";
+    "  protocol TEXT NOT NULL DEFAULT 'h1',\n"
+    "  memory_source TEXT, avg_rss_bytes REAL, avg_pss_bytes REAL, avg_uss_bytes REAL,\n"
+    "  activations INTEGER, activation_p50_ms REAL, activation_p99_ms REAL,\n"
+    "  activation_max_ms REAL, activation_recent_ms TEXT);\n"
+    "CREATE TABLE IF NOT EXISTS bench_memory (\n"
+    "  config_id INTEGER NOT NULL REFERENCES configs(config_id), t_s INTEGER NOT NULL,\n"
+    "  rss_bytes INTEGER, pss_bytes INTEGER, uss_bytes INTEGER, workers_parked INTEGER,\n"
+    "  PRIMARY KEY (config_id, t_s));\n";
+
+/* Whether every sampled second of the run has the tree's PSS (smaps_rollup readable). */
+static bool rows_have_pss(const pb_config_result *r) {
+  bool any = false;
+  for (size_t k = 0; k < r->n_rows; k++) {
+    if (!r->rows[k].procs) continue;
+    if (!r->rows[k].pss_bytes) return false;
+    any = true;
+  }
+  return any;
+}
 
 /* Workers from what the harness saw: /stats when it reports them, else the process tree
  * minus the processes that are not workers (puma: the master; puma-plus: server + shepherd). */
@@ -74,6 +92,9 @@ void pb_store_convert(const pb_config_result *r, double duration_s, uint64_t slo
   double wsum = 0, msum = 0;
   size_t wn = 0, mn = 0;
   double qmax = -1;
+  /* Memory is the sum of PSS over the tree when smaps_rollup gave it for every sample (RSS
+   * counts each copy-on-write page once per worker), else RSS; bench_measure says which. */
+  bool pss = rows_have_pss(r);
   for (size_t k = 0; k < r->n_rows; k++) {
     const pb_row *row = &r->rows[k];
     pp_timeline_row *t = &rows[k];
@@ -90,7 +111,8 @@ void pb_store_convert(const pb_config_result *r, double duration_s, uint64_t slo
     t->queue_len = row->queue_depth >= 0 ? (int64_t)row->queue_depth : -1;
     t->shed = row->client.shed;
     t->timeouts = row->client.timeouts;
-    t->memory_bytes = (double)row->rss_bytes;
+    double mem = pss ? (double)row->pss_bytes : (double)row->rss_bytes;
+    t->memory_bytes = mem;
     if (row->queue_p95_ms > qmax) qmax = row->queue_p95_ms;
     /* Averages over the scenario's duration only, where the server was sampled. */
     if (row->procs && row->client.t < duration_s) {
@@ -99,10 +121,9 @@ void pb_store_convert(const pb_config_result *r, double duration_s, uint64_t slo
         wn++;
         if ((uint32_t)w > s->peak_workers) s->peak_workers = (uint32_t)w;
       }
-      msum += (double)row->rss_bytes;
+      msum += mem;
       mn++;
-      if ((double)row->rss_bytes > s->peak_memory_bytes)
-        s->peak_memory_bytes = (double)row->rss_bytes;
+      if (mem > s->peak_memory_bytes) s->peak_memory_bytes = mem;
     }
   }
   s->avg_workers = wn ? wsum / wn : 0;
@@ -137,10 +158,70 @@ static int add_side_column(sqlite3 *db, const char *column, const char *decl) {
  * INSERT below names its columns, so the physical order does not matter. */
 static int upgrade_side(sqlite3 *db) {
   if (add_side_column(db, "conn_error_causes", "TEXT") < 0) return -1;
-  return add_side_column(db, "protocol", "TEXT NOT NULL DEFAULT 'h1'");
+  if (add_side_column(db, "protocol", "TEXT NOT NULL DEFAULT 'h1'") < 0) return -1;
+  const char *mem[] = {
+      "memory_source",     "TEXT", "avg_rss_bytes",     "REAL",    "avg_pss_bytes",        "REAL",
+      "avg_uss_bytes",     "REAL", "activations",       "INTEGER", "activation_p50_ms",    "REAL",
+      "activation_p99_ms", "REAL", "activation_max_ms", "REAL",    "activation_recent_ms", "TEXT"};
+  for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i += 2)
+    if (add_side_column(db, mem[i], mem[i + 1]) < 0) return -1;
+  return 0;
 }
 
-static int write_side(sqlite3 *db, int64_t config_id, const pb_config_result *r) {
+/* Time-averages over the scenario's sampled seconds, as the summary's avg_memory_bytes. */
+static void avg_memory(const pb_config_result *r, double duration_s, double *rss, double *pss,
+                       double *uss) {
+  double sr = 0, sp = 0, su = 0;
+  size_t n = 0;
+  for (size_t k = 0; k < r->n_rows; k++) {
+    const pb_row *row = &r->rows[k];
+    if (!row->procs || row->client.t >= duration_s) continue;
+    sr += (double)row->rss_bytes;
+    sp += (double)row->pss_bytes;
+    su += (double)row->uss_bytes;
+    n++;
+  }
+  *rss = n ? sr / n : -1;
+  *pss = n ? sp / n : -1;
+  *uss = n ? su / n : -1;
+}
+
+/* One bench_memory row per sampled second. */
+static int write_memory(sqlite3 *db, int64_t config_id, const pb_config_result *r) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(
+          db,
+          "INSERT OR REPLACE INTO bench_memory (config_id, t_s, rss_bytes, pss_bytes,"
+          " uss_bytes, workers_parked) VALUES (?,?,?,?,?,?)",
+          -1, &st, NULL) != SQLITE_OK)
+    return -1;
+  int rc = 0;
+  for (size_t k = 0; k < r->n_rows && rc == 0; k++) {
+    const pb_row *row = &r->rows[k];
+    if (!row->procs) continue;
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, config_id);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)row->client.t);
+    sqlite3_bind_int64(st, 3, (sqlite3_int64)row->rss_bytes);
+    if (row->pss_bytes) {
+      sqlite3_bind_int64(st, 4, (sqlite3_int64)row->pss_bytes);
+      sqlite3_bind_int64(st, 5, (sqlite3_int64)row->uss_bytes);
+    } else {
+      sqlite3_bind_null(st, 4);
+      sqlite3_bind_null(st, 5);
+    }
+    if (row->workers_parked >= 0)
+      sqlite3_bind_int64(st, 6, (sqlite3_int64)row->workers_parked);
+    else
+      sqlite3_bind_null(st, 6);
+    if (sqlite3_step(st) != SQLITE_DONE) rc = -1;
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+static int write_side(sqlite3 *db, int64_t config_id, const pb_config_result *r,
+                      double duration_s) {
   char cmd[2048] = "";
   char *argv[40];
   char storage[4096];
@@ -154,8 +235,10 @@ static int write_side(sqlite3 *db, int64_t config_id, const pb_config_result *r)
           db,
           "INSERT OR REPLACE INTO bench_measure (config_id, ran, error, check_ok, check_reason,"
           " http_errors, conn_errors, pacer_p50_ms, pacer_p99_ms, pacer_max_ms, send_p99_ms,"
-          " connections, server_cmd, conn_error_causes, protocol)"
-          " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+          " connections, server_cmd, conn_error_causes, protocol, memory_source, avg_rss_bytes,"
+          " avg_pss_bytes, avg_uss_bytes, activations, activation_p50_ms, activation_p99_ms,"
+          " activation_max_ms, activation_recent_ms)"
+          " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
           -1, &st, NULL) != SQLITE_OK)
     return -1;
   const pb_summary *m = &r->summary;
@@ -180,8 +263,50 @@ static int write_side(sqlite3 *db, int64_t config_id, const pb_config_result *r)
   bind_text_or_null(st, i++, cmd);
   bind_text_or_null(st, i++, r->ran && m->conn_error_causes[0] ? m->conn_error_causes : NULL);
   sqlite3_bind_text(st, i++, r->protocol[0] ? r->protocol : "h1", -1, SQLITE_TRANSIENT);
+  double rss, pss, uss;
+  avg_memory(r, duration_s, &rss, &pss, &uss);
+  bool have_pss = rows_have_pss(r);
+  if (r->ran && rss >= 0) {
+    sqlite3_bind_text(st, i++, have_pss ? "pss" : "rss", -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, i++, rss);
+    if (have_pss) {
+      sqlite3_bind_double(st, i++, pss);
+      sqlite3_bind_double(st, i++, uss);
+    } else {
+      sqlite3_bind_null(st, i++);
+      sqlite3_bind_null(st, i++);
+    }
+  } else {
+    for (int k = 0; k < 4; k++)
+      sqlite3_bind_null(st, i++);
+  }
+  /* Standby activations from the last /stats (docs/SERVER.md controller.activation). */
+  const pb_server_stats *ls = &r->last_stats;
+  if (r->ran && ls->activations >= 0) {
+    sqlite3_bind_int64(st, i++, (sqlite3_int64)ls->activations);
+    bool any = ls->activation_count > 0;
+    if (any) {
+      sqlite3_bind_double(st, i++, ls->activation_p50_ms);
+      sqlite3_bind_double(st, i++, ls->activation_p99_ms);
+      sqlite3_bind_double(st, i++, ls->activation_max_ms);
+    } else {
+      for (int k = 0; k < 3; k++)
+        sqlite3_bind_null(st, i++);
+    }
+    char recent[32 * 16] = "";
+    for (uint32_t k = 0; k < ls->activation_recent_n; k++) {
+      size_t len = strlen(recent);
+      snprintf(recent + len, sizeof recent - len, "%s%.3f", k ? " " : "",
+               ls->activation_recent_ms[k]);
+    }
+    bind_text_or_null(st, i++, any ? recent : NULL);
+  } else {
+    for (int k = 0; k < 5; k++)
+      sqlite3_bind_null(st, i++);
+  }
   int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
   sqlite3_finalize(st);
+  if (rc == 0 && r->ran) rc = write_memory(db, config_id, r);
   return rc;
 }
 
@@ -274,7 +399,7 @@ int pb_store_write(const char *db_path, const pb_store_run *run, const pb_config
       rc = -1;
     }
     for (size_t i = 0; rc == 0 && i < n; i++)
-      rc = write_side(s3, ids[i], &configs[i]);
+      rc = write_side(s3, ids[i], &configs[i], run->duration_s);
     if (rc != 0 && !err[0]) snprintf(err, errlen, "%s: %s", db_path, sqlite3_errmsg(s3));
     sqlite3_close(s3);
   }

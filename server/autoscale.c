@@ -1,7 +1,8 @@
 /* The live controller (issue 5): every tick, build the observation with the shared builder
- * (control/observation.h), call pp_decide(), act on the decision (SPAWN n, RETIRE a drained
- * worker, admission control) and append one JSONL line to the decision log. The decision is
- * made only by pp_decide(); this file only gathers inputs and carries out outputs. */
+ * (control/observation.h), call pp_decide(), act on the decision (ACTIVATE parked standby
+ * workers, SPAWN n, STANDBY n, RETIRE a drained worker, admission control) and append one
+ * JSONL line to the decision log. The decision is made only by pp_decide(); this file only
+ * gathers inputs and carries out outputs, in the order docs/CONTROL.md section 8 gives. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,6 +72,14 @@ int pp_controller_init(server *s) {
     return -1;
   if (cfg->max_workers && set_field(&ct->policy, "max_workers", cfg->max_workers, "-max-workers"))
     return -1;
+  if (cfg->standby && !ct->enabled) {
+    fprintf(stderr,
+            "puma-plus-server: -standby %s: standby workers need -autoscale (the "
+            "controller activates them)\n",
+            cfg->standby);
+    return -1;
+  }
+  if (cfg->standby && set_field(&ct->policy, "standby", cfg->standby, "-standby")) return -1;
   if (cfg->target_queue_p95 &&
       set_field(&ct->policy, "target_queue_p95", cfg->target_queue_p95, "-target-queue-p95"))
     return -1;
@@ -89,14 +98,13 @@ int pp_controller_init(server *s) {
                     "by this server (threads per worker are fixed by -threads); set it to false\n");
     return -1;
   }
+  pp_hist_init(&ct->standby.dispatch);
+  pp_hist_init(&ct->standby.hello);
+  pp_hist_init(&ct->standby.first_request);
   if (ct->enabled && ct->policy.standby) {
-    /* decide() would count parked workers the shepherd cannot keep yet (docs/CONTROL.md
-     * section 8 is the contract) and ask for replacements every tick. */
-    fprintf(stderr,
-            "puma-plus-server: policy: standby: %u: standby workers are not supported "
-            "by this server yet (pp-sim models them); set standby to 0\n",
-            ct->policy.standby);
-    return -1;
+    /* docs/CONTROL.md section 8: the shepherd gets --standby K and keeps K workers parked */
+    ct->standby.enabled = 1;
+    ct->standby.k = ct->policy.standby;
   }
   if (ct->enabled) {
     cfg->tick_ns = ct->policy.tick_ns; /* the controller's period is the policy's */
@@ -115,6 +123,38 @@ int pp_controller_init(server *s) {
     pp_controller_log_header(s);
   }
   return 0;
+}
+
+/* The parked standby worker to activate: the longest parked (docs/CONTROL.md section 8). */
+static pp_worker *longest_parked(server *s) {
+  pp_worker *best = NULL;
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    if (w->state == PP_WORKER_PARKED && (!best || w->parked_ns < best->parked_ns)) best = w;
+  }
+  return best;
+}
+
+void pp_controller_note_dispatch(server *s, pp_worker *w, int64_t enqueued_ns) {
+  if (!w || !w->activated_ns) return;
+  pp_standby *sb = &s->ctl_state.standby;
+  int64_t now = pp_now_ns();
+  uint64_t to_dispatch = now > w->activated_ns ? (uint64_t)(now - w->activated_ns) : 0;
+  uint64_t to_hello = w->ready_ns > w->activated_ns ? (uint64_t)(w->ready_ns - w->activated_ns) : 0;
+  /* A request that was already waiting when the worker's first slot said HELLO went to it at
+   * once (dispatch prefers the worker with the fewest busy slots), so its dispatch ends the
+   * activation. One that arrived later found the worker ready and idle: the activation ended
+   * at HELLO, and the rest was waiting for traffic, not for the worker. */
+  uint64_t took = enqueued_ns <= w->ready_ns ? to_dispatch : to_hello;
+  pp_hist_record(&sb->dispatch, took);
+  pp_hist_record(&sb->hello, to_hello);
+  pp_hist_record(&sb->first_request, to_dispatch);
+  sb->recent_ns[sb->recent_n % PP_ACTIVATION_RECENT] = (int64_t)took;
+  sb->recent_n++;
+  w->activated_ns = 0;
+  LOG(s, "activated worker %u (pid %u): HELLO %.2f ms, first request %.2f ms after the decision%s",
+      w->index, w->pid, to_hello / 1e6, to_dispatch / 1e6,
+      enqueued_ns <= w->ready_ns ? "" : " (it arrived after HELLO)");
 }
 
 /* The ready worker to retire: the one with the fewest busy slots, newest index on ties. */
@@ -144,6 +184,13 @@ void pp_controller_tick(server *s) {
     if (s->workers_wanted >= s->spawns_pending) s->workers_wanted -= s->spawns_pending;
     s->spawns_pending = 0;
   }
+  pp_standby *sb = &ct->standby;
+  if (sb->pending && now - sb->last_request_ns > 60000000000LL) {
+    /* likewise a STANDBY whose workers never parked (an on_worker_boot that hangs) */
+    fprintf(stderr, "[puma-plus] %u standby worker(s) never parked in 60 s; not waiting for them\n",
+            sb->pending);
+    sb->pending = 0;
+  }
   for (int i = 0; i < PP_MAX_WORKERS; i++)
     ready += s->reg.workers[i].state == PP_WORKER_READY && s->reg.workers[i].slots > 0;
   booting = pp_registry_count(&s->reg, PP_WORKER_BOOTING) + s->spawns_pending;
@@ -170,7 +217,9 @@ void pp_controller_tick(server *s) {
   in.timeouts = st->timeouts_window;
   in.service_cpu_mean_ns = st->cpu_count ? st->cpu_sum_ns / (int64_t)st->cpu_count : PP_UNKNOWN_NS;
   in.gvl_wait_ns = st->gvl_count ? st->gvl_sum_ns / (int64_t)st->gvl_count : PP_UNKNOWN_NS;
-  in.mem_per_worker_bytes = -1;
+  in.mem_per_worker_bytes = pp_workers_mean_pss(s); /* section 8: serving workers' mean PSS */
+  in.workers_standby = pp_registry_count(&s->reg, PP_WORKER_PARKED);
+  in.workers_standby_booting = sb->pending;
 
   static pp_declog_record rec;
   memset(&rec, 0, sizeof rec);
@@ -186,13 +235,29 @@ void pp_controller_tick(server *s) {
   ct->have_last = 1;
   ct->tick++;
 
-  switch (rec.decision.action) {
-  case PP_ACTION_SPAWN_WORKER:
-    if (rec.decision.count) {
-      s->workers_wanted += rec.decision.count;
-      pp_shepherd_spawn(s, rec.decision.count);
+  /* docs/CONTROL.md section 8, in order: activations (longest parked first; SPAWN 1 for one
+   * that finds the pool empty), forks for the rest, replacement standby, then retires. */
+  uint32_t forks = 0;
+  if (rec.decision.action == PP_ACTION_SPAWN_WORKER) {
+    uint32_t activate =
+        rec.decision.activate < rec.decision.count ? rec.decision.activate : rec.decision.count;
+    for (uint32_t i = 0; i < activate; i++) {
+      pp_worker *w = longest_parked(s);
+      if (w) {
+        pp_shepherd_activate(s, w, rec.time_ns);
+      } else {
+        sb->activations_missed++;
+        forks++;
+      }
     }
-    break;
+    forks += rec.decision.count - activate;
+    if (forks) {
+      s->workers_wanted += forks;
+      pp_shepherd_spawn(s, forks);
+    }
+  }
+  if (rec.decision.standby_spawn) pp_shepherd_standby(s, rec.decision.standby_spawn);
+  switch (rec.decision.action) {
   case PP_ACTION_RETIRE_WORKER:
     for (uint32_t i = 0; i < rec.decision.count; i++) {
       pp_worker *w = retire_candidate(s);
@@ -201,7 +266,7 @@ void pp_controller_tick(server *s) {
       pp_shepherd_retire(s, w);
     }
     break;
-  default: break; /* thread changes are not actuated by this server (threads are fixed) */
+  default: break; /* spawns above; thread changes are not actuated (threads are fixed) */
   }
   ct->shedding = rec.decision.shed;
   ct->shed_budget_ns = rec.decision.shed_budget_ns;

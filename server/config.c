@@ -177,6 +177,7 @@ void pp_config_usage(FILE *out) {
         "  -autoscale             let the controller spawn and retire workers\n"
         "  -policy FILE           controller policy (YAML, as pp-sim reads it)\n"
         "  -min-workers N         policy min_workers (overrides the file)\n"
+        "  -standby K             policy standby: K workers parked for activation (overrides)\n"
         "  -max-workers N         policy max_workers (overrides the file)\n"
         "  -target-queue-p95 DUR  policy target_queue_p95 (overrides the file)\n"
         "  -shed                  policy shed.enabled = true (503 when the wait is hopeless)\n"
@@ -351,6 +352,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       c->policy_file = value;
     else if (!strcmp(key, "min-workers"))
       c->min_workers = value;
+    else if (!strcmp(key, "standby"))
+      c->standby = value;
     else if (!strcmp(key, "max-workers"))
       c->max_workers = value;
     else if (!strcmp(key, "target-queue-p95"))

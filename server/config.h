@@ -69,6 +69,7 @@ typedef struct pp_config {
   int autoscale;                /* -autoscale */
   const char *policy_file;      /* -policy */
   const char *min_workers;      /* -min-workers (text: applied with pp_policy_set) */
+  const char *standby;          /* -standby K: policy standby (text, as -min-workers) */
   const char *max_workers;      /* -max-workers */
   const char *target_queue_p95; /* -target-queue-p95 */
   int shed;                     /* -shed: turn on admission control (policy shed.enabled) */

@@ -53,6 +53,7 @@ void pp_dispatch_all(server *s) {
       pp_queue_push(&s->queue, &r->qlink);
       return;
     }
+    if (slot->worker->activated_ns) pp_controller_note_dispatch(s, slot->worker, r->t2b);
     send_request(s, r, slot->data);
   }
 }

@@ -37,6 +37,7 @@ typedef enum pp_worker_state {
   PP_WORKER_BOOTING = 1,  /* forked (or asked for), no connection yet */
   PP_WORKER_READY = 2,    /* at least one connection said HELLO */
   PP_WORKER_RETIRING = 3, /* no more dispatch; exits after its in-flight requests */
+  PP_WORKER_PARKED = 4,   /* a standby worker: booted, not connected, waits for ACTIVATE */
 } pp_worker_state;
 
 typedef struct pp_worker pp_worker;
@@ -67,6 +68,10 @@ struct pp_worker {
   int64_t heartbeat_ns;
   int64_t heap_live_slots; /* from its last HEARTBEAT (GC.stat), -1 unknown */
   int killed;
+  /* Standby workers (docs/CONTROL.md section 8): when PARKED arrived, and the decision time of
+   * its activation until the first request dispatched to it has been timed (then 0). */
+  int64_t parked_ns;
+  int64_t activated_ns;
 };
 
 #define PP_MAX_WORKERS 256

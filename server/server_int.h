@@ -59,6 +59,27 @@ typedef struct pp_stats {
   uint64_t gvl_count, cpu_count;
 } pp_stats;
 
+#define PP_ACTIVATION_RECENT 32 /* activation latencies kept one by one for /stats */
+
+/* Standby workers (docs/CONTROL.md section 8): the pool the shepherd keeps parked, and how
+ * long activations took. Parked workers themselves are registry entries (PP_WORKER_PARKED). */
+typedef struct pp_standby {
+  uint32_t k;                  /* --standby K the shepherd was started with */
+  int enabled;                 /* the shepherd was started with --standby: it takes the frames */
+  uint32_t pending;            /* standby requested (STANDBY, K at start), not PARKED nor EXITED */
+  int64_t last_request_ns;     /* when the last STANDBY went out (or the shepherd started) */
+  uint64_t activations;        /* ACTIVATE frames sent */
+  uint64_t activations_missed; /* an activation found no parked worker: SPAWN 1 instead */
+  uint64_t parked_total;       /* PARKED frames received */
+  /* Activation latency from the decision (tick time): `dispatch` until the worker could serve
+   * (its first REQUEST, or its first HELLO when no request was waiting then), `hello` until its
+   * first HELLO, `first_request` until its first REQUEST whenever that came; the last
+   * PP_ACTIVATION_RECENT of `dispatch` one by one. */
+  pp_hist dispatch, hello, first_request;
+  int64_t recent_ns[PP_ACTIVATION_RECENT];
+  uint32_t recent_n; /* total recorded; recent_ns[i % PP_ACTIVATION_RECENT] */
+} pp_standby;
+
 typedef struct controller {
   int enabled;
   pp_policy policy;
@@ -70,6 +91,7 @@ typedef struct controller {
   const char *log_path;
   int shedding;
   uint64_t shed_budget_ns;
+  pp_standby standby;
 } controller;
 
 struct server {
@@ -184,6 +206,19 @@ int pp_controller_init(server *s);
 void pp_controller_log_header(server *s);
 /* One controller tick: observation, pp_decide(), actuators, decision log. */
 void pp_controller_tick(server *s);
+/* A request that became runnable at enqueued_ns was just dispatched to w: if it is an
+ * activated standby worker's first, its activation latency is recorded (pp_standby). */
+void pp_controller_note_dispatch(server *s, pp_worker *w, int64_t enqueued_ns);
+
+/* Memory of one process from /proc/PID/smaps_rollup, in bytes: USS = Private_Clean +
+ * Private_Dirty, PSS = Pss, RSS = Rss. */
+typedef struct pp_proc_mem {
+  uint64_t rss, pss, uss;
+} pp_proc_mem;
+/* stats.c: 0, or -1 when the file cannot be read or parsed (the process is gone). */
+int pp_proc_mem_read(uint32_t pid, pp_proc_mem *out);
+/* stats.c: the mean PSS of the ready workers, -1 when none could be read. */
+int64_t pp_workers_mean_pss(server *s);
 
 static inline int64_t pp_now_ns(void) {
   return (int64_t)uv_hrtime();

@@ -40,6 +40,58 @@ void pp_shepherd_spawn(server *s, uint32_t n) {
   ctl_send(s, &f);
 }
 
+void pp_shepherd_standby(server *s, uint32_t n) {
+  pp_standby *sb = &s->ctl_state.standby;
+  if (!sb->enabled || !n) return;
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_STANDBY;
+  f.count = n;
+  sb->pending += n;
+  sb->last_request_ns = pp_now_ns();
+  ctl_send(s, &f);
+}
+
+void pp_shepherd_activate(server *s, pp_worker *w, int64_t decided_ns) {
+  pp_standby *sb = &s->ctl_state.standby;
+  if (!sb->enabled || w->state != PP_WORKER_PARKED) return;
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_ACTIVATE;
+  f.pid = w->pid;
+  ctl_send(s, &f);
+  /* booting until its first slot connects (HELLO), as any worker; in workers_wanted from now */
+  w->state = PP_WORKER_BOOTING;
+  w->activated_ns = decided_ns;
+  w->forked_ns = pp_now_ns();
+  s->workers_wanted++;
+  sb->activations++;
+  LOG(s, "activating standby worker %u (pid %u), parked %.0f ms", w->index, w->pid,
+      (pp_now_ns() - w->parked_ns) / 1e6);
+}
+
+/* PARKED: a standby worker booted and waits. Its HELLOs will carry worker_index. */
+static void on_parked(server *s, const pp_wire_frame *f, int64_t now) {
+  pp_standby *sb = &s->ctl_state.standby;
+  if (sb->pending) sb->pending--;
+  sb->parked_total++;
+  pp_worker *w = pp_registry_find(&s->reg, f->pid);
+  if (w) {
+    LOG_ERR(s, "PARKED for pid %u, which is already a %s worker; ignored", f->pid,
+            w->state == PP_WORKER_PARKED ? "parked" : "serving");
+    return;
+  }
+  w = pp_registry_add(&s->reg, f->pid, f->worker_index, now);
+  if (!w) {
+    LOG_ERR(s, "worker registry full: standby pid %u not tracked", f->pid);
+    return;
+  }
+  w->state = PP_WORKER_PARKED;
+  w->parked_ns = now;
+  LOG(s, "standby worker %u parked (pid %u, booted in %.1f ms)", f->worker_index, f->pid,
+      f->boot_ns / 1e6);
+}
+
 void pp_shepherd_retire_if_drained(server *s, pp_worker *w) {
   if (!w || w->state != PP_WORKER_RETIRING || w->busy || w->retire_sent) return;
   w->retire_sent = 1;
@@ -75,6 +127,20 @@ static void on_respawn_timer(uv_timer_t *t) {
 
 static void on_exited(server *s, const pp_wire_frame *f, int64_t now) {
   pp_worker *w = pp_registry_find(&s->reg, f->pid);
+  pp_standby *sb = &s->ctl_state.standby;
+  if (!w && sb->pending) {
+    /* A pid the server never heard of: a standby worker that died before it parked (standby
+     * forks send no FORKED). The controller refills the pool. */
+    sb->pending--;
+    LOG_ERR(s, "standby worker pid %u exited (status %d) before it parked", f->pid, f->exit_status);
+    return;
+  }
+  if (w && w->state == PP_WORKER_PARKED) {
+    pp_registry_remove(&s->reg, w);
+    if (!s->stopping)
+      LOG_ERR(s, "parked standby worker pid %u exited (status %d)", f->pid, f->exit_status);
+    return;
+  }
   int retiring = w && w->state == PP_WORKER_RETIRING;
   int64_t w_forked_ns = w ? w->forked_ns : 0;
   if (w) {
@@ -118,6 +184,12 @@ static void ctl_frame(server *s, const pp_wire_frame *f) {
     LOG(s, "worker %u forked (pid %u)", f->worker_index, f->pid);
     break;
   case PP_WIRE_EXITED: on_exited(s, f, now); break;
+  case PP_WIRE_PARKED:
+    if (s->ctl_state.standby.enabled)
+      on_parked(s, f, now);
+    else /* a shepherd started without --standby never sends it */
+      LOG_ERR(s, "control channel: PARKED from a shepherd started without --standby");
+    break;
   default:
     LOG_ERR(s, "control channel: unexpected frame %s from the shepherd",
             pp_wire_type_name(f->type));
@@ -245,14 +317,33 @@ static int shepherd_launch(server *s, uint32_t initial) {
   s->ctl.data = s;
   uv_pipe_open(&s->ctl, sv[0]);
   s->ctl_open = 1;
-  char libdir[8300], exe[8300], threads[16], workers[16];
+  char libdir[8300], exe[8300], threads[16], workers[16], standby[16];
   snprintf(libdir, sizeof libdir, "-I%s/lib", s->gem_dir);
   snprintf(exe, sizeof exe, "%s/exe/puma-plus-shepherd", s->gem_dir);
   snprintf(threads, sizeof threads, "%u", s->cfg->threads);
   snprintf(workers, sizeof workers, "%u", initial);
-  char *args[] = {(char *)s->cfg->ruby, libdir,      exe,     "--app",
-                  (char *)s->cfg->app,  "--threads", threads, "--socket",
-                  s->socket_path,       "--workers", workers, NULL};
+  pp_standby *sb = &s->ctl_state.standby;
+  snprintf(standby, sizeof standby, "%u", sb->k);
+  char *args[] = {(char *)s->cfg->ruby,
+                  libdir,
+                  exe,
+                  "--app",
+                  (char *)s->cfg->app,
+                  "--threads",
+                  threads,
+                  "--socket",
+                  s->socket_path,
+                  "--workers",
+                  workers,
+                  NULL,
+                  NULL,
+                  NULL};
+  if (sb->enabled) { /* docs/CONTROL.md section 8: the flag negotiates the standby frames */
+    args[11] = "--standby";
+    args[12] = standby;
+    sb->pending = sb->k; /* the shepherd forks K standby workers after the initial ones */
+    sb->last_request_ns = pp_now_ns();
+  }
   uv_stdio_container_t stdio[4];
   for (int i = 0; i < 3; i++)
     stdio[i].flags = UV_INHERIT_FD, stdio[i].data.fd = i;
@@ -280,8 +371,9 @@ static int shepherd_launch(server *s, uint32_t initial) {
   s->shepherd_started_ns = pp_now_ns();
   s->spawns_pending = initial; /* the shepherd forks --workers at start */
   s->last_spawn_ns = pp_now_ns();
-  LOG(s, "shepherd pid %d: %s %s %s --app %s --threads %s --socket %s --workers %s",
-      s->shepherd.pid, s->cfg->ruby, libdir, exe, s->cfg->app, threads, s->socket_path, workers);
+  LOG(s, "shepherd pid %d: %s %s %s --app %s --threads %s --socket %s --workers %s%s%s",
+      s->shepherd.pid, s->cfg->ruby, libdir, exe, s->cfg->app, threads, s->socket_path, workers,
+      sb->enabled ? " --standby " : "", sb->enabled ? standby : "");
   uv_read_start((uv_stream_t *)&s->ctl, on_ctl_alloc, on_ctl_read);
   return 0;
 }

@@ -1,8 +1,9 @@
 /* The shepherd link: the Ruby shepherd process (gem/exe/puma-plus-shepherd) that loads the
  * app once and forks workers when asked, over a socketpair speaking the wire protocol's
- * control frames (SPAWN, RETIRE, STOP out; READY, FORKED, EXITED in). It also keeps the
- * worker count at workers_wanted (respawn with backoff for workers that die young), and it
- * supervises the shepherd: one that dies is replaced and adopts the live workers. */
+ * control frames (SPAWN, RETIRE, STOP, STANDBY, ACTIVATE out; READY, FORKED, EXITED, PARKED
+ * in). It also keeps the worker count at workers_wanted (respawn with backoff for workers that
+ * die young), and it supervises the shepherd: one that dies is replaced and adopts the live
+ * workers. */
 #ifndef PP_SHEPHERD_H
 #define PP_SHEPHERD_H
 
@@ -18,6 +19,12 @@ int pp_shepherd_find_gem(server *s, const char *argv0);
 int pp_shepherd_start(server *s);
 /* SPAWN n workers. */
 void pp_shepherd_spawn(server *s, uint32_t n);
+/* STANDBY n: the shepherd forks n standby workers (docs/CONTROL.md section 8); they count as
+ * standby booting until PARKED. Only to a shepherd started with --standby. */
+void pp_shepherd_standby(server *s, uint32_t n);
+/* ACTIVATE parked worker w (PP_WORKER_PARKED): it becomes BOOTING until its first HELLO;
+ * `decided_ns` (the tick's time) starts its activation latency. */
+void pp_shepherd_activate(server *s, pp_worker *w, int64_t decided_ns);
 /* Stops dispatching to w and RETIREs its pid once it has nothing in flight. */
 void pp_shepherd_retire(server *s, pp_worker *w);
 /* A retiring worker with nothing in flight is told to exit. */

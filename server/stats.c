@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server/server_int.h"
 
@@ -30,6 +31,69 @@ static json_t *summary(const pp_hist *h) {
   json_object_set_new(o, "max_ms", json_real(ms(h->count ? h->max_ns : 0)));
   json_object_set_new(o, "mean_ms", json_real(ms(pp_hist_mean(h))));
   return o;
+}
+
+int pp_proc_mem_read(uint32_t pid, pp_proc_mem *out) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%u/smaps_rollup", pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return -1;
+  uint64_t rss = 0, pss = 0, clean = 0, dirty = 0;
+  int seen = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long long kb;
+    /* "Pss:" alone, not Pss_Anon / Pss_File / Pss_Shmem / Pss_Dirty (kernel 5.x and later) */
+    if (sscanf(line, "Rss: %llu kB", &kb) == 1)
+      rss = kb * 1024, seen |= 1;
+    else if (sscanf(line, "Pss: %llu kB", &kb) == 1)
+      pss = kb * 1024, seen |= 2;
+    else if (sscanf(line, "Private_Clean: %llu kB", &kb) == 1)
+      clean = kb * 1024, seen |= 4;
+    else if (sscanf(line, "Private_Dirty: %llu kB", &kb) == 1)
+      dirty = kb * 1024, seen |= 8;
+  }
+  fclose(f);
+  if (seen != 15) return -1;
+  out->rss = rss;
+  out->pss = pss;
+  out->uss = clean + dirty;
+  return 0;
+}
+
+int64_t pp_workers_mean_pss(server *s) {
+  uint64_t sum = 0, n = 0;
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    pp_proc_mem m;
+    if (w->state != PP_WORKER_READY || pp_proc_mem_read(w->pid, &m) != 0) continue;
+    sum += m.pss;
+    n++;
+  }
+  return n ? (int64_t)(sum / n) : -1;
+}
+
+static json_t *mem_json(const pp_proc_mem *m) {
+  json_t *o = json_object();
+  json_object_set_new(o, "rss_bytes", json_integer((json_int_t)m->rss));
+  json_object_set_new(o, "pss_bytes", json_integer((json_int_t)m->pss));
+  json_object_set_new(o, "uss_bytes", json_integer((json_int_t)m->uss));
+  return o;
+}
+
+static void mem_add(pp_proc_mem *sum, const pp_proc_mem *m) {
+  sum->rss += m->rss;
+  sum->pss += m->pss;
+  sum->uss += m->uss;
+}
+
+static const char *worker_state_name(pp_worker_state st) {
+  switch (st) {
+  case PP_WORKER_READY: return "ready";
+  case PP_WORKER_BOOTING: return "booting";
+  case PP_WORKER_RETIRING: return "retiring";
+  case PP_WORKER_PARKED: return "parked";
+  default: return "free";
+  }
 }
 
 void pp_server_admit_input(server *s, pp_admit_input *in) {
@@ -64,6 +128,12 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
   json_object_set_new(root, "phase", json_integer(0));
   json_object_set_new(root, "booted_workers", json_integer(ready));
   json_object_set_new(root, "old_workers", json_integer(retiring));
+  uint32_t parked = pp_registry_count(&s->reg, PP_WORKER_PARKED);
+  /* Memory (docs/SERVER.md): every process read once, so the sums are exactly the parts. */
+  pp_proc_mem by_state[5], all_workers, mem;
+  memset(by_state, 0, sizeof by_state);
+  memset(&all_workers, 0, sizeof all_workers);
+  uint32_t mem_known = 0;
   json_t *ws = json_array();
   char now_ts[32];
   iso8601(time(NULL), now_ts, sizeof now_ts);
@@ -91,10 +161,15 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
                         w->heartbeat_ns ? json_real((double)(mono_now - w->heartbeat_ns) / 1e6)
                                         : json_null());
     json_object_set_new(o, "killed", json_boolean(w->killed));
-    json_object_set_new(o, "state",
-                        json_string(w->state == PP_WORKER_READY     ? "ready"
-                                    : w->state == PP_WORKER_BOOTING ? "booting"
-                                                                    : "retiring"));
+    json_object_set_new(o, "state", json_string(worker_state_name(w->state)));
+    if (pp_proc_mem_read(w->pid, &mem) == 0) {
+      json_object_set_new(o, "memory", mem_json(&mem));
+      mem_add(&by_state[w->state], &mem);
+      mem_add(&all_workers, &mem);
+      mem_known++;
+    } else {
+      json_object_set_new(o, "memory", json_null());
+    }
     json_t *ls = json_object();
     json_object_set_new(ls, "backlog", json_integer(0)); /* the one queue is server-wide */
     json_object_set_new(ls, "running", json_integer(w->slots));
@@ -110,6 +185,23 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
     json_array_append_new(ws, o);
   }
   json_object_set_new(root, "worker_status", ws);
+  json_t *mo = json_object();
+  json_object_set_new(mo, "source", json_string("/proc/PID/smaps_rollup"));
+  json_object_set_new(mo, "workers_measured", json_integer(mem_known));
+  json_object_set_new(mo, "workers", mem_json(&all_workers));
+  json_object_set_new(mo, "serving", mem_json(&by_state[PP_WORKER_READY]));
+  json_object_set_new(mo, "parked", mem_json(&by_state[PP_WORKER_PARKED]));
+  pp_proc_mem shepherd, self, ruby = all_workers, total;
+  int have_shepherd = s->shepherd_alive && pp_proc_mem_read(s->shepherd_pid, &shepherd) == 0;
+  int have_self = pp_proc_mem_read((uint32_t)getpid(), &self) == 0;
+  json_object_set_new(mo, "shepherd", have_shepherd ? mem_json(&shepherd) : json_null());
+  if (have_shepherd) mem_add(&ruby, &shepherd);
+  json_object_set_new(mo, "ruby", mem_json(&ruby)); /* workers + shepherd */
+  json_object_set_new(mo, "server", have_self ? mem_json(&self) : json_null());
+  total = ruby;
+  if (have_self) mem_add(&total, &self);
+  json_object_set_new(mo, "total", mem_json(&total)); /* workers + shepherd + this process */
+  json_object_set_new(root, "memory", mo);
 
   json_t *q = json_object();
   json_object_set_new(q, "depth", json_integer(s->queue.len));
@@ -263,6 +355,21 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
   json_object_set_new(co, "workers_ready", json_integer(ready));
   json_object_set_new(co, "workers_booting", json_integer(booting + s->spawns_pending));
   json_object_set_new(co, "workers_retiring", json_integer(retiring));
+  const pp_standby *sb = &ct->standby;
+  json_object_set_new(co, "standby", json_integer(sb->k));
+  json_object_set_new(co, "workers_standby", json_integer(parked));
+  json_object_set_new(co, "workers_standby_booting", json_integer(sb->pending));
+  json_object_set_new(co, "activations", json_integer((json_int_t)sb->activations));
+  json_object_set_new(co, "activations_missed", json_integer((json_int_t)sb->activations_missed));
+  json_t *act = summary(&sb->dispatch); /* decision -> first request dispatched */
+  json_object_set_new(act, "to_hello", summary(&sb->hello));
+  json_object_set_new(act, "to_first_request", summary(&sb->first_request));
+  json_t *recent = json_array();
+  uint32_t n_recent = sb->recent_n < PP_ACTIVATION_RECENT ? sb->recent_n : PP_ACTIVATION_RECENT;
+  for (uint32_t i = sb->recent_n - n_recent; i < sb->recent_n; i++)
+    json_array_append_new(recent, json_real(ms((uint64_t)sb->recent_ns[i % PP_ACTIVATION_RECENT])));
+  json_object_set_new(act, "recent_ms", recent);
+  json_object_set_new(co, "activation", act);
   json_object_set_new(co, "shedding", json_boolean(ct->shedding));
   json_object_set_new(co, "tick", json_integer((json_int_t)ct->tick));
   if (ct->have_last) {
@@ -376,6 +483,12 @@ void pp_stats_metrics(server *s, pp_buf *out) {
           pp_registry_count(&s->reg, PP_WORKER_BOOTING));
   appendf(out, "puma_plus_workers{state=\"retiring\"} %u\n",
           pp_registry_count(&s->reg, PP_WORKER_RETIRING));
+  appendf(out, "puma_plus_workers{state=\"parked\"} %u\n",
+          pp_registry_count(&s->reg, PP_WORKER_PARKED));
+  prom_hist(
+      out, "puma_plus_standby_activation_seconds",
+      "Standby activation: controller decision to the first request dispatched to the worker.",
+      &s->ctl_state.standby.dispatch);
   prom_gauge(out, "puma_plus_workers_wanted",
              "Workers the server keeps alive (the controller's target when autoscaling).",
              s->workers_wanted);

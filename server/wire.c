@@ -33,6 +33,9 @@ static const struct {
     {PP_WIRE_EXITED, "EXITED"},
     {PP_WIRE_ADOPT, "ADOPT"},
     {PP_WIRE_ADOPTED_EXITED, "ADOPTED_EXITED"},
+    {PP_WIRE_STANDBY, "STANDBY"},
+    {PP_WIRE_PARKED, "PARKED"},
+    {PP_WIRE_ACTIVATE, "ACTIVATE"},
 };
 
 const char *pp_wire_type_name(int type) {
@@ -198,8 +201,10 @@ ssize_t pp_wire_decode(pp_wire_decoder *d, const uint8_t *buf, size_t len, pp_wi
     out->gvl_wait_ns = (int64_t)get64(&c);
     out->cpu_ns = (int64_t)get64(&c);
     break;
-  case PP_WIRE_SPAWN: out->count = get32(&c); break;
-  case PP_WIRE_RETIRE: out->pid = get32(&c); break;
+  case PP_WIRE_SPAWN:
+  case PP_WIRE_STANDBY: out->count = get32(&c); break;
+  case PP_WIRE_RETIRE:
+  case PP_WIRE_ACTIVATE: out->pid = get32(&c); break;
   case PP_WIRE_STOP: out->grace_ms = get32(&c); break;
   case PP_WIRE_READY:
     out->pid = get32(&c);
@@ -231,6 +236,11 @@ ssize_t pp_wire_decode(pp_wire_decoder *d, const uint8_t *buf, size_t len, pp_wi
     out->pid = get32(&c);
     out->worker_index = get32(&c);
     break;
+  case PP_WIRE_PARKED:
+    out->pid = get32(&c);
+    out->worker_index = get32(&c);
+    out->boot_ns = get64(&c);
+    break;
   }
   if (c.bad || c.p != c.end) return d->err = PP_WIRE_ELENGTH;
   d->frames++;
@@ -254,7 +264,10 @@ static ssize_t payload_size(const pp_wire_frame *f) {
   case PP_WIRE_RESPONSE_END: return 48;
   case PP_WIRE_SPAWN:
   case PP_WIRE_RETIRE:
-  case PP_WIRE_STOP: return 4;
+  case PP_WIRE_STOP:
+  case PP_WIRE_STANDBY:
+  case PP_WIRE_ACTIVATE: return 4;
+  case PP_WIRE_PARKED: return 16;
   case PP_WIRE_READY: return 12;
   case PP_WIRE_FORKED:
   case PP_WIRE_EXITED:
@@ -343,8 +356,10 @@ ssize_t pp_wire_encode(const pp_wire_frame *f, uint8_t *buf, size_t cap) {
     p = put64(p, (uint64_t)f->gvl_wait_ns);
     p = put64(p, (uint64_t)f->cpu_ns);
     break;
-  case PP_WIRE_SPAWN: p = put32(p, f->count); break;
-  case PP_WIRE_RETIRE: p = put32(p, f->pid); break;
+  case PP_WIRE_SPAWN:
+  case PP_WIRE_STANDBY: p = put32(p, f->count); break;
+  case PP_WIRE_RETIRE:
+  case PP_WIRE_ACTIVATE: p = put32(p, f->pid); break;
   case PP_WIRE_STOP: p = put32(p, f->grace_ms); break;
   case PP_WIRE_READY:
     p = put32(p, f->pid);
@@ -375,6 +390,11 @@ ssize_t pp_wire_encode(const pp_wire_frame *f, uint8_t *buf, size_t cap) {
   case PP_WIRE_ADOPT:
     p = put32(p, f->pid);
     p = put32(p, f->worker_index);
+    break;
+  case PP_WIRE_PARKED:
+    p = put32(p, f->pid);
+    p = put32(p, f->worker_index);
+    p = put64(p, f->boot_ns);
     break;
   }
   return (ssize_t)(p - buf);

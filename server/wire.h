@@ -49,6 +49,9 @@ typedef enum pp_wire_type {
   PP_WIRE_EXITED = 0x35,
   PP_WIRE_ADOPT = 0x39,          /* server -> a restarted shepherd: a live worker it did not fork */
   PP_WIRE_ADOPTED_EXITED = 0x3A, /* server -> shepherd: an adopted worker was reaped */
+  PP_WIRE_STANDBY = 0x36,        /* server -> shepherd: fork `count` standby workers */
+  PP_WIRE_PARKED = 0x37,         /* shepherd -> server: a standby worker booted and waits */
+  PP_WIRE_ACTIVATE = 0x38,       /* server -> shepherd: wake parked worker `pid` */
 } pp_wire_type;
 
 /* HIJACKED results: 0 the client's descriptor rides on the frame (SCM_RIGHTS); otherwise no
@@ -108,8 +111,8 @@ typedef struct pp_wire_frame {
   uint32_t length; /* payload length */
   /* HELLO */
   uint16_t version;
-  uint32_t pid;            /* HELLO, RETIRE, READY, FORKED, EXITED, HEARTBEAT, ADOPT* */
-  uint32_t worker_index;   /* HELLO, FORKED, HEARTBEAT, ADOPT */
+  uint32_t pid; /* HELLO, RETIRE, READY, FORKED, EXITED, HEARTBEAT, ADOPT*, PARKED, ACTIVATE */
+  uint32_t worker_index;   /* HELLO, FORKED, HEARTBEAT, ADOPT, PARKED */
   int64_t heap_live_slots; /* HEARTBEAT: the worker's GC.stat(:heap_live_slots), -1 unknown */
   uint32_t thread_index;   /* HELLO, TIMEOUT */
   uint32_t capabilities;
@@ -127,11 +130,11 @@ typedef struct pp_wire_frame {
   /* RESPONSE_END */
   uint64_t t4_ns, t5_ns, body_read_ns;
   int64_t gvl_wait_ns, cpu_ns;
-  /* SPAWN */
+  /* SPAWN, STANDBY */
   uint32_t count;
   /* STOP */
   uint32_t grace_ms;
-  /* READY */
+  /* READY, PARKED */
   uint64_t boot_ns;
   /* EXITED, ADOPTED_EXITED */
   int32_t exit_status;

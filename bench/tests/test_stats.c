@@ -1,6 +1,10 @@
 /* Unit tests for bench/stats.c and bench/schedule.c: pure functions over arrays, no sockets. */
 #include <CUnit/Basic.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bench/harness.h"
 #include "bench/schedule.h"
@@ -137,9 +141,51 @@ static void test_stats_parse(void) {
   CU_ASSERT_DOUBLE_EQUAL(st.queue_depth, 17, 1e-9);
   CU_ASSERT_DOUBLE_EQUAL(st.queue_p95_ms, 604.5, 1e-9);
   CU_ASSERT_DOUBLE_EQUAL(st.queue_p95_lifetime_ms, 120.25, 1e-9);
+  CU_ASSERT(st.workers_parked < 0); /* no controller key */
+  CU_ASSERT_FATAL(pb_stats_parse("{\"controller\": {\"workers_standby\": 2}}", &st));
+  CU_ASSERT_DOUBLE_EQUAL(st.workers_parked, 2, 1e-9);
   CU_ASSERT_TRUE(pb_stats_parse("{}", &st));
-  CU_ASSERT(st.queue_p95_ms < 0 && st.workers < 0);
+  CU_ASSERT(st.queue_p95_ms < 0 && st.workers < 0 && st.workers_parked < 0);
   CU_ASSERT_FALSE(pb_stats_parse("not json", &st));
+}
+
+/* Memory from smaps_rollup: this process and a forked child that dirties memory of its own.
+ * USS <= PSS <= RSS per process; the tree's sums are its processes' sums. */
+static void test_tree_memory(void) {
+  uint64_t rss, pss, uss;
+  CU_ASSERT_FATAL(pb_smaps_rollup(getpid(), &rss, &pss, &uss) == 0);
+  CU_ASSERT(uss > 0 && uss <= pss && pss <= rss);
+  CU_ASSERT(pb_smaps_rollup(-1, &rss, &pss, &uss) < 0);
+  int go[2];
+  CU_ASSERT_FATAL(pipe(go) == 0);
+  pid_t kid = fork();
+  CU_ASSERT_FATAL(kid >= 0);
+  if (kid == 0) { /* its own group, as the harness starts servers; 8 MiB of private pages */
+    setpgid(0, 0);
+    size_t n = 8u << 20;
+    volatile char *p = malloc(n); /* volatile: the stores are not optimised away */
+    for (size_t i = 0; p && i < n; i += 4096)
+      p[i] = 1;
+    if (write(go[1], "r", 1) != 1) _exit(1);
+    pause();
+    _exit(0);
+  }
+  char c;
+  CU_ASSERT_FATAL(read(go[0], &c, 1) == 1);
+  pb_tree_mem m;
+  CU_ASSERT_FATAL(pb_proc_tree_mem(kid, &m) == 0);
+  CU_ASSERT_EQUAL(m.procs, 1);
+  CU_ASSERT_EQUAL(m.smaps_procs, 1);
+  uint64_t krss, kpss, kuss;
+  CU_ASSERT_FATAL(pb_smaps_rollup(kid, &krss, &kpss, &kuss) == 0);
+  CU_ASSERT_EQUAL(m.pss_bytes, kpss);
+  CU_ASSERT_EQUAL(m.uss_bytes, kuss);
+  CU_ASSERT(m.uss_bytes >= (8u << 20) && m.uss_bytes <= m.pss_bytes && m.pss_bytes <= krss);
+  CU_ASSERT(m.rss_bytes > 0);
+  kill(kid, SIGKILL);
+  waitpid(kid, NULL, 0);
+  close(go[0]);
+  close(go[1]);
 }
 
 static void test_pumaplus_argv(void) {
@@ -204,6 +250,7 @@ int main(void) {
               test_check_fails_on_errors_and_on_no_success);
   CU_add_test(s, "timeline buckets by completion", test_timeline_buckets_by_completion);
   CU_add_test(s, "uniform schedule", test_uniform_schedule);
+  CU_add_test(s, "process tree memory from smaps_rollup", test_tree_memory);
   CU_add_test(s, "poisson schedule seeded", test_poisson_schedule_seeded);
   CU_add_test(s, "fmt_ns", test_fmt_ns);
   CU_add_test(s, "stats parse", test_stats_parse);

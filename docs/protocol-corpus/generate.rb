@@ -23,7 +23,8 @@ TYPES = {
   # the worker's monitor connection (request timeouts, heartbeats)
   "TIMEOUT" => 0x16, "HEARTBEAT_INTERVAL" => 0x17, "HEARTBEAT" => 0x24,
   # a restarted shepherd learns the workers it did not fork
-  "ADOPT" => 0x39, "ADOPTED_EXITED" => 0x3A
+  "ADOPT" => 0x39, "ADOPTED_EXITED" => 0x3A,
+  "STANDBY" => 0x36, "PARKED" => 0x37, "ACTIVATE" => 0x38
 }.freeze
 
 # Largest u64 used in the corpus: 2^63-1, so that JSON readers with signed 64-bit integers
@@ -179,6 +180,13 @@ good("exited-code", { "type" => "EXITED", "pid" => 4002, "status" => 1 }, u32(40
 good("exited-signal", { "type" => "EXITED", "pid" => 4003, "status" => -9 }, u32(4003) + i32(-9))
 good("exited-extremes", { "type" => "EXITED", "pid" => U32_MAX, "status" => -2_147_483_648 },
      u32(U32_MAX) + i32(-2_147_483_648))
+good("standby", { "type" => "STANDBY", "count" => 1 }, u32(1))
+good("standby-max", { "type" => "STANDBY", "count" => U32_MAX }, u32(U32_MAX))
+good("parked", { "type" => "PARKED", "pid" => 4010, "worker_index" => 2, "boot_ns" => 41_500_000 },
+     u32(4010) + u32(2) + u64(41_500_000))
+good("parked-max", { "type" => "PARKED", "pid" => U32_MAX, "worker_index" => U32_MAX,
+                     "boot_ns" => U64_BIG }, u32(U32_MAX) + u32(U32_MAX) + u64(U64_BIG))
+good("activate", { "type" => "ACTIVATE", "pid" => 4010 }, u32(4010))
 
 # ---- monitor connection: TIMEOUT / HEARTBEAT_INTERVAL / HEARTBEAT ------------------------
 good("timeout", { "type" => "TIMEOUT", "request_id" => 77, "thread_index" => 2 }, u64(77) + u32(2))
@@ -232,6 +240,11 @@ bad("bad-body-no-id", "length_mismatch", "BODY payload 4 bytes, shorter than its
     header(0x11, 4) + u32(1))
 bad("bad-response-end-short", "length_mismatch", "RESPONSE_END payload 40 bytes, fields need 48",
     header(0x22, 40) + u64(1) * 5)
+bad("bad-parked-short", "length_mismatch", "PARKED payload 12 bytes (no boot_ns low half), fields need 16",
+    header(0x37, 12) + u32(1) + u32(0) + u32(0))
+bad("bad-activate-long", "length_mismatch", "ACTIVATE payload 8 bytes, fields need 4",
+    header(0x38, 8) + u32(1) + u32(0))
+bad("bad-type-0x3f", "unknown_type", "type 0x3F (after the last control-channel type) does not exist", header(0x3F, 4) + u32(1))
 bad("bad-ready-long", "length_mismatch", "READY payload 16 bytes, fields need 12",
     header(0x33, 16) + u32(1) + u64(2) + u32(0))
 req_head = u64(1) + u64(2) + u64(3) + u8(0)

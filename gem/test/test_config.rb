@@ -154,6 +154,15 @@ class TestConfig < Minitest::Test
       _, _, err = cli("--dry-run")
       assert_match(/puma-plus.rb:1: target_queue_p95: "soon" is not a duration/, err)
     end
+    with_config("autoscale min: 1, max: 2, standby: 65\n") do
+      _, _, err = cli("--dry-run")
+      assert_match(/puma-plus.rb:1: autoscale: standby 65 must be 0..64/, err)
+    end
+    with_config("autoscale min: 1, max: 3, standby: 2\n") do
+      status, out, = cli("--dry-run", "--server", "/opt/pps")
+      assert_equal 0, status
+      assert_match(/^exec: .* -autoscale -min-workers 1 -max-workers 3 -standby 2 -gem-dir /, out)
+    end
     with_config("bind \"http://0.0.0.0:443\"\n") do
       _, _, err = cli("--dry-run")
       assert_match(/puma-plus.rb:1: bind: unsupported URL/, err)

@@ -29,6 +29,7 @@ end
 require "socket"
 require "stringio"
 require "timeout"
+require "open3"
 
 # The server's end of the wire, driven from tests: reads frames with a timeout and builds
 # REQUEST frames the way docs/PROTOCOL.md says the server does.

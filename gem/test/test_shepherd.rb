@@ -59,11 +59,11 @@ class TestShepherd < Minitest::Test
     FileUtils.rm_rf(@dir)
   end
 
-  def start(workers:, threads:, env: {})
+  def start(workers:, threads:, env: {}, extra: [])
     @stderr_path = File.join(@dir, "stderr.log")
     @pid = Process.spawn(env, RbConfig.ruby, EXE, "--app", File.join(@dir, "config.ru"),
                          "--threads", threads.to_s, "--socket", @socket_path, "--workers", workers.to_s,
-                         3 => @child_end, err: @stderr_path, out: File::NULL)
+                         *extra, 3 => @child_end, err: @stderr_path, out: File::NULL)
     @child_end.close
     ready = control_frame
     assert_instance_of W::Ready, ready, stderr
@@ -404,5 +404,79 @@ class TestShepherd < Minitest::Test
     out = IO.popen([RbConfig.ruby, EXE, "--app", "x.ru", err: [:child, :out]], &:read)
     assert_equal 2, $?.exitstatus
     assert_match(/missing argument: --threads, --socket, --workers/, out)
+  end
+
+  # Standby workers (docs/CONTROL.md section 8): --standby 1 forks one parked worker after the
+  # initial ones, reported with PARKED and not FORKED; it runs on_worker_boot but does not dial
+  # in until ACTIVATE; then it serves like any worker; STANDBY forks a replacement in the
+  # background; RETIRE of a parked pid ends it at once (EXITED); STOP takes parked ones too.
+  def test_standby_parks_until_activate
+    config = File.join(@dir, "puma-plus.rb")
+    booted = File.join(@dir, "booted")
+    File.write(config, "on_worker_boot { |i| File.write(#{booted.dump} + i.to_s, Process.pid.to_s) }\n")
+    start(workers: 1, threads: 2, env: { "PUMA_PLUS_CONFIG" => config }, extra: ["--standby", "1"])
+    f = forked(1)
+    accept(2)
+    parked = control_frame
+    assert_instance_of W::Parked, parked, stderr
+    @worker_pids << parked.pid
+    assert_equal 1, parked.worker_index, "the standby takes the next free index"
+    assert_operator parked.boot_ns, :>, 0
+    assert_equal parked.pid.to_s, File.read("#{booted}1"), "on_worker_boot ran before PARKED"
+    refute IO.select([@listener], nil, nil, 0.5), "a parked worker must not dial in"
+
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    send_control(W::Activate.new(parked.pid))
+    conns = accept(2)
+    activation_ms = (Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0) * 1000
+    assert_equal [parked.pid] * 2, conns.map { |_, h| h.pid }
+    assert_equal [1, 1], conns.map { |_, h| h.worker_index }
+    assert_operator activation_ms, :<, 500, "ACTIVATE to both HELLOs took #{activation_ms.round(1)} ms"
+    conns[0][0].write(FakeServer.request(3, "GET", "/"))
+    assert_equal 200, FakeServer.read_response(conns[0][0], 3)[:head].status
+
+    # A replacement, then RETIRE of a parked one: it exits at once, never having connected.
+    send_control(W::Standby.new(1))
+    again = control_frame
+    assert_instance_of W::Parked, again, stderr
+    @worker_pids << again.pid
+    assert_equal 2, again.worker_index
+    send_control(W::Retire.new(again.pid))
+    ex = control_frame
+    assert_instance_of W::Exited, ex
+    assert_equal again.pid, ex.pid
+    refute IO.select([@listener], nil, nil, 0.2), "the retired standby never connected"
+
+    # ACTIVATE of a pid that is not parked is logged and ignored.
+    send_control(W::Activate.new(f[0].pid))
+    send_control(W::Standby.new(1))
+    third = control_frame
+    assert_instance_of W::Parked, third
+    @worker_pids << third.pid
+    assert_match(/ACTIVATE #{f[0].pid}: not a parked standby/, stderr)
+
+    send_control(W::Stop.new(2000))
+    exits = Array.new(3) { control_frame }
+    assert(exits.all? { |e| e.is_a?(W::Exited) }, exits.inspect)
+    assert_equal [f[0].pid, parked.pid, third.pid].sort, exits.map(&:pid).sort
+    Process.wait(@pid)
+    assert_equal 0, $?.exitstatus
+    @pid = nil
+  end
+
+  def test_standby_frames_need_the_flag
+    start(workers: 0, threads: 1)
+    send_control(W::Standby.new(1))
+    Process.wait(@pid)
+    refute_equal 0, $?.exitstatus
+    @pid = nil
+    assert_match(/STANDBY frame on the control channel/, stderr)
+  end
+
+  def test_standby_flag_is_validated
+    out, err, st = Open3.capture3(RbConfig.ruby, EXE, "--app", "x", "--threads", "1", "--socket", "s",
+                                  "--workers", "0", "--standby", "-1")
+    refute st.success?, out
+    assert_match(/--standby must be >= 0/, err)
   end
 end

@@ -49,7 +49,9 @@ static void test_defaults_and_flags(void) {
                   "-min-workers",
                   "1",
                   "-target-queue-p95",
-                  "25ms"};
+                  "25ms",
+                  "-standby",
+                  "2"};
   CU_ASSERT_EQUAL(parse(&c, err, (int)(sizeof argv / sizeof argv[0]), argv), 0);
   CU_ASSERT_STRING_EQUAL(c.app, "a.ru");
   CU_ASSERT_EQUAL(c.workers, 2);
@@ -64,6 +66,7 @@ static void test_defaults_and_flags(void) {
   CU_ASSERT_EQUAL(c.header_timeout_ns, 250000000ull);
   CU_ASSERT(c.quiet && c.autoscale);
   CU_ASSERT_STRING_EQUAL(c.target_queue_p95, "25ms");
+  CU_ASSERT_STRING_EQUAL(c.standby, "2");
 
   char *help[] = {"x", "--help"};
   CU_ASSERT_EQUAL(parse(&c, err, 2, help), 1);

@@ -155,6 +155,7 @@ module PumaPlus
       if s[:autoscale_min]
         cmd.push("-autoscale", "-min-workers", s[:autoscale_min].to_s, "-max-workers", s[:autoscale_max].to_s)
         cmd.push("-target-queue-p95", "#{s[:autoscale_target_queue_p95_ms]}ms") if s[:autoscale_target_queue_p95_ms]
+        cmd.push("-standby", s[:autoscale_standby].to_s) if s[:autoscale_standby]
       end
       cmd.push("-gem-dir", GEM_DIR)
       cmd + @server_args

@@ -314,10 +314,17 @@ module PumaPlus
         set[:rackup] = path.to_s
       end
 
-      def autoscale(min:, max:, target_queue_p95: nil)
+      def autoscale(min:, max:, target_queue_p95: nil, standby: nil)
         min = Integer(min)
         max = Integer(max)
         raise Error, where("autoscale: min #{min} > max #{max}") if min > max
+
+        if standby
+          standby = Integer(standby)
+          raise Error, where("autoscale: standby #{standby} must be 0..64") unless (0..64).cover?(standby)
+
+          set[:autoscale_standby] = standby
+        end
 
         set[:autoscale_min] = min
         set[:autoscale_max] = max

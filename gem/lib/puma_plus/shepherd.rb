@@ -15,28 +15,45 @@ module PumaPlus
   #
   # Single-threaded: one IO.select loop over the control channel and a self-pipe that the
   # SIGCHLD / SIGTERM traps write to. Forking happens only from this thread.
+  #
+  # Standby workers (docs/CONTROL.md section 8, only with `--standby K`): forked from the
+  # preloaded app like any worker, they run on_worker_boot and then park, blocked on a
+  # socketpair to the shepherd before any thread dials the server. The shepherd reports PARKED
+  # when the child says it has booted, and ACTIVATE writes the one byte that wakes it; its
+  # threads then dial in and HELLO as any worker's do. STANDBY forks are queued and made one
+  # per loop turn, so a frame that arrives meanwhile (an ACTIVATE) waits for at most one fork.
   class Shepherd
-    USAGE = "usage: puma-plus-shepherd --app CONFIG_RU --threads N --socket PATH --workers N"
+    USAGE = "usage: puma-plus-shepherd --app CONFIG_RU --threads N --socket PATH --workers N [--standby K]"
     # Grace for workers when the server vanished or the shepherd itself got SIGTERM.
     ORPHAN_GRACE_MS = 5_000
     TERM_GRACE_MS = 30_000
 
-    Options = Struct.new(:app, :threads, :socket, :workers, :control_fd, :config)
+    # A parked (or parking) standby worker: the shepherd's end of its socketpair, its index,
+    # when it was forked, and whether it has said it booted.
+    Standby = Struct.new(:pid, :sock, :index, :forked_ns, :parked)
+
+    # The byte a standby child writes once booted, and the one that wakes it.
+    PARKED_BYTE = "p"
+    WAKE_BYTE = "a"
+
+    Options = Struct.new(:app, :threads, :socket, :workers, :control_fd, :config, :standby)
 
     def self.parse(argv)
-      opts = Options.new(nil, nil, nil, nil, 3, ENV.fetch("PUMA_PLUS_CONFIG", nil))
+      opts = Options.new(nil, nil, nil, nil, 3, ENV.fetch("PUMA_PLUS_CONFIG", nil), nil)
       OptionParser.new do |o|
         o.banner = USAGE
         o.on("--app PATH", String) { |v| opts.app = v }
         o.on("--threads N", Integer) { |v| opts.threads = v }
         o.on("--socket PATH", String) { |v| opts.socket = v }
         o.on("--workers N", Integer) { |v| opts.workers = v }
+        o.on("--standby K", Integer, "keep K standby workers parked; enables STANDBY/ACTIVATE") { |v| opts.standby = v }
         o.on("--control-fd FD", Integer, "control channel fd (default 3)") { |v| opts.control_fd = v }
       end.parse!(argv)
       missing = %i[app threads socket workers].select { |k| opts[k].nil? }
       raise OptionParser::MissingArgument, missing.map { |k| "--#{k}" }.join(", ") unless missing.empty?
       raise OptionParser::InvalidArgument, "--threads must be >= 1" if opts.threads < 1
       raise OptionParser::InvalidArgument, "--workers must be >= 0" if opts.workers.negative?
+      raise OptionParser::InvalidArgument, "--standby must be >= 0" if opts.standby&.negative?
       raise OptionParser::InvalidArgument, "extra arguments: #{argv.join(' ')}" unless argv.empty?
 
       opts
@@ -55,6 +72,8 @@ module PumaPlus
       @log = log
       @children = {} # pid => worker_index
       @adopted = {} # pid => worker_index: live workers an earlier shepherd forked (ADOPT)
+      @standby = {} # pid => Standby, forked and not yet activated (parked or booting)
+      @standby_pending = 0 # STANDBY forks still to make
       @decoder = Wire::Decoder.new
       @stopping = false
       @term_requested = false
@@ -84,6 +103,7 @@ module PumaPlus
       @app = load_app
       send_frame(Wire::Ready.new(Process.pid, monotonic_ns - boot_started))
       spawn_workers(@opts.workers)
+      @standby_pending += @opts.standby.to_i
       @config&.run_hooks(:after_booted)
       loop_until_stopped
     rescue Errno::EPIPE, Errno::ECONNRESET, IOError => e
@@ -122,7 +142,12 @@ module PumaPlus
 
     def loop_until_stopped
       loop do
-        ready = IO.select([@control, @wake_r])
+        fork_one_standby if @standby_pending.positive? && !@stopping
+        socks = @standby.each_value.map(&:sock)
+        ready = IO.select([@control, @wake_r, *socks], nil, nil, @standby_pending.positive? ? 0 : nil)
+        next unless ready
+
+        ready[0].each { |io| standby_said(io) if socks.include?(io) }
         if ready[0].include?(@wake_r)
           @wake_r.read_nonblock(256, exception: false)
           reap
@@ -162,10 +187,89 @@ module PumaPlus
           log("RETIRE #{frame.pid}: not one of my workers, ignored")
         end
       when Wire::Stop then return stop_workers(frame.grace_ms)
+      when Wire::Standby
+        unexpected(frame) unless @opts.standby
+        @standby_pending += frame.count unless @stopping
+      when Wire::Activate
+        unexpected(frame) unless @opts.standby
+        activate(frame.pid)
       else
-        raise Wire::ProtocolError.new(:unexpected, "#{Wire.frame_name(frame)} frame on the control channel")
+        unexpected(frame)
       end
       nil
+    end
+
+    def unexpected(frame)
+      raise Wire::ProtocolError.new(:unexpected, "#{Wire.frame_name(frame)} frame on the control channel")
+    end
+
+    # ---- standby workers (docs/CONTROL.md section 8) ----------------------------------------
+
+    def fork_one_standby
+      @standby_pending -= 1
+      @config&.run_hooks(:before_fork)
+      index = lowest_free_index
+      @config&.run_hooks(:before_worker_fork, index)
+      mine, theirs = UNIXSocket.pair
+      forked_ns = monotonic_ns
+      pid = fork do
+        mine.close
+        standby_main(index, theirs)
+      end
+      theirs.close
+      @children[pid] = index
+      @standby[pid] = Standby.new(pid, mine, index, forked_ns, false)
+      @config&.run_hooks(:after_worker_fork, index)
+    end
+
+    # A standby child's socket is readable: it has booted (PARKED to the server), or it died
+    # (EOF; the reap reports EXITED).
+    def standby_said(sock)
+      sb = @standby.each_value.find { |x| x.sock == sock }
+      return unless sb
+
+      data = sock.read_nonblock(16, exception: false)
+      return if data == :wait_readable
+
+      if data.nil? || data.empty?
+        forget_standby(sb)
+      elsif !sb.parked && data.include?(PARKED_BYTE)
+        sb.parked = true
+        send_frame(Wire::Parked.new(sb.pid, sb.index, monotonic_ns - sb.forked_ns))
+      end
+    rescue Errno::ECONNRESET, IOError
+      forget_standby(sb)
+    end
+
+    def activate(pid)
+      sb = @standby[pid]
+      unless sb&.parked
+        log("ACTIVATE #{pid}: not a parked standby worker of mine, ignored")
+        return
+      end
+      begin
+        sb.sock.write(WAKE_BYTE)
+      rescue Errno::EPIPE, Errno::ECONNRESET, IOError
+        nil # it died meanwhile; its EXITED follows from the reap
+      end
+      forget_standby(sb)
+    end
+
+    def forget_standby(sb)
+      @standby.delete(sb.pid)
+      sb.sock.close unless sb.sock.closed?
+    end
+
+    # Runs in a standby child: boot as a worker does, say so, park until woken, then serve.
+    # EOF on the socket (the shepherd died, or it is stopping) ends the child; SIGTERM while
+    # parked (RETIRE, STOP) ends it at once (the default action).
+    def standby_main(index, sock)
+      worker_main(index) do
+        sock.write(PARKED_BYTE)
+        byte = sock.read(1)
+        sock.close
+        exit!(0) unless byte == WAKE_BYTE
+      end
     end
 
     def spawn_workers(count)
@@ -208,7 +312,8 @@ module PumaPlus
       index
     end
 
-    # Runs in the forked child; never returns.
+    # Runs in the forked child; never returns. A block (standby_main) runs after
+    # on_worker_boot and before any thread dials the server.
     def worker_main(index)
       status = 1
       begin
@@ -216,7 +321,10 @@ module PumaPlus
         trap("TERM", "DEFAULT") # the Worker installs its own graceful handler
         trap("INT", "IGNORE")
         [@control, @wake_r, @wake_w, @life_w].each(&:close)
+        # Other standby workers' sockets: a copy here would hide the shepherd's death from them.
+        @standby.each_value { |sb| sb.sock.close }
         @config&.run_hooks(:before_worker_boot, index)
+        yield if block_given?
         status = Worker.new(@app, socket_path: @opts.socket, threads: @opts.threads,
                                   worker_index: index, life_pipe: @life_r, log: @log, config: @config).run
         @config&.run_hooks(:before_worker_shutdown, index)
@@ -238,6 +346,8 @@ module PumaPlus
         index = @children.delete(pid)
         next unless index
 
+        sb = @standby[pid]
+        forget_standby(sb) if sb
         code = st.exited? ? st.exitstatus : -(st.termsig || 0)
         send_frame(Wire::Exited.new(pid, code)) unless @control.closed?
         run_hook_safely(:after_worker_shutdown, index, st)
@@ -250,6 +360,7 @@ module PumaPlus
     def stop_workers(grace_ms, report: true)
       @stopping = true
       stop_adopted
+      @standby_pending = 0
       @children.each_key { |pid| signal(pid, "TERM") }
       deadline = monotonic_ns + grace_ms * 1_000_000
       until @children.empty? || monotonic_ns >= deadline

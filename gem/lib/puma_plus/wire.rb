@@ -42,6 +42,9 @@ module PumaPlus
     EXITED = 0x35
     ADOPT = 0x39
     ADOPTED_EXITED = 0x3A
+    STANDBY = 0x36
+    PARKED = 0x37
+    ACTIVATE = 0x38
 
     # HELLO capability bits and REQUEST flag bits.
     CAP_GVL_WAIT = 1
@@ -68,7 +71,8 @@ module PumaPlus
       FORKED => ["FORKED", Forked], EXITED => ["EXITED", Exited],
       TIMEOUT => ["TIMEOUT", Timeout], HEARTBEAT_INTERVAL => ["HEARTBEAT_INTERVAL", HeartbeatInterval],
       HEARTBEAT => ["HEARTBEAT", Heartbeat], ADOPT => ["ADOPT", Adopt],
-      ADOPTED_EXITED => ["ADOPTED_EXITED", AdoptedExited]
+      ADOPTED_EXITED => ["ADOPTED_EXITED", AdoptedExited],
+      STANDBY => ["STANDBY", Standby], PARKED => ["PARKED", Parked], ACTIVATE => ["ACTIVATE", Activate]
     }.freeze
     TYPE_OF_CLASS = TYPES.to_h { |type, (_, klass)| [klass, type] }.freeze
 
@@ -78,7 +82,8 @@ module PumaPlus
       RESPONSE_END => [48, "Q>Q>Q>Q>q>q>"], SPAWN => [4, "N"], RETIRE => [4, "N"],
       STOP => [4, "N"], READY => [12, "NQ>"], FORKED => [8, "NN"], EXITED => [8, "Nl>"],
       TIMEOUT => [12, "Q>N"], HEARTBEAT_INTERVAL => [8, "NN"], HEARTBEAT => [16, "NNq>"],
-      ADOPT => [8, "NN"], ADOPTED_EXITED => [8, "Nl>"]
+      ADOPT => [8, "NN"], ADOPTED_EXITED => [8, "Nl>"],
+      STANDBY => [4, "N"], PARKED => [16, "NNQ>"], ACTIVATE => [4, "N"]
     }.freeze
 
     BINARY = Encoding::BINARY
@@ -212,7 +217,8 @@ module PumaPlus
       payload =
         case frame
         when Hello, BodyEnd, Cancel, Hijack, ResponseEnd, Spawn, Retire, Stop, Ready, Forked, Exited,
-             Timeout, HeartbeatInterval, Heartbeat, Adopt, AdoptedExited
+             Timeout, HeartbeatInterval, Heartbeat, Adopt, AdoptedExited,
+             Standby, Parked, Activate
           frame.to_a.pack(FIXED[type][1])
         when Request
           buf = [frame.request_id, frame.t2b_ns, frame.t3_ns, frame.flags].pack("Q>Q>Q>C")

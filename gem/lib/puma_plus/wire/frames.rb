@@ -33,5 +33,10 @@ module PumaPlus
     # A restarted shepherd learns the live workers its predecessor forked.
     Adopt = Struct.new(:pid, :worker_index)
     AdoptedExited = Struct.new(:pid, :status)
+    # Standby workers (docs/CONTROL.md section 8): fork `count` parked workers; one of them
+    # has booted and waits; wake parked worker `pid`.
+    Standby = Struct.new(:count)
+    Parked = Struct.new(:pid, :worker_index, :boot_ns)
+    Activate = Struct.new(:pid)
   end
 end
