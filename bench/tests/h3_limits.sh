@@ -46,13 +46,13 @@ free_port() { ruby -rsocket -e 's = TCPServer.new("127.0.0.1", 0); puts s.addr[1
 
 PORT=$(free_port)
 "$SERVER" -app "$APP" -listen "127.0.0.1:$PORT" -listen-h3 "127.0.0.1:$PORT" -h2-max-streams 2 \
-  -workers 1 -threads 8 -runtime-dir "$WORK" >"$WORK/server.log" 2>&1 &
+  -workers 1 -threads 8 -control off -runtime-dir "$WORK" >"$WORK/server.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 300); do
   if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$PORT/hello" 2>/dev/null; then break; fi
   sleep 0.1
 done
-curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$PORT/hello" || fail "puma-plus did not come up"
+curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$PORT/hello" || fail "puma-plus did not come up: $(tail -5 "$WORK/server.log")"
 
 # 1. Stream credit: 100 rps of 50 ms requests, 2 connections x 2 streams = 80 rps capacity.
 out=$(timeout 60 "$PPBENCH" smoke -url "127.0.0.1:$PORT" -proto h3 -h2-conns 2 -rate 100 -dur 3s \
