@@ -40,6 +40,8 @@ typedef struct req_rec {
   int has_cl, end_stream, body_end, closed;
   uint64_t cl, close_code;
   pp_buf body;
+  int body_calls; /* on_body calls, and the largest piece */
+  size_t max_piece;
 } req_rec;
 
 static req_rec reqs[64];
@@ -86,7 +88,10 @@ static int on_request(pp_h3_conn *c, const pp_h3_request *req, void **sd) {
 }
 static int on_body(pp_h3_conn *c, int64_t id, void *sd, const uint8_t *data, size_t len) {
   (void)c, (void)id;
-  pp_buf_append(&((req_rec *)sd)->body, data, len);
+  req_rec *r = sd;
+  pp_buf_append(&r->body, data, len);
+  r->body_calls++;
+  if (len > r->max_piece) r->max_piece = len;
   return 0;
 }
 static int on_body_end(pp_h3_conn *c, int64_t id, void *sd) {
@@ -771,6 +776,88 @@ static void test_post_flow_control(void) {
   server_stop();
 }
 
+static req_rec *req_of(int64_t id) {
+  for (int k = 0; k < nreqs; k++)
+    if (reqs[k].id == id) return &reqs[k];
+  return NULL;
+}
+
+/* Body bytes arrive a datagram (~1.2 KB) at a time but reach the owner gathered: one on_body
+ * per datagram would make one worker-link BODY frame and 64 KiB write chunk each. */
+static void test_body_gathered_into_pieces(void) {
+  server_start(NULL);
+  client *c = connect_client(0);
+  static uint8_t body[1000000];
+  for (size_t i = 0; i < sizeof body; i++)
+    body[i] = (uint8_t)(i * 13 + 5);
+  int64_t sid = client_request(c, "POST", "/up", body, sizeof body, 0);
+  req_rec *r = NULL;
+  size_t consumed = 0;
+  for (int i = 0; i < 200 && !(r && r->body_end); i++) {
+    pump();
+    if (!r) r = req_of(sid);
+    if (!r) continue;
+    pp_h3_consume(r->conn, sid, r->body.len - consumed); /* an owner that takes all at once */
+    consumed = r->body.len;
+  }
+  CU_ASSERT_FATAL(r != NULL);
+  CU_ASSERT(r->body_end);
+  CU_ASSERT(r->body.len == sizeof body && memcmp(r->body.data, body, sizeof body) == 0);
+  CU_ASSERT(r->max_piece <= 65520);
+  /* ~830 datagrams; pieces of up to 64 KiB (the client writes ~1000 datagrams a round) */
+  CU_ASSERT(r->body_calls <= 60);
+  CU_ASSERT(r->body_calls >= (int)(sizeof body / 65520));
+  server_stop();
+}
+
+static void window_1mib(pp_h3_config *cfg) {
+  cfg->limits.conn_window = 1u << 20; /* the old default: 4 parked stream windows fill it */
+}
+
+/* Requests whose owner does not consume (queued for a worker) hold at most their stream window;
+ * the connection window (by default the sum of the stream windows) stays open for the stream
+ * whose owner does. With a connection window smaller than the parked streams' windows, the
+ * running stream gets nothing more: the deadlock of 32 x 4 MiB uploads (issue 13). */
+static void run_parked_streams(int small_window) {
+  server_start(small_window ? window_1mib : NULL);
+  client *c = connect_client(0);
+  static uint8_t body[700000];
+  memset(body, 'p', sizeof body);
+  int64_t ids[6];
+  for (int i = 0; i < 6; i++)
+    ids[i] = client_request(c, "POST", "/up", body, sizeof body, 0);
+  pump();
+  /* with the small window even the last HEADERS may wait for connection credit */
+  CU_ASSERT_FATAL(small_window ? nreqs >= 4 : nreqs == 6);
+  req_rec *run = req_of(ids[0]);
+  CU_ASSERT_FATAL(run != NULL);
+  size_t consumed = 0;
+  for (int i = 0; i < 100 && !run->body_end; i++) {
+    pp_h3_consume(run->conn, run->id, run->body.len - consumed);
+    consumed = run->body.len;
+    pump();
+  }
+  if (small_window) {
+    CU_ASSERT(!run->body_end); /* starved: the parked streams hold the connection's credit */
+  } else {
+    CU_ASSERT(run->body_end);
+    CU_ASSERT_EQUAL(run->body.len, sizeof body);
+  }
+  for (int i = 1; i < 6; i++) { /* parked: never more than their stream window */
+    req_rec *r = req_of(ids[i]);
+    CU_ASSERT(r != NULL || small_window);
+    if (!r) continue;
+    CU_ASSERT(r->body.len <= 256 * 1024);
+    CU_ASSERT(!r->body_end);
+  }
+  server_stop();
+}
+
+static void test_parked_streams_do_not_starve_running_ones(void) {
+  run_parked_streams(0);
+  run_parked_streams(1);
+}
+
 static void test_concurrent_streams(void) {
   server_start(NULL);
   client *c = connect_client(0);
@@ -1397,6 +1484,9 @@ int main(void) {
   CU_add_test(s, "GET end to end: request fields, response head, data, end", test_get);
   CU_add_test(s, "POST body: no credit beyond the window before consume", test_post_flow_control);
   CU_add_test(s, "several concurrent streams answered out of order", test_concurrent_streams);
+  CU_add_test(s, "request body handed up in gathered pieces", test_body_gathered_into_pieces);
+  CU_add_test(s, "parked streams do not starve the consuming one (connection window)",
+              test_parked_streams_do_not_starve_running_ones);
   CU_add_test(s, "RESET_STREAM from the client, reset by the owner", test_client_reset);
   CU_add_test(s, "version negotiation for an unknown version", test_version_negotiation);
   CU_add_test(s, "Retry, then a handshake with the token; a bad token", test_retry);
