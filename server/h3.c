@@ -225,6 +225,10 @@ const pp_h3_datagram *pp_h3_server_out_peek(pp_h3_server *srv) {
   return srv->out_len ? &srv->outq[srv->out_head] : NULL;
 }
 
+const pp_h3_datagram *pp_h3_server_out_at(pp_h3_server *srv, size_t i) {
+  return i < srv->out_len ? &srv->outq[(srv->out_head + i) % srv->cfg.limits.out_queue] : NULL;
+}
+
 void pp_h3_server_out_pop(pp_h3_server *srv) {
   if (!srv->out_len) return;
   srv->out_head = (srv->out_head + 1) % srv->cfg.limits.out_queue;

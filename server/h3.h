@@ -304,6 +304,9 @@ int pp_h3_server_flush(pp_h3_server *srv, uint64_t now_ns);
 
 /* The oldest queued datagram, or NULL when the queue is empty. Valid until pop. */
 const pp_h3_datagram *pp_h3_server_out_peek(pp_h3_server *srv);
+/* The i-th queued datagram from the oldest (0: the same as peek), or NULL past the end; valid
+ * until pop. For sending several with one sendmmsg. */
+const pp_h3_datagram *pp_h3_server_out_at(pp_h3_server *srv, size_t i);
 /* Removes the oldest queued datagram (after it was sent, or given up). */
 void pp_h3_server_out_pop(pp_h3_server *srv);
 /* Datagrams queued. */

@@ -8,8 +8,8 @@
  * datagram (needed for QUIC paths when bound to a wildcard address) nor its ECN bits, and
  * sendmsg lets us pick the source address (IP_PKTINFO / IPV6_PKTINFO) and the ECN codepoint.
  * Reads take up to 64 datagrams per readiness event; writes drain the endpoint's bounded out
- * queue until the kernel says EAGAIN (then we wait for POLLOUT) or the endpoint has nothing
- * more (pp_h3_server_flush).
+ * queue, up to 64 datagrams per sendmmsg, until the kernel says EAGAIN (then we wait for
+ * POLLOUT) or the endpoint has nothing more (pp_h3_server_flush).
  *
  * Timers: one uv_timer_t per connection, re-armed from on_conn_timer (ngtcp2's expiry: loss
  * detection, ACK delay, PTO, idle, closing period).
@@ -90,23 +90,27 @@ static void sockaddr_text(const struct sockaddr_storage *ss, char *out, size_t n
   if (strncmp(out, "::ffff:", 7) == 0 && strchr(out, '.')) memmove(out, out + 7, strlen(out) - 6);
 }
 
-/* Sends one datagram; 0, or -1 when the kernel's buffer is full (EAGAIN). Other errors drop
- * the datagram (QUIC recovers from loss). */
-static int send_one(pp_h3_listener *l, const pp_h3_datagram *d) {
-  struct iovec iov = {(void *)d->data, d->len};
-  union {
-    char v4[CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(int))];
-    char v6[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(int))];
-  } cbuf;
-  memset(&cbuf, 0, sizeof cbuf);
-  struct msghdr mh = {.msg_name = (void *)&d->remote,
-                      .msg_namelen = d->remote_len,
-                      .msg_iov = &iov,
-                      .msg_iovlen = 1,
-                      .msg_control = &cbuf,
-                      .msg_controllen = sizeof cbuf};
+#define H3_SEND_BATCH 64 /* datagrams per sendmmsg */
+
+typedef union h3_cmsg {
+  char v4[CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(int))];
+  char v6[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(int))];
+} h3_cmsg;
+
+/* The message for one datagram: its destination, its source address when the socket is bound to
+ * a wildcard address (IP_PKTINFO / IPV6_PKTINFO) and its ECN codepoint (IP_TOS / IPV6_TCLASS). */
+static void fill_msg(pp_h3_listener *l, const pp_h3_datagram *d, struct msghdr *mh,
+                     struct iovec *iov, h3_cmsg *cbuf) {
+  *iov = (struct iovec){(void *)d->data, d->len};
+  memset(cbuf, 0, sizeof *cbuf);
+  *mh = (struct msghdr){.msg_name = (void *)&d->remote,
+                        .msg_namelen = d->remote_len,
+                        .msg_iov = iov,
+                        .msg_iovlen = 1,
+                        .msg_control = cbuf,
+                        .msg_controllen = sizeof *cbuf};
   size_t used = 0;
-  struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+  struct cmsghdr *cm = CMSG_FIRSTHDR(mh);
   int tos = (int)d->ecn;
   if (l->family == AF_INET) {
     if (l->wildcard && d->local.ss_family == AF_INET) {
@@ -116,7 +120,7 @@ static int send_one(pp_h3_listener *l, const pp_h3_datagram *d) {
       pi.ipi_spec_dst = ((const struct sockaddr_in *)&d->local)->sin_addr;
       memcpy(CMSG_DATA(cm), &pi, sizeof pi);
       used += CMSG_SPACE(sizeof pi);
-      cm = CMSG_NXTHDR(&mh, cm);
+      cm = CMSG_NXTHDR(mh, cm);
     }
     cm->cmsg_level = IPPROTO_IP, cm->cmsg_type = IP_TOS;
     cm->cmsg_len = CMSG_LEN(sizeof(int));
@@ -131,20 +135,40 @@ static int send_one(pp_h3_listener *l, const pp_h3_datagram *d) {
       pi.ipi6_addr = ((const struct sockaddr_in6 *)&d->local)->sin6_addr;
       memcpy(CMSG_DATA(cm), &pi, sizeof pi);
       used += CMSG_SPACE(sizeof pi);
-      cm = CMSG_NXTHDR(&mh, cm);
+      cm = CMSG_NXTHDR(mh, cm);
     }
     cm->cmsg_level = IPPROTO_IPV6, cm->cmsg_type = IPV6_TCLASS;
     cm->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cm), &tos, sizeof tos);
     used += CMSG_SPACE(sizeof(int));
   }
-  mh.msg_controllen = used;
+  mh->msg_controllen = used;
+}
+
+/* Sends the queued datagrams, up to H3_SEND_BATCH per sendmmsg (one syscall, not one per
+ * datagram), popping what went. Returns 0 when the queue is empty, -1 when the kernel's buffer
+ * is full (EAGAIN). A datagram the kernel refuses for another reason (unreachable peer, too
+ * long) is dropped: QUIC recovers from loss. */
+static int send_queued(pp_h3_listener *l) {
+  static struct mmsghdr msgs[H3_SEND_BATCH];
+  static struct iovec iovs[H3_SEND_BATCH];
+  static h3_cmsg cbufs[H3_SEND_BATCH];
   for (;;) {
-    ssize_t n = sendmsg(l->fd, &mh, MSG_DONTWAIT);
-    if (n >= 0) return 0;
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return -1;
-    return 0; /* unreachable peer, message too long: dropped */
+    unsigned n = 0;
+    const pp_h3_datagram *d;
+    while (n < H3_SEND_BATCH && (d = pp_h3_server_out_at(&l->h3, n))) {
+      fill_msg(l, d, &msgs[n].msg_hdr, &iovs[n], &cbufs[n]);
+      n++;
+    }
+    if (!n) return 0;
+    int sent = sendmmsg(l->fd, msgs, n, MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return -1;
+      sent = 1; /* the first one is refused: dropped */
+    }
+    for (int i = 0; i < sent; i++)
+      pp_h3_server_out_pop(&l->h3);
   }
 }
 
@@ -153,13 +177,9 @@ static int send_one(pp_h3_listener *l, const pp_h3_datagram *d) {
 static void drain_out(pp_h3_listener *l) {
   if (!l->open) return;
   for (int rounds = 0; rounds < 1024; rounds++) {
-    const pp_h3_datagram *d;
-    while ((d = pp_h3_server_out_peek(&l->h3))) {
-      if (send_one(l, d) < 0) {
-        set_poll(l, UV_READABLE | UV_WRITABLE);
-        return;
-      }
-      pp_h3_server_out_pop(&l->h3);
+    if (send_queued(l) < 0) {
+      set_poll(l, UV_READABLE | UV_WRITABLE);
+      return;
     }
     if (l->h3.depth > 0) break; /* inside the endpoint's callbacks: it flushes on return */
     pp_h3_server_flush(&l->h3, uv_hrtime());
