@@ -158,6 +158,16 @@ class TestH3Uploads < Minitest::Test
 
   def mib(bytes) = format("%.1f MiB", bytes.to_f / MIB)
 
+  # An AddressSanitizer build's allocator (redzones, quarantine) is not the one the bound is
+  # made for: there the uploads are checked, the memory only printed.
+  def sanitized? = Open3.capture2e("ldd", E2E::BIN)[0].include?("libasan")
+
+  def assert_bound(growth, bound)
+    return if sanitized?
+
+    assert_operator growth, :<=, bound, "HTTP/3 front-end peak RSS grew #{mib(growth)}, over #{mib(bound)}"
+  end
+
   def report(what, bound, h3, h2)
     $stderr.puts "\n#{what}: #{N} x #{SIZE / MIB} MiB (#{CONNS} connections x #{STREAMS} streams, " \
                  "#{WORKERS} worker x #{THREADS} threads): front-end peak RSS growth " \
@@ -168,15 +178,13 @@ class TestH3Uploads < Minitest::Test
     h3 = h3_run("/", digest: true)
     h2 = h2_run("/", digest: true)
     report("slow body-reading route", REQUEST_BOUND, h3, h2)
-    assert_operator h3[0], :<=, REQUEST_BOUND,
-                    "HTTP/3 front-end peak RSS grew #{mib(h3[0])}, over #{mib(REQUEST_BOUND)}"
+    assert_bound(h3[0], REQUEST_BOUND)
   end
 
   def test_echoed_uploads_come_back_exactly_and_hold_memory_to_the_echo_bound
     h3 = h3_run("/echo", digest: false)
     h2 = h2_run("/echo", digest: false)
     report("echo", ECHO_BOUND, h3, h2)
-    assert_operator h3[0], :<=, ECHO_BOUND,
-                    "HTTP/3 front-end peak RSS grew #{mib(h3[0])}, over #{mib(ECHO_BOUND)}"
+    assert_bound(h3[0], ECHO_BOUND)
   end
 end
