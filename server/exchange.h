@@ -110,7 +110,8 @@ struct pp_exchange {
   int keep_alive, msg_complete, resp_chunked, resp_no_body, resp_close;
   int local_status;         /* h1: answered by the server itself with this status (shed) */
   int64_t stream_id;        /* h2, h3: the stream */
-  pp_buf resp_overflow;     /* h3: response bytes the session could not take yet */
+  pp_buf resp_overflow;     /* h3: response bytes the session could not take yet ... */
+  size_t resp_overflow_off; /* ... of which this many were handed over since (h3conn.c) */
   int end_pending;          /* h3: RESPONSE_END came while resp_overflow held bytes */
   pp_qnode olink;           /* h2: in the connection's list of streams */
   uint64_t body_unconsumed; /* h2: request-body bytes not yet released to flow control */

@@ -56,7 +56,8 @@ void pp_h3_limits_default(pp_h3_limits *l) {
   l->max_header_list = 65536;
   l->max_body_bytes = 64ull << 20;
   l->stream_window = 256 * 1024;
-  l->conn_window = 1024 * 1024;
+  l->conn_window = 0; /* max_streams_bidi x stream_window */
+  l->body_piece = 65536 - 16;
   l->idle_timeout_ns = 30 * NGTCP2_SECONDS;
   l->handshake_timeout_ns = 10 * NGTCP2_SECONDS;
   l->retry_token_ttl_ns = 10 * NGTCP2_SECONDS;
@@ -224,6 +225,10 @@ const pp_h3_datagram *pp_h3_server_out_peek(pp_h3_server *srv) {
   return srv->out_len ? &srv->outq[srv->out_head] : NULL;
 }
 
+const pp_h3_datagram *pp_h3_server_out_at(pp_h3_server *srv, size_t i) {
+  return i < srv->out_len ? &srv->outq[(srv->out_head + i) % srv->cfg.limits.out_queue] : NULL;
+}
+
 void pp_h3_server_out_pop(pp_h3_server *srv) {
   if (!srv->out_len) return;
   srv->out_head = (srv->out_head + 1) % srv->cfg.limits.out_queue;
@@ -354,6 +359,11 @@ int pp_h3_server_init(pp_h3_server *srv, const pp_h3_callbacks *cb, const pp_h3_
   srv->cfg.cert_file = srv->cfg.key_file = NULL;
   srv->data = data;
   pp_h3_limits *l = &srv->cfg.limits;
+  if (l->conn_window == 0) {
+    uint64_t sum = (uint64_t)l->max_streams_bidi * l->stream_window;
+    l->conn_window = sum > UINT32_MAX ? UINT32_MAX : (uint32_t)sum;
+  }
+  if (l->body_piece == 0) l->body_piece = 1;
   if (l->out_queue == 0 || l->max_streams_bidi == 0 || l->conn_window < l->stream_window)
     return PP_H3_EINVAL;
   gnutls_certificate_credentials_t cred;
@@ -392,6 +402,7 @@ void pp_h3_server_dispose(pp_h3_server *srv) {
     pp_buf_dispose(&s->hdr_raw);
     pp_buf_dispose(&s->hdr_spans);
     pp_buf_dispose(&s->hdr_list);
+    pp_buf_dispose(&s->body_pend);
     free(s);
     s = next;
   }
@@ -404,17 +415,21 @@ void pp_h3_server_dispose(pp_h3_server *srv) {
   memset(srv, 0, sizeof *srv);
 }
 
-/* Visits every connection touched since the last visit: writes what it has to send and reports
- * a changed deadline. A connection that still wants to write (full out queue) goes back on the
- * list for the next flush. */
-static void flush_all(pp_h3_server *srv, uint64_t now) {
+/* Visits every connection touched since the last visit: hands gathered body bytes to the owner
+ * (when `deliver`: the end of the owner's batch, not of each datagram), writes what it has to
+ * send and reports a changed deadline. A connection that still wants to write (full out queue)
+ * or still holds body bytes goes back on the list for the next flush. */
+static void flush_all(pp_h3_server *srv, uint64_t now, int deliver) {
   pp_h3_conn *c = srv->dirty;
   srv->dirty = NULL;
   while (c) {
     pp_h3_conn *next = c->dirty_next;
+    /* still marked: what the owner's on_body does to c is written just below */
+    if (deliver && c->body_pend) pp_h3__conn_deliver_body(c);
     c->dirty = 0;
     c->dirty_next = NULL;
     if (c->want_write || c->goaway_requested) pp_h3__conn_write(c, now);
+    if (c->body_pend && c->state == CS_OPEN) pp_h3__conn_mark(c);
     if (c->state != CS_DEAD && srv->cb->on_conn_timer) {
       uint64_t e = pp_h3_conn_expiry(c);
       if (e != c->armed) {
@@ -468,7 +483,7 @@ int pp_h3_server_recv(pp_h3_server *srv, const uint8_t *pkt, size_t len,
   if (e) {
     srv->depth++;
     pp_h3__conn_recv(e->conn, pkt, len, &path, ecn, now_ns);
-    flush_all(srv, now_ns);
+    flush_all(srv, now_ns, 0);
     srv->depth--;
     reap(srv);
     return 0;
@@ -539,7 +554,7 @@ int pp_h3_server_recv(pp_h3_server *srv, const uint8_t *pkt, size_t len,
   srv->depth++;
   if (pp_h3__conn_new(srv, &hd, &odcid, retried, &path, now_ns, &c) == 0) {
     pp_h3__conn_recv(c, pkt, len, &path, ecn, now_ns);
-    flush_all(srv, now_ns);
+    flush_all(srv, now_ns, 0);
   }
   srv->depth--;
   reap(srv);
@@ -549,7 +564,7 @@ int pp_h3_server_recv(pp_h3_server *srv, const uint8_t *pkt, size_t len,
 int pp_h3_server_flush(pp_h3_server *srv, uint64_t now_ns) {
   if (srv->depth) return PP_H3_EREENTER;
   srv->depth++;
-  flush_all(srv, now_ns);
+  flush_all(srv, now_ns, 1);
   srv->depth--;
   reap(srv);
   return 0;
@@ -560,7 +575,7 @@ int pp_h3_conn_handle_expiry(pp_h3_conn *c, uint64_t now_ns) {
   if (srv->depth) return PP_H3_EREENTER;
   srv->depth++;
   pp_h3__conn_expire(c, now_ns);
-  flush_all(srv, now_ns);
+  flush_all(srv, now_ns, 1);
   srv->depth--;
   int gone = c->state == CS_DEAD;
   reap(srv);
@@ -579,7 +594,7 @@ int pp_h3_server_handle_expiry(pp_h3_server *srv, uint64_t now_ns) {
   srv->depth++;
   for (pp_h3_conn *c = srv->conns; c; c = c->next)
     if (pp_h3_conn_expiry(c) <= now_ns) pp_h3__conn_expire(c, now_ns);
-  flush_all(srv, now_ns);
+  flush_all(srv, now_ns, 1);
   srv->depth--;
   reap(srv);
   return 0;

@@ -16,7 +16,14 @@
  * that may be slow. Request bodies are flow-controlled by the owner: MAX_STREAM_DATA / MAX_DATA
  * credit for body bytes is extended only when pp_h3_consume() says the worker took them, so the
  * unconsumed request body of one stream never exceeds limits.stream_window, nor that of one
- * connection limits.conn_window. Response bytes are copied into per-stream chunks (16 KiB,
+ * connection limits.conn_window. The connection window is by default the sum of the stream
+ * windows (max_streams_bidi x stream_window): a smaller one lets streams whose owner is not
+ * consuming (requests waiting in the queue for a worker) hold all of it, and then the streams
+ * that do run get no body bytes either (a deadlock broken only by timeouts). Body bytes reach
+ * the owner in pieces of up to limits.body_piece (QUIC delivers them a datagram, ~1.2 KB, at a
+ * time): a piece is handed up when the next datagram's bytes would not fit, at the end of the
+ * body, and at the end of pp_h3_server_flush / the expiry calls (the owner's batch ends), never
+ * held past them. Response bytes are copied into per-stream chunks (16 KiB,
  * recycled on a per-server free list) that stay put until the client acknowledges them
  * (nghttp3 keeps pointers into them); pp_h3_stream_pending() counts buffered plus unacknowledged
  * bytes, and pp_h3_send_data refuses bytes beyond limits.max_stream_unacked per stream or
@@ -86,7 +93,10 @@ typedef struct pp_h3_limits {
                                     431 answered by the session. Default 65536. */
   uint64_t max_body_bytes;       /* content-length or body over it: 413 (or reset). 64 MiB. */
   uint32_t stream_window;        /* request-body bytes one stream may have unconsumed, 256 KiB */
-  uint32_t conn_window;          /* ... all streams of one connection together, 1 MiB */
+  uint32_t conn_window;          /* ... all streams of one connection together; 0 (default):
+                                    max_streams_bidi x stream_window (see above) */
+  uint32_t body_piece;           /* request-body bytes gathered before on_body, 65520 (one
+                                    64 KiB write chunk of the worker link with its header) */
   uint64_t idle_timeout_ns;      /* max_idle_timeout, default 30 s */
   uint64_t handshake_timeout_ns; /* default 10 s */
   uint64_t retry_token_ttl_ns;   /* a Retry token is valid this long, default 10 s */
@@ -139,8 +149,9 @@ typedef struct pp_h3_callbacks {
   /* As pp_h2_callbacks.on_request: set *stream_data and return 0, or return a status >= 400
    * the session answers itself (short text/plain body). */
   int (*on_request)(pp_h3_conn *conn, const pp_h3_request *req, void **stream_data);
-  /* A piece of request body (valid during the call), counted against the windows until
-   * pp_h3_consume(). Nonzero: the stream is reset (H3_INTERNAL_ERROR). */
+  /* A piece of request body (valid during the call; up to limits.body_piece bytes gathered
+   * from several packets), counted against the windows until pp_h3_consume(). Nonzero: the
+   * stream is reset (H3_INTERNAL_ERROR). */
   int (*on_body)(pp_h3_conn *conn, int64_t stream_id, void *stream_data, const uint8_t *data,
                  size_t len);
   /* FIN after a body (never when req->end_stream was set). Nonzero resets the stream. */
@@ -223,6 +234,7 @@ struct pp_h3_server {
 
   pp_h3_datagram *outq; /* ring of cfg.limits.out_queue */
   uint32_t out_head, out_len;
+  size_t chunk_free_count, stream_free_count; /* on the free lists (each capped) */
 
   double reset_tokens; /* stateless reset bucket */
   uint64_t reset_last_ns;
@@ -262,6 +274,7 @@ struct pp_h3_conn {
   uint64_t ccerr_code;  /* the error to close with, set inside a callback ... */
   int ccerr_kind;       /* ... 0 none, 1 application (HTTP/3), 2 transport */
   int goaway_requested; /* pp_h3_conn_goaway called; done at the next write */
+  int body_pend;        /* some stream holds body bytes not yet handed to on_body */
   void *cids;           /* struct cid_entry list of this connection (h3.c) */
 };
 
@@ -291,6 +304,9 @@ int pp_h3_server_flush(pp_h3_server *srv, uint64_t now_ns);
 
 /* The oldest queued datagram, or NULL when the queue is empty. Valid until pop. */
 const pp_h3_datagram *pp_h3_server_out_peek(pp_h3_server *srv);
+/* The i-th queued datagram from the oldest (0: the same as peek), or NULL past the end; valid
+ * until pop. For sending several with one sendmmsg. */
+const pp_h3_datagram *pp_h3_server_out_at(pp_h3_server *srv, size_t i);
 /* Removes the oldest queued datagram (after it was sent, or given up). */
 void pp_h3_server_out_pop(pp_h3_server *srv);
 /* Datagrams queued. */
@@ -335,6 +351,10 @@ int pp_h3_respond(pp_h3_conn *conn, int64_t stream_id, int status, const pp_h2_h
  * Returns 0, PP_H3_ESTREAM, or PP_H3_EFULL (nothing copied: the stream would hold more than
  * max_stream_unacked, or the connection more than max_conn_unacked). */
 int pp_h3_send_data(pp_h3_conn *conn, int64_t stream_id, const uint8_t *data, size_t len);
+
+/* How many bytes pp_h3_send_data would take now (0 when the stream's or the connection's
+ * unacknowledged bound is reached, or no such stream). */
+size_t pp_h3_send_room(pp_h3_conn *conn, int64_t stream_id);
 
 /* The response is complete: FIN follows the buffered data. Returns 0 or PP_H3_ESTREAM. */
 int pp_h3_send_end(pp_h3_conn *conn, int64_t stream_id);

@@ -40,6 +40,10 @@ static void mark(pp_h3_conn *c) {
   c->srv->dirty = c;
 }
 
+void pp_h3__conn_mark(pp_h3_conn *c) {
+  mark(c);
+}
+
 void pp_h3__conn_want(pp_h3_conn *c) {
   c->want_write = 1;
   mark(c);

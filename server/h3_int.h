@@ -45,6 +45,7 @@ struct pp_h3_stream {
   unsigned want_reset : 1;   /* deferred full reset with reset_code */
   unsigned want_shut_rd : 1; /* deferred ngtcp2 shutdown read (nghttp3 asked) */
   unsigned want_shut_wr : 1; /* deferred ngtcp2 shutdown write (nghttp3 asked) */
+  unsigned released : 1;     /* its bytes no longer count in pp_h3_conn.unacked (detached) */
   uint64_t reset_code, shut_rd_code, shut_wr_code;
   uint64_t close_code; /* for on_close when detached by the session */
   int detach_pending;  /* on_close(close_code) owed at the next run_pending */
@@ -54,6 +55,7 @@ struct pp_h3_stream {
   int has_cl;
   uint64_t cl;
   uint64_t body_received, body_unconsumed;
+  pp_buf body_pend; /* body bytes gathered for the next on_body (< limits.body_piece) */
 
   chunk *head_chunk, *tail_chunk, *send_chunk;
   uint64_t head_base, send_base;
@@ -111,11 +113,15 @@ void pp_h3__conn_free(pp_h3_conn *c);
 void pp_h3__conn_want(pp_h3_conn *c);
 /* Some stream has deferred work (run_pending before the next write). */
 void pp_h3__conn_owe_work(pp_h3_conn *c);
+/* Puts c on the list the end of the current call visits (nothing to write by itself). */
+void pp_h3__conn_mark(pp_h3_conn *c);
 
 /* ---- h3_stream.c: request streams ---- */
 
 /* The nghttp3 callbacks of every connection (nghttp3_conn_server_new in h3_conn.c). */
 extern const nghttp3_callbacks pp_h3__request_callbacks;
+/* Hands every stream's gathered body bytes to the owner (on_body), outside the engines. */
+void pp_h3__conn_deliver_body(pp_h3_conn *c);
 /* Frees a stream record (its chunks back to the server's free list). */
 void pp_h3__stream_free(pp_h3_conn *c, pp_h3_stream *s);
 /* on_close(code) for a stream the owner holds, once. */

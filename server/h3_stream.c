@@ -13,6 +13,11 @@
 #include "server/fields.h"
 #include "server/h3_int.h"
 
+/* Recycled records and response chunks kept per server: what one burst needed beyond this goes
+ * back to the allocator instead of staying resident for good. */
+#define STREAM_FREE_MAX 256
+#define CHUNK_FREE_MAX  256 /* 4 MiB */
+
 struct hdr_span {
   uint32_t name_off, name_len, value_off, value_len;
   int32_t token;
@@ -29,17 +34,18 @@ static pp_h3_stream *stream_of(pp_h3_conn *c, int64_t id) {
 static pp_h3_stream *stream_new(pp_h3_conn *c, int64_t id) {
   pp_h3_server *srv = c->srv;
   pp_h3_stream *s = srv->stream_free;
-  pp_buf raw, spans, list;
+  pp_buf raw, spans, list, pend;
   if (s) {
     srv->stream_free = s->next;
-    raw = s->hdr_raw, spans = s->hdr_spans, list = s->hdr_list;
+    srv->stream_free_count--;
+    raw = s->hdr_raw, spans = s->hdr_spans, list = s->hdr_list, pend = s->body_pend;
   } else {
     s = pp_h3__xcalloc(1, sizeof *s);
-    pp_buf_init(&raw), pp_buf_init(&spans), pp_buf_init(&list);
+    pp_buf_init(&raw), pp_buf_init(&spans), pp_buf_init(&list), pp_buf_init(&pend);
   }
   memset(s, 0, sizeof *s);
-  s->hdr_raw = raw, s->hdr_spans = spans, s->hdr_list = list;
-  s->hdr_raw.len = s->hdr_spans.len = s->hdr_list.len = 0;
+  s->hdr_raw = raw, s->hdr_spans = spans, s->hdr_list = list, s->body_pend = pend;
+  s->hdr_raw.len = s->hdr_spans.len = s->hdr_list.len = s->body_pend.len = 0;
   s->id = id;
   s->next = c->streams;
   if (c->streams) c->streams->prev = s;
@@ -50,9 +56,10 @@ static pp_h3_stream *stream_new(pp_h3_conn *c, int64_t id) {
 
 static chunk *chunk_get(pp_h3_server *srv) {
   chunk *k = srv->chunk_free;
-  if (k)
+  if (k) {
     srv->chunk_free = k->next;
-  else
+    srv->chunk_free_count--;
+  } else
     k = pp_h3__xcalloc(1, sizeof *k);
   k->next = NULL;
   k->len = 0;
@@ -60,8 +67,13 @@ static chunk *chunk_get(pp_h3_server *srv) {
 }
 
 static void chunk_put(pp_h3_server *srv, chunk *k) {
+  if (srv->chunk_free_count >= CHUNK_FREE_MAX) {
+    free(k);
+    return;
+  }
   k->next = srv->chunk_free;
   srv->chunk_free = k;
+  srv->chunk_free_count++;
 }
 
 void pp_h3__stream_free(pp_h3_conn *c, pp_h3_stream *s) {
@@ -71,20 +83,35 @@ void pp_h3__stream_free(pp_h3_conn *c, pp_h3_stream *s) {
     chunk_put(srv, k);
     k = next;
   }
-  c->unacked -= (size_t)(s->written - s->acked);
+  if (!s->released) c->unacked -= (size_t)(s->written - s->acked);
   if (s->prev)
     s->prev->next = s->next;
   else
     c->streams = s->next;
   if (s->next) s->next->prev = s->prev;
   c->stream_count--;
+  if (srv->stream_free_count >= STREAM_FREE_MAX) {
+    pp_buf_dispose(&s->hdr_raw);
+    pp_buf_dispose(&s->hdr_spans);
+    pp_buf_dispose(&s->hdr_list);
+    pp_buf_dispose(&s->body_pend);
+    free(s);
+    return;
+  }
   s->next = srv->stream_free;
   srv->stream_free = s;
+  srv->stream_free_count++;
 }
 
-/* Tells the owner the stream is gone (once). */
+/* Tells the owner the stream is gone (once). Its response bytes stop counting against the
+ * connection's unacknowledged bound first, so the owner may give the room to other streams from
+ * on_close (nothing more of this stream's will be sent, whether or not it is acknowledged). */
 void pp_h3__stream_detach(pp_h3_conn *c, pp_h3_stream *s, uint64_t code) {
   if (!s->owned || s->detached) return;
+  if (!s->released) {
+    s->released = 1;
+    c->unacked -= (size_t)(s->written - s->acked);
+  }
   s->detached = 1;
   s->detach_pending = 0;
   if (c->srv->cb->on_close) c->srv->cb->on_close(c, s->id, s->owner_data, code);
@@ -117,7 +144,7 @@ static void append_body(pp_h3_conn *c, pp_h3_stream *s, const uint8_t *data, siz
     memcpy(t->data + t->len, data, n);
     t->len += n;
     s->written += n;
-    c->unacked += n;
+    if (!s->released) c->unacked += n;
     data += n;
     len -= n;
   }
@@ -125,7 +152,7 @@ static void append_body(pp_h3_conn *c, pp_h3_stream *s, const uint8_t *data, siz
 
 static void ack_body(pp_h3_conn *c, pp_h3_stream *s, uint64_t n) {
   s->acked += n;
-  c->unacked -= (size_t)n;
+  if (!s->released) c->unacked -= (size_t)n;
   while (s->head_chunk && s->acked >= s->head_base + s->head_chunk->len &&
          (s->head_chunk->next || s->head_chunk->len == PP_H3_CHUNK)) {
     chunk *k = s->head_chunk;
@@ -335,6 +362,40 @@ static int on_end_headers(nghttp3_conn *h3, int64_t stream_id, int fin, void *co
   return 0;
 }
 
+/* Hands len body bytes (already counted in body_unconsumed) to the owner, or gives their credit
+ * back when nobody takes them any more. */
+static void give_body(pp_h3_conn *c, pp_h3_stream *s, const uint8_t *data, size_t len) {
+  if (!s->owned || s->detached || c->state != CS_OPEN) {
+    s->body_unconsumed -= len;
+    extend_credit(c, s->id, len);
+    return;
+  }
+  if (c->srv->cb->on_body && c->srv->cb->on_body(c, s->id, s->owner_data, data, len) != 0) {
+    s->want_reset = 1;
+    s->reset_code = s->close_code = NGHTTP3_H3_INTERNAL_ERROR;
+    s->detach_pending = 1;
+    pp_h3__conn_owe_work(c);
+  }
+}
+
+static void deliver_pend(pp_h3_conn *c, pp_h3_stream *s) {
+  if (!s->body_pend.len) return;
+  give_body(c, s, s->body_pend.data, s->body_pend.len);
+  s->body_pend.len = 0;
+}
+
+void pp_h3__conn_deliver_body(pp_h3_conn *c) {
+  c->body_pend = 0;
+  for (pp_h3_stream *s = c->streams; s; s = s->next)
+    deliver_pend(c, s);
+}
+
+/* Body bytes arrive a STREAM frame (one datagram, ~1.2 KB) at a time. Handed up one by one,
+ * each would become a REQUEST BODY frame and a 64 KiB write chunk of its own on the worker
+ * link (the worker write bound counts bytes, not chunks: 1 MiB of 1.2 KB pieces held 57 MB),
+ * and cost the worker a frame each. So they are gathered per stream up to body_piece and handed
+ * up when the next bytes would not fit, at the end of the body, or when the owner's batch ends
+ * (flush_all with deliver). Gathered bytes count as unconsumed: the stream window bounds them. */
 static int on_recv_data(nghttp3_conn *h3, int64_t stream_id, const uint8_t *data, size_t datalen,
                         void *conn_user_data, void *stream_user_data) {
   (void)h3, (void)stream_user_data;
@@ -352,12 +413,15 @@ static int on_recv_data(nghttp3_conn *h3, int64_t stream_id, const uint8_t *data
     return 0;
   }
   s->body_unconsumed += datalen;
-  if (c->srv->cb->on_body && c->srv->cb->on_body(c, stream_id, s->owner_data, data, datalen) != 0) {
-    s->want_reset = 1;
-    s->reset_code = s->close_code = NGHTTP3_H3_INTERNAL_ERROR;
-    s->detach_pending = 1;
-    pp_h3__conn_owe_work(c);
+  size_t piece = c->srv->cfg.limits.body_piece;
+  if (s->body_pend.len && s->body_pend.len + datalen > piece) deliver_pend(c, s);
+  if (!s->body_pend.len && datalen >= piece) {
+    give_body(c, s, data, datalen);
+    return 0;
   }
+  pp_buf_append(&s->body_pend, data, datalen);
+  c->body_pend = 1;
+  pp_h3__conn_mark(c);
   return 0;
 }
 
@@ -373,6 +437,7 @@ static int on_end_stream(nghttp3_conn *h3, int64_t stream_id, void *conn_user_da
   (void)h3, (void)stream_user_data;
   pp_h3_conn *c = conn_user_data;
   pp_h3_stream *s = stream_of(c, stream_id);
+  if (s) deliver_pend(c, s); /* the last piece before the end */
   if (!s || !s->owned || s->detached || s->req_fin) return 0;
   if (c->srv->cb->on_body_end && c->srv->cb->on_body_end(c, stream_id, s->owner_data) != 0) {
     s->want_reset = 1;
@@ -391,6 +456,7 @@ static int on_h3_stream_close(nghttp3_conn *h3, int64_t stream_id, uint64_t app_
   if (!s) return 0;
   uint64_t code = app_error_code == NGHTTP3_H3_NO_ERROR ? 0 : app_error_code;
   pp_h3__stream_detach(c, s, s->detach_pending ? s->close_code : code);
+  s->body_pend.len = 0; /* gathered, never handed up: counted in body_unconsumed */
   /* Body bytes the owner never consumed still hold connection credit. */
   if (s->body_unconsumed) ngtcp2_conn_extend_max_offset(c->qc, s->body_unconsumed);
   pp_h3__stream_free(c, s);
@@ -570,6 +636,16 @@ int pp_h3_send_data(pp_h3_conn *c, int64_t stream_id, const uint8_t *data, size_
   return 0;
 }
 
+size_t pp_h3_send_room(pp_h3_conn *c, int64_t stream_id) {
+  pp_h3_stream *s = owned_stream(c, stream_id);
+  if (!s || s->ended) return 0;
+  const pp_h3_limits *l = &c->srv->cfg.limits;
+  size_t held = (size_t)(s->written - s->acked);
+  if (held >= l->max_stream_unacked || c->unacked >= l->max_conn_unacked) return 0;
+  size_t a = l->max_stream_unacked - held, b = l->max_conn_unacked - c->unacked;
+  return a < b ? a : b;
+}
+
 int pp_h3_send_end(pp_h3_conn *c, int64_t stream_id) {
   pp_h3_stream *s = owned_stream(c, stream_id);
   if (!s) return PP_H3_ESTREAM;
@@ -591,7 +667,8 @@ size_t pp_h3_pending_total(pp_h3_conn *c) {
 void pp_h3_consume(pp_h3_conn *c, int64_t stream_id, size_t n) {
   pp_h3_stream *s = stream_of(c, stream_id);
   if (!s || c->state != CS_OPEN) return;
-  if (n > s->body_unconsumed) n = (size_t)s->body_unconsumed;
+  uint64_t given = s->body_unconsumed - s->body_pend.len; /* handed up, not yet consumed */
+  if (n > given) n = (size_t)given;
   if (!n) return;
   s->body_unconsumed -= n;
   extend_credit(c, stream_id, n);

@@ -8,17 +8,21 @@
  * datagram (needed for QUIC paths when bound to a wildcard address) nor its ECN bits, and
  * sendmsg lets us pick the source address (IP_PKTINFO / IPV6_PKTINFO) and the ECN codepoint.
  * Reads take up to 64 datagrams per readiness event; writes drain the endpoint's bounded out
- * queue until the kernel says EAGAIN (then we wait for POLLOUT) or the endpoint has nothing
- * more (pp_h3_server_flush).
+ * queue, up to 64 datagrams per sendmmsg, until the kernel says EAGAIN (then we wait for
+ * POLLOUT) or the endpoint has nothing more (pp_h3_server_flush).
  *
  * Timers: one uv_timer_t per connection, re-armed from on_conn_timer (ngtcp2's expiry: loss
  * detection, ACK delay, PTO, idle, closing period).
  *
  * Flow control and backpressure as on h2: request-body credit is released (pp_h3_consume)
- * when the exchange took the bytes; response bytes the endpoint cannot hold yet (PP_H3_EFULL:
- * its unacknowledged bound) wait in the exchange's resp_overflow, and a worker whose stream
- * holds more than PP_CLIENT_WRITE_HIGH is paused until acknowledgements bring it below
- * PP_CLIENT_WRITE_LOW (on_stream_acked). */
+ * when the exchange took the bytes (the endpoint gathers them into pieces of one worker-link
+ * chunk first: limits.body_piece); response bytes the endpoint cannot hold yet (its
+ * unacknowledged bound: pp_h3_send_room) wait in the exchange's resp_overflow, handed over
+ * from an offset as acknowledgements make room (never a memmove per piece), and a worker whose
+ * stream holds more than PP_CLIENT_WRITE_HIGH is paused until acknowledgements bring it below
+ * PP_CLIENT_WRITE_LOW (on_stream_acked). When the connection's bound (not the stream's) is what
+ * stopped a stream, an acknowledgement on any stream of the connection moves it on too: a
+ * stream with nothing in flight gets no acknowledgement of its own. */
 #include "server/h3conn.h"
 
 #include <arpa/inet.h>
@@ -61,7 +65,8 @@ typedef struct h3_conn {
   pp_h3_conn *conn; /* NULL once the endpoint freed it */
   pp_queue streams; /* its exchanges (olink) */
   char remote[64];
-  pp_buf hdrs; /* scratch: header arrays */
+  pp_buf hdrs;      /* scratch: header arrays */
+  int conn_blocked; /* some stream's overflow waits for room on the connection */
 } h3_conn;
 
 static const pp_exchange_ops h3_ops;
@@ -85,23 +90,27 @@ static void sockaddr_text(const struct sockaddr_storage *ss, char *out, size_t n
   if (strncmp(out, "::ffff:", 7) == 0 && strchr(out, '.')) memmove(out, out + 7, strlen(out) - 6);
 }
 
-/* Sends one datagram; 0, or -1 when the kernel's buffer is full (EAGAIN). Other errors drop
- * the datagram (QUIC recovers from loss). */
-static int send_one(pp_h3_listener *l, const pp_h3_datagram *d) {
-  struct iovec iov = {(void *)d->data, d->len};
-  union {
-    char v4[CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(int))];
-    char v6[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(int))];
-  } cbuf;
-  memset(&cbuf, 0, sizeof cbuf);
-  struct msghdr mh = {.msg_name = (void *)&d->remote,
-                      .msg_namelen = d->remote_len,
-                      .msg_iov = &iov,
-                      .msg_iovlen = 1,
-                      .msg_control = &cbuf,
-                      .msg_controllen = sizeof cbuf};
+#define H3_SEND_BATCH 64 /* datagrams per sendmmsg */
+
+typedef union h3_cmsg {
+  char v4[CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(int))];
+  char v6[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(int))];
+} h3_cmsg;
+
+/* The message for one datagram: its destination, its source address when the socket is bound to
+ * a wildcard address (IP_PKTINFO / IPV6_PKTINFO) and its ECN codepoint (IP_TOS / IPV6_TCLASS). */
+static void fill_msg(pp_h3_listener *l, const pp_h3_datagram *d, struct msghdr *mh,
+                     struct iovec *iov, h3_cmsg *cbuf) {
+  *iov = (struct iovec){(void *)d->data, d->len};
+  memset(cbuf, 0, sizeof *cbuf);
+  *mh = (struct msghdr){.msg_name = (void *)&d->remote,
+                        .msg_namelen = d->remote_len,
+                        .msg_iov = iov,
+                        .msg_iovlen = 1,
+                        .msg_control = cbuf,
+                        .msg_controllen = sizeof *cbuf};
   size_t used = 0;
-  struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+  struct cmsghdr *cm = CMSG_FIRSTHDR(mh);
   int tos = (int)d->ecn;
   if (l->family == AF_INET) {
     if (l->wildcard && d->local.ss_family == AF_INET) {
@@ -111,7 +120,7 @@ static int send_one(pp_h3_listener *l, const pp_h3_datagram *d) {
       pi.ipi_spec_dst = ((const struct sockaddr_in *)&d->local)->sin_addr;
       memcpy(CMSG_DATA(cm), &pi, sizeof pi);
       used += CMSG_SPACE(sizeof pi);
-      cm = CMSG_NXTHDR(&mh, cm);
+      cm = CMSG_NXTHDR(mh, cm);
     }
     cm->cmsg_level = IPPROTO_IP, cm->cmsg_type = IP_TOS;
     cm->cmsg_len = CMSG_LEN(sizeof(int));
@@ -126,20 +135,40 @@ static int send_one(pp_h3_listener *l, const pp_h3_datagram *d) {
       pi.ipi6_addr = ((const struct sockaddr_in6 *)&d->local)->sin6_addr;
       memcpy(CMSG_DATA(cm), &pi, sizeof pi);
       used += CMSG_SPACE(sizeof pi);
-      cm = CMSG_NXTHDR(&mh, cm);
+      cm = CMSG_NXTHDR(mh, cm);
     }
     cm->cmsg_level = IPPROTO_IPV6, cm->cmsg_type = IPV6_TCLASS;
     cm->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cm), &tos, sizeof tos);
     used += CMSG_SPACE(sizeof(int));
   }
-  mh.msg_controllen = used;
+  mh->msg_controllen = used;
+}
+
+/* Sends the queued datagrams, up to H3_SEND_BATCH per sendmmsg (one syscall, not one per
+ * datagram), popping what went. Returns 0 when the queue is empty, -1 when the kernel's buffer
+ * is full (EAGAIN). A datagram the kernel refuses for another reason (unreachable peer, too
+ * long) is dropped: QUIC recovers from loss. */
+static int send_queued(pp_h3_listener *l) {
+  static struct mmsghdr msgs[H3_SEND_BATCH];
+  static struct iovec iovs[H3_SEND_BATCH];
+  static h3_cmsg cbufs[H3_SEND_BATCH];
   for (;;) {
-    ssize_t n = sendmsg(l->fd, &mh, MSG_DONTWAIT);
-    if (n >= 0) return 0;
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return -1;
-    return 0; /* unreachable peer, message too long: dropped */
+    unsigned n = 0;
+    const pp_h3_datagram *d;
+    while (n < H3_SEND_BATCH && (d = pp_h3_server_out_at(&l->h3, n))) {
+      fill_msg(l, d, &msgs[n].msg_hdr, &iovs[n], &cbufs[n]);
+      n++;
+    }
+    if (!n) return 0;
+    int sent = sendmmsg(l->fd, msgs, n, MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return -1;
+      sent = 1; /* the first one is refused: dropped */
+    }
+    for (int i = 0; i < sent; i++)
+      pp_h3_server_out_pop(&l->h3);
   }
 }
 
@@ -148,13 +177,9 @@ static int send_one(pp_h3_listener *l, const pp_h3_datagram *d) {
 static void drain_out(pp_h3_listener *l) {
   if (!l->open) return;
   for (int rounds = 0; rounds < 1024; rounds++) {
-    const pp_h3_datagram *d;
-    while ((d = pp_h3_server_out_peek(&l->h3))) {
-      if (send_one(l, d) < 0) {
-        set_poll(l, UV_READABLE | UV_WRITABLE);
-        return;
-      }
-      pp_h3_server_out_pop(&l->h3);
+    if (send_queued(l) < 0) {
+      set_poll(l, UV_READABLE | UV_WRITABLE);
+      return;
     }
     if (l->h3.depth > 0) break; /* inside the endpoint's callbacks: it flushes on return */
     pp_h3_server_flush(&l->h3, uv_hrtime());
@@ -335,6 +360,8 @@ static int on_body_end(pp_h3_conn *conn, int64_t stream_id, void *stream_data) {
   return 0;
 }
 
+static void sweep_blocked(h3_conn *hc, pp_exchange *except);
+
 static void on_close(pp_h3_conn *conn, int64_t stream_id, void *stream_data, uint64_t code) {
   h3_conn *hc = conn->data;
   pp_exchange *x = stream_data;
@@ -342,18 +369,61 @@ static void on_close(pp_h3_conn *conn, int64_t stream_id, void *stream_data, uin
   if (!x || !hc) return;
   pp_queue_remove(&hc->streams, &x->olink);
   pp_exchange_stream_closed(x, code);
+  sweep_blocked(hc, NULL); /* what it held unacknowledged is the connection's room again */
 }
 
-/* Moves what waits in the exchange's overflow into the endpoint, as far as it takes it. */
+/* Response bytes waiting in the exchange (not yet in the endpoint). */
+static size_t overflow_left(const pp_exchange *x) {
+  return x->resp_overflow.len - x->resp_overflow_off;
+}
+
+/* Hands as much of data as the endpoint's bounds take now; returns the bytes taken. Notes when
+ * the connection's bound, not the stream's, stopped it. */
+static size_t send_some(h3_conn *hc, pp_exchange *x, const uint8_t *data, size_t len) {
+  size_t room = pp_h3_send_room(hc->conn, x->stream_id);
+  size_t n = len < room ? len : room;
+  if (n && pp_h3_send_data(hc->conn, x->stream_id, data, n) != 0) n = 0;
+  if (n < len &&
+      pp_h3_stream_pending(hc->conn, x->stream_id) < hc->l->h3.cfg.limits.max_stream_unacked)
+    hc->conn_blocked = 1;
+  return n;
+}
+
+/* Moves what waits in the exchange's overflow into the endpoint, as far as it takes it; a
+ * drained overflow buffer that grew large is freed at once (a 4 MiB RESPONSE_BODY frame). */
 static void push_overflow(h3_conn *hc, pp_exchange *x) {
-  while (x->resp_overflow.len && hc->conn) {
-    size_t n = x->resp_overflow.len < PP_H3_CHUNK ? x->resp_overflow.len : PP_H3_CHUNK;
-    if (pp_h3_send_data(hc->conn, x->stream_id, x->resp_overflow.data, n) < 0) break;
-    pp_buf_consume(&x->resp_overflow, n);
+  if (!hc->conn) return;
+  if (x->resp_overflow.len) {
+    x->resp_overflow_off +=
+        send_some(hc, x, x->resp_overflow.data + x->resp_overflow_off, overflow_left(x));
+    if (!overflow_left(x)) {
+      x->resp_overflow.len = x->resp_overflow_off = 0;
+      if (x->resp_overflow.cap > PP_EXCHANGE_KEEP_BODY) pp_buf_dispose(&x->resp_overflow);
+    }
   }
-  if (!x->resp_overflow.len && x->end_pending && hc->conn) {
+  if (!x->resp_overflow.len && x->end_pending) {
     x->end_pending = 0;
     pp_h3_send_end(hc->conn, x->stream_id);
+  }
+}
+
+/* After acknowledgements: the stream's overflow moves on, and its worker resumes once little
+ * is left. */
+static void after_ack(h3_conn *hc, pp_exchange *x) {
+  push_overflow(hc, x);
+  if (x->w && !x->resp_overflow.len && hc->conn &&
+      pp_h3_stream_pending(hc->conn, x->stream_id) < PP_CLIENT_WRITE_LOW)
+    pp_exchange_client_drained(x);
+}
+
+/* The connection has room again (an acknowledgement, a stream gone): the streams its bound
+ * stopped have no acknowledgement of their own coming. */
+static void sweep_blocked(h3_conn *hc, pp_exchange *except) {
+  if (!hc->conn_blocked || !hc->conn) return;
+  hc->conn_blocked = 0;
+  for (pp_qnode *n = hc->streams.head.next; n != &hc->streams.head; n = n->next) {
+    pp_exchange *y = PP_CONTAINER_OF(n, pp_exchange, olink);
+    if (y != except && y->resp_overflow.len) after_ack(hc, y);
   }
 }
 
@@ -361,10 +431,10 @@ static void on_stream_acked(pp_h3_conn *conn, int64_t stream_id, void *stream_da
                             size_t pending) {
   h3_conn *hc = conn->data;
   pp_exchange *x = stream_data;
-  (void)stream_id;
+  (void)stream_id, (void)pending;
   if (!x || !hc) return;
-  push_overflow(hc, x);
-  if (x->w && !x->resp_overflow.len && pending < PP_CLIENT_WRITE_LOW) pp_exchange_client_drained(x);
+  after_ack(hc, x);
+  sweep_blocked(hc, x);
 }
 
 static const pp_h3_callbacks h3_callbacks = {on_conn_open,  on_conn_close,  on_request,
@@ -412,11 +482,19 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
 static void x_body(pp_exchange *x, const uint8_t *data, size_t len) {
   h3_conn *hc = x->owner;
   if (x->resp_no_body || !len || !hc->conn) return;
-  if (!x->resp_overflow.len && pp_h3_send_data(hc->conn, x->stream_id, data, len) == 0) return;
-  /* The endpoint refused it whole (over its unacknowledged bound): hand it over in chunks as
-   * far as it takes them now; the rest waits for acknowledgements (on_stream_acked). */
+  if (!x->resp_overflow.len) {
+    size_t n = send_some(hc, x, data, len);
+    data += n, len -= n;
+    if (!len) return;
+  }
+  /* Over the endpoint's unacknowledged bound: the rest waits for acknowledgements
+   * (on_stream_acked); the worker is paused meanwhile (x_flush counts it). What was handed
+   * over goes once it is at least half the buffer (amortized: one move per byte at most). */
+  if (x->resp_overflow_off && x->resp_overflow_off >= overflow_left(x)) {
+    pp_buf_consume(&x->resp_overflow, x->resp_overflow_off);
+    x->resp_overflow_off = 0;
+  }
   pp_buf_append(&x->resp_overflow, data, len);
-  push_overflow(hc, x);
 }
 
 static void x_end(pp_exchange *x) {
@@ -454,7 +532,7 @@ static size_t x_flush(pp_exchange *x) {
   pp_h3_listener *l = hc->l;
   size_t pending = hc->conn ? pp_h3_stream_pending(hc->conn, x->stream_id) : 0;
   drain_out(l);
-  return pending + x->resp_overflow.len;
+  return pending + overflow_left(x);
 }
 
 static void x_body_writable(pp_exchange *x) {
@@ -541,6 +619,10 @@ int pp_h3conn_open_all(server *s, const char *cert, const char *key) {
     hc.key_file = key;
     hc.retry = cfg->h3_retry;
     hc.limits.max_streams_bidi = cfg->h2_max_streams;
+    /* conn_window stays 0: the sum of the stream windows, so requests waiting for a worker
+     * never hold the credit of the running ones. Body pieces fill one pooled worker-link chunk
+     * (its 16-byte BODY frame header included). */
+    hc.limits.body_piece = PP_CHUNK_CAP - 16;
     hc.limits.max_header_list = cfg->max_header_bytes;
     hc.limits.max_body_bytes = cfg->max_body_bytes;
     hc.limits.idle_timeout_ns = cfg->keepalive_timeout_ns;

@@ -275,6 +275,36 @@ static int wconn_frame(wconn *w, const pp_wire_frame *f) {
   return 0;
 }
 
+/* Frames past this size that are RESPONSE_BODY are handed up as they arrive (body_piece). */
+#define BODY_PIECE_MIN 65536
+
+/* A RESPONSE_BODY frame of the running exchange that is bigger than the read buffer (the app's
+ * body is split into frames of up to 4 MiB: /echo of a 4 MiB upload is one) is handed up in the
+ * pieces that have arrived instead of being buffered whole. The owner's backpressure (flush,
+ * after the loop) can then pause this worker in the middle of the frame, and the rest waits in
+ * the worker's socket instead of in a 4 MiB read buffer here plus a 4 MiB copy per response
+ * in the owner. Returns 0 when buf does not start such a frame (the normal path decodes it
+ * once complete); else 1 with *used the bytes handed up (0: none arrived yet), their place
+ * taken by the header of the rest, rewritten in place just before its first byte. */
+static int body_piece(wconn *w, uint8_t *buf, size_t len, size_t *used) {
+  pp_exchange *r = w->req;
+  *used = 0;
+  if (!r || !r->head_sent || len < PP_WIRE_HEADER_SIZE + 8 || buf[0] != PP_WIRE_RESPONSE_BODY ||
+      buf[1] || buf[2] || buf[3])
+    return 0;
+  uint32_t length = pp_wire_get_u32(buf + 4);
+  if (length < 8 || length > PP_WIRE_MAX_PAYLOAD || pp_wire_get_u64(buf + 8) != r->id) return 0;
+  size_t have = len - PP_WIRE_HEADER_SIZE - 8, rest = (size_t)length - 8;
+  if (have >= rest) return 0; /* complete after all */
+  if (have == 0) return 1;
+  if (r->owner && !r->cancelled) r->ops->body(r, buf + PP_WIRE_HEADER_SIZE + 8, have);
+  uint8_t *h = buf + have; /* owners copy what they are given: these bytes are free */
+  pp_wire_put_header(h, PP_WIRE_RESPONSE_BODY, (uint32_t)(8 + rest - have));
+  pp_wire_put_u64(h + PP_WIRE_HEADER_SIZE, r->id);
+  *used = have;
+  return 1;
+}
+
 static void on_worker_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   wconn *w = st->data;
   (void)buf;
@@ -297,6 +327,15 @@ static void on_worker_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
       return;
     }
     if (n == 0) {
+      size_t used;
+      if (need > BODY_PIECE_MIN && body_piece(w, w->rbuf.data + pos, w->rbuf.len - pos, &used)) {
+        if (w->closing) return;
+        if (used) {
+          pos += used;
+          continue;
+        }
+        break; /* its next bytes go to the read buffer as it is */
+      }
       if (need > w->rbuf.cap - pos) {
         pp_buf_consume(&w->rbuf, pos);
         pos = 0;

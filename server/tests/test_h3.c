@@ -21,11 +21,6 @@
 #include "server/h3.h"
 #include "server/tls.h"
 
-#define PRIORITY                                                                                   \
-  "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"        \
-  "+AES-128-CCM:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1:+GROUP-SECP521R1:"      \
-  "%DISABLE_TLS13_COMPAT_MODE"
-
 static char cert_path[4096], key_path[4096], tmpdir[256];
 static uint64_t now = 1000 * NGTCP2_SECONDS;
 static pp_h3_server srv;
@@ -40,6 +35,8 @@ typedef struct req_rec {
   int has_cl, end_stream, body_end, closed;
   uint64_t cl, close_code;
   pp_buf body;
+  int body_calls; /* on_body calls, and the largest piece */
+  size_t max_piece;
 } req_rec;
 
 static req_rec reqs[64];
@@ -86,7 +83,10 @@ static int on_request(pp_h3_conn *c, const pp_h3_request *req, void **sd) {
 }
 static int on_body(pp_h3_conn *c, int64_t id, void *sd, const uint8_t *data, size_t len) {
   (void)c, (void)id;
-  pp_buf_append(&((req_rec *)sd)->body, data, len);
+  req_rec *r = sd;
+  pp_buf_append(&r->body, data, len);
+  r->body_calls++;
+  if (len > r->max_piece) r->max_piece = len;
   return 0;
 }
 static int on_body_end(pp_h3_conn *c, int64_t id, void *sd) {
@@ -123,475 +123,9 @@ static const pp_h3_callbacks server_cbs = {on_conn_open,  on_conn_close,  on_req
                                            on_body,       on_body_end,    on_close,
                                            on_conn_timer, on_stream_acked};
 
-/* ---- the client ---- */
+/* ---- the client (server/tests/h3_test_client.h) ---- */
 
-typedef struct cstream {
-  int64_t id;
-  int status, end, closed, hold;
-  uint64_t close_code;
-  pp_buf body, hdrs;
-  const uint8_t *req;
-  size_t req_len, req_off;
-} cstream;
-
-typedef struct client {
-  ngtcp2_conn *qc;
-  nghttp3_conn *h3;
-  gnutls_session_t tls;
-  gnutls_certificate_credentials_t cred;
-  ngtcp2_crypto_conn_ref ref;
-  struct sockaddr_in addr;
-  int handshake_done, got_goaway, mute, deaf, tamper_token, write_err;
-  int64_t goaway_id;
-  cstream streams[32];
-  int nstreams;
-  pp_buf first;  /* the first datagram it sent (when mute) */
-  pp_buf record; /* every datagram it sent while recording: u16 length, bytes */
-  int recording;
-  int64_t raw_sid; /* a stream written around nghttp3 (bad input), or -1 */
-  const uint8_t *raw;
-  size_t raw_len;
-  int sent;
-} client;
-
-static client clients[4];
-static const char *client_alpn = "h3"; /* what the next client offers */
-static pp_buf new_token;               /* the last NEW_TOKEN a client received */
-static int use_token;                  /* the next client presents it */
-
-static int cli_recv_new_token(ngtcp2_conn *qc, const ngtcp2_vec *token, void *ud) {
-  (void)qc, (void)ud;
-  new_token.len = 0;
-  pp_buf_append(&new_token, token->base, token->len);
-  return 0;
-}
-
-static void cli_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) {
-  (void)ctx;
-  gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
-}
-static int cli_new_cid(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *token, size_t cidlen, void *ud) {
-  (void)qc, (void)ud;
-  uint8_t id[NGTCP2_MAX_CIDLEN];
-  gnutls_rnd(GNUTLS_RND_RANDOM, id, cidlen);
-  ngtcp2_cid_init(cid, id, cidlen);
-  gnutls_rnd(GNUTLS_RND_RANDOM, token, NGTCP2_STATELESS_RESET_TOKENLEN);
-  return 0;
-}
-static cstream *cs_of(client *c, int64_t id) {
-  for (int i = 0; i < c->nstreams; i++)
-    if (c->streams[i].id == id) return &c->streams[i];
-  return NULL;
-}
-
-static int h3_recv_header(nghttp3_conn *h3, int64_t id, int32_t token, nghttp3_rcbuf *name,
-                          nghttp3_rcbuf *value, uint8_t flags, void *ud, void *sud) {
-  (void)h3, (void)flags, (void)sud;
-  cstream *s = cs_of(ud, id);
-  if (!s) return 0;
-  nghttp3_vec n = nghttp3_rcbuf_get_buf(name), v = nghttp3_rcbuf_get_buf(value);
-  if (token == NGHTTP3_QPACK_TOKEN__STATUS) {
-    s->status = atoi((const char *)v.base);
-    return 0;
-  }
-  pp_buf_append(&s->hdrs, n.base, n.len);
-  pp_buf_append(&s->hdrs, ": ", 2);
-  pp_buf_append(&s->hdrs, v.base, v.len);
-  pp_buf_append(&s->hdrs, "\n", 1);
-  return 0;
-}
-static int h3_recv_data(nghttp3_conn *h3, int64_t id, const uint8_t *data, size_t len, void *ud,
-                        void *sud) {
-  (void)h3, (void)sud;
-  client *c = ud;
-  cstream *s = cs_of(c, id);
-  if (s) pp_buf_append(&s->body, data, len);
-  ngtcp2_conn_extend_max_stream_offset(c->qc, id, len);
-  ngtcp2_conn_extend_max_offset(c->qc, len);
-  return 0;
-}
-static int h3_deferred_consume(nghttp3_conn *h3, int64_t id, size_t n, void *ud, void *sud) {
-  (void)h3, (void)sud;
-  client *c = ud;
-  ngtcp2_conn_extend_max_stream_offset(c->qc, id, n);
-  ngtcp2_conn_extend_max_offset(c->qc, n);
-  return 0;
-}
-static int h3_end_stream(nghttp3_conn *h3, int64_t id, void *ud, void *sud) {
-  (void)h3, (void)sud;
-  cstream *s = cs_of(ud, id);
-  if (s) s->end = 1;
-  return 0;
-}
-static int h3_stream_close(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
-  (void)h3, (void)sud;
-  cstream *s = cs_of(ud, id);
-  if (s) s->closed = 1, s->close_code = code;
-  return 0;
-}
-static int h3_stop_sending(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
-  (void)h3, (void)sud;
-  ngtcp2_conn_shutdown_stream_read(((client *)ud)->qc, id, code);
-  return 0;
-}
-static int h3_reset_stream(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
-  (void)h3, (void)sud;
-  ngtcp2_conn_shutdown_stream_write(((client *)ud)->qc, id, code);
-  return 0;
-}
-static int h3_shutdown(nghttp3_conn *h3, int64_t id, void *ud) {
-  (void)h3;
-  client *c = ud;
-  c->got_goaway++;
-  c->goaway_id = id;
-  return 0;
-}
-
-static int cli_handshake_completed(ngtcp2_conn *qc, void *ud) {
-  client *c = ud;
-  c->handshake_done = 1;
-  static const nghttp3_callbacks cbs = {
-      .stream_close = h3_stream_close,
-      .recv_data = h3_recv_data,
-      .deferred_consume = h3_deferred_consume,
-      .recv_header = h3_recv_header,
-      .stop_sending = h3_stop_sending,
-      .end_stream = h3_end_stream,
-      .reset_stream = h3_reset_stream,
-      .shutdown = h3_shutdown,
-  };
-  nghttp3_settings settings;
-  nghttp3_settings_default(&settings);
-  if (nghttp3_conn_client_new(&c->h3, &cbs, &settings, NULL, c) != 0) return -1;
-  int64_t ctrl, enc, dec;
-  if (ngtcp2_conn_open_uni_stream(qc, &ctrl, NULL) ||
-      nghttp3_conn_bind_control_stream(c->h3, ctrl) ||
-      ngtcp2_conn_open_uni_stream(qc, &enc, NULL) || ngtcp2_conn_open_uni_stream(qc, &dec, NULL) ||
-      nghttp3_conn_bind_qpack_streams(c->h3, enc, dec))
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-  return 0;
-}
-static int cli_recv_stream_data(ngtcp2_conn *qc, uint32_t flags, int64_t id, uint64_t off,
-                                const uint8_t *data, size_t len, void *ud, void *sud) {
-  (void)off, (void)sud;
-  client *c = ud;
-  if (!c->h3) return 0;
-  nghttp3_ssize n =
-      nghttp3_conn_read_stream(c->h3, id, data, len, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
-  if (n < 0) return NGTCP2_ERR_CALLBACK_FAILURE;
-  ngtcp2_conn_extend_max_stream_offset(qc, id, (uint64_t)n);
-  ngtcp2_conn_extend_max_offset(qc, (uint64_t)n);
-  return 0;
-}
-static int cli_acked(ngtcp2_conn *qc, int64_t id, uint64_t off, uint64_t len, void *ud, void *sud) {
-  (void)qc, (void)off, (void)sud;
-  client *c = ud;
-  return c->h3 && nghttp3_conn_add_ack_offset(c->h3, id, len) ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
-}
-static int cli_stream_close(ngtcp2_conn *qc, uint32_t flags, int64_t id, uint64_t code, void *ud,
-                            void *sud) {
-  (void)qc, (void)sud;
-  client *c = ud;
-  if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET)) code = NGHTTP3_H3_NO_ERROR;
-  if (c->h3) nghttp3_conn_close_stream(c->h3, id, code);
-  return 0;
-}
-static int cli_stream_reset(ngtcp2_conn *qc, int64_t id, uint64_t fs, uint64_t code, void *ud,
-                            void *sud) {
-  (void)qc, (void)fs, (void)code, (void)sud;
-  client *c = ud;
-  if (c->h3) nghttp3_conn_shutdown_stream_read(c->h3, id);
-  return 0;
-}
-static int cli_extend_msd(ngtcp2_conn *qc, int64_t id, uint64_t max, void *ud, void *sud) {
-  (void)qc, (void)max, (void)sud;
-  client *c = ud;
-  if (c->h3) nghttp3_conn_unblock_stream(c->h3, id);
-  return 0;
-}
-static ngtcp2_conn *cli_get_conn(ngtcp2_crypto_conn_ref *ref) {
-  return ((client *)ref->user_data)->qc;
-}
-
-static void client_path(client *c, ngtcp2_path *p) {
-  p->local.addr = (ngtcp2_sockaddr *)&c->addr;
-  p->local.addrlen = sizeof c->addr;
-  p->remote.addr = (ngtcp2_sockaddr *)&srv_addr;
-  p->remote.addrlen = sizeof srv_addr;
-  p->user_data = NULL;
-}
-
-static client *client_new(int idx) {
-  client *c = &clients[idx];
-  memset(c, 0, sizeof *c);
-  c->raw_sid = -1;
-  c->addr.sin_family = AF_INET;
-  c->addr.sin_port = htons((uint16_t)(40000 + idx));
-  inet_pton(AF_INET, "10.0.0.2", &c->addr.sin_addr);
-  pp_buf_init(&c->first);
-  pp_buf_init(&c->record);
-  uint8_t d[18], s[16];
-  gnutls_rnd(GNUTLS_RND_RANDOM, d, sizeof d);
-  gnutls_rnd(GNUTLS_RND_RANDOM, s, sizeof s);
-  ngtcp2_cid dcid, scid;
-  ngtcp2_cid_init(&dcid, d, sizeof d);
-  ngtcp2_cid_init(&scid, s, sizeof s);
-  static const ngtcp2_callbacks cbs = {
-      .client_initial = ngtcp2_crypto_client_initial_cb,
-      .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
-      .handshake_completed = cli_handshake_completed,
-      .encrypt = ngtcp2_crypto_encrypt_cb,
-      .decrypt = ngtcp2_crypto_decrypt_cb,
-      .hp_mask = ngtcp2_crypto_hp_mask_cb,
-      .recv_stream_data = cli_recv_stream_data,
-      .acked_stream_data_offset = cli_acked,
-      .stream_close = cli_stream_close,
-      .recv_retry = ngtcp2_crypto_recv_retry_cb,
-      .rand = cli_rand,
-      .get_new_connection_id = cli_new_cid,
-      .update_key = ngtcp2_crypto_update_key_cb,
-      .stream_reset = cli_stream_reset,
-      .extend_max_stream_data = cli_extend_msd,
-      .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
-      .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
-      .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
-      .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
-      .recv_new_token = cli_recv_new_token,
-  };
-  ngtcp2_settings settings;
-  ngtcp2_settings_default(&settings);
-  settings.initial_ts = now;
-  if (use_token && new_token.len) {
-    settings.token.base = new_token.data;
-    settings.token.len = new_token.len;
-  }
-  ngtcp2_transport_params params;
-  ngtcp2_transport_params_default(&params);
-  params.initial_max_streams_uni = 3;
-  params.initial_max_stream_data_bidi_local = 4 << 20;
-  params.initial_max_stream_data_uni = 1 << 20;
-  params.initial_max_data = 16 << 20;
-  params.max_idle_timeout = 60 * NGTCP2_SECONDS;
-  ngtcp2_path path;
-  client_path(c, &path);
-  CU_ASSERT_FATAL(ngtcp2_conn_client_new(&c->qc, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &cbs,
-                                         &settings, &params, NULL, c) == 0);
-  CU_ASSERT_FATAL(gnutls_certificate_allocate_credentials(&c->cred) == 0);
-  CU_ASSERT_FATAL(gnutls_init(&c->tls, GNUTLS_CLIENT) == 0);
-  CU_ASSERT_FATAL(gnutls_priority_set_direct(c->tls, PRIORITY, NULL) == 0);
-  CU_ASSERT_FATAL(ngtcp2_crypto_gnutls_configure_client_session(c->tls) == 0);
-  c->ref.get_conn = cli_get_conn;
-  c->ref.user_data = c;
-  gnutls_session_set_ptr(c->tls, &c->ref);
-  CU_ASSERT_FATAL(gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, c->cred) == 0);
-  gnutls_datum_t alpn = {(unsigned char *)(uintptr_t)client_alpn, (unsigned)strlen(client_alpn)};
-  gnutls_alpn_set_protocols(c->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY);
-  gnutls_server_name_set(c->tls, GNUTLS_NAME_DNS, "localhost", 9);
-  ngtcp2_conn_set_tls_native_handle(c->qc, c->tls);
-  return c;
-}
-
-static void client_free(client *c) {
-  if (!c->qc) return;
-  for (int i = 0; i < c->nstreams; i++) {
-    pp_buf_dispose(&c->streams[i].body);
-    pp_buf_dispose(&c->streams[i].hdrs);
-  }
-  if (c->h3) nghttp3_conn_del(c->h3);
-  ngtcp2_conn_del(c->qc);
-  gnutls_deinit(c->tls);
-  gnutls_certificate_free_credentials(c->cred);
-  pp_buf_dispose(&c->first);
-  pp_buf_dispose(&c->record);
-  memset(c, 0, sizeof *c);
-}
-
-/* Flips the last byte of the token of an Initial that carries one. */
-static void tamper_token(uint8_t *p, size_t n) {
-  if (n < 7 || !(p[0] & 0x80) || ((p[0] >> 4) & 3) != 0) return;
-  size_t off = 5;
-  off += 1 + p[off];
-  off += 1 + p[off];
-  size_t vl = (size_t)1 << (p[off] >> 6);
-  uint64_t tl = p[off] & 0x3f;
-  for (size_t i = 1; i < vl; i++)
-    tl = (tl << 8) | p[off + i];
-  if (tl) p[off + vl + tl - 1] ^= 0x55;
-}
-
-static void client_write(client *c) {
-  if (!c->qc || c->write_err) return;
-  for (int guard = 0; guard < 1000; guard++) {
-    int64_t sid = -1;
-    int fin = 0;
-    nghttp3_vec vec[16];
-    nghttp3_ssize veccnt = 0;
-    int raw = 0;
-    if (c->raw_len) {
-      sid = c->raw_sid, fin = 1, raw = 1;
-      vec[0].base = (uint8_t *)(uintptr_t)c->raw;
-      vec[0].len = c->raw_len;
-      veccnt = 1;
-    } else if (c->h3 && ngtcp2_conn_get_max_data_left(c->qc)) {
-      veccnt = nghttp3_conn_writev_stream(c->h3, &sid, &fin, vec, 16);
-      CU_ASSERT(veccnt >= 0);
-      if (veccnt < 0) return;
-    }
-    uint8_t buf[1452];
-    ngtcp2_path_storage ps;
-    ngtcp2_path_storage_zero(&ps);
-    ngtcp2_pkt_info pi;
-    ngtcp2_ssize ndatalen = -1;
-    uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
-    ngtcp2_ssize n =
-        ngtcp2_conn_writev_stream(c->qc, &ps.path, &pi, buf, sizeof buf, &ndatalen, flags, sid,
-                                  (const ngtcp2_vec *)vec, (size_t)veccnt, now);
-    if (n < 0) {
-      if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
-        nghttp3_conn_block_stream(c->h3, sid);
-        continue;
-      }
-      if (n == NGTCP2_ERR_STREAM_SHUT_WR) {
-        nghttp3_conn_shutdown_stream_write(c->h3, sid);
-        continue;
-      }
-      if (n == NGTCP2_ERR_WRITE_MORE) {
-        if (raw)
-          c->raw_len = 0;
-        else
-          nghttp3_conn_add_write_offset(c->h3, sid, (size_t)ndatalen);
-        continue;
-      }
-      c->write_err = (int)n;
-      return;
-    }
-    if (raw && ndatalen >= 0)
-      c->raw += ndatalen, c->raw_len -= (size_t)ndatalen;
-    else if (ndatalen >= 0 && sid >= 0)
-      nghttp3_conn_add_write_offset(c->h3, sid, (size_t)ndatalen);
-    if (n == 0) return;
-    c->sent++;
-    if (c->mute) {
-      if (!c->first.len) pp_buf_append(&c->first, buf, (size_t)n);
-      continue;
-    }
-    if (c->tamper_token) tamper_token(buf, (size_t)n);
-    if (c->recording) {
-      uint8_t l2[2] = {(uint8_t)(n >> 8), (uint8_t)n};
-      pp_buf_append(&c->record, l2, 2);
-      pp_buf_append(&c->record, buf, (size_t)n);
-    }
-    CU_ASSERT(pp_h3_server_recv(&srv, buf, (size_t)n, (struct sockaddr *)&srv_addr, sizeof srv_addr,
-                                (struct sockaddr *)&c->addr, sizeof c->addr, 0, now) == 0);
-  }
-}
-
-static pp_buf stray; /* the last datagram for no client (or a deaf one) */
-static int stray_count;
-
-static int deliver(void) {
-  int n = 0;
-  const pp_h3_datagram *d;
-  while ((d = pp_h3_server_out_peek(&srv))) {
-    const struct sockaddr_in *to = (const struct sockaddr_in *)&d->remote;
-    client *c = NULL;
-    for (int i = 0; i < 4; i++)
-      if (clients[i].qc && clients[i].addr.sin_port == to->sin_port) c = &clients[i];
-    CU_ASSERT(d->local_len == sizeof srv_addr &&
-              memcmp(&d->local, &srv_addr, sizeof srv_addr) == 0);
-    if (c && !c->deaf) {
-      ngtcp2_path path;
-      client_path(c, &path);
-      ngtcp2_pkt_info pi = {0};
-      ngtcp2_conn_read_pkt(c->qc, &path, &pi, d->data, d->len, now);
-    } else {
-      stray.len = 0;
-      pp_buf_append(&stray, d->data, d->len);
-      stray_count++;
-    }
-    pp_h3_server_out_pop(&srv);
-    n++;
-  }
-  return n;
-}
-
-/* Runs the exchange until it is quiet, moving the clock 1 ms per round trip and jumping to the
- * next timer when nothing moves (if it is within 200 ms). */
-static void pump(void) {
-  for (int round = 0; round < 5000; round++) {
-    for (int i = 0; i < 4; i++)
-      client_write(&clients[i]);
-    pp_h3_server_flush(&srv, now);
-    int moved = deliver();
-    if (moved) {
-      now += NGTCP2_MILLISECONDS;
-    } else {
-      uint64_t t = pp_h3_server_expiry(&srv);
-      for (int i = 0; i < 4; i++)
-        if (clients[i].qc && !clients[i].mute) {
-          uint64_t e = ngtcp2_conn_get_expiry(clients[i].qc);
-          if (e < t) t = e;
-        }
-      if (t == UINT64_MAX || t > now + 200 * NGTCP2_MILLISECONDS) return;
-      if (t > now) now = t;
-    }
-    for (int i = 0; i < 4; i++)
-      if (clients[i].qc && !clients[i].mute && ngtcp2_conn_get_expiry(clients[i].qc) <= now)
-        ngtcp2_conn_handle_expiry(clients[i].qc, now);
-    if (pp_h3_server_expiry(&srv) <= now) pp_h3_server_handle_expiry(&srv, now);
-  }
-}
-
-static nghttp3_ssize read_req(nghttp3_conn *h3, int64_t id, nghttp3_vec *vec, size_t veccnt,
-                              uint32_t *pflags, void *ud, void *sud);
-static const char *extra_value; /* a long x-pad field for the next requests */
-
-static int64_t client_request(client *c, const char *method, const char *path, const uint8_t *body,
-                              size_t body_len, int hold) {
-  int64_t sid;
-  CU_ASSERT_FATAL(c->h3 != NULL);
-  CU_ASSERT_FATAL(ngtcp2_conn_open_bidi_stream(c->qc, &sid, NULL) == 0);
-  cstream *s = &c->streams[c->nstreams++];
-  memset(s, 0, sizeof *s);
-  s->id = sid;
-  s->req = body, s->req_len = body_len, s->hold = hold;
-  pp_buf_init(&s->body);
-  pp_buf_init(&s->hdrs);
-  char cl[32];
-  snprintf(cl, sizeof cl, "%zu", body_len);
-  nghttp3_nv nva[7];
-  size_t n = 0;
-#define NV(N, V)                                                                                   \
-  nva[n++] =                                                                                       \
-      (nghttp3_nv){(uint8_t *)(N), (uint8_t *)(V), strlen(N), strlen(V), NGHTTP3_NV_FLAG_NONE}
-  NV(":method", method);
-  NV(":scheme", "https");
-  NV(":authority", "localhost");
-  NV(":path", path);
-  NV("x-test", "yes");
-  if (body && !hold) NV("content-length", cl);
-  if (extra_value) NV("x-pad", extra_value);
-#undef NV
-  static const nghttp3_data_reader dr = {read_req};
-  CU_ASSERT_FATAL(nghttp3_conn_submit_request(c->h3, sid, nva, n, body ? &dr : NULL, s) == 0);
-  return sid;
-}
-
-static nghttp3_ssize read_req(nghttp3_conn *h3, int64_t id, nghttp3_vec *vec, size_t veccnt,
-                              uint32_t *pflags, void *ud, void *sud) {
-  (void)h3, (void)id, (void)veccnt, (void)ud;
-  cstream *s = sud;
-  if (s->req_off == s->req_len) {
-    if (s->hold) return NGHTTP3_ERR_WOULDBLOCK;
-    *pflags |= NGHTTP3_DATA_FLAG_EOF;
-    return 0;
-  }
-  vec[0].base = (uint8_t *)(uintptr_t)(s->req + s->req_off);
-  vec[0].len = s->req_len - s->req_off;
-  s->req_off = s->req_len;
-  if (!s->hold) *pflags |= NGHTTP3_DATA_FLAG_EOF;
-  return 1;
-}
+#include "server/tests/h3_test_client.h"
 
 /* ---- fixtures ---- */
 
@@ -769,6 +303,88 @@ static void test_post_flow_control(void) {
   CU_ASSERT_EQUAL(c->streams[0].body.len, sizeof big);
   CU_ASSERT(r->closed && r->close_code == 0);
   server_stop();
+}
+
+static req_rec *req_of(int64_t id) {
+  for (int k = 0; k < nreqs; k++)
+    if (reqs[k].id == id) return &reqs[k];
+  return NULL;
+}
+
+/* Body bytes arrive a datagram (~1.2 KB) at a time but reach the owner gathered: one on_body
+ * per datagram would make one worker-link BODY frame and 64 KiB write chunk each. */
+static void test_body_gathered_into_pieces(void) {
+  server_start(NULL);
+  client *c = connect_client(0);
+  static uint8_t body[1000000];
+  for (size_t i = 0; i < sizeof body; i++)
+    body[i] = (uint8_t)(i * 13 + 5);
+  int64_t sid = client_request(c, "POST", "/up", body, sizeof body, 0);
+  req_rec *r = NULL;
+  size_t consumed = 0;
+  for (int i = 0; i < 200 && !(r && r->body_end); i++) {
+    pump();
+    if (!r) r = req_of(sid);
+    if (!r) continue;
+    pp_h3_consume(r->conn, sid, r->body.len - consumed); /* an owner that takes all at once */
+    consumed = r->body.len;
+  }
+  CU_ASSERT_FATAL(r != NULL);
+  CU_ASSERT(r->body_end);
+  CU_ASSERT(r->body.len == sizeof body && memcmp(r->body.data, body, sizeof body) == 0);
+  CU_ASSERT(r->max_piece <= 65520);
+  /* ~830 datagrams; pieces of up to 64 KiB (the client writes ~1000 datagrams a round) */
+  CU_ASSERT(r->body_calls <= 60);
+  CU_ASSERT(r->body_calls >= (int)(sizeof body / 65520));
+  server_stop();
+}
+
+static void window_1mib(pp_h3_config *cfg) {
+  cfg->limits.conn_window = 1u << 20; /* the old default: 4 parked stream windows fill it */
+}
+
+/* Requests whose owner does not consume (queued for a worker) hold at most their stream window;
+ * the connection window (by default the sum of the stream windows) stays open for the stream
+ * whose owner does. With a connection window smaller than the parked streams' windows, the
+ * running stream gets nothing more: the deadlock of 32 x 4 MiB uploads (issue 13). */
+static void run_parked_streams(int small_window) {
+  server_start(small_window ? window_1mib : NULL);
+  client *c = connect_client(0);
+  static uint8_t body[700000];
+  memset(body, 'p', sizeof body);
+  int64_t ids[6];
+  for (int i = 0; i < 6; i++)
+    ids[i] = client_request(c, "POST", "/up", body, sizeof body, 0);
+  pump();
+  /* with the small window even the last HEADERS may wait for connection credit */
+  CU_ASSERT_FATAL(small_window ? nreqs >= 4 : nreqs == 6);
+  req_rec *run = req_of(ids[0]);
+  CU_ASSERT_FATAL(run != NULL);
+  size_t consumed = 0;
+  for (int i = 0; i < 100 && !run->body_end; i++) {
+    pp_h3_consume(run->conn, run->id, run->body.len - consumed);
+    consumed = run->body.len;
+    pump();
+  }
+  if (small_window) {
+    CU_ASSERT(!run->body_end); /* starved: the parked streams hold the connection's credit */
+  } else {
+    CU_ASSERT(run->body_end);
+    CU_ASSERT_EQUAL(run->body.len, sizeof body);
+  }
+  for (int i = 1; i < 6; i++) { /* parked: never more than their stream window */
+    req_rec *r = req_of(ids[i]);
+    CU_ASSERT(r != NULL || small_window);
+    if (!r) continue;
+    CU_ASSERT(r->body.len <= 256 * 1024);
+    CU_ASSERT(!r->body_end);
+  }
+  server_stop();
+}
+
+static void test_parked_streams_do_not_starve_running_ones(void) {
+  run_parked_streams(0);
+  run_parked_streams(1);
 }
 
 static void test_concurrent_streams(void) {
@@ -1397,6 +1013,9 @@ int main(void) {
   CU_add_test(s, "GET end to end: request fields, response head, data, end", test_get);
   CU_add_test(s, "POST body: no credit beyond the window before consume", test_post_flow_control);
   CU_add_test(s, "several concurrent streams answered out of order", test_concurrent_streams);
+  CU_add_test(s, "request body handed up in gathered pieces", test_body_gathered_into_pieces);
+  CU_add_test(s, "parked streams do not starve the consuming one (connection window)",
+              test_parked_streams_do_not_starve_running_ones);
   CU_add_test(s, "RESET_STREAM from the client, reset by the owner", test_client_reset);
   CU_add_test(s, "version negotiation for an unknown version", test_version_negotiation);
   CU_add_test(s, "Retry, then a handshake with the token; a bad token", test_retry);

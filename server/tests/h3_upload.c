@@ -1,0 +1,628 @@
+/* h3-upload: concurrent request-body uploads over HTTP/3 to a real server, every echoed byte
+ * checked. Not a unit test by itself: tests/e2e/test_h3.rb runs it against puma-plus-server
+ * (POST /echo of scenarios/apps/mix) and reads the server's peak RSS around it.
+ *
+ *   h3-upload HOST PORT [-conns 4] [-streams 8] [-size 4194304] [-path /echo] [-timeout 60]
+ *             [-sequential] [-digest]
+ *
+ * -conns QUIC connections (one UDP socket each), -streams concurrent requests on each, all
+ * opened at once after the handshake: POST PATH with a content-length of -size bytes. Each
+ * stream's body is its own window of an 8 MiB pseudo-random pool (a different offset per stream),
+ * so a response that carries another stream's bytes, or its own out of order, fails the check.
+ * Streams are marked incremental (RFC 9218 i), so nghttp3 interleaves their bodies on the
+ * connection instead of sending them one after another; -sequential leaves the default. The
+ * response body is compared with the request byte by byte as it arrives (nothing is stored);
+ * with -digest the route answers the SHA-256 of the body instead (lowercase hex), and that is
+ * what is compared (a body-reading route whose response is small).
+ *
+ * Prints one summary line (ok, failed, bytes, seconds) and a line per failed stream on stderr;
+ * exits 0 when every stream got status 200 and exactly its own bytes back, 1 otherwise, 2 on
+ * usage errors. The client is ngtcp2 0.12 + GnuTLS + nghttp3 0.8, ALPN h3, and does NOT verify
+ * the server certificate (loopback development certificates). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <netdb.h>
+#include <nghttp3/nghttp3.h>
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PRIORITY                                                                                   \
+  "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"        \
+  "+AES-128-CCM:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1:+GROUP-SECP521R1:"      \
+  "%DISABLE_TLS13_COMPAT_MODE"
+
+#define POOL_SIZE   (8u << 20)
+#define MAX_CONNS   64
+#define MAX_STREAMS 256
+#define PIECE       16384 /* request bytes handed to nghttp3 per read_data call */
+
+static uint8_t *pool;
+static size_t body_size = 4u << 20;
+static const char *req_path = "/echo";
+static char authority[300];
+static int incremental = 1, digest_mode;
+
+typedef struct ustream {
+  int64_t id;
+  size_t pool_off; /* this stream's body is pool[(pool_off + i) % POOL_SIZE] */
+  size_t sent;     /* request bytes handed to nghttp3 */
+  size_t got;      /* response bytes received and checked */
+  int status, end, closed, bad;
+  uint64_t close_code;
+  char why[96];
+  char want_hex[65], got_hex[65]; /* -digest: SHA-256 of the body, and the response */
+} ustream;
+
+typedef struct uconn {
+  int idx, fd;
+  ngtcp2_conn *qc;
+  nghttp3_conn *h3;
+  gnutls_session_t tls;
+  ngtcp2_crypto_conn_ref ref;
+  struct sockaddr_storage local, remote;
+  socklen_t local_len, remote_len;
+  int handshake_done, submitted, dead, want_out;
+  char dead_why[96];
+  ustream streams[MAX_STREAMS];
+  int nstreams;
+} uconn;
+
+static uconn conns[MAX_CONNS];
+static int nconns = 4, nstreams = 8;
+static gnutls_certificate_credentials_t cred;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void fail_stream(ustream *s, const char *why) {
+  if (s->bad) return;
+  s->bad = 1;
+  snprintf(s->why, sizeof s->why, "%s", why);
+}
+
+static void kill_conn(uconn *c, const char *why, int code) {
+  if (c->dead) return;
+  c->dead = 1;
+  snprintf(c->dead_why, sizeof c->dead_why, "%s (%d)", why, code);
+}
+
+static ustream *stream_of(uconn *c, int64_t id) {
+  for (int i = 0; i < c->nstreams; i++)
+    if (c->streams[i].id == id) return &c->streams[i];
+  return NULL;
+}
+
+/* ---- nghttp3 callbacks ---- */
+
+static int h3_recv_header(nghttp3_conn *h3, int64_t id, int32_t token, nghttp3_rcbuf *name,
+                          nghttp3_rcbuf *value, uint8_t flags, void *ud, void *sud) {
+  (void)h3, (void)name, (void)flags, (void)sud;
+  ustream *s = stream_of(ud, id);
+  if (s && token == NGHTTP3_QPACK_TOKEN__STATUS) {
+    nghttp3_vec v = nghttp3_rcbuf_get_buf(value);
+    char buf[8] = {0};
+    memcpy(buf, v.base, v.len < 7 ? v.len : 7);
+    s->status = atoi(buf);
+  }
+  return 0;
+}
+
+static int h3_recv_data(nghttp3_conn *h3, int64_t id, const uint8_t *data, size_t len, void *ud,
+                        void *sud) {
+  (void)h3, (void)sud;
+  uconn *c = ud;
+  ustream *s = stream_of(c, id);
+  if (s && !s->bad && digest_mode) {
+    if (s->got + len > 64)
+      fail_stream(s, "a digest response longer than 64 bytes");
+    else
+      memcpy(s->got_hex + s->got, data, len);
+    s->got += len;
+  } else if (s && !s->bad) {
+    if (s->got + len > body_size) {
+      fail_stream(s, "more response bytes than were sent");
+    } else {
+      for (size_t i = 0; i < len; i++) {
+        if (data[i] != pool[(s->pool_off + s->got + i) % POOL_SIZE]) {
+          char why[96];
+          snprintf(why, sizeof why, "response byte %zu differs from the request", s->got + i);
+          fail_stream(s, why);
+          break;
+        }
+      }
+    }
+    s->got += len;
+  }
+  ngtcp2_conn_extend_max_stream_offset(c->qc, id, len);
+  ngtcp2_conn_extend_max_offset(c->qc, len);
+  return 0;
+}
+
+static int h3_deferred_consume(nghttp3_conn *h3, int64_t id, size_t n, void *ud, void *sud) {
+  (void)h3, (void)sud;
+  uconn *c = ud;
+  ngtcp2_conn_extend_max_stream_offset(c->qc, id, n);
+  ngtcp2_conn_extend_max_offset(c->qc, n);
+  return 0;
+}
+
+static int h3_end_stream(nghttp3_conn *h3, int64_t id, void *ud, void *sud) {
+  (void)h3, (void)sud;
+  ustream *s = stream_of(ud, id);
+  if (s) s->end = 1;
+  return 0;
+}
+
+static int h3_stream_close(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
+  (void)h3, (void)sud;
+  ustream *s = stream_of(ud, id);
+  if (s) s->closed = 1, s->close_code = code;
+  return 0;
+}
+
+static int h3_stop_sending(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
+  (void)h3, (void)sud;
+  ngtcp2_conn_shutdown_stream_read(((uconn *)ud)->qc, id, code);
+  return 0;
+}
+
+static int h3_reset_stream(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
+  (void)h3, (void)sud;
+  ngtcp2_conn_shutdown_stream_write(((uconn *)ud)->qc, id, code);
+  return 0;
+}
+
+static nghttp3_ssize read_body(nghttp3_conn *h3, int64_t id, nghttp3_vec *vec, size_t veccnt,
+                               uint32_t *pflags, void *ud, void *sud) {
+  (void)h3, (void)id, (void)veccnt, (void)ud;
+  ustream *s = sud;
+  size_t off = (s->pool_off + s->sent) % POOL_SIZE;
+  size_t n = body_size - s->sent;
+  if (n > PIECE) n = PIECE;
+  if (n > POOL_SIZE - off) n = POOL_SIZE - off;
+  vec[0].base = pool + off; /* stays valid (and unchanged) until acknowledged */
+  vec[0].len = n;
+  s->sent += n;
+  if (s->sent == body_size) *pflags |= NGHTTP3_DATA_FLAG_EOF;
+  return 1;
+}
+
+/* ---- ngtcp2 callbacks ---- */
+
+static int cli_handshake_completed(ngtcp2_conn *qc, void *ud) {
+  uconn *c = ud;
+  c->handshake_done = 1;
+  static const nghttp3_callbacks cbs = {
+      .stream_close = h3_stream_close,
+      .recv_data = h3_recv_data,
+      .deferred_consume = h3_deferred_consume,
+      .recv_header = h3_recv_header,
+      .stop_sending = h3_stop_sending,
+      .end_stream = h3_end_stream,
+      .reset_stream = h3_reset_stream,
+  };
+  nghttp3_settings settings;
+  nghttp3_settings_default(&settings);
+  if (nghttp3_conn_client_new(&c->h3, &cbs, &settings, NULL, c) != 0)
+    return NGTCP2_ERR_CALLBACK_FAILURE;
+  int64_t ctrl, enc, dec;
+  if (ngtcp2_conn_open_uni_stream(qc, &ctrl, NULL) ||
+      nghttp3_conn_bind_control_stream(c->h3, ctrl) ||
+      ngtcp2_conn_open_uni_stream(qc, &enc, NULL) || ngtcp2_conn_open_uni_stream(qc, &dec, NULL) ||
+      nghttp3_conn_bind_qpack_streams(c->h3, enc, dec))
+    return NGTCP2_ERR_CALLBACK_FAILURE;
+  return 0;
+}
+
+static int cli_recv_stream_data(ngtcp2_conn *qc, uint32_t flags, int64_t id, uint64_t off,
+                                const uint8_t *data, size_t len, void *ud, void *sud) {
+  (void)off, (void)sud;
+  uconn *c = ud;
+  if (!c->h3) return 0;
+  nghttp3_ssize n =
+      nghttp3_conn_read_stream(c->h3, id, data, len, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
+  if (n < 0) return NGTCP2_ERR_CALLBACK_FAILURE;
+  ngtcp2_conn_extend_max_stream_offset(qc, id, (uint64_t)n);
+  ngtcp2_conn_extend_max_offset(qc, (uint64_t)n);
+  return 0;
+}
+
+static int cli_acked(ngtcp2_conn *qc, int64_t id, uint64_t off, uint64_t len, void *ud, void *sud) {
+  (void)qc, (void)off, (void)sud;
+  uconn *c = ud;
+  return c->h3 && nghttp3_conn_add_ack_offset(c->h3, id, len) ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
+}
+
+static int cli_stream_close(ngtcp2_conn *qc, uint32_t flags, int64_t id, uint64_t code, void *ud,
+                            void *sud) {
+  (void)qc, (void)sud;
+  uconn *c = ud;
+  if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET)) code = NGHTTP3_H3_NO_ERROR;
+  if (c->h3) nghttp3_conn_close_stream(c->h3, id, code);
+  return 0;
+}
+
+static int cli_stream_reset(ngtcp2_conn *qc, int64_t id, uint64_t fs, uint64_t code, void *ud,
+                            void *sud) {
+  (void)qc, (void)fs, (void)code, (void)sud;
+  uconn *c = ud;
+  if (c->h3) nghttp3_conn_shutdown_stream_read(c->h3, id);
+  return 0;
+}
+
+static int cli_extend_msd(ngtcp2_conn *qc, int64_t id, uint64_t max, void *ud, void *sud) {
+  (void)qc, (void)max, (void)sud;
+  uconn *c = ud;
+  if (c->h3) nghttp3_conn_unblock_stream(c->h3, id);
+  return 0;
+}
+
+static void cli_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) {
+  (void)ctx;
+  gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
+}
+
+static int cli_new_cid(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *token, size_t cidlen, void *ud) {
+  (void)qc, (void)ud;
+  uint8_t id[NGTCP2_MAX_CIDLEN];
+  gnutls_rnd(GNUTLS_RND_RANDOM, id, cidlen);
+  ngtcp2_cid_init(cid, id, cidlen);
+  gnutls_rnd(GNUTLS_RND_RANDOM, token, NGTCP2_STATELESS_RESET_TOKENLEN);
+  return 0;
+}
+
+static ngtcp2_conn *cli_get_conn(ngtcp2_crypto_conn_ref *ref) {
+  return ((uconn *)ref->user_data)->qc;
+}
+
+/* ---- connections ---- */
+
+static void path_of(uconn *c, ngtcp2_path *p) {
+  p->local.addr = (ngtcp2_sockaddr *)&c->local;
+  p->local.addrlen = c->local_len;
+  p->remote.addr = (ngtcp2_sockaddr *)&c->remote;
+  p->remote.addrlen = c->remote_len;
+  p->user_data = NULL;
+}
+
+static int conn_open(uconn *c, const struct addrinfo *ai) {
+  c->fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (c->fd < 0) return -1;
+  int size = 4 << 20;
+  setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+  setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+  if (connect(c->fd, ai->ai_addr, ai->ai_addrlen) != 0) return -1;
+  memcpy(&c->remote, ai->ai_addr, ai->ai_addrlen);
+  c->remote_len = ai->ai_addrlen;
+  c->local_len = sizeof c->local;
+  getsockname(c->fd, (struct sockaddr *)&c->local, &c->local_len);
+  uint8_t d[18], s[16];
+  gnutls_rnd(GNUTLS_RND_RANDOM, d, sizeof d);
+  gnutls_rnd(GNUTLS_RND_RANDOM, s, sizeof s);
+  ngtcp2_cid dcid, scid;
+  ngtcp2_cid_init(&dcid, d, sizeof d);
+  ngtcp2_cid_init(&scid, s, sizeof s);
+  static const ngtcp2_callbacks cbs = {
+      .client_initial = ngtcp2_crypto_client_initial_cb,
+      .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
+      .handshake_completed = cli_handshake_completed,
+      .encrypt = ngtcp2_crypto_encrypt_cb,
+      .decrypt = ngtcp2_crypto_decrypt_cb,
+      .hp_mask = ngtcp2_crypto_hp_mask_cb,
+      .recv_stream_data = cli_recv_stream_data,
+      .acked_stream_data_offset = cli_acked,
+      .stream_close = cli_stream_close,
+      .recv_retry = ngtcp2_crypto_recv_retry_cb,
+      .rand = cli_rand,
+      .get_new_connection_id = cli_new_cid,
+      .update_key = ngtcp2_crypto_update_key_cb,
+      .stream_reset = cli_stream_reset,
+      .extend_max_stream_data = cli_extend_msd,
+      .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
+      .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
+      .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
+      .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
+  };
+  ngtcp2_settings settings;
+  ngtcp2_settings_default(&settings);
+  settings.initial_ts = now_ns();
+  ngtcp2_transport_params params;
+  ngtcp2_transport_params_default(&params);
+  params.initial_max_streams_uni = 3;
+  params.initial_max_stream_data_bidi_local = 4 << 20;
+  params.initial_max_stream_data_uni = 1 << 20;
+  params.initial_max_data = 32 << 20;
+  params.max_idle_timeout = 60 * NGTCP2_SECONDS;
+  ngtcp2_path path;
+  path_of(c, &path);
+  if (ngtcp2_conn_client_new(&c->qc, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &cbs, &settings,
+                             &params, NULL, c) != 0 ||
+      gnutls_init(&c->tls, GNUTLS_CLIENT) != 0 ||
+      gnutls_priority_set_direct(c->tls, PRIORITY, NULL) != 0 ||
+      ngtcp2_crypto_gnutls_configure_client_session(c->tls) != 0 ||
+      gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, cred) != 0)
+    return -1;
+  c->ref.get_conn = cli_get_conn;
+  c->ref.user_data = c;
+  gnutls_session_set_ptr(c->tls, &c->ref);
+  gnutls_datum_t alpn = {(unsigned char *)"h3", 2};
+  gnutls_alpn_set_protocols(c->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY);
+  gnutls_server_name_set(c->tls, GNUTLS_NAME_DNS, "localhost", 9);
+  ngtcp2_conn_set_tls_native_handle(c->qc, c->tls);
+  return 0;
+}
+
+/* Opens every stream of c once HTTP/3 is up. */
+static void submit_all(uconn *c) {
+  if (c->submitted || !c->h3) return;
+  c->submitted = 1;
+  char cl[32];
+  snprintf(cl, sizeof cl, "%zu", body_size);
+  for (int i = 0; i < nstreams; i++) {
+    ustream *s = &c->streams[c->nstreams];
+    memset(s, 0, sizeof *s);
+    /* a different, odd-spaced window of the pool for every stream of every connection */
+    s->pool_off = ((size_t)(c->idx * nstreams + i) * 1048573u) % POOL_SIZE;
+    if (digest_mode) {
+      gnutls_hash_hd_t h;
+      uint8_t md[32];
+      gnutls_hash_init(&h, GNUTLS_DIG_SHA256);
+      for (size_t done = 0; done < body_size;) {
+        size_t off = (s->pool_off + done) % POOL_SIZE, n = body_size - done;
+        if (n > POOL_SIZE - off) n = POOL_SIZE - off;
+        gnutls_hash(h, pool + off, n);
+        done += n;
+      }
+      gnutls_hash_deinit(h, md);
+      for (int k = 0; k < 32; k++)
+        snprintf(s->want_hex + 2 * k, 3, "%02x", md[k]);
+    }
+    if (ngtcp2_conn_open_bidi_stream(c->qc, &s->id, NULL) != 0) {
+      kill_conn(c, "no stream credit for all streams", 0);
+      return;
+    }
+    c->nstreams++;
+#define NV(N, V)                                                                                   \
+  {(uint8_t *)(uintptr_t)(N), (uint8_t *)(uintptr_t)(V), strlen(N), strlen(V), NGHTTP3_NV_FLAG_NONE}
+    nghttp3_nv nva[] = {NV(":method", "POST"),
+                        NV(":scheme", "https"),
+                        NV(":authority", authority),
+                        NV(":path", req_path),
+                        NV("content-type", "application/octet-stream"),
+                        NV("content-length", cl)};
+#undef NV
+    static const nghttp3_data_reader dr = {read_body};
+    if (nghttp3_conn_submit_request(c->h3, s->id, nva, sizeof nva / sizeof *nva, &dr, s) != 0) {
+      kill_conn(c, "nghttp3_conn_submit_request failed", 0);
+      return;
+    }
+    if (incremental) {
+      nghttp3_pri pri = {NGHTTP3_DEFAULT_URGENCY, 1};
+      nghttp3_conn_set_stream_priority(c->h3, s->id, &pri);
+    }
+  }
+}
+
+/* Writes what c has to send until ngtcp2 has nothing or the socket is full. */
+static void conn_write(uconn *c) {
+  if (c->dead) return;
+  c->want_out = 0;
+  uint64_t ts = now_ns();
+  for (int guard = 0; guard < 4096; guard++) {
+    int64_t sid = -1;
+    int fin = 0;
+    nghttp3_vec vec[16];
+    nghttp3_ssize veccnt = 0;
+    if (c->h3 && ngtcp2_conn_get_max_data_left(c->qc)) {
+      veccnt = nghttp3_conn_writev_stream(c->h3, &sid, &fin, vec, 16);
+      if (veccnt < 0) {
+        kill_conn(c, "nghttp3_conn_writev_stream", (int)veccnt);
+        return;
+      }
+    }
+    uint8_t buf[1452];
+    ngtcp2_path_storage ps;
+    ngtcp2_path_storage_zero(&ps);
+    ngtcp2_pkt_info pi;
+    ngtcp2_ssize ndatalen = -1;
+    uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
+    ngtcp2_ssize n =
+        ngtcp2_conn_writev_stream(c->qc, &ps.path, &pi, buf, sizeof buf, &ndatalen, flags, sid,
+                                  (const ngtcp2_vec *)vec, (size_t)veccnt, ts);
+    if (n < 0) {
+      if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
+        nghttp3_conn_block_stream(c->h3, sid);
+        continue;
+      }
+      if (n == NGTCP2_ERR_STREAM_SHUT_WR) {
+        nghttp3_conn_shutdown_stream_write(c->h3, sid);
+        continue;
+      }
+      if (n == NGTCP2_ERR_WRITE_MORE) {
+        nghttp3_conn_add_write_offset(c->h3, sid, (size_t)ndatalen);
+        continue;
+      }
+      kill_conn(c, "ngtcp2_conn_writev_stream", (int)n);
+      return;
+    }
+    if (ndatalen >= 0 && sid >= 0) nghttp3_conn_add_write_offset(c->h3, sid, (size_t)ndatalen);
+    if (n == 0) break;
+    if (send(c->fd, buf, (size_t)n, 0) < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        c->want_out = 1; /* dropped like a lost datagram; POLLOUT continues */
+        break;
+      }
+      /* ECONNREFUSED etc.: QUIC treats it as loss; the idle timeout ends a dead server */
+    }
+  }
+  ngtcp2_conn_update_pkt_tx_time(c->qc, ts);
+}
+
+static void conn_read(uconn *c) {
+  uint8_t buf[65536];
+  for (int i = 0; i < 256 && !c->dead; i++) {
+    ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+    if (n < 0) break;
+    ngtcp2_path path;
+    path_of(c, &path);
+    ngtcp2_pkt_info pi = {0};
+    int rv = ngtcp2_conn_read_pkt(c->qc, &path, &pi, buf, (size_t)n, now_ns());
+    if (rv != 0) {
+      kill_conn(c, ngtcp2_strerror(rv), rv);
+      return;
+    }
+  }
+  submit_all(c);
+}
+
+static int conn_done(const uconn *c) {
+  if (c->dead) return 1;
+  if (!c->submitted || c->nstreams < nstreams) return 0;
+  for (int i = 0; i < c->nstreams; i++)
+    if (!c->streams[i].closed) return 0;
+  return 1;
+}
+
+static int usage(void) {
+  fprintf(stderr, "usage: h3-upload HOST PORT [-conns 4] [-streams 8] [-size BYTES] [-path /echo] "
+                  "[-timeout SECS] [-sequential] [-digest]\n");
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) return usage();
+  const char *host = argv[1], *port = argv[2];
+  double timeout_s = 60;
+  for (int i = 3; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-sequential")) {
+      incremental = 0;
+      continue;
+    }
+    if (!strcmp(a, "-digest")) {
+      digest_mode = 1;
+      continue;
+    }
+    if (!v) return usage();
+    if (!strcmp(a, "-conns"))
+      nconns = atoi(v);
+    else if (!strcmp(a, "-streams"))
+      nstreams = atoi(v);
+    else if (!strcmp(a, "-size"))
+      body_size = (size_t)strtoull(v, NULL, 10);
+    else if (!strcmp(a, "-path"))
+      req_path = v;
+    else if (!strcmp(a, "-timeout"))
+      timeout_s = atof(v);
+    else
+      return usage();
+    i++;
+  }
+  if (nconns < 1 || nconns > MAX_CONNS || nstreams < 1 || nstreams > MAX_STREAMS ||
+      body_size == 0 || timeout_s <= 0)
+    return usage();
+  snprintf(authority, sizeof authority, "%s:%s", host, port);
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM}, *ai = NULL;
+  if (getaddrinfo(host, port, &hints, &ai) != 0 || !ai) {
+    fprintf(stderr, "h3-upload: cannot resolve %s:%s\n", host, port);
+    return 2;
+  }
+  pool = malloc(POOL_SIZE);
+  if (!pool) return 1;
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < POOL_SIZE; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    pool[i] = (uint8_t)(x >> 32);
+  }
+  if (gnutls_certificate_allocate_credentials(&cred) != 0) return 1;
+  for (int i = 0; i < nconns; i++) {
+    conns[i].idx = i;
+    if (conn_open(&conns[i], ai) != 0) {
+      fprintf(stderr, "h3-upload: connection %d: setup failed: %s\n", i, strerror(errno));
+      return 1;
+    }
+  }
+  freeaddrinfo(ai);
+  uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)(timeout_s * 1e9);
+  struct pollfd pfd[MAX_CONNS];
+  for (;;) {
+    int all = 1;
+    uint64_t next = deadline;
+    for (int i = 0; i < nconns; i++) {
+      uconn *c = &conns[i];
+      if (!c->dead) conn_write(c);
+      if (!conn_done(c)) all = 0;
+      pfd[i].fd = c->fd;
+      pfd[i].events = (short)(c->dead ? 0 : POLLIN | (c->want_out ? POLLOUT : 0));
+      pfd[i].revents = 0;
+      if (!c->dead) {
+        uint64_t e = ngtcp2_conn_get_expiry(c->qc);
+        if (e < next) next = e;
+      }
+    }
+    uint64_t t = now_ns();
+    if (all || t >= deadline) break;
+    int ms = next > t ? (int)((next - t + 999999) / 1000000) : 0;
+    poll(pfd, (nfds_t)nconns, ms);
+    t = now_ns();
+    for (int i = 0; i < nconns; i++) {
+      uconn *c = &conns[i];
+      if (c->dead) continue;
+      if (pfd[i].revents & (POLLIN | POLLERR)) conn_read(c);
+      if (!c->dead && ngtcp2_conn_get_expiry(c->qc) <= t) {
+        int rv = ngtcp2_conn_handle_expiry(c->qc, t);
+        if (rv != 0) kill_conn(c, ngtcp2_strerror(rv), rv);
+      }
+    }
+  }
+  double secs = (double)(now_ns() - t0) / 1e9;
+  int ok = 0, failed = 0;
+  unsigned long long bytes = 0;
+  for (int i = 0; i < nconns; i++) {
+    uconn *c = &conns[i];
+    for (int k = 0; k < nstreams; k++) {
+      ustream *s = k < c->nstreams ? &c->streams[k] : NULL;
+      char why[160];
+      why[0] = 0;
+      if (!s)
+        snprintf(why, sizeof why, "never opened: %s", c->dead ? c->dead_why : "no handshake");
+      else if (s->bad)
+        snprintf(why, sizeof why, "%s", s->why);
+      else if (!s->closed)
+        snprintf(why, sizeof why, "not finished (%zu of %zu bytes sent, %zu back)%s%s", s->sent,
+                 body_size, s->got, c->dead ? ": " : "", c->dead ? c->dead_why : "");
+      else if (s->status != 200)
+        snprintf(why, sizeof why, "status %d", s->status);
+      else if (s->close_code != NGHTTP3_H3_NO_ERROR)
+        snprintf(why, sizeof why, "closed with error 0x%llx", (unsigned long long)s->close_code);
+      else if (digest_mode && (s->got != 64 || memcmp(s->got_hex, s->want_hex, 64) != 0))
+        snprintf(why, sizeof why, "digest %.64s, want %.64s", s->got_hex, s->want_hex);
+      else if (!digest_mode && s->got != body_size)
+        snprintf(why, sizeof why, "%zu of %zu bytes echoed", s->got, body_size);
+      if (s) bytes += s->got;
+      if (why[0]) {
+        failed++;
+        fprintf(stderr, "h3-upload: connection %d stream %d: %s\n", i, k, why);
+      } else {
+        ok++;
+      }
+    }
+  }
+  printf("h3-upload: ok %d failed %d response_bytes %llu secs %.2f\n", ok, failed, bytes, secs);
+  return failed ? 1 : 0;
+}
