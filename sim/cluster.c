@@ -12,6 +12,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "sim/arrivals.h"
+#include "sim/evq.h"
 #include "sim/hpa.h"
 
 const double pp_cluster_prom_bounds[PP_CLUSTER_PROM_BUCKETS] = {
@@ -23,13 +24,7 @@ enum { H_DEAD, H_BOOTING, H_READY, H_DRAINING };
 enum { W_DEAD, W_BOOTING, W_READY, W_RETIRING };
 enum { R_FREE, R_QUEUED, R_RUNNING, R_DONE };
 
-typedef struct event {
-  int64_t t;
-  uint64_t seq;
-  uint32_t type;
-  uint32_t a;
-  uint64_t b;
-} event;
+typedef pp_sim_event event;
 
 typedef struct creq {
   int64_t t_arr, t_disp, t_gvl;
@@ -38,10 +33,7 @@ typedef struct creq {
   uint8_t status, phase;
 } creq;
 
-typedef struct u32ring {
-  uint32_t *v;
-  size_t head, len, cap;
-} u32ring;
+typedef pp_sim_ring u32ring;
 
 typedef struct cworker {
   uint8_t state;
@@ -96,9 +88,7 @@ typedef struct csim {
   pp_policy policy; /* the host config's, max_workers capped to cores */
   uint32_t cores;
   int64_t now, duration;
-  event *ev;
-  size_t nev, capev;
-  uint64_t seq;
+  pp_sim_heap heap; /* the event queue (evq.h) */
   pp_arrivals arr;
   pp_arrival pending;
   int have_pending;
@@ -147,76 +137,24 @@ const char *pp_balancer_name(pp_balancer b) {
   return "?";
 }
 
-/* ---- heap and rings (as in engine.c) ----------------------------------------------------- */
-
-static inline int ev_less(const event *x, const event *y) {
-  return x->t < y->t || (x->t == y->t && x->seq < y->seq);
-}
+/* ---- the event queue and rings (sim/evq.h, shared with engine.c) ---------------------- */
 
 static void push_ev(csim *s, int64_t t, uint32_t type, uint32_t a, uint64_t b) {
-  if (s->nev == s->capev) {
-    size_t nc = s->capev ? s->capev * 2 : 1024;
-    event *ne = realloc(s->ev, nc * sizeof *ne);
-    if (!ne) {
-      s->oom = 1;
-      return;
-    }
-    s->ev = ne;
-    s->capev = nc;
-  }
-  event e = {t, s->seq++, type, a, b};
-  size_t i = s->nev++;
-  while (i > 0) {
-    size_t p = (i - 1) / 2;
-    if (!ev_less(&e, &s->ev[p])) break;
-    s->ev[i] = s->ev[p];
-    i = p;
-  }
-  s->ev[i] = e;
+  if (pp_sim_heap_push(&s->heap, t, type, a, b) < 0) s->oom = 1;
 }
 
 static event pop_ev(csim *s) {
-  event top = s->ev[0];
-  event last = s->ev[--s->nev];
-  size_t i = 0, n = s->nev;
-  for (;;) {
-    size_t l = 2 * i + 1;
-    if (l >= n) break;
-    size_t m = l;
-    if (l + 1 < n && ev_less(&s->ev[l + 1], &s->ev[l])) m = l + 1;
-    if (!ev_less(&s->ev[m], &last)) break;
-    s->ev[i] = s->ev[m];
-    i = m;
-  }
-  if (n) s->ev[i] = last;
-  return top;
+  return pp_sim_heap_pop(&s->heap);
 }
 
 static int ring_push(csim *s, u32ring *r, uint32_t v) {
-  if (r->len == r->cap) {
-    size_t nc = r->cap ? r->cap * 2 : 16;
-    uint32_t *nv = malloc(nc * sizeof *nv);
-    if (!nv) {
-      s->oom = 1;
-      return -1;
-    }
-    for (size_t i = 0; i < r->len; i++)
-      nv[i] = r->v[(r->head + i) % r->cap];
-    free(r->v);
-    r->v = nv;
-    r->head = 0;
-    r->cap = nc;
-  }
-  r->v[(r->head + r->len) % r->cap] = v;
-  r->len++;
-  return 0;
+  if (pp_sim_ring_push(r, v) == 0) return 0;
+  s->oom = 1;
+  return -1;
 }
 
 static uint32_t ring_pop(u32ring *r) {
-  uint32_t v = r->v[r->head];
-  r->head = (r->head + 1) % r->cap;
-  r->len--;
-  return v;
+  return pp_sim_ring_pop(r);
 }
 
 /* Resets a histogram touching only the buckets between its min and max (a window histogram
@@ -965,7 +903,7 @@ static void csim_free(csim *s) {
   free(s->h);
   free(s->rdy);
   free(s->lh);
-  free(s->ev);
+  free(s->heap.ev);
   free(s->rq);
   free(s->backlog.v);
   free(s->phase_lat);
@@ -1051,7 +989,7 @@ int pp_cluster_run(const pp_scenario *scn, uint32_t ci, const pp_cluster_options
   }
   int64_t hard_stop = s->duration + (int64_t)scn->drain_limit_ns;
   uint64_t events = 0;
-  while (s->nev && !s->oom) {
+  while (s->heap.n && !s->oom) {
     event e = pop_ev(s);
     if (e.t > hard_stop) break;
     s->now = e.t;

@@ -11,6 +11,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "sim/arrivals.h"
+#include "sim/evq.h"
 
 enum { EV_ARRIVAL, EV_CPU, EV_IO, EV_BOOT, EV_TICK, EV_SECOND };
 enum { T_IDLE, T_GVL_WAIT, T_CPU, T_IO };
@@ -19,13 +20,7 @@ enum { T_IDLE, T_GVL_WAIT, T_CPU, T_IO };
 enum { W_DEAD, W_BOOTING, W_READY, W_RETIRING, W_STANDBY, W_SBOOT };
 enum { R_FREE, R_QUEUED, R_RUNNING, R_DONE, R_SHED };
 
-typedef struct event {
-  int64_t t;
-  uint64_t seq;
-  uint32_t type;
-  uint32_t a;
-  uint64_t b;
-} event;
+typedef pp_sim_event event;
 
 typedef struct req {
   int64_t t_arr, t_disp, t_done;
@@ -43,10 +38,7 @@ typedef struct thr {
   int64_t gvl_wait;
 } thr;
 
-typedef struct u32ring {
-  uint32_t *v;
-  size_t head, len, cap;
-} u32ring;
+typedef pp_sim_ring u32ring;
 
 typedef struct worker {
   uint8_t state;
@@ -72,9 +64,7 @@ typedef struct sim {
   int64_t now;
   int64_t duration;
   /* heap */
-  event *ev;
-  size_t nev, capev;
-  uint64_t seq;
+  pp_sim_heap heap; /* the event queue (evq.h) */
   /* arrivals and requests (ring indexed by seq) */
   pp_arrivals arr;
   pp_arrival pending;
@@ -143,78 +133,24 @@ typedef struct sim {
   int oom;
 } sim;
 
-/* ---- heap -------------------------------------------------------------------------------- */
-
-static inline int ev_less(const event *x, const event *y) {
-  return x->t < y->t || (x->t == y->t && x->seq < y->seq);
-}
+/* ---- the event queue and rings (sim/evq.h, shared with cluster.c) --------------------- */
 
 static void push_ev(sim *s, int64_t t, uint32_t type, uint32_t a, uint64_t b) {
-  if (s->nev == s->capev) {
-    size_t nc = s->capev ? s->capev * 2 : 256;
-    event *ne = realloc(s->ev, nc * sizeof *ne);
-    if (!ne) {
-      s->oom = 1;
-      return;
-    }
-    s->ev = ne;
-    s->capev = nc;
-  }
-  event e = {t, s->seq++, type, a, b};
-  size_t i = s->nev++;
-  while (i > 0) {
-    size_t p = (i - 1) / 2;
-    if (!ev_less(&e, &s->ev[p])) break;
-    s->ev[i] = s->ev[p];
-    i = p;
-  }
-  s->ev[i] = e;
+  if (pp_sim_heap_push(&s->heap, t, type, a, b) < 0) s->oom = 1;
 }
 
 static event pop_ev(sim *s) {
-  event top = s->ev[0];
-  event last = s->ev[--s->nev];
-  size_t i = 0, n = s->nev;
-  for (;;) {
-    size_t l = 2 * i + 1;
-    if (l >= n) break;
-    size_t m = l;
-    if (l + 1 < n && ev_less(&s->ev[l + 1], &s->ev[l])) m = l + 1;
-    if (!ev_less(&s->ev[m], &last)) break;
-    s->ev[i] = s->ev[m];
-    i = m;
-  }
-  if (n) s->ev[i] = last;
-  return top;
+  return pp_sim_heap_pop(&s->heap);
 }
 
-/* ---- rings ------------------------------------------------------------------------------- */
-
 static int ring_push(sim *s, u32ring *r, uint32_t v) {
-  if (r->len == r->cap) {
-    size_t nc = r->cap ? r->cap * 2 : 64;
-    uint32_t *nv = malloc(nc * sizeof *nv);
-    if (!nv) {
-      s->oom = 1;
-      return -1;
-    }
-    for (size_t i = 0; i < r->len; i++)
-      nv[i] = r->v[(r->head + i) % r->cap];
-    free(r->v);
-    r->v = nv;
-    r->head = 0;
-    r->cap = nc;
-  }
-  r->v[(r->head + r->len) % r->cap] = v;
-  r->len++;
-  return 0;
+  if (pp_sim_ring_push(r, v) == 0) return 0;
+  s->oom = 1;
+  return -1;
 }
 
 static uint32_t ring_pop(u32ring *r) {
-  uint32_t v = r->v[r->head];
-  r->head = (r->head + 1) % r->cap;
-  r->len--;
-  return v;
+  return pp_sim_ring_pop(r);
 }
 
 /* ---- requests ---------------------------------------------------------------------------- */
@@ -1113,7 +1049,7 @@ static void sim_free(sim *s) {
   }
   free(s->w);
   free(s->running);
-  free(s->ev);
+  free(s->heap.ev);
   free(s->rq);
   free(s->fifo.v);
   free(s->idle.v);
@@ -1190,7 +1126,7 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
 
   int64_t hard_stop = s->duration + (int64_t)scn->drain_limit_ns;
   uint64_t events = 0;
-  while (s->nev && !s->oom) {
+  while (s->heap.n && !s->oom) {
     event e = pop_ev(s);
     if (e.t > hard_stop) break;
     s->now = e.t;
