@@ -500,6 +500,11 @@ long pp_restart_begin(server *s, char *msg, size_t msg_len) {
     snprintf(msg, msg_len, "the server is draining");
     return -1;
   }
+  if (s->phased.state != PP_PHASED_IDLE) {
+    snprintf(msg, msg_len, "a phased restart is in progress (%s)",
+             pp_phased_state_name(s->phased.state));
+    return -1;
+  }
   if (!check_ready(s)) {
     snprintf(msg, msg_len, "the workers are not ready yet");
     return -1;

@@ -67,6 +67,7 @@ struct pp_worker {
   int64_t heartbeat_ns;
   int64_t heap_live_slots; /* from its last HEARTBEAT (GC.stat), -1 unknown */
   int killed;
+  uint32_t generation; /* the registry's phase when the entry was made (phased.h) */
 };
 
 #define PP_MAX_WORKERS 256
@@ -76,6 +77,7 @@ typedef struct pp_registry {
   uint32_t high;        /* entries [high, PP_MAX_WORKERS) have never been used */
   uint32_t slots_ready; /* connected slots of READY workers */
   uint32_t slots_busy;
+  uint32_t phase; /* the generation new entries get; a phased restart increments it */
 } pp_registry;
 
 void pp_registry_init(pp_registry *r);
