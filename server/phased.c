@@ -398,7 +398,10 @@ long pp_phased_begin(server *s, char *msg, size_t msg_len) {
     snprintf(msg, msg_len, "a hot restart is in progress (new pid %ld)", s->life.new_pid);
     return -1;
   }
-  if (!s->life.ready || !s->shepherd_ever_ready) {
+  /* Ready as lifecycle.c's poll would say now (its poll may not have run yet). */
+  int ready = s->life.ready || (pp_registry_count(&s->reg, PP_WORKER_READY) >= s->workers_wanted &&
+                                s->reg.slots_ready > 0);
+  if (!ready || !s->shepherd_ever_ready) {
     snprintf(msg, msg_len, "the workers are not ready yet");
     return -1;
   }

@@ -13,7 +13,8 @@ raise "phased test app: version #{VERSION.inspect} is broken on purpose" if VERS
 
 run(lambda do |env|
   if env["PATH_INFO"] == "/version"
-    [200, { "content-type" => "text/plain", "x-app-version" => VERSION }, ["#{VERSION}\n"]]
+    body = "#{VERSION}\n"
+    [200, { "content-type" => "text/plain", "content-length" => body.bytesize.to_s, "x-app-version" => VERSION }, [body]]
   else
     status, headers, body = MixApp.call(env)
     [status, headers.merge("x-app-version" => VERSION), body]
