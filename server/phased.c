@@ -64,7 +64,7 @@ static void finish(server *s, const char *result, const char *error) {
             "autoscaler resumes",
             s->reg.phase, ph->last_duration_s, ph->workers_replaced);
   }
-  pp_lifecycle_reloading(s, 0);
+  pp_lifecycle_reloading_for(s, 0, NULL);
 }
 
 /* ---------------------------------------------------------------- the probe */
@@ -126,8 +126,8 @@ static void on_probe_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   for (;;) {
     pp_wire_frame f;
     size_t need;
-    ssize_t n = pp_wire_decode(&ph->probe_dec, ph->probe_rbuf.data + pos,
-                               ph->probe_rbuf.len - pos, &f, &need);
+    ssize_t n = pp_wire_decode(&ph->probe_dec, ph->probe_rbuf.data + pos, ph->probe_rbuf.len - pos,
+                               &f, &need);
     if (n < 0) {
       LOG_ERR(s, "phased restart: probe control channel: %s", pp_wire_strerror((int)n));
       uv_read_stop(st);
@@ -419,7 +419,7 @@ long pp_phased_begin(server *s, char *msg, size_t msg_len) {
   ph->started_ns = pp_now_ns();
   ph->workers_replaced = 0;
   ph->last_error[0] = 0;
-  pp_lifecycle_reloading(s, 1);
+  pp_lifecycle_reloading_for(s, 1, "phased restart: loading the new code");
   LOG_ERR(s,
           "phased restart: probe shepherd pid %u loads the new code of %s (phase %u now); the "
           "autoscaler is suspended until the restart ends",

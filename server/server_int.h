@@ -106,7 +106,7 @@ struct server {
   int ctl_closing;         /* the old control pipe is closing (re-init after its close callback) */
   int shepherd_ever_ready; /* a shepherd has loaded the app once: from then on, supervise */
   int shepherd_planned_restart; /* the next shepherd replaces one a phased restart killed */
-  uint32_t respawn_delay_ms; /* backoff for workers that die young */
+  uint32_t respawn_delay_ms;    /* backoff for workers that die young */
 
   pp_queue queue;
   pp_registry reg;

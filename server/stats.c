@@ -77,11 +77,10 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
       json_object_set_new(pr, "started_at", json_null());
     }
     json_object_set_new(pr, "last_result", json_string(ph->last_result));
-    json_object_set_new(pr, "last_error", ph->last_error[0] ? json_string(ph->last_error)
-                                                            : json_null());
+    json_object_set_new(pr, "last_error",
+                        ph->last_error[0] ? json_string(ph->last_error) : json_null());
     json_object_set_new(pr, "last_duration_s",
-                        ph->completed + ph->aborted ? json_real(ph->last_duration_s)
-                                                    : json_null());
+                        ph->completed + ph->aborted ? json_real(ph->last_duration_s) : json_null());
     json_object_set_new(pr, "workers_replaced", json_integer(ph->workers_replaced));
     json_object_set_new(pr, "completed", json_integer((json_int_t)ph->completed));
     json_object_set_new(pr, "aborted", json_integer((json_int_t)ph->aborted));
@@ -408,8 +407,7 @@ void pp_stats_metrics(server *s, pp_buf *out) {
              pp_phased_old_workers(s));
   appendf(out, "# HELP puma_plus_phased_restarts_total Phased restarts by result.\n# TYPE "
                "puma_plus_phased_restarts_total counter\n");
-  appendf(out, "puma_plus_phased_restarts_total{result=\"ok\"} %" PRIu64 "\n",
-          s->phased.completed);
+  appendf(out, "puma_plus_phased_restarts_total{result=\"ok\"} %" PRIu64 "\n", s->phased.completed);
   appendf(out, "puma_plus_phased_restarts_total{result=\"aborted\"} %" PRIu64 "\n",
           s->phased.aborted);
   appendf(out, "# HELP puma_plus_responses_total Responses by status class.\n# TYPE "
