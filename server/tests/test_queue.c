@@ -106,7 +106,7 @@ static void test_generation(void) {
   CU_ASSERT_EQUAL(old->generation, 0);
   r.phase = 1;
   CU_ASSERT_EQUAL(pp_registry_add(&r, 100, 0, 2)->generation, 0); /* found, not made */
-  pp_worker *seen = pp_registry_attach(&r, &s, 300, 2, 0, 3);      /* first seen at HELLO */
+  pp_worker *seen = pp_registry_attach(&r, &s, 300, 2, 0, 3);     /* first seen at HELLO */
   CU_ASSERT_EQUAL(seen->generation, 1);
   pp_registry_remove(&r, old);
   pp_worker *next = pp_registry_add(&r, 400, 0, 4);
