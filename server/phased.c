@@ -16,7 +16,8 @@
 
 #define PROBE_TIMEOUT_MS    60000
 #define ROLL_POLL_MS        50
-#define ROLL_MAX_FAILURES   3 /* new workers that died before they were ready: abort */
+#define ROLL_MAX_FAILURES   3              /* new workers that died before they were ready: abort */
+#define ROLL_STEP_MAX_NS    120000000000LL /* a new worker not ready by then: abort */
 #define PROBE_STOP_GRACE_MS 1000
 
 const char *pp_phased_state_name(pp_phased_state st) {
@@ -149,10 +150,9 @@ static void on_probe_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
 /* The probe's stderr goes on to ours unchanged; the last line that looks like an error is
  * kept for last_error (the shepherd writes "cannot load APP: Class: message"). */
 static void on_err_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  static char tmp[4096];
-  (void)h;
+  server *s = h->data;
   (void)suggested;
-  *buf = uv_buf_init(tmp, sizeof tmp);
+  *buf = uv_buf_init(s->phased.probe_err_buf, sizeof s->phased.probe_err_buf);
 }
 
 static void on_err_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
@@ -281,9 +281,6 @@ static int probe_launch(server *s, char *msg, size_t msg_len) {
 
 /* ---------------------------------------------------------------- swap and roll */
 
-static int roll_spawned; /* a SPAWN of this roll has not yet been matched by a ready worker */
-static uint32_t roll_failures;
-
 static void roll_step(server *s) {
   pp_phased *ph = &s->phased;
   if (ph->state != PP_PHASED_ROLLING) return;
@@ -318,28 +315,41 @@ static void roll_step(server *s) {
     if (old_retiring == 0) finish(s, "ok", NULL);
     return;
   }
-  if (new_booting) return; /* one at a time: the last SPAWN is not ready yet */
+  if (new_booting) {
+    /* One at a time: the last SPAWN is not ready yet. The autoscaler's guard against a SPAWN
+     * that never forks is suspended with it, so the roll has its own. */
+    if (ph->roll_spawned && pp_now_ns() - ph->roll_spawned_ns > ROLL_STEP_MAX_NS) {
+      char why[256];
+      snprintf(why, sizeof why,
+               "a new worker was not ready within %lld s; %u old worker(s) keep serving",
+               ROLL_STEP_MAX_NS / 1000000000LL, old_live);
+      if (s->spawns_pending) s->spawns_pending = 0;
+      finish(s, "aborted", why);
+    }
+    return;
+  }
   if (live > s->workers_wanted) {
     /* One more than wanted is ready: one old worker can go without losing capacity. */
-    roll_spawned = 0;
-    roll_failures = 0;
+    ph->roll_spawned = 0;
+    ph->roll_failures = 0;
     ph->workers_replaced++;
     LOG_ERR(s, "phased restart: retiring old worker %u (pid %u, phase %u); %u old left",
             victim->index, victim->pid, victim->generation, old_live - 1);
     pp_shepherd_retire(s, victim);
     return;
   }
-  if (roll_spawned && ++roll_failures >= ROLL_MAX_FAILURES) {
+  if (ph->roll_spawned && ++ph->roll_failures >= ROLL_MAX_FAILURES) {
     /* The SPAWNed worker is gone without becoming ready, three times in a row. */
     char why[256];
     snprintf(why, sizeof why,
              "%u new worker(s) in a row exited before they were ready; %u old worker(s) keep "
              "serving",
-             roll_failures, old_live);
+             ph->roll_failures, old_live);
     finish(s, "aborted", why);
     return;
   }
-  roll_spawned = 1;
+  ph->roll_spawned = 1;
+  ph->roll_spawned_ns = pp_now_ns();
   LOG(s, "phased restart: spawning a phase %u worker (%u old left)", phase, old_live);
   pp_shepherd_spawn(s, 1);
 }
@@ -365,8 +375,8 @@ static void swap_shepherd(server *s) {
   }
   ph->state = PP_PHASED_ROLLING;
   s->reg.phase++;
-  roll_spawned = 0;
-  roll_failures = 0;
+  ph->roll_spawned = 0;
+  ph->roll_failures = 0;
   ph->old_workers_at_start = pp_phased_old_workers(s);
   if (s->shepherd_alive) {
     ph->swap_planned = 1;

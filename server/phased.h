@@ -40,9 +40,13 @@ typedef struct pp_phased {
   pp_wire_decoder probe_dec;
   pp_buf probe_rbuf;
   char probe_stderr[512]; /* the last line of the probe's stderr that names an error */
-  int swap_planned;       /* the shepherd was killed on purpose (shepherd.c asks) */
-  time_t started_at;      /* wall time of the last start */
+  char probe_err_buf[4096];
+  int swap_planned;  /* the shepherd was killed on purpose (shepherd.c asks) */
+  time_t started_at; /* wall time of the last start */
   int64_t started_ns;
+  int roll_spawned;        /* a SPAWN of the roll not yet matched by a ready worker */
+  int64_t roll_spawned_ns; /* when it was sent */
+  uint32_t roll_failures;  /* SPAWNed workers in a row that exited before they were ready */
   uint32_t old_workers_at_start;
   uint32_t workers_replaced; /* old workers retired by this one */
   char last_result[16];      /* "none", "ok", "aborted" */

@@ -189,6 +189,41 @@ class TestPhased < Minitest::Test
     6.times { assert_equal [200, "v1\n"], get(srv.port, "/version") }
   end
 
+  # The new code loads (the probe passes) but its workers die before they are ready (a
+  # before_worker_boot hook that fails): after three in a row the roll is aborted and the old
+  # workers keep serving.
+  def test_new_workers_that_die_abort_the_roll
+    config = File.join(@dir, "puma-plus.rb")
+    File.write(config, <<~RUBY)
+      before_worker_boot { exit!(3) if File.read(#{@version_file.inspect}).start_with?("worker-dies") }
+    RUBY
+    srv = E2E::Server.new(app: APP, workers: 2, threads: 2,
+                          env: { "PP_PHASED_VERSION_FILE" => @version_file, "PUMA_PLUS_CONFIG" => config })
+    @servers << srv
+    old_pids = worker_pids(srv.stats)
+    File.write(@version_file, "worker-dies-v2\n")
+    Process.kill("USR1", srv.pid)
+    st = wait_for(srv, "the roll aborted") do |s|
+      s["phased_restart"]["state"] == "idle" && s["phased_restart"]["last_result"] == "aborted"
+    end
+    assert_match(/3 new worker\(s\) in a row exited before they were ready; 2 old worker\(s\) keep serving/,
+                 st["phased_restart"]["last_error"])
+    assert_equal 1, st["phase"], "the shepherd was swapped before the roll"
+    assert_equal 2, st["old_workers"]
+    assert_equal old_pids, worker_pids(st)
+    assert_equal 2, st["booted_workers"]
+    6.times { assert_equal [200, "v1\n"], get(srv.port, "/version") }
+    # The autoscaler-free server is idle again: a fixed version can be rolled out.
+    File.write(@version_file, "v3\n")
+    Process.kill("USR1", srv.pid)
+    done = wait_for(srv, "the second phased restart") do |s|
+      s["phase"] == 2 && s["phased_restart"]["state"] == "idle"
+    end
+    assert_equal "ok", done["phased_restart"]["last_result"], done["phased_restart"].inspect
+    assert_equal 0, done["old_workers"]
+    assert_equal [200, "v3\n"], get(srv.port, "/version")
+  end
+
   def test_post_phased_restart_and_ctl
     srv = start(threads: 2, token: "ph-t0k")
     status, body = post(srv, "/phased-restart")
