@@ -85,6 +85,7 @@ class TestPhased < Minitest::Test
     stop = false
     versions = [] # [t, version] from GET /version every 20 ms
     ready_min = nil
+    slots_min = nil
     stats_samples = 0
     sampler = Thread.new do
       until stop
@@ -98,6 +99,7 @@ class TestPhased < Minitest::Test
         st = srv.stats
         stats_samples += 1
         ready_min = [ready_min, st["booted_workers"]].compact.min
+        slots_min = [slots_min, st["queue"]["slots_ready"]].compact.min
         sleep 0.1
       end
     end
@@ -149,11 +151,12 @@ class TestPhased < Minitest::Test
     assert_equal 0, final["liveness"]["shepherd_restarts"], "the swap is not an unexpected shepherd restart"
     assert_operator stats_samples, :>=, 50
     assert_operator ready_min, :>=, 2, "ready workers dropped below 2 during the phased restart"
+    assert_operator slots_min, :>=, 8, "connected worker threads dropped below 2 x 4"
     log = srv.log
     assert_match(/phased restart: the new code boots/, log)
     assert_match(/phased restart: phase 1 complete in [0-9.]+ s: 2 old worker\(s\) replaced/, log)
     puts "\n  phased restart under 200 rps: #{format('%.2f', restart_s)} s from SIGUSR1 to phase 1 idle; " \
-         "pp-bench offered #{offered}, ok #{ok}; ready workers min #{ready_min} over #{stats_samples} samples; " \
+         "pp-bench offered #{offered}, ok #{ok}; ready workers min #{ready_min}, slots_ready min #{slots_min} over #{stats_samples} samples; " \
          "#{versions.size} version samples"
     puts bench_out.lines.grep(/latency/).first
   end
