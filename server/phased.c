@@ -105,6 +105,7 @@ static void probe_send_stop(server *s) {
 }
 
 static void swap_shepherd(server *s);
+static void probe_settle(server *s);
 
 static void on_probe_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   server *s = h->data;
@@ -161,6 +162,7 @@ static void on_err_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   if (nread < 0) {
     ph->probe_err_open = 0;
     probe_close(s, (uv_handle_t *)st);
+    probe_settle(s);
     return;
   }
   ssize_t off = 0;
@@ -182,13 +184,14 @@ static void on_err_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   }
 }
 
-static void on_probe_exit(uv_process_t *p, int64_t status, int sig) {
-  server *s = p->data;
+/* The probe exited and its stderr was read to the end (or 1 s passed: something it started
+ * may hold the pipe), so its error line, if any, is known: swap, or abort. */
+static void probe_settle(server *s) {
   pp_phased *ph = &s->phased;
-  ph->probe_alive = 0;
-  probe_close(s, (uv_handle_t *)p);
-  probe_close_pipes(s);
-  if (ph->state != PP_PHASED_PROBING) return; /* aborted already */
+  if (ph->state != PP_PHASED_PROBING || ph->probe_alive || ph->probe_settled) return;
+  ph->probe_settled = 1;
+  int64_t status = ph->probe_status;
+  int sig = ph->probe_sig;
   if (ph->probe_ready && status == 0 && sig == 0) {
     swap_shepherd(s);
     return;
@@ -204,6 +207,25 @@ static void on_probe_exit(uv_process_t *p, int64_t status, int sig) {
              ph->probe_pid, sig ? "signal" : "status", sig ? sig : (int)status,
              ph->probe_stderr[0] ? ": " : "", ph->probe_stderr);
   finish(s, "aborted", why);
+}
+
+static void on_settle_timer(uv_timer_t *t) {
+  probe_settle(t->data);
+}
+
+static void on_probe_exit(uv_process_t *p, int64_t status, int sig) {
+  server *s = p->data;
+  pp_phased *ph = &s->phased;
+  ph->probe_alive = 0;
+  ph->probe_status = status;
+  ph->probe_sig = sig;
+  probe_close(s, (uv_handle_t *)p);
+  probe_close_pipes(s);
+  if (ph->state != PP_PHASED_PROBING) return; /* aborted already */
+  if (ph->probe_err_open)
+    uv_timer_start(&ph->timer, on_settle_timer, 1000, 0); /* or at its stderr's EOF */
+  else
+    probe_settle(s);
 }
 
 static void on_probe_timeout(uv_timer_t *t) {
@@ -271,6 +293,7 @@ static int probe_launch(server *s, char *msg, size_t msg_len) {
   ph->probe_alive = 1;
   ph->probe_pid = (uint32_t)ph->probe.pid;
   ph->probe_ready = 0;
+  ph->probe_settled = 0;
   ph->probe_stderr[0] = 0;
   pp_wire_decoder_init(&ph->probe_dec);
   ph->probe_rbuf.len = 0;

@@ -34,6 +34,9 @@ typedef struct pp_phased {
   int probe_alive;
   uint32_t probe_pid;
   int probe_ready;
+  int probe_settled;    /* exited and decided on (swap or abort) */
+  int64_t probe_status; /* its exit status and signal */
+  int probe_sig;
   uv_pipe_t probe_ctl, probe_err;
   int probe_ctl_open, probe_err_open;
   int handles_closing; /* probe handles whose close callback has not run yet */
