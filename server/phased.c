@@ -356,8 +356,10 @@ static void roll_step(server *s) {
     ph->roll_spawned = 0;
     ph->roll_failures = 0;
     ph->workers_replaced++;
-    LOG_ERR(s, "phased restart: retiring old worker %u (pid %u, phase %u); %u old left",
-            victim->index, victim->pid, victim->generation, old_live - 1);
+    LOG_ERR(s,
+            "phased restart: %u new worker(s) ready; retiring old worker %u (pid %u, phase %u); "
+            "%u old left",
+            new_ready, victim->index, victim->pid, victim->generation, old_live - 1);
     pp_shepherd_retire(s, victim);
     return;
   }
@@ -393,6 +395,12 @@ static void swap_shepherd(server *s) {
   if (s->draining || s->stopping) return;
   if (s->spawns_pending || s->ctl_closing) {
     /* A FORKED in flight from the old shepherd would be lost with its control channel. */
+    if (pp_now_ns() - ph->started_ns > ROLL_STEP_MAX_NS) {
+      finish(s, "aborted",
+             "the shepherd still had an unanswered SPAWN after 120 s; not replacing it (the old "
+             "generation keeps serving)");
+      return;
+    }
     uv_timer_start(&ph->timer, on_swap_retry, ROLL_POLL_MS, 0);
     return;
   }
