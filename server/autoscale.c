@@ -172,6 +172,11 @@ static pp_worker *retire_candidate(server *s) {
 void pp_controller_tick(server *s) {
   controller *ct = &s->ctl_state;
   if (!ct->enabled || s->draining) return;
+  if (s->phased.state != PP_PHASED_IDLE) {
+    /* The roll owns the worker count until it ends (phased.c logs both ends): no decision is
+     * made, so none is logged and the controller's state does not assume actions it lacked. */
+    return;
+  }
   pp_stats *st = &s->stats;
   int64_t now = pp_now_ns();
   uint32_t ready = 0, booting, retiring;

@@ -48,8 +48,10 @@ static const char *query_param(const char *query, size_t qlen, const char *name,
   return NULL;
 }
 
-/* POST /restart: a hot restart (lifecycle.h), answered once the new server is started (not yet
- * ready); POST /stop: a drain as SIGTERM. Both answer JSON; anything but POST is 405. */
+/* POST /restart (restart 1): a hot restart (lifecycle.h), answered once the new server is
+ * started (not yet ready); POST /phased-restart (restart 2): a phased restart (phased.h),
+ * answered once the probe shepherd is started, with the phase it replaces; POST /stop
+ * (restart 0): a drain as SIGTERM. All answer JSON; anything but POST is 405. */
 static void lifecycle_verb(server *s, const pp_control_request *rq, int restart,
                            pp_control_response *out) {
   char body[640];
@@ -69,9 +71,14 @@ static void lifecycle_verb(server *s, const pp_control_request *rq, int restart,
       pp_lifecycle_stop_soon(s);
   } else {
     char why[256];
-    long pid = pp_restart_begin(s, why, sizeof why);
+    long pid =
+        restart == 2 ? pp_phased_begin(s, why, sizeof why) : pp_restart_begin(s, why, sizeof why);
     out->status = pid > 0 ? 202 : 409;
-    if (pid > 0)
+    if (pid > 0 && restart == 2)
+      snprintf(body, sizeof body,
+               "{\"status\":\"ok\",\"action\":\"phased-restart\",\"phase\":%u,\"probe_pid\":%ld}\n",
+               s->reg.phase, pid);
+    else if (pid > 0)
       snprintf(body, sizeof body,
                "{\"status\":\"ok\",\"action\":\"restart\",\"old_pid\":%d,\"new_pid\":%ld}\n",
                (int)getpid(), pid);
@@ -155,10 +162,11 @@ void pp_control_app(server *s, const pp_control_request *rq, pp_control_response
   size_t qlen = q ? url_len - path_len - 1 : 0;
   int is_restart = path_len == 8 && !memcmp(url, "/restart", 8);
   int is_stop = path_len == 5 && !memcmp(url, "/stop", 5);
+  int is_phased = path_len == 15 && !memcmp(url, "/phased-restart", 15);
   if (!token_ok(s, rq, query, qlen)) {
     text(out, 401, "401 Unauthorized: a control token is required\n");
-  } else if (is_restart || is_stop) {
-    lifecycle_verb(s, rq, is_restart, out);
+  } else if (is_restart || is_stop || is_phased) {
+    lifecycle_verb(s, rq, is_phased ? 2 : is_restart, out);
   } else if (!rq->get_or_head) {
     text(out, 405, "405 Method Not Allowed\n");
     out->allow = "GET, HEAD";
@@ -178,6 +186,6 @@ void pp_control_app(server *s, const pp_control_request *rq, pp_control_response
   } else {
     text(out, 404,
          "404 Not Found (try /stats, /stats?pretty=1, /metrics, /ready, /dashboard, /stats/stream, "
-         "POST /restart or POST /stop)\n");
+         "POST /restart, POST /phased-restart or POST /stop)\n");
   }
 }

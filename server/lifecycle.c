@@ -393,11 +393,15 @@ static uint64_t monotonic_usec(void) {
 }
 
 void pp_lifecycle_reloading(server *s, int begin) {
+  pp_lifecycle_reloading_for(s, begin, "SIGHUP: reloading");
+}
+
+void pp_lifecycle_reloading_for(server *s, int begin, const char *what) {
   if (s->draining || !s->life.ready) return; /* READY=1 would undo STOPPING=1 or come early */
   char msg[640];
   if (begin)
-    snprintf(msg, sizeof msg, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=SIGHUP: reloading",
-             (unsigned long long)monotonic_usec());
+    snprintf(msg, sizeof msg, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=%s",
+             (unsigned long long)monotonic_usec(), what);
   else
     status_text(s, msg + snprintf(msg, sizeof msg, "READY=1\n"), sizeof msg - 8);
   notify(s, msg);
@@ -498,6 +502,11 @@ long pp_restart_begin(server *s, char *msg, size_t msg_len) {
   }
   if (s->draining || l->handed_over) {
     snprintf(msg, msg_len, "the server is draining");
+    return -1;
+  }
+  if (s->phased.state != PP_PHASED_IDLE) {
+    snprintf(msg, msg_len, "a phased restart is in progress (%s)",
+             pp_phased_state_name(s->phased.state));
     return -1;
   }
   if (!check_ready(s)) {

@@ -66,6 +66,8 @@ void pp_lifecycle_draining(server *s);
 /* SIGHUP's reload (certificate, decision log), which is synchronous: RELOADING=1 before
  * (begin 1), READY=1 after (begin 0), as systemd's Type=notify-reload expects. */
 void pp_lifecycle_reloading(server *s, int begin);
+/* The same for another reload (a phased restart): `what` is the STATUS= text of RELOADING=1. */
+void pp_lifecycle_reloading_for(server *s, int begin, const char *what);
 
 /* At exit: removes the pid and state files if they still name this process. */
 void pp_lifecycle_exit(server *s);

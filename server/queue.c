@@ -58,6 +58,7 @@ pp_worker *pp_registry_add(pp_registry *r, uint32_t pid, uint32_t index, int64_t
     w->heap_live_slots = -1;
     w->index = index;
     w->forked_ns = now_ns;
+    w->generation = r->phase;
     if ((uint32_t)i >= r->high) r->high = (uint32_t)i + 1;
     return w;
   }

@@ -72,6 +72,7 @@ struct pp_worker {
    * its activation until the first request dispatched to it has been timed (then 0). */
   int64_t parked_ns;
   int64_t activated_ns;
+  uint32_t generation; /* the registry's phase when the entry was made (phased.h) */
 };
 
 #define PP_MAX_WORKERS 256
@@ -81,6 +82,7 @@ typedef struct pp_registry {
   uint32_t high;        /* entries [high, PP_MAX_WORKERS) have never been used */
   uint32_t slots_ready; /* connected slots of READY workers */
   uint32_t slots_busy;
+  uint32_t phase; /* the generation new entries get; a phased restart increments it */
 } pp_registry;
 
 void pp_registry_init(pp_registry *r);

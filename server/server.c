@@ -122,6 +122,7 @@ static void begin_drain(server *s) {
   s->drain_started_ns = pp_now_ns();
   LOG_ERR(s, "draining: no new connections; %u queued, %u in flight", s->queue.len,
           s->reg.slots_busy);
+  pp_phased_abort(s, "the server began to drain");
   pp_lifecycle_draining(s);
   pp_listeners_close_http(s);
   pp_h3conn_drain(s);
@@ -382,6 +383,7 @@ int pp_server_run_argv(pp_config *cfg, int argc, char **argv) {
   }
   start_signals_and_timers(s);
   pp_lifecycle_start(s);
+  pp_phased_init(s);
   pp_shepherd_supervise_init(s);
   pp_wlink_watch_start(s);
   if (pp_shepherd_start(s) < 0) {

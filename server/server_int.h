@@ -21,6 +21,7 @@
 #include "server/h3conn.h"
 #include "server/http1.h"
 #include "server/lifecycle.h"
+#include "server/phased.h"
 #include "server/queue.h"
 #include "server/shepherd.h"
 #include "server/transport.h"
@@ -126,7 +127,8 @@ struct server {
   int64_t shepherd_started_ns;
   int ctl_closing;         /* the old control pipe is closing (re-init after its close callback) */
   int shepherd_ever_ready; /* a shepherd has loaded the app once: from then on, supervise */
-  uint32_t respawn_delay_ms; /* backoff for workers that die young */
+  int shepherd_planned_restart; /* the next shepherd replaces one a phased restart killed */
+  uint32_t respawn_delay_ms;    /* backoff for workers that die young */
 
   pp_queue queue;
   pp_registry reg;
@@ -170,6 +172,7 @@ struct server {
   uint8_t tls_rbuf[PP_TLS_READ_BUF];
 
   pp_lifecycle life; /* systemd, inherited sockets, hot restart, pid/state files (lifecycle.c) */
+  pp_phased phased;  /* SIGUSR1, POST /phased-restart (phased.c) */
 };
 
 /* server.c: logging, allocation, lifecycle */

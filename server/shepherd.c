@@ -436,6 +436,14 @@ static void shepherd_lost(server *s, int64_t status, int sig) {
     uv_close((uv_handle_t *)&s->ctl, on_ctl_closed);
   }
   s->spawns_pending = 0; /* a dead shepherd forks nothing more */
+  if (!s->draining && pp_phased_swap_planned(s)) {
+    /* A phased restart killed it: its successor loads the new code, now. */
+    LOG_ERR(s, "phased restart: the old shepherd (pid %u) is gone; starting one with the new code",
+            s->shepherd_pid);
+    s->shepherd_planned_restart = 1;
+    uv_timer_start(&s->shepherd_timer, on_shepherd_timer, 0, 0);
+    return;
+  }
   if (s->draining) {
     /* A drain needs no new workers; stop when the requests are done. */
     LOG_ERR(s, "shepherd exited (status %lld, signal %d) during the drain", (long long)status, sig);
@@ -462,7 +470,9 @@ static void shepherd_lost(server *s, int64_t status, int sig) {
 static void shepherd_restart(server *s) {
   pp_wire_decoder_init(&s->ctl_dec);
   s->ctl_rbuf.len = 0;
-  s->stats.shepherd_restarts++;
+  int planned = s->shepherd_planned_restart;
+  s->shepherd_planned_restart = 0;
+  if (!planned) s->stats.shepherd_restarts++;
   if (shepherd_launch(s, 0) < 0) {
     s->shepherd_restart_delay_ms = SHEPHERD_RESTART_MAX_MS;
     LOG_ERR(s, "starting a new shepherd failed; trying again in %u ms",
@@ -489,8 +499,12 @@ static void shepherd_restart(server *s) {
     }
   }
   s->stats.workers_adopted += adopted;
-  LOG_ERR(s, "new shepherd (pid %u, restart %llu) adopts %u live worker(s)", s->shepherd_pid,
-          (unsigned long long)s->stats.shepherd_restarts, adopted);
+  if (planned)
+    LOG_ERR(s, "phased restart: new shepherd (pid %u) adopts %u live worker(s)", s->shepherd_pid,
+            adopted);
+  else
+    LOG_ERR(s, "new shepherd (pid %u, restart %llu) adopts %u live worker(s)", s->shepherd_pid,
+            (unsigned long long)s->stats.shepherd_restarts, adopted);
   respawn_missing(s);
 }
 
@@ -510,6 +524,7 @@ void pp_shepherd_reap_orphans(server *s) {
     /* Peek first (WNOWAIT): the shepherd's own exit belongs to libuv's uv_process_t. */
     if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0 || info.si_pid == 0) return;
     if (s->shepherd_alive && (uint32_t)info.si_pid == s->shepherd_pid) return;
+    if (pp_phased_owns_pid(s, (uint32_t)info.si_pid)) return; /* libuv's too */
     int status = 0;
     pid_t pid = waitpid(info.si_pid, &status, WNOHANG);
     if (pid <= 0) return;

@@ -125,9 +125,31 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
   uint32_t retiring = pp_registry_count(&s->reg, PP_WORKER_RETIRING);
   json_object_set_new(root, "started_at", json_string(ts));
   json_object_set_new(root, "workers", json_integer(ready + booting));
-  json_object_set_new(root, "phase", json_integer(0));
+  json_object_set_new(root, "phase", json_integer(s->reg.phase));
   json_object_set_new(root, "booted_workers", json_integer(ready));
-  json_object_set_new(root, "old_workers", json_integer(retiring));
+  /* as puma's: workers of an earlier phase (a phased restart replaces them) */
+  json_object_set_new(root, "old_workers", json_integer(pp_phased_old_workers(s)));
+  {
+    const pp_phased *ph = &s->phased;
+    json_t *pr = json_object();
+    json_object_set_new(pr, "state", json_string(pp_phased_state_name(ph->state)));
+    if (ph->started_at) {
+      char at[32];
+      iso8601(ph->started_at, at, sizeof at);
+      json_object_set_new(pr, "started_at", json_string(at));
+    } else {
+      json_object_set_new(pr, "started_at", json_null());
+    }
+    json_object_set_new(pr, "last_result", json_string(ph->last_result));
+    json_object_set_new(pr, "last_error",
+                        ph->last_error[0] ? json_string(ph->last_error) : json_null());
+    json_object_set_new(pr, "last_duration_s",
+                        ph->completed + ph->aborted ? json_real(ph->last_duration_s) : json_null());
+    json_object_set_new(pr, "workers_replaced", json_integer(ph->workers_replaced));
+    json_object_set_new(pr, "completed", json_integer((json_int_t)ph->completed));
+    json_object_set_new(pr, "aborted", json_integer((json_int_t)ph->aborted));
+    json_object_set_new(root, "phased_restart", pr);
+  }
   uint32_t parked = pp_registry_count(&s->reg, PP_WORKER_PARKED);
   /* Memory (docs/SERVER.md): every process read once, so the sums are exactly the parts. */
   pp_proc_mem by_state[5], all_workers, mem;
@@ -148,7 +170,7 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
     json_object_set_new(o, "started_at", json_string(started));
     json_object_set_new(o, "pid", json_integer(w->pid));
     json_object_set_new(o, "index", json_integer(w->index));
-    json_object_set_new(o, "phase", json_integer(0));
+    json_object_set_new(o, "phase", json_integer(w->generation));
     json_object_set_new(o, "booted", json_boolean(w->state == PP_WORKER_READY));
     if (w->heartbeat_ns) { /* as puma's: the last heartbeat */
       char beat[32];
@@ -492,6 +514,15 @@ void pp_stats_metrics(server *s, pp_buf *out) {
   prom_gauge(out, "puma_plus_workers_wanted",
              "Workers the server keeps alive (the controller's target when autoscaling).",
              s->workers_wanted);
+  prom_gauge(out, "puma_plus_phase", "The worker generation; each phased restart adds one.",
+             s->reg.phase);
+  prom_gauge(out, "puma_plus_old_workers", "Workers of an earlier phase (being replaced).",
+             pp_phased_old_workers(s));
+  appendf(out, "# HELP puma_plus_phased_restarts_total Phased restarts by result.\n# TYPE "
+               "puma_plus_phased_restarts_total counter\n");
+  appendf(out, "puma_plus_phased_restarts_total{result=\"ok\"} %" PRIu64 "\n", s->phased.completed);
+  appendf(out, "puma_plus_phased_restarts_total{result=\"aborted\"} %" PRIu64 "\n",
+          s->phased.aborted);
   appendf(out, "# HELP puma_plus_responses_total Responses by status class.\n# TYPE "
                "puma_plus_responses_total counter\n");
   appendf(out, "puma_plus_responses_total{class=\"1xx\"} %" PRIu64 "\n", st->status_1xx);

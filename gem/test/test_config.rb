@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "socket"
 require_relative "test_helper"
 require "puma_plus/cli"
 require "tmpdir"
@@ -88,9 +89,13 @@ class TestConfig < Minitest::Test
     status, _, err = cli("ctl", "reboot")
     assert_equal 2, status
     assert_match(/unknown verb "reboot"/, err)
-    status, _, err = cli("ctl", "phased-restart")
+    # phased-restart is a verb like the others: with nothing listening, "not running".
+    free = TCPServer.new("127.0.0.1", 0)
+    port = free.addr[1]
+    free.close
+    status, _, err = cli("ctl", "--control-url", "127.0.0.1:#{port}", "phased-restart")
     assert_equal 1, status
-    assert_match(/phased-restart is not supported yet by puma-plus: use `restart`/, err)
+    assert_match(/no server at 127\.0\.0\.1:#{port} .*puma-plus is not running/, err)
     status, _, err = cli("ctl", "-S", "/nonexistent/state", "stats")
     assert_equal 1, status
     assert_match(%r{state file /nonexistent/state: .*is the server running}, err)

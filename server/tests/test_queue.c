@@ -94,11 +94,32 @@ static void test_dispatch_order(void) {
   CU_ASSERT_PTR_EQUAL(pp_registry_take(&r), &s[5]);
 }
 
+/* A worker's generation is the registry's phase when its entry was made (at FORKED, or at
+ * its first HELLO); a later phase changes no existing entry, and a removed entry's slot
+ * reused by a new worker takes the new phase. */
+static void test_generation(void) {
+  static pp_registry r;
+  pp_registry_init(&r);
+  pp_slot s;
+  memset(&s, 0, sizeof s);
+  pp_worker *old = pp_registry_add(&r, 100, 0, 1);
+  CU_ASSERT_EQUAL(old->generation, 0);
+  r.phase = 1;
+  CU_ASSERT_EQUAL(pp_registry_add(&r, 100, 0, 2)->generation, 0); /* found, not made */
+  pp_worker *seen = pp_registry_attach(&r, &s, 300, 2, 0, 3);     /* first seen at HELLO */
+  CU_ASSERT_EQUAL(seen->generation, 1);
+  pp_registry_remove(&r, old);
+  pp_worker *next = pp_registry_add(&r, 400, 0, 4);
+  CU_ASSERT_PTR_EQUAL(next, old); /* the freed entry */
+  CU_ASSERT_EQUAL(next->generation, 1);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("queue", NULL, NULL);
   CU_add_test(s, "FIFO with removal from the middle", test_fifo);
   CU_add_test(s, "dispatch order and capacity accounting", test_dispatch_order);
+  CU_add_test(s, "worker generation from the registry's phase", test_generation);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();

@@ -33,7 +33,7 @@ except ImportError:
     sys.exit("dashboard_probe: python3-websockets is missing (Debian package python3-websockets)")
 
 IDS = ["status", "tick", "window", "q-p50", "q-p95", "q-p99", "q-depth", "q-pred", "rate-in",
-       "rate-out", "w-ready", "w-booting", "w-old", "w-wanted", "shed", "shed-rate", "timeouts",
+       "rate-out", "w-ready", "w-booting", "w-old", "w-retiring", "w-wanted", "shed", "shed-rate", "timeouts",
        "timeouts-rate", "shedding", "last-reason"]
 
 READ_JS = """(() => {

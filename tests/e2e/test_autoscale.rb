@@ -66,7 +66,7 @@ class TestAutoscale < Minitest::Test
     refute_nil up, "no scale-up within 5 s of the step\n#{srv.log}"
     statuses = load.value.map(&:value)
     assert_equal [200] * statuses.size, statuses, "every request of the step is served"
-    down = wait_for(srv, 15) { |st| st["booted_workers"] == 1 && st["old_workers"].zero? }
+    down = wait_for(srv, 15) { |st| st["booted_workers"] == 1 && st["controller"]["workers_retiring"].zero? }
     refute_nil down, "no scale-down within 15 s after the load stopped\n#{srv.stats["controller"]}"
 
     lines = File.readlines(log)

@@ -60,9 +60,19 @@ class TestCtl < Minitest::Test
     assert_equal 1, status
     assert_match(/401 Unauthorized: give the control token/, err)
 
-    status, _, err = ctl("-S", state, "phased-restart")
-    assert_equal 1, status
-    assert_match(/phased-restart is not supported yet/, err)
+    # phased-restart: started (202), then the one worker is replaced by a phase 1 one.
+    worker_before = srv.stats["worker_status"].map { |w| w["pid"] }
+    status, out, err = ctl("-S", state, "phased-restart")
+    assert_equal 0, status, err
+    assert_match(/\Aphased restart: probe shepherd pid \d+ is loading the new code; the workers of phase 0/, out)
+    wait_until("the phased restart done") do
+      st = srv.stats
+      st["phase"] == 1 && st["phased_restart"]["state"] == "idle" && st["booted_workers"] == 1
+    end
+    st = srv.stats
+    assert_equal "ok", st["phased_restart"]["last_result"], st["phased_restart"].inspect
+    assert_equal 0, st["old_workers"]
+    refute_equal worker_before, st["worker_status"].map { |w| w["pid"] }
 
     status, out, err = ctl("-S", state, "restart")
     assert_equal 0, status, err

@@ -134,7 +134,8 @@ class TestDashboard < Minitest::Test
       assert_equal co["workers_ready"] + co["workers_booting"], dom["w-ready"].to_i + dom["w-booting"].to_i,
                    "#{at} workers ready + booting"
       assert_in_delta co["workers_ready"], dom["w-ready"].to_i, 1, "#{at} workers ready"
-      assert_equal co["workers_retiring"].to_s, dom["w-old"], "#{at} workers old"
+      assert_equal st["old_workers"].to_s, dom["w-old"], "#{at} workers old (earlier phase)"
+      assert_equal co["workers_retiring"].to_s, dom["w-retiring"], "#{at} workers retiring"
       assert_equal co["shedding"] ? "on" : "off", dom["shedding"], "#{at} shedding"
       assert_equal "tick #{co["tick"] - 1}: #{co["last_reason"]}", dom["last-reason"], "#{at} latest reason"
       rows = co["decisions"].map do |d|

@@ -91,7 +91,7 @@ module PumaPlus
       "plugin" => [:unsupported, "puma plugins hook into puma's launcher, which puma-plus does not run"],
       "port" => [:supported, "`-listen HOST:PORT` (host default 0.0.0.0)"],
       "preload_app!" => [:mapped, "always: the shepherd loads the app once, then forks"],
-      "prune_bundler" => [:unsupported, "no phased restart, so nothing to prune"],
+      "prune_bundler" => [:unsupported, "not needed: a phased restart (SIGUSR1) starts a new shepherd process, which loads the bundle and the app anew"],
       "queue_requests" => [:mapped, "always: the server buffers each request and holds the one queue"],
       "quiet" => [:mapped, "`-quiet` (the server logs only errors)"],
       "rack_url_scheme" => [:unsupported, "rack.url_scheme comes from the listener"],

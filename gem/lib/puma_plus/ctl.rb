@@ -35,10 +35,7 @@ module PumaPlus
       when "status" then status(url, token, pid)
       when "restart" then restart(url, token)
       when "stop" then stop(url, token)
-      when "phased-restart"
-        @err.puts("puma-plus ctl: phased-restart is not supported yet by puma-plus: use `restart` " \
-                  "(a hot restart: a new server process takes over the sockets, no connection is refused)")
-        1
+      when "phased-restart" then phased_restart(url, token)
       end
     rescue OptionParser::ParseError, Config::Error => e
       @err.puts("puma-plus ctl: #{e.message}")
@@ -150,6 +147,15 @@ module PumaPlus
     def restart(url, token)
       r = JSON.parse(checked(url, token, "POST", "/restart"))
       @out.puts("hot restart: new server pid #{r['new_pid']} is booting; pid #{r['old_pid']} serves until it is ready, then drains")
+      0
+    end
+
+    # As pumactl's: returns once the server started it (202); the roll goes on in the server.
+    def phased_restart(url, token)
+      r = JSON.parse(checked(url, token, "POST", "/phased-restart"))
+      @out.puts("phased restart: probe shepherd pid #{r['probe_pid']} is loading the new code; the workers " \
+                "of phase #{r['phase']} are then replaced one at a time (watch /stats phase, old_workers " \
+                "and phased_restart)")
       0
     end
 
