@@ -78,7 +78,7 @@ static void test_below_capacity_latency_is_the_delay(void) {
   CU_ASSERT_TRUE(r.summary.check_ok);
   uint64_t p50 = pp_hist_percentile(&r.summary.latency, 50);
   /* The server waits 20 ms; loopback and both event loops add well under 10 ms. */
-  CU_ASSERT(p50 >= 20 * MS);
+  CU_ASSERT(p50 >= 19 * MS); /* the null server's timer counts from its cached loop time */
   CU_ASSERT(p50 < 30 * MS);
   /* Offered rate is the schedule's, independent of the server. */
   CU_ASSERT(r.summary.offered_rps > 95 && r.summary.offered_rps < 105);

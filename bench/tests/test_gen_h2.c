@@ -117,7 +117,7 @@ static void test_h2c_latency_is_the_delay_on_the_pool(void) {
   CU_ASSERT_EQUAL(r.summary.outcomes[PB_OK], r.sched.count);
   CU_ASSERT_TRUE(r.summary.check_ok);
   uint64_t p50 = pp_hist_percentile(&r.summary.latency, 50);
-  CU_ASSERT(p50 >= 20 * MS);
+  CU_ASSERT(p50 >= 19 * MS); /* the null server's timer counts from its cached loop time */
   CU_ASSERT(p50 < 30 * MS);
   /* Exactly the pool: two TCP connections, both used, streams multiplexed on them. */
   CU_ASSERT_EQUAL(r.counters.connections_opened, 2);

@@ -106,7 +106,9 @@ static void test_h3_latency_is_the_delay_on_the_pool(void) {
   CU_ASSERT_EQUAL(r.summary.outcomes[PB_OK], r.sched.count);
   CU_ASSERT_TRUE(r.summary.check_ok);
   uint64_t p50 = pp_hist_percentile(&r.summary.latency, 50);
-  CU_ASSERT(p50 >= 20 * MS);
+  /* 19, not 20: the null server's 20 ms libuv timer counts from its loop's cached time, which
+   * can lag the request's arrival by up to a millisecond (seen once in CI: p50 just under 20) */
+  CU_ASSERT(p50 >= 19 * MS);
   CU_ASSERT(p50 < 30 * MS);
   /* Exactly the pool: two QUIC connections, both used, streams multiplexed on them. */
   CU_ASSERT_EQUAL(r.counters.connections_opened, 2);

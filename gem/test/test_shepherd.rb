@@ -423,6 +423,9 @@ class TestShepherd < Minitest::Test
     assert_equal 1, parked.worker_index, "the standby takes the next free index"
     assert_operator parked.boot_ns, :>, 0
     assert_equal parked.pid.to_s, File.read("#{booted}1"), "on_worker_boot ran before PARKED"
+    # The serving worker's monitor connection may come after its HELLOs: take it first, so that
+    # anything else connecting now is the parked worker's doing.
+    monitor_of(f[0].pid)
     refute IO.select([@listener], nil, nil, 0.5), "a parked worker must not dial in"
 
     t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
@@ -434,6 +437,7 @@ class TestShepherd < Minitest::Test
     assert_operator activation_ms, :<, 500, "ACTIVATE to both HELLOs took #{activation_ms.round(1)} ms"
     conns[0][0].write(FakeServer.request(3, "GET", "/"))
     assert_equal 200, FakeServer.read_response(conns[0][0], 3)[:head].status
+    monitor_of(parked.pid) # the activated worker's monitor connection, before the checks below
 
     # A replacement, then RETIRE of a parked one: it exits at once, never having connected.
     send_control(W::Standby.new(1))
