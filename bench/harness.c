@@ -2,6 +2,7 @@
  * Blocking I/O on purpose: this runs on the main thread before and after a load run, and on
  * the sampler's own thread during it, never on the generator's loop. */
 #include "bench/harness.h"
+#include "server/procmem.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -369,30 +370,7 @@ static bool read_stat(pid_t pid, proc_entry *e) {
 }
 
 int pb_smaps_rollup(pid_t pid, uint64_t *rss, uint64_t *pss, uint64_t *uss) {
-  char path[64], line[256];
-  snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
-  FILE *f = fopen(path, "re");
-  if (!f) return -1;
-  uint64_t r = 0, p = 0, clean = 0, dirty = 0;
-  int seen = 0;
-  while (fgets(line, sizeof line, f)) {
-    unsigned long long kb;
-    /* "Pss:" alone, not Pss_Anon / Pss_File / Pss_Shmem / Pss_Dirty */
-    if (sscanf(line, "Rss: %llu kB", &kb) == 1)
-      r = kb * 1024, seen |= 1;
-    else if (sscanf(line, "Pss: %llu kB", &kb) == 1)
-      p = kb * 1024, seen |= 2;
-    else if (sscanf(line, "Private_Clean: %llu kB", &kb) == 1)
-      clean = kb * 1024, seen |= 4;
-    else if (sscanf(line, "Private_Dirty: %llu kB", &kb) == 1)
-      dirty = kb * 1024, seen |= 8;
-  }
-  fclose(f);
-  if (seen != 15) return -1;
-  *rss = r;
-  *pss = p;
-  *uss = clean + dirty;
-  return 0;
+  return pid < 0 ? -1 : pp_smaps_rollup_read((unsigned)pid, rss, pss, uss);
 }
 
 /* The tree of `root`: every process's entry in `all` (of `n`) with in[i] set. */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "server/server_int.h"
+#include "server/procmem.h"
 
 static void iso8601(time_t t, char *out, size_t n) {
   struct tm tm;
@@ -34,30 +35,7 @@ static json_t *summary(const pp_hist *h) {
 }
 
 int pp_proc_mem_read(uint32_t pid, pp_proc_mem *out) {
-  char path[64], line[256];
-  snprintf(path, sizeof path, "/proc/%u/smaps_rollup", pid);
-  FILE *f = fopen(path, "re");
-  if (!f) return -1;
-  uint64_t rss = 0, pss = 0, clean = 0, dirty = 0;
-  int seen = 0;
-  while (fgets(line, sizeof line, f)) {
-    unsigned long long kb;
-    /* "Pss:" alone, not Pss_Anon / Pss_File / Pss_Shmem / Pss_Dirty (kernel 5.x and later) */
-    if (sscanf(line, "Rss: %llu kB", &kb) == 1)
-      rss = kb * 1024, seen |= 1;
-    else if (sscanf(line, "Pss: %llu kB", &kb) == 1)
-      pss = kb * 1024, seen |= 2;
-    else if (sscanf(line, "Private_Clean: %llu kB", &kb) == 1)
-      clean = kb * 1024, seen |= 4;
-    else if (sscanf(line, "Private_Dirty: %llu kB", &kb) == 1)
-      dirty = kb * 1024, seen |= 8;
-  }
-  fclose(f);
-  if (seen != 15) return -1;
-  out->rss = rss;
-  out->pss = pss;
-  out->uss = clean + dirty;
-  return 0;
+  return pp_smaps_rollup_read(pid, &out->rss, &out->pss, &out->uss);
 }
 
 int64_t pp_workers_mean_pss(server *s) {

@@ -1,0 +1,39 @@
+/* A process's memory from /proc/PID/smaps_rollup: RSS, PSS and USS (Private_Clean +
+ * Private_Dirty). Header-only, shared by the server's /stats (stats.c) and pp-bench's
+ * samples (bench/harness.c), which must measure the same way. */
+#ifndef PP_PROCMEM_H
+#define PP_PROCMEM_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* 0, or -1 when the file cannot be read or lacks a field (the process is gone). */
+static inline int pp_smaps_rollup_read(unsigned pid, uint64_t *rss, uint64_t *pss, uint64_t *uss) {
+  char path[64], line[256];
+  *rss = *pss = *uss = 0;
+  snprintf(path, sizeof path, "/proc/%u/smaps_rollup", pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return -1;
+  uint64_t r = 0, p = 0, clean = 0, dirty = 0;
+  int seen = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long long kb;
+    /* "Pss:" alone, not Pss_Anon / Pss_File / Pss_Shmem / Pss_Dirty (kernel 5.x and later) */
+    if (sscanf(line, "Rss: %llu kB", &kb) == 1)
+      r = kb * 1024, seen |= 1;
+    else if (sscanf(line, "Pss: %llu kB", &kb) == 1)
+      p = kb * 1024, seen |= 2;
+    else if (sscanf(line, "Private_Clean: %llu kB", &kb) == 1)
+      clean = kb * 1024, seen |= 4;
+    else if (sscanf(line, "Private_Dirty: %llu kB", &kb) == 1)
+      dirty = kb * 1024, seen |= 8;
+  }
+  fclose(f);
+  if (seen != 15) return -1;
+  *rss = r;
+  *pss = p;
+  *uss = clean + dirty;
+  return 0;
+}
+
+#endif
