@@ -257,13 +257,8 @@ static int probe_launch(server *s, char *msg, size_t msg_len) {
   uv_pipe_init(s->loop, &ph->probe_err, 0);
   ph->probe_err.data = s;
   ph->probe_err_open = 1;
-  char libdir[8300], exe[8300], threads[16];
-  snprintf(libdir, sizeof libdir, "-I%s/lib", s->gem_dir);
-  snprintf(exe, sizeof exe, "%s/exe/puma-plus-shepherd", s->gem_dir);
-  snprintf(threads, sizeof threads, "%u", s->cfg->threads);
-  char *args[] = {(char *)s->cfg->ruby, libdir,      exe,     "--app",
-                  (char *)s->cfg->app,  "--threads", threads, "--socket",
-                  s->socket_path,       "--workers", "0",     NULL};
+  pp_shepherd_cmd cmd; /* the shepherd's own command line, with no workers and no standby */
+  pp_shepherd_cmd_init(s, &cmd, 0, NULL);
   uv_stdio_container_t stdio[4];
   stdio[0].flags = stdio[1].flags = UV_INHERIT_FD;
   stdio[0].data.fd = 0;
@@ -275,7 +270,7 @@ static int probe_launch(server *s, char *msg, size_t msg_len) {
   uv_process_options_t opt;
   memset(&opt, 0, sizeof opt);
   opt.file = s->cfg->ruby;
-  opt.args = args;
+  opt.args = cmd.args;
   opt.exit_cb = on_probe_exit;
   opt.stdio = stdio;
   opt.stdio_count = 4;
@@ -283,7 +278,7 @@ static int probe_launch(server *s, char *msg, size_t msg_len) {
   int rc = uv_spawn(s->loop, &ph->probe, &opt);
   close(sv[1]);
   if (rc < 0) {
-    snprintf(msg, msg_len, "cannot start the probe shepherd (%s %s): %s", s->cfg->ruby, exe,
+    snprintf(msg, msg_len, "cannot start the probe shepherd (%s %s): %s", s->cfg->ruby, cmd.exe,
              uv_strerror(rc));
     probe_close_pipes(s);
     ph->probe_err_open = 0;

@@ -306,6 +306,27 @@ int pp_shepherd_find_gem(server *s, const char *argv0) {
 
 static void on_ctl_closed(uv_handle_t *h);
 
+void pp_shepherd_cmd_init(server *s, pp_shepherd_cmd *c, uint32_t workers,
+                          const uint32_t *standby) {
+  snprintf(c->libdir, sizeof c->libdir, "-I%s/lib", s->gem_dir);
+  snprintf(c->exe, sizeof c->exe, "%s/exe/puma-plus-shepherd", s->gem_dir);
+  snprintf(c->threads, sizeof c->threads, "%u", s->cfg->threads);
+  snprintf(c->workers, sizeof c->workers, "%u", workers);
+  c->standby[0] = 0;
+  size_t n = 0;
+  char **a = c->args;
+  a[n++] = (char *)s->cfg->ruby, a[n++] = c->libdir, a[n++] = c->exe;
+  a[n++] = "--app", a[n++] = (char *)s->cfg->app;
+  a[n++] = "--threads", a[n++] = c->threads;
+  a[n++] = "--socket", a[n++] = s->socket_path;
+  a[n++] = "--workers", a[n++] = c->workers;
+  if (standby) { /* docs/CONTROL.md section 8: the flag negotiates the standby frames */
+    snprintf(c->standby, sizeof c->standby, "%u", *standby);
+    a[n++] = "--standby", a[n++] = c->standby;
+  }
+  a[n] = NULL;
+}
+
 /* Starts a shepherd that forks `initial` workers after READY. 0, or -1 (logged). */
 static int shepherd_launch(server *s, uint32_t initial) {
   int sv[2];
@@ -317,30 +338,10 @@ static int shepherd_launch(server *s, uint32_t initial) {
   s->ctl.data = s;
   uv_pipe_open(&s->ctl, sv[0]);
   s->ctl_open = 1;
-  char libdir[8300], exe[8300], threads[16], workers[16], standby[16];
-  snprintf(libdir, sizeof libdir, "-I%s/lib", s->gem_dir);
-  snprintf(exe, sizeof exe, "%s/exe/puma-plus-shepherd", s->gem_dir);
-  snprintf(threads, sizeof threads, "%u", s->cfg->threads);
-  snprintf(workers, sizeof workers, "%u", initial);
   pp_standby *sb = &s->ctl_state.standby;
-  snprintf(standby, sizeof standby, "%u", sb->k);
-  char *args[] = {(char *)s->cfg->ruby,
-                  libdir,
-                  exe,
-                  "--app",
-                  (char *)s->cfg->app,
-                  "--threads",
-                  threads,
-                  "--socket",
-                  s->socket_path,
-                  "--workers",
-                  workers,
-                  NULL,
-                  NULL,
-                  NULL};
-  if (sb->enabled) { /* docs/CONTROL.md section 8: the flag negotiates the standby frames */
-    args[11] = "--standby";
-    args[12] = standby;
+  pp_shepherd_cmd cmd;
+  pp_shepherd_cmd_init(s, &cmd, initial, sb->enabled ? &sb->k : NULL);
+  if (sb->enabled) {
     sb->pending = sb->k; /* the shepherd forks K standby workers after the initial ones */
     sb->last_request_ns = pp_now_ns();
   }
@@ -352,7 +353,7 @@ static int shepherd_launch(server *s, uint32_t initial) {
   uv_process_options_t opt;
   memset(&opt, 0, sizeof opt);
   opt.file = s->cfg->ruby;
-  opt.args = args;
+  opt.args = cmd.args;
   opt.exit_cb = on_shepherd_exit;
   opt.stdio = stdio;
   opt.stdio_count = 4;
@@ -360,7 +361,7 @@ static int shepherd_launch(server *s, uint32_t initial) {
   int rc = uv_spawn(s->loop, &s->shepherd, &opt);
   close(sv[1]);
   if (rc < 0) {
-    LOG_ERR(s, "cannot start the shepherd (%s %s): %s", s->cfg->ruby, exe, uv_strerror(rc));
+    LOG_ERR(s, "cannot start the shepherd (%s %s): %s", s->cfg->ruby, cmd.exe, uv_strerror(rc));
     s->ctl_open = 0;
     s->ctl_closing = 1;
     uv_close((uv_handle_t *)&s->ctl, on_ctl_closed);
@@ -372,8 +373,8 @@ static int shepherd_launch(server *s, uint32_t initial) {
   s->spawns_pending = initial; /* the shepherd forks --workers at start */
   s->last_spawn_ns = pp_now_ns();
   LOG(s, "shepherd pid %d: %s %s %s --app %s --threads %s --socket %s --workers %s%s%s",
-      s->shepherd.pid, s->cfg->ruby, libdir, exe, s->cfg->app, threads, s->socket_path, workers,
-      sb->enabled ? " --standby " : "", sb->enabled ? standby : "");
+      s->shepherd.pid, s->cfg->ruby, cmd.libdir, cmd.exe, s->cfg->app, cmd.threads, s->socket_path,
+      cmd.workers, sb->enabled ? " --standby " : "", cmd.standby);
   uv_read_start((uv_stream_t *)&s->ctl, on_ctl_alloc, on_ctl_read);
   return 0;
 }
