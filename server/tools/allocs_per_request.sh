@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Allocations per request of the C front end, per protocol: runs puma-plus-server under the
 # malloc_count.so preload (server/tools/malloc_count.c, built here with the system cc), warms
-# up, and for each protocol snapshots the counters (SIGUSR2), runs N requests with h2load,
+# up, and for each protocol snapshots the counters (SIGRTMIN+3), runs N requests with h2load,
 # snapshots again, then runs 2N and snapshots once more. Prints per protocol:
 #   total/req    (malloc+calloc+realloc) over the N run divided by N (includes the 10
 #                connections' setup and teardown)
@@ -37,7 +37,7 @@ curl -fs -o /dev/null "http://127.0.0.1:$port/hello" || { cat "$work/server.log"
 snapshot() { # prints "mallocs frees" after a fresh dump
   local seq0=0
   [[ -r $counts ]] && seq0=$(awk '$1=="seq" {print $2}' "$counts")
-  kill -USR2 "$pid"
+  kill -s RTMIN+3 "$pid"
   for _ in $(seq 200); do
     [[ -r $counts ]] && [[ $(awk '$1=="seq" {print $2}' "$counts") -gt $seq0 ]] && break
     sleep 0.01
@@ -45,15 +45,8 @@ snapshot() { # prints "mallocs frees" after a fresh dump
   awk '$1=="malloc"||$1=="calloc"||$1=="realloc" {a+=$2} $1=="free" {f=$2} END {print a, f}' "$counts"
 }
 
-load() { # $1 = protocol, $2 = requests
-  case $1 in
-    h1) h2load --h1 -n "$2" -c 10 "http://127.0.0.1:$port/hello" ;;
-    h2c) h2load -n "$2" -c 10 -m 10 "http://127.0.0.1:$port/hello" ;;
-    h1-tls) h2load --h1 -n "$2" -c 10 "https://127.0.0.1:$tport/hello" ;;
-    h2-tls) h2load -n "$2" -c 10 -m 10 "https://127.0.0.1:$tport/hello" ;;
-  esac > "$work/h2load.out"
-  grep -q "$2 succeeded, 0 failed, 0 errored" "$work/h2load.out" || { cat "$work/h2load.out" >&2; exit 1; }
-}
+# shellcheck source=hello_load.sh
+. "$repo/server/tools/hello_load.sh"
 
 for p in h1 h2c h1-tls h2-tls; do load "$p" 2000; done # warm-up: pools, buffers, OpenSSL
 printf '%-7s %9s %12s %12s %9s   %s\n' protocol N total/req marginal/req free/req "command (N)"

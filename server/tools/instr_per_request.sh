@@ -42,16 +42,8 @@ for _ in $(seq 600); do
 done
 [[ $up == 1 ]] || { echo "instr_per_request: the server did not answer"; cat "$work/server.log"; exit 1; } >&2
 
-load() { # $1 = protocol, $2 = requests
-  case $1 in
-    h1) h2load --h1 -n "$2" -c 10 "http://127.0.0.1:$port/hello" ;;
-    h2c) h2load -n "$2" -c 10 -m 10 "http://127.0.0.1:$port/hello" ;;
-    h1-tls) h2load --h1 -n "$2" -c 10 "https://127.0.0.1:$tport/hello" ;;
-    h2-tls) h2load -n "$2" -c 10 -m 10 "https://127.0.0.1:$tport/hello" ;;
-    *) echo "instr_per_request: unknown protocol $1" >&2; exit 2 ;;
-  esac > "$work/h2load.out"
-  grep -q "$2 succeeded, 0 failed, 0 errored" "$work/h2load.out" || { cat "$work/h2load.out" >&2; exit 1; }
-}
+# shellcheck source=hello_load.sh
+. "$repo/server/tools/hello_load.sh"
 
 instructions() { # $1 = dump number; dumps and prints the Ir since the last zero
   callgrind_control -d "$pid" > /dev/null 2>&1

@@ -6,7 +6,7 @@
  *   MALLOC_COUNT_FILE=/tmp/counts LD_PRELOAD=./malloc_count.so puma-plus-server ...
  *   kill -USR2 <pid>; cat /tmp/counts
  *
- * The counts are written to $MALLOC_COUNT_FILE on SIGUSR2 and at exit, as lines "name value"
+ * The counts are written to $MALLOC_COUNT_FILE on SIGRTMIN+3 and at exit, as lines "name value"
  * (seq, malloc, calloc, realloc, free, bytes); seq grows by one per dump so a reader can wait
  * for a fresh one. The file is written to FILE.tmp and renamed, with only async-signal-safe
  * calls, so a reader never sees half a dump. posix_memalign / aligned_alloc / memalign are
@@ -159,7 +159,7 @@ __attribute__((constructor)) static void malloc_count_init(void) {
   sa.sa_handler = on_usr2;
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGUSR2, &sa, NULL);
+  sigaction(SIGRTMIN + 3, &sa, NULL); /* not SIGUSR2: the server hot-restarts on it */
 }
 
 __attribute__((destructor)) static void malloc_count_fini(void) {
