@@ -36,7 +36,6 @@
 #include "server/h2.h"
 
 #include "fuzz/check.h"
-#include "fuzz/known.h"
 
 #define MAX_INPUT        12000
 #define OUT_STEP         4096
@@ -223,40 +222,6 @@ static void run(owner *o, const uint8_t *data, size_t size, size_t split, outcom
     CHECK(o->streams[i].closed);
 }
 
-/* Pending finding 6 (docs/FUZZING.md): while a header block is open nghttp2 counts a
- * CONTINUATION once per nghttp2_session_mem_recv call that enters its frame-header state, so a
- * split inside the header of a frame that follows HEADERS without END_HEADERS (or of any
- * CONTINUATION) can push the block over the 8-CONTINUATION limit in the cut run only. With
- * PP_FUZZ_SKIP_KNOWN=1 such splits are skipped. */
-static int split_in_continuation_header(const uint8_t *st, size_t total, size_t split) {
-  size_t off = 24;
-  int in_block = 0;
-  while (off < total) {
-    int known_type = off + 3 < total;
-    if ((in_block || (known_type && st[off + 3] == 9)) && split > off && split < off + 9) return 1;
-    if (off + 9 > total) break;
-    uint8_t type = st[off + 3], flags = st[off + 4];
-    if (type == 1 || type == 5 || type == 9) in_block = !(flags & 0x4);
-    off += 9 + ((size_t)st[off] << 16 | (size_t)st[off + 1] << 8 | st[off + 2]);
-  }
-  return 0;
-}
-
-/* Pending finding 7 (docs/FUZZING.md): once the client's GOAWAY has been read and no stream is
- * open, nghttp2_session_want_read() is 0 and every later nghttp2_session_mem_recv call ignores
- * its input, while frames after the GOAWAY in the same call are still processed. With
- * PP_FUZZ_SKIP_KNOWN=1, inputs whose split point follows a complete GOAWAY frame are skipped. */
-static int split_after_goaway(const uint8_t *st, size_t total, size_t split) {
-  size_t off = 24;
-  while (off + 9 <= total) {
-    size_t end = off + 9 + ((size_t)st[off] << 16 | (size_t)st[off + 1] << 8 | st[off + 2]);
-    if (end > split) return 0;
-    if (st[off + 3] == 7) return 1;
-    off = end;
-  }
-  return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
   size_t split_seed = (size_t)data[0] << 8 | data[1];
@@ -269,11 +234,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(stream, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
   if (size) memcpy(stream + 24, data, size);
   size_t split = split_seed % (total + 1);
-  if (pp_fuzz_skip_known() && (split_in_continuation_header(stream, total, split) ||
-                               split_after_goaway(stream, total, split))) {
-    free(stream);
-    return 0;
-  }
 
   outcome whole, cut;
   run(&runs[0], stream, total, total, &whole);

@@ -688,8 +688,11 @@ int pp_h2_is_preface(const uint8_t *data, size_t len) {
 
 /* Follows frame boundaries over the input so that, after our GOAWAY, a HEADERS for a later
  * stream is queued for REFUSED_STREAM once it has been read whole (nghttp2 has then seen it and
- * ignored it; resetting before that would reset an idle stream). */
-static void scan_frames(pp_h2 *h, const uint8_t *data, size_t len) {
+ * ignored it; resetting before that would reset an idle stream). Returns how many of the len
+ * bytes it took: all of them, or, once either side has sent a GOAWAY, up to the end of the
+ * first frame that completes (so that the caller can ask nghttp2 after each frame whether it
+ * still reads: see pp_h2_feed). */
+static size_t scan_frames(pp_h2 *h, const uint8_t *data, size_t len) {
   size_t i = 0;
   while (i < len) {
     if (h->scan_skip) {
@@ -721,20 +724,20 @@ static void scan_frames(pp_h2 *h, const uint8_t *data, size_t len) {
         h->refuse[h->refuse_count++] = h->scan_refuse;
         h->refuse_upto = h->scan_refuse;
       }
+      if (h->scan_hdr[3] == NGHTTP2_GOAWAY) h->scan_goaway = 1;
       h->scan_refuse = 0;
       h->scan_hdr_len = 0;
+      if (h->goaway_sent || h->scan_goaway) break;
     }
   }
+  return i;
 }
 
-ssize_t pp_h2_feed(pp_h2 *h, const uint8_t *data, size_t len) {
-  if (h->depth) return PP_H2_EREENTER;
-  if (h->err) return PP_H2_EFINISHED;
-  if (len == 0) return 0;
-  scan_frames(h, data, len);
-  /* nghttp2 must see every frame header whole: its CONTINUATION limit counts once per call
-   * that enters the frame-header state, so a header cut across reads would count several
-   * times. A trailing incomplete frame header is held back until it is complete. */
+/* Gives nghttp2 len bytes, every frame header whole: its CONTINUATION limit counts once per
+ * call that enters the frame-header state, so a header cut across reads would count several
+ * times. A trailing incomplete frame header (scan_frames has just read its first bytes) is held
+ * back until it is complete. Returns nghttp2's result (< 0: a connection error). */
+static ssize_t recv_whole_headers(pp_h2 *h, const uint8_t *data, size_t len) {
   ssize_t rv = 0;
   size_t off = 0;
   if (h->hold_len) {
@@ -761,6 +764,28 @@ ssize_t pp_h2_feed(pp_h2 *h, const uint8_t *data, size_t len) {
   if (rv >= 0 && tail && off < len) {
     memcpy(h->hold, data + len - tail, tail);
     h->hold_len = (uint32_t)tail;
+  }
+  return rv;
+}
+
+ssize_t pp_h2_feed(pp_h2 *h, const uint8_t *data, size_t len) {
+  if (h->depth) return PP_H2_EREENTER;
+  if (h->err) return PP_H2_EFINISHED;
+  if (len == 0) return 0;
+  /* Once nghttp2 stops reading (a GOAWAY was sent or received and no stream is open), it
+   * ignores every later call's input but would still process the rest of the call in which
+   * that happened. So after a GOAWAY the input goes in frame by frame and, as soon as nghttp2
+   * no longer reads, the rest is ignored here too: the outcome does not depend on how the
+   * bytes were split (FUZZING.md, finding 7). */
+  ssize_t rv = 0;
+  size_t done = 0;
+  while (done < len && !h->input_ignored) {
+    size_t seg = scan_frames(h, data + done, len - done);
+    rv = recv_whole_headers(h, data + done, seg);
+    done += seg;
+    if (rv < 0) break;
+    if ((h->goaway_sent || h->scan_goaway) && !nghttp2_session_want_read(h->session))
+      h->input_ignored = 1;
   }
   h->stats.bytes_in += len;
   if (rv < 0) {

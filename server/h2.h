@@ -179,6 +179,8 @@ struct pp_h2 {
   uint32_t scan_hdr_len; /* bytes of it read */
   uint32_t scan_left;    /* payload bytes of the current frame still to come */
   int32_t scan_refuse;   /* the current frame is a HEADERS to refuse (its stream id), or 0 */
+  int scan_goaway;       /* a GOAWAY from the client has been read whole */
+  int input_ignored;     /* nghttp2 wants no more input: later bytes are counted, not read */
   int pending_work;      /* some stream has deferred resume/consume/reset work */
 
   /* The header block being received (one at a time per connection, RFC 9113 §4.3). */

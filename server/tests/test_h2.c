@@ -968,6 +968,67 @@ static void test_goaway_drain(void) {
   }
 }
 
+/* A client GOAWAY with no stream open, then a WINDOW_UPDATE and a HEADERS: nghttp2 stops reading
+ * at the GOAWAY (it ignores every later call's input), so pp_h2_feed ignores the rest of the
+ * same call too: the request never reaches the owner and the session is finished, whether the
+ * bytes arrive in one piece or in any two (FUZZING.md, finding 7). While a stream is open,
+ * frames after the client's GOAWAY are still read. */
+static void test_client_goaway_split(void) {
+  pp_buf b;
+  pp_buf_init(&b);
+  raw enc;
+  raw_init(&enc);
+  uint8_t ga[8] = {0, 0, 0, 0, 0, 0, 0, 0}; /* last stream 0, NO_ERROR */
+  uint8_t wu[4] = {0, 0, 0x10, 0};
+  frame(&b, NGHTTP2_GOAWAY, 0, 0, ga, sizeof ga);
+  frame(&b, NGHTTP2_WINDOW_UPDATE, 0, 0, wu, sizeof wu);
+  raw_get(&enc, &b, 1, NGHTTP2_FLAG_END_STREAM);
+  for (size_t cut = 0; cut <= b.len; cut++) {
+    pp_h2 h;
+    owner o;
+    raw r;
+    server_init(&h, &o, NULL);
+    raw_init(&r);
+    raw_open(&h, &r, 1);
+    if (cut) CU_ASSERT_EQUAL(pp_h2_feed(&h, b.data, cut), (ssize_t)cut);
+    if (cut < b.len)
+      CU_ASSERT_EQUAL(pp_h2_feed(&h, b.data + cut, b.len - cut), (ssize_t)(b.len - cut));
+    drain(&h, &r.in, 1000);
+    raw_parse(&r);
+    CU_ASSERT_EQUAL(o.n, 0);
+    CU_ASSERT(pp_h2_finished(&h));
+    CU_ASSERT_EQUAL(h.stats.bytes_in, 24 + 9 + 9 + b.len);
+    CU_ASSERT_EQUAL(h.stats.protocol_errors, 0);
+    pp_h2_dispose(&h);
+    raw_dispose(&r);
+    owner_dispose(&o);
+  }
+  /* With stream 1 open, the client's GOAWAY does not end reading: its DATA still arrives. */
+  pp_h2 h;
+  owner o;
+  raw r;
+  server_init(&h, &o, NULL);
+  raw_init(&r);
+  raw_open(&h, &r, 1);
+  pp_buf c;
+  pp_buf_init(&c);
+  nghttp2_nv post[] = {NV(":method", "POST"), NV(":scheme", "http"), NV(":authority", "a"),
+                       NV(":path", "/p")};
+  raw_headers(&r, &c, 1, 0, post, 4);
+  frame(&c, NGHTTP2_GOAWAY, 0, 0, ga, sizeof ga);
+  frame(&c, NGHTTP2_DATA, NGHTTP2_FLAG_END_STREAM, 1, "abc", 3);
+  raw_send(&h, &r, &c, 0);
+  CU_ASSERT_EQUAL(o.n, 1);
+  CU_ASSERT_EQUAL(o.r[0].body.len, 3);
+  CU_ASSERT(!pp_h2_finished(&h));
+  pp_buf_dispose(&c);
+  pp_h2_dispose(&h);
+  raw_dispose(&r);
+  owner_dispose(&o);
+  raw_dispose(&enc);
+  pp_buf_dispose(&b);
+}
+
 static void test_max_concurrent_streams(void) {
   pp_h2_limits l;
   pp_h2_limits_default(&l);
@@ -1609,6 +1670,8 @@ int main(void) {
   CU_add_test(s, "h2c upgrade: stream 1, HTTP2-Settings decoding", test_upgrade);
   CU_add_test(s, "GOAWAY drain: in-flight finishes, later streams REFUSED_STREAM",
               test_goaway_drain);
+  CU_add_test(s, "client GOAWAY then a request: ignored however the bytes are split",
+              test_client_goaway_split);
   CU_add_test(s, "max concurrent streams exceeded", test_max_concurrent_streams);
   CU_add_test(s, "oversized header list answered 431", test_oversized_header_list);
   CU_add_test(s, "CONTINUATION flood ends the connection", test_continuation_flood);

@@ -333,11 +333,9 @@ def _(c):
     return expect_goaway(c, ERR["PROTOCOL_ERROR"])
 
 
-# KNOWN SERVER BUG (fails): nghttp2 ignores a HEADERS whose stream id is lower than the last
-# one it saw unless it knows the stream is half-closed or closed (session.c,
-# session_on_request_headers_received: "we are very conservative here"), so stream 1 is neither
-# answered nor reset and the client waits forever. RFC 9113 5.1.1: MUST be a connection error
-# of type PROTOCOL_ERROR.
+# nghttp2 ignores a HEADERS whose stream id is lower than the last one it saw unless it knows
+# the stream is half-closed or closed, so the session checks this itself (server/h2.c, commit
+# 2500449); RFC 9113 5.1.1: a connection error of type PROTOCOL_ERROR.
 @case("5.1.1 stream id not increasing (3 then 1) -> GOAWAY PROTOCOL_ERROR")
 def _(c):
     c.send(req(sid=3) + req(sid=1))
@@ -703,12 +701,10 @@ def _(c):
     return expect_rst(c, 1, ERR["FLOW_CONTROL_ERROR"])
 
 
-# KNOWN SERVER BUG (fails; found by fuzz/fuzz_h2.c): Debian's nghttp2 1.52 backport of the
-# CONTINUATION limit (CVE-2024-28182) counts a CONTINUATION each time nghttp2_session_mem_recv
-# enters its frame-header state, so a CONTINUATION frame header that arrives in several reads
-# counts several times: one CONTINUATION whose 9 header bytes arrive one read each counts 9,
-# over the limit of 8, and a valid request ends in GOAWAY(PROTOCOL_ERROR). h2.h promises that
-# pp_h2_feed's result does not depend on how the bytes are split.
+# Fuzzing finding 6 (docs/FUZZING.md): Debian's nghttp2 1.52 backport of the CONTINUATION
+# limit (CVE-2024-28182) counts a CONTINUATION each time nghttp2_session_mem_recv enters its
+# frame-header state, so a frame header arriving in several reads would count several times and
+# a valid request end in GOAWAY(PROTOCOL_ERROR). pp_h2_feed hands nghttp2 frame headers whole.
 @case("6.10 HEADERS + one CONTINUATION, its frame header trickled byte by byte -> 200")
 def _(c):
     err = ready(c)
