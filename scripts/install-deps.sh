@@ -17,6 +17,7 @@ PACKAGES=(
   chromium
   redis-server
   haproxy prometheus iproute2 systemd
+  linux-perf
 )
 
 missing=()
