@@ -171,6 +171,39 @@ class TestWire < Minitest::Test
     assert_equal big, frames.map(&:chunk).join
   end
 
+  REQUEST_PAYLOADS = Dir[File.join(CORPUS_DIR, "*.bin")].sort.filter_map do |f|
+    b = File.binread(f)
+    b.getbyte(0) == PumaPlus::Wire::REQUEST && !File.basename(f).start_with?("bad-") ? b.byteslice(8..) : nil
+  end
+
+  # decode_request_env (the worker's hot path): the env is a new, unfrozen dup of the
+  # prototype with every pair stored in order (a repeated key keeps its last value); the
+  # other fields are decode_request's; a Decoder made with env_proto: gives the same.
+  def test_decode_request_env_is_the_prototype_plus_the_pairs
+    proto = { "rack.multithread" => true, "SCRIPT_NAME" => "", "PATH_INFO" => "/from-proto" }.freeze
+    assert_operator REQUEST_PAYLOADS.size, :>=, 2
+    dup_pairs = W::Request.new(7, 1, 2, 0, ["X_K", "first", "PATH_INFO", "/p", "X_K", "last"], "body".b)
+    payloads = REQUEST_PAYLOADS + [W.encode(dup_pairs).byteslice(8..)]
+    payloads.each do |payload|
+      flat = W.decode_request(payload)
+      req = W.decode_request_env(payload, proto)
+      want = proto.dup
+      flat.env.each_slice(2) { |k, v| want[k] = v }
+      assert_equal want, req.env
+      assert_equal want.keys, req.env.keys, "insertion order"
+      refute req.env.frozen?
+      refute_same proto, req.env
+      assert_equal [flat.request_id, flat.t2b_ns, flat.t3_ns, flat.flags, flat.body],
+                   [req.request_id, req.t2b_ns, req.t3_ns, req.flags, req.body]
+      dec = W::Decoder.new(env_proto: proto)
+      dec.feed(W.header(W::REQUEST, payload.bytesize) + payload)
+      assert_equal req, dec.next_frame
+    end
+    env = W.decode_request_env(payloads.last, proto).env
+    assert_equal ["last", "/p"], [env["X_K"], env["PATH_INFO"]]
+    assert_equal "/from-proto", proto["PATH_INFO"]
+  end
+
   def test_full_u64_range_round_trips
     f = W::ResponseEnd.new(2**64 - 1, 2**64 - 2, 0, 2**64 - 1, -1, -(2**63))
     assert_equal f, W.decode(W.encode(f))[0]
@@ -223,6 +256,41 @@ class TestWireNative < TestWire
     end
   ensure
     GC.enable
+  end
+
+  # The same differential for decode_request_env: truncations and mutations of the corpus's
+  # REQUEST payloads decode to equal Requests (env Hash included) or the same ProtocolError.
+  def test_native_decode_request_env_matches_the_ruby_reference
+    proto = PumaPlus::Worker.prototype_env(threads: 2, worker_index: 1)
+    rng = Random.new(13)
+    inputs = REQUEST_PAYLOADS.flat_map { |p| (0..p.bytesize).map { |n| p.byteslice(0, n) } }
+    REQUEST_PAYLOADS.each do |p|
+      300.times do
+        m = p.dup
+        3.times { m.setbyte(rng.rand(m.bytesize), rng.rand(256)) }
+        inputs << m
+      end
+    end
+    inputs.each do |input|
+      want = begin
+        W.ruby_decode_request_env(input, proto)
+      rescue W::ProtocolError => e
+        e
+      end
+      got = begin
+        W.native_decode_request_env(input, proto)
+      rescue W::ProtocolError => e
+        e
+      end
+      if want.is_a?(W::ProtocolError)
+        assert_instance_of W::ProtocolError, got, input.unpack1("H*")
+        assert_equal [want.reason, want.message], [got.reason, got.message]
+      else
+        assert_equal want, got
+        assert_equal want.env.keys, got.env.keys
+      end
+    end
+    assert_raises(TypeError) { W.native_decode_request_env(REQUEST_PAYLOADS.first, [].freeze) }
   end
 
   def test_native_encoders_match_the_ruby_reference

@@ -5,8 +5,9 @@
  * messages. The workload: one REQUEST of ~15 short pairs and one small response per request,
  * where Ruby spends its time in unpack/byteslice calls and small String allocations.
  *
- * Defines on PumaPlus::Wire: native_decode_request, native_append_response_head,
- * native_append_response_body, native_append_response_end. Wire.codec= picks them.
+ * Defines on PumaPlus::Wire: native_decode_request, native_decode_request_env,
+ * native_append_response_head, native_append_response_body, native_append_response_end.
+ * Wire.codec= picks them.
  * Sans-I/O: no sockets, no clocks, no globals beyond the cached class and symbol handles. */
 #include <ruby.h>
 #include <ruby/encoding.h>
@@ -56,10 +57,12 @@ static void mismatch(long length, const char *fmt, ...) {
   rb_exc_raise(rb_funcall(eProtocolError, id_new, 2, sym_length_mismatch, msg));
 }
 
-/* Wire.native_decode_request(payload) → Request(request_id, t2b_ns, t3_ns, flags, env, body).
- * env: [key, value, ...]; keys interned frozen UTF-8 Strings, values binary Strings. */
-static VALUE native_decode_request(VALUE self, VALUE payload) {
-  (void)self;
+/* Decodes a REQUEST payload. With `env` nil the pairs become a flat Array [key, value, ...]
+ * (the Request's env field); with `env` a Hash they are stored into it in order, so a
+ * repeated key keeps its last value, as `env[key] = value` in a loop would. Keys are
+ * interned frozen UTF-8 Strings (Hash#[]= then keeps them without a copy), values binary
+ * Strings. Raises ProtocolError as the Ruby codec does. */
+static VALUE decode_request(VALUE payload, VALUE env) {
   StringValue(payload);
   const unsigned char *p = (const unsigned char *)RSTRING_PTR(payload);
   long len = RSTRING_LEN(payload);
@@ -71,21 +74,27 @@ static VALUE native_decode_request(VALUE self, VALUE payload) {
   uint32_t count = get_u32(p + pos);
   pos += 4;
   if ((uint64_t)count * 8 > (uint64_t)(len - pos)) mismatch(len, "room for %u pairs", count);
-  VALUE flat = rb_ary_new_capa((long)count * 2);
+  VALUE flat = NIL_P(env) ? rb_ary_new_capa((long)count * 2) : env;
   rb_encoding *utf8 = rb_utf8_encoding();
   for (uint32_t i = 0; i < count; i++) {
     if (pos + 4 > len) mismatch(len, "room for a key length at %ld", pos);
     uint32_t n = get_u32(p + pos);
     pos += 4;
     if (n > (uint64_t)(len - pos)) mismatch(len, "%u key bytes at %ld", n, pos);
-    rb_ary_push(flat, rb_enc_interned_str((const char *)p + pos, n, utf8));
+    VALUE key = rb_enc_interned_str((const char *)p + pos, n, utf8);
     pos += n;
     if (pos + 4 > len) mismatch(len, "room for a value length at %ld", pos);
     n = get_u32(p + pos);
     pos += 4;
     if (n > (uint64_t)(len - pos)) mismatch(len, "%u value bytes at %ld", n, pos);
-    rb_ary_push(flat, rb_str_new((const char *)p + pos, n));
+    VALUE value = rb_str_new((const char *)p + pos, n);
     pos += n;
+    if (NIL_P(env)) {
+      rb_ary_push(flat, key);
+      rb_ary_push(flat, value);
+    } else {
+      rb_hash_aset(env, key, value);
+    }
   }
   if (pos + 4 > len) mismatch(len, "room for the body length at %ld", pos);
   uint32_t body_len = get_u32(p + pos);
@@ -95,6 +104,23 @@ static VALUE native_decode_request(VALUE self, VALUE payload) {
   VALUE body = rb_str_new((const char *)p + pos, body_len);
   VALUE argv[6] = {id, t2b, t3, flags, flat, body};
   return rb_class_new_instance(6, argv, cRequest);
+}
+
+/* Wire.native_decode_request(payload) → Request(request_id, t2b_ns, t3_ns, flags, env, body)
+ * with env the flat pairs [key, value, ...]. */
+static VALUE native_decode_request(VALUE self, VALUE payload) {
+  (void)self;
+  return decode_request(payload, Qnil);
+}
+
+/* Wire.native_decode_request_env(payload, proto) → the same Request with env a Hash: a dup of
+ * `proto` (the worker's frozen prototype env) holding the pairs. The worker's hot path: no
+ * flat Array, no Ruby loop over the pairs. A malformed payload raises; its half-built env is
+ * garbage. */
+static VALUE native_decode_request_env(VALUE self, VALUE payload, VALUE proto) {
+  (void)self;
+  Check_Type(proto, T_HASH);
+  return decode_request(payload, rb_hash_dup(proto));
 }
 
 static void check_out(VALUE out) {
@@ -186,6 +212,7 @@ RUBY_FUNC_EXPORTED void Init_puma_plus_ext(void) {
   id_new = rb_intern("new");
   sym_length_mismatch = ID2SYM(rb_intern("length_mismatch"));
   rb_define_singleton_method(mWire, "native_decode_request", native_decode_request, 1);
+  rb_define_singleton_method(mWire, "native_decode_request_env", native_decode_request_env, 2);
   rb_define_singleton_method(mWire, "native_append_response_head", native_append_response_head, 4);
   rb_define_singleton_method(mWire, "native_append_response_body", native_append_response_body, 3);
   rb_define_singleton_method(mWire, "native_append_response_end", native_append_response_end, 7);

@@ -12,7 +12,7 @@ module PumaPlus
   # One worker thread's connection to puma-plus-server (docs/PROTOCOL.md): says HELLO, then
   # serves one request at a time: REQUEST → Rack env → app.call → RESPONSE_HEAD, RESPONSE_BODY*,
   # RESPONSE_END. This is the hot path: the env is a dup of a frozen prototype plus the pairs
-  # the server built, and a small response goes out in one write.
+  # the server built (decoded straight into it), and a small response goes out in one write.
   #
   # #run returns why the connection ended: :eof (the server closed it, or the worker is
   # stopping), :protocol_error (the server broke the protocol; logged), or :aborted (the app
@@ -58,7 +58,7 @@ module PumaPlus
       @worker_index = worker_index
       @thread_index = thread_index
       @log = log
-      @decoder = Wire::Decoder.new
+      @decoder = Wire::Decoder.new(env_proto: proto_env) # REQUEST env: the Rack env Hash
       @pending = []
       @rbuf = String.new(capacity: READ_SIZE, encoding: Encoding::BINARY)
       @out = String.new(capacity: FLUSH_AT, encoding: Encoding::BINARY)
@@ -250,14 +250,7 @@ module PumaPlus
       id = req.request_id
       @current_id = id
       @cancelled = false
-      env = @proto_env.dup
-      pairs = req.env
-      i = 0
-      n = pairs.size
-      while i < n
-        env[pairs[i]] = pairs[i + 1]
-        i += 2
-      end
+      env = req.env # a dup of the prototype with the pairs (Decoder env_proto:)
       @hijacked = nil
       if req.flags & Wire::FLAG_HIJACKABLE != 0
         # HTTP/1.1 without TLS: the server can hand the client socket over (full hijack).

@@ -94,7 +94,8 @@ module PumaPlus
     # Decodes one frame from `buf` at byte offset `pos`. Returns [frame, consumed] or nil if
     # the frame is not complete yet. Raises ProtocolError for a malformed frame, as soon as the
     # header shows it (bad reserved bytes, unknown type, length over MAX_PAYLOAD).
-    def decode(buf, pos = 0)
+    # With `env_proto` (a Hash), a REQUEST's env comes as decode_request_env makes it.
+    def decode(buf, pos = 0, env_proto = nil)
       avail = buf.bytesize - pos
       return nil if avail < HEADER_SIZE
 
@@ -102,7 +103,7 @@ module PumaPlus
       return nil if avail < HEADER_SIZE + length
 
       payload = buf.byteslice(pos + HEADER_SIZE, length)
-      [decode_payload(type, payload), HEADER_SIZE + length]
+      [decode_payload(type, payload, env_proto), HEADER_SIZE + length]
     end
 
     # The PROTOCOL.md name of a frame Struct ("REQUEST", "BODY_END", ...).
@@ -120,7 +121,8 @@ module PumaPlus
     end
 
     # Decodes a complete payload of frame `type` (a binary String of exactly the payload).
-    def decode_payload(type, payload)
+    # With `env_proto`, a REQUEST is decoded by decode_request_env.
+    def decode_payload(type, payload, env_proto = nil)
       fixed = FIXED[type]
       if fixed
         size, template = fixed
@@ -128,7 +130,7 @@ module PumaPlus
         return TYPES[type][1].new(*payload.unpack(template))
       end
       case type
-      when REQUEST then decode_request(payload)
+      when REQUEST then env_proto ? decode_request_env(payload, env_proto) : decode_request(payload)
       when RESPONSE_HEAD then decode_response_head(payload)
       when BODY then Body.new(*decode_chunk(type, payload))
       when RESPONSE_BODY then ResponseBody.new(*decode_chunk(type, payload))
@@ -146,6 +148,23 @@ module PumaPlus
       pos += 4
       mismatch(REQUEST, len, "#{pos + n} (body of #{n} bytes at #{pos})") if n != len - pos
       Request.new(id, t2b, t3, flags, env, payload.byteslice(pos, n))
+    end
+
+    # A REQUEST whose env is the Rack env itself: a dup of `proto` (the worker's frozen
+    # prototype env, a Hash) with the pairs stored in order, so a repeated key keeps its last
+    # value. The worker's hot path; the C codec builds the Hash without the flat Array.
+    def decode_request_env(payload, proto)
+      req = decode_request(payload)
+      env = proto.dup
+      pairs = req.env
+      i = 0
+      n = pairs.size
+      while i < n
+        env[pairs[i]] = pairs[i + 1]
+        i += 2
+      end
+      req.env = env
+      req
     end
 
     def decode_response_head(payload)
@@ -302,7 +321,8 @@ module PumaPlus
     # The hot functions exist twice: the Ruby ones above (the reference, kept as ruby_NAME)
     # and, when the gem's C extension is built (ext/puma_plus), native_NAME. Wire.codec=
     # points NAME at one set; the worker uses :native when it is there.
-    HOT = %i[decode_request append_response_head append_response_body append_response_end].freeze
+    HOT = %i[decode_request decode_request_env append_response_head append_response_body
+             append_response_end].freeze
     HOT.each { |m| singleton_class.send(:alias_method, :"ruby_#{m}", m) }
 
     def self.native_available? = respond_to?(:native_decode_request)

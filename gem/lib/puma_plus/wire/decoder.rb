@@ -8,10 +8,13 @@ module PumaPlus
     class Decoder
       COMPACT_AT = 1 << 16
 
-      def initialize
+      # With `env_proto` (the worker's frozen prototype env), REQUEST frames carry the Rack
+      # env as a Hash (Wire.decode_request_env) instead of the flat pairs.
+      def initialize(env_proto: nil)
         @buf = String.new(capacity: COMPACT_AT, encoding: Encoding::BINARY)
         @pos = 0
         @error = nil
+        @env_proto = env_proto
       end
 
       # Appends bytes received from the peer.
@@ -29,7 +32,7 @@ module PumaPlus
       def next_frame
         raise @error if @error
 
-        result = Wire.decode(@buf, @pos)
+        result = Wire.decode(@buf, @pos, @env_proto)
         unless result
           compact
           return nil
