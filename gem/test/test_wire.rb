@@ -293,6 +293,31 @@ class TestWireNative < TestWire
     assert_raises(TypeError) { W.native_decode_request_env(REQUEST_PAYLOADS.first, [].freeze) }
   end
 
+  # append_response_headers: the C flattening of a Rack headers Hash gives the bytes the Ruby
+  # one (Response.flatten_headers + append_response_head) gives, for every value shape.
+  def test_native_append_response_headers_matches_the_ruby_reference
+    values = ["text/plain", "", "a\nb", "a\n", "\n", "\na", "a\n\nb\n\n", ["x", "y"], [], [1, :s], nil, 42, :sym,
+              "caf\u00e9", "v" * 300]
+    keys = ["content-type", "rack.hijack", "set-cookie", :symbol_key, "x-r", "rack", "rack.x", "r"]
+    rng = Random.new(17)
+    cases = [{}, { "content-length" => "13", "content-type" => "text/plain" }]
+    200.times do
+      cases << Array.new(rng.rand(0..6)) { [keys.sample(random: rng), values.sample(random: rng)] }.to_h
+    end
+    cases.each do |headers|
+      id = rng.rand(2**64)
+      want = W.ruby_append_response_headers(+"prefix".b, id, 204, headers)
+      got = W.native_append_response_headers(+"prefix".b, id, 204, headers)
+      assert_equal want, got, headers.inspect
+      frame, = W.decode(got, 6)
+      assert_equal PumaPlus::Response.flatten_headers(headers).map(&:b), frame.headers.map(&:b)
+    end
+    # Not a Hash (Rack 2 allows any #each): through Response.flatten_headers.
+    pairs = [["a", "1\n2"], ["rack.x", "no"]]
+    assert_equal W.ruby_append_response_headers(+"".b, 1, 200, pairs), W.native_append_response_headers(+"".b, 1, 200, pairs)
+    assert_raises(ArgumentError) { W.native_append_response_headers(+"".b, 1, 200, { "k" => "v" * W::MAX_PAYLOAD }) }
+  end
+
   def test_native_encoders_match_the_ruby_reference
     rng = Random.new(5)
     20.times do

@@ -6,7 +6,8 @@
  * where Ruby spends its time in unpack/byteslice calls and small String allocations.
  *
  * Defines on PumaPlus::Wire: native_decode_request, native_decode_request_env,
- * native_append_response_head, native_append_response_body, native_append_response_end.
+ * native_append_response_head, native_append_response_headers, native_append_response_body,
+ * native_append_response_end.
  * Wire.codec= picks them.
  * Sans-I/O: no sockets, no clocks, no globals beyond the cached class and symbol handles. */
 #include <ruby.h>
@@ -22,8 +23,8 @@
 #define PP_RESPONSE_BODY 0x21
 #define PP_RESPONSE_END  0x22
 
-static VALUE mWire, cRequest, eProtocolError;
-static ID id_new;
+static VALUE mWire, mResponse, cRequest, eProtocolError;
+static ID id_new, id_to_s, id_flatten_headers;
 static VALUE sym_length_mismatch;
 
 static uint32_t get_u32(const unsigned char *p) {
@@ -162,6 +163,100 @@ static VALUE native_append_response_head(VALUE self, VALUE out, VALUE request_id
   return out;
 }
 
+/* Appends one header pair (u32 length + bytes, twice) to `out`. */
+static void append_pair(VALUE out, VALUE key, const char *value, long value_len) {
+  unsigned char len4[4];
+  put_u32(len4, (uint32_t)RSTRING_LEN(key));
+  rb_str_buf_cat(out, (const char *)len4, 4);
+  rb_str_buf_cat(out, RSTRING_PTR(key), RSTRING_LEN(key));
+  put_u32(len4, (uint32_t)value_len);
+  rb_str_buf_cat(out, (const char *)len4, 4);
+  rb_str_buf_cat(out, value, value_len);
+}
+
+struct head_state {
+  VALUE out;
+  uint32_t pairs;
+};
+
+static VALUE as_string(VALUE v) {
+  if (RB_TYPE_P(v, T_STRING)) return v;
+  v = rb_funcall(v, id_to_s, 0);
+  StringValue(v);
+  return v;
+}
+
+/* One header of the Hash, as Response.flatten_headers flattens it: "rack.*" names dropped,
+ * nil values dropped, a String value split at "\n" (trailing empty lines dropped, as
+ * String#split does), an Array value one pair per element, anything else its to_s. */
+static int append_header_i(VALUE key, VALUE value, VALUE arg) {
+  struct head_state *st = (struct head_state *)arg;
+  key = as_string(key);
+  if (RSTRING_LEN(key) >= 5 && memcmp(RSTRING_PTR(key), "rack.", 5) == 0) return ST_CONTINUE;
+  if (NIL_P(value)) return ST_CONTINUE;
+  if (RB_TYPE_P(value, T_ARRAY)) {
+    for (long i = 0; i < RARRAY_LEN(value); i++) {
+      VALUE v = as_string(RARRAY_AREF(value, i));
+      append_pair(st->out, key, RSTRING_PTR(v), RSTRING_LEN(v));
+      st->pairs++;
+    }
+    return ST_CONTINUE;
+  }
+  value = as_string(value);
+  const char *v = RSTRING_PTR(value);
+  long n = RSTRING_LEN(value);
+  const char *nl = memchr(v, '\n', (size_t)n);
+  if (!nl) {
+    append_pair(st->out, key, v, n);
+    st->pairs++;
+    return ST_CONTINUE;
+  }
+  while (n > 0 && v[n - 1] == '\n')
+    n--; /* split drops trailing empty fields */
+  const char *end = v + n;
+  while (v < end) {
+    nl = memchr(v, '\n', (size_t)(end - v));
+    const char *line_end = nl ? nl : end;
+    append_pair(st->out, key, v, (long)(line_end - v));
+    st->pairs++;
+    v = nl ? nl + 1 : end;
+  }
+  return ST_CONTINUE;
+}
+
+/* Wire.native_append_response_headers(out, request_id, status, headers) → out: a RESPONSE_HEAD
+ * with the Rack headers flattened as Response.flatten_headers does, written straight into
+ * `out` (no flat Array). A headers object that is not a Hash goes through
+ * Response.flatten_headers. */
+static VALUE native_append_response_headers(VALUE self, VALUE out, VALUE request_id, VALUE status,
+                                            VALUE headers) {
+  if (!RB_TYPE_P(headers, T_HASH)) {
+    VALUE flat = rb_funcall(mResponse, id_flatten_headers, 1, headers);
+    return native_append_response_head(self, out, request_id, status, flat);
+  }
+  check_out(out);
+  uint64_t id = NUM2ULL(request_id);
+  unsigned int code = NUM2UINT(status);
+  long start = RSTRING_LEN(out);
+  unsigned char fixed[PP_HEADER_SIZE + 14];
+  memset(fixed, 0, sizeof fixed);
+  rb_str_buf_cat(out, (const char *)fixed, sizeof fixed); /* patched below */
+  struct head_state st = {out, 0};
+  rb_hash_foreach(headers, append_header_i, (VALUE)&st);
+  uint64_t payload = (uint64_t)(RSTRING_LEN(out) - start - PP_HEADER_SIZE);
+  if (payload > PP_MAX_PAYLOAD)
+    rb_raise(rb_eArgError, "response head of %llu bytes over %u", (unsigned long long)payload,
+             PP_MAX_PAYLOAD);
+  put_u32(fixed, (uint32_t)PP_RESPONSE_HEAD << 24);
+  put_u32(fixed + 4, (uint32_t)payload);
+  put_u64(fixed + 8, id);
+  fixed[16] = (unsigned char)(code >> 8), fixed[17] = (unsigned char)code;
+  put_u32(fixed + 18, st.pairs);
+  rb_str_modify(out);
+  memcpy(RSTRING_PTR(out) + start, fixed, sizeof fixed);
+  return out;
+}
+
 /* Wire.native_append_response_body(out, request_id, chunk) → out; split at MAX_PAYLOAD. */
 static VALUE native_append_response_body(VALUE self, VALUE out, VALUE request_id, VALUE chunk) {
   (void)self;
@@ -207,13 +302,19 @@ RUBY_FUNC_EXPORTED void Init_puma_plus_ext(void) {
   mWire = rb_define_module_under(mPumaPlus, "Wire");
   cRequest = rb_const_get(mWire, rb_intern("Request"));
   eProtocolError = rb_const_get(mWire, rb_intern("ProtocolError"));
+  mResponse = rb_const_get(mPumaPlus, rb_intern("Response"));
+  rb_gc_register_mark_object(mResponse);
   rb_gc_register_mark_object(cRequest);
   rb_gc_register_mark_object(eProtocolError);
   id_new = rb_intern("new");
+  id_to_s = rb_intern("to_s");
+  id_flatten_headers = rb_intern("flatten_headers");
   sym_length_mismatch = ID2SYM(rb_intern("length_mismatch"));
   rb_define_singleton_method(mWire, "native_decode_request", native_decode_request, 1);
   rb_define_singleton_method(mWire, "native_decode_request_env", native_decode_request_env, 2);
   rb_define_singleton_method(mWire, "native_append_response_head", native_append_response_head, 4);
+  rb_define_singleton_method(mWire, "native_append_response_headers",
+                             native_append_response_headers, 4);
   rb_define_singleton_method(mWire, "native_append_response_body", native_append_response_body, 3);
   rb_define_singleton_method(mWire, "native_append_response_end", native_append_response_end, 7);
 }

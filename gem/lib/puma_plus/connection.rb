@@ -340,7 +340,7 @@ module PumaPlus
         code = Response.status_code(status)
         return response_hijack(code, headers, body, env) if response_hijack?(code, headers, body)
 
-        Wire.append_response_head(out, id, code, Response.flatten_headers(headers))
+        Wire.append_response_headers(out, id, code, headers)
         # A rack.hijack response header where hijack cannot exist (h2, h3, TLS; Rack says the
         # app must not set it there): its callable is served as a Streaming Body instead.
         hook = headers[HIJACK] if headers.respond_to?(:[])

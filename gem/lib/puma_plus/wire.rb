@@ -11,6 +11,7 @@
 # Frame: 8-byte header (u8 type | u24 reserved = 0 | u32 length, big-endian), then `length`
 # bytes of payload (at most MAX_PAYLOAD), whose fields must fill it exactly.
 
+require_relative "response" # append_response_headers flattens with Response.flatten_headers
 require_relative "wire/protocol_error"
 require_relative "wire/frames"
 require_relative "wire/decoder"
@@ -296,6 +297,12 @@ module PumaPlus
       out
     end
 
+    # Appends a RESPONSE_HEAD to `out` from a Rack response's headers, flattened as
+    # Response.flatten_headers does (the C codec writes them without the flat Array).
+    def append_response_headers(out, request_id, status, headers)
+      append_response_head(out, request_id, status, Response.flatten_headers(headers))
+    end
+
     # Appends RESPONSE_BODY frames carrying `chunk` (split at MAX_PAYLOAD) to `out`.
     def append_response_body(out, request_id, chunk)
       chunk = bin(chunk)
@@ -321,8 +328,8 @@ module PumaPlus
     # The hot functions exist twice: the Ruby ones above (the reference, kept as ruby_NAME)
     # and, when the gem's C extension is built (ext/puma_plus), native_NAME. Wire.codec=
     # points NAME at one set; the worker uses :native when it is there.
-    HOT = %i[decode_request decode_request_env append_response_head append_response_body
-             append_response_end].freeze
+    HOT = %i[decode_request decode_request_env append_response_head append_response_headers
+             append_response_body append_response_end].freeze
     HOT.each { |m| singleton_class.send(:alias_method, :"ruby_#{m}", m) }
 
     def self.native_available? = respond_to?(:native_decode_request)
