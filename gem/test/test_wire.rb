@@ -199,6 +199,11 @@ class TestWire < Minitest::Test
       dec.feed(W.header(W::REQUEST, payload.bytesize) + payload)
       assert_equal req, dec.next_frame
     end
+    empty = W.decode_request_env(W.encode(W::Request.new(8, 1, 2, 0, [], "")).byteslice(8..), proto)
+    assert_same W::EMPTY_BODY, empty.body, "an empty body is the one frozen EMPTY_BODY"
+    assert empty.body.frozen?
+    assert_equal Encoding::BINARY, empty.body.encoding
+    refute W.decode_request(payloads.last).body.frozen?, "a body with bytes is the request's own"
     env = W.decode_request_env(payloads.last, proto).env
     assert_equal ["last", "/p"], [env["X_K"], env["PATH_INFO"]]
     assert_equal "/from-proto", proto["PATH_INFO"]

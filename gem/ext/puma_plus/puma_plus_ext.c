@@ -9,7 +9,8 @@
  * native_append_response_head, native_append_response_headers, native_append_response_body,
  * native_append_response_end.
  * Wire.codec= picks them.
- * Sans-I/O: no sockets, no clocks, no globals beyond the cached class and symbol handles. */
+ * Sans-I/O: no sockets, no clocks, no globals beyond the cached class, symbol and constant
+ * handles. */
 #include <ruby.h>
 #include <ruby/encoding.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #define PP_RESPONSE_END  0x22
 
 static VALUE mWire, mResponse, cRequest, eProtocolError;
+static VALUE empty_body; /* Wire::EMPTY_BODY: the body of every REQUEST without one */
 static ID id_new, id_to_s, id_flatten_headers;
 static VALUE sym_length_mismatch;
 
@@ -102,7 +104,7 @@ static VALUE decode_request(VALUE payload, VALUE env) {
   pos += 4;
   if (body_len != (uint64_t)(len - pos))
     mismatch(len, "%ld (body of %u bytes at %ld)", pos + (long)body_len, body_len, pos);
-  VALUE body = rb_str_new((const char *)p + pos, body_len);
+  VALUE body = body_len ? rb_str_new((const char *)p + pos, body_len) : empty_body;
   VALUE argv[6] = {id, t2b, t3, flags, flat, body};
   return rb_class_new_instance(6, argv, cRequest);
 }
@@ -306,6 +308,8 @@ RUBY_FUNC_EXPORTED void Init_puma_plus_ext(void) {
   rb_gc_register_mark_object(mResponse);
   rb_gc_register_mark_object(cRequest);
   rb_gc_register_mark_object(eProtocolError);
+  empty_body = rb_const_get(mWire, rb_intern("EMPTY_BODY"));
+  rb_gc_register_mark_object(empty_body);
   id_new = rb_intern("new");
   id_to_s = rb_intern("to_s");
   id_flatten_headers = rb_intern("flatten_headers");

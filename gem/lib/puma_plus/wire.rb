@@ -89,6 +89,8 @@ module PumaPlus
 
     BINARY = Encoding::BINARY
     UTF_8 = Encoding::UTF_8
+    # The body of a decoded REQUEST that has none (most): one frozen String, not one per request.
+    EMPTY_BODY = "".b.freeze
 
     module_function
 
@@ -148,7 +150,7 @@ module PumaPlus
       n = payload.unpack1("N", offset: pos)
       pos += 4
       mismatch(REQUEST, len, "#{pos + n} (body of #{n} bytes at #{pos})") if n != len - pos
-      Request.new(id, t2b, t3, flags, env, payload.byteslice(pos, n))
+      Request.new(id, t2b, t3, flags, env, n.zero? ? EMPTY_BODY : payload.byteslice(pos, n))
     end
 
     # A REQUEST whose env is the Rack env itself: a dup of `proto` (the worker's frozen
