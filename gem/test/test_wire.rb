@@ -209,6 +209,36 @@ class TestWire < Minitest::Test
     assert_equal "/from-proto", proto["PATH_INFO"]
   end
 
+  # A Decoder with env_proto: fed every corpus frame (bad ones last), split at every few
+  # bytes, gives the frames the plain Decoder gives, with REQUEST env as the Hash, and the
+  # same sticky ProtocolError at the end.
+  def test_decoder_with_env_proto_matches_the_plain_decoder
+    proto = { "SCRIPT_NAME" => "" }.freeze
+    stream = (GOOD + BAD.first(3)).map { |f| File.binread(f) }.join
+    [1, 7, 64, stream.bytesize].each do |step|
+      plain = W::Decoder.new
+      fast = W::Decoder.new(env_proto: proto)
+      want = []
+      got = []
+      errors = [plain, fast].map do |dec|
+        out = dec.equal?(plain) ? want : got
+        (0...stream.bytesize).step(step) do |off|
+          dec.feed(stream.byteslice(off, step))
+          while (frame = dec.next_frame)
+            out << frame
+          end
+        end
+        nil
+      rescue W::ProtocolError => e
+        [e.reason, e.message]
+      end
+      want = want.map { |f| f.is_a?(W::Request) ? W::Request.new(*f.to_a).tap { |r| r.env = proto.merge(f.env.each_slice(2).to_h) } : f }
+      assert_equal want, got, "step #{step}"
+      refute_nil errors[0]
+      assert_equal errors[0], errors[1]
+    end
+  end
+
   def test_full_u64_range_round_trips
     f = W::ResponseEnd.new(2**64 - 1, 2**64 - 2, 0, 2**64 - 1, -1, -(2**63))
     assert_equal f, W.decode(W.encode(f))[0]
@@ -321,6 +351,52 @@ class TestWireNative < TestWire
     pairs = [["a", "1\n2"], ["rack.x", "no"]]
     assert_equal W.ruby_append_response_headers(+"".b, 1, 200, pairs), W.native_append_response_headers(+"".b, 1, 200, pairs)
     assert_raises(ArgumentError) { W.native_append_response_headers(+"".b, 1, 200, { "k" => "v" * W::MAX_PAYLOAD }) }
+  end
+
+  # decode_request_at, C against Ruby: every frame of the corpus (bad ones too) at an offset,
+  # each of its prefixes and some mutations of its header and payload: the same Request, nil,
+  # false, or ProtocolError.
+  def test_native_decode_request_at_matches_the_ruby_reference
+    proto = { "SCRIPT_NAME" => "" }.freeze
+    rng = Random.new(19)
+    inputs = []
+    (GOOD + BAD).each do |f|
+      b = File.binread(f)
+      next if b.bytesize > 4096
+
+      (0..b.bytesize).each { |n| inputs << ("ab".b + b.byteslice(0, n)) }
+      200.times do
+        m = b.dup
+        2.times { m.setbyte(rng.rand([m.bytesize, 40].min), rng.rand(256)) }
+        inputs << ("ab".b + m)
+      end
+    end
+    kinds = Hash.new(0)
+    inputs.each do |input|
+      want = begin
+        W.ruby_decode_request_at(input, 2, proto)
+      rescue W::ProtocolError => e
+        e
+      end
+      got = begin
+        W.native_decode_request_at(input, 2, proto)
+      rescue W::ProtocolError => e
+        e
+      end
+      kinds[want.class] += 1
+      if want.is_a?(W::ProtocolError)
+        assert_instance_of W::ProtocolError, got, input.unpack1("H*")
+        assert_equal [want.reason, want.message], [got.reason, got.message]
+      elsif want.nil?
+        assert_nil got, input.unpack1("H*")
+      else
+        assert_equal want, got, input.unpack1("H*")
+      end
+    end
+    [NilClass, FalseClass, W::Request, W::ProtocolError].each { |k| assert_operator kinds[k], :>, 0, k.name }
+    assert_nil W.native_decode_request_at("x".b, 2, proto)
+    assert_nil W.ruby_decode_request_at("x".b, 2, proto)
+    assert_raises(ArgumentError) { W.native_decode_request_at("x".b, -1, proto) }
   end
 
   def test_native_encoders_match_the_ruby_reference

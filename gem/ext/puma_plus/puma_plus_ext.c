@@ -6,6 +6,7 @@
  * where Ruby spends its time in unpack/byteslice calls and small String allocations.
  *
  * Defines on PumaPlus::Wire: native_decode_request, native_decode_request_env,
+ * native_decode_request_at,
  * native_append_response_head, native_append_response_headers, native_append_response_body,
  * native_append_response_end.
  * Wire.codec= picks them.
@@ -20,6 +21,7 @@
 
 #define PP_HEADER_SIZE   8
 #define PP_MAX_PAYLOAD   (4u * 1024u * 1024u)
+#define PP_REQUEST       0x10
 #define PP_RESPONSE_HEAD 0x20
 #define PP_RESPONSE_BODY 0x21
 #define PP_RESPONSE_END  0x22
@@ -65,10 +67,7 @@ static void mismatch(long length, const char *fmt, ...) {
  * repeated key keeps its last value, as `env[key] = value` in a loop would. Keys are
  * interned frozen UTF-8 Strings (Hash#[]= then keeps them without a copy), values binary
  * Strings. Raises ProtocolError as the Ruby codec does. */
-static VALUE decode_request(VALUE payload, VALUE env) {
-  StringValue(payload);
-  const unsigned char *p = (const unsigned char *)RSTRING_PTR(payload);
-  long len = RSTRING_LEN(payload);
+static VALUE decode_request(const unsigned char *p, long len, VALUE env) {
   if (len < 33) mismatch(len, "at least 33");
   VALUE id = ULL2NUM(get_u64(p)), t2b = ULL2NUM(get_u64(p + 8)), t3 = ULL2NUM(get_u64(p + 16));
   VALUE flags = INT2FIX(p[24]);
@@ -113,7 +112,11 @@ static VALUE decode_request(VALUE payload, VALUE env) {
  * with env the flat pairs [key, value, ...]. */
 static VALUE native_decode_request(VALUE self, VALUE payload) {
   (void)self;
-  return decode_request(payload, Qnil);
+  StringValue(payload);
+  VALUE req =
+      decode_request((const unsigned char *)RSTRING_PTR(payload), RSTRING_LEN(payload), Qnil);
+  RB_GC_GUARD(payload);
+  return req;
 }
 
 /* Wire.native_decode_request_env(payload, proto) → the same Request with env a Hash: a dup of
@@ -122,8 +125,34 @@ static VALUE native_decode_request(VALUE self, VALUE payload) {
  * garbage. */
 static VALUE native_decode_request_env(VALUE self, VALUE payload, VALUE proto) {
   (void)self;
+  StringValue(payload);
   Check_Type(proto, T_HASH);
-  return decode_request(payload, rb_hash_dup(proto));
+  VALUE req = decode_request((const unsigned char *)RSTRING_PTR(payload), RSTRING_LEN(payload),
+                             rb_hash_dup(proto));
+  RB_GC_GUARD(payload);
+  return req;
+}
+
+/* Wire.native_decode_request_at(buf, pos, proto) → the REQUEST frame (header and payload) at
+ * byte `pos` of `buf` decoded as decode_request_env does, read in place (no payload String);
+ * nil when `buf` holds less than the whole frame; false when the frame there is not a
+ * well-formed REQUEST header (another type, reserved bytes set, length over MAX_PAYLOAD):
+ * the caller's generic decoder then takes it, and raises where it must. The Decoder's hot
+ * path; the frame's size is 8 + the header's length field. */
+static VALUE native_decode_request_at(VALUE self, VALUE buf, VALUE pos, VALUE proto) {
+  (void)self;
+  StringValue(buf);
+  Check_Type(proto, T_HASH);
+  long off = NUM2LONG(pos), size = RSTRING_LEN(buf);
+  if (off < 0) rb_raise(rb_eArgError, "offset can't be negative");
+  if (off > size || size - off < PP_HEADER_SIZE) return Qnil;
+  const unsigned char *h = (const unsigned char *)RSTRING_PTR(buf) + off;
+  uint32_t length = get_u32(h + 4);
+  if (h[0] != PP_REQUEST || h[1] || h[2] || h[3] || length > PP_MAX_PAYLOAD) return Qfalse;
+  if ((uint64_t)(size - off - PP_HEADER_SIZE) < length) return Qnil;
+  VALUE req = decode_request(h + PP_HEADER_SIZE, (long)length, rb_hash_dup(proto));
+  RB_GC_GUARD(buf);
+  return req;
 }
 
 static void check_out(VALUE out) {
@@ -316,6 +345,7 @@ RUBY_FUNC_EXPORTED void Init_puma_plus_ext(void) {
   sym_length_mismatch = ID2SYM(rb_intern("length_mismatch"));
   rb_define_singleton_method(mWire, "native_decode_request", native_decode_request, 1);
   rb_define_singleton_method(mWire, "native_decode_request_env", native_decode_request_env, 2);
+  rb_define_singleton_method(mWire, "native_decode_request_at", native_decode_request_at, 3);
   rb_define_singleton_method(mWire, "native_append_response_head", native_append_response_head, 4);
   rb_define_singleton_method(mWire, "native_append_response_headers",
                              native_append_response_headers, 4);

@@ -170,6 +170,23 @@ module PumaPlus
       req
     end
 
+    # The REQUEST frame at byte `pos` of `buf`, decoded as decode_request_env does; nil when
+    # `buf` holds less than the whole frame; false when the header there is not a
+    # well-formed REQUEST's (another type, reserved bytes set, length over MAX_PAYLOAD), which
+    # the generic `decode` then takes (and rejects where it must). The frame's size is
+    # HEADER_SIZE + its length field. The Decoder's hot path: the C codec reads the frame in
+    # place, with no payload String, header Array or [frame, consumed] pair.
+    def decode_request_at(buf, pos, proto)
+      avail = buf.bytesize - pos
+      return nil if avail < HEADER_SIZE
+
+      word, length = buf.unpack("NN", offset: pos)
+      return false if word != REQUEST << 24 || length > MAX_PAYLOAD
+      return nil if avail < HEADER_SIZE + length
+
+      decode_request_env(buf.byteslice(pos + HEADER_SIZE, length), proto)
+    end
+
     def decode_response_head(payload)
       len = payload.bytesize
       mismatch(RESPONSE_HEAD, len, "at least 14") if len < 14
@@ -330,8 +347,8 @@ module PumaPlus
     # The hot functions exist twice: the Ruby ones above (the reference, kept as ruby_NAME)
     # and, when the gem's C extension is built (ext/puma_plus), native_NAME. Wire.codec=
     # points NAME at one set; the worker uses :native when it is there.
-    HOT = %i[decode_request decode_request_env append_response_head append_response_headers
-             append_response_body append_response_end].freeze
+    HOT = %i[decode_request decode_request_env decode_request_at append_response_head
+             append_response_headers append_response_body append_response_end].freeze
     HOT.each { |m| singleton_class.send(:alias_method, :"ruby_#{m}", m) }
 
     def self.native_available? = respond_to?(:native_decode_request)

@@ -32,6 +32,12 @@ module PumaPlus
       def next_frame
         raise @error if @error
 
+        if @env_proto && (frame = Wire.decode_request_at(@buf, @pos, @env_proto))
+          # A REQUEST (the worker's hot path), read in place; anything else takes the general path.
+          @pos += HEADER_SIZE + @buf.unpack1("N", offset: @pos + 4)
+          compact
+          return frame
+        end
         result = Wire.decode(@buf, @pos, @env_proto)
         unless result
           compact
