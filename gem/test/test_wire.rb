@@ -183,7 +183,9 @@ class TestWire < Minitest::Test
     proto = { "rack.multithread" => true, "SCRIPT_NAME" => "", "PATH_INFO" => "/from-proto" }.freeze
     assert_operator REQUEST_PAYLOADS.size, :>=, 2
     dup_pairs = W::Request.new(7, 1, 2, 0, ["X_K", "first", "PATH_INFO", "/p", "X_K", "last"], "body".b)
-    payloads = REQUEST_PAYLOADS + [W.encode(dup_pairs).byteslice(8..)]
+    # More pairs than the C codec inserts at once, keys repeated across those batches.
+    many = W::Request.new(9, 1, 2, 0, Array.new(70) { |i| ["K#{i % 40}", "v#{i}"] }.flatten, "")
+    payloads = REQUEST_PAYLOADS + [W.encode(many).byteslice(8..), W.encode(dup_pairs).byteslice(8..)]
     payloads.each do |payload|
       flat = W.decode_request(payload)
       req = W.decode_request_env(payload, proto)

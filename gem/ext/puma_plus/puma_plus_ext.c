@@ -78,6 +78,12 @@ static VALUE decode_request(const unsigned char *p, long len, VALUE env) {
   if ((uint64_t)count * 8 > (uint64_t)(len - pos)) mismatch(len, "room for %u pairs", count);
   VALUE flat = NIL_P(env) ? rb_ary_new_capa((long)count * 2) : env;
   rb_encoding *utf8 = rb_utf8_encoding();
+  /* Pairs for the env go in with rb_hash_bulk_insert, up to PAIRS_AT_ONCE at a time: the
+   * table grows once, not per key, and no per-key update callback runs. The pending VALUEs
+   * live on this C stack, which the GC scans. */
+  enum { PAIRS_AT_ONCE = 32 };
+  VALUE pending[2 * PAIRS_AT_ONCE];
+  long npending = 0;
   for (uint32_t i = 0; i < count; i++) {
     if (pos + 4 > len) mismatch(len, "room for a key length at %ld", pos);
     uint32_t n = get_u32(p + pos);
@@ -94,10 +100,12 @@ static VALUE decode_request(const unsigned char *p, long len, VALUE env) {
     if (NIL_P(env)) {
       rb_ary_push(flat, key);
       rb_ary_push(flat, value);
-    } else {
-      rb_hash_aset(env, key, value);
+      continue;
     }
+    pending[npending++] = key, pending[npending++] = value;
+    if (npending == 2 * PAIRS_AT_ONCE) rb_hash_bulk_insert(npending, pending, env), npending = 0;
   }
+  if (npending) rb_hash_bulk_insert(npending, pending, env);
   if (pos + 4 > len) mismatch(len, "room for the body length at %ld", pos);
   uint32_t body_len = get_u32(p + pos);
   pos += 4;
