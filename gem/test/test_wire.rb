@@ -374,14 +374,15 @@ class TestWireNative < TestWire
       end
     end
     kinds = Hash.new(0)
+    cache = [] # shared by all inputs, as one connection's is: stale keys must never leak in
     inputs.each do |input|
       want = begin
-        W.ruby_decode_request_at(input, 2, proto)
+        W.ruby_decode_request_at(input, 2, proto, [])
       rescue W::ProtocolError => e
         e
       end
       got = begin
-        W.native_decode_request_at(input, 2, proto)
+        W.native_decode_request_at(input, 2, proto, cache)
       rescue W::ProtocolError => e
         e
       end
@@ -396,9 +397,12 @@ class TestWireNative < TestWire
       end
     end
     [NilClass, FalseClass, W::Request, W::ProtocolError].each { |k| assert_operator kinds[k], :>, 0, k.name }
-    assert_nil W.native_decode_request_at("x".b, 2, proto)
-    assert_nil W.ruby_decode_request_at("x".b, 2, proto)
-    assert_raises(ArgumentError) { W.native_decode_request_at("x".b, -1, proto) }
+    assert_operator cache.size, :>, 0
+    assert(cache.all? { |k| k.frozen? && k.encoding == Encoding::UTF_8 && k.equal?(-k.dup) }, "cached keys are interned")
+    assert_nil W.native_decode_request_at("x".b, 2, proto, [])
+    assert_nil W.ruby_decode_request_at("x".b, 2, proto, [])
+    assert_raises(ArgumentError) { W.native_decode_request_at("x".b, -1, proto, []) }
+    assert_raises(FrozenError) { W.native_decode_request_at("x".b, 0, proto, [].freeze) }
   end
 
   def test_native_encoders_match_the_ruby_reference

@@ -22,6 +22,7 @@
 #define PP_HEADER_SIZE   8
 #define PP_MAX_PAYLOAD   (4u * 1024u * 1024u)
 #define PP_REQUEST       0x10
+#define KEY_CACHE_MAX    64u /* env keys remembered per connection, by pair index */
 #define PP_RESPONSE_HEAD 0x20
 #define PP_RESPONSE_BODY 0x21
 #define PP_RESPONSE_END  0x22
@@ -67,7 +68,7 @@ static void mismatch(long length, const char *fmt, ...) {
  * repeated key keeps its last value, as `env[key] = value` in a loop would. Keys are
  * interned frozen UTF-8 Strings (Hash#[]= then keeps them without a copy), values binary
  * Strings. Raises ProtocolError as the Ruby codec does. */
-static VALUE decode_request(const unsigned char *p, long len, VALUE env) {
+static VALUE decode_request(const unsigned char *p, long len, VALUE env, VALUE key_cache) {
   if (len < 33) mismatch(len, "at least 33");
   VALUE id = ULL2NUM(get_u64(p)), t2b = ULL2NUM(get_u64(p + 8)), t3 = ULL2NUM(get_u64(p + 16));
   VALUE flags = INT2FIX(p[24]);
@@ -89,7 +90,20 @@ static VALUE decode_request(const unsigned char *p, long len, VALUE env) {
     uint32_t n = get_u32(p + pos);
     pos += 4;
     if (n > (uint64_t)(len - pos)) mismatch(len, "%u key bytes at %ld", n, pos);
-    VALUE key = rb_enc_interned_str((const char *)p + pos, n, utf8);
+    VALUE key = Qnil;
+    if (!NIL_P(key_cache) && (long)i < RARRAY_LEN(key_cache)) {
+      /* The server sends the same keys in the same order request after request: the key
+       * this connection saw at this index last time is reused when its bytes match,
+       * without hashing them for the intern table. */
+      VALUE seen = RARRAY_AREF(key_cache, (long)i);
+      if (RB_TYPE_P(seen, T_STRING) && RSTRING_LEN(seen) == (long)n &&
+          memcmp(RSTRING_PTR(seen), p + pos, n) == 0)
+        key = seen;
+    }
+    if (NIL_P(key)) {
+      key = rb_enc_interned_str((const char *)p + pos, n, utf8);
+      if (!NIL_P(key_cache) && i < KEY_CACHE_MAX) rb_ary_store(key_cache, (long)i, key);
+    }
     pos += n;
     if (pos + 4 > len) mismatch(len, "room for a value length at %ld", pos);
     n = get_u32(p + pos);
@@ -122,7 +136,7 @@ static VALUE native_decode_request(VALUE self, VALUE payload) {
   (void)self;
   StringValue(payload);
   VALUE req =
-      decode_request((const unsigned char *)RSTRING_PTR(payload), RSTRING_LEN(payload), Qnil);
+      decode_request((const unsigned char *)RSTRING_PTR(payload), RSTRING_LEN(payload), Qnil, Qnil);
   RB_GC_GUARD(payload);
   return req;
 }
@@ -136,21 +150,26 @@ static VALUE native_decode_request_env(VALUE self, VALUE payload, VALUE proto) {
   StringValue(payload);
   Check_Type(proto, T_HASH);
   VALUE req = decode_request((const unsigned char *)RSTRING_PTR(payload), RSTRING_LEN(payload),
-                             rb_hash_dup(proto));
+                             rb_hash_dup(proto), Qnil);
   RB_GC_GUARD(payload);
   return req;
 }
 
-/* Wire.native_decode_request_at(buf, pos, proto) → the REQUEST frame (header and payload) at
- * byte `pos` of `buf` decoded as decode_request_env does, read in place (no payload String);
- * nil when `buf` holds less than the whole frame; false when the frame there is not a
+/* Wire.native_decode_request_at(buf, pos, proto, key_cache) → the REQUEST frame (header and
+ * payload) at byte `pos` of `buf` decoded as decode_request_env does, read in place (no payload
+ * String); nil when `buf` holds less than the whole frame; false when the frame there is not a
  * well-formed REQUEST header (another type, reserved bytes set, length over MAX_PAYLOAD):
  * the caller's generic decoder then takes it, and raises where it must. The Decoder's hot
- * path; the frame's size is 8 + the header's length field. */
-static VALUE native_decode_request_at(VALUE self, VALUE buf, VALUE pos, VALUE proto) {
+ * path; the frame's size is 8 + the header's length field. `key_cache` is an Array the
+ * caller keeps per connection and never touches: the env keys by pair index, of Strings
+ * only (a key found there with the same bytes is used without interning it again). */
+static VALUE native_decode_request_at(VALUE self, VALUE buf, VALUE pos, VALUE proto,
+                                      VALUE key_cache) {
   (void)self;
   StringValue(buf);
   Check_Type(proto, T_HASH);
+  Check_Type(key_cache, T_ARRAY);
+  rb_check_frozen(key_cache);
   long off = NUM2LONG(pos), size = RSTRING_LEN(buf);
   if (off < 0) rb_raise(rb_eArgError, "offset can't be negative");
   if (off > size || size - off < PP_HEADER_SIZE) return Qnil;
@@ -158,7 +177,7 @@ static VALUE native_decode_request_at(VALUE self, VALUE buf, VALUE pos, VALUE pr
   uint32_t length = get_u32(h + 4);
   if (h[0] != PP_REQUEST || h[1] || h[2] || h[3] || length > PP_MAX_PAYLOAD) return Qfalse;
   if ((uint64_t)(size - off - PP_HEADER_SIZE) < length) return Qnil;
-  VALUE req = decode_request(h + PP_HEADER_SIZE, (long)length, rb_hash_dup(proto));
+  VALUE req = decode_request(h + PP_HEADER_SIZE, (long)length, rb_hash_dup(proto), key_cache);
   RB_GC_GUARD(buf);
   return req;
 }
@@ -353,7 +372,7 @@ RUBY_FUNC_EXPORTED void Init_puma_plus_ext(void) {
   sym_length_mismatch = ID2SYM(rb_intern("length_mismatch"));
   rb_define_singleton_method(mWire, "native_decode_request", native_decode_request, 1);
   rb_define_singleton_method(mWire, "native_decode_request_env", native_decode_request_env, 2);
-  rb_define_singleton_method(mWire, "native_decode_request_at", native_decode_request_at, 3);
+  rb_define_singleton_method(mWire, "native_decode_request_at", native_decode_request_at, 4);
   rb_define_singleton_method(mWire, "native_append_response_head", native_append_response_head, 4);
   rb_define_singleton_method(mWire, "native_append_response_headers",
                              native_append_response_headers, 4);

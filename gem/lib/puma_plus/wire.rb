@@ -175,8 +175,10 @@ module PumaPlus
     # well-formed REQUEST's (another type, reserved bytes set, length over MAX_PAYLOAD), which
     # the generic `decode` then takes (and rejects where it must). The frame's size is
     # HEADER_SIZE + its length field. The Decoder's hot path: the C codec reads the frame in
-    # place, with no payload String, header Array or [frame, consumed] pair.
-    def decode_request_at(buf, pos, proto)
+    # place, with no payload String, header Array or [frame, consumed] pair. `key_cache` is
+    # an Array kept per connection for the C codec (the env keys by pair index, so a key seen
+    # before is not interned again); this reference leaves it alone.
+    def decode_request_at(buf, pos, proto, _key_cache)
       avail = buf.bytesize - pos
       return nil if avail < HEADER_SIZE
 

@@ -15,6 +15,7 @@ module PumaPlus
         @pos = 0
         @error = nil
         @env_proto = env_proto
+        @key_cache = [] # Wire.decode_request_at's: the env keys by pair index
       end
 
       # Appends bytes received from the peer.
@@ -32,7 +33,7 @@ module PumaPlus
       def next_frame
         raise @error if @error
 
-        if @env_proto && (frame = Wire.decode_request_at(@buf, @pos, @env_proto))
+        if @env_proto && (frame = Wire.decode_request_at(@buf, @pos, @env_proto, @key_cache))
           # A REQUEST (the worker's hot path), read in place; anything else takes the general path.
           @pos += HEADER_SIZE + @buf.unpack1("N", offset: @pos + 4)
           compact
