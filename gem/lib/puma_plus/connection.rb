@@ -295,7 +295,11 @@ module PumaPlus
         # the client already and would discard the response, so none is written.
         close_body(body, env)
       elsif status
-        error = interruptible(raise_pending: false) { write_response(id, status, headers, body, env) }
+        error = if PumaPlus.request_timeouts?
+                  interruptible(raise_pending: false) { write_response(id, status, headers, body, env) }
+                else
+                  write_response(id, status, headers, body, env) # no TIMEOUT can come: no mask needed
+                end
       else
         internal_error(id)
       end
@@ -314,7 +318,10 @@ module PumaPlus
       @body_open = false
       @hijack_env = nil
       @hijacked = nil
-      run_finished(env, finished, after_reply, error ? nil : status, error ? nil : headers, error) if finished
+      # Most requests register no callback: then there is nothing to call.
+      if finished && !(finished.empty? && after_reply.empty?)
+        run_finished(env, finished, after_reply, error ? nil : status, error ? nil : headers, error)
+      end
     end
 
     # rack.response_finished (Rack 3: reverse order, env/status/headers/error) and puma's
@@ -340,12 +347,12 @@ module PumaPlus
       written = false
       begin
         code = Response.status_code(status)
-        return response_hijack(code, headers, body, env) if response_hijack?(code, headers, body)
+        hook = headers[HIJACK] if headers.respond_to?(:[]) # looked up once, for both uses below
+        return response_hijack(code, headers, body, env) if response_hijack?(code, hook, body)
 
         Wire.append_response_headers(out, id, code, headers)
         # A rack.hijack response header where hijack cannot exist (h2, h3, TLS; Rack says the
         # app must not set it there): its callable is served as a Streaming Body instead.
-        hook = headers[HIJACK] if headers.respond_to?(:[])
         body = hook if hook.respond_to?(:call)
         # to_ary may answer nil (Rails 6.1's RackBody does, to keep Array#flatten off it): then
         # the body is an Enumerable Body after all, as puma treats it.
@@ -469,10 +476,11 @@ module PumaPlus
     # A response hijack on a request that can be hijacked: a rack.hijack response header
     # (Rack 2 and 3), or a Rack 3 Streaming Body answering 101 Switching Protocols (as a
     # WebSocket app does), whose bytes must not be framed as an HTTP body.
-    def response_hijack?(code, headers, body)
+    # `hook` is the rack.hijack response header's value (or nil).
+    def response_hijack?(code, hook, body)
       return false unless @hijack_env
 
-      return true if headers.respond_to?(:[]) && headers[HIJACK].respond_to?(:call)
+      return true if hook.respond_to?(:call)
 
       code == 101 && body.respond_to?(:call) && !body.respond_to?(:each) && !body.respond_to?(:to_ary)
     end

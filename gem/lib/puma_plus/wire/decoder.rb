@@ -33,11 +33,15 @@ module PumaPlus
       def next_frame
         raise @error if @error
 
-        if @env_proto && (frame = Wire.decode_request_at(@buf, @pos, @env_proto, @key_cache))
-          # A REQUEST (the worker's hot path), read in place; anything else takes the general path.
-          @pos += HEADER_SIZE + @buf.unpack1("N", offset: @pos + 4)
-          compact
-          return frame
+        if @env_proto
+          # A REQUEST (the worker's hot path) is read in place; nil is "need more" for any
+          # frame; anything else (false) takes the general path.
+          frame = Wire.decode_request_at(@buf, @pos, @env_proto, @key_cache)
+          unless frame == false
+            @pos += HEADER_SIZE + @buf.unpack1("N", offset: @pos + 4) if frame
+            compact
+            return frame
+          end
         end
         result = Wire.decode(@buf, @pos, @env_proto)
         unless result
