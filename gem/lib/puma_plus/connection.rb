@@ -218,7 +218,8 @@ module PumaPlus
       raise @broken if @broken
       return @pending.shift unless @pending.empty?
 
-      loop do
+      # `while true`, not Kernel#loop: no block call per read.
+      while true # rubocop:disable Style/InfiniteLoop
         frame = @decoder.next_frame
         return frame if frame
 
@@ -290,7 +291,7 @@ module PumaPlus
         # Full hijack: the app owns the socket and the server ignores its response (Rack
         # SPEC); the exchange ends with RESPONSE_END alone.
         close_body(body, env) if status
-      elsif status && timed_out?(id)
+      elsif status && @timed_out_id == id # timed_out?(id), inline: `id` is never nil here
         # The app rescued its RequestTimeout and answered anyway: the server has answered
         # the client already and would discard the response, so none is written.
         close_body(body, env)
@@ -348,12 +349,13 @@ module PumaPlus
       begin
         code = Response.status_code(status)
         hook = headers[HIJACK] if headers.respond_to?(:[]) # looked up once, for both uses below
+        hook = nil unless hook.nil? || hook.respond_to?(:call) # only a callable counts
         return response_hijack(code, headers, body, env) if response_hijack?(code, hook, body)
 
         Wire.append_response_headers(out, id, code, headers)
         # A rack.hijack response header where hijack cannot exist (h2, h3, TLS; Rack says the
         # app must not set it there): its callable is served as a Streaming Body instead.
-        body = hook if hook.respond_to?(:call)
+        body = hook if hook
         # to_ary may answer nil (Rails 6.1's RackBody does, to keep Array#flatten off it): then
         # the body is an Enumerable Body after all, as puma treats it.
         if body.respond_to?(:to_ary) && (parts = body.to_ary)
@@ -476,11 +478,11 @@ module PumaPlus
     # A response hijack on a request that can be hijacked: a rack.hijack response header
     # (Rack 2 and 3), or a Rack 3 Streaming Body answering 101 Switching Protocols (as a
     # WebSocket app does), whose bytes must not be framed as an HTTP body.
-    # `hook` is the rack.hijack response header's value (or nil).
+    # `hook` is the rack.hijack response header's callable (or nil).
     def response_hijack?(code, hook, body)
       return false unless @hijack_env
 
-      return true if hook.respond_to?(:call)
+      return true if hook
 
       code == 101 && body.respond_to?(:call) && !body.respond_to?(:each) && !body.respond_to?(:to_ary)
     end

@@ -37,10 +37,13 @@ module PumaPlus
           # A REQUEST (the worker's hot path) is read in place; nil is "need more" for any
           # frame; anything else (false) takes the general path.
           frame = Wire.decode_request_at(@buf, @pos, @env_proto, @key_cache)
-          unless frame == false
-            @pos += HEADER_SIZE + @buf.unpack1("N", offset: @pos + 4) if frame
+          if frame
+            @pos += HEADER_SIZE + @buf.unpack1("N", offset: @pos + 4)
             compact
             return frame
+          elsif frame.nil?
+            compact
+            return nil
           end
         end
         result = Wire.decode(@buf, @pos, @env_proto)
