@@ -25,12 +25,15 @@
 #
 # The worker loads the gem's C codec from build/gem/ext-lib (RUBYLIB), as the e2e tests do;
 # PUMA_PLUS_PURE_RUBY=1 measures the pure-Ruby codec instead. The codec in use is printed.
+# PP_GEM_DIR and PP_EXT_LIB measure another copy of the gem and its built extension (an
+# older commit's, say).
 # PP_RUBY_INSTR_KEEP=1 keeps the work directory (dumps, logs) and prints its path.
 set -euo pipefail
 bin=$(realpath "$1"); n=${2:-2000}
 top=${PP_RUBY_INSTR_TOP:-25}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-ext=$(dirname "$bin")/../gem/ext-lib
+gem_dir=${PP_GEM_DIR:-$repo/gem}
+ext=${PP_EXT_LIB:-$(dirname "$bin")/../gem/ext-lib}
 for tool in valgrind callgrind_annotate h2load curl ruby; do
   command -v "$tool" > /dev/null || { echo "ruby_instr_per_request: $tool missing" >&2; exit 1; }
 done
@@ -69,7 +72,7 @@ chmod +x "$work/ruby-callgrind"
 
 RUBYLIB=$ext${RUBYLIB:+:$RUBYLIB} setsid "$bin" -app "$work/config.ru" -workers 1 -threads 1 \
   -listen "127.0.0.1:$port" -control off -quiet -ruby "$work/ruby-callgrind" \
-  -runtime-dir "$work/rt" -gem-dir "$repo/gem" > "$work/server.log" 2>&1 < /dev/null &
+  -runtime-dir "$work/rt" -gem-dir "$gem_dir" > "$work/server.log" 2>&1 < /dev/null &
 pid=$!
 cleanup() {
   kill -TERM "$pid" 2>/dev/null || true

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "io/nonblock"
 require "socket"
 require "stringio"
 require_relative "wire"
@@ -54,6 +55,11 @@ module PumaPlus
     def initialize(app, sock, proto_env, worker_index:, thread_index:, log: $stderr)
       @app = app
       @sock = sock
+      # Blocking mode (Ruby makes sockets non-blocking): the wait for the next REQUEST is then
+      # one read(2) that sleeps in the kernel, GVL released, instead of read (EAGAIN), poll,
+      # read. Thread#raise still wakes it (EINTR). poll_cancel's read_nonblock puts the socket
+      # back in non-blocking mode; it works either way.
+      sock.nonblock = false if sock.respond_to?(:nonblock=)
       @proto_env = proto_env
       @worker_index = worker_index
       @thread_index = thread_index
