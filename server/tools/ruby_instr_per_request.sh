@@ -26,7 +26,8 @@
 # The worker loads the gem's C codec from build/gem/ext-lib (RUBYLIB), as the e2e tests do;
 # PUMA_PLUS_PURE_RUBY=1 measures the pure-Ruby codec instead. The codec in use is printed.
 # PP_GEM_DIR and PP_EXT_LIB measure another copy of the gem and its built extension (an
-# older commit's, say).
+# older commit's, say). PP_SERVER_ARGS adds server flags (e.g. "-request-timeout 30s", which
+# turns on the worker's timeout machinery).
 # PP_RUBY_INSTR_KEEP=1 keeps the work directory (dumps, logs) and prints its path.
 set -euo pipefail
 bin=$(realpath "$1"); n=${2:-2000}
@@ -71,7 +72,7 @@ EOF
 chmod +x "$work/ruby-callgrind"
 
 RUBYLIB=$ext${RUBYLIB:+:$RUBYLIB} setsid "$bin" -app "$work/config.ru" -workers 1 -threads 1 \
-  -listen "127.0.0.1:$port" -control off -quiet -ruby "$work/ruby-callgrind" \
+  -listen "127.0.0.1:$port" -control off -quiet -ruby "$work/ruby-callgrind" ${PP_SERVER_ARGS:-} \
   -runtime-dir "$work/rt" -gem-dir "$gem_dir" > "$work/server.log" 2>&1 < /dev/null &
 pid=$!
 cleanup() {
