@@ -48,6 +48,9 @@ module PumaPlus
     class StopRequested < Exception; end # rubocop:disable Lint/InheritException
 
     STOP_ON_BLOCKING = { StopRequested => :on_blocking }.freeze # one Hash less per request
+    # The masks of the request-timeout machinery, built once (a literal makes a Hash per call).
+    TIMEOUT_NEVER = { RequestTimeout => :never }.freeze
+    TIMEOUT_IMMEDIATE = { RequestTimeout => :immediate }.freeze
 
     attr_reader :thread_index
 
@@ -240,7 +243,7 @@ module PumaPlus
     def write_out(out)
       # Never interrupted in the middle of a frame: a timeout waits for the write to finish.
       if PumaPlus.request_timeouts?
-        Thread.handle_interrupt(RequestTimeout => :never) { @sock.write(out) }
+        Thread.handle_interrupt(TIMEOUT_NEVER) { @sock.write(out) }
       else
         @sock.write(out)
       end
@@ -532,7 +535,7 @@ module PumaPlus
         @in_app = true
         entered = true
       end
-      Thread.handle_interrupt(RequestTimeout => :immediate) { yield }
+      Thread.handle_interrupt(TIMEOUT_IMMEDIATE) { yield }
     ensure
       if entered
         @interrupt_lock.synchronize { @in_app = false }
@@ -546,7 +549,7 @@ module PumaPlus
     def discard_late_timeout
       return unless Thread.pending_interrupt?
 
-      Thread.handle_interrupt(RequestTimeout => :immediate) { Thread.pass }
+      Thread.handle_interrupt(TIMEOUT_IMMEDIATE) { Thread.pass }
     rescue RequestTimeout
       nil
     end
