@@ -54,7 +54,8 @@ module PumaPlus
 
     attr_reader :thread_index
 
-    # `proto_env` is the frozen prototype env (see Worker.prototype_env); `log` takes #puts.
+    # `proto_env` is the worker's frozen prototype env (see Worker.prototype_env); `log` takes
+    # #puts.
     def initialize(app, sock, proto_env, worker_index:, thread_index:, log: $stderr)
       @app = app
       @sock = sock
@@ -63,11 +64,9 @@ module PumaPlus
       # read. Thread#raise still wakes it (EINTR). poll_cancel's read_nonblock puts the socket
       # back in non-blocking mode; it works either way.
       sock.nonblock = false if sock.respond_to?(:nonblock=)
-      @proto_env = proto_env
       @worker_index = worker_index
       @thread_index = thread_index
       @log = log
-      @decoder = Wire::Decoder.new(env_proto: proto_env) # REQUEST env: the Rack env Hash
       @pending = []
       @rbuf = String.new(capacity: READ_SIZE, encoding: Encoding::BINARY)
       @out = String.new(capacity: FLUSH_AT, encoding: Encoding::BINARY)
@@ -75,6 +74,10 @@ module PumaPlus
       @cancelled = false
       @body_open = false
       @cancel_check = -> { poll_cancel }
+      # This connection's prototype: the worker's plus its cancel check, which each request's
+      # env then gets with the dup instead of one more insert.
+      @proto_env = proto_env.merge(CANCELLED => @cancel_check).freeze
+      @decoder = Wire::Decoder.new(env_proto: @proto_env) # REQUEST env: the Rack env Hash
       @hijack_call = -> { hijack_client }
       @hijack_env = nil # the running request's env while it may be hijacked
       @hijacked = nil # the client socket once handed over
@@ -276,7 +279,6 @@ module PumaPlus
         input = StringIO.new(req.body)
       end
       env[RACK_INPUT] = input
-      env[CANCELLED] = @cancel_check
       finished = env[RESPONSE_FINISHED] = []
       after_reply = env[AFTER_REPLY] = []
       error = nil
