@@ -34,10 +34,13 @@ work=$(mktemp -d /tmp/pp-rperf.XXXXXX)
 port=$((20000 + RANDOM % 20000))
 tck=$(getconf CLK_TCK)
 
-RUBYLIB=$ext${RUBYLIB:+:$RUBYLIB} setsid "$bin" -app "$app" -workers 1 -threads "$threads" \
-  -listen "127.0.0.1:$port" -control off -quiet -runtime-dir "$work/rt" -gem-dir "$gem_dir" \
-  > "$work/server.log" 2>&1 < /dev/null &
-pid=$!
+start_server() {
+  RUBYLIB=$ext${RUBYLIB:+:$RUBYLIB} setsid "$bin" -app "$app" -workers 1 -threads "$threads" \
+    -listen "127.0.0.1:$port" -control off -quiet -runtime-dir "$work/rt" -gem-dir "$gem_dir" \
+    > "$work/server.log" 2>&1 < /dev/null &
+  pid=$!
+}
+start_server
 cleanup() {
   kill -TERM "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
@@ -48,7 +51,12 @@ url=http://127.0.0.1:$port/hello
 up=0
 for _ in $(seq 300); do
   if curl -fs -o /dev/null "$url"; then up=1; break; fi
-  kill -0 "$pid" 2>/dev/null || break
+  if ! kill -0 "$pid" 2>/dev/null; then
+    grep -q "address already in use" "$work/server.log" || break
+    port=$((20000 + RANDOM % 20000)) url=http://127.0.0.1:$port/hello # taken: another port
+    wait "$pid" 2>/dev/null || true
+    start_server
+  fi
   sleep 0.1
 done
 [[ $up == 1 ]] || { echo "ruby_perf_per_request: the server did not answer"; cat "$work/server.log"; exit 1; } >&2
