@@ -171,6 +171,76 @@ class TestWire < Minitest::Test
     assert_equal big, frames.map(&:chunk).join
   end
 
+  REQUEST_PAYLOADS = Dir[File.join(CORPUS_DIR, "*.bin")].sort.filter_map do |f|
+    b = File.binread(f)
+    b.getbyte(0) == PumaPlus::Wire::REQUEST && !File.basename(f).start_with?("bad-") ? b.byteslice(8..) : nil
+  end
+
+  # decode_request_env (the worker's hot path): the env is a new, unfrozen dup of the
+  # prototype with every pair stored in order (a repeated key keeps its last value); the
+  # other fields are decode_request's; a Decoder made with env_proto: gives the same.
+  def test_decode_request_env_is_the_prototype_plus_the_pairs
+    proto = { "rack.multithread" => true, "SCRIPT_NAME" => "", "PATH_INFO" => "/from-proto" }.freeze
+    assert_operator REQUEST_PAYLOADS.size, :>=, 2
+    dup_pairs = W::Request.new(7, 1, 2, 0, ["X_K", "first", "PATH_INFO", "/p", "X_K", "last"], "body".b)
+    # More pairs than the C codec inserts at once, keys repeated across those batches.
+    many = W::Request.new(9, 1, 2, 0, Array.new(70) { |i| ["K#{i % 40}", "v#{i}"] }.flatten, "")
+    payloads = REQUEST_PAYLOADS + [W.encode(many).byteslice(8..), W.encode(dup_pairs).byteslice(8..)]
+    payloads.each do |payload|
+      flat = W.decode_request(payload)
+      req = W.decode_request_env(payload, proto)
+      want = proto.dup
+      flat.env.each_slice(2) { |k, v| want[k] = v }
+      assert_equal want, req.env
+      assert_equal want.keys, req.env.keys, "insertion order"
+      refute req.env.frozen?
+      refute_same proto, req.env
+      assert_equal [flat.request_id, flat.t2b_ns, flat.t3_ns, flat.flags, flat.body],
+                   [req.request_id, req.t2b_ns, req.t3_ns, req.flags, req.body]
+      dec = W::Decoder.new(env_proto: proto)
+      dec.feed(W.header(W::REQUEST, payload.bytesize) + payload)
+      assert_equal req, dec.next_frame
+    end
+    empty = W.decode_request_env(W.encode(W::Request.new(8, 1, 2, 0, [], "")).byteslice(8..), proto)
+    assert_same W::EMPTY_BODY, empty.body, "an empty body is the one frozen EMPTY_BODY"
+    assert empty.body.frozen?
+    assert_equal Encoding::BINARY, empty.body.encoding
+    refute W.decode_request(payloads.last).body.frozen?, "a body with bytes is the request's own"
+    env = W.decode_request_env(payloads.last, proto).env
+    assert_equal ["last", "/p"], [env["X_K"], env["PATH_INFO"]]
+    assert_equal "/from-proto", proto["PATH_INFO"]
+  end
+
+  # A Decoder with env_proto: fed every corpus frame (bad ones last), split at every few
+  # bytes, gives the frames the plain Decoder gives, with REQUEST env as the Hash, and the
+  # same sticky ProtocolError at the end.
+  def test_decoder_with_env_proto_matches_the_plain_decoder
+    proto = { "SCRIPT_NAME" => "" }.freeze
+    stream = (GOOD + BAD.first(3)).map { |f| File.binread(f) }.join
+    [1, 7, 64, stream.bytesize].each do |step|
+      plain = W::Decoder.new
+      fast = W::Decoder.new(env_proto: proto)
+      want = []
+      got = []
+      errors = [plain, fast].map do |dec|
+        out = dec.equal?(plain) ? want : got
+        (0...stream.bytesize).step(step) do |off|
+          dec.feed(stream.byteslice(off, step))
+          while (frame = dec.next_frame)
+            out << frame
+          end
+        end
+        nil
+      rescue W::ProtocolError => e
+        [e.reason, e.message]
+      end
+      want = want.map { |f| f.is_a?(W::Request) ? W::Request.new(*f.to_a).tap { |r| r.env = proto.merge(f.env.each_slice(2).to_h) } : f }
+      assert_equal want, got, "step #{step}"
+      refute_nil errors[0]
+      assert_equal errors[0], errors[1]
+    end
+  end
+
   def test_full_u64_range_round_trips
     f = W::ResponseEnd.new(2**64 - 1, 2**64 - 2, 0, 2**64 - 1, -1, -(2**63))
     assert_equal f, W.decode(W.encode(f))[0]
@@ -221,6 +291,119 @@ class TestWireNative < TestWire
         got.env.each_slice(2) { |k, _| assert_same(-k.dup, k, "keys are interned") }
       end
     end
+  ensure
+    GC.enable
+  end
+
+  # The same differential for decode_request_env: truncations and mutations of the corpus's
+  # REQUEST payloads decode to equal Requests (env Hash included) or the same ProtocolError.
+  def test_native_decode_request_env_matches_the_ruby_reference
+    proto = PumaPlus::Worker.prototype_env(threads: 2, worker_index: 1)
+    rng = Random.new(13)
+    inputs = REQUEST_PAYLOADS.flat_map { |p| (0..p.bytesize).map { |n| p.byteslice(0, n) } }
+    REQUEST_PAYLOADS.each do |p|
+      300.times do
+        m = p.dup
+        3.times { m.setbyte(rng.rand(m.bytesize), rng.rand(256)) }
+        inputs << m
+      end
+    end
+    inputs.each do |input|
+      want = begin
+        W.ruby_decode_request_env(input, proto)
+      rescue W::ProtocolError => e
+        e
+      end
+      got = begin
+        W.native_decode_request_env(input, proto)
+      rescue W::ProtocolError => e
+        e
+      end
+      if want.is_a?(W::ProtocolError)
+        assert_instance_of W::ProtocolError, got, input.unpack1("H*")
+        assert_equal [want.reason, want.message], [got.reason, got.message]
+      else
+        assert_equal want, got
+        assert_equal want.env.keys, got.env.keys
+      end
+    end
+    assert_raises(TypeError) { W.native_decode_request_env(REQUEST_PAYLOADS.first, [].freeze) }
+  end
+
+  # append_response_headers: the C flattening of a Rack headers Hash gives the bytes the Ruby
+  # one (Response.flatten_headers + append_response_head) gives, for every value shape.
+  def test_native_append_response_headers_matches_the_ruby_reference
+    values = ["text/plain", "", "a\nb", "a\n", "\n", "\na", "a\n\nb\n\n", ["x", "y"], [], [1, :s], nil, 42, :sym,
+              "caf\u00e9", "v" * 300]
+    keys = ["content-type", "rack.hijack", "set-cookie", :symbol_key, "x-r", "rack", "rack.x", "r"]
+    rng = Random.new(17)
+    cases = [{}, { "content-length" => "13", "content-type" => "text/plain" }]
+    200.times do
+      cases << Array.new(rng.rand(0..6)) { [keys.sample(random: rng), values.sample(random: rng)] }.to_h
+    end
+    cases.each do |headers|
+      id = rng.rand(2**64)
+      want = W.ruby_append_response_headers(+"prefix".b, id, 204, headers)
+      got = W.native_append_response_headers(+"prefix".b, id, 204, headers)
+      assert_equal want, got, headers.inspect
+      frame, = W.decode(got, 6)
+      assert_equal PumaPlus::Response.flatten_headers(headers).map(&:b), frame.headers.map(&:b)
+    end
+    # Not a Hash (Rack 2 allows any #each): through Response.flatten_headers.
+    pairs = [["a", "1\n2"], ["rack.x", "no"]]
+    assert_equal W.ruby_append_response_headers(+"".b, 1, 200, pairs), W.native_append_response_headers(+"".b, 1, 200, pairs)
+    assert_raises(ArgumentError) { W.native_append_response_headers(+"".b, 1, 200, { "k" => "v" * W::MAX_PAYLOAD }) }
+  end
+
+  # decode_request_at, C against Ruby: every frame of the corpus (bad ones too) at an offset,
+  # each of its prefixes and some mutations of its header and payload: the same Request, nil,
+  # false, or ProtocolError.
+  def test_native_decode_request_at_matches_the_ruby_reference
+    proto = { "SCRIPT_NAME" => "" }.freeze
+    rng = Random.new(19)
+    inputs = []
+    (GOOD + BAD).each do |f|
+      b = File.binread(f)
+      next if b.bytesize > 4096
+
+      (0..b.bytesize).each { |n| inputs << ("ab".b + b.byteslice(0, n)) }
+      200.times do
+        m = b.dup
+        2.times { m.setbyte(rng.rand([m.bytesize, 40].min), rng.rand(256)) }
+        inputs << ("ab".b + m)
+      end
+    end
+    kinds = Hash.new(0)
+    cache = [] # shared by all inputs, as one connection's is: stale keys must never leak in
+    GC.disable # the interning check compares objects (see test_native_decode_request_matches_the_ruby_reference)
+    inputs.each do |input|
+      want = begin
+        W.ruby_decode_request_at(input, 2, proto, [])
+      rescue W::ProtocolError => e
+        e
+      end
+      got = begin
+        W.native_decode_request_at(input, 2, proto, cache)
+      rescue W::ProtocolError => e
+        e
+      end
+      kinds[want.class] += 1
+      if want.is_a?(W::ProtocolError)
+        assert_instance_of W::ProtocolError, got, input.unpack1("H*")
+        assert_equal [want.reason, want.message], [got.reason, got.message]
+      elsif want.nil?
+        assert_nil got, input.unpack1("H*")
+      else
+        assert_equal want, got, input.unpack1("H*")
+      end
+    end
+    [NilClass, FalseClass, W::Request, W::ProtocolError].each { |k| assert_operator kinds[k], :>, 0, k.name }
+    assert_operator cache.size, :>, 0
+    assert(cache.all? { |k| k.frozen? && k.encoding == Encoding::UTF_8 && k.equal?(-k.dup) }, "cached keys are interned")
+    assert_nil W.native_decode_request_at("x".b, 2, proto, [])
+    assert_nil W.ruby_decode_request_at("x".b, 2, proto, [])
+    assert_raises(ArgumentError) { W.native_decode_request_at("x".b, -1, proto, []) }
+    assert_raises(FrozenError) { W.native_decode_request_at("x".b, 0, proto, [].freeze) }
   ensure
     GC.enable
   end

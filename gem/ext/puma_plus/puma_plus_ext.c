@@ -5,9 +5,13 @@
  * messages. The workload: one REQUEST of ~15 short pairs and one small response per request,
  * where Ruby spends its time in unpack/byteslice calls and small String allocations.
  *
- * Defines on PumaPlus::Wire: native_decode_request, native_append_response_head,
- * native_append_response_body, native_append_response_end. Wire.codec= picks them.
- * Sans-I/O: no sockets, no clocks, no globals beyond the cached class and symbol handles. */
+ * Defines on PumaPlus::Wire: native_decode_request, native_decode_request_env,
+ * native_decode_request_at,
+ * native_append_response_head, native_append_response_headers, native_append_response_body,
+ * native_append_response_end.
+ * Wire.codec= picks them.
+ * Sans-I/O: no sockets, no clocks, no globals beyond the cached class, symbol and constant
+ * handles. */
 #include <ruby.h>
 #include <ruby/encoding.h>
 #include <stdarg.h>
@@ -17,12 +21,15 @@
 
 #define PP_HEADER_SIZE   8
 #define PP_MAX_PAYLOAD   (4u * 1024u * 1024u)
+#define PP_REQUEST       0x10
+#define KEY_CACHE_MAX    64u /* env keys remembered per connection, by pair index */
 #define PP_RESPONSE_HEAD 0x20
 #define PP_RESPONSE_BODY 0x21
 #define PP_RESPONSE_END  0x22
 
-static VALUE mWire, cRequest, eProtocolError;
-static ID id_new;
+static VALUE mWire, mResponse, cRequest, eProtocolError;
+static VALUE empty_body; /* Wire::EMPTY_BODY: the body of every REQUEST without one */
+static ID id_new, id_to_s, id_flatten_headers;
 static VALUE sym_length_mismatch;
 
 static uint32_t get_u32(const unsigned char *p) {
@@ -56,13 +63,12 @@ static void mismatch(long length, const char *fmt, ...) {
   rb_exc_raise(rb_funcall(eProtocolError, id_new, 2, sym_length_mismatch, msg));
 }
 
-/* Wire.native_decode_request(payload) → Request(request_id, t2b_ns, t3_ns, flags, env, body).
- * env: [key, value, ...]; keys interned frozen UTF-8 Strings, values binary Strings. */
-static VALUE native_decode_request(VALUE self, VALUE payload) {
-  (void)self;
-  StringValue(payload);
-  const unsigned char *p = (const unsigned char *)RSTRING_PTR(payload);
-  long len = RSTRING_LEN(payload);
+/* Decodes a REQUEST payload. With `env` nil the pairs become a flat Array [key, value, ...]
+ * (the Request's env field); with `env` a Hash they are stored into it in order, so a
+ * repeated key keeps its last value, as `env[key] = value` in a loop would. Keys are
+ * interned frozen UTF-8 Strings (Hash#[]= then keeps them without a copy), values binary
+ * Strings. Raises ProtocolError as the Ruby codec does. */
+static VALUE decode_request(const unsigned char *p, long len, VALUE env, VALUE key_cache) {
   if (len < 33) mismatch(len, "at least 33");
   VALUE id = ULL2NUM(get_u64(p)), t2b = ULL2NUM(get_u64(p + 8)), t3 = ULL2NUM(get_u64(p + 16));
   VALUE flags = INT2FIX(p[24]);
@@ -71,30 +77,109 @@ static VALUE native_decode_request(VALUE self, VALUE payload) {
   uint32_t count = get_u32(p + pos);
   pos += 4;
   if ((uint64_t)count * 8 > (uint64_t)(len - pos)) mismatch(len, "room for %u pairs", count);
-  VALUE flat = rb_ary_new_capa((long)count * 2);
+  VALUE flat = NIL_P(env) ? rb_ary_new_capa((long)count * 2) : env;
   rb_encoding *utf8 = rb_utf8_encoding();
+  /* Pairs for the env go in with rb_hash_bulk_insert, up to PAIRS_AT_ONCE at a time: the
+   * table grows once, not per key, and no per-key update callback runs. The pending VALUEs
+   * live on this C stack, which the GC scans. */
+  enum { PAIRS_AT_ONCE = 32 };
+  VALUE pending[2 * PAIRS_AT_ONCE];
+  long npending = 0;
   for (uint32_t i = 0; i < count; i++) {
     if (pos + 4 > len) mismatch(len, "room for a key length at %ld", pos);
     uint32_t n = get_u32(p + pos);
     pos += 4;
     if (n > (uint64_t)(len - pos)) mismatch(len, "%u key bytes at %ld", n, pos);
-    rb_ary_push(flat, rb_enc_interned_str((const char *)p + pos, n, utf8));
+    VALUE key = Qnil;
+    if (!NIL_P(key_cache) && (long)i < RARRAY_LEN(key_cache)) {
+      /* The server sends the same keys in the same order request after request: the key
+       * this connection saw at this index last time is reused when its bytes match,
+       * without hashing them for the intern table. */
+      VALUE seen = RARRAY_AREF(key_cache, (long)i);
+      if (RB_TYPE_P(seen, T_STRING) && RSTRING_LEN(seen) == (long)n &&
+          memcmp(RSTRING_PTR(seen), p + pos, n) == 0)
+        key = seen;
+    }
+    if (NIL_P(key)) {
+      key = rb_enc_interned_str((const char *)p + pos, n, utf8);
+      if (!NIL_P(key_cache) && i < KEY_CACHE_MAX) rb_ary_store(key_cache, (long)i, key);
+    }
     pos += n;
     if (pos + 4 > len) mismatch(len, "room for a value length at %ld", pos);
     n = get_u32(p + pos);
     pos += 4;
     if (n > (uint64_t)(len - pos)) mismatch(len, "%u value bytes at %ld", n, pos);
-    rb_ary_push(flat, rb_str_new((const char *)p + pos, n));
+    VALUE value = rb_str_new((const char *)p + pos, n);
     pos += n;
+    if (NIL_P(env)) {
+      rb_ary_push(flat, key);
+      rb_ary_push(flat, value);
+      continue;
+    }
+    pending[npending++] = key, pending[npending++] = value;
+    if (npending == 2 * PAIRS_AT_ONCE) rb_hash_bulk_insert(npending, pending, env), npending = 0;
   }
+  if (npending) rb_hash_bulk_insert(npending, pending, env);
   if (pos + 4 > len) mismatch(len, "room for the body length at %ld", pos);
   uint32_t body_len = get_u32(p + pos);
   pos += 4;
   if (body_len != (uint64_t)(len - pos))
     mismatch(len, "%ld (body of %u bytes at %ld)", pos + (long)body_len, body_len, pos);
-  VALUE body = rb_str_new((const char *)p + pos, body_len);
+  VALUE body = body_len ? rb_str_new((const char *)p + pos, body_len) : empty_body;
   VALUE argv[6] = {id, t2b, t3, flags, flat, body};
   return rb_class_new_instance(6, argv, cRequest);
+}
+
+/* Wire.native_decode_request(payload) → Request(request_id, t2b_ns, t3_ns, flags, env, body)
+ * with env the flat pairs [key, value, ...]. */
+static VALUE native_decode_request(VALUE self, VALUE payload) {
+  (void)self;
+  StringValue(payload);
+  VALUE req =
+      decode_request((const unsigned char *)RSTRING_PTR(payload), RSTRING_LEN(payload), Qnil, Qnil);
+  RB_GC_GUARD(payload);
+  return req;
+}
+
+/* Wire.native_decode_request_env(payload, proto) → the same Request with env a Hash: a dup of
+ * `proto` (the worker's frozen prototype env) holding the pairs. The worker's hot path: no
+ * flat Array, no Ruby loop over the pairs. A malformed payload raises; its half-built env is
+ * garbage. */
+static VALUE native_decode_request_env(VALUE self, VALUE payload, VALUE proto) {
+  (void)self;
+  StringValue(payload);
+  Check_Type(proto, T_HASH);
+  VALUE req = decode_request((const unsigned char *)RSTRING_PTR(payload), RSTRING_LEN(payload),
+                             rb_hash_dup(proto), Qnil);
+  RB_GC_GUARD(payload);
+  return req;
+}
+
+/* Wire.native_decode_request_at(buf, pos, proto, key_cache) → the REQUEST frame (header and
+ * payload) at byte `pos` of `buf` decoded as decode_request_env does, read in place (no payload
+ * String); nil when `buf` holds less than the whole frame; false when the frame there is not a
+ * well-formed REQUEST header (another type, reserved bytes set, length over MAX_PAYLOAD):
+ * the caller's generic decoder then takes it, and raises where it must. The Decoder's hot
+ * path; the frame's size is 8 + the header's length field. `key_cache` is an Array the
+ * caller keeps per connection and never touches: the env keys by pair index, of Strings
+ * only (a key found there with the same bytes is used without interning it again). */
+static VALUE native_decode_request_at(VALUE self, VALUE buf, VALUE pos, VALUE proto,
+                                      VALUE key_cache) {
+  (void)self;
+  StringValue(buf);
+  Check_Type(proto, T_HASH);
+  Check_Type(key_cache, T_ARRAY);
+  rb_check_frozen(key_cache);
+  long off = NUM2LONG(pos), size = RSTRING_LEN(buf);
+  if (off < 0) rb_raise(rb_eArgError, "offset can't be negative");
+  if (off > size || size - off < PP_HEADER_SIZE) return Qnil;
+  const unsigned char *h = (const unsigned char *)RSTRING_PTR(buf) + off;
+  uint32_t length = get_u32(h + 4);
+  if (h[0] != PP_REQUEST || h[1] || h[2] || h[3] || length > PP_MAX_PAYLOAD) return Qfalse;
+  if ((uint64_t)(size - off - PP_HEADER_SIZE) < length) return Qnil;
+  VALUE req = decode_request(h + PP_HEADER_SIZE, (long)length, rb_hash_dup(proto), key_cache);
+  RB_GC_GUARD(buf);
+  return req;
 }
 
 static void check_out(VALUE out) {
@@ -133,6 +218,100 @@ static VALUE native_append_response_head(VALUE self, VALUE out, VALUE request_id
     rb_str_buf_cat(out, (const char *)len4, 4);
     rb_str_buf_cat(out, RSTRING_PTR(s), RSTRING_LEN(s));
   }
+  return out;
+}
+
+/* Appends one header pair (u32 length + bytes, twice) to `out`. */
+static void append_pair(VALUE out, VALUE key, const char *value, long value_len) {
+  unsigned char len4[4];
+  put_u32(len4, (uint32_t)RSTRING_LEN(key));
+  rb_str_buf_cat(out, (const char *)len4, 4);
+  rb_str_buf_cat(out, RSTRING_PTR(key), RSTRING_LEN(key));
+  put_u32(len4, (uint32_t)value_len);
+  rb_str_buf_cat(out, (const char *)len4, 4);
+  rb_str_buf_cat(out, value, value_len);
+}
+
+struct head_state {
+  VALUE out;
+  uint32_t pairs;
+};
+
+static VALUE as_string(VALUE v) {
+  if (RB_TYPE_P(v, T_STRING)) return v;
+  v = rb_funcall(v, id_to_s, 0);
+  StringValue(v);
+  return v;
+}
+
+/* One header of the Hash, as Response.flatten_headers flattens it: "rack.*" names dropped,
+ * nil values dropped, a String value split at "\n" (trailing empty lines dropped, as
+ * String#split does), an Array value one pair per element, anything else its to_s. */
+static int append_header_i(VALUE key, VALUE value, VALUE arg) {
+  struct head_state *st = (struct head_state *)arg;
+  key = as_string(key);
+  if (RSTRING_LEN(key) >= 5 && memcmp(RSTRING_PTR(key), "rack.", 5) == 0) return ST_CONTINUE;
+  if (NIL_P(value)) return ST_CONTINUE;
+  if (RB_TYPE_P(value, T_ARRAY)) {
+    for (long i = 0; i < RARRAY_LEN(value); i++) {
+      VALUE v = as_string(RARRAY_AREF(value, i));
+      append_pair(st->out, key, RSTRING_PTR(v), RSTRING_LEN(v));
+      st->pairs++;
+    }
+    return ST_CONTINUE;
+  }
+  value = as_string(value);
+  const char *v = RSTRING_PTR(value);
+  long n = RSTRING_LEN(value);
+  const char *nl = memchr(v, '\n', (size_t)n);
+  if (!nl) {
+    append_pair(st->out, key, v, n);
+    st->pairs++;
+    return ST_CONTINUE;
+  }
+  while (n > 0 && v[n - 1] == '\n')
+    n--; /* split drops trailing empty fields */
+  const char *end = v + n;
+  while (v < end) {
+    nl = memchr(v, '\n', (size_t)(end - v));
+    const char *line_end = nl ? nl : end;
+    append_pair(st->out, key, v, (long)(line_end - v));
+    st->pairs++;
+    v = nl ? nl + 1 : end;
+  }
+  return ST_CONTINUE;
+}
+
+/* Wire.native_append_response_headers(out, request_id, status, headers) → out: a RESPONSE_HEAD
+ * with the Rack headers flattened as Response.flatten_headers does, written straight into
+ * `out` (no flat Array). A headers object that is not a Hash goes through
+ * Response.flatten_headers. */
+static VALUE native_append_response_headers(VALUE self, VALUE out, VALUE request_id, VALUE status,
+                                            VALUE headers) {
+  if (!RB_TYPE_P(headers, T_HASH)) {
+    VALUE flat = rb_funcall(mResponse, id_flatten_headers, 1, headers);
+    return native_append_response_head(self, out, request_id, status, flat);
+  }
+  check_out(out);
+  uint64_t id = NUM2ULL(request_id);
+  unsigned int code = NUM2UINT(status);
+  long start = RSTRING_LEN(out);
+  unsigned char fixed[PP_HEADER_SIZE + 14];
+  memset(fixed, 0, sizeof fixed);
+  rb_str_buf_cat(out, (const char *)fixed, sizeof fixed); /* patched below */
+  struct head_state st = {out, 0};
+  rb_hash_foreach(headers, append_header_i, (VALUE)&st);
+  uint64_t payload = (uint64_t)(RSTRING_LEN(out) - start - PP_HEADER_SIZE);
+  if (payload > PP_MAX_PAYLOAD)
+    rb_raise(rb_eArgError, "response head of %llu bytes over %u", (unsigned long long)payload,
+             PP_MAX_PAYLOAD);
+  put_u32(fixed, (uint32_t)PP_RESPONSE_HEAD << 24);
+  put_u32(fixed + 4, (uint32_t)payload);
+  put_u64(fixed + 8, id);
+  fixed[16] = (unsigned char)(code >> 8), fixed[17] = (unsigned char)code;
+  put_u32(fixed + 18, st.pairs);
+  rb_str_modify(out);
+  memcpy(RSTRING_PTR(out) + start, fixed, sizeof fixed);
   return out;
 }
 
@@ -181,12 +360,22 @@ RUBY_FUNC_EXPORTED void Init_puma_plus_ext(void) {
   mWire = rb_define_module_under(mPumaPlus, "Wire");
   cRequest = rb_const_get(mWire, rb_intern("Request"));
   eProtocolError = rb_const_get(mWire, rb_intern("ProtocolError"));
+  mResponse = rb_const_get(mPumaPlus, rb_intern("Response"));
+  rb_gc_register_mark_object(mResponse);
   rb_gc_register_mark_object(cRequest);
   rb_gc_register_mark_object(eProtocolError);
+  empty_body = rb_const_get(mWire, rb_intern("EMPTY_BODY"));
+  rb_gc_register_mark_object(empty_body);
   id_new = rb_intern("new");
+  id_to_s = rb_intern("to_s");
+  id_flatten_headers = rb_intern("flatten_headers");
   sym_length_mismatch = ID2SYM(rb_intern("length_mismatch"));
   rb_define_singleton_method(mWire, "native_decode_request", native_decode_request, 1);
+  rb_define_singleton_method(mWire, "native_decode_request_env", native_decode_request_env, 2);
+  rb_define_singleton_method(mWire, "native_decode_request_at", native_decode_request_at, 4);
   rb_define_singleton_method(mWire, "native_append_response_head", native_append_response_head, 4);
+  rb_define_singleton_method(mWire, "native_append_response_headers",
+                             native_append_response_headers, 4);
   rb_define_singleton_method(mWire, "native_append_response_body", native_append_response_body, 3);
   rb_define_singleton_method(mWire, "native_append_response_end", native_append_response_end, 7);
 }

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "io/nonblock"
 require "socket"
 require "stringio"
 require_relative "wire"
@@ -12,7 +13,7 @@ module PumaPlus
   # One worker thread's connection to puma-plus-server (docs/PROTOCOL.md): says HELLO, then
   # serves one request at a time: REQUEST → Rack env → app.call → RESPONSE_HEAD, RESPONSE_BODY*,
   # RESPONSE_END. This is the hot path: the env is a dup of a frozen prototype plus the pairs
-  # the server built, and a small response goes out in one write.
+  # the server built (decoded straight into it), and a small response goes out in one write.
   #
   # #run returns why the connection ended: :eof (the server closed it, or the worker is
   # stopping), :protocol_error (the server broke the protocol; logged), or :aborted (the app
@@ -47,18 +48,25 @@ module PumaPlus
     class StopRequested < Exception; end # rubocop:disable Lint/InheritException
 
     STOP_ON_BLOCKING = { StopRequested => :on_blocking }.freeze # one Hash less per request
+    # The masks of the request-timeout machinery, built once (a literal makes a Hash per call).
+    TIMEOUT_NEVER = { RequestTimeout => :never }.freeze
+    TIMEOUT_IMMEDIATE = { RequestTimeout => :immediate }.freeze
 
     attr_reader :thread_index
 
-    # `proto_env` is the frozen prototype env (see Worker.prototype_env); `log` takes #puts.
+    # `proto_env` is the worker's frozen prototype env (see Worker.prototype_env); `log` takes
+    # #puts.
     def initialize(app, sock, proto_env, worker_index:, thread_index:, log: $stderr)
       @app = app
       @sock = sock
-      @proto_env = proto_env
+      # Blocking mode (Ruby makes sockets non-blocking): the wait for the next REQUEST is then
+      # one read(2) that sleeps in the kernel, GVL released, instead of read (EAGAIN), poll,
+      # read. Thread#raise still wakes it (EINTR). poll_cancel's read_nonblock puts the socket
+      # back in non-blocking mode; it works either way.
+      sock.nonblock = false if sock.respond_to?(:nonblock=)
       @worker_index = worker_index
       @thread_index = thread_index
       @log = log
-      @decoder = Wire::Decoder.new
       @pending = []
       @rbuf = String.new(capacity: READ_SIZE, encoding: Encoding::BINARY)
       @out = String.new(capacity: FLUSH_AT, encoding: Encoding::BINARY)
@@ -66,6 +74,10 @@ module PumaPlus
       @cancelled = false
       @body_open = false
       @cancel_check = -> { poll_cancel }
+      # This connection's prototype: the worker's plus its cancel check, which each request's
+      # env then gets with the dup instead of one more insert.
+      @proto_env = proto_env.merge(CANCELLED => @cancel_check).freeze
+      @decoder = Wire::Decoder.new(env_proto: @proto_env) # REQUEST env: the Rack env Hash
       @hijack_call = -> { hijack_client }
       @hijack_env = nil # the running request's env while it may be hijacked
       @hijacked = nil # the client socket once handed over
@@ -218,7 +230,8 @@ module PumaPlus
       raise @broken if @broken
       return @pending.shift unless @pending.empty?
 
-      loop do
+      # `while true`, not Kernel#loop: no block call per read.
+      while true # rubocop:disable Style/InfiniteLoop
         frame = @decoder.next_frame
         return frame if frame
 
@@ -233,7 +246,7 @@ module PumaPlus
     def write_out(out)
       # Never interrupted in the middle of a frame: a timeout waits for the write to finish.
       if PumaPlus.request_timeouts?
-        Thread.handle_interrupt(RequestTimeout => :never) { @sock.write(out) }
+        Thread.handle_interrupt(TIMEOUT_NEVER) { @sock.write(out) }
       else
         @sock.write(out)
       end
@@ -242,22 +255,16 @@ module PumaPlus
       raise ConnectionLost, e.message
     end
 
-    def monotonic_ns = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
-
-    def thread_cpu_ns = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID, :nanosecond)
+    # The clocks of #handle are read with Process.clock_gettime in place, not through helper
+    # methods: four reads per request, each a method frame less.
+    MONOTONIC = Process::CLOCK_MONOTONIC
+    THREAD_CPU = Process::CLOCK_THREAD_CPUTIME_ID
 
     def handle(req)
       id = req.request_id
       @current_id = id
       @cancelled = false
-      env = @proto_env.dup
-      pairs = req.env
-      i = 0
-      n = pairs.size
-      while i < n
-        env[pairs[i]] = pairs[i + 1]
-        i += 2
-      end
+      env = req.env # a dup of the prototype with the pairs (Decoder env_proto:)
       @hijacked = nil
       if req.flags & Wire::FLAG_HIJACKABLE != 0
         # HTTP/1.1 without TLS: the server can hand the client socket over (full hijack).
@@ -272,41 +279,45 @@ module PumaPlus
         input = StringIO.new(req.body)
       end
       env[RACK_INPUT] = input
-      env[CANCELLED] = @cancel_check
       finished = env[RESPONSE_FINISHED] = []
       after_reply = env[AFTER_REPLY] = []
       error = nil
 
-      cpu0 = thread_cpu_ns
-      t4 = monotonic_ns
+      cpu0 = Process.clock_gettime(THREAD_CPU, :nanosecond)
+      t4 = Process.clock_gettime(MONOTONIC, :nanosecond)
       begin
         status, headers, body = interruptible { @app.call(env) }
       rescue Exception => e # rubocop:disable Lint/RescueException
         raise if e.is_a?(SystemExit) || e.is_a?(SignalException)
 
-        t5 = monotonic_ns
+        t5 = Process.clock_gettime(MONOTONIC, :nanosecond)
         e.is_a?(RequestTimeout) ? timeout_note(env, e) : app_error(env, e)
         error = e
         status, headers, body = nil
       end
-      t5 ||= monotonic_ns
+      t5 ||= Process.clock_gettime(MONOTONIC, :nanosecond)
       out = @out
       out.clear
       if @hijacked
         # Full hijack: the app owns the socket and the server ignores its response (Rack
         # SPEC); the exchange ends with RESPONSE_END alone.
         close_body(body, env) if status
-      elsif status && timed_out?(id)
+      elsif status && @timed_out_id == id # timed_out?(id), inline: `id` is never nil here
         # The app rescued its RequestTimeout and answered anyway: the server has answered
         # the client already and would discard the response, so none is written.
         close_body(body, env)
       elsif status
-        error = interruptible(raise_pending: false) { write_response(id, status, headers, body, env) }
+        error = if PumaPlus.request_timeouts?
+                  interruptible(raise_pending: false) { write_response(id, status, headers, body, env) }
+                else
+                  write_response(id, status, headers, body, env) # no TIMEOUT can come: no mask needed
+                end
       else
         internal_error(id)
       end
       body_read_ns = input.is_a?(StreamInput) ? input.read_ns : 0
-      Wire.append_response_end(out, id, t4, t5, body_read_ns, -1, thread_cpu_ns - cpu0)
+      cpu_ns = Process.clock_gettime(THREAD_CPU, :nanosecond) - cpu0
+      Wire.append_response_end(out, id, t4, t5, body_read_ns, -1, cpu_ns)
       write_out(out)
     rescue Aborted, ConnectionLost => e
       error ||= e.cause || e # Aborted: the body's own exception is its cause
@@ -319,7 +330,10 @@ module PumaPlus
       @body_open = false
       @hijack_env = nil
       @hijacked = nil
-      run_finished(env, finished, after_reply, error ? nil : status, error ? nil : headers, error) if finished
+      # Most requests register no callback: then there is nothing to call.
+      if finished && !(finished.empty? && after_reply.empty?)
+        run_finished(env, finished, after_reply, error ? nil : status, error ? nil : headers, error)
+      end
     end
 
     # rack.response_finished (Rack 3: reverse order, env/status/headers/error) and puma's
@@ -345,13 +359,14 @@ module PumaPlus
       written = false
       begin
         code = Response.status_code(status)
-        return response_hijack(code, headers, body, env) if response_hijack?(code, headers, body)
+        hook = headers[HIJACK] if headers.respond_to?(:[]) # looked up once, for both uses below
+        hook = nil unless hook.nil? || hook.respond_to?(:call) # only a callable counts
+        return response_hijack(code, headers, body, env) if response_hijack?(code, hook, body)
 
-        Wire.append_response_head(out, id, code, Response.flatten_headers(headers))
+        Wire.append_response_headers(out, id, code, headers)
         # A rack.hijack response header where hijack cannot exist (h2, h3, TLS; Rack says the
         # app must not set it there): its callable is served as a Streaming Body instead.
-        hook = headers[HIJACK] if headers.respond_to?(:[])
-        body = hook if hook.respond_to?(:call)
+        body = hook if hook
         # to_ary may answer nil (Rails 6.1's RackBody does, to keep Array#flatten off it): then
         # the body is an Enumerable Body after all, as puma treats it.
         if body.respond_to?(:to_ary) && (parts = body.to_ary)
@@ -474,10 +489,11 @@ module PumaPlus
     # A response hijack on a request that can be hijacked: a rack.hijack response header
     # (Rack 2 and 3), or a Rack 3 Streaming Body answering 101 Switching Protocols (as a
     # WebSocket app does), whose bytes must not be framed as an HTTP body.
-    def response_hijack?(code, headers, body)
+    # `hook` is the rack.hijack response header's callable (or nil).
+    def response_hijack?(code, hook, body)
       return false unless @hijack_env
 
-      return true if headers.respond_to?(:[]) && headers[HIJACK].respond_to?(:call)
+      return true if hook
 
       code == 101 && body.respond_to?(:call) && !body.respond_to?(:each) && !body.respond_to?(:to_ary)
     end
@@ -521,7 +537,7 @@ module PumaPlus
         @in_app = true
         entered = true
       end
-      Thread.handle_interrupt(RequestTimeout => :immediate) { yield }
+      Thread.handle_interrupt(TIMEOUT_IMMEDIATE) { yield }
     ensure
       if entered
         @interrupt_lock.synchronize { @in_app = false }
@@ -535,7 +551,7 @@ module PumaPlus
     def discard_late_timeout
       return unless Thread.pending_interrupt?
 
-      Thread.handle_interrupt(RequestTimeout => :immediate) { Thread.pass }
+      Thread.handle_interrupt(TIMEOUT_IMMEDIATE) { Thread.pass }
     rescue RequestTimeout
       nil
     end

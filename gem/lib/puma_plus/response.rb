@@ -10,7 +10,7 @@ module PumaPlus
 
     # Returns the status as an Integer in 100..999, or raises ArgumentError.
     def status_code(status)
-      code = Integer(status)
+      code = status.is_a?(Integer) ? status : Integer(status) # the common case without Integer()
       raise ArgumentError, "status #{status.inspect} is not in 100..999" unless code >= 100 && code <= 999
 
       code

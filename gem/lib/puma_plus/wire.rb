@@ -11,6 +11,7 @@
 # Frame: 8-byte header (u8 type | u24 reserved = 0 | u32 length, big-endian), then `length`
 # bytes of payload (at most MAX_PAYLOAD), whose fields must fill it exactly.
 
+require_relative "response" # append_response_headers flattens with Response.flatten_headers
 require_relative "wire/protocol_error"
 require_relative "wire/frames"
 require_relative "wire/decoder"
@@ -88,13 +89,16 @@ module PumaPlus
 
     BINARY = Encoding::BINARY
     UTF_8 = Encoding::UTF_8
+    # The body of a decoded REQUEST that has none (most): one frozen String, not one per request.
+    EMPTY_BODY = "".b.freeze
 
     module_function
 
     # Decodes one frame from `buf` at byte offset `pos`. Returns [frame, consumed] or nil if
     # the frame is not complete yet. Raises ProtocolError for a malformed frame, as soon as the
     # header shows it (bad reserved bytes, unknown type, length over MAX_PAYLOAD).
-    def decode(buf, pos = 0)
+    # With `env_proto` (a Hash), a REQUEST's env comes as decode_request_env makes it.
+    def decode(buf, pos = 0, env_proto = nil)
       avail = buf.bytesize - pos
       return nil if avail < HEADER_SIZE
 
@@ -102,7 +106,7 @@ module PumaPlus
       return nil if avail < HEADER_SIZE + length
 
       payload = buf.byteslice(pos + HEADER_SIZE, length)
-      [decode_payload(type, payload), HEADER_SIZE + length]
+      [decode_payload(type, payload, env_proto), HEADER_SIZE + length]
     end
 
     # The PROTOCOL.md name of a frame Struct ("REQUEST", "BODY_END", ...).
@@ -120,7 +124,8 @@ module PumaPlus
     end
 
     # Decodes a complete payload of frame `type` (a binary String of exactly the payload).
-    def decode_payload(type, payload)
+    # With `env_proto`, a REQUEST is decoded by decode_request_env.
+    def decode_payload(type, payload, env_proto = nil)
       fixed = FIXED[type]
       if fixed
         size, template = fixed
@@ -128,7 +133,7 @@ module PumaPlus
         return TYPES[type][1].new(*payload.unpack(template))
       end
       case type
-      when REQUEST then decode_request(payload)
+      when REQUEST then env_proto ? decode_request_env(payload, env_proto) : decode_request(payload)
       when RESPONSE_HEAD then decode_response_head(payload)
       when BODY then Body.new(*decode_chunk(type, payload))
       when RESPONSE_BODY then ResponseBody.new(*decode_chunk(type, payload))
@@ -145,7 +150,43 @@ module PumaPlus
       n = payload.unpack1("N", offset: pos)
       pos += 4
       mismatch(REQUEST, len, "#{pos + n} (body of #{n} bytes at #{pos})") if n != len - pos
-      Request.new(id, t2b, t3, flags, env, payload.byteslice(pos, n))
+      Request.new(id, t2b, t3, flags, env, n.zero? ? EMPTY_BODY : payload.byteslice(pos, n))
+    end
+
+    # A REQUEST whose env is the Rack env itself: a dup of `proto` (the worker's frozen
+    # prototype env, a Hash) with the pairs stored in order, so a repeated key keeps its last
+    # value. The worker's hot path; the C codec builds the Hash without the flat Array.
+    def decode_request_env(payload, proto)
+      req = decode_request(payload)
+      env = proto.dup
+      pairs = req.env
+      i = 0
+      n = pairs.size
+      while i < n
+        env[pairs[i]] = pairs[i + 1]
+        i += 2
+      end
+      req.env = env
+      req
+    end
+
+    # The REQUEST frame at byte `pos` of `buf`, decoded as decode_request_env does; nil when
+    # `buf` holds less than the whole frame; false when the header there is not a
+    # well-formed REQUEST's (another type, reserved bytes set, length over MAX_PAYLOAD), which
+    # the generic `decode` then takes (and rejects where it must). The frame's size is
+    # HEADER_SIZE + its length field. The Decoder's hot path: the C codec reads the frame in
+    # place, with no payload String, header Array or [frame, consumed] pair. `key_cache` is
+    # an Array kept per connection for the C codec (the env keys by pair index, so a key seen
+    # before is not interned again); this reference leaves it alone.
+    def decode_request_at(buf, pos, proto, _key_cache)
+      avail = buf.bytesize - pos
+      return nil if avail < HEADER_SIZE
+
+      word, length = buf.unpack("NN", offset: pos)
+      return false if word != REQUEST << 24 || length > MAX_PAYLOAD
+      return nil if avail < HEADER_SIZE + length
+
+      decode_request_env(buf.byteslice(pos + HEADER_SIZE, length), proto)
     end
 
     def decode_response_head(payload)
@@ -277,6 +318,12 @@ module PumaPlus
       out
     end
 
+    # Appends a RESPONSE_HEAD to `out` from a Rack response's headers, flattened as
+    # Response.flatten_headers does (the C codec writes them without the flat Array).
+    def append_response_headers(out, request_id, status, headers)
+      append_response_head(out, request_id, status, Response.flatten_headers(headers))
+    end
+
     # Appends RESPONSE_BODY frames carrying `chunk` (split at MAX_PAYLOAD) to `out`.
     def append_response_body(out, request_id, chunk)
       chunk = bin(chunk)
@@ -302,7 +349,8 @@ module PumaPlus
     # The hot functions exist twice: the Ruby ones above (the reference, kept as ruby_NAME)
     # and, when the gem's C extension is built (ext/puma_plus), native_NAME. Wire.codec=
     # points NAME at one set; the worker uses :native when it is there.
-    HOT = %i[decode_request append_response_head append_response_body append_response_end].freeze
+    HOT = %i[decode_request decode_request_env decode_request_at append_response_head
+             append_response_headers append_response_body append_response_end].freeze
     HOT.each { |m| singleton_class.send(:alias_method, :"ruby_#{m}", m) }
 
     def self.native_available? = respond_to?(:native_decode_request)

@@ -8,10 +8,14 @@ module PumaPlus
     class Decoder
       COMPACT_AT = 1 << 16
 
-      def initialize
+      # With `env_proto` (the worker's frozen prototype env), REQUEST frames carry the Rack
+      # env as a Hash (Wire.decode_request_env) instead of the flat pairs.
+      def initialize(env_proto: nil)
         @buf = String.new(capacity: COMPACT_AT, encoding: Encoding::BINARY)
         @pos = 0
         @error = nil
+        @env_proto = env_proto
+        @key_cache = [] # Wire.decode_request_at's: the env keys by pair index
       end
 
       # Appends bytes received from the peer.
@@ -29,7 +33,20 @@ module PumaPlus
       def next_frame
         raise @error if @error
 
-        result = Wire.decode(@buf, @pos)
+        if @env_proto
+          # A REQUEST (the worker's hot path) is read in place; nil is "need more" for any
+          # frame; anything else (false) takes the general path.
+          frame = Wire.decode_request_at(@buf, @pos, @env_proto, @key_cache)
+          if frame
+            @pos += HEADER_SIZE + @buf.unpack1("N", offset: @pos + 4)
+            compact
+            return frame
+          elsif frame.nil?
+            compact
+            return nil
+          end
+        end
+        result = Wire.decode(@buf, @pos, @env_proto)
         unless result
           compact
           return nil
