@@ -313,9 +313,25 @@ void pp_shepherd_cmd_init(server *s, pp_shepherd_cmd *c, uint32_t workers,
   snprintf(c->threads, sizeof c->threads, "%u", s->cfg->threads);
   snprintf(c->workers, sizeof c->workers, "%u", workers);
   c->standby[0] = 0;
+  c->extdir[0] = 0;
   size_t n = 0;
   char **a = c->args;
-  a[n++] = (char *)s->cfg->ruby, a[n++] = c->libdir, a[n++] = c->exe;
+  a[n++] = (char *)s->cfg->ruby;
+#if defined(PP_SOURCE_GEM_DIR) && defined(PP_BUILD_EXT_LIB)
+  /* The checkout's gem/ has no compiled codec of its own: this build's goes first on the load
+   * path, so in-tree runs (make run, the tests, pp-bench) use the C codec as an installed gem
+   * does, not the pure-Ruby one (PUMA_PLUS_PURE_RUBY=1 still forces that). */
+  char probe[8300], here[PATH_MAX], source[PATH_MAX];
+  if (realpath(s->gem_dir, here) && realpath(PP_SOURCE_GEM_DIR, source) &&
+      strcmp(here, source) == 0 &&
+      snprintf(probe, sizeof probe, "%s/puma_plus/puma_plus_ext.so", PP_BUILD_EXT_LIB) <
+          (int)sizeof probe &&
+      access(probe, R_OK) == 0) {
+    snprintf(c->extdir, sizeof c->extdir, "-I%s", PP_BUILD_EXT_LIB);
+    a[n++] = c->extdir;
+  }
+#endif
+  a[n++] = c->libdir, a[n++] = c->exe;
   a[n++] = "--app", a[n++] = (char *)s->cfg->app;
   a[n++] = "--threads", a[n++] = c->threads;
   a[n++] = "--socket", a[n++] = s->socket_path;
@@ -372,9 +388,10 @@ static int shepherd_launch(server *s, uint32_t initial) {
   s->shepherd_started_ns = pp_now_ns();
   s->spawns_pending = initial; /* the shepherd forks --workers at start */
   s->last_spawn_ns = pp_now_ns();
-  LOG(s, "shepherd pid %d: %s %s %s --app %s --threads %s --socket %s --workers %s%s%s",
-      s->shepherd.pid, s->cfg->ruby, cmd.libdir, cmd.exe, s->cfg->app, cmd.threads, s->socket_path,
-      cmd.workers, sb->enabled ? " --standby " : "", cmd.standby);
+  LOG(s, "shepherd pid %d: %s %s%s%s %s --app %s --threads %s --socket %s --workers %s%s%s",
+      s->shepherd.pid, s->cfg->ruby, cmd.extdir, cmd.extdir[0] ? " " : "", cmd.libdir, cmd.exe,
+      s->cfg->app, cmd.threads, s->socket_path, cmd.workers, sb->enabled ? " --standby " : "",
+      cmd.standby);
   uv_read_start((uv_stream_t *)&s->ctl, on_ctl_alloc, on_ctl_read);
   return 0;
 }

@@ -4,6 +4,7 @@
 # wrk and raw sockets. GET, POST, chunked upload, a streamed (> 1 MiB) upload, keep-alive,
 # pipelining (responses in order), HEAD, Expect: 100-continue, Connection: close, HTTP/1.0,
 # unix and IPv6 listeners, every refusal status on the wire, and the app under Rack::Lint.
+require "net/http"
 require_relative "helper"
 
 class TestHTTP < Minitest::Test
@@ -30,6 +31,22 @@ class TestHTTP < Minitest::Test
 
   def srv = self.class.server
   def url(path) = "http://127.0.0.1:#{srv.port}#{path}"
+
+  # A server built in the checkout puts its build's C codec on the shepherd's load path, so
+  # in-tree runs (make run, these tests, pp-bench) measure what an installed gem runs, not the
+  # pure-Ruby reference; PUMA_PLUS_PURE_RUBY=1 still selects the reference.
+  def test_in_tree_workers_use_the_c_codec
+    app = File.join(E2E::ROOT, "tests/apps/codec/config.ru")
+    { {} => "native", { "PUMA_PLUS_PURE_RUBY" => "1" } => "ruby" }.each do |env, want|
+      s = E2E::Server.new(app: app, workers: 1, threads: 1, env: env)
+      begin
+        got = Net::HTTP.get(URI("http://127.0.0.1:#{s.port}/"))
+        assert_equal "#{want}\n", got, "codec with env #{env.inspect}"
+      ensure
+        s.stop
+      end
+    end
+  end
 
   def test_get_and_post_with_curl
     out, = E2E.curl(url("/hello"))
