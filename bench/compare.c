@@ -979,6 +979,13 @@ static bool gnuplot_has_pngcairo(void) {
 
 int pb_compare_plot(const pb_compare_config *c, const pb_compare_result *r, const char *png,
                     char *err, size_t errlen) {
+  size_t ran = 0;
+  for (size_t i = 0; i < r->n_cells; i++)
+    ran += r->cells[i].ran;
+  if (!ran) { /* gnuplot refuses a panel without a single point */
+    snprintf(err, errlen, "no plot: no server x shape ran");
+    return -1;
+  }
   size_t n = c->n_shapes * c->n_servers;
   pb_cmp_median *med = calloc(n ? n : 1, sizeof *med);
   if (!med) {
