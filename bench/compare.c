@@ -1031,14 +1031,16 @@ int pb_compare_plot(const pb_compare_config *c, const pb_compare_result *r, cons
   fprintf(g, "set terminal %s size 1400,1000\nset output '%s'\n", cairo ? "pngcairo" : "png", png);
   fprintf(g, "set datafile missing 'NaN'\n");
   fprintf(g,
-          "set multiplot layout 2,2 title 'pp-bench compare: GET %s, medians of %u rounds "
-          "(bars: min..max), wrk -t1 -c%u for %.0fs'\n",
+          "set multiplot layout 2,2 title 'pp-bench compare: GET %s by shape (workers x "
+          "threads), medians of %u rounds (bars: min..max), wrk -t1 -c%u for %.0fs'\n",
           c->path, c->rounds, c->conns, c->dur_ns / 1e9);
-  fprintf(g, "set grid ytics\nset key top left\nset xrange [-0.5:%zu.5]\nset xtics (",
+  fprintf(g,
+          "set grid ytics\nset key outside bottom center horizontal\nset xrange [-0.5:%zu.5]\nset "
+          "xtics (",
           c->n_shapes - 1);
   for (size_t sh = 0; sh < c->n_shapes; sh++)
     fprintf(g, "%s\"%ux%u\" %zu", sh ? ", " : "", c->shapes[sh].workers, c->shapes[sh].threads, sh);
-  fprintf(g, ")\nset xlabel 'shape (workers x threads)'\nset yrange [0:*]\n");
+  fprintf(g, ")\nset yrange [0:*]\n");
   static const char *const titles[4] = {"requests/s (closed loop)", "p50 (ms, closed loop)",
                                         "p99 (ms, closed loop)",
                                         "CPU per request (us, whole process tree)"};
