@@ -197,6 +197,61 @@ static void test_tree_cpu(void) {
   CU_ASSERT_EQUAL(procs, 1);
 }
 
+static void joined_argv(const pb_server_spec *s, char *joined, size_t len) {
+  char *argv[48], storage[4096];
+  int argc = pb_server_argv(s, argv, 48, storage, sizeof storage);
+  joined[0] = 0;
+  CU_ASSERT_FATAL(argc > 0);
+  for (int i = 0; i < argc; i++) {
+    strncat(joined, i ? " " : "", len - strlen(joined) - 1);
+    strncat(joined, argv[i], len - strlen(joined) - 1);
+  }
+}
+
+/* puma 8 and falcon from the RubyGems column run under bundle exec; falcon gets processes
+ * (--count) and no thread count; Debian's puma (no gemfile) is unchanged. */
+static void test_server_command_lines(void) {
+  pb_server_spec s;
+  memset(&s, 0, sizeof s);
+  s.kind = PB_SERVER_PUMA;
+  s.workers = 2;
+  s.threads = 5;
+  s.port = 4000;
+  strcpy(s.app, "/a/config.ru");
+  char joined[2048];
+  joined_argv(&s, joined, sizeof joined);
+  CU_ASSERT_STRING_EQUAL(joined, "puma --no-config -e production -w 2 -t 5:5 -b "
+                                 "tcp://127.0.0.1:4000 /a/config.ru");
+  strcpy(s.gemfile, "/r/Gemfile");
+  strcpy(s.gem_home, "/r/gems");
+  strcpy(s.puma_bin, "/usr/bin/puma"); /* Debian's binary is not the bundle's */
+  joined_argv(&s, joined, sizeof joined);
+  CU_ASSERT_STRING_EQUAL(joined, "bundle exec puma --no-config -e production -w 2 -t 5:5 -b "
+                                 "tcp://127.0.0.1:4000 /a/config.ru");
+  s.kind = PB_SERVER_FALCON;
+  joined_argv(&s, joined, sizeof joined);
+  CU_ASSERT_STRING_EQUAL(joined, "bundle exec falcon serve --bind http://127.0.0.1:4000 --count 2 "
+                                 "--forked --config /a/config.ru");
+  CU_ASSERT_PTR_NULL(strstr(joined, "5"));
+}
+
+static void test_rubygems_env(void) {
+  setenv("RUBYOPT", "-rsomething", 1);
+  setenv("GEM_PATH", "/elsewhere", 1);
+  pb_rubygems_env_apply("/r/gems", "/r/Gemfile");
+  CU_ASSERT_STRING_EQUAL(getenv("GEM_HOME"), "/r/gems");
+  CU_ASSERT_STRING_EQUAL(getenv("BUNDLE_GEMFILE"), "/r/Gemfile");
+  CU_ASSERT_STRING_EQUAL(getenv("BUNDLE_FROZEN"), "true");
+  CU_ASSERT_STRING_EQUAL(getenv("BUNDLE_APP_CONFIG"), "/r/gems/.bundle-config");
+  CU_ASSERT_STRING_EQUAL(getenv("BUNDLE_USER_HOME"), "/r/gems/.bundle-home");
+  CU_ASSERT_PTR_NULL(getenv("RUBYOPT"));
+  CU_ASSERT_PTR_NULL(getenv("GEM_PATH"));
+  pb_rubygems_env_apply(NULL, NULL); /* Debian's column: none of them */
+  CU_ASSERT_PTR_NULL(getenv("GEM_HOME"));
+  CU_ASSERT_PTR_NULL(getenv("BUNDLE_GEMFILE"));
+  CU_ASSERT_PTR_NULL(getenv("BUNDLE_APP_CONFIG"));
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite s = CU_add_suite("bench_compare", NULL, NULL);
@@ -205,6 +260,8 @@ int main(void) {
   CU_add_test(s, "wrk report", test_wrk_report);
   CU_add_test(s, "medians", test_medians);
   CU_add_test(s, "tree cpu", test_tree_cpu);
+  CU_add_test(s, "server command lines", test_server_command_lines);
+  CU_add_test(s, "rubygems env", test_rubygems_env);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();
