@@ -74,11 +74,30 @@ int pb_server_argv(const pb_server_spec *s, char **argv, int max, char *storage,
     }
     return b.overflow ? -1 : b.n;
   }
+  bool bundled = s->gemfile[0] && (s->kind == PB_SERVER_PUMA || s->kind == PB_SERVER_FALCON);
+  if (bundled) {
+    add(&b, "bundle");
+    add(&b, "exec");
+  }
+  if (s->kind == PB_SERVER_FALCON) {
+    /* falcon serve: fibers, so only processes count (--count); --forked is its default model,
+     * spelled out so a changed default cannot change the comparison. */
+    add(&b, "falcon");
+    add(&b, "serve");
+    add(&b, "--bind");
+    add(&b, "http://127.0.0.1:%d", s->port);
+    add(&b, "--count");
+    add(&b, "%u", s->workers);
+    add(&b, "--forked");
+    add(&b, "--config");
+    add(&b, "%s", s->app);
+    return b.overflow ? -1 : b.n;
+  }
   int puma = s->kind == PB_SERVER_PUMA;
   /* puma, or the gem's CLI (docs/CONFIG.md), which execs puma-plus-server in place (same pid).
    * Both take puma's flag names, so the two servers get the same shape word for word. */
   if (puma) {
-    add(&b, "%s", s->puma_bin[0] ? s->puma_bin : "puma");
+    add(&b, "%s", s->puma_bin[0] && !bundled ? s->puma_bin : "puma");
     add(&b, "--no-config");
   } else {
     add(&b, "%s", s->pumaplus_bin[0] ? s->pumaplus_bin : "puma-plus");
@@ -172,6 +191,7 @@ int pb_server_start(const pb_server_spec *spec, pb_server *srv, char *err, size_
     dup2(logfd, 1);
     dup2(logfd, 2);
     setenv("RACK_ENV", "production", 1);
+    if (spec->gemfile[0]) pb_rubygems_env_apply(spec->gem_home, spec->gemfile);
     execvp(argv[0], argv);
     int e = errno;
     ssize_t w = write(pfd[1], &e, sizeof e);
@@ -192,6 +212,23 @@ int pb_server_start(const pb_server_spec *spec, pb_server *srv, char *err, size_
   srv->pid = pid;
   srv->port = spec->port;
   return 0;
+}
+
+void pb_rubygems_env_apply(const char *gem_home, const char *gemfile) {
+  static const char *const column_keys[] = {
+      "GEM_HOME",          "GEM_PATH",         "BUNDLE_GEMFILE", "BUNDLE_FROZEN",
+      "BUNDLE_APP_CONFIG", "BUNDLE_USER_HOME", "RUBYOPT",        "BUNDLE_BIN_PATH"};
+  for (size_t i = 0; i < sizeof column_keys / sizeof column_keys[0]; i++)
+    unsetenv(column_keys[i]);
+  if (!gemfile || !gemfile[0]) return;
+  char buf[600];
+  setenv("GEM_HOME", gem_home, 1);
+  setenv("BUNDLE_GEMFILE", gemfile, 1);
+  setenv("BUNDLE_FROZEN", "true", 1);
+  snprintf(buf, sizeof buf, "%s/.bundle-config", gem_home);
+  setenv("BUNDLE_APP_CONFIG", buf, 1);
+  snprintf(buf, sizeof buf, "%s/.bundle-home", gem_home);
+  setenv("BUNDLE_USER_HOME", buf, 1);
 }
 
 static bool reap(pb_server *srv) {

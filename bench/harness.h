@@ -18,6 +18,9 @@ typedef enum pb_server_kind {
   PB_SERVER_PUMAPLUS = 1, /* puma-plus-server (static or autoscale with a policy) */
   PB_SERVER_NULL = 2,     /* pp-bench's own null server as a child process (`null_bin
                            * null-server -port PORT`): a reference with no app, for soak tests */
+  PB_SERVER_FALCON = 3,   /* falcon (RubyGems, fiber-based): `bundle exec falcon serve --bind
+                           * http://127.0.0.1:PORT --count W --forked --config app`; needs
+                           * gemfile and gem_home; `threads` does not apply */
 } pb_server_kind;
 
 typedef struct pb_server_spec {
@@ -42,7 +45,18 @@ typedef struct pb_server_spec {
                              * set (also without autoscale: the policy carries shed.budget) */
   char null_bin[512];       /* PB_SERVER_NULL: the pp-bench binary */
   uint32_t null_leak_every; /* PB_SERVER_NULL: -leak-every N (an injected descriptor leak) */
+  /* The RubyGems column (scripts/install-gems.sh): when `gemfile` is set, PB_SERVER_PUMA and
+   * PB_SERVER_FALCON run under `bundle exec` with GEM_HOME = gem_home and BUNDLE_GEMFILE =
+   * gemfile (pb_rubygems_env_apply); "" = Debian's packages, no Bundler. */
+  char gemfile[512];
+  char gem_home[512];
 } pb_server_spec;
+
+/* In a child process before exec: the environment of the RubyGems column (GEM_HOME,
+ * BUNDLE_GEMFILE, BUNDLE_FROZEN, Bundler's config and home under gem_home; GEM_PATH, RUBYOPT
+ * and BUNDLE_BIN_PATH unset), as tests/e2e/helper.rb's rubygems_env. With gemfile NULL or "":
+ * the same variables unset, so Debian's gems are what loads. */
+void pb_rubygems_env_apply(const char *gem_home, const char *gemfile);
 
 typedef struct pb_server {
   pid_t pid; /* also the process group id */

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "bench/compare.h"
 #include "bench/run.h"
 #include "bench/soak.h"
 #include "sim/results.h"
@@ -61,6 +62,17 @@ int pb_report_plot(const char *db_path, int64_t run_id, const char *png, char *e
  * `flags` is the soak's command line. 0 and *soak_id, or -1 with a message in err. */
 int pb_store_soak(const char *db_path, const pb_soak_config *c, const pb_soak_result *r,
                   const char *flags, int64_t *soak_id, char *err, size_t errlen);
+
+/* Writes one `pp-bench compare` into its own tables (docs/RESULTS.md has the columns):
+ * compare_runs (one row: flags, shape of the run, tools, load average), compare_servers (per
+ * server: its version and the first command line it ran with), compare_results (one row per
+ * round x shape x server, ran or not, errors kept) and compare_medians (per shape x server:
+ * median, min and max of every metric over the rounds that ran). Latencies in ms, CPU in us
+ * per request, NULL = not measured (threads for falcon, the front end's share for servers
+ * other than pumaplus). Migration-safe as pb_store_soak. 0 and *compare_id, or -1 with a
+ * message in err. */
+int pb_store_compare(const char *db_path, const pb_compare_config *c, const pb_compare_result *r,
+                     const char *flags, int64_t *compare_id, char *err, size_t errlen);
 
 /* The latest run id of `kind` ("measured", "simulated"), or -1. */
 int64_t pb_store_latest_run(const char *db_path, const char *kind);

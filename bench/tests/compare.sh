@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# End to end: `pp-bench compare` against real servers, small and polite (the closed loop is one
+# wrk connection on /mix/0/5, at most ~200 requests/s; the open loop 100 rps), then what it
+# stored, printed and plotted is checked from outside (sqlite3, the PNG signature).
+#
+#   compare.sh debian PP_BENCH WORKDIR    pumaplus and Debian's puma, shape 1x2, 2 rounds:
+#       every round x server row in compare_results with closed- and open-loop numbers, CPU
+#       per request (and puma-plus's front-end share, NULL for puma), rotation of the first
+#       server between rounds, medians equal to the mean of the two rounds (n = 2), versions,
+#       the exit status agreeing with the rows' error marks, a PNG; and flag errors (a bad
+#       flag, an unknown server, a bad shape, a fractional -dur) exit 2 naming the bad value.
+#   compare.sh rubygems PP_BENCH WORKDIR  puma8 and falcon from the RubyGems column, shape 2x2,
+#       1 round: versions 8.0.x and 0.51.x, falcon's threads NULL (they do not apply); and a
+#       GEM_HOME without the column fails naming scripts/install-gems.sh. When the column is
+#       not installed the real run fails the same way: this test fails, it never skips.
+set -euo pipefail
+
+MODE=${1:?usage: compare.sh debian|rubygems PP_BENCH WORKDIR}
+PPBENCH=${2:?usage: compare.sh debian|rubygems PP_BENCH WORKDIR}
+WORK=${3:?usage: compare.sh debian|rubygems PP_BENCH WORKDIR}
+
+for tool in sqlite3 wrk gnuplot ruby od; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "FAIL: required tool '$tool' is missing (scripts/install-deps.sh installs it)" >&2
+    exit 1
+  fi
+done
+
+rm -rf "$WORK"
+mkdir -p "$WORK/logs"
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+q() { sqlite3 "$WORK/c.db" "$1"; }
+
+# expect_usage_error WORD ARGS...: exit 2, and stderr names WORD.
+expect_usage_error() {
+  local word=$1
+  shift
+  local rc=0
+  "$PPBENCH" compare -no-db "$@" > "$WORK/usage.out" 2> "$WORK/usage.err" || rc=$?
+  [[ $rc -eq 2 ]] || fail "pp-bench compare $* exited $rc, expected 2"
+  grep -qF -- "$word" "$WORK/usage.err" || fail "pp-bench compare $*: stderr does not name '$word': $(cat "$WORK/usage.err")"
+}
+
+run_compare() { # ARGS...: sets rc, leaves stdout/stderr in $WORK/out, $WORK/err
+  rc=0
+  "$PPBENCH" compare -rounds "$ROUNDS" -dur 1s -warmup 1s -path /mix/0/5 -conns 1 -rate 100 \
+    -db "$WORK/c.db" -log-dir "$WORK/logs" "$@" > "$WORK/out" 2> "$WORK/err" || rc=$?
+  cat "$WORK/out"
+  if [[ $rc -eq 2 ]]; then
+    cat "$WORK/err" >&2
+    fail "pp-bench compare $* could not run (exit 2)"
+  fi
+  [[ $rc -eq 0 || $rc -eq 1 ]] || fail "pp-bench compare $* exited $rc"
+}
+
+# The exit status says whether any row failed or carries errors, and the rows say which.
+check_status_matches_rows() {
+  local marked
+  marked=$(q "SELECT count(*) FROM compare_results WHERE ran = 0 OR has_errors = 1")
+  if [[ $rc -eq 0 && $marked -ne 0 ]]; then fail "exit 0 but $marked rows failed or had errors"; fi
+  if [[ $rc -eq 1 && $marked -eq 0 ]]; then fail "exit 1 but no row failed or had errors"; fi
+  if [[ $marked -ne 0 ]]; then
+    grep -qE "ERRORS|FAILED" "$WORK/out" || fail "rows with errors are not marked in the table"
+  fi
+  [[ $(q "SELECT cells_failed + cells_with_errors FROM compare_runs") -eq $marked ]] ||
+    fail "compare_runs' failure counts disagree with the rows"
+}
+
+case "$MODE" in
+debian)
+  expect_usage_error "-bogus" -bogus 1
+  expect_usage_error "unicorn" -servers pumaplus,unicorn
+  expect_usage_error "0x5" -shapes 1x1,0x5
+  expect_usage_error "1500ms" -dur 1500ms
+  expect_usage_error "needs a value" -rounds
+
+  ROUNDS=2
+  run_compare -servers pumaplus,puma -shapes 1x2 -rate-dur 2s -plot "$WORK/c.png"
+  [[ $(q "SELECT count(*) FROM compare_runs") -eq 1 ]] || fail "expected one compare_runs row"
+  [[ $(q "SELECT count(*) FROM compare_results WHERE ran = 1") -eq 4 ]] ||
+    fail "expected 4 rows that ran: $(q "SELECT round, server, error FROM compare_results")"
+  [[ $(q "SELECT count(*) FROM compare_results WHERE requests > 0 AND rps > 0 AND p50_ms > 0
+          AND p99_ms >= p50_ms AND cpu_us_per_req > 0 AND procs >= 2 AND threads = 2") -eq 4 ]] ||
+    fail "closed-loop numbers missing: $(q "SELECT * FROM compare_results")"
+  [[ $(q "SELECT count(*) FROM compare_results WHERE server = 'pumaplus'
+          AND frontend_us_per_req > 0 AND frontend_us_per_req < cpu_us_per_req
+          AND abs(frontend_us_per_req + ruby_us_per_req - cpu_us_per_req) < 1e-6") -eq 2 ]] ||
+    fail "puma-plus's front-end / Ruby split missing or inconsistent"
+  [[ $(q "SELECT count(*) FROM compare_results WHERE server = 'puma'
+          AND frontend_us_per_req IS NULL AND ruby_us_per_req IS NULL") -eq 2 ]] ||
+    fail "puma has no front end of its own: its split must be NULL"
+  [[ $(q "SELECT count(*) FROM compare_results WHERE open_offered > 100 AND open_rate = 100
+          AND open_ok + open_shed + open_http_errors + open_conn_errors + open_timeouts
+              = open_offered AND open_p50_ms > 0 AND open_p999_ms >= open_p99_ms") -eq 4 ]] ||
+    fail "open-loop numbers missing or not adding up"
+  # Interleaved and rotated: the server that ran first in round 1 runs second in round 2.
+  first1=$(q "SELECT server FROM compare_results WHERE round = 1 ORDER BY run_order LIMIT 1")
+  first2=$(q "SELECT server FROM compare_results WHERE round = 2 ORDER BY run_order LIMIT 1")
+  [[ -n $first1 && $first1 != "$first2" ]] || fail "round 2 did not rotate the first server ($first1, $first2)"
+  # Medians of two rounds: the mean of both, min and max the two values.
+  for s in pumaplus puma; do
+    ok=$(q "SELECT abs(m.rps_med - (SELECT avg(rps) FROM compare_results WHERE server = '$s'))
+              < 1e-6 AND m.rps_min = (SELECT min(rps) FROM compare_results WHERE server = '$s')
+              AND m.rps_max = (SELECT max(rps) FROM compare_results WHERE server = '$s')
+              AND abs(m.cpu_us_per_req_med - (SELECT avg(cpu_us_per_req) FROM compare_results
+                  WHERE server = '$s')) < 1e-6 AND m.rounds_ran = 2
+            FROM compare_medians m WHERE m.server = '$s' AND m.shape = '1x2'")
+    [[ $ok == 1 ]] || fail "$s: compare_medians does not hold the median of the rounds"
+    med=$(q "SELECT printf('%.0f', rps_med) FROM compare_medians WHERE server = '$s'")
+    grep -qE "^1x2 +$s +2/2 +[0-9]+ +$med " "$WORK/out" || fail "$s: printed median is not $med"
+  done
+  grep -qF "ratios against puma" "$WORK/out" || fail "no ratios against puma"
+  q "SELECT version FROM compare_servers WHERE server = 'puma'" | grep -qF "5.6.5" ||
+    fail "Debian's puma version not recorded as 5.6.5"
+  q "SELECT version FROM compare_servers WHERE server = 'pumaplus'" | grep -qE "^puma-plus [0-9]" ||
+    fail "puma-plus version not recorded"
+  [[ $(od -An -tx1 -N8 "$WORK/c.png" | tr -d ' \n') == 89504e470d0a1a0a ]] || fail "-plot did not write a PNG"
+  check_status_matches_rows
+  ;;
+rubygems)
+  # Without the column: a clear failure naming the script that installs it.
+  expect_usage_error "scripts/install-gems.sh" -servers puma8 -gem-home "$WORK/no-gems"
+  expect_usage_error "scripts/install-gems.sh" -servers falcon -gem-home "$WORK/no-gems"
+
+  ROUNDS=1
+  run_compare -servers puma8,falcon -shapes 2x2 -rate-dur 1s
+  [[ $(q "SELECT count(*) FROM compare_results WHERE ran = 1 AND rps > 0
+          AND cpu_us_per_req > 0 AND procs >= 3") -eq 2 ]] ||
+    fail "expected 2 rows that ran: $(q "SELECT server, error FROM compare_results")"
+  q "SELECT version FROM compare_servers WHERE server = 'puma8'" | grep -qE "8\.0\.[0-9]" ||
+    fail "puma8's version is not 8.0.x: $(q "SELECT version FROM compare_servers")"
+  q "SELECT version FROM compare_servers WHERE server = 'falcon'" | grep -qE "0\.51\.[0-9]" ||
+    fail "falcon's version is not 0.51.x: $(q "SELECT version FROM compare_servers")"
+  [[ $(q "SELECT count(*) FROM compare_results WHERE server = 'falcon' AND threads IS NULL
+          AND workers = 2") -eq 1 ]] || fail "falcon's threads must be NULL (they do not apply)"
+  [[ $(q "SELECT threads_apply FROM compare_servers WHERE server = 'falcon'") -eq 0 ]] ||
+    fail "falcon: threads_apply must be 0"
+  q "SELECT command FROM compare_servers WHERE server = 'falcon'" | grep -qF -- "--count 2" ||
+    fail "falcon did not run with --count 2"
+  grep -qF "ratios against puma8" "$WORK/out" || fail "no ratios against puma8"
+  check_status_matches_rows
+  ;;
+*) fail "unknown mode $MODE" ;;
+esac
+echo "PASS: compare $MODE"

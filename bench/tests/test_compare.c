@@ -1,0 +1,270 @@
+/* The pure parts of `pp-bench compare` (bench/compare.c): the -servers and -shapes lists, wrk's
+ * report, medians over rounds (errors kept, failures not counted), and the /proc CPU reader on
+ * this test's own process tree. The run itself is tested end to end by bench/tests/compare.sh
+ * against real servers. */
+#include <CUnit/Basic.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/compare.h"
+
+static void test_servers_list(void) {
+  pb_cmp_server s[PB_CMP_MAX_SERVERS];
+  char bad[64];
+  CU_ASSERT_EQUAL(pb_cmp_parse_servers("pumaplus,puma,puma8,falcon", s, 8, bad, sizeof bad), 4);
+  CU_ASSERT_EQUAL(s[0], PB_CMP_PUMAPLUS);
+  CU_ASSERT_EQUAL(s[2], PB_CMP_PUMA8);
+  CU_ASSERT_EQUAL(s[3], PB_CMP_FALCON);
+  CU_ASSERT_EQUAL(pb_cmp_parse_servers("falcon", s, 8, bad, sizeof bad), 1);
+  CU_ASSERT_EQUAL(s[0], PB_CMP_FALCON);
+  CU_ASSERT_EQUAL(pb_cmp_parse_servers("puma,unicorn", s, 8, bad, sizeof bad), -1);
+  CU_ASSERT_STRING_EQUAL(bad, "unicorn");
+  CU_ASSERT_EQUAL(pb_cmp_parse_servers("puma,puma", s, 8, bad, sizeof bad), -1);
+  CU_ASSERT_STRING_EQUAL(bad, "puma");
+  CU_ASSERT_EQUAL(pb_cmp_parse_servers("puma,,falcon", s, 8, bad, sizeof bad), -1);
+  CU_ASSERT_EQUAL(pb_cmp_parse_servers("", s, 8, bad, sizeof bad), -1);
+  CU_ASSERT_EQUAL(pb_cmp_parse_servers("puma,falcon", s, 1, bad, sizeof bad), -1);
+}
+
+static void test_shapes_list(void) {
+  pb_cmp_shape s[PB_CMP_MAX_SHAPES];
+  char bad[64];
+  CU_ASSERT_EQUAL(pb_cmp_parse_shapes("1x1,1x5,2x5", s, 16, bad, sizeof bad), 3);
+  CU_ASSERT_EQUAL(s[1].workers, 1);
+  CU_ASSERT_EQUAL(s[1].threads, 5);
+  CU_ASSERT_EQUAL(s[2].workers, 2);
+  CU_ASSERT_EQUAL(pb_cmp_parse_shapes("16X4", s, 16, bad, sizeof bad), 1);
+  CU_ASSERT_EQUAL(s[0].workers, 16);
+  CU_ASSERT_EQUAL(s[0].threads, 4);
+  const char *bads[] = {"0x1", "1x0", "1x", "x5", "1x5x2", "2*5", "1x-1", "1x257", "a", ""};
+  for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
+    char list[32];
+    snprintf(list, sizeof list, "1x1,%s", bads[i]);
+    CU_ASSERT_EQUAL(pb_cmp_parse_shapes(list, s, 16, bad, sizeof bad), -1);
+    if (bads[i][0]) CU_ASSERT_STRING_EQUAL(bad, bads[i]);
+  }
+}
+
+static const char wrk_report[] = "Running 5s test @ http://127.0.0.1:40111/hello\n"
+                                 "  1 threads and 10 connections\n"
+                                 "  Thread Stats   Avg      Stdev     Max   +/- Stdev\n"
+                                 "    Latency     1.06ms  312.04us   9.87ms   88.10%\n"
+                                 "    Req/Sec     9.41k   402.17    10.02k    72.00%\n"
+                                 "  Latency Distribution\n"
+                                 "     50%  994.00us\n"
+                                 "     75%    1.17ms\n"
+                                 "     90%    1.38ms\n"
+                                 "     99%    2.41ms\n"
+                                 "  46812 requests in 5.00s, 4.42MB read\n"
+                                 "  Socket errors: connect 0, read 2, write 0, timeout 5\n"
+                                 "  Non-2xx or 3xx responses: 17\n"
+                                 "Requests/sec:   9361.18\n"
+                                 "Transfer/sec:      0.88MB\n";
+
+static void test_wrk_report(void) {
+  pb_wrk_result w;
+  CU_ASSERT_TRUE(pb_wrk_parse(wrk_report, &w));
+  CU_ASSERT_EQUAL(w.requests, 46812);
+  CU_ASSERT_DOUBLE_EQUAL(w.seconds, 5.0, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(w.rps, 9361.18, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(w.p50_us, 994.0, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(w.p99_us, 2410.0, 1e-6);
+  CU_ASSERT_EQUAL(w.non2xx, 17);
+  CU_ASSERT_EQUAL(w.sock_read, 2);
+  CU_ASSERT_EQUAL(w.sock_timeout, 5);
+  CU_ASSERT_EQUAL(w.sock_connect, 0);
+  /* A clean run prints neither error line; seconds-scale percentiles. */
+  const char clean[] = "  Latency Distribution\n     50%    1.50s\n     99%    2.00s\n"
+                       "  10 requests in 1.00m, 1.00KB read\nRequests/sec:      0.17\n";
+  CU_ASSERT_TRUE(pb_wrk_parse(clean, &w));
+  CU_ASSERT_EQUAL(w.non2xx, 0);
+  CU_ASSERT_EQUAL(w.sock_timeout, 0);
+  CU_ASSERT_DOUBLE_EQUAL(w.p50_us, 1.5e6, 1e-3);
+  CU_ASSERT_DOUBLE_EQUAL(w.seconds, 60.0, 1e-9);
+  /* Without --latency there are no percentiles: unknown, not zero. */
+  const char nolat[] = "  100 requests in 1.00s, 1.00KB read\nRequests/sec:    100.00\n";
+  CU_ASSERT_TRUE(pb_wrk_parse(nolat, &w));
+  CU_ASSERT(w.p50_us < 0);
+  CU_ASSERT(w.p99_us < 0);
+  /* wrk's usage or an error is not a report. */
+  CU_ASSERT_FALSE(pb_wrk_parse("unable to connect to 127.0.0.1:1 Connection refused\n", &w));
+  CU_ASSERT_FALSE(pb_wrk_parse("", &w));
+}
+
+static pb_cmp_cell cell(uint32_t round, uint32_t shape, uint32_t server, double rps, bool ran,
+                        bool errors) {
+  pb_cmp_cell c;
+  memset(&c, 0, sizeof c);
+  c.round = round;
+  c.shape = shape;
+  c.server = server;
+  c.ran = ran;
+  c.has_errors = errors;
+  c.wrk.rps = rps;
+  c.wrk.p50_us = rps / 10;
+  c.wrk.p99_us = -1; /* not reported */
+  c.cpu_us_per_req = 100 + round;
+  c.frontend_us_per_req = server == 0 ? 20 : -1;
+  c.ruby_us_per_req = server == 0 ? 80.0 + round : -1.0;
+  c.open_ran = round != 2;
+  c.open_p99_us = 5000.0 * round;
+  return c;
+}
+
+static void test_medians(void) {
+  /* 2 shapes x 2 servers; shape 0 server 0: rps 300, 100, 200 (median 200, odd n); server 1:
+   * rounds 1 and 3 ran (400, 500: median 450), round 2 failed; shape 1 server 0: one round
+   * with errors, kept. */
+  pb_cmp_cell cells[] = {
+      cell(1, 0, 0, 300, true, false), cell(1, 0, 1, 400, true, false),
+      cell(2, 0, 0, 100, true, true),  cell(2, 0, 1, 9999, false, false),
+      cell(3, 0, 0, 200, true, false), cell(3, 0, 1, 500, true, false),
+      cell(1, 1, 0, 700, true, true),
+  };
+  pb_cmp_median m[4];
+  pb_cmp_medians(cells, sizeof cells / sizeof cells[0], 2, 2, m);
+  const pb_cmp_median *a = &m[0], *b = &m[1], *c = &m[2], *d = &m[3];
+  CU_ASSERT_EQUAL(a->rounds_ran, 3);
+  CU_ASSERT_EQUAL(a->rounds_with_errors, 1);
+  CU_ASSERT_DOUBLE_EQUAL(a->m[PB_CMP_RPS].med, 200, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(a->m[PB_CMP_RPS].min, 100, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(a->m[PB_CMP_RPS].max, 300, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(a->m[PB_CMP_P50].med, 20, 1e-9);
+  CU_ASSERT_EQUAL(a->m[PB_CMP_P99].n, 0);
+  CU_ASSERT(a->m[PB_CMP_P99].med < 0);
+  CU_ASSERT_DOUBLE_EQUAL(a->m[PB_CMP_RUBY].med, 82, 1e-9);
+  /* the open loop did not run in round 2: two values, 5000 and 15000 */
+  CU_ASSERT_EQUAL(a->m[PB_CMP_OPEN_P99].n, 2);
+  CU_ASSERT_DOUBLE_EQUAL(a->m[PB_CMP_OPEN_P99].med, 10000, 1e-9);
+  CU_ASSERT_EQUAL(b->rounds_ran, 2);
+  CU_ASSERT_EQUAL(b->rounds_failed, 1);
+  CU_ASSERT_DOUBLE_EQUAL(b->m[PB_CMP_RPS].med, 450, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(b->m[PB_CMP_RPS].max, 500, 1e-9);
+  CU_ASSERT_EQUAL(b->m[PB_CMP_FRONTEND].n, 0);
+  CU_ASSERT_EQUAL(c->rounds_ran, 1);
+  CU_ASSERT_EQUAL(c->rounds_with_errors, 1);
+  CU_ASSERT_DOUBLE_EQUAL(c->m[PB_CMP_RPS].med, 700, 1e-9);
+  CU_ASSERT_EQUAL(d->rounds_ran + d->rounds_failed, 0);
+  CU_ASSERT(d->m[PB_CMP_RPS].med < 0);
+  double v[] = {3, 1, 2, 10};
+  CU_ASSERT_DOUBLE_EQUAL(pb_cmp_median_of(v, 4), 2.5, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(pb_cmp_median_of(v, 3), 2, 1e-12);
+  CU_ASSERT(pb_cmp_median_of(v, 0) < 0);
+}
+
+static uint64_t own_ticks(void) {
+  uint64_t tree, own;
+  uint32_t procs;
+  CU_ASSERT_EQUAL_FATAL(pb_cmp_tree_cpu(getpid(), &tree, &own, &procs), 0);
+  return own;
+}
+
+/* The tree is this process and a forked child that burns CPU: both are counted, and the
+ * ticks grow with work done (a 10 ms tick; the loop stops at the first one, 5 s at most). */
+static void test_tree_cpu(void) {
+  uint64_t t0 = own_ticks();
+  volatile uint64_t x = 0;
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  do {
+    for (int i = 0; i < 1000000; i++)
+      x += (uint64_t)i;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while (own_ticks() == t0 && now.tv_sec - start.tv_sec < 5);
+  CU_ASSERT(own_ticks() > t0);
+  pid_t child = fork();
+  if (child == 0) {
+    for (;;)
+      x++;
+  }
+  CU_ASSERT_FATAL(child > 0);
+  uint64_t tree = 0, own = 0;
+  uint32_t procs = 0;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  do {
+    pb_cmp_tree_cpu(getpid(), &tree, &own, &procs);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while (tree <= own + 1 && now.tv_sec - start.tv_sec < 5);
+  CU_ASSERT_EQUAL(procs, 2);
+  CU_ASSERT(tree > own); /* the child's ticks are in the tree, not in the root's own */
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  pb_cmp_tree_cpu(getpid(), &tree, &own, &procs);
+  CU_ASSERT_EQUAL(procs, 1);
+}
+
+static void joined_argv(const pb_server_spec *s, char *joined, size_t len) {
+  char *argv[48], storage[4096];
+  int argc = pb_server_argv(s, argv, 48, storage, sizeof storage);
+  joined[0] = 0;
+  CU_ASSERT_FATAL(argc > 0);
+  for (int i = 0; i < argc; i++) {
+    strncat(joined, i ? " " : "", len - strlen(joined) - 1);
+    strncat(joined, argv[i], len - strlen(joined) - 1);
+  }
+}
+
+/* puma 8 and falcon from the RubyGems column run under bundle exec; falcon gets processes
+ * (--count) and no thread count; Debian's puma (no gemfile) is unchanged. */
+static void test_server_command_lines(void) {
+  pb_server_spec s;
+  memset(&s, 0, sizeof s);
+  s.kind = PB_SERVER_PUMA;
+  s.workers = 2;
+  s.threads = 5;
+  s.port = 4000;
+  strcpy(s.app, "/a/config.ru");
+  char joined[2048];
+  joined_argv(&s, joined, sizeof joined);
+  CU_ASSERT_STRING_EQUAL(joined, "puma --no-config -e production -w 2 -t 5:5 -b "
+                                 "tcp://127.0.0.1:4000 /a/config.ru");
+  strcpy(s.gemfile, "/r/Gemfile");
+  strcpy(s.gem_home, "/r/gems");
+  strcpy(s.puma_bin, "/usr/bin/puma"); /* Debian's binary is not the bundle's */
+  joined_argv(&s, joined, sizeof joined);
+  CU_ASSERT_STRING_EQUAL(joined, "bundle exec puma --no-config -e production -w 2 -t 5:5 -b "
+                                 "tcp://127.0.0.1:4000 /a/config.ru");
+  s.kind = PB_SERVER_FALCON;
+  joined_argv(&s, joined, sizeof joined);
+  CU_ASSERT_STRING_EQUAL(joined, "bundle exec falcon serve --bind http://127.0.0.1:4000 --count 2 "
+                                 "--forked --config /a/config.ru");
+  CU_ASSERT_PTR_NULL(strstr(joined, "5"));
+}
+
+static void test_rubygems_env(void) {
+  setenv("RUBYOPT", "-rsomething", 1);
+  setenv("GEM_PATH", "/elsewhere", 1);
+  pb_rubygems_env_apply("/r/gems", "/r/Gemfile");
+  CU_ASSERT_STRING_EQUAL(getenv("GEM_HOME"), "/r/gems");
+  CU_ASSERT_STRING_EQUAL(getenv("BUNDLE_GEMFILE"), "/r/Gemfile");
+  CU_ASSERT_STRING_EQUAL(getenv("BUNDLE_FROZEN"), "true");
+  CU_ASSERT_STRING_EQUAL(getenv("BUNDLE_APP_CONFIG"), "/r/gems/.bundle-config");
+  CU_ASSERT_STRING_EQUAL(getenv("BUNDLE_USER_HOME"), "/r/gems/.bundle-home");
+  CU_ASSERT_PTR_NULL(getenv("RUBYOPT"));
+  CU_ASSERT_PTR_NULL(getenv("GEM_PATH"));
+  pb_rubygems_env_apply(NULL, NULL); /* Debian's column: none of them */
+  CU_ASSERT_PTR_NULL(getenv("GEM_HOME"));
+  CU_ASSERT_PTR_NULL(getenv("BUNDLE_GEMFILE"));
+  CU_ASSERT_PTR_NULL(getenv("BUNDLE_APP_CONFIG"));
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 2;
+  CU_pSuite s = CU_add_suite("bench_compare", NULL, NULL);
+  CU_add_test(s, "servers list", test_servers_list);
+  CU_add_test(s, "shapes list", test_shapes_list);
+  CU_add_test(s, "wrk report", test_wrk_report);
+  CU_add_test(s, "medians", test_medians);
+  CU_add_test(s, "tree cpu", test_tree_cpu);
+  CU_add_test(s, "server command lines", test_server_command_lines);
+  CU_add_test(s, "rubygems env", test_rubygems_env);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failures = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failures ? 1 : 0;
+}
