@@ -78,8 +78,8 @@ for p in $protos; do
     $3 ~ /^syscalls:sys_enter_/ && $1 > 0 { sub(/^syscalls:sys_enter_/, "", $3); printf " %s %.2f", $3, $1 / n }
     END { print "" }' "$work/stat.$p"
   perf report -i "$work/perf.$p.data" --no-children --sort dso --stdio 2> /dev/null |
-    awk '/^ +[0-9.]+%/ { printf "  %7s  %s\n", $1, $2 }' | head -8 | sed '1i self time by object:'
+    awk '/^ +[0-9.]+%/ { printf "  %7s  %s\n", $1, $2 }' | sed '1i self time by object:' | head -9 || true
   echo "top functions by self time:"
   perf report -i "$work/perf.$p.data" --no-children --sort dso,sym --stdio -g none 2> /dev/null |
-    awk '/^ +[0-9.]+%/ { pct = $1; $1 = ""; printf "  %7s %s\n", pct, $0 }' | head -25
+    awk '/^ +[0-9.]+%/ { pct = $1; $1 = ""; printf "  %7s %s\n", pct, $0 }' | head -25 || true # head ends the pipe early
 done
