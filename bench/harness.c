@@ -376,6 +376,8 @@ out:
 typedef struct proc_entry {
   pid_t pid, ppid, pgid;
   uint64_t rss_pages;
+  uint64_t ticks; /* utime + stime, clock ticks, all threads */
+  bool zombie;    /* exited, not reaped: no memory, but its CPU time still counts */
 } proc_entry;
 
 static bool read_stat(pid_t pid, proc_entry *e) {
@@ -393,17 +395,20 @@ static bool read_stat(pid_t pid, proc_entry *e) {
   char state;
   int ppid, pgrp;
   long rss = 0;
-  /* fields: 3 state 4 ppid 5 pgrp ... 24 rss */
+  unsigned long long utime, stime;
+  /* fields: 3 state 4 ppid 5 pgrp ... 14 utime 15 stime ... 24 rss */
   if (sscanf(p + 2,
-             "%c %d %d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d "
+             "%c %d %d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d "
              "%*u %*u %ld",
-             &state, &ppid, &pgrp, &rss) != 4)
+             &state, &ppid, &pgrp, &utime, &stime, &rss) != 6)
     return false;
   e->pid = pid;
   e->ppid = ppid;
   e->pgid = pgrp;
   e->rss_pages = rss > 0 ? (uint64_t)rss : 0;
-  return state != 'Z';
+  e->ticks = utime + stime;
+  e->zombie = state == 'Z';
+  return true;
 }
 
 int pb_smaps_rollup(pid_t pid, uint64_t *rss, uint64_t *pss, uint64_t *uss) {
@@ -421,7 +426,7 @@ int pb_proc_tree(pid_t root, uint32_t *count, uint64_t *rss_bytes) {
   uint32_t c = 0;
   uint64_t pages = 0;
   for (size_t i = 0; i < n; i++) {
-    if (!in[i]) continue;
+    if (!in[i] || all[i].zombie) continue;
     c++;
     pages += all[i].rss_pages;
   }
@@ -440,7 +445,7 @@ int pb_proc_tree_mem(pid_t root, pb_tree_mem *out) {
   if (tree_scan(root, &all, &in, &n) < 0) return -1;
   uint64_t pages = 0;
   for (size_t i = 0; i < n; i++) {
-    if (!in[i]) continue;
+    if (!in[i] || all[i].zombie) continue;
     out->procs++;
     pages += all[i].rss_pages;
     uint64_t r, p, u;
@@ -453,6 +458,27 @@ int pb_proc_tree_mem(pid_t root, pb_tree_mem *out) {
   free(in);
   free(all);
   out->rss_bytes = pages * (uint64_t)sysconf(_SC_PAGESIZE);
+  return 0;
+}
+
+int pb_proc_tree_cpu(pid_t root, uint64_t *tree_ticks, uint64_t *root_ticks, uint32_t *procs) {
+  proc_entry *all;
+  bool *in;
+  size_t n;
+  if (tree_scan(root, &all, &in, &n) < 0) return -1;
+  uint64_t tree = 0, own = 0;
+  uint32_t count = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!in[i]) continue;
+    count++;
+    tree += all[i].ticks;
+    if (all[i].pid == root) own = all[i].ticks;
+  }
+  free(in);
+  free(all);
+  *tree_ticks = tree;
+  if (root_ticks) *root_ticks = own;
+  if (procs) *procs = count;
   return 0;
 }
 

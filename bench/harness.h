@@ -102,6 +102,10 @@ typedef struct pb_tree_mem {
 
 /* pb_proc_tree plus PSS and USS. 0 or -1. */
 int pb_proc_tree_mem(pid_t root, pb_tree_mem *out);
+/* CPU time (utime + stime, clock ticks) of the same tree, zombies included (their time still
+ * counts until reaped): the tree's sum, the root's own (root_ticks may be NULL) and the number of
+ * processes (procs may be NULL). 0, or -1 when /proc cannot be read. */
+int pb_proc_tree_cpu(pid_t root, uint64_t *tree_ticks, uint64_t *root_ticks, uint32_t *procs);
 
 /* One process's smaps_rollup: 0 with RSS, PSS and USS in bytes, or -1. */
 int pb_smaps_rollup(pid_t pid, uint64_t *rss, uint64_t *pss, uint64_t *uss);
