@@ -412,8 +412,8 @@ static int check_prerequisites(const pb_compare_config *c, pb_compare_result *r)
       if (capture(argv, NULL, NULL, buf, sizeof buf, CAPTURE_NS) == 0)
         first_line(buf, gem_version, sizeof gem_version);
       else {
-        snprintf(r->error, sizeof r->error, "pumaplus: cannot load the gem from %s: %s", gem_lib,
-                 buf);
+        snprintf(r->error, sizeof r->error, "pumaplus: cannot load the gem from %s: %.300s",
+                 gem_lib, buf);
         return -1;
       }
       if (c->source_dir[0]) {
@@ -441,7 +441,7 @@ static int check_prerequisites(const pb_compare_config *c, pb_compare_result *r)
       if (rc != 0) {
         snprintf(r->error, sizeof r->error,
                  "puma: '%s --version' failed (Debian's puma: package puma, "
-                 "scripts/install-deps.sh): %s",
+                 "scripts/install-deps.sh): %.300s",
                  bin, buf);
         return -1;
       }
@@ -471,7 +471,7 @@ static int check_prerequisites(const pb_compare_config *c, pb_compare_result *r)
       if (rc != 0) {
         snprintf(r->error, sizeof r->error,
                  "%s: 'bundle exec %s --version' failed (scripts/install-gems.sh installs the "
-                 "RubyGems column into %s): %s",
+                 "RubyGems column into %s): %.300s",
                  name, argv[2], c->gem_home, buf);
         return -1;
       }
