@@ -364,15 +364,6 @@ static void line_with(const char *s, const char *needle, char *out, size_t len) 
   }
 }
 
-static void dirname_of(const char *path, char *out, size_t len) {
-  snprintf(out, len, "%s", path);
-  char *slash = strrchr(out, '/');
-  if (slash)
-    *slash = 0;
-  else
-    snprintf(out, len, ".");
-}
-
 #define CAPTURE_NS 60000000000ull
 
 /* Versions and prerequisites. 0, or -1 with the reason in r->error. */
@@ -402,9 +393,9 @@ static int check_prerequisites(const pb_compare_config *c, pb_compare_result *r)
     switch (c->servers[i]) {
     case PB_CMP_PUMAPLUS: {
       char gem_lib[600], exe_dir[512], gem_dir[512];
-      dirname_of(c->base.pumaplus_bin[0] ? c->base.pumaplus_bin : "gem/exe/puma-plus", exe_dir,
+      pb_dirname(c->base.pumaplus_bin[0] ? c->base.pumaplus_bin : "gem/exe/puma-plus", exe_dir,
                  sizeof exe_dir);
-      dirname_of(exe_dir, gem_dir, sizeof gem_dir);
+      pb_dirname(exe_dir, gem_dir, sizeof gem_dir);
       snprintf(gem_lib, sizeof gem_lib, "%s/lib", gem_dir);
       char *argv[] = {"ruby", "-I", gem_lib, "-e", "require 'puma_plus'; print PumaPlus::VERSION",
                       NULL};

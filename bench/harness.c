@@ -461,6 +461,15 @@ int pb_proc_tree_mem(pid_t root, pb_tree_mem *out) {
   return 0;
 }
 
+void pb_dirname(const char *path, char *out, size_t len) {
+  snprintf(out, len, "%s", path);
+  char *slash = strrchr(out, '/');
+  if (slash)
+    *slash = 0;
+  else
+    snprintf(out, len, ".");
+}
+
 int pb_proc_tree_cpu(pid_t root, uint64_t *tree_ticks, uint64_t *root_ticks, uint32_t *procs) {
   proc_entry *all;
   bool *in;

@@ -107,6 +107,10 @@ int pb_proc_tree_mem(pid_t root, pb_tree_mem *out);
  * processes (procs may be NULL). 0, or -1 when /proc cannot be read. */
 int pb_proc_tree_cpu(pid_t root, uint64_t *tree_ticks, uint64_t *root_ticks, uint32_t *procs);
 
+/* The directory part of `path` into out ("." when it has no '/'), as dirname(1) for the paths
+ * pp-bench is given (no trailing slashes). */
+void pb_dirname(const char *path, char *out, size_t len);
+
 /* One process's smaps_rollup: 0 with RSS, PSS and USS in bytes, or -1. */
 int pb_smaps_rollup(pid_t pid, uint64_t *rss, uint64_t *pss, uint64_t *uss);
 

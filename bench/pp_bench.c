@@ -453,15 +453,6 @@ static bool selected(const char *only, const char *name) {
   return false;
 }
 
-static void dirname_of(const char *path, char *out, size_t len) {
-  snprintf(out, len, "%s", path);
-  char *slash = strrchr(out, '/');
-  if (slash)
-    *slash = 0;
-  else
-    snprintf(out, len, ".");
-}
-
 static int load_scenario(const char *path, pp_scenario *scn) {
   pp_scn_error e;
   memset(&e, 0, sizeof e);
@@ -496,7 +487,7 @@ static int cmd_run(const char *path, opts *o) {
   printf("scenario %s: %zu arrivals over %.1fs, seed %" PRIu64 ", schedule digest %016" PRIx64 "\n",
          scn.name, sched.count, scn.duration_ns / 1e9, seed, digest);
   char dir[512];
-  dirname_of(path, dir, sizeof dir);
+  pb_dirname(path, dir, sizeof dir);
   const char *log_dir = o->log_dir ? o->log_dir : "/tmp";
   pb_config_result *res = calloc(scn.n_configs ? scn.n_configs : 1, sizeof *res);
   size_t n = 0;
