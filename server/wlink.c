@@ -215,6 +215,9 @@ static void on_response_end(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
   pp_wlink_resume(w);
   pp_registry_release(&s->reg, &w->slot);
   pp_shepherd_retire_if_drained(s, w->slot.worker);
+  /* The freed slot gets its next request before this response goes to its client: the
+   * worker thread starts on it one client write sooner. */
+  pp_dispatch_all(s);
   if (r->owner && !r->cancelled) {
     r->ops->end(r);
   } else {
