@@ -1088,15 +1088,13 @@ static int cmd_compare(int argc, char **argv) {
     bool ok = true;
     char bad[64];
     if (strcmp(a, "servers") == 0) {
-      int n = pb_cmp_parse_servers(v, c.servers, PB_CMP_MAX_SERVERS, bad, sizeof bad);
-      if (n < 0) {
-        fprintf(stderr,
-                "pp-bench compare: -servers: unknown or repeated server '%s' (known: pumaplus, "
-                "puma, puma8, falcon)\n",
-                bad);
+      pb_cmp_server_list list;
+      char why[512];
+      if (pb_cmp_parse_server_list(v, &list, why, sizeof why) < 0) {
+        fprintf(stderr, "pp-bench compare: -servers: %s\n", why[0] ? why : "an empty word");
         return 2;
       }
-      c.n_servers = (size_t)n;
+      pb_cmp_config_set_servers(&c, &list);
     } else if (strcmp(a, "shapes") == 0) {
       int n = pb_cmp_parse_shapes(v, c.shapes, PB_CMP_MAX_SHAPES, bad, sizeof bad);
       if (n < 0) {
