@@ -1187,7 +1187,10 @@ int pb_compare_plot(const pb_compare_config *c, const pb_compare_result *r, cons
     return -1;
   }
   bool cairo = gnuplot_has_pngcairo();
-  fprintf(g, "set terminal %s size 1400,1000\nset output '%s'\n", cairo ? "pngcairo" : "png", png);
+  /* noenhanced: labels are text, not markup ('@' in pumaplus@NAME is gnuplot's phantom box, '_'
+   * a subscript). */
+  fprintf(g, "set terminal %s noenhanced size 1400,1000\nset output '%s'\n",
+          cairo ? "pngcairo" : "png", png);
   fprintf(g, "set datafile missing 'NaN'\n");
   fprintf(g,
           "set multiplot layout 2,2 title 'pp-bench compare: GET %s by shape (workers x "

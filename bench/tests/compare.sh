@@ -183,7 +183,11 @@ ab)
 
   ROUNDS=1
   run_compare -servers "pumaplus,pumaplus@$BASE" -shapes 1x1 -warmup 0 -rate 50 -rate-dur 1s \
-    -app "$CODEC_APP" -path /
+    -app "$CODEC_APP" -path / -plot "$WORK/ab.png"
+  [[ $(od -An -tx1 -N8 "$WORK/ab.png" | tr -d ' \n') == 89504e470d0a1a0a ]] || fail "-plot did not write a PNG"
+  # The figure's key names both columns as text ('@' is markup in gnuplot's enhanced mode).
+  grep -q "noenhanced" "$WORK/ab.png.gp" && grep -qF "title 'pumaplus@base'" "$WORK/ab.png.gp" ||
+    fail "the figure does not label pumaplus@base as text: $(grep title "$WORK/ab.png.gp")"
   [[ $(q "SELECT servers FROM compare_runs") == "pumaplus,pumaplus@base" ]] ||
     fail "compare_runs.servers: $(q "SELECT servers FROM compare_runs")"
   [[ $(q "SELECT count(*) FROM compare_results WHERE ran = 1 AND rps > 0 AND cpu_us_per_req > 0
