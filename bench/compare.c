@@ -11,6 +11,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,7 +74,7 @@ static int each_word(const char *list, int (*word)(const char *w, void *data), v
   for (;;) {
     const char *comma = strchr(p, ',');
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
-    char w[64];
+    char w[PB_CMP_MAX_DIR + 80]; /* pumaplus@DIR=LABEL */
     if (len == 0 || len >= sizeof w) {
       snprintf(bad, badlen, "%.*s", (int)(len < 60 ? len : 60), p);
       return -1;
@@ -112,6 +114,115 @@ int pb_cmp_parse_servers(const char *list, pb_cmp_server *out, size_t max, char 
   server_list l = {.out = out, .max = max};
   bad[0] = 0;
   return each_word(list, server_word, &l, bad, badlen) < 0 ? -1 : (int)l.n;
+}
+
+static bool label_char(char ch) {
+  return isalnum((unsigned char)ch) || ch == '.' || ch == '_' || ch == '-';
+}
+
+/* One word of pb_cmp_parse_server_list; on failure the reason goes to why (not the word). */
+typedef struct server_spec_list {
+  pb_cmp_server_list *out;
+  char why[256];
+} server_spec_list;
+
+static int server_spec_word(const char *w, void *data) {
+  server_spec_list *l = data;
+  pb_cmp_server_list *o = l->out;
+  if (o->n == PB_CMP_MAX_SERVERS) {
+    snprintf(l->why, sizeof l->why, "'%.60s': at most %d servers", w, PB_CMP_MAX_SERVERS);
+    return -1;
+  }
+  size_t k = o->n;
+  o->dirs[k][0] = o->labels[k][0] = 0;
+  if (strncmp(w, "pumaplus@", 9) == 0) {
+    const char *dir = w + 9, *eq = strrchr(dir, '=');
+    size_t dir_len = eq ? (size_t)(eq - dir) : strlen(dir);
+    while (dir_len > 1 && dir[dir_len - 1] == '/') /* "base/" is "base" */
+      dir_len--;
+    if (dir_len == 0 || dir_len >= PB_CMP_MAX_DIR) {
+      snprintf(l->why, sizeof l->why, "'%.60s': pumaplus@DIR needs a directory (under %d bytes)", w,
+               PB_CMP_MAX_DIR);
+      return -1;
+    }
+    const char *name;
+    size_t name_len;
+    if (eq) {
+      name = eq + 1;
+      name_len = strlen(name);
+    } else {
+      name = dir;
+      for (size_t i = 0; i < dir_len; i++)
+        if (dir[i] == '/' && i + 1 < dir_len) name = dir + i + 1;
+      name_len = (size_t)(dir + dir_len - name);
+    }
+    bool ok = name_len > 0 && name_len <= PB_CMP_MAX_LABEL_NAME, dots_only = true;
+    for (size_t i = 0; ok && i < name_len; i++) {
+      ok = label_char(name[i]);
+      dots_only = dots_only && name[i] == '.';
+    }
+    ok = ok && !dots_only; /* "pumaplus@.." says nothing: name it */
+    if (!ok) {
+      snprintf(l->why, sizeof l->why,
+               "'%.60s': the label '%.*s' must be 1..%d letters, digits, '.', '_' or '-' (give "
+               "one: pumaplus@DIR=LABEL)",
+               w, (int)(name_len < 60 ? name_len : 60), name, PB_CMP_MAX_LABEL_NAME);
+      return -1;
+    }
+    snprintf(o->dirs[k], sizeof o->dirs[k], "%.*s", (int)dir_len, dir);
+    snprintf(o->labels[k], sizeof o->labels[k], "pumaplus@%.*s", (int)name_len, name);
+    o->servers[k] = PB_CMP_PUMAPLUS;
+  } else {
+    int s = 0;
+    while (s < PB_CMP_N_SERVERS && strcmp(w, server_names[s]) != 0)
+      s++;
+    if (s == PB_CMP_N_SERVERS) {
+      snprintf(l->why, sizeof l->why,
+               "unknown server '%.60s' (known: pumaplus, puma, puma8, falcon, pumaplus@DIR, "
+               "pumaplus@DIR=LABEL)",
+               w);
+      return -1;
+    }
+    o->servers[k] = (pb_cmp_server)s;
+    snprintf(o->labels[k], sizeof o->labels[k], "%s", server_names[s]);
+  }
+  for (size_t i = 0; i < k; i++) {
+    if (strcmp(o->labels[i], o->labels[k]) != 0) continue;
+    if (o->dirs[k][0])
+      snprintf(l->why, sizeof l->why,
+               "'%.60s': the label %s is taken (by '%.60s%s'): name this one with "
+               "pumaplus@DIR=LABEL",
+               w, o->labels[k], o->dirs[i][0] ? "pumaplus@" : "",
+               o->dirs[i][0] ? o->dirs[i] : o->labels[i]);
+    else
+      snprintf(l->why, sizeof l->why, "'%.60s' is repeated", w);
+    return -1;
+  }
+  o->n++;
+  return 0;
+}
+
+int pb_cmp_parse_server_list(const char *list, pb_cmp_server_list *out, char *bad, size_t badlen) {
+  server_spec_list l = {.out = out};
+  out->n = 0;
+  bad[0] = 0;
+  if (each_word(list, server_spec_word, &l, bad, badlen) >= 0) return (int)out->n;
+  if (l.why[0]) snprintf(bad, badlen, "%s", l.why);
+  return -1;
+}
+
+const char *pb_cmp_label(const pb_compare_config *c, size_t i) {
+  if (i >= c->n_servers) return "?";
+  return c->server_labels[i][0] ? c->server_labels[i] : pb_cmp_server_name(c->servers[i]);
+}
+
+void pb_cmp_config_set_servers(pb_compare_config *c, const pb_cmp_server_list *l) {
+  c->n_servers = l->n;
+  for (size_t i = 0; i < l->n; i++) {
+    c->servers[i] = l->servers[i];
+    snprintf(c->server_dirs[i], sizeof c->server_dirs[i], "%s", l->dirs[i]);
+    snprintf(c->server_labels[i], sizeof c->server_labels[i], "%s", l->labels[i]);
+  }
 }
 
 typedef struct shape_list {
@@ -366,6 +477,99 @@ static void line_with(const char *s, const char *needle, char *out, size_t len) 
 
 #define CAPTURE_NS 60000000000ull
 
+/* The gem CLI and the server binary of config server i (pumaplus or pumaplus@DIR): DIR's for
+ * pumaplus@DIR, else the base spec's ("" = the harness's default). */
+static void pumaplus_paths(const pb_compare_config *c, size_t i, char *cli, size_t cli_len,
+                           char *server, size_t server_len) {
+  if (c->server_dirs[i][0]) {
+    snprintf(cli, cli_len, "%s/gem/exe/puma-plus", c->server_dirs[i]);
+    snprintf(server, server_len, "%s/build/server/puma-plus-server", c->server_dirs[i]);
+  } else {
+    snprintf(cli, cli_len, "%s", c->base.pumaplus_bin);
+    snprintf(server, server_len, "%s", c->base.server_bin);
+  }
+}
+
+/* The value of `key` (as "KEY:TYPE=value") in a CMakeCache.txt, into out. 0 or -1. */
+static int cmake_cache_value(const char *cache, const char *key, char *out, size_t len) {
+  FILE *f = fopen(cache, "r");
+  if (!f) return -1;
+  char line[2048];
+  size_t klen = strlen(key);
+  int rc = -1;
+  while (rc < 0 && fgets(line, sizeof line, f)) {
+    if (strncmp(line, key, klen) != 0 || line[klen] != ':') continue;
+    const char *eq = strchr(line + klen, '=');
+    if (!eq) continue;
+    snprintf(out, len, "%.*s", (int)strcspn(eq + 1, "\r\n"), eq + 1);
+    rc = 0;
+  }
+  fclose(f);
+  return rc;
+}
+
+/* pumaplus@DIR: DIR is a built checkout whose server puts its own C codec on the workers' load
+ * path. The server does that only when the gem directory is its own checkout's gem/ (realpath
+ * against the source directory CMake was run on, server/shepherd.c), so DIR/build must have been
+ * configured from DIR: otherwise the workers of that column silently run the pure-Ruby codec.
+ * 0, or -1 with what is missing and how to build it in err. */
+static int check_checkout(const pb_compare_config *c, size_t i, char *err, size_t errlen) {
+  const char *dir = c->server_dirs[i], *label = pb_cmp_label(c, i);
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    snprintf(err, errlen,
+             "%s: %s is not a directory (%s): pumaplus@DIR wants another built checkout of this "
+             "repository",
+             label, dir, stat(dir, &st) != 0 ? strerror(errno) : "not a directory");
+    return -1;
+  }
+  char path[PB_CMP_MAX_DIR + 96];
+  snprintf(path, sizeof path, "%s/gem/exe/puma-plus", dir);
+  if (access(path, R_OK) != 0) {
+    snprintf(err, errlen, "%s: %s is missing: %s is not a checkout of puma-plus", label, path, dir);
+    return -1;
+  }
+  char cache[PB_CMP_MAX_DIR + 96], source[PATH_MAX];
+  snprintf(cache, sizeof cache, "%s/build/CMakeCache.txt", dir);
+  bool configured = cmake_cache_value(cache, "CMAKE_HOME_DIRECTORY", source, sizeof source) == 0;
+  static const char *const needs[2] = {"build/server/puma-plus-server",
+                                       "build/gem/ext-lib/puma_plus/puma_plus_ext.so"};
+  for (int k = 0; k < 2; k++) {
+    snprintf(path, sizeof path, "%s/%s", dir, needs[k]);
+    if (access(path, k == 0 ? X_OK : R_OK) == 0) continue;
+    char configure[2 * PB_CMP_MAX_DIR + 64] = "";
+    if (!configured)
+      snprintf(configure, sizeof configure,
+               "cmake -S %s -B %s/build -DCMAKE_BUILD_TYPE=Release && ", dir, dir);
+    snprintf(err, errlen,
+             "%s: %s is missing (build it: %scmake --build %s/build --target puma-plus-server "
+             "puma_plus_ext)",
+             label, path, configure, dir);
+    return -1;
+  }
+  if (!configured) {
+    snprintf(err, errlen,
+             "%s: cannot read CMAKE_HOME_DIRECTORY from %s, so which checkout %s/build serves "
+             "is unknown (configure it: cmake -S %s -B %s/build -DCMAKE_BUILD_TYPE=Release)",
+             label, cache, dir, dir, dir);
+    return -1;
+  }
+  char gem[PATH_MAX + 8], built_gem[PATH_MAX + 8], real_gem[PATH_MAX], real_built[PATH_MAX];
+  snprintf(gem, sizeof gem, "%s/gem", dir);
+  snprintf(built_gem, sizeof built_gem, "%s/gem", source);
+  if (!realpath(gem, real_gem) || !realpath(built_gem, real_built) ||
+      strcmp(real_gem, real_built) != 0) {
+    snprintf(err, errlen,
+             "%s: %s/build was configured from %.300s, not from %s: its server loads its C codec "
+             "only for %.300s/gem, so %s/gem's workers would run the pure-Ruby codec (configure "
+             "and build DIR's own build/: cmake -S %s -B %s/build -DCMAKE_BUILD_TYPE=Release && "
+             "cmake --build %s/build --target puma-plus-server puma_plus_ext)",
+             label, dir, source, dir, source, dir, dir, dir, dir);
+    return -1;
+  }
+  return 0;
+}
+
 /* Versions and prerequisites. 0, or -1 with the reason in r->error. */
 static int check_prerequisites(const pb_compare_config *c, pb_compare_result *r) {
   char buf[8192];
@@ -392,9 +596,11 @@ static int check_prerequisites(const pb_compare_config *c, pb_compare_result *r)
     size_t vl = sizeof r->versions[i];
     switch (c->servers[i]) {
     case PB_CMP_PUMAPLUS: {
-      char gem_lib[600], exe_dir[512], gem_dir[512];
-      pb_dirname(c->base.pumaplus_bin[0] ? c->base.pumaplus_bin : "gem/exe/puma-plus", exe_dir,
-                 sizeof exe_dir);
+      if (c->server_dirs[i][0] && check_checkout(c, i, r->error, sizeof r->error) < 0) return -1;
+      char cli[sizeof c->base.pumaplus_bin], server[sizeof c->base.server_bin];
+      pumaplus_paths(c, i, cli, sizeof cli, server, sizeof server);
+      char gem_lib[sizeof cli + 8], exe_dir[sizeof cli], gem_dir[sizeof cli];
+      pb_dirname(cli[0] ? cli : "gem/exe/puma-plus", exe_dir, sizeof exe_dir);
       pb_dirname(exe_dir, gem_dir, sizeof gem_dir);
       snprintf(gem_lib, sizeof gem_lib, "%s/lib", gem_dir);
       char *argv[] = {"ruby", "-I", gem_lib, "-e", "require 'puma_plus'; print PumaPlus::VERSION",
@@ -403,21 +609,22 @@ static int check_prerequisites(const pb_compare_config *c, pb_compare_result *r)
       if (capture(argv, NULL, NULL, buf, sizeof buf, CAPTURE_NS) == 0)
         first_line(buf, gem_version, sizeof gem_version);
       else {
-        snprintf(r->error, sizeof r->error, "pumaplus: cannot load the gem from %s: %.300s",
-                 gem_lib, buf);
+        snprintf(r->error, sizeof r->error, "%s: cannot load the gem from %s: %.300s",
+                 pb_cmp_label(c, i), gem_lib, buf);
         return -1;
       }
-      if (c->source_dir[0]) {
-        char src[512];
-        snprintf(src, sizeof src, "%s", c->source_dir);
-        char *gargv[] = {"git", "-C", src, "describe", "--always", "--dirty", NULL};
+      const char *src = c->server_dirs[i][0] ? c->server_dirs[i] : c->source_dir;
+      if (src[0]) {
+        char src_copy[PB_CMP_MAX_DIR + 112];
+        snprintf(src_copy, sizeof src_copy, "%s", src);
+        char *gargv[] = {"git", "-C", src_copy, "describe", "--always", "--dirty", NULL};
         if (capture(gargv, NULL, NULL, buf, sizeof buf, CAPTURE_NS) == 0)
           first_line(buf, git, sizeof git);
       }
-      if (c->base.server_bin[0] && access(c->base.server_bin, X_OK) != 0) {
+      if (server[0] && access(server, X_OK) != 0) {
         snprintf(r->error, sizeof r->error,
-                 "pumaplus: %.400s is not an executable (build it: cmake --build build)",
-                 c->base.server_bin);
+                 "%s: %.400s is not an executable (build it: cmake --build build)",
+                 pb_cmp_label(c, i), server);
         return -1;
       }
       snprintf(v, vl, "puma-plus %s%s%s%s", gem_version, git[0] ? " (git " : "", git,
@@ -490,9 +697,12 @@ static void cell_spec(const pb_compare_config *c, const pb_cmp_cell *cell, pb_se
     snprintf(spec->gemfile, sizeof spec->gemfile, "%s", c->gemfile);
     snprintf(spec->gem_home, sizeof spec->gem_home, "%s", c->gem_home);
   }
+  if (c->server_dirs[cell->server][0])
+    pumaplus_paths(c, cell->server, spec->pumaplus_bin, sizeof spec->pumaplus_bin, spec->server_bin,
+                   sizeof spec->server_bin);
   snprintf(spec->app, sizeof spec->app, "%s", c->app);
   snprintf(spec->name, sizeof spec->name, "compare-r%u-%ux%u-%s", cell->round, shape->workers,
-           shape->threads, pb_cmp_server_name(server));
+           shape->threads, pb_cmp_label(c, cell->server));
   spec->port = pb_free_port();
   spec->stats_port = server == PB_CMP_PUMAPLUS ? pb_free_port() : 0;
   if (c->log_dir[0])
@@ -598,7 +808,7 @@ static void run_cell(const pb_compare_config *c, pb_compare_result *r, pb_cmp_ce
   cell->frontend_us_per_req = cell->ruby_us_per_req = cell->cpu_us_per_req = -1;
   cell->open_p50_us = cell->open_p99_us = cell->open_p999_us = -1;
   fprintf(stderr, "[compare] round %u/%u  %ux%u  %-8s start\n", cell->round, c->rounds,
-          shape->workers, shape->threads, pb_cmp_server_name(server));
+          shape->workers, shape->threads, pb_cmp_label(c, cell->server));
   pb_server srv;
   char err[512];
   if (pb_server_start(&spec, &srv, err, sizeof err) < 0) {
@@ -611,6 +821,11 @@ static void run_cell(const pb_compare_config *c, pb_compare_result *r, pb_cmp_ce
              spec.log_path[0] ? spec.log_path : "none");
     goto stop;
   }
+  /* What the app answers, before any load: the codec app (tests/apps/codec) says which wire
+   * codec the worker loaded, so a test can tell that every puma-plus column runs the C one. */
+  char body[256];
+  if (pb_http_get("127.0.0.1", spec.port, c->path, 5000000000ull, body, sizeof body) > 0)
+    first_line(body, cell->answer, sizeof cell->answer);
   /* Ready means one process answers; wait (at most 20 s) for the rest of the shape to boot. */
   uint32_t want = expected_procs(server, shape), procs = 0;
   uint64_t ticks, own;
@@ -700,7 +915,7 @@ int pb_compare_run(const pb_compare_config *c, pb_compare_result *r, FILE *out) 
         run_cell(c, r, cell);
         if (!cell->ran) {
           fprintf(stderr, "[compare] round %u %ux%u %s FAILED: %s\n", round, c->shapes[sh].workers,
-                  c->shapes[sh].threads, pb_cmp_server_name(c->servers[cell->server]), cell->error);
+                  c->shapes[sh].threads, pb_cmp_label(c, cell->server), cell->error);
           rc = 1;
         } else if (cell->has_errors) {
           rc = 1;
@@ -733,13 +948,22 @@ static const char *fmt_num(double v, const char *fmt, char *buf, size_t len) {
   return buf;
 }
 
+/* The width of the server column: the longest label, at least 8 ("pumaplus"). */
+static int label_width(const pb_compare_config *c) {
+  size_t w = 8;
+  for (size_t i = 0; i < c->n_servers; i++)
+    if (strlen(pb_cmp_label(c, i)) > w) w = strlen(pb_cmp_label(c, i));
+  return (int)w;
+}
+
 void pb_compare_print_round(FILE *f, const pb_compare_config *c, const pb_compare_result *r,
                             uint32_t round) {
+  int w = label_width(c);
   if (round)
     fprintf(f, "\nround %u of %u (closed loop: wrk -t1 -c%u %.0fs %s; open loop: %.0f rps %.0fs)\n",
             round, c->rounds, c->conns, c->dur_ns / 1e9, c->path, c->rate, c->rate_dur_ns / 1e9);
-  fprintf(f, "%5s %-6s %-8s %9s %9s %9s %8s %8s %8s %5s %9s %9s %9s %11s  %s\n", "round", "shape",
-          "server", "req/s", "p50", "p99", "cpu_us", "front_us", "ruby_us", "procs", "open_p50",
+  fprintf(f, "%5s %-6s %-*s %9s %9s %9s %8s %8s %8s %5s %9s %9s %9s %11s  %s\n", "round", "shape",
+          w, "server", "req/s", "p50", "p99", "cpu_us", "front_us", "ruby_us", "procs", "open_p50",
           "open_p99", "open_p999", "open_ok", "errors");
   for (size_t i = 0; i < r->n_cells; i++) {
     const pb_cmp_cell *x = &r->cells[i];
@@ -747,9 +971,9 @@ void pb_compare_print_round(FILE *f, const pb_compare_config *c, const pb_compar
     char shape[24], a[32], b[32], d[32], e[32], g[32], h[32], k[32], l[32], ok[40];
     snprintf(shape, sizeof shape, "%ux%u", c->shapes[x->shape].workers,
              c->shapes[x->shape].threads);
-    const char *name = pb_cmp_server_name(c->servers[x->server]);
+    const char *name = pb_cmp_label(c, x->server);
     if (!x->ran) {
-      fprintf(f, "%5u %-6s %-8s FAILED: %s\n", x->round, shape, name, x->error);
+      fprintf(f, "%5u %-6s %-*s FAILED: %s\n", x->round, shape, w, name, x->error);
       continue;
     }
     if (x->open_ran)
@@ -773,8 +997,8 @@ void pb_compare_print_round(FILE *f, const pb_compare_config *c, const pb_compar
                x->open_shed, x->open_http_errors, x->open_conn_errors, x->open_timeouts);
     if (c->rate > 0 && !x->open_ran)
       snprintf(errs + strlen(errs), sizeof errs - strlen(errs), "open: %.200s ", x->open_error);
-    fprintf(f, "%5u %-6s %-8s %9.0f %9s %9s %8s %8s %8s %5u %9s %9s %9s %11s  %s%s\n", x->round,
-            shape, name, x->wrk.rps, fmt_us(x->wrk.p50_us, a, sizeof a),
+    fprintf(f, "%5u %-6s %-*s %9.0f %9s %9s %8s %8s %8s %5u %9s %9s %9s %11s  %s%s\n", x->round,
+            shape, w, name, x->wrk.rps, fmt_us(x->wrk.p50_us, a, sizeof a),
             fmt_us(x->wrk.p99_us, b, sizeof b), fmt_num(x->cpu_us_per_req, "%.1f", d, sizeof d),
             fmt_num(x->frontend_us_per_req, "%.1f", e, sizeof e),
             fmt_num(x->ruby_us_per_req, "%.1f", g, sizeof g), x->procs,
@@ -802,9 +1026,10 @@ void pb_compare_print_summary(FILE *f, const pb_compare_config *c, const pb_comp
   pb_cmp_median *med = calloc(n ? n : 1, sizeof *med);
   if (!med) return;
   pb_cmp_medians(r->cells, r->n_cells, c->n_shapes, c->n_servers, med);
+  int w = label_width(c);
   fprintf(f, "\nmedians over the rounds that ran (min..max); errors = rounds with errors (kept "
              "in the medians)\n");
-  fprintf(f, "%-6s %-8s %6s %6s %22s %9s %9s %8s %8s %8s %9s %9s %9s\n", "shape", "server",
+  fprintf(f, "%-6s %-*s %6s %6s %22s %9s %9s %8s %8s %8s %9s %9s %9s\n", "shape", w, "server",
           "rounds", "errors", "req/s (min..max)", "p50", "p99", "cpu_us", "front_us", "ruby_us",
           "open_p50", "open_p99", "open_p999");
   for (size_t i = 0; i < n; i++) {
@@ -819,8 +1044,8 @@ void pb_compare_print_summary(FILE *f, const pb_compare_config *c, const pb_comp
       snprintf(rps, sizeof rps, "-");
     char rounds[16];
     snprintf(rounds, sizeof rounds, "%u/%u", m->rounds_ran, m->rounds_ran + m->rounds_failed);
-    fprintf(f, "%-6s %-8s %6s %6u %22s %9s %9s %8s %8s %8s %9s %9s %9s\n", shape,
-            pb_cmp_server_name(c->servers[m->server]), rounds, m->rounds_with_errors, rps,
+    fprintf(f, "%-6s %-*s %6s %6u %22s %9s %9s %8s %8s %8s %9s %9s %9s\n", shape, w,
+            pb_cmp_label(c, m->server), rounds, m->rounds_with_errors, rps,
             fmt_us(m->m[PB_CMP_P50].med, a, sizeof a), fmt_us(m->m[PB_CMP_P99].med, b, sizeof b),
             fmt_num(m->m[PB_CMP_CPU].med, "%.1f", d, sizeof d),
             fmt_num(m->m[PB_CMP_FRONTEND].med, "%.1f", e, sizeof e),
@@ -840,7 +1065,7 @@ void pb_compare_print_summary(FILE *f, const pb_compare_config *c, const pb_comp
             "\nratios against %s (medians): req/s x, CPU per request x, open-loop p99 x; "
             "ruby_share = pumaplus's Ruby CPU / %s's whole CPU per request\n",
             ref, ref);
-    fprintf(f, "%-6s %-8s %8s %8s %9s %10s\n", "shape", "server", "req/s", "cpu", "open_p99",
+    fprintf(f, "%-6s %-*s %8s %8s %9s %10s\n", "shape", w, "server", "req/s", "cpu", "open_p99",
             "ruby_share");
     for (size_t sh = 0; sh < c->n_shapes; sh++) {
       const pb_cmp_median *base = find_median(med, c, sh, refs[ri]);
@@ -849,7 +1074,7 @@ void pb_compare_print_summary(FILE *f, const pb_compare_config *c, const pb_comp
         const pb_cmp_median *m = &med[sh * c->n_servers + s];
         char shape[24], a[16], b[16], d[16], e[16];
         snprintf(shape, sizeof shape, "%ux%u", c->shapes[sh].workers, c->shapes[sh].threads);
-        fprintf(f, "%-6s %-8s %8s %8s %9s %10s\n", shape, pb_cmp_server_name(c->servers[s]),
+        fprintf(f, "%-6s %-*s %8s %8s %9s %10s\n", shape, w, pb_cmp_label(c, s),
                 ratio(m->m[PB_CMP_RPS].med, base->m[PB_CMP_RPS].med, a, sizeof a),
                 ratio(m->m[PB_CMP_CPU].med, base->m[PB_CMP_CPU].med, b, sizeof b),
                 ratio(m->m[PB_CMP_OPEN_P99].med, base->m[PB_CMP_OPEN_P99].med, d, sizeof d),
@@ -859,8 +1084,38 @@ void pb_compare_print_summary(FILE *f, const pb_compare_config *c, const pb_comp
       }
     }
   }
+  /* A/B: every pumaplus@ column against this build's pumaplus, when both are present. */
+  size_t base = c->n_servers, others = 0;
+  for (size_t s = 0; s < c->n_servers; s++) {
+    if (c->servers[s] != PB_CMP_PUMAPLUS) continue;
+    if (c->server_dirs[s][0])
+      others++;
+    else
+      base = s;
+  }
+  if (base < c->n_servers && others) {
+    fprintf(f, "\nratios against pumaplus (medians, this build = 1): req/s x, CPU per request x, "
+               "front-end and Ruby CPU per request x, open-loop p99 x\n");
+    fprintf(f, "%-6s %-*s %8s %8s %8s %8s %9s\n", "shape", w, "server", "req/s", "cpu", "front_us",
+            "ruby_us", "open_p99");
+    for (size_t sh = 0; sh < c->n_shapes; sh++) {
+      const pb_cmp_median *b = &med[sh * c->n_servers + base];
+      for (size_t s = 0; s < c->n_servers; s++) {
+        if (c->servers[s] != PB_CMP_PUMAPLUS || !c->server_dirs[s][0]) continue;
+        const pb_cmp_median *m = &med[sh * c->n_servers + s];
+        char shape[24], a[16], d[16], e[16], g[16], h[16];
+        snprintf(shape, sizeof shape, "%ux%u", c->shapes[sh].workers, c->shapes[sh].threads);
+        fprintf(f, "%-6s %-*s %8s %8s %8s %8s %9s\n", shape, w, pb_cmp_label(c, s),
+                ratio(m->m[PB_CMP_RPS].med, b->m[PB_CMP_RPS].med, a, sizeof a),
+                ratio(m->m[PB_CMP_CPU].med, b->m[PB_CMP_CPU].med, d, sizeof d),
+                ratio(m->m[PB_CMP_FRONTEND].med, b->m[PB_CMP_FRONTEND].med, e, sizeof e),
+                ratio(m->m[PB_CMP_RUBY].med, b->m[PB_CMP_RUBY].med, g, sizeof g),
+                ratio(m->m[PB_CMP_OPEN_P99].med, b->m[PB_CMP_OPEN_P99].med, h, sizeof h));
+      }
+    }
+  }
   for (size_t i = 0; i < c->n_servers; i++)
-    fprintf(f, "%s %-8s %s\n", i ? "       " : "\nversions", pb_cmp_server_name(c->servers[i]),
+    fprintf(f, "%s %-*s %s\n", i ? "        " : "\nversions", w, pb_cmp_label(c, i),
             r->versions[i]);
   fprintf(f, "load generator: %s (closed loop), pp-bench (open loop); ruby: %s\n", r->wrk_version,
           r->ruby_version);
@@ -910,7 +1165,7 @@ int pb_compare_plot(const pb_compare_config *c, const pb_compare_result *r, cons
    * p50 ms, p99 ms, CPU us per request. */
   static const int panels[4] = {PB_CMP_RPS, PB_CMP_P50, PB_CMP_P99, PB_CMP_CPU};
   for (size_t s = 0; s < c->n_servers; s++) {
-    fprintf(d, "%s# %s\n", s ? "\n\n" : "", pb_cmp_server_name(c->servers[s]));
+    fprintf(d, "%s# %s\n", s ? "\n\n" : "", pb_cmp_label(c, s));
     for (size_t sh = 0; sh < c->n_shapes; sh++) {
       fprintf(d, "%zu", sh);
       for (int p = 0; p < 4; p++) {
@@ -932,7 +1187,10 @@ int pb_compare_plot(const pb_compare_config *c, const pb_compare_result *r, cons
     return -1;
   }
   bool cairo = gnuplot_has_pngcairo();
-  fprintf(g, "set terminal %s size 1400,1000\nset output '%s'\n", cairo ? "pngcairo" : "png", png);
+  /* noenhanced: labels are text, not markup ('@' in pumaplus@NAME is gnuplot's phantom box, '_'
+   * a subscript). */
+  fprintf(g, "set terminal %s noenhanced size 1400,1000\nset output '%s'\n",
+          cairo ? "pngcairo" : "png", png);
   fprintf(g, "set datafile missing 'NaN'\n");
   fprintf(g,
           "set multiplot layout 2,2 title 'pp-bench compare: GET %s by shape (workers x "
@@ -957,8 +1215,7 @@ int pb_compare_plot(const pb_compare_config *c, const pb_compare_result *r, cons
       fprintf(g,
               "%s'%s' index %zu using ($1%+.3f):%d:%d:%d with yerrorbars pt 7 ps 1.5 lw 2 lc %zu "
               "title '%s'",
-              s ? ", " : "", dat, s, off, col, col + 1, col + 2, s + 1,
-              pb_cmp_server_name(c->servers[s]));
+              s ? ", " : "", dat, s, off, col, col + 1, col + 2, s + 1, pb_cmp_label(c, s));
     }
     fprintf(g, "\n");
   }

@@ -33,6 +33,14 @@ typedef enum pb_cmp_server {
 /* "pumaplus", "puma", "puma8", "falcon". Static storage. */
 const char *pb_cmp_server_name(pb_cmp_server s);
 
+/* A column's label: the server's name, or for `pumaplus@DIR` (another built checkout of this
+ * repository, PB_CMP_PUMAPLUS with a dir) "pumaplus@NAME", NAME being DIR's basename or the
+ * LABEL of `pumaplus@DIR=LABEL`: letters, digits, '.', '_' and '-', at most
+ * PB_CMP_MAX_LABEL_NAME bytes. */
+#define PB_CMP_MAX_LABEL_NAME 32
+#define PB_CMP_MAX_LABEL      (9 + PB_CMP_MAX_LABEL_NAME + 1)
+#define PB_CMP_MAX_DIR        400
+
 #define PB_CMP_MAX_SERVERS 8
 #define PB_CMP_MAX_SHAPES  16
 #define PB_CMP_MAX_ROUNDS  100
@@ -45,6 +53,22 @@ typedef struct pb_cmp_shape {
  * with the offending word in `bad` (NUL-terminated, truncated to badlen). */
 int pb_cmp_parse_servers(const char *list, pb_cmp_server *out, size_t max, char *bad,
                          size_t badlen);
+/* The servers of -servers as written: the kind, and for `pumaplus@DIR[=LABEL]` the directory
+ * ("" for the others) and the label (pb_cmp_label). */
+typedef struct pb_cmp_server_list {
+  pb_cmp_server servers[PB_CMP_MAX_SERVERS];
+  char dirs[PB_CMP_MAX_SERVERS][PB_CMP_MAX_DIR];
+  char labels[PB_CMP_MAX_SERVERS][PB_CMP_MAX_LABEL];
+  size_t n;
+} pb_cmp_server_list;
+
+/* Parses "pumaplus,puma,pumaplus@../base,pumaplus@/x/y=old" into out (at most
+ * PB_CMP_MAX_SERVERS). Every label must be unique: a repeated server, or two directories with
+ * one basename and no =LABEL, is an error. Pure (no file is looked at: pb_compare_run checks the
+ * directories). Returns the count, or -1 with the reason in `bad` (NUL-terminated, truncated to
+ * badlen). */
+int pb_cmp_parse_server_list(const char *list, pb_cmp_server_list *out, char *bad, size_t badlen);
+
 /* Parses "1x1,1x5,2x5" (WORKERSxTHREADS, each 1..256). Returns the count or -1 with the
  * offending word in `bad`. */
 int pb_cmp_parse_shapes(const char *list, pb_cmp_shape *out, size_t max, char *bad, size_t badlen);
@@ -68,6 +92,8 @@ typedef struct pb_cmp_cell {
   uint32_t shape, server; /* indexes into the config's shapes[] and servers[] */
   uint32_t order;         /* position within the round (1-based) */
   bool ran;               /* started, answered and the closed loop ran */
+  char answer[64];        /* the first line of the body of one GET -path before the warm-up
+                           * (tests/apps/codec answers the worker's codec); "" when none */
   char error[512];        /* why not, when !ran */
   char note[256];         /* a warning that did not stop the cell ("" when none) */
   /* closed loop (wrk) */
@@ -88,6 +114,11 @@ typedef struct pb_cmp_cell {
 typedef struct pb_compare_config {
   pb_cmp_server servers[PB_CMP_MAX_SERVERS];
   size_t n_servers;
+  /* Per server: for pumaplus@DIR the checkout DIR, whose gem CLI (DIR/gem/exe/puma-plus) and
+   * server (DIR/build/server/puma-plus-server) it runs; "" = this build's. The label, "" = the
+   * server's name (pb_cmp_label). */
+  char server_dirs[PB_CMP_MAX_SERVERS][PB_CMP_MAX_DIR];
+  char server_labels[PB_CMP_MAX_SERVERS][PB_CMP_MAX_LABEL];
   pb_cmp_shape shapes[PB_CMP_MAX_SHAPES];
   size_t n_shapes;
   uint32_t rounds;
@@ -106,6 +137,13 @@ typedef struct pb_compare_config {
   pb_server_spec base;  /* binaries for pumaplus and puma (pumaplus_bin, server_bin, puma_bin) */
   volatile sig_atomic_t *running_pgid; /* as pb_run_options.running_pgid */
 } pb_compare_config;
+
+/* The label of config server i (static or the config's storage): server_labels[i], or the
+ * server's name when that is empty. */
+const char *pb_cmp_label(const pb_compare_config *c, size_t i);
+
+/* Copies a parsed list into the config's servers, server_dirs and server_labels. */
+void pb_cmp_config_set_servers(pb_compare_config *c, const pb_cmp_server_list *l);
 
 /* Fills the defaults: pumaplus,puma; 1x1,1x5,2x5; 3 rounds; 5 s; warm-up 1 s; 10 connections;
  * /hello; 1000 rps for 10 s; ready timeout 60 s; logs in /tmp. Binaries and paths are left
@@ -166,10 +204,12 @@ void pb_cmp_medians(const pb_cmp_cell *cells, size_t n, size_t n_shapes, size_t 
 double pb_cmp_median_of(const double *v, size_t n);
 
 /* Checks what the chosen servers need (wrk; for puma8/falcon the RubyGems column, whose absence
- * is an error naming scripts/install-gems.sh) and records versions, then runs every cell,
- * printing each round's table to `out` as it completes and progress to stderr. Returns 0 when
- * every cell ran without errors, 1 when some failed or had errors, 2 when nothing could run
- * (result->error). The caller disposes `result`. */
+ * is an error naming scripts/install-gems.sh; for pumaplus@DIR the directory, its gem CLI, server
+ * and C codec, each missing one named with the command that builds it, and that DIR/build was
+ * configured from DIR, else its server would run DIR/gem on the pure-Ruby codec) and records
+ * versions, then runs every cell, printing each round's table to `out` as it completes and progress
+ * to stderr. Returns 0 when every cell ran without errors, 1 when some failed or had errors, 2 when
+ * nothing could run (result->error). The caller disposes `result`. */
 int pb_compare_run(const pb_compare_config *c, pb_compare_result *result, FILE *out);
 
 void pb_compare_result_dispose(pb_compare_result *r);
@@ -177,7 +217,8 @@ void pb_compare_result_dispose(pb_compare_result *r);
 /* The rows of one round (or every round when round == 0) as a table. */
 void pb_compare_print_round(FILE *f, const pb_compare_config *c, const pb_compare_result *r,
                             uint32_t round);
-/* Medians per server x shape, then ratios against puma and puma8 (when they ran). */
+/* Medians per server x shape, then ratios against puma and puma8 (when they ran), and against
+ * pumaplus when a pumaplus@ column is present (req/s, cpu, front_us, ruby_us, open_p99). */
 void pb_compare_print_summary(FILE *f, const pb_compare_config *c, const pb_compare_result *r);
 
 /* The four-panel figure (requests/s, p50, p99, CPU per request; by shape, one point per server,

@@ -91,7 +91,8 @@ static void usage(FILE *f) {
           "                 -leak-every N: every Nth request leaks a descriptor, for tests)\n"
           "  pp-bench soak [-short] [-server pumaplus|puma|null] [-cycles 3] ...\n"
           "                 (overload and bad-traffic cycles; pp-bench soak --help)\n"
-          "  pp-bench compare [-servers pumaplus,puma,puma8,falcon] [-shapes 1x1,1x5,2x5]\n"
+          "  pp-bench compare [-servers pumaplus,puma,puma8,falcon,pumaplus@DIR]\n"
+          "                 [-shapes 1x1,1x5,2x5]\n"
           "                 [-rounds 3] [-dur 5s] ... (servers side by side; pp-bench compare\n"
           "                 --help)\n"
           "\n"
@@ -1011,7 +1012,8 @@ static void compare_usage(FILE *f) {
           "               engine): p50, p99, p99.9 from intended start, shed/errors/timeouts\n"
           "then stops it. A round with errors is marked ERRORS and kept in the medians. Each\n"
           "round's table goes to stdout as it completes, progress to stderr; then medians\n"
-          "(min..max) per shape x server and ratios against puma and puma8.\n"
+          "(min..max) per shape x server and ratios against puma and puma8, and against\n"
+          "pumaplus when a pumaplus@DIR column ran (A/B of two builds).\n"
           "\n"
           "servers:\n"
           "  -servers LIST    comma-separated, in this order within a round (default\n"
@@ -1025,11 +1027,24 @@ static void compare_usage(FILE *f) {
           "                   falcon    falcon 0.51 from the same column: falcon serve --count W\n"
           "                             --forked; fibers, so a shape's threads do NOT apply to\n"
           "                             it (stored as NULL): equal processes, not equal threads\n"
+          "                   pumaplus@DIR  as pumaplus, with another built checkout's CLI\n"
+          "                             DIR/gem/exe/puma-plus and server\n"
+          "                             DIR/build/server/puma-plus-server (and so its C codec,\n"
+          "                             DIR/build/gem/ext-lib); labelled pumaplus@BASENAME, or\n"
+          "                             pumaplus@LABEL with pumaplus@DIR=LABEL (1..32 of\n"
+          "                             [A-Za-z0-9._-]); any number of them; a label used twice\n"
+          "                             is refused. DIR must be built (cmake --build DIR/build\n"
+          "                             --target puma-plus-server puma_plus_ext) from DIR itself\n"
+          "                             (else its workers would run the pure-Ruby codec):\n"
+          "                             compare checks it before it starts\n"
           "                   puma8 and falcon need scripts/install-gems.sh; without it compare\n"
           "                   fails before it starts, naming it\n"
           "  -shapes LIST     WORKERSxTHREADS, comma-separated (default 1x1,1x5,2x5)\n"
           "  -rounds N        (default 3)\n"
-          "  -app FILE        Rack app (default scenarios/apps/mix/config.ru)\n"
+          "  -app FILE        Rack app (default scenarios/apps/mix/config.ru); every cell\n"
+          "                   stores the first line of one GET -path before the warm-up\n"
+          "                   (compare_results.answer): tests/apps/codec/config.ru with -path /\n"
+          "                   answers the workers' codec, native or ruby\n"
           "  -gem-home DIR    the RubyGems column (default $PP_GEM_HOME or build/gems of the\n"
           "                   checkout)\n"
           "  -gemfile FILE    (default tests/apps/gemfiles/rubygems/Gemfile)\n"
@@ -1088,15 +1103,13 @@ static int cmd_compare(int argc, char **argv) {
     bool ok = true;
     char bad[64];
     if (strcmp(a, "servers") == 0) {
-      int n = pb_cmp_parse_servers(v, c.servers, PB_CMP_MAX_SERVERS, bad, sizeof bad);
-      if (n < 0) {
-        fprintf(stderr,
-                "pp-bench compare: -servers: unknown or repeated server '%s' (known: pumaplus, "
-                "puma, puma8, falcon)\n",
-                bad);
+      pb_cmp_server_list list;
+      char why[512];
+      if (pb_cmp_parse_server_list(v, &list, why, sizeof why) < 0) {
+        fprintf(stderr, "pp-bench compare: -servers: %s\n", why[0] ? why : "an empty word");
         return 2;
       }
-      c.n_servers = (size_t)n;
+      pb_cmp_config_set_servers(&c, &list);
     } else if (strcmp(a, "shapes") == 0) {
       int n = pb_cmp_parse_shapes(v, c.shapes, PB_CMP_MAX_SHAPES, bad, sizeof bad);
       if (n < 0) {

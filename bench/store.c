@@ -959,10 +959,8 @@ static const char *const compare_run_columns[][2] = {
     {"cells_with_errors", "INTEGER"},
 };
 static const char *const compare_server_columns[][2] = {
-    {"position", "INTEGER"},
-    {"version", "TEXT"},
-    {"command", "TEXT"},
-    {"threads_apply", "INTEGER"},
+    {"position", "INTEGER"},      {"version", "TEXT"}, {"command", "TEXT"},
+    {"threads_apply", "INTEGER"}, {"kind", "TEXT"},    {"dir", "TEXT"},
 };
 static const char *const compare_result_columns[][2] = {
     {"workers", "INTEGER"},
@@ -998,6 +996,7 @@ static const char *const compare_result_columns[][2] = {
     {"open_p999_ms", "REAL"},
     {"open_error", "TEXT"},
     {"has_errors", "INTEGER"},
+    {"answer", "TEXT"},
 };
 #define N_CMP_RUN_COLS    (sizeof compare_run_columns / sizeof compare_run_columns[0])
 #define N_CMP_SERVER_COLS (sizeof compare_server_columns / sizeof compare_server_columns[0])
@@ -1089,11 +1088,10 @@ int pb_store_compare(const char *db_path, const pb_compare_config *c, const pb_c
                          (const char *const(*)[2])median_cols, N_CMP_MEDIAN_COLS);
     if (!run || !srv || !res || !mst) rc = -1;
   }
-  char servers[256] = "", shapes[256] = "";
+  char servers[PB_CMP_MAX_SERVERS * (PB_CMP_MAX_LABEL + 1) + 1] = "", shapes[256] = "";
   for (size_t i = 0; i < c->n_servers; i++) {
     size_t l = strlen(servers);
-    snprintf(servers + l, sizeof servers - l, "%s%s", i ? "," : "",
-             pb_cmp_server_name(c->servers[i]));
+    snprintf(servers + l, sizeof servers - l, "%s%s", i ? "," : "", pb_cmp_label(c, i));
   }
   for (size_t i = 0; i < c->n_shapes; i++) {
     size_t l = strlen(shapes);
@@ -1142,11 +1140,13 @@ int pb_store_compare(const char *db_path, const pb_compare_config *c, const pb_c
     sqlite3_reset(srv);
     sqlite3_clear_bindings(srv);
     sqlite3_bind_int64(srv, i++, id);
-    sqlite3_bind_text(srv, i++, pb_cmp_server_name(c->servers[s]), -1, SQLITE_STATIC);
+    sqlite3_bind_text(srv, i++, pb_cmp_label(c, s), -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(srv, i++, (int64_t)s + 1);
     sqlite3_bind_text(srv, i++, r->versions[s], -1, SQLITE_TRANSIENT);
     bind_text_or_null(srv, i++, r->commands[s][0] ? r->commands[s] : NULL);
     sqlite3_bind_int(srv, i++, c->servers[s] != PB_CMP_FALCON);
+    sqlite3_bind_text(srv, i++, pb_cmp_server_name(c->servers[s]), -1, SQLITE_STATIC);
+    bind_text_or_null(srv, i++, c->server_dirs[s][0] ? c->server_dirs[s] : NULL);
     rc = sqlite3_step(srv) == SQLITE_DONE ? 0 : -1;
   }
   for (size_t k = 0; rc == 0 && k < r->n_cells; k++) {
@@ -1161,7 +1161,7 @@ int pb_store_compare(const char *db_path, const pb_compare_config *c, const pb_c
     sqlite3_bind_int64(res, i++, id);
     sqlite3_bind_int64(res, i++, x->round);
     sqlite3_bind_text(res, i++, shape, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(res, i++, pb_cmp_server_name(c->servers[x->server]), -1, SQLITE_STATIC);
+    sqlite3_bind_text(res, i++, pb_cmp_label(c, x->server), -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(res, i++, sh->workers);
     bind_i64_known(res, i++, sh->threads, !falcon);
     sqlite3_bind_int64(res, i++, x->order);
@@ -1204,6 +1204,7 @@ int pb_store_compare(const char *db_path, const pb_compare_config *c, const pb_c
     }
     bind_text_or_null(res, i++, x->open_error[0] ? x->open_error : NULL);
     sqlite3_bind_int(res, i++, x->ran ? x->has_errors : 1);
+    bind_text_or_null(res, i++, x->answer[0] ? x->answer : NULL);
     rc = sqlite3_step(res) == SQLITE_DONE ? 0 : -1;
   }
   for (size_t k = 0; rc == 0 && k < n_med; k++) {
@@ -1216,7 +1217,7 @@ int pb_store_compare(const char *db_path, const pb_compare_config *c, const pb_c
     sqlite3_clear_bindings(mst);
     sqlite3_bind_int64(mst, i++, id);
     sqlite3_bind_text(mst, i++, shape, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(mst, i++, pb_cmp_server_name(c->servers[m->server]), -1, SQLITE_STATIC);
+    sqlite3_bind_text(mst, i++, pb_cmp_label(c, m->server), -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(mst, i++, sh->workers);
     bind_i64_known(mst, i++, sh->threads, c->servers[m->server] != PB_CMP_FALCON);
     sqlite3_bind_int64(mst, i++, m->rounds_ran);

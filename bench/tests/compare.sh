@@ -13,11 +13,22 @@
 #       1 round: versions 8.0.x and 0.51.x, falcon's threads NULL (they do not apply); and a
 #       GEM_HOME without the column fails naming scripts/install-gems.sh. When the column is
 #       not installed the real run fails the same way: this test fails, it never skips.
+#   compare.sh ab PP_BENCH WORKDIR SOURCE_DIR BUILD_DIR   A/B of two puma-plus builds:
+#       `pumaplus,pumaplus@WORKDIR/base`, where base is another checkout made of symlinks to this
+#       one's gem/ and build/ (so its server's own gem is its gem/, as in a real checkout), shape
+#       1x1, 1 round on tests/apps/codec: both columns ran, both answered "native" (the C codec;
+#       a run under PUMA_PLUS_PURE_RUBY=1 answers "ruby", so the check can tell), the base
+#       column ran base's CLI and server (the recorded command), the labels in the tables and
+#       the DB, and the ratio table against pumaplus agrees with the rows; and before anything
+#       starts, exit 2 naming the problem: a missing DIR, a missing server (with the cmake
+#       command that builds it), a build/ configured from another checkout (whose server would
+#       run the pure-Ruby codec), a label clash.
 set -euo pipefail
 
-MODE=${1:?usage: compare.sh debian|rubygems PP_BENCH WORKDIR}
-PPBENCH=${2:?usage: compare.sh debian|rubygems PP_BENCH WORKDIR}
-WORK=${3:?usage: compare.sh debian|rubygems PP_BENCH WORKDIR}
+USAGE="usage: compare.sh debian|rubygems PP_BENCH WORKDIR | compare.sh ab PP_BENCH WORKDIR SOURCE_DIR BUILD_DIR"
+MODE=${1:?$USAGE}
+PPBENCH=${2:?$USAGE}
+WORK=${3:?$USAGE}
 
 for tool in sqlite3 wrk gnuplot ruby od; do
   if ! command -v "$tool" >/dev/null 2>&1; then
@@ -142,6 +153,85 @@ rubygems)
     fail "falcon did not run with --count 2"
   grep -qF "ratios against puma8" "$WORK/out" || fail "no ratios against puma8"
   check_status_matches_rows
+  ;;
+ab)
+  SRC=${4:?$USAGE}
+  BUILD=${5:?$USAGE}
+  CODEC_APP="$SRC/tests/apps/codec/config.ru"
+  [[ -r $CODEC_APP ]] || fail "$CODEC_APP is missing"
+  [[ -x $BUILD/server/puma-plus-server && -r $BUILD/gem/ext-lib/puma_plus/puma_plus_ext.so ]] ||
+    fail "this build has no puma-plus-server or C codec: cmake --build $BUILD --target puma-plus-server puma_plus_ext"
+  BASE="$WORK/base" # another checkout: its gem/ and build/ are this one's
+  mkdir -p "$BASE"
+  ln -s "$SRC/gem" "$BASE/gem"
+  ln -s "$BUILD" "$BASE/build"
+
+  # Before anything starts: exit 2 naming what is wrong and how to build it.
+  expect_usage_error "$WORK/nowhere is not a directory" -servers "pumaplus,pumaplus@$WORK/nowhere"
+  mkdir -p "$WORK/unbuilt/build"
+  ln -s "$SRC/gem" "$WORK/unbuilt/gem"
+  expect_usage_error "$WORK/unbuilt/build/server/puma-plus-server is missing" -servers "pumaplus@$WORK/unbuilt"
+  grep -qF -- "cmake --build $WORK/unbuilt/build --target puma-plus-server puma_plus_ext" "$WORK/usage.err" ||
+    fail "the missing server's error does not say how to build it: $(cat "$WORK/usage.err")"
+  mkdir -p "$WORK/foreign" # its own gem/, but build/ was configured from this checkout
+  mkdir -p "$WORK/foreign/gem"
+  cp -r "$SRC/gem/exe" "$SRC/gem/lib" "$WORK/foreign/gem/"
+  ln -s "$BUILD" "$WORK/foreign/build"
+  expect_usage_error "pure-Ruby codec" -servers "pumaplus,pumaplus@$WORK/foreign"
+  expect_usage_error "pumaplus@base is taken" -servers "pumaplus@$BASE,pumaplus@$WORK/foreign/../base"
+  expect_usage_error "'pumaplus' is repeated" -servers pumaplus,pumaplus
+
+  ROUNDS=1
+  run_compare -servers "pumaplus,pumaplus@$BASE" -shapes 1x1 -warmup 0 -rate 50 -rate-dur 1s \
+    -app "$CODEC_APP" -path / -plot "$WORK/ab.png"
+  [[ $(od -An -tx1 -N8 "$WORK/ab.png" | tr -d ' \n') == 89504e470d0a1a0a ]] || fail "-plot did not write a PNG"
+  # The figure's key names both columns as text ('@' is markup in gnuplot's enhanced mode).
+  grep -q "noenhanced" "$WORK/ab.png.gp" && grep -qF "title 'pumaplus@base'" "$WORK/ab.png.gp" ||
+    fail "the figure does not label pumaplus@base as text: $(grep title "$WORK/ab.png.gp")"
+  [[ $(q "SELECT servers FROM compare_runs") == "pumaplus,pumaplus@base" ]] ||
+    fail "compare_runs.servers: $(q "SELECT servers FROM compare_runs")"
+  [[ $(q "SELECT count(*) FROM compare_results WHERE ran = 1 AND rps > 0 AND cpu_us_per_req > 0
+          AND frontend_us_per_req > 0 AND procs >= 3") -eq 2 ]] ||
+    fail "expected 2 rows that ran: $(q "SELECT server, ran, error FROM compare_results")"
+  for s in pumaplus pumaplus@base; do
+    answer=$(q "SELECT answer FROM compare_results WHERE server = '$s'")
+    [[ $answer == native ]] || fail "$s's workers answered '$answer', not native: not the C codec"
+    [[ $(q "SELECT count(*) FROM compare_medians WHERE server = '$s' AND rounds_ran = 1") -eq 1 ]] ||
+      fail "$s: no median row"
+    grep -qE "^ +1 1x1 +$s +[0-9]+ " "$WORK/out" || fail "$s: no row in the round's table"
+  done
+  [[ $(q "SELECT dir || '|' || kind FROM compare_servers WHERE server = 'pumaplus@base'") == "$BASE|pumaplus" ]] ||
+    fail "compare_servers: pumaplus@base's dir and kind: $(q "SELECT * FROM compare_servers")"
+  [[ $(q "SELECT dir IS NULL FROM compare_servers WHERE server = 'pumaplus'") == 1 ]] ||
+    fail "pumaplus (this build) must have no dir"
+  cmd=$(q "SELECT command FROM compare_servers WHERE server = 'pumaplus@base'")
+  [[ $cmd == "$BASE/gem/exe/puma-plus "* && $cmd == *"--server $BASE/build/server/puma-plus-server "* ]] ||
+    fail "pumaplus@base did not run base's CLI and server: $cmd"
+  [[ $(q "SELECT command FROM compare_servers WHERE server = 'pumaplus'") != *"$BASE"* ]] ||
+    fail "pumaplus ran base's files"
+  grep -qF "ratios against pumaplus" "$WORK/out" || fail "no ratios against pumaplus"
+  # The ratio row agrees with the rows: req/s and CPU per request of base over this build's.
+  row=$(grep -E "^1x1 +pumaplus@base +[0-9.e+-]+ +[0-9.e+-]+ +[0-9.e+-]+ +[0-9.e+-]+ +[0-9.e+-]+$" "$WORK/out" | tail -1)
+  [[ -n $row ]] || fail "no full ratio row for pumaplus@base: $(grep -A3 "ratios against pumaplus" "$WORK/out")"
+  want_rps=$(q "SELECT b.rps / a.rps FROM compare_results a, compare_results b
+                WHERE a.server = 'pumaplus' AND b.server = 'pumaplus@base'")
+  want_cpu=$(q "SELECT b.cpu_us_per_req / a.cpu_us_per_req FROM compare_results a, compare_results b
+                WHERE a.server = 'pumaplus' AND b.server = 'pumaplus@base'")
+  awk -v row="$row" -v rps="$want_rps" -v cpu="$want_cpu" 'BEGIN {
+    split(row, f, / +/)
+    if (f[3] / rps < 0.99 || f[3] / rps > 1.01 || f[4] / cpu < 0.99 || f[4] / cpu > 1.01) exit 1
+  }' || fail "ratio row '$row' is not req/s $want_rps, cpu $want_cpu"
+  check_status_matches_rows
+
+  # The codec check can fail: forced onto the pure-Ruby codec, the workers say so.
+  rm -f "$WORK/c.db"
+  rc=0
+  PUMA_PLUS_PURE_RUBY=1 "$PPBENCH" compare -servers "pumaplus@$BASE=pure" -shapes 1x1 -rounds 1 \
+    -dur 1s -warmup 0 -conns 1 -rate 0 -app "$CODEC_APP" -path / -db "$WORK/c.db" \
+    -log-dir "$WORK/logs" > "$WORK/out" 2> "$WORK/err" || rc=$?
+  [[ $rc -eq 0 ]] || fail "the PUMA_PLUS_PURE_RUBY=1 run exited $rc: $(cat "$WORK/err")"
+  [[ $(q "SELECT answer FROM compare_results WHERE server = 'pumaplus@pure'") == ruby ]] ||
+    fail "PUMA_PLUS_PURE_RUBY=1 did not answer ruby: $(q "SELECT server, answer FROM compare_results")"
   ;;
 *) fail "unknown mode $MODE" ;;
 esac

@@ -30,6 +30,77 @@ static void test_servers_list(void) {
   CU_ASSERT_EQUAL(pb_cmp_parse_servers("puma,falcon", s, 1, bad, sizeof bad), -1);
 }
 
+/* pumaplus@DIR[=LABEL]: the directory, the label from its basename or =LABEL, and every
+ * clash or bad label refused with a reason that names the word. */
+static void test_server_spec_list(void) {
+  pb_cmp_server_list l;
+  char why[512];
+  CU_ASSERT_EQUAL(pb_cmp_parse_server_list("pumaplus,pumaplus@/work/wt-base,puma,"
+                                           "pumaplus@../old/=v1.2_rc-3",
+                                           &l, why, sizeof why),
+                  4);
+  CU_ASSERT_EQUAL(l.servers[0], PB_CMP_PUMAPLUS);
+  CU_ASSERT_STRING_EQUAL(l.dirs[0], "");
+  CU_ASSERT_STRING_EQUAL(l.labels[0], "pumaplus");
+  CU_ASSERT_EQUAL(l.servers[1], PB_CMP_PUMAPLUS);
+  CU_ASSERT_STRING_EQUAL(l.dirs[1], "/work/wt-base");
+  CU_ASSERT_STRING_EQUAL(l.labels[1], "pumaplus@wt-base");
+  CU_ASSERT_EQUAL(l.servers[2], PB_CMP_PUMA);
+  CU_ASSERT_STRING_EQUAL(l.labels[2], "puma");
+  CU_ASSERT_STRING_EQUAL(l.dirs[3], "../old"); /* the trailing slash goes */
+  CU_ASSERT_STRING_EQUAL(l.labels[3], "pumaplus@v1.2_rc-3");
+  CU_ASSERT_EQUAL(pb_cmp_parse_server_list("pumaplus@base/", &l, why, sizeof why), 1);
+  CU_ASSERT_STRING_EQUAL(l.labels[0], "pumaplus@base");
+
+  pb_compare_config c;
+  pb_compare_defaults(&c);
+  CU_ASSERT_STRING_EQUAL(pb_cmp_label(&c, 1), "puma"); /* no list given: the names */
+  CU_ASSERT_EQUAL(pb_cmp_parse_server_list("puma8,pumaplus@/a/b=old", &l, why, sizeof why), 2);
+  pb_cmp_config_set_servers(&c, &l);
+  CU_ASSERT_EQUAL(c.n_servers, 2);
+  CU_ASSERT_STRING_EQUAL(pb_cmp_label(&c, 0), "puma8");
+  CU_ASSERT_STRING_EQUAL(pb_cmp_label(&c, 1), "pumaplus@old");
+  CU_ASSERT_STRING_EQUAL(c.server_dirs[1], "/a/b");
+  CU_ASSERT_STRING_EQUAL(c.server_dirs[0], "");
+
+  static const struct {
+    const char *list, *why; /* what the reason must contain */
+  } bads[] = {
+      {"pumaplus@/x/base,pumaplus@/y/base", "pumaplus@base is taken"},
+      {"pumaplus@/x/a=old,pumaplus@/y/b=old", "pumaplus@old is taken"},
+      {"pumaplus@/x/a,pumaplus@/x/a", "is taken"},
+      {"pumaplus,pumaplus", "'pumaplus' is repeated"},
+      {"pumaplus@", "needs a directory"},
+      {"pumaplus@=old", "needs a directory"},
+      {"pumaplus@/x/a=", "the label ''"},
+      {"pumaplus@/x/a=b/c", "the label 'b/c'"},
+      {"pumaplus@/x/a b", "the label 'a b'"},
+      {"pumaplus@..", "the label '..'"},
+      {"pumaplus@/x/a=abcdefghijklmnopqrstuvwxyz0123456", "1..32"},
+      {"pumaplus@/x", "the label"} /* fine: "x" */,
+      {"unicorn", "unknown server 'unicorn'"},
+      {"puma,,falcon", ""},
+  };
+  for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
+    int n = pb_cmp_parse_server_list(bads[i].list, &l, why, sizeof why);
+    if (strcmp(bads[i].list, "pumaplus@/x") == 0) {
+      CU_ASSERT_EQUAL(n, 1);
+      CU_ASSERT_STRING_EQUAL(l.labels[0], "pumaplus@x");
+      continue;
+    }
+    CU_ASSERT_EQUAL(n, -1);
+    if (!strstr(why, bads[i].why)) {
+      fprintf(stderr, "%s: '%s' does not say '%s'\n", bads[i].list, why, bads[i].why);
+      CU_FAIL("the reason does not name the problem");
+    }
+  }
+  char nine[512] = "pumaplus";
+  for (int i = 1; i <= 8; i++)
+    snprintf(nine + strlen(nine), sizeof nine - strlen(nine), ",pumaplus@/d/%d", i);
+  CU_ASSERT_EQUAL(pb_cmp_parse_server_list(nine, &l, why, sizeof why), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(why, "at most 8 servers"));
+}
+
 static void test_shapes_list(void) {
   pb_cmp_shape s[PB_CMP_MAX_SHAPES];
   char bad[64];
@@ -256,6 +327,7 @@ int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite s = CU_add_suite("bench_compare", NULL, NULL);
   CU_add_test(s, "servers list", test_servers_list);
+  CU_add_test(s, "server spec list", test_server_spec_list);
   CU_add_test(s, "shapes list", test_shapes_list);
   CU_add_test(s, "wrk report", test_wrk_report);
   CU_add_test(s, "medians", test_medians);
