@@ -91,31 +91,6 @@ static int each_word(const char *list, int (*word)(const char *w, void *data), v
   }
 }
 
-typedef struct server_list {
-  pb_cmp_server *out;
-  size_t max, n;
-} server_list;
-
-static int server_word(const char *w, void *data) {
-  server_list *l = data;
-  for (int s = 0; s < PB_CMP_N_SERVERS; s++) {
-    if (strcmp(w, server_names[s]) != 0) continue;
-    for (size_t i = 0; i < l->n; i++)
-      if (l->out[i] == (pb_cmp_server)s) return -1; /* a duplicate */
-    if (l->n == l->max) return -1;
-    l->out[l->n++] = (pb_cmp_server)s;
-    return 0;
-  }
-  return -1;
-}
-
-int pb_cmp_parse_servers(const char *list, pb_cmp_server *out, size_t max, char *bad,
-                         size_t badlen) {
-  server_list l = {.out = out, .max = max};
-  bad[0] = 0;
-  return each_word(list, server_word, &l, bad, badlen) < 0 ? -1 : (int)l.n;
-}
-
 static bool label_char(char ch) {
   return isalnum((unsigned char)ch) || ch == '.' || ch == '_' || ch == '-';
 }

@@ -49,10 +49,6 @@ typedef struct pb_cmp_shape {
   uint32_t workers, threads;
 } pb_cmp_shape;
 
-/* Parses "pumaplus,puma" into servers (at most `max`, no duplicates). Returns the count, or -1
- * with the offending word in `bad` (NUL-terminated, truncated to badlen). */
-int pb_cmp_parse_servers(const char *list, pb_cmp_server *out, size_t max, char *bad,
-                         size_t badlen);
 /* The servers of -servers as written: the kind, and for `pumaplus@DIR[=LABEL]` the directory
  * ("" for the others) and the label (pb_cmp_label). */
 typedef struct pb_cmp_server_list {

@@ -13,21 +13,27 @@
 #include "bench/compare.h"
 
 static void test_servers_list(void) {
-  pb_cmp_server s[PB_CMP_MAX_SERVERS];
-  char bad[64];
-  CU_ASSERT_EQUAL(pb_cmp_parse_servers("pumaplus,puma,puma8,falcon", s, 8, bad, sizeof bad), 4);
-  CU_ASSERT_EQUAL(s[0], PB_CMP_PUMAPLUS);
-  CU_ASSERT_EQUAL(s[2], PB_CMP_PUMA8);
-  CU_ASSERT_EQUAL(s[3], PB_CMP_FALCON);
-  CU_ASSERT_EQUAL(pb_cmp_parse_servers("falcon", s, 8, bad, sizeof bad), 1);
-  CU_ASSERT_EQUAL(s[0], PB_CMP_FALCON);
-  CU_ASSERT_EQUAL(pb_cmp_parse_servers("puma,unicorn", s, 8, bad, sizeof bad), -1);
-  CU_ASSERT_STRING_EQUAL(bad, "unicorn");
-  CU_ASSERT_EQUAL(pb_cmp_parse_servers("puma,puma", s, 8, bad, sizeof bad), -1);
-  CU_ASSERT_STRING_EQUAL(bad, "puma");
-  CU_ASSERT_EQUAL(pb_cmp_parse_servers("puma,,falcon", s, 8, bad, sizeof bad), -1);
-  CU_ASSERT_EQUAL(pb_cmp_parse_servers("", s, 8, bad, sizeof bad), -1);
-  CU_ASSERT_EQUAL(pb_cmp_parse_servers("puma,falcon", s, 1, bad, sizeof bad), -1);
+  pb_cmp_server_list l;
+  char bad[256];
+  CU_ASSERT_EQUAL(pb_cmp_parse_server_list("pumaplus,puma,puma8,falcon", &l, bad, sizeof bad), 4);
+  CU_ASSERT_EQUAL(l.servers[0], PB_CMP_PUMAPLUS);
+  CU_ASSERT_EQUAL(l.servers[2], PB_CMP_PUMA8);
+  CU_ASSERT_EQUAL(l.servers[3], PB_CMP_FALCON);
+  CU_ASSERT_STRING_EQUAL(l.labels[1], "puma");
+  CU_ASSERT_STRING_EQUAL(l.dirs[1], "");
+  CU_ASSERT_EQUAL(pb_cmp_parse_server_list("falcon", &l, bad, sizeof bad), 1);
+  CU_ASSERT_EQUAL(l.servers[0], PB_CMP_FALCON);
+  CU_ASSERT_EQUAL(pb_cmp_parse_server_list("puma,unicorn", &l, bad, sizeof bad), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(bad, "unicorn"));
+  CU_ASSERT_EQUAL(pb_cmp_parse_server_list("puma,puma", &l, bad, sizeof bad), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(bad, "repeated"));
+  CU_ASSERT_EQUAL(pb_cmp_parse_server_list("puma,,falcon", &l, bad, sizeof bad), -1);
+  CU_ASSERT_EQUAL(pb_cmp_parse_server_list("", &l, bad, sizeof bad), -1);
+  CU_ASSERT_EQUAL(pb_cmp_parse_server_list("puma,puma8,falcon,pumaplus,pumaplus@a,pumaplus@b,"
+                                           "pumaplus@c,pumaplus@d,pumaplus@e",
+                                           &l, bad, sizeof bad),
+                  -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(bad, "at most"));
 }
 
 /* pumaplus@DIR[=LABEL]: the directory, the label from its basename or =LABEL, and every
