@@ -773,6 +773,30 @@ static void open_loop(const pb_compare_config *c, int port, pb_cmp_cell *cell) {
   pb_schedule_dispose(&sched);
 }
 
+/* The "cpu" line of /proc/stat: steal (its 8th value) and the sum of its first eight (user
+ * nice system idle iowait irq softirq steal; guest time is inside user). -1 when unreadable. */
+int pb_cmp_read_steal(uint64_t *steal, uint64_t *total) {
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return -1;
+  unsigned long long v[8];
+  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                 &v[4], &v[5], &v[6], &v[7]);
+  fclose(f);
+  if (n != 8) return -1;
+  *steal = v[7];
+  *total = 0;
+  for (int i = 0; i < 8; i++)
+    *total += v[i];
+  return 0;
+}
+
+/* Percent of the window's CPU time stolen, from two pb_cmp_read_steal readings; -1 when a
+ * reading failed or no tick passed. */
+double pb_cmp_steal_pct(int ok0, uint64_t s0, uint64_t t0, int ok1, uint64_t s1, uint64_t t1) {
+  if (ok0 < 0 || ok1 < 0 || t1 <= t0 || s1 < s0) return -1;
+  return 100.0 * (double)(s1 - s0) / (double)(t1 - t0);
+}
+
 static void run_cell(const pb_compare_config *c, pb_compare_result *r, pb_cmp_cell *cell) {
   pb_server_spec spec;
   cell_spec(c, cell, &spec);
@@ -782,6 +806,7 @@ static void run_cell(const pb_compare_config *c, pb_compare_result *r, pb_cmp_ce
     command_line(&spec, r->commands[cell->server], sizeof r->commands[cell->server]);
   cell->frontend_us_per_req = cell->ruby_us_per_req = cell->cpu_us_per_req = -1;
   cell->open_p50_us = cell->open_p99_us = cell->open_p999_us = -1;
+  cell->steal_pct = cell->open_steal_pct = -1;
   fprintf(stderr, "[compare] round %u/%u  %ux%u  %-8s start\n", cell->round, c->rounds,
           shape->workers, shape->threads, pb_cmp_label(c, cell->server));
   pb_server srv;
@@ -823,9 +848,13 @@ static void run_cell(const pb_compare_config *c, pb_compare_result *r, pb_cmp_ce
     snprintf(cell->error, sizeof cell->error, "cannot read /proc");
     goto stop;
   }
+  uint64_t st0 = 0, tt0 = 0, st1 = 0, tt1 = 0;
+  int sok0 = pb_cmp_read_steal(&st0, &tt0);
   int wrc =
       run_wrk(c, spec.port, (uint32_t)(c->dur_ns / 1000000000ull), &cell->wrk, err, sizeof err);
   int prc = pb_cmp_tree_cpu(srv.pid, &t1, &o1, &p1);
+  int sok1 = pb_cmp_read_steal(&st1, &tt1);
+  cell->steal_pct = pb_cmp_steal_pct(sok0, st0, tt0, sok1, st1, tt1);
   if (wrc < 0) {
     snprintf(cell->error, sizeof cell->error, "%s", err);
     goto stop;
@@ -847,7 +876,12 @@ static void run_cell(const pb_compare_config *c, pb_compare_result *r, pb_cmp_ce
       cell->ruby_us_per_req = cell->cpu_us_per_req - cell->frontend_us_per_req;
     }
   }
-  if (c->rate > 0) open_loop(c, spec.port, cell);
+  if (c->rate > 0) {
+    sok0 = pb_cmp_read_steal(&st0, &tt0);
+    open_loop(c, spec.port, cell);
+    sok1 = pb_cmp_read_steal(&st1, &tt1);
+    cell->open_steal_pct = pb_cmp_steal_pct(sok0, st0, tt0, sok1, st1, tt1);
+  }
   cell->has_errors = cell->wrk.non2xx || cell->wrk.sock_connect || cell->wrk.sock_read ||
                      cell->wrk.sock_write || cell->wrk.sock_timeout || cell->wrk.requests == 0 ||
                      (c->rate > 0 && (!cell->open_ran || cell->open_ok != cell->open_offered));
@@ -937,9 +971,9 @@ void pb_compare_print_round(FILE *f, const pb_compare_config *c, const pb_compar
   if (round)
     fprintf(f, "\nround %u of %u (closed loop: wrk -t1 -c%u %.0fs %s; open loop: %.0f rps %.0fs)\n",
             round, c->rounds, c->conns, c->dur_ns / 1e9, c->path, c->rate, c->rate_dur_ns / 1e9);
-  fprintf(f, "%5s %-6s %-*s %9s %9s %9s %8s %8s %8s %5s %9s %9s %9s %11s  %s\n", "round", "shape",
-          w, "server", "req/s", "p50", "p99", "cpu_us", "front_us", "ruby_us", "procs", "open_p50",
-          "open_p99", "open_p999", "open_ok", "errors");
+  fprintf(f, "%5s %-6s %-*s %9s %9s %9s %8s %8s %8s %5s %6s %9s %9s %9s %11s %6s  %s\n", "round",
+          "shape", w, "server", "req/s", "p50", "p99", "cpu_us", "front_us", "ruby_us", "procs",
+          "steal%", "open_p50", "open_p99", "open_p999", "open_ok", "steal%", "errors");
   for (size_t i = 0; i < r->n_cells; i++) {
     const pb_cmp_cell *x = &r->cells[i];
     if (round && x->round != round) continue;
@@ -972,13 +1006,16 @@ void pb_compare_print_round(FILE *f, const pb_compare_config *c, const pb_compar
                x->open_shed, x->open_http_errors, x->open_conn_errors, x->open_timeouts);
     if (c->rate > 0 && !x->open_ran)
       snprintf(errs + strlen(errs), sizeof errs - strlen(errs), "open: %.200s ", x->open_error);
-    fprintf(f, "%5u %-6s %-*s %9.0f %9s %9s %8s %8s %8s %5u %9s %9s %9s %11s  %s%s\n", x->round,
-            shape, w, name, x->wrk.rps, fmt_us(x->wrk.p50_us, a, sizeof a),
+    char st[16], ost[16];
+    fprintf(f, "%5u %-6s %-*s %9.0f %9s %9s %8s %8s %8s %5u %6s %9s %9s %9s %11s %6s  %s%s\n",
+            x->round, shape, w, name, x->wrk.rps, fmt_us(x->wrk.p50_us, a, sizeof a),
             fmt_us(x->wrk.p99_us, b, sizeof b), fmt_num(x->cpu_us_per_req, "%.1f", d, sizeof d),
             fmt_num(x->frontend_us_per_req, "%.1f", e, sizeof e),
             fmt_num(x->ruby_us_per_req, "%.1f", g, sizeof g), x->procs,
-            fmt_us(x->open_p50_us, h, sizeof h), fmt_us(x->open_p99_us, k, sizeof k),
-            fmt_us(x->open_p999_us, l, sizeof l), ok, x->has_errors ? "ERRORS " : "-", errs);
+            fmt_num(x->steal_pct, "%.1f", st, sizeof st), fmt_us(x->open_p50_us, h, sizeof h),
+            fmt_us(x->open_p99_us, k, sizeof k), fmt_us(x->open_p999_us, l, sizeof l), ok,
+            fmt_num(x->open_steal_pct, "%.1f", ost, sizeof ost), x->has_errors ? "ERRORS " : "-",
+            errs);
     if (x->note[0]) fprintf(f, "      note: %s\n", x->note);
   }
 }

@@ -98,6 +98,10 @@ typedef struct pb_cmp_cell {
   double cpu_us_per_req;      /* the whole process tree's CPU / requests completed */
   double frontend_us_per_req; /* pumaplus: puma-plus-server's own pid; -1 otherwise */
   double ruby_us_per_req;     /* pumaplus: the rest (shepherd and workers); -1 otherwise */
+  /* The hypervisor's steal time (/proc/stat, all CPUs) over the closed loop and over the open
+   * loop, in percent of all CPU time in the window; -1 when unknown. On a shared VM it is what
+   * swings a round most, so a round is judged beside it. */
+  double steal_pct, open_steal_pct;
   /* open loop (pp-bench's generator at a fixed rate; open_ran false when -rate 0 or it failed) */
   bool open_ran;
   char open_error[256];
@@ -226,5 +230,11 @@ int pb_compare_plot(const pb_compare_config *c, const pb_compare_result *r, cons
 /* CPU ticks (utime + stime, in clock ticks) of the process tree rooted at `root` (its process
  * group and descendants) and of `root` alone; *procs counts the tree. 0 or -1. */
 int pb_cmp_tree_cpu(pid_t root, uint64_t *tree_ticks, uint64_t *root_ticks, uint32_t *procs);
+
+/* Steal and total CPU ticks of all CPUs from /proc/stat's "cpu" line. 0 or -1. */
+int pb_cmp_read_steal(uint64_t *steal, uint64_t *total);
+/* 100 * (s1 - s0) / (t1 - t0) from two readings (ok0/ok1: their return values); -1 when one
+ * failed, no tick passed, or the counters went back. */
+double pb_cmp_steal_pct(int ok0, uint64_t s0, uint64_t t0, int ok1, uint64_t s1, uint64_t t1);
 
 #endif

@@ -997,6 +997,8 @@ static const char *const compare_result_columns[][2] = {
     {"open_error", "TEXT"},
     {"has_errors", "INTEGER"},
     {"answer", "TEXT"},
+    {"steal_pct", "REAL"},
+    {"open_steal_pct", "REAL"},
 };
 #define N_CMP_RUN_COLS    (sizeof compare_run_columns / sizeof compare_run_columns[0])
 #define N_CMP_SERVER_COLS (sizeof compare_server_columns / sizeof compare_server_columns[0])
@@ -1205,6 +1207,8 @@ int pb_store_compare(const char *db_path, const pb_compare_config *c, const pb_c
     bind_text_or_null(res, i++, x->open_error[0] ? x->open_error : NULL);
     sqlite3_bind_int(res, i++, x->ran ? x->has_errors : 1);
     bind_text_or_null(res, i++, x->answer[0] ? x->answer : NULL);
+    bind_known(res, i++, x->ran ? x->steal_pct : -1, 1);
+    bind_known(res, i++, x->open_ran ? x->open_steal_pct : -1, 1);
     rc = sqlite3_step(res) == SQLITE_DONE ? 0 : -1;
   }
   for (size_t k = 0; rc == 0 && k < n_med; k++) {

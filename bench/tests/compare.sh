@@ -107,6 +107,11 @@ debian)
           AND open_ok + open_shed + open_http_errors + open_conn_errors + open_timeouts
               = open_offered AND open_p50_ms > 0 AND open_p999_ms >= open_p99_ms") -eq 4 ]] ||
     fail "open-loop numbers missing or not adding up"
+  # The hypervisor's steal over each loop: a percentage of the window, known for every row.
+  [[ $(q "SELECT count(*) FROM compare_results WHERE steal_pct BETWEEN 0 AND 100
+          AND open_steal_pct BETWEEN 0 AND 100") -eq 4 ]] ||
+    fail "steal_pct / open_steal_pct missing: $(q "SELECT server, steal_pct, open_steal_pct FROM compare_results")"
+  [[ $(grep -c 'steal%.*steal%' "$WORK/out") -eq 2 ]] || fail "the round tables lack the steal% columns"
   # Interleaved and rotated: the server that ran first in round 1 runs second in round 2.
   first1=$(q "SELECT server FROM compare_results WHERE round = 1 ORDER BY run_order LIMIT 1")
   first2=$(q "SELECT server FROM compare_results WHERE round = 2 ORDER BY run_order LIMIT 1")

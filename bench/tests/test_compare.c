@@ -36,6 +36,22 @@ static void test_servers_list(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(bad, "at most"));
 }
 
+/* Steal time: a percentage of the window from two /proc/stat readings, unknown when a reading
+ * failed or the counters did not move forward. */
+static void test_steal(void) {
+  CU_ASSERT_DOUBLE_EQUAL(pb_cmp_steal_pct(0, 10, 1000, 0, 35, 1500), 5.0, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(pb_cmp_steal_pct(0, 10, 1000, 0, 10, 1200), 0.0, 1e-9);
+  CU_ASSERT(pb_cmp_steal_pct(-1, 10, 1000, 0, 35, 1500) < 0);
+  CU_ASSERT(pb_cmp_steal_pct(0, 10, 1000, -1, 35, 1500) < 0);
+  CU_ASSERT(pb_cmp_steal_pct(0, 10, 1000, 0, 35, 1000) < 0); /* no tick passed */
+  CU_ASSERT(pb_cmp_steal_pct(0, 40, 1000, 0, 35, 1500) < 0); /* steal went back */
+  uint64_t st = 0, tot = 0, st2 = 0, tot2 = 0;
+  CU_ASSERT_EQUAL(pb_cmp_read_steal(&st, &tot), 0);
+  CU_ASSERT(tot > 0 && st <= tot);
+  CU_ASSERT_EQUAL(pb_cmp_read_steal(&st2, &tot2), 0);
+  CU_ASSERT(tot2 >= tot && st2 >= st);
+}
+
 /* pumaplus@DIR[=LABEL]: the directory, the label from its basename or =LABEL, and every
  * clash or bad label refused with a reason that names the word. */
 static void test_server_spec_list(void) {
@@ -333,6 +349,7 @@ int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite s = CU_add_suite("bench_compare", NULL, NULL);
   CU_add_test(s, "servers list", test_servers_list);
+  CU_add_test(s, "steal time", test_steal);
   CU_add_test(s, "server spec list", test_server_spec_list);
   CU_add_test(s, "shapes list", test_shapes_list);
   CU_add_test(s, "wrk report", test_wrk_report);
