@@ -768,33 +768,10 @@ static void open_loop(const pb_compare_config *c, int port, pb_cmp_cell *cell) {
     cell->open_p50_us = pp_hist_percentile(&s->latency, 50) / 1e3;
     cell->open_p99_us = pp_hist_percentile(&s->latency, 99) / 1e3;
     cell->open_p999_us = pp_hist_percentile(&s->latency, 99.9) / 1e3;
+    cell->open_steal_pct = s->steal_pct;
   }
   pb_config_result_dispose(&res);
   pb_schedule_dispose(&sched);
-}
-
-/* The "cpu" line of /proc/stat: steal (its 8th value) and the sum of its first eight (user
- * nice system idle iowait irq softirq steal; guest time is inside user). -1 when unreadable. */
-int pb_cmp_read_steal(uint64_t *steal, uint64_t *total) {
-  FILE *f = fopen("/proc/stat", "r");
-  if (!f) return -1;
-  unsigned long long v[8];
-  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-                 &v[4], &v[5], &v[6], &v[7]);
-  fclose(f);
-  if (n != 8) return -1;
-  *steal = v[7];
-  *total = 0;
-  for (int i = 0; i < 8; i++)
-    *total += v[i];
-  return 0;
-}
-
-/* Percent of the window's CPU time stolen, from two pb_cmp_read_steal readings; -1 when a
- * reading failed or no tick passed. */
-double pb_cmp_steal_pct(int ok0, uint64_t s0, uint64_t t0, int ok1, uint64_t s1, uint64_t t1) {
-  if (ok0 < 0 || ok1 < 0 || t1 <= t0 || s1 < s0) return -1;
-  return 100.0 * (double)(s1 - s0) / (double)(t1 - t0);
 }
 
 static void run_cell(const pb_compare_config *c, pb_compare_result *r, pb_cmp_cell *cell) {
@@ -848,13 +825,11 @@ static void run_cell(const pb_compare_config *c, pb_compare_result *r, pb_cmp_ce
     snprintf(cell->error, sizeof cell->error, "cannot read /proc");
     goto stop;
   }
-  uint64_t st0 = 0, tt0 = 0, st1 = 0, tt1 = 0;
-  int sok0 = pb_cmp_read_steal(&st0, &tt0);
+  pb_cpu_times m0 = pb_cpu_times_now();
   int wrc =
       run_wrk(c, spec.port, (uint32_t)(c->dur_ns / 1000000000ull), &cell->wrk, err, sizeof err);
   int prc = pb_cmp_tree_cpu(srv.pid, &t1, &o1, &p1);
-  int sok1 = pb_cmp_read_steal(&st1, &tt1);
-  cell->steal_pct = pb_cmp_steal_pct(sok0, st0, tt0, sok1, st1, tt1);
+  cell->steal_pct = pb_steal_pct(m0, pb_cpu_times_now());
   if (wrc < 0) {
     snprintf(cell->error, sizeof cell->error, "%s", err);
     goto stop;
@@ -876,12 +851,7 @@ static void run_cell(const pb_compare_config *c, pb_compare_result *r, pb_cmp_ce
       cell->ruby_us_per_req = cell->cpu_us_per_req - cell->frontend_us_per_req;
     }
   }
-  if (c->rate > 0) {
-    sok0 = pb_cmp_read_steal(&st0, &tt0);
-    open_loop(c, spec.port, cell);
-    sok1 = pb_cmp_read_steal(&st1, &tt1);
-    cell->open_steal_pct = pb_cmp_steal_pct(sok0, st0, tt0, sok1, st1, tt1);
-  }
+  if (c->rate > 0) open_loop(c, spec.port, cell);
   cell->has_errors = cell->wrk.non2xx || cell->wrk.sock_connect || cell->wrk.sock_read ||
                      cell->wrk.sock_write || cell->wrk.sock_timeout || cell->wrk.requests == 0 ||
                      (c->rate > 0 && (!cell->open_ran || cell->open_ok != cell->open_offered));

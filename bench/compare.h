@@ -231,10 +231,4 @@ int pb_compare_plot(const pb_compare_config *c, const pb_compare_result *r, cons
  * group and descendants) and of `root` alone; *procs counts the tree. 0 or -1. */
 int pb_cmp_tree_cpu(pid_t root, uint64_t *tree_ticks, uint64_t *root_ticks, uint32_t *procs);
 
-/* Steal and total CPU ticks of all CPUs from /proc/stat's "cpu" line. 0 or -1. */
-int pb_cmp_read_steal(uint64_t *steal, uint64_t *total);
-/* 100 * (s1 - s0) / (t1 - t0) from two readings (ok0/ok1: their return values); -1 when one
- * failed, no tick passed, or the counters went back. */
-double pb_cmp_steal_pct(int ok0, uint64_t s0, uint64_t t0, int ok1, uint64_t s1, uint64_t t1);
-
 #endif

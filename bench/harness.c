@@ -461,6 +461,28 @@ int pb_proc_tree_mem(pid_t root, pb_tree_mem *out) {
   return 0;
 }
 
+pb_cpu_times pb_cpu_times_now(void) {
+  pb_cpu_times t = {0};
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return t;
+  unsigned long long v[8];
+  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                 &v[4], &v[5], &v[6], &v[7]);
+  fclose(f);
+  if (n != 8) return t;
+  t.steal = v[7];
+  for (int i = 0; i < 8; i++)
+    t.total += v[i];
+  t.ok = true;
+  return t;
+}
+
+double pb_steal_pct(pb_cpu_times before, pb_cpu_times after) {
+  if (!before.ok || !after.ok || after.total <= before.total || after.steal < before.steal)
+    return -1;
+  return 100.0 * (double)(after.steal - before.steal) / (double)(after.total - before.total);
+}
+
 void pb_dirname(const char *path, char *out, size_t len) {
   snprintf(out, len, "%s", path);
   char *slash = strrchr(out, '/');

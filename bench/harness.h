@@ -111,6 +111,19 @@ int pb_proc_tree_cpu(pid_t root, uint64_t *tree_ticks, uint64_t *root_ticks, uin
  * pp-bench is given (no trailing slashes). */
 void pb_dirname(const char *path, char *out, size_t len);
 
+/* The machine's CPU times from /proc/stat's "cpu" line (all CPUs): the hypervisor's steal (its
+ * 8th value) and the sum of its first eight (user nice system idle iowait irq softirq steal;
+ * guest time is inside user). ok false when unreadable. */
+typedef struct pb_cpu_times {
+  bool ok;
+  uint64_t steal, total;
+} pb_cpu_times;
+pb_cpu_times pb_cpu_times_now(void);
+/* Percent of the CPU time between two readings that was stolen: 100 * dsteal / dtotal; -1 when
+ * a reading failed, no tick passed, or a counter went back. On a shared VM steal is what swings
+ * a measurement most (the guest counts a stolen moment as the running task's time). */
+double pb_steal_pct(pb_cpu_times before, pb_cpu_times after);
+
 /* One process's smaps_rollup: 0 with RSS, PSS and USS in bytes, or -1. */
 int pb_smaps_rollup(pid_t pid, uint64_t *rss, uint64_t *pss, uint64_t *uss);
 

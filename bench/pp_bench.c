@@ -1010,7 +1010,7 @@ static void compare_usage(FILE *f) {
           "               also puma-plus-server's own pid (front_us) and the rest (ruby_us)\n"
           "  open loop    pp-bench's generator, Poisson -rate rps for -rate-dur (the smoke\n"
           "               engine): p50, p99, p99.9 from intended start, shed/errors/timeouts\n"
-          "  steal%       over each loop, the hypervisor's steal time in percent of all CPU\n"
+          "  steal%%      over each loop, the hypervisor's steal time in percent of all CPU\n"
           "               time (/proc/stat): on a shared VM the largest swing between rounds\n"
           "then stops it. A round with errors is marked ERRORS and kept in the medians. Each\n"
           "round's table goes to stdout as it completes, progress to stderr; then medians\n"

@@ -11,6 +11,7 @@
 
 #include <uv.h>
 
+#include "bench/harness.h"
 #include "bench/schedule.h"
 
 int pb_free_port(void) {
@@ -138,7 +139,9 @@ static int generate(const char *host, int port, const pb_schedule *sched, const 
                        .counters = &out->counters};
   snprintf(out->protocol, sizeof out->protocol, "%s", pb_proto_label(o->proto, o->tls));
   char err[256];
+  pb_cpu_times m0 = pb_cpu_times_now();
   int rc = pb_gen_run(&cfg, sched, out->results, &out->t0_ns, err, sizeof err);
+  pb_cpu_times m1 = pb_cpu_times_now();
   if (pctx.tty) fprintf(stderr, "\r\033[K");
   if (rc < 0) {
     snprintf(out->error, sizeof out->error, "generator: %s", err);
@@ -146,6 +149,7 @@ static int generate(const char *host, int port, const pb_schedule *sched, const 
   }
   pb_summarize(out->results, out->n, o->timeout_ns ? o->timeout_ns : 20000000000ull,
                o->max_error_ratio, &out->summary);
+  out->summary.steal_pct = pb_steal_pct(m0, m1);
   return 0;
 }
 

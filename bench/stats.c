@@ -24,6 +24,7 @@ void pb_summarize(const pb_result *r, size_t n, uint64_t timeout_ns, double max_
   pp_hist_init(&s->send_lateness);
   s->offered = n;
   s->timeout_ns = timeout_ns;
+  s->steal_pct = -1; /* the runner measures it around the generator */
   uint64_t first = UINT64_MAX, last_done = 0;
   uint32_t max_conn = 0;
   for (size_t i = 0; i < n; i++) {
@@ -172,6 +173,13 @@ void pb_summary_print(FILE *f, const char *label, const pb_summary *s) {
           pb_fmt_ns(pp_hist_percentile(&s->pacer_lateness, 99), b, sizeof b),
           pb_fmt_ns(s->pacer_lateness.count ? s->pacer_lateness.max_ns : 0, c, sizeof c),
           pb_fmt_ns(pp_hist_percentile(&s->send_lateness, 99), d, sizeof d), s->conns_opened);
+  if (s->steal_pct >= 0)
+    fprintf(
+        f,
+        "  machine   steal %.1f%% of all CPU time during the run (the hypervisor's, /proc/stat)\n",
+        s->steal_pct);
+  else
+    fprintf(f, "  machine   steal unknown (/proc/stat unreadable)\n");
 }
 
 void pb_spectrum_print(FILE *f, const pp_hist *h) {

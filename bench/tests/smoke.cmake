@@ -19,6 +19,10 @@ string(REGEX MATCH "offered ([0-9]+)  ok ([0-9]+)" m "${out}")
 if(NOT m OR NOT CMAKE_MATCH_1 EQUAL CMAKE_MATCH_2 OR CMAKE_MATCH_1 LESS 100)
   message(FATAL_ERROR "not every request succeeded: '${m}'")
 endif()
+# The hypervisor's steal over the run, read from /proc/stat (a percentage, always known here).
+if(NOT out MATCHES "\n  machine   steal [0-9]+\\.[0-9]% of all CPU time during the run")
+  message(FATAL_ERROR "no steal line in the summary")
+endif()
 # A timeline row: "   1s       40       40     6.1ms     8.0ms      3  ..." (procs is column 6).
 string(REGEX MATCH "\n +1s +[0-9]+ +[0-9]+ +[0-9.]+[mu]?s +[0-9.]+[mu]?s +([0-9]+) " row "${out}")
 if(NOT row OR CMAKE_MATCH_1 LESS 2)

@@ -39,17 +39,18 @@ static void test_servers_list(void) {
 /* Steal time: a percentage of the window from two /proc/stat readings, unknown when a reading
  * failed or the counters did not move forward. */
 static void test_steal(void) {
-  CU_ASSERT_DOUBLE_EQUAL(pb_cmp_steal_pct(0, 10, 1000, 0, 35, 1500), 5.0, 1e-9);
-  CU_ASSERT_DOUBLE_EQUAL(pb_cmp_steal_pct(0, 10, 1000, 0, 10, 1200), 0.0, 1e-9);
-  CU_ASSERT(pb_cmp_steal_pct(-1, 10, 1000, 0, 35, 1500) < 0);
-  CU_ASSERT(pb_cmp_steal_pct(0, 10, 1000, -1, 35, 1500) < 0);
-  CU_ASSERT(pb_cmp_steal_pct(0, 10, 1000, 0, 35, 1000) < 0); /* no tick passed */
-  CU_ASSERT(pb_cmp_steal_pct(0, 40, 1000, 0, 35, 1500) < 0); /* steal went back */
-  uint64_t st = 0, tot = 0, st2 = 0, tot2 = 0;
-  CU_ASSERT_EQUAL(pb_cmp_read_steal(&st, &tot), 0);
-  CU_ASSERT(tot > 0 && st <= tot);
-  CU_ASSERT_EQUAL(pb_cmp_read_steal(&st2, &tot2), 0);
-  CU_ASSERT(tot2 >= tot && st2 >= st);
+  pb_cpu_times a = {true, 10, 1000}, b = {true, 35, 1500}, c = {true, 10, 1200};
+  pb_cpu_times bad = {false, 35, 1500}, same = {true, 35, 1000}, back = {true, 5, 1500};
+  CU_ASSERT_DOUBLE_EQUAL(pb_steal_pct(a, b), 5.0, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(pb_steal_pct(a, c), 0.0, 1e-9);
+  CU_ASSERT(pb_steal_pct(bad, b) < 0);
+  CU_ASSERT(pb_steal_pct(a, bad) < 0);
+  CU_ASSERT(pb_steal_pct(a, same) < 0); /* no tick passed */
+  CU_ASSERT(pb_steal_pct(a, back) < 0); /* steal went back */
+  pb_cpu_times n0 = pb_cpu_times_now(), n1 = pb_cpu_times_now();
+  CU_ASSERT(n0.ok && n1.ok);
+  CU_ASSERT(n0.total > 0 && n0.steal <= n0.total);
+  CU_ASSERT(n1.total >= n0.total && n1.steal >= n0.steal);
 }
 
 /* pumaplus@DIR[=LABEL]: the directory, the label from its basename or =LABEL, and every
