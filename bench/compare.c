@@ -498,19 +498,20 @@ static int check_checkout(const pb_compare_config *c, size_t i, char *err, size_
              label, dir, stat(dir, &st) != 0 ? strerror(errno) : "not a directory");
     return -1;
   }
-  char path[PB_CMP_MAX_DIR + 96];
-  snprintf(path, sizeof path, "%s/gem/exe/puma-plus", dir);
-  if (access(path, R_OK) != 0) {
-    snprintf(err, errlen, "%s: %s is missing: %s is not a checkout of puma-plus", label, path, dir);
+  /* The same paths the cells run (pumaplus_paths), and the C codec the server puts first. */
+  char cli[sizeof c->base.pumaplus_bin], server[sizeof c->base.server_bin];
+  pumaplus_paths(c, i, cli, sizeof cli, server, sizeof server);
+  if (access(cli, R_OK) != 0) {
+    snprintf(err, errlen, "%s: %s is missing: %s is not a checkout of puma-plus", label, cli, dir);
     return -1;
   }
-  char cache[PB_CMP_MAX_DIR + 96], source[PATH_MAX];
+  char cache[PB_CMP_MAX_DIR + 96], source[PATH_MAX], ext[PB_CMP_MAX_DIR + 96];
   snprintf(cache, sizeof cache, "%s/build/CMakeCache.txt", dir);
+  snprintf(ext, sizeof ext, "%s/build/gem/ext-lib/puma_plus/puma_plus_ext.so", dir);
   bool configured = cmake_cache_value(cache, "CMAKE_HOME_DIRECTORY", source, sizeof source) == 0;
-  static const char *const needs[2] = {"build/server/puma-plus-server",
-                                       "build/gem/ext-lib/puma_plus/puma_plus_ext.so"};
+  const char *const needs[2] = {server, ext};
   for (int k = 0; k < 2; k++) {
-    snprintf(path, sizeof path, "%s/%s", dir, needs[k]);
+    const char *path = needs[k];
     if (access(path, k == 0 ? X_OK : R_OK) == 0) continue;
     char configure[2 * PB_CMP_MAX_DIR + 64] = "";
     if (!configured)

@@ -30,9 +30,10 @@ typedef struct pb_summary {
   uint64_t conns_opened;       /* distinct connections used */
   char conn_error_causes[160]; /* "ECONNRESET 500, EOF 66" (most frequent first), "" if none */
   bool check_ok;               /* the success check passed */
-  double steal_pct; /* the hypervisor's steal over the generator's run, % of all CPU time; -1
-                       unknown */
   char check_reason[160];
+  /* The hypervisor's steal over the generator's run, % of all CPU time (pb_steal_pct); -1 when
+   * unknown. */
+  double steal_pct;
 } pb_summary;
 
 /* Success check: at least one 2xx and (http_error + conn_error) <= max_error_ratio * offered.
