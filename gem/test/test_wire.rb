@@ -425,4 +425,35 @@ class TestWireNative < TestWire
     end
     assert_raises(ArgumentError) { W.native_append_response_head(+"".b, 1, 200, ["k", "v" * W::MAX_PAYLOAD]) }
   end
+
+  # The worker's response write (Connection#send_out): sends what fits, never blocks, leaves
+  # the descriptor in blocking mode, and raises for a peer that is gone.
+  def test_native_send_nowait
+    a, b = UNIXSocket.pair
+    a.nonblock = false
+    assert_equal 0, W.native_send_nowait(a.fileno, "")
+    assert_equal 5, W.native_send_nowait(a.fileno, "hello")
+    assert_equal "hello", b.readpartial(100)
+    big = "x" * 65_536
+    sent = 0
+    full = Timeout.timeout(10) do
+      loop do
+        n = W.native_send_nowait(a.fileno, big)
+        assert_operator n, :<=, big.bytesize
+        sent += n
+        break n if n < big.bytesize # the buffer is full: a part or nothing, no wait
+      end
+    end
+    assert_operator full, :<, big.bytesize
+    refute a.nonblock?, "the descriptor stays blocking"
+    got = 0
+    got += b.readpartial(1 << 20).bytesize while got < sent
+    assert_equal sent, got
+    b.close
+    assert_raises(Errno::EPIPE) { W.native_send_nowait(a.fileno, "gone") }
+    assert_raises(Errno::EBADF) { W.native_send_nowait(-1, "x") }
+  ensure
+    a&.close
+    b&.close unless b&.closed?
+  end
 end

@@ -8,16 +8,17 @@
  * Defines on PumaPlus::Wire: native_decode_request, native_decode_request_env,
  * native_decode_request_at,
  * native_append_response_head, native_append_response_headers, native_append_response_body,
- * native_append_response_end.
- * Wire.codec= picks them.
- * Sans-I/O: no sockets, no clocks, no globals beyond the cached class, symbol and constant
- * handles. */
+ * native_append_response_end (Wire.codec= picks them), and native_send_nowait.
+ * Sans-I/O but for one function, native_send_nowait, the worker's write of a response to the
+ * server: no clocks, no globals beyond the cached class, symbol and constant handles. */
 #include <ruby.h>
 #include <ruby/encoding.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/socket.h>
 
 #define PP_HEADER_SIZE   8
 #define PP_MAX_PAYLOAD   (4u * 1024u * 1024u)
@@ -355,6 +356,28 @@ static VALUE native_append_response_end(VALUE self, VALUE out, VALUE request_id,
   return out;
 }
 
+/* Wire.native_send_nowait(fd, str) → the number of bytes of str written to the stream socket
+ * fd (0..bytesize), without blocking and without releasing the GVL: send(2) with MSG_DONTWAIT
+ * (the descriptor's own mode, blocking for the idle read, is left alone). 0 when the socket
+ * buffer is full (EAGAIN) or a signal came first (EINTR): the caller writes the rest with
+ * IO#write, which waits with the GVL released. Raises SystemCallError for any other failure
+ * (EPIPE with MSG_NOSIGNAL: no SIGPIPE). IO#write would release the GVL around every write; a
+ * worker thread whose siblings wait for the GVL then hands it over and takes it back once per
+ * response: futex calls and a wake-up for a send(2) that does not block (docs/RACK.md, "Writes
+ * and the GVL"). */
+static VALUE native_send_nowait(VALUE self, VALUE fd, VALUE str) {
+  (void)self;
+  StringValue(str);
+  int d = NUM2INT(fd);
+  long len = RSTRING_LEN(str);
+  if (len == 0) return INT2FIX(0);
+  ssize_t n = send(d, RSTRING_PTR(str), (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL);
+  RB_GC_GUARD(str);
+  if (n >= 0) return LONG2NUM((long)n);
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return INT2FIX(0);
+  rb_sys_fail("send");
+}
+
 RUBY_FUNC_EXPORTED void Init_puma_plus_ext(void) {
   VALUE mPumaPlus = rb_define_module("PumaPlus");
   mWire = rb_define_module_under(mPumaPlus, "Wire");
@@ -378,4 +401,5 @@ RUBY_FUNC_EXPORTED void Init_puma_plus_ext(void) {
                              native_append_response_headers, 4);
   rb_define_singleton_method(mWire, "native_append_response_body", native_append_response_body, 3);
   rb_define_singleton_method(mWire, "native_append_response_end", native_append_response_end, 7);
+  rb_define_singleton_method(mWire, "native_send_nowait", native_send_nowait, 2);
 }

@@ -64,6 +64,8 @@ module PumaPlus
       # read. Thread#raise still wakes it (EINTR). poll_cancel's read_nonblock puts the socket
       # back in non-blocking mode; it works either way.
       sock.nonblock = false if sock.respond_to?(:nonblock=)
+      # The descriptor #send_out writes to directly (a socket, the C codec loaded), or nil.
+      @send_fd = sock.fileno if sock.is_a?(BasicSocket) && Wire.respond_to?(:native_send_nowait)
       @worker_index = worker_index
       @thread_index = thread_index
       @log = log
@@ -246,13 +248,27 @@ module PumaPlus
     def write_out(out)
       # Never interrupted in the middle of a frame: a timeout waits for the write to finish.
       if PumaPlus.request_timeouts?
-        Thread.handle_interrupt(TIMEOUT_NEVER) { @sock.write(out) }
+        Thread.handle_interrupt(TIMEOUT_NEVER) { send_out(out) }
       else
-        @sock.write(out)
+        send_out(out)
       end
       out.clear
     rescue IOError, SystemCallError => e
       raise ConnectionLost, e.message
+    end
+
+    # With the C codec, a send(2) that keeps the GVL (Wire.native_send_nowait): a small
+    # response never blocks, and IO#write would hand the GVL to a waiting sibling thread and
+    # queue to take it back, once per response. What does not fit in the socket buffer goes
+    # through IO#write, which waits with the GVL released.
+    def send_out(out)
+      if @send_fd
+        n = Wire.native_send_nowait(@send_fd, out)
+        return if n == out.bytesize
+
+        out = out.byteslice(n, out.bytesize - n) if n.positive?
+      end
+      @sock.write(out)
     end
 
     # The clocks of #handle are read with Process.clock_gettime in place, not through helper
