@@ -339,7 +339,12 @@ module PumaPlus
       error ||= e.cause || e # Aborted: the body's own exception is its cause
       raise
     ensure
-      @interrupt_lock.synchronize do
+      if PumaPlus.request_timeouts?
+        @interrupt_lock.synchronize do
+          @current_id = nil
+          @timed_out_id = nil
+        end
+      else # no TIMEOUT comes, so #interrupt never runs: no lock to take (a block call less)
         @current_id = nil
         @timed_out_id = nil
       end
