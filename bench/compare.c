@@ -297,6 +297,48 @@ int pb_cmp_tree_cpu(pid_t root, uint64_t *tree_ticks, uint64_t *root_ticks, uint
   return pb_proc_tree_cpu(root, tree_ticks, root_ticks, procs); /* harness.c's tree walk */
 }
 
+/* ---- steal: which attempt of a cell to keep (-max-steal) ---- */
+
+int pb_cmp_parse_steal_seq(const char *list, double *out, size_t max) {
+  size_t n = 0;
+  const char *p = list;
+  for (;;) {
+    char *end;
+    errno = 0;
+    double v = strtod(p, &end);
+    if (end == p || errno || !(v >= 0 && v <= 100) || n >= max) return -1;
+    out[n++] = v;
+    if (*end == 0) return (int)n;
+    if (*end != ',') return -1;
+    p = end + 1;
+  }
+}
+
+double pb_cmp_cell_steal(const pb_cmp_cell *cell) {
+  double worst = -1;
+  if (cell->ran && cell->steal_pct >= 0) worst = cell->steal_pct;
+  if (cell->open_ran && cell->open_steal_pct > worst) worst = cell->open_steal_pct;
+  return worst;
+}
+
+bool pb_cmp_steal_too_high(const pb_cmp_cell *attempt, double max_steal_pct) {
+  return max_steal_pct > 0 && attempt->ran && pb_cmp_cell_steal(attempt) > max_steal_pct;
+}
+
+size_t pb_cmp_steal_pick(const pb_cmp_cell *attempts, size_t n, double max_steal_pct,
+                         bool *steal_over) {
+  size_t keep = 0;
+  bool found = false;
+  for (size_t i = 0; i < n; i++) {
+    if (!attempts[i].ran) continue;
+    /* Unknown (-1) sorts below every reading: it never triggered a retry, so it is kept. */
+    if (!found || pb_cmp_cell_steal(&attempts[i]) < pb_cmp_cell_steal(&attempts[keep])) keep = i;
+    found = true;
+  }
+  if (steal_over) *steal_over = n && pb_cmp_steal_too_high(&attempts[keep], max_steal_pct);
+  return keep;
+}
+
 /* ---- medians ---- */
 
 static int cmp_double(const void *a, const void *b) {
@@ -679,6 +721,10 @@ static void cell_spec(const pb_compare_config *c, const pb_cmp_cell *cell, pb_se
   snprintf(spec->app, sizeof spec->app, "%s", c->app);
   snprintf(spec->name, sizeof spec->name, "compare-r%u-%ux%u-%s", cell->round, shape->workers,
            shape->threads, pb_cmp_label(c, cell->server));
+  if (cell->attempt > 1) { /* -max-steal's retries keep their own logs */
+    size_t l = strlen(spec->name);
+    snprintf(spec->name + l, sizeof spec->name - l, "-a%u", cell->attempt);
+  }
   spec->port = pb_free_port();
   spec->stats_port = server == PB_CMP_PUMAPLUS ? pb_free_port() : 0;
   if (c->log_dir[0])
@@ -739,7 +785,15 @@ static uint32_t expected_procs(pb_cmp_server server, const pb_cmp_shape *shape) 
   return shape->workers + (server == PB_CMP_PUMAPLUS ? 2 : 1);
 }
 
-static void open_loop(const pb_compare_config *c, int port, pb_cmp_cell *cell) {
+/* The steal% of a loop that ran: what /proc/stat said, or the test hook's next value
+ * (PP_BENCH_STEAL_SEQ) while it lasts. */
+static double steal_reading(const pb_compare_config *c, pb_compare_result *r, double measured) {
+  if (r->steal_seq_next < c->n_steal_seq) return c->steal_seq[r->steal_seq_next++];
+  return measured;
+}
+
+static void open_loop(const pb_compare_config *c, pb_compare_result *r, int port,
+                      pb_cmp_cell *cell) {
   pb_schedule sched;
   if (pb_schedule_constant(&sched, c->rate, c->rate_dur_ns, c->path, true, 1) < 0) {
     snprintf(cell->open_error, sizeof cell->open_error, "cannot build a %g rps schedule", c->rate);
@@ -769,7 +823,7 @@ static void open_loop(const pb_compare_config *c, int port, pb_cmp_cell *cell) {
     cell->open_p50_us = pp_hist_percentile(&s->latency, 50) / 1e3;
     cell->open_p99_us = pp_hist_percentile(&s->latency, 99) / 1e3;
     cell->open_p999_us = pp_hist_percentile(&s->latency, 99.9) / 1e3;
-    cell->open_steal_pct = s->steal_pct;
+    cell->open_steal_pct = steal_reading(c, r, s->steal_pct);
   }
   pb_config_result_dispose(&res);
   pb_schedule_dispose(&sched);
@@ -785,8 +839,10 @@ static void run_cell(const pb_compare_config *c, pb_compare_result *r, pb_cmp_ce
   cell->frontend_us_per_req = cell->ruby_us_per_req = cell->cpu_us_per_req = -1;
   cell->open_p50_us = cell->open_p99_us = cell->open_p999_us = -1;
   cell->steal_pct = cell->open_steal_pct = -1;
-  fprintf(stderr, "[compare] round %u/%u  %ux%u  %-8s start\n", cell->round, c->rounds,
-          shape->workers, shape->threads, pb_cmp_label(c, cell->server));
+  char attempt[32] = "";
+  if (cell->attempt > 1) snprintf(attempt, sizeof attempt, " (attempt %u)", cell->attempt);
+  fprintf(stderr, "[compare] round %u/%u  %ux%u  %-8s start%s\n", cell->round, c->rounds,
+          shape->workers, shape->threads, pb_cmp_label(c, cell->server), attempt);
   pb_server srv;
   char err[512];
   if (pb_server_start(&spec, &srv, err, sizeof err) < 0) {
@@ -852,13 +908,72 @@ static void run_cell(const pb_compare_config *c, pb_compare_result *r, pb_cmp_ce
       cell->ruby_us_per_req = cell->cpu_us_per_req - cell->frontend_us_per_req;
     }
   }
-  if (c->rate > 0) open_loop(c, spec.port, cell);
+  cell->steal_pct = steal_reading(c, r, cell->steal_pct);
+  if (c->rate > 0) open_loop(c, r, spec.port, cell);
   cell->has_errors = cell->wrk.non2xx || cell->wrk.sock_connect || cell->wrk.sock_read ||
                      cell->wrk.sock_write || cell->wrk.sock_timeout || cell->wrk.requests == 0 ||
                      (c->rate > 0 && (!cell->open_ran || cell->open_ok != cell->open_offered));
 stop:
   pb_server_stop(&srv, 10000000000ull);
   if (c->running_pgid) *c->running_pgid = 0;
+}
+
+/* Appends "; "-separated text to a cell's note. */
+static void note_append(pb_cmp_cell *cell, const char *text) {
+  size_t l = strlen(cell->note);
+  snprintf(cell->note + l, sizeof cell->note - l, "%s%s", l ? "; " : "", text);
+}
+
+/* One cell, measured again while -max-steal finds its steal too high (a fresh server each
+ * attempt, as for a new cell), then the attempt pb_cmp_steal_pick keeps goes into *cell. What
+ * the dropped attempts had (errors, a failure) is noted on the kept one: nothing is hidden. */
+static void run_cell_attempts(const pb_compare_config *c, pb_compare_result *r, pb_cmp_cell *cell) {
+  const pb_cmp_shape *shape = &c->shapes[cell->shape];
+  uint32_t max_attempts = c->max_steal_pct > 0 ? 1 + c->steal_retries : 1;
+  pb_cmp_cell *tries = calloc(max_attempts, sizeof *tries);
+  if (!tries) {
+    fprintf(stderr, "pp-bench compare: out of memory\n");
+    abort();
+  }
+  size_t n = 0;
+  for (;;) {
+    pb_cmp_cell *t = &tries[n];
+    *t = *cell;
+    t->attempt = (uint32_t)++n;
+    run_cell(c, r, t);
+    if (n == max_attempts || !pb_cmp_steal_too_high(t, c->max_steal_pct)) break;
+    fprintf(stderr, "[compare] %ux%u %s round %u: steal %.1f%% > %g%%, attempt %zu of %u\n",
+            shape->workers, shape->threads, pb_cmp_label(c, cell->server), cell->round,
+            pb_cmp_cell_steal(t), c->max_steal_pct, n + 1, max_attempts);
+  }
+  bool over = false;
+  size_t keep = pb_cmp_steal_pick(tries, n, c->max_steal_pct, &over);
+  *cell = tries[keep];
+  cell->attempts = (uint32_t)n;
+  cell->steal_over = over;
+  for (size_t i = 0; i < n; i++) {
+    if (i == keep) continue;
+    char text[200];
+    if (!tries[i].ran)
+      snprintf(text, sizeof text, "attempt %zu failed: %.150s", i + 1, tries[i].error);
+    else
+      snprintf(text, sizeof text, "attempt %zu dropped (steal %.1f%%%s)", i + 1,
+               pb_cmp_cell_steal(&tries[i]), tries[i].has_errors ? ", had errors" : "");
+    note_append(cell, text);
+  }
+  if (n > 1) {
+    r->cells_retried++;
+    r->extra_attempts += (uint32_t)(n - 1);
+  }
+  if (over) {
+    r->cells_over_steal++;
+    fprintf(stderr,
+            "[compare] %ux%u %s round %u: steal still %.1f%% > %g%% after %zu attempts: "
+            "kept attempt %zu, marked STEAL\n",
+            shape->workers, shape->threads, pb_cmp_label(c, cell->server), cell->round,
+            pb_cmp_cell_steal(cell), c->max_steal_pct, n, keep + 1);
+  }
+  free(tries);
 }
 
 int pb_compare_run(const pb_compare_config *c, pb_compare_result *r, FILE *out) {
@@ -881,6 +996,16 @@ int pb_compare_run(const pb_compare_config *c, pb_compare_result *r, FILE *out) 
   }
   fprintf(stderr, "[compare] %u rounds x %zu shapes x %zu servers = %zu runs\n", c->rounds,
           c->n_shapes, c->n_servers, per_round * c->rounds);
+  if (c->max_steal_pct > 0)
+    fprintf(stderr,
+            "[compare] -max-steal %g%%: a cell whose closed- or open-loop steal is above it is "
+            "measured again (a fresh server), up to %u more times\n",
+            c->max_steal_pct, c->steal_retries);
+  if (c->n_steal_seq)
+    fprintf(stderr,
+            "[compare] PP_BENCH_STEAL_SEQ (test hook): the first %zu steal readings are given, "
+            "not measured\n",
+            c->n_steal_seq);
   int rc = 0;
   for (uint32_t round = 1; round <= c->rounds; round++) {
     for (size_t sh = 0; sh < c->n_shapes; sh++) {
@@ -892,7 +1017,7 @@ int pb_compare_run(const pb_compare_config *c, pb_compare_result *r, FILE *out) 
         cell->shape = (uint32_t)sh;
         cell->server = (uint32_t)((k + round - 1) % c->n_servers);
         cell->order = (uint32_t)(sh * c->n_servers + k + 1);
-        run_cell(c, r, cell);
+        run_cell_attempts(c, r, cell);
         if (!cell->ran) {
           fprintf(stderr, "[compare] round %u %ux%u %s FAILED: %s\n", round, c->shapes[sh].workers,
                   c->shapes[sh].threads, pb_cmp_label(c, cell->server), cell->error);
@@ -942,9 +1067,10 @@ void pb_compare_print_round(FILE *f, const pb_compare_config *c, const pb_compar
   if (round)
     fprintf(f, "\nround %u of %u (closed loop: wrk -t1 -c%u %.0fs %s; open loop: %.0f rps %.0fs)\n",
             round, c->rounds, c->conns, c->dur_ns / 1e9, c->path, c->rate, c->rate_dur_ns / 1e9);
-  fprintf(f, "%5s %-6s %-*s %9s %9s %9s %8s %8s %8s %5s %6s %9s %9s %9s %11s %6s  %s\n", "round",
-          "shape", w, "server", "req/s", "p50", "p99", "cpu_us", "front_us", "ruby_us", "procs",
-          "steal%", "open_p50", "open_p99", "open_p999", "open_ok", "steal%", "errors");
+  fprintf(f, "%5s %-6s %-*s %9s %9s %9s %8s %8s %8s %5s %6s %9s %9s %9s %11s %6s %7s  %s\n",
+          "round", "shape", w, "server", "req/s", "p50", "p99", "cpu_us", "front_us", "ruby_us",
+          "procs", "steal%", "open_p50", "open_p99", "open_p999", "open_ok", "steal%", "attempt",
+          "errors");
   for (size_t i = 0; i < r->n_cells; i++) {
     const pb_cmp_cell *x = &r->cells[i];
     if (round && x->round != round) continue;
@@ -977,16 +1103,19 @@ void pb_compare_print_round(FILE *f, const pb_compare_config *c, const pb_compar
                x->open_shed, x->open_http_errors, x->open_conn_errors, x->open_timeouts);
     if (c->rate > 0 && !x->open_ran)
       snprintf(errs + strlen(errs), sizeof errs - strlen(errs), "open: %.200s ", x->open_error);
-    char st[16], ost[16];
-    fprintf(f, "%5u %-6s %-*s %9.0f %9s %9s %8s %8s %8s %5u %6s %9s %9s %9s %11s %6s  %s%s\n",
+    char st[16], ost[16], att[24], marks[24];
+    /* attempt: the kept one of how many (-max-steal); STEAL: still above the limit, kept. */
+    snprintf(att, sizeof att, "%u/%u", x->attempt ? x->attempt : 1, x->attempts ? x->attempts : 1);
+    snprintf(marks, sizeof marks, "%s%s", x->has_errors ? "ERRORS " : "",
+             x->steal_over ? "STEAL " : "");
+    fprintf(f, "%5u %-6s %-*s %9.0f %9s %9s %8s %8s %8s %5u %6s %9s %9s %9s %11s %6s %7s  %s%s\n",
             x->round, shape, w, name, x->wrk.rps, fmt_us(x->wrk.p50_us, a, sizeof a),
             fmt_us(x->wrk.p99_us, b, sizeof b), fmt_num(x->cpu_us_per_req, "%.1f", d, sizeof d),
             fmt_num(x->frontend_us_per_req, "%.1f", e, sizeof e),
             fmt_num(x->ruby_us_per_req, "%.1f", g, sizeof g), x->procs,
             fmt_num(x->steal_pct, "%.1f", st, sizeof st), fmt_us(x->open_p50_us, h, sizeof h),
             fmt_us(x->open_p99_us, k, sizeof k), fmt_us(x->open_p999_us, l, sizeof l), ok,
-            fmt_num(x->open_steal_pct, "%.1f", ost, sizeof ost), x->has_errors ? "ERRORS " : "-",
-            errs);
+            fmt_num(x->open_steal_pct, "%.1f", ost, sizeof ost), att, marks[0] ? marks : "-", errs);
     if (x->note[0]) fprintf(f, "      note: %s\n", x->note);
   }
 }
@@ -1104,6 +1233,17 @@ void pb_compare_print_summary(FILE *f, const pb_compare_config *c, const pb_comp
           r->ruby_version);
   fprintf(f, "load average (1 min): %.2f at the start, %.2f at the end; %.0f s in all\n",
           r->loadavg_start, r->loadavg_end, r->wall_s);
+  if (c->max_steal_pct > 0)
+    fprintf(f,
+            "steal: -max-steal %g%% -steal-retries %u: %u of %zu cells measured again (%u extra "
+            "attempts); %u stayed above %g%% (marked STEAL, kept in the medians)\n",
+            c->max_steal_pct, c->steal_retries, r->cells_retried, r->n_cells, r->extra_attempts,
+            r->cells_over_steal, c->max_steal_pct);
+  if (c->n_steal_seq)
+    fprintf(f,
+            "steal readings: the first %zu from PP_BENCH_STEAL_SEQ (a test hook), not "
+            "/proc/stat\n",
+            c->n_steal_seq);
   bool falcon = false;
   for (size_t i = 0; i < c->n_servers; i++)
     if (c->servers[i] == PB_CMP_FALCON) falcon = true;

@@ -45,6 +45,9 @@ const char *pb_cmp_server_name(pb_cmp_server s);
 #define PB_CMP_MAX_SHAPES  16
 #define PB_CMP_MAX_ROUNDS  100
 
+#define PB_CMP_MAX_STEAL_RETRIES 20
+#define PB_CMP_MAX_STEAL_SEQ     64
+
 typedef struct pb_cmp_shape {
   uint32_t workers, threads;
 } pb_cmp_shape;
@@ -68,6 +71,10 @@ int pb_cmp_parse_server_list(const char *list, pb_cmp_server_list *out, char *ba
 /* Parses "1x1,1x5,2x5" (WORKERSxTHREADS, each 1..256). Returns the count or -1 with the
  * offending word in `bad`. */
 int pb_cmp_parse_shapes(const char *list, pb_cmp_shape *out, size_t max, char *bad, size_t badlen);
+
+/* Parses PP_BENCH_STEAL_SEQ: comma-separated percentages, each 0..100 (`40,2.5,0`), at most
+ * `max`. Returns the count, or -1 (empty, a bad number, out of range, too many). */
+int pb_cmp_parse_steal_seq(const char *list, double *out, size_t max);
 
 /* What wrk printed (wrk --latency). Latencies in microseconds; -1 when wrk did not print it. */
 typedef struct pb_wrk_result {
@@ -109,7 +116,29 @@ typedef struct pb_cmp_cell {
   double open_achieved_rps;
   double open_p50_us, open_p99_us, open_p999_us;
   bool has_errors; /* non-2xx, socket errors, or open-loop failures: marked, never dropped */
+  /* -max-steal: a cell whose steal was too high is measured again (a fresh server each time).
+   * `attempt` is which measurement this is (1-based); in the kept cell of pb_compare_result,
+   * the one that was kept, `attempts` how many were made (1 when not retried) and `steal_over`
+   * whether the kept one is still above the limit (marked STEAL, kept in the medians). */
+  uint32_t attempt, attempts;
+  bool steal_over;
 } pb_cmp_cell;
+
+/* The worse of a cell's two steal readings: max(closed loop's, open loop's) over those known
+ * (a loop that did not run has none); -1 when neither is known. */
+double pb_cmp_cell_steal(const pb_cmp_cell *cell);
+
+/* -max-steal's trigger: true when the attempt ran, its steal (pb_cmp_cell_steal) is known and it
+ * is above max_steal_pct (> 0). A failed attempt, or one whose steal is unknown, is not measured
+ * again for steal. */
+bool pb_cmp_steal_too_high(const pb_cmp_cell *attempt, double max_steal_pct);
+
+/* -max-steal's choice among the `n` (>= 1) attempts made of one cell: among those that ran, the
+ * one with the lowest pb_cmp_cell_steal (unknown counts as under any limit; the earliest on a
+ * tie); when none ran, the first. *steal_over (may be NULL) is set when the kept attempt is
+ * pb_cmp_steal_too_high. Returns its index. Pure. */
+size_t pb_cmp_steal_pick(const pb_cmp_cell *attempts, size_t n, double max_steal_pct,
+                         bool *steal_over);
 
 typedef struct pb_compare_config {
   pb_cmp_server servers[PB_CMP_MAX_SERVERS];
@@ -135,6 +164,15 @@ typedef struct pb_compare_config {
   char gemfile[512];
   char source_dir[512]; /* the checkout, for versions (git) */
   pb_server_spec base;  /* binaries for pumaplus and puma (pumaplus_bin, server_bin, puma_bin) */
+  /* -max-steal PCT (0 = off): a cell whose closed- or open-loop steal% is above it is measured
+   * again, up to steal_retries more times (-steal-retries, 0..PB_CMP_MAX_STEAL_RETRIES). */
+  double max_steal_pct;
+  uint32_t steal_retries;
+  /* Test hook (PP_BENCH_STEAL_SEQ): when n_steal_seq > 0, the steal% of successive loops that
+   * ran (each attempt's closed loop, then its open loop) are these values in order instead of
+   * /proc/stat's; once they are used up, /proc/stat's again. */
+  double steal_seq[PB_CMP_MAX_STEAL_SEQ];
+  size_t n_steal_seq;
   volatile sig_atomic_t *running_pgid; /* as pb_run_options.running_pgid */
 } pb_compare_config;
 
@@ -189,6 +227,10 @@ typedef struct pb_compare_result {
   double loadavg_start, loadavg_end; /* 1-minute load average */
   double wall_s;
   bool prerequisites_ok; /* false: nothing ran, `error` says why */
+  /* -max-steal: cells measured more than once, the extra attempts made, and kept cells still
+   * above the limit. */
+  uint32_t cells_retried, extra_attempts, cells_over_steal;
+  size_t steal_seq_next; /* the next value of the config's steal_seq (test hook) */
   char error[1024];
 } pb_compare_result;
 

@@ -1058,6 +1058,18 @@ static void compare_usage(FILE *f) {
           "  -rate RPS        open-loop rate, 0 = no open-loop run (1000)\n"
           "  -rate-dur DUR    open-loop length (10s)\n"
           "  -ready-timeout DUR  longest wait for a server's first 2xx (60s)\n"
+          "steal:\n"
+          "  -max-steal PCT   0 < PCT <= 100 (default off): a cell whose closed-loop or open-loop\n"
+          "                   steal%% is above PCT is measured again from a fresh server start,\n"
+          "                   as a new cell; of its attempts the one with the lowest\n"
+          "                   max(closed, open) steal%% is kept (column attempt: kept/made);\n"
+          "                   when none got under PCT the kept one is marked STEAL and still\n"
+          "                   counts in the medians (the exit status ignores STEAL); the\n"
+          "                   summary says how many cells stayed above\n"
+          "  -steal-retries N more attempts per cell, 0..20 (default 3); only with -max-steal\n"
+          "                   (alone it is an error)\n"
+          "                   PP_BENCH_STEAL_SEQ=40,2 (a test hook) gives the steal%% of the\n"
+          "                   successive loops that ran instead of /proc/stat's\n"
           "output:\n"
           "  -db FILE         SQLite results (results.db): tables compare_runs, compare_servers,\n"
           "                   compare_results, compare_medians (docs/RESULTS.md)\n"
@@ -1076,6 +1088,7 @@ static int cmd_compare(int argc, char **argv) {
   pb_compare_defaults(&c);
   const char *db = "results.db", *plot = NULL, *app = NULL, *gem_home = getenv("PP_GEM_HOME");
   const char *gemfile = NULL;
+  bool steal_retries_given = false;
   char flags[1024] = "";
   for (int i = 2; i < argc; i++) {
     size_t fl = strlen(flags);
@@ -1140,6 +1153,11 @@ static int cmd_compare(int argc, char **argv) {
       ok = parse_duration(v, &c.rate_dur_ns) && c.rate_dur_ns >= 100000000ull;
     else if (strcmp(a, "ready-timeout") == 0)
       ok = parse_duration(v, &c.ready_timeout_ns) && c.ready_timeout_ns > 0;
+    else if (strcmp(a, "max-steal") == 0)
+      ok = parse_double(v, &c.max_steal_pct) && c.max_steal_pct > 0 && c.max_steal_pct <= 100;
+    else if (strcmp(a, "steal-retries") == 0)
+      ok = parse_double(v, &d) && d >= 0 && d <= PB_CMP_MAX_STEAL_RETRIES && d == (uint32_t)d &&
+           ((c.steal_retries = (uint32_t)d), (steal_retries_given = true));
     else if (strcmp(a, "app") == 0)
       app = v;
     else if (strcmp(a, "db") == 0)
@@ -1157,13 +1175,33 @@ static int cmd_compare(int argc, char **argv) {
       return 2;
     }
     if (!ok) {
-      const char *why = strcmp(a, "dur") == 0      ? " (whole seconds, at least 1s: wrk's -d)"
-                        : strcmp(a, "warmup") == 0 ? " (whole seconds: wrk's -d; 0 = none)"
-                        : strcmp(a, "path") == 0   ? " (a path starting with /)"
-                                                   : "";
+      const char *why = strcmp(a, "dur") == 0         ? " (whole seconds, at least 1s: wrk's -d)"
+                        : strcmp(a, "warmup") == 0    ? " (whole seconds: wrk's -d; 0 = none)"
+                        : strcmp(a, "path") == 0      ? " (a path starting with /)"
+                        : strcmp(a, "max-steal") == 0 ? " (a steal percentage PCT, 0 < PCT <= 100)"
+                        : strcmp(a, "steal-retries") == 0 ? " (a whole number, 0..20)"
+                                                          : "";
       fprintf(stderr, "pp-bench compare: bad value '%s' for -%s%s\n", v, a, why);
       return 2;
     }
+  }
+  if (steal_retries_given && c.max_steal_pct <= 0) {
+    fprintf(stderr, "pp-bench compare: -steal-retries needs -max-steal PCT (retries are for cells "
+                    "whose steal is above PCT)\n");
+    return 2;
+  }
+  if (c.max_steal_pct > 0 && !steal_retries_given) c.steal_retries = 3;
+  const char *steal_seq = getenv("PP_BENCH_STEAL_SEQ");
+  if (steal_seq && steal_seq[0]) {
+    int n = pb_cmp_parse_steal_seq(steal_seq, c.steal_seq, PB_CMP_MAX_STEAL_SEQ);
+    if (n < 0) {
+      fprintf(stderr,
+              "pp-bench compare: PP_BENCH_STEAL_SEQ='%s': want comma-separated percentages "
+              "0..100, at most %d (a test hook: `40,2` gives the steal%% of successive loops)\n",
+              steal_seq, PB_CMP_MAX_STEAL_SEQ);
+      return 2;
+    }
+    c.n_steal_seq = (size_t)n;
   }
   snprintf(c.app, sizeof c.app, "%s", app ? app : PB_DEFAULT_APP);
   if (access(c.app, R_OK) != 0) {

@@ -957,6 +957,9 @@ static const char *const compare_run_columns[][2] = {
     {"cells", "INTEGER"},
     {"cells_failed", "INTEGER"},
     {"cells_with_errors", "INTEGER"},
+    {"max_steal_pct", "REAL"},
+    {"steal_retries", "INTEGER"},
+    {"cells_over_steal", "INTEGER"},
 };
 static const char *const compare_server_columns[][2] = {
     {"position", "INTEGER"},      {"version", "TEXT"}, {"command", "TEXT"},
@@ -999,6 +1002,9 @@ static const char *const compare_result_columns[][2] = {
     {"answer", "TEXT"},
     {"steal_pct", "REAL"},
     {"open_steal_pct", "REAL"},
+    {"attempts", "INTEGER"},
+    {"kept_attempt", "INTEGER"},
+    {"steal_over", "INTEGER"},
 };
 #define N_CMP_RUN_COLS    (sizeof compare_run_columns / sizeof compare_run_columns[0])
 #define N_CMP_SERVER_COLS (sizeof compare_server_columns / sizeof compare_server_columns[0])
@@ -1134,6 +1140,10 @@ int pb_store_compare(const char *db_path, const pb_compare_config *c, const pb_c
     sqlite3_bind_int64(run, i++, (int64_t)r->n_cells);
     sqlite3_bind_int64(run, i++, failed);
     sqlite3_bind_int64(run, i++, with_errors);
+    bool steal_on = c->max_steal_pct > 0; /* -max-steal's columns are NULL without it */
+    bind_known(run, i++, steal_on ? c->max_steal_pct : -1, 1);
+    bind_i64_known(run, i++, c->steal_retries, steal_on);
+    bind_i64_known(run, i++, r->cells_over_steal, steal_on);
     rc = sqlite3_step(run) == SQLITE_DONE ? 0 : -1;
   }
   int64_t id = sqlite3_last_insert_rowid(db);
@@ -1209,6 +1219,9 @@ int pb_store_compare(const char *db_path, const pb_compare_config *c, const pb_c
     bind_text_or_null(res, i++, x->answer[0] ? x->answer : NULL);
     bind_known(res, i++, x->ran ? x->steal_pct : -1, 1);
     bind_known(res, i++, x->open_ran ? x->open_steal_pct : -1, 1);
+    sqlite3_bind_int64(res, i++, x->attempts ? x->attempts : 1);
+    sqlite3_bind_int64(res, i++, x->attempt ? x->attempt : 1);
+    bind_i64_known(res, i++, x->steal_over, c->max_steal_pct > 0);
     rc = sqlite3_step(res) == SQLITE_DONE ? 0 : -1;
   }
   for (size_t k = 0; rc == 0 && k < n_med; k++) {

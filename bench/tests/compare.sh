@@ -23,9 +23,16 @@
 #       starts, exit 2 naming the problem: a missing DIR, a missing server (with the cmake
 #       command that builds it), a build/ configured from another checkout (whose server would
 #       run the pure-Ruby codec), a label clash.
+#   compare.sh steal PP_BENCH WORKDIR    -max-steal: its flag errors (exit 2 naming them), then
+#       Debian's puma at 1x1 for one round with the steal readings given by the test hook
+#       PP_BENCH_STEAL_SEQ: off by default (40% recorded, measured once, unmarked); an open loop
+#       above the limit measured again and the attempt under it kept (attempts 2 in the DB, 2/2
+#       in the table, the retry in the progress, the dropped attempt noted, the summary); and,
+#       in a database whose -max-steal columns were dropped (an older one: they come back, the
+#       old rows NULL), no attempt under the limit: the lowest kept (not the last), STEAL.
 set -euo pipefail
 
-USAGE="usage: compare.sh debian|rubygems PP_BENCH WORKDIR | compare.sh ab PP_BENCH WORKDIR SOURCE_DIR BUILD_DIR"
+USAGE="usage: compare.sh debian|rubygems|steal PP_BENCH WORKDIR | compare.sh ab PP_BENCH WORKDIR SOURCE_DIR BUILD_DIR"
 MODE=${1:?$USAGE}
 PPBENCH=${2:?$USAGE}
 WORK=${3:?$USAGE}
@@ -237,6 +244,73 @@ ab)
   [[ $rc -eq 0 ]] || fail "the PUMA_PLUS_PURE_RUBY=1 run exited $rc: $(cat "$WORK/err")"
   [[ $(q "SELECT answer FROM compare_results WHERE server = 'pumaplus@pure'") == ruby ]] ||
     fail "PUMA_PLUS_PURE_RUBY=1 did not answer ruby: $(q "SELECT server, answer FROM compare_results")"
+  ;;
+steal)
+  # -max-steal's flags: a bad PCT or N, and -steal-retries alone, exit 2 naming them.
+  expect_usage_error "-max-steal" -max-steal 0
+  expect_usage_error "0 < PCT <= 100" -max-steal 100.5
+  expect_usage_error "-max-steal" -max-steal ten
+  expect_usage_error "-steal-retries" -max-steal 10 -steal-retries 21
+  expect_usage_error "-steal-retries" -max-steal 10 -steal-retries 1.5
+  expect_usage_error "-steal-retries needs -max-steal" -steal-retries 2
+  PP_BENCH_STEAL_SEQ=40,x expect_usage_error "PP_BENCH_STEAL_SEQ" -max-steal 10
+  PP_BENCH_STEAL_SEQ=140 expect_usage_error "PP_BENCH_STEAL_SEQ" -max-steal 10
+
+  # Steal cannot be forced, so the test hook gives the readings: each attempt's closed loop,
+  # then its open loop. Debian's puma, 1x1, one round of 1 s + 1 s at 50 rps per attempt.
+  ROUNDS=1
+  STEAL_ARGS=(-servers puma -shapes 1x1 -warmup 0 -rate 50 -rate-dur 1s)
+  row() { grep -E "^ +1 1x1 +puma +[0-9]+ " "$WORK/out" || fail "no row for puma: $(cat "$WORK/out")"; }
+
+  # 1. Off by default: 40% steal is recorded, the cell is measured once, nothing is marked.
+  PP_BENCH_STEAL_SEQ=40,40 run_compare "${STEAL_ARGS[@]}"
+  [[ $(q "SELECT steal_pct || '|' || open_steal_pct || '|' || attempts || '|' || kept_attempt
+          || '|' || ifnull(steal_over, 'NULL') FROM compare_results") == "40.0|40.0|1|1|NULL" ]] ||
+    fail "without -max-steal: $(q "SELECT steal_pct, open_steal_pct, attempts, steal_over FROM compare_results")"
+  [[ $(q "SELECT ifnull(max_steal_pct, 'NULL') || '|' || ifnull(cells_over_steal, 'NULL')
+          FROM compare_runs") == "NULL|NULL" ]] || fail "without -max-steal compare_runs has its columns set"
+  row | grep -qE " 1/1 +-" || fail "without -max-steal the row is not 'attempt 1/1', unmarked: $(row)"
+  ! grep -qF "attempt 2" "$WORK/err" || fail "without -max-steal a cell was measured again"
+  rm -f "$WORK/c.db"
+
+  # 2. The open loop's 40% triggers the retry (the closed loop's 5% is under the limit), the
+  #    second attempt (3%, 2%) is kept.
+  PP_BENCH_STEAL_SEQ=5,40,3,2 run_compare "${STEAL_ARGS[@]}" -max-steal 10
+  grep -qF "1x1 puma round 1: steal 40.0% > 10%, attempt 2 of 4" "$WORK/err" ||
+    fail "no retry in the progress: $(cat "$WORK/err")"
+  ! grep -qF "attempt 3" "$WORK/err" || fail "measured again after an attempt under the limit"
+  [[ $(q "SELECT steal_pct || '|' || open_steal_pct || '|' || attempts || '|' || kept_attempt
+          || '|' || steal_over FROM compare_results WHERE compare_id = 1") == "3.0|2.0|2|2|0" ]] ||
+    fail "kept the wrong attempt: $(q "SELECT * FROM compare_results WHERE compare_id = 1")"
+  row | grep -qE " 2/2 +-" || fail "the row does not show attempt 2/2, unmarked: $(row)"
+  grep -qF "attempt 1 dropped (steal 40.0%)" "$WORK/out" || fail "the dropped attempt is not noted"
+  grep -qF "1 of 1 cells measured again (1 extra attempts); 0 stayed above 10%" "$WORK/out" ||
+    fail "the summary does not count the retry: $(grep -F "steal:" "$WORK/out")"
+  grep -qF "PP_BENCH_STEAL_SEQ (a test hook)" "$WORK/out" || fail "the summary hides the test hook"
+  check_status_matches_rows
+
+  # 3. An older database (without -max-steal's columns) gets them; its rows stay, NULL there.
+  for col in attempts kept_attempt steal_over; do q "ALTER TABLE compare_results DROP COLUMN $col"; done
+  for col in max_steal_pct steal_retries cells_over_steal; do q "ALTER TABLE compare_runs DROP COLUMN $col"; done
+
+  # 4. No attempt gets under the limit: the lowest max(closed, open) is kept (the first, 20%,
+  #    not the last, 40%), marked STEAL, still in the medians; the exit status ignores STEAL.
+  PP_BENCH_STEAL_SEQ=20,1,1,40 run_compare "${STEAL_ARGS[@]}" -max-steal 10 -steal-retries 1
+  grep -qF "steal 20.0% > 10%, attempt 2 of 2" "$WORK/err" || fail "no retry: $(cat "$WORK/err")"
+  [[ $(q "SELECT steal_pct || '|' || open_steal_pct || '|' || attempts || '|' || kept_attempt
+          || '|' || steal_over FROM compare_results WHERE compare_id = 2") == "20.0|1.0|2|1|1" ]] ||
+    fail "kept the wrong attempt: $(q "SELECT * FROM compare_results WHERE compare_id = 2")"
+  [[ $(q "SELECT count(*) FROM compare_results WHERE compare_id < 2 AND attempts IS NULL") -eq 1 ]] ||
+    fail "the older rows did not survive the upgrade with NULL attempts"
+  [[ $(q "SELECT max_steal_pct || '|' || steal_retries || '|' || cells_over_steal FROM compare_runs
+          WHERE compare_id = 2") == "10.0|1|1" ]] || fail "compare_runs: $(q "SELECT * FROM compare_runs")"
+  row | grep -qE " 1/2 +STEAL" || fail "the row is not 'attempt 1/2' marked STEAL: $(row)"
+  grep -qF "1 stayed above 10% (marked STEAL" "$WORK/out" || fail "the summary does not count the cell above the limit"
+  [[ $(q "SELECT rounds_ran || '|' || printf('%.3f', rps_med) FROM compare_medians WHERE compare_id = 2") == \
+     "1|$(q "SELECT printf('%.3f', rps) FROM compare_results WHERE compare_id = 2")" ]] ||
+    fail "the STEAL cell is not in the medians"
+  [[ $rc -eq 0 || $(q "SELECT has_errors FROM compare_results WHERE compare_id = 2") -eq 1 ]] ||
+    fail "STEAL alone made the exit status $rc"
   ;;
 *) fail "unknown mode $MODE" ;;
 esac

@@ -1,5 +1,6 @@
 /* The pure parts of `pp-bench compare` (bench/compare.c): the -servers and -shapes lists, wrk's
- * report, medians over rounds (errors kept, failures not counted), and the /proc CPU reader on
+ * report, medians over rounds (errors kept, failures not counted), -max-steal's rule (which
+ * attempt of a cell is kept, when it is marked) and its test hook, and the /proc CPU reader on
  * this test's own process tree. The run itself is tested end to end by bench/tests/compare.sh
  * against real servers. */
 #include <CUnit/Basic.h>
@@ -51,6 +52,93 @@ static void test_steal(void) {
   CU_ASSERT(n0.ok && n1.ok);
   CU_ASSERT(n0.total > 0 && n0.steal <= n0.total);
   CU_ASSERT(n1.total >= n0.total && n1.steal >= n0.steal);
+}
+
+/* An attempt for -max-steal's rule: ran or not, closed- and open-loop steal (-1 = unknown; the
+ * open loop ran when its steal is given). */
+static pb_cmp_cell attempt(bool ran, double closed, double open) {
+  pb_cmp_cell c;
+  memset(&c, 0, sizeof c);
+  c.ran = ran;
+  c.steal_pct = closed;
+  c.open_ran = open >= 0;
+  c.open_steal_pct = open;
+  return c;
+}
+
+/* -max-steal: the worse of the two loops triggers a retry and ranks the attempts; the lowest is
+ * kept (not the last), the earliest on a tie; a failed attempt is never kept over one that ran
+ * and never triggers a retry; the kept one is marked only when it is still above the limit. */
+static void test_steal_rule(void) {
+  pb_cmp_cell a = attempt(true, 5, 40);
+  CU_ASSERT_DOUBLE_EQUAL(pb_cmp_cell_steal(&a), 40, 1e-12); /* the open loop's */
+  CU_ASSERT(pb_cmp_steal_too_high(&a, 10));
+  CU_ASSERT(!pb_cmp_steal_too_high(&a, 40)); /* at the limit is not above it */
+  CU_ASSERT(!pb_cmp_steal_too_high(&a, 0));  /* 0 = off */
+  pb_cmp_cell closed_only = attempt(true, 12, -1);
+  CU_ASSERT_DOUBLE_EQUAL(pb_cmp_cell_steal(&closed_only), 12, 1e-12);
+  CU_ASSERT(pb_cmp_steal_too_high(&closed_only, 10));
+  /* an open loop that did not run has no reading, whatever the field holds */
+  pb_cmp_cell stale = attempt(true, 3, -1);
+  stale.open_steal_pct = 90;
+  CU_ASSERT_DOUBLE_EQUAL(pb_cmp_cell_steal(&stale), 3, 1e-12);
+  pb_cmp_cell unknown = attempt(true, -1, -1), failed = attempt(false, 50, -1);
+  CU_ASSERT(pb_cmp_cell_steal(&unknown) < 0);
+  CU_ASSERT(!pb_cmp_steal_too_high(&unknown, 10));
+  CU_ASSERT(pb_cmp_cell_steal(&failed) < 0);
+  CU_ASSERT(!pb_cmp_steal_too_high(&failed, 10));
+
+  bool over = true;
+  /* one attempt under the limit: kept, not marked */
+  pb_cmp_cell one[] = {attempt(true, 2, 3)};
+  CU_ASSERT_EQUAL(pb_cmp_steal_pick(one, 1, 10, &over), 0);
+  CU_ASSERT(!over);
+  /* the retry got under the limit: the last one */
+  pb_cmp_cell retried[] = {attempt(true, 5, 40), attempt(true, 3, 2)};
+  CU_ASSERT_EQUAL(pb_cmp_steal_pick(retried, 2, 10, &over), 1);
+  CU_ASSERT(!over);
+  /* none got under: the lowest max(closed, open), not the last, and marked */
+  pb_cmp_cell none[] = {attempt(true, 20, 1), attempt(true, 1, 40), attempt(true, 30, 25)};
+  CU_ASSERT_EQUAL(pb_cmp_steal_pick(none, 3, 10, &over), 0);
+  CU_ASSERT(over);
+  pb_cmp_cell later[] = {attempt(true, 35, 1), attempt(true, 11, 12), attempt(true, 30, 25)};
+  CU_ASSERT_EQUAL(pb_cmp_steal_pick(later, 3, 10, &over), 1);
+  CU_ASSERT(over);
+  /* a tie: the earliest */
+  pb_cmp_cell tie[] = {attempt(true, 15, 15), attempt(true, 15, 2)};
+  CU_ASSERT_EQUAL(pb_cmp_steal_pick(tie, 2, 10, &over), 0);
+  CU_ASSERT(over);
+  /* a failed retry is never kept over an attempt that ran, even one above the limit */
+  pb_cmp_cell failed_retry[] = {attempt(true, 30, 30), attempt(false, -1, -1)};
+  CU_ASSERT_EQUAL(pb_cmp_steal_pick(failed_retry, 2, 10, &over), 0);
+  CU_ASSERT(over);
+  pb_cmp_cell failed_first[] = {attempt(false, -1, -1)};
+  CU_ASSERT_EQUAL(pb_cmp_steal_pick(failed_first, 1, 10, &over), 0);
+  CU_ASSERT(!over);
+  /* an unknown reading (the loop stopped there) is kept over readings above the limit */
+  pb_cmp_cell then_unknown[] = {attempt(true, 30, 30), attempt(true, -1, -1)};
+  CU_ASSERT_EQUAL(pb_cmp_steal_pick(then_unknown, 2, 10, &over), 1);
+  CU_ASSERT(!over);
+  /* -max-steal off: nothing is ever marked */
+  CU_ASSERT_EQUAL(pb_cmp_steal_pick(none, 1, 0, &over), 0);
+  CU_ASSERT(!over);
+  CU_ASSERT_EQUAL(pb_cmp_steal_pick(none, 3, 10, NULL), 0);
+
+  /* PP_BENCH_STEAL_SEQ */
+  double seq[4];
+  CU_ASSERT_EQUAL(pb_cmp_parse_steal_seq("40,2.5,0", seq, 4), 3);
+  CU_ASSERT_DOUBLE_EQUAL(seq[0], 40, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(seq[1], 2.5, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(seq[2], 0, 1e-12);
+  CU_ASSERT_EQUAL(pb_cmp_parse_steal_seq("100", seq, 4), 1);
+  CU_ASSERT_EQUAL(pb_cmp_parse_steal_seq("", seq, 4), -1);
+  CU_ASSERT_EQUAL(pb_cmp_parse_steal_seq("40,", seq, 4), -1);
+  CU_ASSERT_EQUAL(pb_cmp_parse_steal_seq("40,,2", seq, 4), -1);
+  CU_ASSERT_EQUAL(pb_cmp_parse_steal_seq("101", seq, 4), -1);
+  CU_ASSERT_EQUAL(pb_cmp_parse_steal_seq("-1", seq, 4), -1);
+  CU_ASSERT_EQUAL(pb_cmp_parse_steal_seq("4x", seq, 4), -1);
+  CU_ASSERT_EQUAL(pb_cmp_parse_steal_seq("nan", seq, 4), -1);
+  CU_ASSERT_EQUAL(pb_cmp_parse_steal_seq("1,2,3,4,5", seq, 4), -1);
 }
 
 /* pumaplus@DIR[=LABEL]: the directory, the label from its basename or =LABEL, and every
@@ -351,6 +439,7 @@ int main(void) {
   CU_pSuite s = CU_add_suite("bench_compare", NULL, NULL);
   CU_add_test(s, "servers list", test_servers_list);
   CU_add_test(s, "steal time", test_steal);
+  CU_add_test(s, "steal retry rule", test_steal_rule);
   CU_add_test(s, "server spec list", test_server_spec_list);
   CU_add_test(s, "shapes list", test_shapes_list);
   CU_add_test(s, "wrk report", test_wrk_report);
