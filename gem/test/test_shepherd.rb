@@ -367,15 +367,22 @@ class TestShepherd < Minitest::Test
     start(workers: 2, threads: 1, env: { "PUMA_PLUS_CONFIG" => cfg })
     f = forked(2)
     accept(2)
-    lines = File.readlines(marks, chomp: true)
-    assert_includes lines, "before_fork #{@pid}"
-    assert_includes lines, "booted #{@pid}"
+    # The shepherd runs after_worker_fork and on_booted after it sent FORKED, so a worker can
+    # connect before they wrote their marks: wait (5 s at most) for every mark, then check.
+    want = ["before_fork #{@pid}", "booted #{@pid}"]
     f.each do |x|
-      assert_includes lines, "boot #{x.worker_index} #{x.pid}"
-      assert_includes lines, "before_worker_fork #{x.worker_index} #{@pid}"
-      assert_includes lines, "after_worker_fork #{x.worker_index} #{@pid}"
-      assert_includes lines, "thread_start #{x.pid}"
+      want += ["boot #{x.worker_index} #{x.pid}", "before_worker_fork #{x.worker_index} #{@pid}",
+               "after_worker_fork #{x.worker_index} #{@pid}", "thread_start #{x.pid}"]
     end
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+    lines = []
+    loop do
+      lines = File.readlines(marks, chomp: true)
+      break if (want - lines).empty? || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+      sleep 0.02
+    end
+    want.each { |w| assert_includes lines, w }
     send_control(W::Stop.new(1000))
     assert_equal 2, Array.new(2) { control_frame }.count { |fr| fr.is_a?(W::Exited) }
     Timeout.timeout(5) { sleep 0.02 until File.read(marks).include?("stopped") }
