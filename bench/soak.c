@@ -484,6 +484,14 @@ static void fmt_heap(int64_t v, char *buf, size_t len) {
     snprintf(buf, len, "%" PRId64, v);
 }
 
+/* A steal percentage, or "unknown" (-1: /proc/stat unreadable, or the phase did not run). */
+static void fmt_steal(double pct, char *buf, size_t len) {
+  if (pct < 0)
+    snprintf(buf, len, "unknown");
+  else
+    snprintf(buf, len, "%.1f%%", pct);
+}
+
 static void fmt_ms(double ms, char *buf, size_t len) {
   if (ms < 0)
     snprintf(buf, len, "-");
@@ -493,8 +501,9 @@ static void fmt_ms(double ms, char *buf, size_t len) {
 
 static void print_phase_line(FILE *f, uint32_t cycle, uint32_t cycles, int phase,
                              const pb_soak_phase *p) {
-  char heap[32], ok99[32], s99[32], sshed[32], sq[32], sr[32];
+  char heap[32], ok99[32], s99[32], sshed[32], sq[32], sr[32], steal[16];
   fmt_heap(p->heap_live_slots, heap, sizeof heap);
+  fmt_steal(p->steal_pct, steal, sizeof steal);
   fmt_ms(p->p99_ok_ms, ok99, sizeof ok99);
   fmt_ms(p->p99_503_ms, s99, sizeof s99);
   fmt_heap(p->server_shed, sshed, sizeof sshed);
@@ -504,11 +513,13 @@ static void print_phase_line(FILE *f, uint32_t cycle, uint32_t cycles, int phase
           "[soak] cycle %u/%u %-8s %6.1fs  requests %" PRIu64 "  2xx %" PRIu64 "  503 %" PRIu64
           "  413 %" PRIu64 "  other %" PRIu64 "  transport %" PRIu64 "  timeouts %" PRIu64
           "  cancelled %" PRIu64 "  failures %" PRIu64 "  p99 2xx %s  p99 503 %s  fds %d (max %d)"
-          "  rss %.1f MB  heap slots %s  server: shed %s, left queued %s, left running %s%s%s\n",
+          "  rss %.1f MB  heap slots %s  server: shed %s, left queued %s, left running %s"
+          "  steal %s%s%s\n",
           cycle, cycles, pb_soak_phase_name(phase), p->duration_s, p->requests, p->ok, p->shed_503,
           p->too_large_413, p->other_status, p->transport_errors, p->timeouts, p->cancelled,
           p->failures, ok99, s99, (int)p->fds_end, (int)p->fds_max, p->rss_end / 1048576.0, heap,
-          sshed, sq, sr, p->transport_causes[0] ? "  transport causes: " : "", p->transport_causes);
+          sshed, sq, sr, steal, p->transport_causes[0] ? "  transport causes: " : "",
+          p->transport_causes);
   fflush(f);
 }
 
@@ -577,8 +588,10 @@ static int run_phase(const pb_soak_config *c, uint32_t cycle, int phase, double 
   server_counts before, after;
   read_counts(stats_port, statsbuf, &before);
   uint64_t t = uv_hrtime();
+  pb_cpu_times m0 = pb_cpu_times_now();
   char err[256];
   int rc = pb_gen_run(&g, &sched, res, NULL, err, sizeof err);
+  ph->steal_pct = pb_steal_pct(m0, pb_cpu_times_now());
   if (pctx->tty) fprintf(pctx->f, "\r\033[K");
   ph->duration_s = (uv_hrtime() - t) / 1e9;
   if (rc < 0) {
@@ -644,6 +657,9 @@ void pb_soak_run(const pb_soak_config *c, pb_soak_result *out) {
     free(statsbuf);
     return;
   }
+  for (uint32_t cy = 0; cy < c->cycles; cy++)
+    for (int p = 0; p < PB_SOAK_PHASES; p++)
+      out->cycles[cy].phase[p].steal_pct = -1; /* until the phase has run */
   int stats_port = spec.kind == PB_SERVER_PUMAPLUS ? spec.stats_port : 0;
 
   pb_server srv;
@@ -777,15 +793,17 @@ void pb_soak_print(FILE *f, const pb_soak_config *c, const pb_soak_result *r) {
   fmt_heap(r->heap_baseline, heap, sizeof heap);
   fprintf(f, "baseline before cycle 1: fds %d  rss %.1f MB  heap slots %s\n\n",
           (int)r->fds_baseline, r->rss_baseline / 1048576.0, heap);
-  fprintf(f, "%-5s %-8s %7s %9s %9s %7s %5s %5s %5s %7s %6s %13s %7s %9s %9s %7s %7s %7s %10s\n",
+  fprintf(f,
+          "%-5s %-8s %7s %9s %9s %7s %5s %5s %5s %7s %6s %13s %7s %9s %9s %7s %7s %7s %10s %8s\n",
           "cycle", "phase", "secs", "requests", "2xx", "503", "413", "other", "trans", "timeout",
           "cancel", "srv-left q/r", "FAIL", "p99 2xx", "p99 503", "fds end", "fds max", "rss MB",
-          "heap slots");
+          "heap slots", "steal");
   for (uint32_t cy = 0; cy < r->n_cycles; cy++) {
     const pb_soak_cycle *cyc = &r->cycles[cy];
     for (int p = 0; p < PB_SOAK_PHASES; p++) {
       const pb_soak_phase *ph = &cyc->phase[p];
-      char ok99[32], s99[32], fail[16], left[48];
+      char ok99[32], s99[32], fail[16], left[48], steal[16];
+      fmt_steal(ph->steal_pct, steal, sizeof steal);
       fmt_ms(ph->p99_ok_ms, ok99, sizeof ok99);
       fmt_ms(ph->p99_503_ms, s99, sizeof s99);
       fmt_heap(ph->heap_live_slots, heap, sizeof heap);
@@ -800,11 +818,11 @@ void pb_soak_print(FILE *f, const pb_soak_config *c, const pb_soak_result *r) {
         snprintf(left, sizeof left, "unknown");
       fprintf(f,
               "%-5u %-8s %7.1f %9" PRIu64 " %9" PRIu64 " %7" PRIu64 " %5" PRIu64 " %5" PRIu64
-              " %5" PRIu64 " %7" PRIu64 " %6" PRIu64 " %13s %7s %9s %9s %7d %7d %7.1f %10s\n",
+              " %5" PRIu64 " %7" PRIu64 " %6" PRIu64 " %13s %7s %9s %9s %7d %7d %7.1f %10s %8s\n",
               cy + 1, pb_soak_phase_name(p), ph->duration_s, ph->requests, ph->ok, ph->shed_503,
               ph->too_large_413, ph->other_status, ph->transport_errors, ph->timeouts,
               ph->cancelled, left, fail, ok99, s99, (int)ph->fds_end, (int)ph->fds_max,
-              ph->rss_end / 1048576.0, heap);
+              ph->rss_end / 1048576.0, heap, steal);
     }
     fmt_heap(cyc->heap_live_slots, heap, sizeof heap);
     fprintf(f,

@@ -116,6 +116,10 @@ typedef struct pb_soak_phase {
   /* What the server counted during the phase, from /stats before and after (puma-plus's
    * queue.shed, queue.cancelled_queued, queue.cancelled_running); -1 unknown. */
   int64_t server_shed, server_left_queued, server_left_running;
+  /* The hypervisor's steal over the phase's generator run, in percent of all CPU time
+   * (/proc/stat, pb_steal_pct); -1 unknown. A phase at high steal serves less than its shape
+   * says: read its latencies beside it. */
+  double steal_pct;
 } pb_soak_phase;
 
 typedef struct pb_soak_cycle {

@@ -753,6 +753,7 @@ static const char *const soak_phase_columns[][2] = {
     {"server_shed", "INTEGER"},
     {"server_left_queued", "INTEGER"},
     {"server_left_running", "INTEGER"},
+    {"steal_pct", "REAL"},
 };
 #define N_RUN_COLS   (sizeof soak_run_columns / sizeof soak_run_columns[0])
 #define N_PHASE_COLS (sizeof soak_phase_columns / sizeof soak_phase_columns[0])
@@ -840,6 +841,7 @@ static int insert_phase(sqlite3_stmt *st, int64_t soak_id, uint32_t cycle, const
     bind_i64_known(st, i++, p->server_shed, p->server_shed >= 0);
     bind_i64_known(st, i++, p->server_left_queued, p->server_left_queued >= 0);
     bind_i64_known(st, i++, p->server_left_running, p->server_left_running >= 0);
+    bind_ms(st, i++, p->steal_pct); /* -1 (unknown) is NULL, as for the latencies */
   }
   return sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
 }

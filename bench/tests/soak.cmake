@@ -22,6 +22,18 @@ function(soak expect_rc)
   if(NOT out MATCHES "failures in steady\\+recovery 0;")
     message(FATAL_ERROR "steady/recovery failures (or no total line)")
   endif()
+  # Every phase row ends with the hypervisor's steal over it (a percentage; "unknown" only
+  # where /proc/stat cannot be read, which it can on the machines that run this).
+  if(NOT out MATCHES "heap slots +steal\n")
+    message(FATAL_ERROR "the phase table has no steal column")
+  endif()
+  string(REGEX MATCHALL "\n[0-9]+ +(steady|overload|body|cancel|recovery) [^\n]* [0-9]+\\.[0-9]%" srows "${out}")
+  string(REGEX MATCHALL "\n[0-9]+ +(steady|overload|body|cancel|recovery) " allrows "${out}")
+  list(LENGTH srows ns)
+  list(LENGTH allrows na)
+  if(na EQUAL 0 OR NOT ns EQUAL na)
+    message(FATAL_ERROR "${ns} of ${na} phase rows end with a steal percentage")
+  endif()
   set(out "${out}" PARENT_SCOPE)
 endfunction()
 

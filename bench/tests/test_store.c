@@ -136,6 +136,7 @@ static void one_soak(pb_soak_config *c, pb_soak_result *r, pb_soak_cycle *cyc) {
     cyc->phase[p].fds_end = 27;
     cyc->phase[p].server_left_queued = p == PB_SOAK_CANCEL ? 7 : 0;
     cyc->phase[p].server_shed = -1;
+    cyc->phase[p].steal_pct = p == PB_SOAK_OVERLOAD ? 12.5 : -1; /* -1: unknown, NULL */
   }
   cyc->fds_end = 28;
   cyc->heap_live_slots = 123;
@@ -163,6 +164,15 @@ static void test_soak_is_stored(void) {
   query_i64("SELECT heap_baseline FROM soak_runs", &is_null);
   CU_ASSERT_TRUE(is_null);
   query_i64("SELECT server_shed FROM soak_phases WHERE phase = 'steady'", &is_null);
+  CU_ASSERT_TRUE(is_null);
+  CU_ASSERT_EQUAL(
+      query_i64("SELECT CAST(steal_pct * 10 AS INTEGER) FROM soak_phases WHERE phase = 'overload'",
+                &is_null),
+      125);
+  CU_ASSERT_FALSE(is_null);
+  query_i64("SELECT steal_pct FROM soak_phases WHERE phase = 'steady'", &is_null);
+  CU_ASSERT_TRUE(is_null);
+  query_i64("SELECT steal_pct FROM soak_phases WHERE phase = 'end'", &is_null);
   CU_ASSERT_TRUE(is_null);
   CU_ASSERT_EQUAL(query_i64("SELECT passed FROM soak_runs", NULL), 1);
   unlink(db_path);
@@ -194,6 +204,8 @@ static void test_old_soak_tables_get_the_columns(void) {
   CU_ASSERT_EQUAL(query_i64("SELECT requests FROM soak_phases WHERE soak_id = 1", NULL), 42);
   bool is_null = false;
   query_i64("SELECT server_left_running FROM soak_phases WHERE soak_id = 1", &is_null);
+  CU_ASSERT_TRUE(is_null);
+  query_i64("SELECT steal_pct FROM soak_phases WHERE soak_id = 1", &is_null);
   CU_ASSERT_TRUE(is_null);
   CU_ASSERT_EQUAL(
       query_i64("SELECT server_left_queued FROM soak_phases WHERE soak_id = 2 AND phase = 'cancel'",
