@@ -29,6 +29,9 @@
 # older commit's, say). PP_SERVER_ARGS adds server flags (e.g. "-request-timeout 30s", which
 # turns on the worker's timeout machinery).
 # PP_RUBY_INSTR_KEEP=1 keeps the work directory (dumps, logs) and prints its path.
+# With PP_INSTR_CHECK=FILE it compares marginal/req with the baseline in FILE (lines "codec
+# instructions") and exits 1 when it grew more than 20%, or when FILE has no line for the codec
+# in use (the ctest ruby_instr_per_request does this with server/tools/ruby_instr_baseline.txt).
 set -euo pipefail
 bin=$(realpath "$1"); n=${2:-2000}
 top=${PP_RUBY_INSTR_TOP:-25}
@@ -119,12 +122,25 @@ read -r a2 _ <<< "$(mark zero)"
 load $((2 * n))
 read -r a3 f2 <<< "$(dump 2)"
 i1=$(ir "$f1"); i2=$(ir "$f2")
+marginal=$(((i2 - i1) / n))
 printf '%-7s %7s %12s %13s %11s   %s\n' codec N total/req marginal/req allocs/req "command (N)"
 printf '%-7s %7d %12d %13d %11s   h2load --h1 -n %d -c 1 %s/hello (1 worker x 1 thread)\n' \
-  "$codec" "$n" $((i1 / n)) $(((i2 - i1) / n)) \
+  "$codec" "$n" $((i1 / n)) "$marginal" \
   "$(awk -v a=$((a1 - a0)) -v b=$((a3 - a2)) -v n="$n" 'BEGIN {printf "%.2f", (b - a) / n}')" "$n" "$url"
+status=0
+if [[ -n ${PP_INSTR_CHECK:-} ]]; then
+  base=$(awk -v c="$codec" '$1==c {print $2}' "$PP_INSTR_CHECK")
+  if [[ -z $base ]]; then
+    echo "ruby_instr_per_request: no baseline for the $codec codec in $PP_INSTR_CHECK" >&2; status=1
+  elif (( marginal * 100 > base * 120 )); then
+    echo "ruby_instr_per_request: $codec: $marginal instructions per request, more than 20% over the baseline $base" >&2
+    status=1
+  else
+    echo "ruby_instr_per_request: $codec: $marginal within 20% of the baseline $base"
+  fi
+fi
 
-[[ $top -gt 0 ]] || exit 0
+[[ $top -gt 0 ]] || exit $status
 # The marginal requests by function: each function's self and inclusive cost in the 2N dump
 # minus the N dump, over N. Read from the dumps directly: self = the cost lines under fn=,
 # inclusive = self + the cost lines after its calls= (a recursive cycle counts each level).
@@ -146,3 +162,4 @@ echo; echo "self cost by object file, instructions per marginal request:"
 awk -F'\t' -v n="$n" 'NR == FNR {o = $3; sub(/.*\[/, "", o); a[o] += $1; next}
   {o = $3; sub(/.*\[/, "", o); b[o] += $1} END {for (o in b) printf "%10.1f  %s\n", (b[o] - a[o]) / n, substr(o, 1, length(o) - 1)}' \
   "$f1.fn" "$f2.fn" | sort -rn | head -8
+exit $status
