@@ -19,6 +19,7 @@ set -euo pipefail
 bin=$(realpath "$1"); n=${2:-2000}; shift 2 || shift $#
 protocols=("$@"); [[ ${#protocols[@]} -gt 0 ]] || protocols=(h1 h2c h1-tls h2-tls)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+. "$repo/server/tools/instr_check.sh"
 app=$repo/scenarios/apps/mix/config.ru
 for tool in valgrind callgrind_control h2load curl; do
   command -v "$tool" >/dev/null || { echo "instr_per_request: $tool missing (scripts/install-deps.sh installs it)" >&2; exit 1; }
@@ -67,15 +68,7 @@ for p in "${protocols[@]}"; do
   printf '%-7s %7d %12d %13d   h2load%s -n %d -c 10%s .../hello\n' "$p" "$n" $((i1 / n)) "$marginal" \
     "$([[ $p == h1* ]] && echo ' --h1')" "$n" "$([[ $p == h2* ]] && echo ' -m 10')"
   if [[ -n ${PP_INSTR_CHECK:-} ]]; then
-    base=$(awk -v p="$p" '$1==p {print $2}' "$PP_INSTR_CHECK")
-    if [[ -z $base ]]; then
-      echo "instr_per_request: no baseline for $p in $PP_INSTR_CHECK" >&2; status=1
-    elif (( marginal * 100 > base * 120 )); then
-      echo "instr_per_request: $p: $marginal instructions per request, more than 20% over the baseline $base" >&2
-      status=1
-    else
-      echo "instr_per_request: $p: $marginal within 20% of the baseline $base"
-    fi
+    instr_check instr_per_request "$p" "$marginal" "$PP_INSTR_CHECK" || status=1
   fi
 done
 exit $status

@@ -36,6 +36,7 @@ set -euo pipefail
 bin=$(realpath "$1"); n=${2:-2000}
 top=${PP_RUBY_INSTR_TOP:-25}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+. "$repo/server/tools/instr_check.sh"
 gem_dir=${PP_GEM_DIR:-$repo/gem}
 ext=${PP_EXT_LIB:-$(dirname "$bin")/../gem/ext-lib}
 for tool in valgrind callgrind_annotate h2load curl ruby; do
@@ -129,15 +130,7 @@ printf '%-7s %7d %12d %13d %11s   h2load --h1 -n %d -c 1 %s/hello (1 worker x 1 
   "$(awk -v a=$((a1 - a0)) -v b=$((a3 - a2)) -v n="$n" 'BEGIN {printf "%.2f", (b - a) / n}')" "$n" "$url"
 status=0
 if [[ -n ${PP_INSTR_CHECK:-} ]]; then
-  base=$(awk -v c="$codec" '$1==c {print $2}' "$PP_INSTR_CHECK")
-  if [[ -z $base ]]; then
-    echo "ruby_instr_per_request: no baseline for the $codec codec in $PP_INSTR_CHECK" >&2; status=1
-  elif (( marginal * 100 > base * 120 )); then
-    echo "ruby_instr_per_request: $codec: $marginal instructions per request, more than 20% over the baseline $base" >&2
-    status=1
-  else
-    echo "ruby_instr_per_request: $codec: $marginal within 20% of the baseline $base"
-  fi
+  instr_check ruby_instr_per_request "$codec" "$marginal" "$PP_INSTR_CHECK" || status=1
 fi
 
 [[ $top -gt 0 ]] || exit $status
