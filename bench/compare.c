@@ -961,12 +961,7 @@ static void run_cell_attempts(const pb_compare_config *c, pb_compare_result *r, 
                pb_cmp_cell_steal(&tries[i]), tries[i].has_errors ? ", had errors" : "");
     note_append(cell, text);
   }
-  if (n > 1) {
-    r->cells_retried++;
-    r->extra_attempts += (uint32_t)(n - 1);
-  }
   if (over) {
-    r->cells_over_steal++;
     fprintf(stderr,
             "[compare] %ux%u %s round %u: steal still %.1f%% > %g%% after %zu attempts: "
             "kept attempt %zu, marked STEAL\n",
@@ -1233,12 +1228,18 @@ void pb_compare_print_summary(FILE *f, const pb_compare_config *c, const pb_comp
           r->ruby_version);
   fprintf(f, "load average (1 min): %.2f at the start, %.2f at the end; %.0f s in all\n",
           r->loadavg_start, r->loadavg_end, r->wall_s);
-  if (c->max_steal_pct > 0)
+  if (c->max_steal_pct > 0) {
+    uint32_t retried = 0, extra = 0, over = 0; /* from the kept cells' attempts and marks */
+    for (size_t i = 0; i < r->n_cells; i++) {
+      const pb_cmp_cell *x = &r->cells[i];
+      if (x->attempts > 1) retried++, extra += x->attempts - 1;
+      over += x->steal_over;
+    }
     fprintf(f,
             "steal: -max-steal %g%% -steal-retries %u: %u of %zu cells measured again (%u extra "
             "attempts); %u stayed above %g%% (marked STEAL, kept in the medians)\n",
-            c->max_steal_pct, c->steal_retries, r->cells_retried, r->n_cells, r->extra_attempts,
-            r->cells_over_steal, c->max_steal_pct);
+            c->max_steal_pct, c->steal_retries, retried, r->n_cells, extra, over, c->max_steal_pct);
+  }
   if (c->n_steal_seq)
     fprintf(f,
             "steal readings: the first %zu from PP_BENCH_STEAL_SEQ (a test hook), not "

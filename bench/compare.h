@@ -227,9 +227,6 @@ typedef struct pb_compare_result {
   double loadavg_start, loadavg_end; /* 1-minute load average */
   double wall_s;
   bool prerequisites_ok; /* false: nothing ran, `error` says why */
-  /* -max-steal: cells measured more than once, the extra attempts made, and kept cells still
-   * above the limit. */
-  uint32_t cells_retried, extra_attempts, cells_over_steal;
   size_t steal_seq_next; /* the next value of the config's steal_seq (test hook) */
   char error[1024];
 } pb_compare_result;

@@ -1108,10 +1108,11 @@ int pb_store_compare(const char *db_path, const pb_compare_config *c, const pb_c
     snprintf(shapes + l, sizeof shapes - l, "%s%ux%u", i ? "," : "", c->shapes[i].workers,
              c->shapes[i].threads);
   }
-  uint32_t failed = 0, with_errors = 0;
+  uint32_t failed = 0, with_errors = 0, over_steal = 0;
   for (size_t i = 0; i < r->n_cells; i++) {
     if (!r->cells[i].ran) failed++;
     if (r->cells[i].ran && r->cells[i].has_errors) with_errors++;
+    over_steal += r->cells[i].steal_over;
   }
   if (rc == 0) {
     char now[32];
@@ -1145,7 +1146,7 @@ int pb_store_compare(const char *db_path, const pb_compare_config *c, const pb_c
     bool steal_on = c->max_steal_pct > 0; /* -max-steal's columns are NULL without it */
     bind_known(run, i++, steal_on ? c->max_steal_pct : -1, 1);
     bind_i64_known(run, i++, c->steal_retries, steal_on);
-    bind_i64_known(run, i++, r->cells_over_steal, steal_on);
+    bind_i64_known(run, i++, over_steal, steal_on);
     rc = sqlite3_step(run) == SQLITE_DONE ? 0 : -1;
   }
   int64_t id = sqlite3_last_insert_rowid(db);
