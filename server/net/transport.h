@@ -1,0 +1,78 @@
+/* transport: the listeners (TCP and unix stream sockets) and the write path every stream
+ * shares: pooled write chunks and write_or_queue. Datagram listeners (QUIC) will sit beside
+ * the stream ones here. Nothing in this layer knows HTTP. */
+#ifndef PP_TRANSPORT_H
+#define PP_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "server/base/config.h"
+
+#define PP_CHUNK_CAP 65536 /* pooled write chunk */
+
+typedef struct server server;
+
+typedef enum listener_kind { LISTEN_HTTP, LISTEN_CONTROL } listener_kind;
+
+typedef struct listener {
+  union {
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+    uv_handle_t handle;
+    uv_stream_t stream;
+  } h;
+  server *srv;
+  listener_kind kind;
+  pp_addr addr;
+  int open;
+  int tls;       /* HTTPS: each connection gets a TLS filter (-listen-tls) */
+  char name[24]; /* "listen.N", "listen-tls.N" or "control": its LISTEN_FDNAMES name */
+  int inherited; /* the socket came from LISTEN_FDS (systemd or a hot restart): never unlinked */
+  int deferred;  /* inherited by a hot-restart child: uv_listen once the workers are ready */
+} listener;
+
+/* A pooled write buffer with its uv_write_t. `owner` is the stream's object (a client or a
+ * worker connection); the write callback finds it there. */
+typedef struct wchunk {
+  uv_write_t wr;
+  struct wchunk *next_free;
+  server *srv;
+  void *owner;
+  size_t len, cap;
+  uint8_t *data;
+} wchunk;
+
+/* A chunk of at least `need` bytes (PP_CHUNK_CAP when need is 0 or smaller): pooled when it
+ * has the standard size, else allocated for this one use. */
+wchunk *pp_chunk_get(server *s, size_t need);
+void pp_chunk_put(server *s, wchunk *k);
+
+/* Writes bufs at once when the kernel takes them all (returns 0: no callback will fire, no
+ * epoll change), else queues what is left with uv_write (returns 1: cb fires later).
+ * uv_try_write refuses while earlier writes are queued, so order is kept. <0 on error. */
+int pp_write_or_queue(uv_stream_t *st, uv_write_t *req, uv_buf_t *bufs, unsigned n, uv_write_cb cb);
+
+/* Sends one chunk on st, returning it to the pool when the kernel took it at once.
+ * Returns what pp_write_or_queue returned. */
+int pp_chunk_send(server *s, uv_stream_t *st, wchunk *k, uv_write_cb cb);
+
+/* Binds and listens (logs and returns -1 on failure); port 0 is replaced by the bound one.
+ * An inherited socket that matches ls (lifecycle.h) is used instead of binding; a hot-restart
+ * child defers listening on it (pp_listeners_accept_deferred). New connections are handed to
+ * pp_conn_accept (conn.h). */
+int pp_listener_open(server *s, listener *ls);
+
+/* Starts accepting on the listeners pp_listener_open deferred. */
+void pp_listeners_accept_deferred(server *s);
+
+/* Closes the control app's listener after a hot restart's handover (the new server has it; a
+ * unix socket path is left in place). */
+void pp_listeners_close_control(server *s);
+
+/* Drain: takes every connection the kernel already completed (the listen backlog), then
+ * closes each HTTP listener, so a client that connected before SIGTERM is served. */
+void pp_listeners_close_http(server *s);
+
+#endif
