@@ -8,6 +8,7 @@ include circle: no two files include each other, directly or around a longer cir
 two modules (x.c + x.h) include each other's headers.
 
     check-layers.py [ROOT]      checks ROOT/server (ROOT: the checkout, default: this script's ..)
+    check-layers.py --prune [ROOT]  deletes the exceptions that no longer occur, then checks
     check-layers.py --self-test builds small trees with one violation each and checks that
                                 every one fails and a clean tree passes
 
@@ -291,9 +292,24 @@ def self_test():
     return 1 if failed else 0
 
 
+def prune(root):
+    _, _, allow, errors = check(root)
+    stale = {int(m.group(1)) for m in (re.search(r"layers-allow\.txt:(\d+): ", e) for e in errors) if m}
+    path = os.path.join(root, "server", "layers-allow.txt")
+    if stale:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(l for i, l in enumerate(lines, 1) if i not in stale)
+        print("check-layers: %d stale exceptions deleted" % len(stale))
+    return run(root)
+
+
 def main(argv):
     if len(argv) > 1 and argv[1] == "--self-test":
         return self_test()
+    if len(argv) > 1 and argv[1] == "--prune":
+        return prune(argv[2] if len(argv) > 2 else os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     if len(argv) > 2:
         print(__doc__, file=sys.stderr)
         return 2

@@ -20,30 +20,6 @@
 
 #include "server/process/server_int.h"
 
-void pp_log(server *s, int always, const char *fmt, ...) {
-  if (s && s->cfg->quiet && !always) return;
-  char ts[32];
-  time_t now = time(NULL);
-  struct tm tm;
-  gmtime_r(&now, &tm);
-  strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  fprintf(stderr, "[puma-plus %s] ", ts);
-  va_list ap;
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-}
-
-void *pp_xmalloc(size_t n) {
-  void *p = malloc(n);
-  if (!p) {
-    fprintf(stderr, "puma-plus: out of memory\n");
-    abort();
-  }
-  return p;
-}
-
 /* ---------------------------------------------------------------- drain and exit */
 
 static void cleanup_files(server *s) {

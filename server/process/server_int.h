@@ -13,7 +13,10 @@
 
 #include "control/admit.h"
 #include "control/control.h"
+#include "server/base/alloc.h"
 #include "server/base/buf.h"
+#include "server/base/clock.h"
+#include "server/base/log.h"
 #include "server/base/config.h"
 #include "server/net/conn.h"
 #include "server/ops/dashboard.h"
@@ -175,12 +178,7 @@ struct server {
   pp_phased phased;  /* SIGUSR1, POST /phased-restart (phased.c) */
 };
 
-/* server.c: logging, allocation, lifecycle */
-void pp_log(server *s, int always, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-#define LOG(s, ...)     pp_log(s, 0, __VA_ARGS__)
-#define LOG_ERR(s, ...) pp_log(s, 1, __VA_ARGS__)
-/* malloc that aborts on out-of-memory (STYLE.md: programs abort on OOM). */
-void *pp_xmalloc(size_t n);
+/* server.c: lifecycle */
 /* While draining: closes idle connections after the grace and stops when nothing is left. */
 void pp_drain_check(server *s);
 /* Starts the drain of SIGTERM (no new connections, finish what is queued and in flight, stop
@@ -217,9 +215,5 @@ typedef struct pp_proc_mem {
 int pp_proc_mem_read(uint32_t pid, pp_proc_mem *out);
 /* stats.c: the mean PSS of the ready workers, -1 when none could be read. */
 int64_t pp_workers_mean_pss(server *s);
-
-static inline int64_t pp_now_ns(void) {
-  return (int64_t)uv_hrtime();
-}
 
 #endif
