@@ -53,7 +53,8 @@ void pp_dispatch_all(server *s) {
       pp_queue_push(&s->queue, &r->qlink);
       return;
     }
-    if (slot->worker->activated_ns) pp_autoscale_note_dispatch(s, slot->worker, r->t2b);
+    if (slot->worker->activated_ns && s->hooks.activated_dispatch)
+      s->hooks.activated_dispatch(s, slot->worker, r->t2b);
     send_request(s, r, slot->data);
   }
 }

@@ -191,3 +191,16 @@ void pp_exchange_stream_closed(pp_exchange *x, uint64_t error_code) {
     pp_hist_window_record(&x->srv->stats.total, (uint64_t)(pp_now_ns() - x->t1));
   pp_exchange_abandon(x);
 }
+
+void pp_exchange_count_status(server *s, int status) {
+  if (status < 200)
+    s->stats.status_1xx++;
+  else if (status < 300)
+    s->stats.status_2xx++;
+  else if (status < 400)
+    s->stats.status_3xx++;
+  else if (status < 500)
+    s->stats.status_4xx++;
+  else
+    s->stats.status_5xx++;
+}

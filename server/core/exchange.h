@@ -166,4 +166,8 @@ void pp_exchange_stream_closed(pp_exchange *x, uint64_t error_code);
 /* The client took enough of the response that the paused worker may be read again. */
 void pp_exchange_client_drained(pp_exchange *x);
 
+/* Counts one response status in its class (1xx ... 5xx) for /stats: every protocol's
+ * responses, the worker's and the ones the session answers itself. */
+void pp_exchange_count_status(server *s, int status);
+
 #endif

@@ -62,14 +62,12 @@ static void on_connection(uv_stream_t *ls_stream, int status) {
   /* Draining takes no new HTTP connection; the control app still answers (/ready says 503
    * draining to the balancer's health check, /stats shows the drain). */
   if (status < 0 || (ls->srv->draining && ls->kind != LISTEN_CONTROL)) return;
-  pp_conn_accept(ls, -1);
+  ls->on_accept(ls, -1);
 }
 
-int pp_listener_open(server *s, listener *ls) {
+int pp_listener_open(server *s, listener *ls, int fd, int defer) {
   int rc;
   ls->srv = s;
-  int fd = pp_lifecycle_take_inherited(s, ls);
-  if (fd == -2) return -1;
   if (fd >= 0) {
     ls->inherited = 1;
     if (ls->addr.is_unix) {
@@ -94,7 +92,7 @@ int pp_listener_open(server *s, listener *ls) {
   }
   ls->h.handle.data = ls;
   ls->open = 1;
-  ls->deferred = ls->inherited && s->life.defer_accept;
+  ls->deferred = ls->inherited && defer;
   if (rc == 0 && !ls->deferred) rc = uv_listen(&ls->h.stream, s->cfg->backlog, on_connection);
   if (rc < 0) {
     LOG_ERR(s, "cannot listen on %s: %s", ls->addr.text, uv_strerror(rc));
@@ -139,7 +137,7 @@ static void accept_backlog(listener *ls) {
   for (int n = 0; n < 4096; n++) {
     int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (cfd < 0) return;
-    pp_conn_accept(ls, cfd);
+    ls->on_accept(ls, cfd);
   }
 }
 

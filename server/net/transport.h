@@ -16,7 +16,12 @@ typedef struct server server;
 
 typedef enum listener_kind { LISTEN_HTTP, LISTEN_CONTROL } listener_kind;
 
-typedef struct listener {
+typedef struct listener listener;
+/* A new connection on ls: fd < 0, take it with uv_accept from ls; else an already accepted
+ * descriptor (drain's backlog). Owns fd from then on. */
+typedef void (*pp_accept_cb)(listener *ls, int fd);
+
+struct listener {
   union {
     uv_tcp_t tcp;
     uv_pipe_t pipe;
@@ -31,7 +36,8 @@ typedef struct listener {
   char name[24]; /* "listen.N", "listen-tls.N" or "control": its LISTEN_FDNAMES name */
   int inherited; /* the socket came from LISTEN_FDS (systemd or a hot restart): never unlinked */
   int deferred;  /* inherited by a hot-restart child: uv_listen once the workers are ready */
-} listener;
+  pp_accept_cb on_accept; /* set by the owner before pp_listener_open */
+};
 
 /* A pooled write buffer with its uv_write_t. `owner` is the stream's object (a client or a
  * worker connection); the write callback finds it there. */
@@ -59,10 +65,10 @@ int pp_write_or_queue(uv_stream_t *st, uv_write_t *req, uv_buf_t *bufs, unsigned
 int pp_chunk_send(server *s, uv_stream_t *st, wchunk *k, uv_write_cb cb);
 
 /* Binds and listens (logs and returns -1 on failure); port 0 is replaced by the bound one.
- * An inherited socket that matches ls (lifecycle.h) is used instead of binding; a hot-restart
- * child defers listening on it (pp_listeners_accept_deferred). New connections are handed to
- * pp_conn_accept (conn.h). */
-int pp_listener_open(server *s, listener *ls);
+ * fd >= 0: an inherited socket (systemd or a hot restart) to use instead of binding; with
+ * defer (a hot-restart child) listening on it waits for pp_listeners_accept_deferred. New
+ * connections go to ls->on_accept. */
+int pp_listener_open(server *s, listener *ls, int fd, int defer);
 
 /* Starts accepting on the listeners pp_listener_open deferred. */
 void pp_listeners_accept_deferred(server *s);

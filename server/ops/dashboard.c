@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/net/conn.h"
+#include "server/session/conn.h"
 #include "server/process/server_int.h"
 
 static void remember_decision(server *s) {

@@ -535,16 +535,3 @@ void pp_stats_metrics(server *s, pp_buf *out) {
             "gauge\npuma_plus_controller_last_action{action=\"%s\"} 1\n",
             pp_action_name(ct->last.action));
 }
-
-void pp_count_status(server *s, int status) {
-  if (status < 200)
-    s->stats.status_1xx++;
-  else if (status < 300)
-    s->stats.status_2xx++;
-  else if (status < 400)
-    s->stats.status_3xx++;
-  else if (status < 500)
-    s->stats.status_4xx++;
-  else
-    s->stats.status_5xx++;
-}

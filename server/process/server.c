@@ -184,6 +184,8 @@ static void server_init(server *s, pp_config *cfg) {
   s->cfg = cfg;
   s->loop = uv_default_loop();
   s->started_at = time(NULL);
+  s->hooks.drain_progress = pp_drain_check;
+  s->hooks.activated_dispatch = pp_autoscale_note_dispatch;
   s->workers_wanted = cfg->workers;
   pp_h1_limits_default(&s->limits);
   s->limits.max_header_bytes = cfg->max_header_bytes;
@@ -275,6 +277,15 @@ static int open_tls(server *s) {
   return 0;
 }
 
+/* A stream listener whose connections go to the client connection glue (session/conn.c), on
+ * the socket systemd or a hot restart handed over when one matches (lifecycle.c). */
+static int open_listener(server *s, listener *ls) {
+  int fd = pp_lifecycle_take_inherited(s, ls);
+  if (fd == -2) return -1;
+  ls->on_accept = pp_conn_accept;
+  return pp_listener_open(s, ls, fd, s->life.defer_accept);
+}
+
 static int open_listeners(server *s) {
   pp_config *cfg = s->cfg;
   if (open_tls(s) < 0) return -1;
@@ -286,21 +297,21 @@ static int open_listeners(server *s) {
     ls->kind = LISTEN_HTTP;
     ls->tls = 1;
     snprintf(ls->name, sizeof ls->name, "listen-tls.%d", i);
-    if (pp_listener_open(s, ls) < 0) return -1;
+    if (open_listener(s, ls) < 0) return -1;
   }
   for (int i = 0; i < cfg->listen_count; i++) {
     listener *ls = &s->listeners[s->listener_count++];
     ls->addr = cfg->listen[i];
     ls->kind = LISTEN_HTTP;
     snprintf(ls->name, sizeof ls->name, "listen.%d", i);
-    if (pp_listener_open(s, ls) < 0) return -1;
+    if (open_listener(s, ls) < 0) return -1;
   }
   if (cfg->control_enabled) {
     listener *ls = &s->listeners[s->listener_count++];
     ls->addr = cfg->control;
     ls->kind = LISTEN_CONTROL;
     snprintf(ls->name, sizeof ls->name, "control");
-    if (pp_listener_open(s, ls) < 0) return -1;
+    if (open_listener(s, ls) < 0) return -1;
   }
   return 0;
 }

@@ -16,9 +16,10 @@
 #include "server/base/alloc.h"
 #include "server/base/buf.h"
 #include "server/base/clock.h"
+#include "server/base/hooks.h"
 #include "server/base/log.h"
 #include "server/base/config.h"
-#include "server/net/conn.h"
+#include "server/session/conn.h"
 #include "server/ops/dashboard.h"
 #include "server/core/exchange.h"
 #include "server/session/h3conn.h"
@@ -174,6 +175,7 @@ struct server {
   char tls_dev_cert[300], tls_dev_key[300]; /* a generated development pair, removed at exit */
   uint8_t tls_rbuf[PP_TLS_READ_BUF];
 
+  pp_hooks hooks;    /* what the lower layers call back into (process/server.c sets them) */
   pp_lifecycle life; /* systemd, inherited sockets, hot restart, pid/state files (lifecycle.c) */
   pp_phased phased;  /* SIGUSR1, POST /phased-restart (phased.c) */
 };
@@ -192,8 +194,6 @@ void pp_server_exit(server *s, int code) __attribute__((noreturn));
 void pp_stats_json(server *s, int pretty, pp_buf *out);
 /* Writes the Prometheus text of /metrics into out. */
 void pp_stats_metrics(server *s, pp_buf *out);
-/* Counts one response status in its class (1xx ... 5xx). */
-void pp_count_status(server *s, int status);
 
 /* autoscale.c */
 /* Reads the policy (-policy, flags) and opens the decision log. 0, or -1 (logged). */

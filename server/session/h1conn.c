@@ -10,12 +10,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server/net/conn.h"
+#include "server/session/conn.h"
 #include "server/ops/control_app.h"
 #include "server/proto/h2.h"
 #include "server/process/server_int.h"
 
 static const pp_exchange_ops h1_ops;
+static void h1_process(client *c);
 
 /* Alt-Svc for the HTTP/3 listener, on every TCP response while one is open. */
 static void alt_svc(client *c) {
@@ -32,7 +33,7 @@ static void simple_response(client *c, int status, const char *ctype, const char
   alt_svc(c);
   pp_conn_out(c, "\r\n", 2);
   if (len && !head_method) pp_conn_out(c, body, len);
-  pp_count_status(c->srv, status);
+  pp_exchange_count_status(c->srv, status);
 }
 
 /* The response of c->req has been fully flushed (T6). */
@@ -66,12 +67,12 @@ static void response_complete(client *c) {
     pp_h1_resume(&c->h1);
   }
   c->t1 = c->rpos < c->rlen && !c->discard_body ? pp_now_ns() : 0;
-  pp_h1conn_process(c);
+  h1_process(c);
 }
 
 static void hand_over(client *c);
 
-void pp_h1conn_on_written(client *c) {
+static void h1_on_written(client *c) {
   if (c->req && c->req->hijack_wait) {
     if (c->writes_in_flight == 0) hand_over(c);
     return;
@@ -291,7 +292,7 @@ static void handle_control(client *c) {
                  "X-Accel-Buffering: no\r\nConnection: close\r\n\r\n",
                  out.content_type);
     pp_conn_out(c, out.body.data, out.body.len);
-    pp_count_status(s, 200);
+    pp_exchange_count_status(s, 200);
     pp_buf_dispose(&out.body);
     pp_dashboard_subscribe(s, c, out.heartbeat_s);
     r->state = PP_X_RESPONDED;
@@ -330,7 +331,7 @@ static int on_h1_complete(pp_h1 *h) {
   pp_exchange *r = c->req;
   if (!r) {
     /* the end of a body discarded after its response: the next request may follow at once
-     * (the parser is resumed by pp_h1conn_process, outside this callback) */
+     * (the parser is resumed by h1_process, outside this callback) */
     c->discard_body = 0;
     c->discard_done = 1;
     return 0;
@@ -388,7 +389,7 @@ static int upgrade_h2c(client *c) {
   return 1;
 }
 
-void pp_h1conn_process(client *c) {
+static void h1_process(client *c) {
   if (c->in_parse) return; /* never re-enter the parser; the running loop continues */
   pp_conn_take_plain(c);
   int pk = prior_knowledge(c);
@@ -449,7 +450,17 @@ void pp_h1conn_process(client *c) {
   pp_h1conn_arm_timer(c);
 }
 
+/* No request, no partial request and nothing being written. */
+static int h1_idle(const client *c) {
+  return c->ls->kind == LISTEN_HTTP && !c->req && !c->h1.started && c->rpos == c->rlen &&
+         c->writes_in_flight == 0;
+}
+
+static const pp_client_proto h1_proto = {h1_process, h1_on_written, pp_h1conn_arm_timer,
+                                         h1_idle,    NULL,          NULL};
+
 void pp_h1conn_start(client *c) {
+  c->proto = &h1_proto;
   pp_h1_init(&c->h1, &h1_callbacks, &c->srv->limits, c);
   pp_conn_update_reading(c);
   pp_h1conn_arm_timer(c);
@@ -600,7 +611,7 @@ static void x_head(pp_exchange *r, const pp_wire_frame *f) {
     pp_conn_out(c, "Connection: keep-alive\r\n", 24);
   alt_svc(c);
   pp_conn_out(c, "\r\n", 2);
-  pp_count_status(s, status);
+  pp_exchange_count_status(s, status);
   s->stats.responses++;
   pp_hist_window_record(&s->stats.ttfb, (uint64_t)(pp_now_ns() - r->t1));
 }
@@ -695,7 +706,7 @@ static size_t x_flush(pp_exchange *r) {
 
 static void x_body_writable(pp_exchange *r) {
   client *c = r->owner;
-  if (!c->closing && !c->in_parse) pp_h1conn_process(c);
+  if (!c->closing && !c->in_parse) h1_process(c);
 }
 
 /* ---------------------------------------------------------------- full hijack */
@@ -745,7 +756,7 @@ static void x_hijack(pp_exchange *r) {
     hand_over(c);
     return;
   }
-  r->hijack_wait = 1; /* pp_h1conn_on_written hands over when the writes are done */
+  r->hijack_wait = 1; /* h1_on_written hands over when the writes are done */
 }
 
 static const pp_exchange_ops h1_ops = {x_head,  x_body,          x_end,   x_fail,

@@ -19,7 +19,7 @@
 
 #include <nghttp2/nghttp2.h>
 
-#include "server/net/conn.h"
+#include "server/session/conn.h"
 #include "server/session/h2h3.h"
 #include "server/proto/env.h"
 #include "server/proto/h2.h"
@@ -30,6 +30,14 @@ static const pp_exchange_ops h2_ops;
 #define H2_OUT_STEP 65536 /* bytes asked of the session per output call */
 
 static void h2_pump(client *c);
+static void h2_process(client *c);
+static void h2_on_written(client *c);
+static void h2_arm_timer(client *c);
+static int h2_idle(const client *c);
+static void h2_abandon_all(client *c);
+static void h2_dispose(client *c);
+static const pp_client_proto h2_proto = {h2_process, h2_on_written,  h2_arm_timer,
+                                         h2_idle,    h2_abandon_all, h2_dispose};
 
 /* Releases flow-control credit for bytes the exchange has taken. */
 static void release_body(client *c, pp_exchange *x) {
@@ -134,7 +142,7 @@ static void h2_pump(client *c) {
    * would otherwise grow our output without bound). */
   c->read_paused = c->write_bytes >= PP_CLIENT_WRITE_HIGH;
   pp_conn_update_reading(c);
-  pp_h2conn_arm_timer(c);
+  h2_arm_timer(c);
 }
 
 /* Adds what the session counted since the last call to the server's counters. */
@@ -152,7 +160,7 @@ static void account(client *c) {
   *seen = *now;
 }
 
-void pp_h2conn_process(client *c) {
+static void h2_process(client *c) {
   if (c->closing || c->in_parse) return;
   pp_conn_take_plain(c);
   while (c->rpos < c->rlen && !c->closing && !c->close_after_write) {
@@ -172,7 +180,7 @@ void pp_h2conn_process(client *c) {
   if (!c->closing && c->close_after_write && c->writes_in_flight == 0) pp_conn_close_graceful(c);
 }
 
-void pp_h2conn_on_written(client *c) {
+static void h2_on_written(client *c) {
   if (c->close_after_write && c->writes_in_flight == 0) {
     pp_conn_close_graceful(c);
     return;
@@ -192,7 +200,7 @@ static void on_h2_timer(uv_timer_t *t) {
   if (!c->closing && c->writes_in_flight == 0) pp_conn_close_graceful(c);
 }
 
-void pp_h2conn_arm_timer(client *c) {
+static void h2_arm_timer(client *c) {
   if (c->closing) return;
   pp_config *cfg = c->srv->cfg;
   uint64_t ms;
@@ -227,6 +235,7 @@ int pp_h2conn_start(client *c, pp_exchange *upgraded, const uint8_t *settings, s
     return -1;
   }
   c->h2 = h;
+  c->proto = &h2_proto;
   c->h2_seen = pp_xmalloc(sizeof *c->h2_seen);
   memset(c->h2_seen, 0, sizeof *c->h2_seen);
   s->stats.h2_connections++;
@@ -242,7 +251,7 @@ int pp_h2conn_start(client *c, pp_exchange *upgraded, const uint8_t *settings, s
     pp_h2_set_stream_data(h, 1, upgraded);
   }
   if (s->draining) pp_h2_goaway(h);
-  pp_h2conn_process(c); /* bytes already read (the preface) go to the session */
+  h2_process(c); /* bytes already read (the preface) go to the session */
   return 0;
 }
 
@@ -251,7 +260,7 @@ void pp_h2conn_drain(client *c) {
   h2_pump(c);
 }
 
-void pp_h2conn_abandon_all(client *c) {
+static void h2_abandon_all(client *c) {
   while (c->streams.len) {
     pp_exchange *x = PP_CONTAINER_OF(pp_queue_pop(&c->streams), pp_exchange, olink);
     pp_h2_set_stream_data(c->h2, x->stream_id, NULL);
@@ -259,16 +268,17 @@ void pp_h2conn_abandon_all(client *c) {
   }
 }
 
-void pp_h2conn_dispose(client *c) {
+static void h2_dispose(client *c) {
   account(c);
   pp_h2_dispose(c->h2);
   free(c->h2);
   free(c->h2_seen);
   c->h2 = NULL;
   c->h2_seen = NULL;
+  c->proto = NULL;
 }
 
-int pp_h2conn_idle(const client *c) {
+static int h2_idle(const client *c) {
   return c->streams.len == 0 && c->writes_in_flight == 0;
 }
 
@@ -281,7 +291,7 @@ static void local_response(client *c, pp_exchange *x, int status, const char *ms
   pp_h2_respond(c->h2, x->stream_id, status, hd, c->srv->alt_svc[0] ? 2 : 1, 0);
   pp_h2_send_data(c->h2, x->stream_id, (const uint8_t *)msg, strlen(msg));
   pp_h2_send_end(c->h2, x->stream_id);
-  pp_count_status(c->srv, status);
+  pp_exchange_count_status(c->srv, status);
   c->srv->stats.responses++;
 }
 
@@ -301,7 +311,7 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
     x->resp_no_body = 1;
     return;
   }
-  pp_count_status(s, status);
+  pp_exchange_count_status(s, status);
   s->stats.responses++;
   pp_hist_window_record(&s->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
 }

@@ -452,7 +452,7 @@ static void local_response(h3_conn *hc, pp_exchange *x, int status, const char *
   pp_h3_respond(hc->conn, x->stream_id, status, hd, s->alt_svc[0] ? 2 : 1, 0);
   pp_h3_send_data(hc->conn, x->stream_id, (const uint8_t *)msg, strlen(msg));
   pp_h3_send_end(hc->conn, x->stream_id);
-  pp_count_status(s, status);
+  pp_exchange_count_status(s, status);
   s->stats.responses++;
 }
 
@@ -475,7 +475,7 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
     x->resp_no_body = 1;
     return;
   }
-  pp_count_status(s, status);
+  pp_exchange_count_status(s, status);
   s->stats.responses++;
   pp_hist_window_record(&s->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
 }

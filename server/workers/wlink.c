@@ -58,7 +58,7 @@ void pp_wlink_close(wconn *w, const char *reason) {
   pp_queue_remove(&s->wconns, &w->link);
   uv_read_stop((uv_stream_t *)&w->pipe);
   uv_close((uv_handle_t *)&w->pipe, on_wconn_closed);
-  if (s->draining) pp_drain_check(s);
+  if (s->draining && s->hooks.drain_progress) s->hooks.drain_progress(s);
 }
 
 void pp_wlink_close_pid(server *s, uint32_t pid) {

@@ -22,6 +22,25 @@
 
 typedef struct client client;
 
+/* The protocol on a client connection, set by the session glue that owns it (h1conn.c at
+ * start, h2conn.c when the connection switches to HTTP/2): conn.c calls the stream's events
+ * through it and never asks which protocol it is. */
+typedef struct pp_client_proto {
+  /* Bytes arrived in rbuf, or the connection may go on (parse as far as allowed). */
+  void (*process)(client *c);
+  /* A write finished; writes_in_flight and write_bytes are already updated. */
+  void (*on_written)(client *c);
+  /* (Re)arms the connection's timer for its current state. */
+  void (*arm_timer)(client *c);
+  /* No request in flight, no partial request and nothing being written. */
+  int (*idle)(const client *c);
+  /* Closing (after conn.c abandoned c->req): abandons the exchanges the session holds. May be NULL.
+   */
+  void (*abandon)(client *c);
+  /* The handle closed: frees the session. May be NULL. */
+  void (*dispose)(client *c);
+} pp_client_proto;
+
 struct client {
   union {
     uv_tcp_t tcp;
@@ -33,6 +52,7 @@ struct client {
   pp_qnode link; /* in srv->clients */
   server *srv;
   listener *ls;
+  const pp_client_proto *proto; /* NULL until the session glue starts */
   pp_h1 h1;
   uint8_t *rbuf;
   size_t rlen, rpos;
@@ -109,36 +129,25 @@ void pp_conn_trim_idle(server *s, int64_t now, int64_t idle_ns);
 /* TLS: moves decrypted bytes into rbuf as far as it has room (no-op without TLS). */
 void pp_conn_take_plain(client *c);
 
-/* Protocol dispatch for conn.c: the session glue that owns the stream now. */
+/* The stream's events, through c->proto. */
 void pp_conn_process(client *c);
 void pp_conn_on_written(client *c);
 void pp_conn_arm_timer(client *c);
 
 /* h1conn.c: HTTP/1.1 on the stream. */
 
-/* The stream is connected: start the h1 session. */
+/* The stream is connected: start the h1 session (c->proto is HTTP/1.1's). */
 void pp_h1conn_start(client *c);
-/* Bytes arrived in rbuf, or the connection may go on (parse as far as allowed). */
-void pp_h1conn_process(client *c);
-/* A write finished; writes_in_flight and write_bytes are already updated. */
-void pp_h1conn_on_written(client *c);
-/* (Re)arms the connection's timer for its current state. */
+/* (Re)arms an h1 connection's timer for its current state. */
 void pp_h1conn_arm_timer(client *c);
 
 /* h2conn.c: HTTP/2 on the stream (prior knowledge, h2c Upgrade, or ALPN h2). */
 
-/* Switches c to HTTP/2. upgraded: the h1 exchange that asked for Upgrade: h2c (it becomes
- * stream 1; settings is its HTTP2-Settings value), or NULL. 0, or -1 (c is closed). */
+/* Switches c to HTTP/2 (c->proto is HTTP/2's). upgraded: the h1 exchange that asked for
+ * Upgrade: h2c (it becomes stream 1; settings is its HTTP2-Settings value), or NULL. 0, or -1
+ * (c is closed). */
 int pp_h2conn_start(client *c, pp_exchange *upgraded, const uint8_t *settings, size_t len);
-void pp_h2conn_process(client *c);
-void pp_h2conn_on_written(client *c);
-void pp_h2conn_arm_timer(client *c);
 /* Drain: GOAWAY, in-flight streams finish. */
 void pp_h2conn_drain(client *c);
-/* Closing: every exchange of c is abandoned; on_client_closed disposes the session. */
-void pp_h2conn_abandon_all(client *c);
-void pp_h2conn_dispose(client *c);
-/* No stream and nothing being written. */
-int pp_h2conn_idle(const client *c);
 
 #endif

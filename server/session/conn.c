@@ -1,6 +1,6 @@
 /* conn: the client stream (see conn.h): accept, read into the connection's buffer, pooled
  * output chunks, close. What the bytes mean is h1conn.c's business. */
-#include "server/net/conn.h"
+#include "server/session/conn.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,7 +42,7 @@ static void on_client_closed(uv_handle_t *h) {
   if (c->rbuf != no_rbuf) rbuf_put(s, c->rbuf), c->rbuf = no_rbuf;
   c->rpos = c->rlen = 0;
   pp_h1_dispose(&c->h1); /* here, never while a parser callback may still run */
-  if (c->h2) pp_h2conn_dispose(c);
+  if (c->proto && c->proto->dispose) c->proto->dispose(c);
   if (c->tls) {
     pp_tls_conn_dispose(c->tls);
     free(c->tls);
@@ -61,7 +61,7 @@ static void on_client_closed(uv_handle_t *h) {
     free(c);
     s->freed_bytes_since_trim += sizeof *c;
   }
-  if (s->draining) pp_drain_check(s);
+  if (s->draining && s->hooks.drain_progress) s->hooks.drain_progress(s);
 }
 
 static void on_timer_closed(uv_handle_t *h) {
@@ -91,7 +91,7 @@ void pp_conn_close(client *c) {
     c->req = NULL;
     pp_exchange_abandon(x);
   }
-  if (c->h2) pp_h2conn_abandon_all(c);
+  if (c->proto && c->proto->abandon) c->proto->abandon(c);
   if (c->out) pp_chunk_put(c->srv, c->out), c->out = NULL;
   pp_queue_remove(&c->srv->clients, &c->link);
   uv_read_stop(&c->h.stream);
@@ -445,30 +445,19 @@ void pp_conn_trim_idle(server *s, int64_t now, int64_t idle_ns) {
 }
 
 int pp_conn_idle(const client *c) {
-  if (c->h2) return pp_h2conn_idle(c);
-  return c->ls->kind == LISTEN_HTTP && !c->req && !c->h1.started && c->rpos == c->rlen &&
-         c->writes_in_flight == 0;
+  return c->proto->idle(c);
 }
 
 void pp_conn_process(client *c) {
-  if (c->h2)
-    pp_h2conn_process(c);
-  else
-    pp_h1conn_process(c);
+  c->proto->process(c);
 }
 
 void pp_conn_on_written(client *c) {
-  if (c->h2)
-    pp_h2conn_on_written(c);
-  else
-    pp_h1conn_on_written(c);
+  c->proto->on_written(c);
 }
 
 void pp_conn_arm_timer(client *c) {
-  if (c->h2)
-    pp_h2conn_arm_timer(c);
-  else
-    pp_h1conn_arm_timer(c);
+  c->proto->arm_timer(c);
 }
 
 int pp_conn_timer_common(client *c) {

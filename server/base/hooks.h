@@ -1,0 +1,22 @@
+/* The hooks lower layers call instead of naming the modules above them (DESIGN.md section
+ * 3a: calls go down, events come back through what a layer was handed). The process layer
+ * (process/server.c) fills them in at start-up; each may be NULL (a unit test's server). */
+#ifndef PP_HOOKS_H
+#define PP_HOOKS_H
+
+#include <stdint.h>
+
+#include "server/base/queue.h"
+
+typedef struct server server;
+
+typedef struct pp_hooks {
+  /* While draining: a client connection or a worker connection went away, so the drain may
+   * be complete (process/server.c: close idle connections, stop when nothing is left). */
+  void (*drain_progress)(server *s);
+  /* Dispatch sent a request that became runnable at enqueued_ns to w, the first since w was
+   * activated from standby (ops/autoscale.c records the activation latency). */
+  void (*activated_dispatch)(server *s, pp_worker *w, int64_t enqueued_ns);
+} pp_hooks;
+
+#endif
