@@ -68,11 +68,11 @@ static void lifecycle_verb(server *s, const pp_control_request *rq, int restart,
     if (s->draining)
       snprintf(body, sizeof body, "{\"status\":\"error\",\"error\":\"already draining\"}\n");
     else
-      pp_lifecycle_stop_soon(s);
+      s->hooks.stop_soon(s);
   } else {
     char why[256];
-    long pid =
-        restart == 2 ? pp_phased_begin(s, why, sizeof why) : pp_restart_begin(s, why, sizeof why);
+    long pid = restart == 2 ? pp_phased_begin(s, why, sizeof why)
+                            : s->hooks.hot_restart(s, why, sizeof why);
     out->status = pid > 0 ? 202 : 409;
     if (pid > 0 && restart == 2)
       snprintf(body, sizeof body,

@@ -186,6 +186,10 @@ static void server_init(server *s, pp_config *cfg) {
   s->started_at = time(NULL);
   s->hooks.drain_progress = pp_drain_check;
   s->hooks.activated_dispatch = pp_autoscale_note_dispatch;
+  s->hooks.exit = pp_server_exit;
+  s->hooks.stop_soon = pp_lifecycle_stop_soon;
+  s->hooks.hot_restart = pp_restart_begin;
+  s->hooks.reloading = pp_lifecycle_reloading_for;
   s->workers_wanted = cfg->workers;
   pp_h1_limits_default(&s->limits);
   s->limits.max_header_bytes = cfg->max_header_bytes;

@@ -65,7 +65,7 @@ static void finish(server *s, const char *result, const char *error) {
             "autoscaler resumes",
             s->reg.phase, ph->last_duration_s, ph->workers_replaced);
   }
-  pp_lifecycle_reloading_for(s, 0, NULL);
+  s->hooks.reloading(s, 0, NULL);
 }
 
 /* ---------------------------------------------------------------- the probe */
@@ -455,7 +455,7 @@ long pp_phased_begin(server *s, char *msg, size_t msg_len) {
   ph->started_ns = pp_now_ns();
   ph->workers_replaced = 0;
   ph->last_error[0] = 0;
-  pp_lifecycle_reloading_for(s, 1, "phased restart: loading the new code");
+  s->hooks.reloading(s, 1, "phased restart: loading the new code");
   LOG_ERR(s,
           "phased restart: probe shepherd pid %u loads the new code of %s (phase %u now); the "
           "autoscaler is suspended until the restart ends",

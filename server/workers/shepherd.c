@@ -242,7 +242,7 @@ static void on_shepherd_exit(uv_process_t *p, int64_t status, int sig) {
   uv_close((uv_handle_t *)p, NULL);
   if (s->stopping) {
     LOG(s, "shepherd exited; bye");
-    pp_server_exit(s, s->exit_code);
+    s->hooks.exit(s, s->exit_code);
     return;
   }
   if (!s->shepherd_ever_ready) {
@@ -250,7 +250,7 @@ static void on_shepherd_exit(uv_process_t *p, int64_t status, int sig) {
      * restart would fail the same way, so this is a start-up error. */
     LOG_ERR(s, "shepherd exited before loading the app (status %lld, signal %d); stopping",
             (long long)status, sig);
-    pp_server_exit(s, 1);
+    s->hooks.exit(s, 1);
     return;
   }
   shepherd_lost(s, status, sig);
@@ -404,7 +404,7 @@ void pp_shepherd_stop(server *s) {
   if (s->stopping) return;
   s->stopping = 1;
   s->stop_sent_ns = pp_now_ns();
-  if (!s->shepherd_alive) pp_server_exit(s, s->exit_code);
+  if (!s->shepherd_alive) s->hooks.exit(s, s->exit_code);
   pp_wire_frame f;
   memset(&f, 0, sizeof f);
   f.type = PP_WIRE_STOP;
