@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/core/dispatch.h"
 #include "server/process/server_int.h"
 
 /* ---------------------------------------------------------------- drain and exit */
@@ -184,6 +185,8 @@ static void server_init(server *s, pp_config *cfg) {
   s->cfg = cfg;
   s->loop = uv_default_loop();
   s->started_at = time(NULL);
+  s->hooks.slot_free = pp_dispatch_all;
+  s->hooks.exchange_done = pp_exchange_release;
   s->hooks.drain_progress = pp_drain_check;
   s->hooks.activated_dispatch = pp_autoscale_note_dispatch;
   s->hooks.exit = pp_server_exit;

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/core/dispatch.h"
 #include "server/process/server_int.h"
 
 static void on_worker_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
@@ -50,7 +49,7 @@ void pp_wlink_close(wconn *w, const char *reason) {
       r->ops->fail(r, 502, "502 Bad Gateway: the worker running this request died\n");
     } else {
       r->owner = NULL;
-      pp_exchange_release(s, r);
+      s->hooks.exchange_done(s, r);
     }
   }
   if (w->hello && !w->monitor) pp_registry_detach(&s->reg, &w->slot);
@@ -192,7 +191,7 @@ static int on_hello(wconn *w, const pp_wire_frame *f) {
   }
   if (!was_ready && wk->state == PP_WORKER_READY)
     LOG(s, "worker %u (pid %u) ready", f->worker_index, f->pid);
-  pp_dispatch_all(s);
+  s->hooks.slot_free(s);
   return 0;
 }
 
@@ -217,14 +216,14 @@ static void on_response_end(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
   pp_shepherd_retire_if_drained(s, w->slot.worker);
   /* The freed slot gets its next request before this response goes to its client: the
    * worker thread starts on it one client write sooner. */
-  pp_dispatch_all(s);
+  s->hooks.slot_free(s);
   if (r->owner && !r->cancelled) {
     r->ops->end(r);
   } else {
     r->owner = NULL;
-    pp_exchange_release(s, r);
+    s->hooks.exchange_done(s, r);
   }
-  pp_dispatch_all(s);
+  s->hooks.slot_free(s);
 }
 
 static int monitor_frame(wconn *w, const pp_wire_frame *f);
@@ -480,7 +479,7 @@ static int timed_out_frame(wconn *w, const pp_wire_frame *f) {
   pp_admit_complete(&s->admit, &s->ctl_state.policy, pp_now_ns());
   pp_registry_release(&s->reg, &w->slot);
   pp_shepherd_retire_if_drained(s, w->slot.worker);
-  pp_dispatch_all(s);
+  s->hooks.slot_free(s);
   return 0;
 }
 
@@ -514,7 +513,7 @@ static void request_timed_out(wconn *w, int64_t now) {
     r->ops->fail(r, 504, "504 Gateway Timeout: the app ran past the request timeout\n");
   } else {
     r->owner = NULL;
-    pp_exchange_release(s, r);
+    s->hooks.exchange_done(s, r);
   }
 }
 

@@ -582,6 +582,9 @@ static int suite_init(void) {
   memset(&srv, 0, sizeof srv);
   srv.cfg = &cfg;
   srv.loop = uv_default_loop();
+  /* what process/server.c hands the worker link: the core's dispatch and pool */
+  srv.hooks.slot_free = pp_dispatch_all;
+  srv.hooks.exchange_done = pp_exchange_release;
   pp_queue_init(&srv.queue);
   pp_queue_init(&srv.clients);
   pp_queue_init(&srv.wconns);
