@@ -37,6 +37,9 @@ struct listener {
   int inherited; /* the socket came from LISTEN_FDS (systemd or a hot restart): never unlinked */
   int deferred;  /* inherited by a hot-restart child: uv_listen once the workers are ready */
   pp_accept_cb on_accept; /* set by the owner before pp_listener_open */
+  /* Requests on this listener are answered by this app in the server (the control app on
+   * -control, session/local_app.h), set by the owner; NULL: they go to the workers. */
+  const struct pp_local_app *local_app;
 };
 
 /* A pooled write buffer with its uv_write_t. `owner` is the stream's object (a client or a

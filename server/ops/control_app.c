@@ -151,6 +151,8 @@ static void ready(server *s, pp_control_response *out) {
     text(out, 200, "ready\n");
 }
 
+const pp_local_app pp_control_local_app = {pp_control_app, pp_dashboard_subscribe};
+
 void pp_control_app(server *s, const pp_control_request *rq, pp_control_response *out) {
   memset(out, 0, sizeof *out);
   pp_buf_init(&out->body);

@@ -11,31 +11,17 @@
 #include <stdint.h>
 
 #include "server/base/buf.h"
+#include "server/session/local_app.h"
 
-typedef struct server server;
-
-typedef struct pp_control_request {
-  int get_or_head;    /* the method is GET or HEAD (anything else is 405) */
-  const char *target; /* request-target bytes (path and query) */
-  size_t target_len;
-  const uint8_t *authorization; /* the Authorization value, or NULL */
-  size_t authorization_len;
-  int head_method; /* HEAD: a stream answers its head only */
-  int post;        /* the method is POST (POST /restart, POST /stop) */
-} pp_control_request;
-
-typedef struct pp_control_response {
-  int status;
-  const char *content_type;
-  const char *allow; /* the Allow value for a 405, else NULL */
-  pp_buf body;       /* initialised by pp_control_app; the caller disposes it */
-  /* GET /stats/stream: no Content-Length, the body is the stream's first bytes, and the
-   * connection stays open as a subscriber (pp_dashboard_subscribe) with this heartbeat. */
-  int stream;
-  uint32_t heartbeat_s;
-} pp_control_response;
+/* The request and response types are the local app's (session/local_app.h). */
+typedef pp_local_request pp_control_request;
+typedef pp_local_response pp_control_response;
 
 /* Answers one control request into *out (which it initialises). */
 void pp_control_app(server *s, const pp_control_request *rq, pp_control_response *out);
+
+/* The control app as the -control listener's local app (process/server.c hands it over):
+ * pp_control_app, and pp_dashboard_subscribe for /stats/stream. */
+extern const pp_local_app pp_control_local_app;
 
 #endif

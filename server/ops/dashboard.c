@@ -55,13 +55,10 @@ static int is_subscriber(const client *c) {
   return c->sse_heartbeat_s && !c->closing && !c->discarding && !c->req;
 }
 
-/* Queues bytes for a subscriber and makes sure a write timeout covers them. */
+/* Queues bytes for a subscriber (the session's ops keep a write timeout armed for them). */
 static void send_to(client *c, const void *data, size_t len) {
-  pp_conn_out(c, data, len);
-  pp_conn_flush(c);
+  c->sse_ops->send(c, data, len);
   c->sse_last_write_ns = pp_now_ns();
-  /* re-arming on every write would push a stalled subscriber's write timeout away forever */
-  if (!c->closing && !uv_is_active((uv_handle_t *)&c->timer)) pp_h1conn_arm_timer(c);
 }
 
 void pp_dashboard_tick(server *s) {
@@ -75,14 +72,14 @@ void pp_dashboard_tick(server *s) {
     n = n->next;
     if (!is_subscriber(c)) continue;
     if (s->draining) { /* EventSource reconnects; the drain does not wait for streams */
-      pp_conn_close_graceful(c);
+      c->sse_ops->close(c, 1);
       continue;
     }
     if (c->write_bytes > PP_DASH_MAX_PENDING) {
       d->slow_closed++;
       LOG(s, "client %s: /stats/stream subscriber %zu bytes behind, closed", c->remote,
           c->write_bytes);
-      pp_conn_close(c);
+      c->sse_ops->close(c, 0);
       continue;
     }
     if (!built) {
@@ -105,7 +102,7 @@ static void on_heartbeat(uv_timer_t *t) {
     n = n->next;
     if (!is_subscriber(c)) continue;
     if (s->draining) {
-      pp_conn_close_graceful(c);
+      c->sse_ops->close(c, 1);
       continue;
     }
     if (now - c->sse_last_write_ns < (int64_t)c->sse_heartbeat_s * 1000000000LL) continue;
@@ -127,8 +124,9 @@ void pp_dashboard_stream_prelude(server *s, pp_buf *out) {
   pp_buf_dispose(&ev);
 }
 
-void pp_dashboard_subscribe(server *s, client *c, uint32_t heartbeat_s) {
+void pp_dashboard_subscribe(server *s, client *c, uint32_t heartbeat_s, const pp_sse_ops *ops) {
   pp_dashboard *d = &s->dash;
+  c->sse_ops = ops;
   c->sse_heartbeat_s = heartbeat_s ? heartbeat_s : PP_DASH_HEARTBEAT_DEFAULT;
   c->sse_last_write_ns = pp_now_ns();
   d->subscribers_total++;

@@ -15,9 +15,7 @@
 
 #include "control/decide.h"
 #include "server/base/buf.h"
-
-typedef struct server server;
-typedef struct client client;
+#include "server/session/local_app.h"
 
 #define PP_DASH_DECISIONS         16 /* decisions kept for controller.decisions */
 #define PP_DASH_HEARTBEAT_DEFAULT 15 /* seconds without a write before a heartbeat comment */
@@ -64,9 +62,9 @@ void pp_dashboard_tick(server *s);
  * and the latest tick's event (so a page shows data at once). */
 void pp_dashboard_stream_prelude(server *s, pp_buf *out);
 
-/* c now is a subscriber (its response head and prelude are queued): heartbeat_s seconds
- * without a write make a heartbeat comment. */
-void pp_dashboard_subscribe(server *s, client *c, uint32_t heartbeat_s);
+/* c now is a subscriber (its response head and prelude are queued), written through ops (the
+ * session glue's): heartbeat_s seconds without a write make a heartbeat comment. */
+void pp_dashboard_subscribe(server *s, client *c, uint32_t heartbeat_s, const pp_sse_ops *ops);
 
 /* Subscribers open now (counted over the server's client list). */
 uint32_t pp_dashboard_subscribers(server *s);

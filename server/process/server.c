@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "server/core/dispatch.h"
+#include "server/ops/control_app.h"
 #include "server/process/server_int.h"
 
 /* ---------------------------------------------------------------- drain and exit */
@@ -317,6 +318,7 @@ static int open_listeners(server *s) {
     listener *ls = &s->listeners[s->listener_count++];
     ls->addr = cfg->control;
     ls->kind = LISTEN_CONTROL;
+    ls->local_app = &pp_control_local_app;
     snprintf(ls->name, sizeof ls->name, "control");
     if (open_listener(s, ls) < 0) return -1;
   }

@@ -90,6 +90,7 @@ struct client {
    * without a write before a heartbeat comment (0: not a subscriber), and the last write. */
   uint32_t sse_heartbeat_s;
   int64_t sse_last_write_ns;
+  const struct pp_sse_ops *sse_ops; /* how dashboard.c writes to it (h1conn.c's) */
 };
 
 /* conn.c: the stream. */
@@ -138,8 +139,6 @@ void pp_conn_arm_timer(client *c);
 
 /* The stream is connected: start the h1 session (c->proto is HTTP/1.1's). */
 void pp_h1conn_start(client *c);
-/* (Re)arms an h1 connection's timer for its current state. */
-void pp_h1conn_arm_timer(client *c);
 
 /* h2conn.c: HTTP/2 on the stream (prior knowledge, h2c Upgrade, or ALPN h2). */
 

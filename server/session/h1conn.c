@@ -11,12 +11,13 @@
 #include <strings.h>
 
 #include "server/session/conn.h"
-#include "server/ops/control_app.h"
+#include "server/session/local_app.h"
 #include "server/proto/h2.h"
 #include "server/process/server_int.h"
 
 static const pp_exchange_ops h1_ops;
 static void h1_process(client *c);
+static void h1_arm_timer(client *c);
 
 /* Alt-Svc for the HTTP/3 listener, on every TCP response while one is open. */
 static void alt_svc(client *c) {
@@ -53,7 +54,7 @@ static void response_complete(client *c) {
     r->owner = NULL;
     pp_exchange_release(s, r);
     if (c->sse_heartbeat_s) { /* a /stats/stream subscriber: dashboard.c writes from now on */
-      pp_h1conn_arm_timer(c);
+      h1_arm_timer(c);
       return;
     }
     if (!keep || s->draining) c->close_after_write = 1;
@@ -89,7 +90,7 @@ static void h1_on_written(client *c) {
       return;
     }
   }
-  pp_h1conn_arm_timer(c);
+  h1_arm_timer(c);
 }
 
 /* Refuses the current request with status and closes the connection after the response. */
@@ -154,7 +155,7 @@ static void on_client_timer(uv_timer_t *t) {
   pp_conn_close(c);
 }
 
-void pp_h1conn_arm_timer(client *c) {
+static void h1_arm_timer(client *c) {
   if (c->closing) return;
   server *s = c->srv;
   pp_config *cfg = s->cfg;
@@ -227,7 +228,7 @@ static int on_h1_headers(pp_h1 *h) {
   r->keep_alive = h->keep_alive;
   r->head_method = h->method == HTTP_HEAD;
   s->stats.requests++;
-  if (c->ls->kind == LISTEN_CONTROL) {
+  if (c->ls->local_app) {
     r->state = PP_X_LOCAL;
     return 0;
   }
@@ -271,19 +272,37 @@ static int on_h1_body(pp_h1 *h, const uint8_t *data, size_t len) {
   return 0;
 }
 
-static void handle_control(client *c) {
+/* A subscriber's writes (pp_sse_ops): queued, flushed, and covered by a write timeout. */
+static void sse_send(client *c, const void *data, size_t len) {
+  pp_conn_out(c, data, len);
+  pp_conn_flush(c);
+  /* re-arming on every write would push a stalled subscriber's write timeout away forever */
+  if (!c->closing && !uv_is_active((uv_handle_t *)&c->timer)) h1_arm_timer(c);
+}
+
+static void sse_close(client *c, int graceful) {
+  if (graceful)
+    pp_conn_close_graceful(c);
+  else
+    pp_conn_close(c);
+}
+
+static const pp_sse_ops h1_sse_ops = {sse_send, sse_close};
+
+/* A request on a listener with a local app (the control app): answered here, never queued. */
+static void handle_local(client *c) {
   server *s = c->srv;
   pp_exchange *r = c->req;
   int close = !r->keep_alive || s->draining;
   r->resp_close = close;
-  pp_control_request rq = {.get_or_head = c->h1.method == HTTP_GET || c->h1.method == HTTP_HEAD,
-                           .target = (const char *)c->h1.raw.data + c->h1.url.off,
-                           .target_len = c->h1.url.len,
-                           .head_method = r->head_method};
+  pp_local_request rq = {.get_or_head = c->h1.method == HTTP_GET || c->h1.method == HTTP_HEAD,
+                         .target = (const char *)c->h1.raw.data + c->h1.url.off,
+                         .target_len = c->h1.url.len,
+                         .head_method = r->head_method};
   rq.authorization = pp_h1_header(&c->h1, "authorization", &rq.authorization_len);
   rq.post = c->h1.method == HTTP_POST;
-  pp_control_response out;
-  pp_control_app(s, &rq, &out);
+  pp_local_response out;
+  c->ls->local_app->handle(s, &rq, &out);
   if (out.stream) {
     /* /stats/stream: close-delimited server-sent events; the connection becomes a
      * subscriber once this head is written (response_complete) */
@@ -294,7 +313,7 @@ static void handle_control(client *c) {
     pp_conn_out(c, out.body.data, out.body.len);
     pp_exchange_count_status(s, 200);
     pp_buf_dispose(&out.body);
-    pp_dashboard_subscribe(s, c, out.heartbeat_s);
+    c->ls->local_app->subscribe(s, c, out.heartbeat_s, &h1_sse_ops);
     r->state = PP_X_RESPONDED;
     c->response_done = 1;
     pp_conn_flush(c);
@@ -342,7 +361,7 @@ static int on_h1_complete(pp_h1 *h) {
     if (r->local_status)
       shed_response(c);
     else
-      handle_control(c);
+      handle_local(c);
     return 0;
   }
   pp_exchange_body_done(r);
@@ -396,7 +415,7 @@ static void h1_process(client *c) {
   if (pk > 0) return;
   if (pk < 0) {
     pp_conn_update_reading(c);
-    pp_h1conn_arm_timer(c);
+    h1_arm_timer(c);
     return;
   }
   while (!c->closing && c->rpos < c->rlen && client_can_parse(c)) {
@@ -447,7 +466,7 @@ static void h1_process(client *c) {
     c->rpos = 0;
   }
   pp_conn_update_reading(c);
-  pp_h1conn_arm_timer(c);
+  h1_arm_timer(c);
 }
 
 /* No request, no partial request and nothing being written. */
@@ -456,14 +475,14 @@ static int h1_idle(const client *c) {
          c->writes_in_flight == 0;
 }
 
-static const pp_client_proto h1_proto = {h1_process, h1_on_written, pp_h1conn_arm_timer,
+static const pp_client_proto h1_proto = {h1_process, h1_on_written, h1_arm_timer,
                                          h1_idle,    NULL,          NULL};
 
 void pp_h1conn_start(client *c) {
   c->proto = &h1_proto;
   pp_h1_init(&c->h1, &h1_callbacks, &c->srv->limits, c);
   pp_conn_update_reading(c);
-  pp_h1conn_arm_timer(c);
+  h1_arm_timer(c);
 }
 
 /* ---------------------------------------------------------------- response events */
