@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "server/session/conn.h"
+#include "server/base/prom.h"
 #include "server/process/server_int.h"
 
 static void remember_decision(server *s) {
@@ -144,4 +145,23 @@ uint32_t pp_dashboard_subscribers(server *s) {
   for (pp_qnode *n = s->clients.head.next; n != &s->clients.head; n = n->next)
     count += is_subscriber(PP_CONTAINER_OF(n, client, link));
   return count;
+}
+
+/* /stats "stream": the /stats/stream subscribers and what was written to them. */
+void pp_dashboard_stats_json(server *s, json_t *root) {
+  pp_dashboard *d = &s->dash;
+  json_t *sse = json_object();
+  json_object_set_new(sse, "ticks", json_integer((json_int_t)d->ticks));
+  json_object_set_new(sse, "subscribers", json_integer(pp_dashboard_subscribers(s)));
+  json_object_set_new(sse, "subscribers_total", json_integer((json_int_t)d->subscribers_total));
+  json_object_set_new(sse, "events", json_integer((json_int_t)d->events));
+  json_object_set_new(sse, "heartbeats", json_integer((json_int_t)d->heartbeats));
+  json_object_set_new(sse, "slow_closed", json_integer((json_int_t)d->slow_closed));
+  json_object_set_new(root, "stream", sse);
+}
+
+/* /metrics: the subscribers open now. */
+void pp_dashboard_metrics(server *s, pp_buf *out) {
+  pp_prom_gauge(out, "puma_plus_stream_subscribers", "Open /stats/stream subscribers.",
+                pp_dashboard_subscribers(s));
 }

@@ -8,6 +8,7 @@
 #ifndef PP_DASHBOARD_H
 #define PP_DASHBOARD_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -68,5 +69,11 @@ void pp_dashboard_subscribe(server *s, client *c, uint32_t heartbeat_s, const pp
 
 /* Subscribers open now (counted over the server's client list). */
 uint32_t pp_dashboard_subscribers(server *s);
+
+/* Writes /stats "stream" into root. */
+void pp_dashboard_stats_json(server *s, json_t *root);
+
+/* Writes its lines of /metrics into out. */
+void pp_dashboard_metrics(server *s, pp_buf *out);
 
 #endif

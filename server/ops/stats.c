@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/base/prom.h"
 #include "server/process/server_int.h"
 #include "server/base/procmem.h"
 #include "server/core/dispatch.h"
@@ -75,42 +76,24 @@ static const char *worker_state_name(pp_worker_state st) {
   }
 }
 
-void pp_stats_json(server *s, int pretty, pp_buf *out) {
-  pp_stats *st = &s->stats;
+/* puma's top-level fields. */
+static void json_head(server *s, json_t *root) {
   char ts[32];
-  json_t *root = json_object();
   iso8601(s->started_at, ts, sizeof ts);
   uint32_t ready = pp_registry_count(&s->reg, PP_WORKER_READY);
   uint32_t booting = pp_registry_count(&s->reg, PP_WORKER_BOOTING);
-  uint32_t retiring = pp_registry_count(&s->reg, PP_WORKER_RETIRING);
   json_object_set_new(root, "started_at", json_string(ts));
   json_object_set_new(root, "workers", json_integer(ready + booting));
   json_object_set_new(root, "phase", json_integer(s->reg.phase));
   json_object_set_new(root, "booted_workers", json_integer(ready));
   /* as puma's: workers of an earlier phase (a phased restart replaces them) */
   json_object_set_new(root, "old_workers", json_integer(pp_phased_old_workers(s)));
-  {
-    const pp_phased *ph = &s->phased;
-    json_t *pr = json_object();
-    json_object_set_new(pr, "state", json_string(pp_phased_state_name(ph->state)));
-    if (ph->started_at) {
-      char at[32];
-      iso8601(ph->started_at, at, sizeof at);
-      json_object_set_new(pr, "started_at", json_string(at));
-    } else {
-      json_object_set_new(pr, "started_at", json_null());
-    }
-    json_object_set_new(pr, "last_result", json_string(ph->last_result));
-    json_object_set_new(pr, "last_error",
-                        ph->last_error[0] ? json_string(ph->last_error) : json_null());
-    json_object_set_new(pr, "last_duration_s",
-                        ph->completed + ph->aborted ? json_real(ph->last_duration_s) : json_null());
-    json_object_set_new(pr, "workers_replaced", json_integer(ph->workers_replaced));
-    json_object_set_new(pr, "completed", json_integer((json_int_t)ph->completed));
-    json_object_set_new(pr, "aborted", json_integer((json_int_t)ph->aborted));
-    json_object_set_new(root, "phased_restart", pr);
-  }
-  uint32_t parked = pp_registry_count(&s->reg, PP_WORKER_PARKED);
+}
+
+/* The workers (puma's worker_status), memory, the queue, the requests and liveness: the
+ * registry, the queue and the counters of the data path. */
+static void json_core(server *s, json_t *root) {
+  pp_stats *st = &s->stats;
   /* Memory (docs/SERVER.md): every process read once, so the sums are exactly the parts. */
   pp_proc_mem by_state[5], all_workers, mem;
   memset(by_state, 0, sizeof by_state);
@@ -271,65 +254,14 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
   json_object_set_new(lv, "workers_adopted", json_integer((json_int_t)st->workers_adopted));
   json_object_set_new(lv, "orphans_reaped", json_integer((json_int_t)st->orphans_reaped));
   json_object_set_new(root, "liveness", lv);
+}
 
-  json_t *h2 = json_object();
-  json_object_set_new(h2, "connections", json_integer((json_int_t)st->h2_connections));
-  json_object_set_new(h2, "upgrades", json_integer((json_int_t)st->h2c_upgrades));
-  json_object_set_new(h2, "streams", json_integer((json_int_t)st->h2_streams));
-  json_object_set_new(h2, "peer_resets", json_integer((json_int_t)st->h2_peer_resets));
-  json_object_set_new(h2, "stream_errors", json_integer((json_int_t)st->h2_stream_errors));
-  json_object_set_new(h2, "refused_streams", json_integer((json_int_t)st->h2_refused_streams));
-  json_object_set_new(h2, "protocol_errors", json_integer((json_int_t)st->h2_protocol_errors));
-  json_object_set_new(h2, "connection_errors", json_integer((json_int_t)st->h2_connection_errors));
-  json_object_set_new(h2, "flood_closes", json_integer((json_int_t)st->h2_flood_closes));
-  json_object_set_new(root, "http2", h2);
-  json_t *h3 = json_object();
-  pp_h3_stats h3s;
-  pp_h3conn_stats(s, &h3s);
-  json_object_set_new(h3, "listeners", json_integer(s->h3_count));
-  json_object_set_new(h3, "connections", json_integer((json_int_t)h3s.connections));
-  json_object_set_new(h3, "connections_open", json_integer((json_int_t)pp_h3conn_live(s)));
-  json_object_set_new(h3, "handshakes", json_integer((json_int_t)h3s.handshakes));
-  json_object_set_new(h3, "streams", json_integer((json_int_t)h3s.streams_accepted));
-  json_object_set_new(h3, "peer_resets", json_integer((json_int_t)h3s.peer_resets));
-  json_object_set_new(h3, "idle_closes", json_integer((json_int_t)h3s.idle_closes));
-  json_object_set_new(h3, "retries_sent", json_integer((json_int_t)h3s.retries_sent));
-  json_object_set_new(h3, "version_negotiations",
-                      json_integer((json_int_t)h3s.version_negotiations));
-  json_object_set_new(h3, "stateless_resets", json_integer((json_int_t)h3s.stateless_resets));
-  json_t *drops = json_object();
-#define DROP(name) json_object_set_new(drops, #name, json_integer((json_int_t)h3s.drop_##name))
-  DROP(garbage);
-  DROP(unknown_cid);
-  DROP(bad_version);
-  DROP(small_initial);
-  DROP(large_initial);
-  DROP(truncated);
-  DROP(token_invalid);
-  DROP(too_many_conns);
-  DROP(out_queue_full);
-  DROP(closing);
-#undef DROP
-  json_object_set_new(h3, "drops", drops);
-  json_t *h3err = json_object();
-  json_object_set_new(h3err, "stream_limit", json_integer((json_int_t)h3s.stream_limit_errors));
-  json_object_set_new(h3err, "qpack", json_integer((json_int_t)h3s.qpack_errors));
-  json_object_set_new(h3err, "protocol", json_integer((json_int_t)h3s.protocol_errors));
-  json_object_set_new(h3, "connection_errors", h3err);
-  json_object_set_new(root, "http3", h3);
-  json_t *tls = json_object();
-  json_object_set_new(tls, "enabled", json_boolean(s->tls_enabled));
-  json_object_set_new(tls, "handshakes", json_integer((json_int_t)st->tls_handshakes));
-  json_object_set_new(tls, "incomplete", json_integer((json_int_t)st->tls_incomplete));
-  json_object_set_new(tls, "reloads",
-                      json_integer((json_int_t)(s->tls_enabled ? s->tls_ctx.reloads : 0)));
-  json_t *fail = json_object();
-  for (int i = 1; i < PP_TLS_CAUSE_COUNT; i++)
-    json_object_set_new(fail, pp_tls_cause_name((pp_tls_cause)i),
-                        json_integer((json_int_t)st->tls_failures[i]));
-  json_object_set_new(tls, "failures", fail);
-  json_object_set_new(root, "tls", tls);
-
+/* The controller: autoscaling, standby, shedding and its recent decisions. */
+static void json_controller(server *s, json_t *root) {
+  uint32_t ready = pp_registry_count(&s->reg, PP_WORKER_READY);
+  uint32_t booting = pp_registry_count(&s->reg, PP_WORKER_BOOTING);
+  uint32_t retiring = pp_registry_count(&s->reg, PP_WORKER_RETIRING);
+  uint32_t parked = pp_registry_count(&s->reg, PP_WORKER_PARKED);
   controller *ct = &s->ctl_state;
   json_t *co = json_object();
   json_object_set_new(co, "autoscale", json_boolean(ct->enabled));
@@ -379,31 +311,33 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
   }
   json_object_set_new(co, "decisions", decs);
   json_object_set_new(root, "controller", co);
+}
 
-  json_t *sse = json_object();
-  json_object_set_new(sse, "ticks", json_integer((json_int_t)d->ticks));
-  json_object_set_new(sse, "subscribers", json_integer(pp_dashboard_subscribers(s)));
-  json_object_set_new(sse, "subscribers_total", json_integer((json_int_t)d->subscribers_total));
-  json_object_set_new(sse, "events", json_integer((json_int_t)d->events));
-  json_object_set_new(sse, "heartbeats", json_integer((json_int_t)d->heartbeats));
-  json_object_set_new(sse, "slow_closed", json_integer((json_int_t)d->slow_closed));
-  json_object_set_new(root, "stream", sse);
+typedef void (*json_part)(server *s, json_t *root);
 
+/* The /stats document, in this order; each part is written by the module whose data it is
+ * (phased.c, h2conn.c, h3conn.c, conn.c, dashboard.c), the rest here from the registry, the
+ * queue, the counters and the controller. */
+static const json_part stats_parts[] = {
+    json_head,
+    pp_phased_stats_json,
+    json_core,
+    pp_h2conn_stats_json,
+    pp_h3conn_stats_json,
+    pp_conn_tls_stats_json,
+    json_controller,
+    pp_dashboard_stats_json,
+};
+
+void pp_stats_json(server *s, int pretty, pp_buf *out) {
+  json_t *root = json_object();
+  for (size_t i = 0; i < sizeof stats_parts / sizeof stats_parts[0]; i++)
+    stats_parts[i](s, root);
   char *text = json_dumps(root, (pretty ? JSON_INDENT(2) : JSON_COMPACT) | JSON_REAL_PRECISION(10));
   pp_buf_append_str(out, text);
   pp_buf_append(out, "\n", 1);
   free(text);
   json_decref(root);
-}
-
-static void appendf(pp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void appendf(pp_buf *b, const char *fmt, ...) {
-  char tmp[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (n > 0) pp_buf_append(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
 static const double bounds_s[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -412,7 +346,7 @@ static const double bounds_s[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
 /* A Prometheus histogram from a pp_hist. A bucket counts toward a bound when its whole range
  * lies at or below the bound (pp_hist buckets are < 1% wide, so this is within 1%). */
 static void prom_hist(pp_buf *b, const char *name, const char *help, const pp_hist *h) {
-  appendf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+  pp_prom_appendf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
   size_t nb = sizeof bounds_s / sizeof bounds_s[0];
   uint64_t cum[sizeof bounds_s / sizeof bounds_s[0]] = {0};
   for (uint32_t i = 0; i < PP_HIST_BUCKETS; i++) {
@@ -423,19 +357,14 @@ static void prom_hist(pp_buf *b, const char *name, const char *help, const pp_hi
       if ((double)hi <= bounds_s[k] * 1e9) cum[k] += h->buckets[i];
   }
   for (size_t k = 0; k < nb; k++)
-    appendf(b, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, bounds_s[k], cum[k]);
-  appendf(b, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, h->count);
-  appendf(b, "%s_sum %.9f\n%s_count %" PRIu64 "\n", name, (double)h->sum_ns / 1e9, name, h->count);
+    pp_prom_appendf(b, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, bounds_s[k], cum[k]);
+  pp_prom_appendf(b, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, h->count);
+  pp_prom_appendf(b, "%s_sum %.9f\n%s_count %" PRIu64 "\n", name, (double)h->sum_ns / 1e9, name,
+                  h->count);
 }
 
-static void prom_counter(pp_buf *b, const char *name, const char *help, uint64_t v) {
-  appendf(b, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
-}
-static void prom_gauge(pp_buf *b, const char *name, const char *help, double v) {
-  appendf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
-}
-
-void pp_stats_metrics(server *s, pp_buf *out) {
+/* The latency histograms, the queue, the workers and the standby activations. */
+static void metrics_core(server *s, pp_buf *out) {
   pp_stats *st = &s->stats;
   prom_hist(out, "puma_plus_queue_seconds", "Queue time (T3 - T2b) of dispatched requests.",
             &st->queue.lifetime);
@@ -449,89 +378,104 @@ void pp_stats_metrics(server *s, pp_buf *out) {
       out, "puma_plus_body_wait_seconds",
       "Time spent waiting for request body bytes (buffered before T2b, or reported by the worker).",
       &st->body_wait.lifetime);
-  prom_gauge(out, "puma_plus_queue_depth", "Runnable requests waiting (L).", s->queue.len);
+  pp_prom_gauge(out, "puma_plus_queue_depth", "Runnable requests waiting (L).", s->queue.len);
   uint64_t wait = pp_dispatch_predicted_wait(s);
-  prom_gauge(out, "puma_plus_predicted_wait_seconds",
-             "Predicted wait of a request arriving now (-1: no capacity).",
-             wait == UINT64_MAX ? -1.0 : (double)wait / 1e9);
-  prom_gauge(out, "puma_plus_slots_ready", "Connected worker threads (capacity).",
-             s->reg.slots_ready);
-  prom_gauge(out, "puma_plus_slots_busy", "Worker threads running a request.", s->reg.slots_busy);
-  appendf(out,
-          "# HELP puma_plus_workers Worker processes by state.\n# TYPE puma_plus_workers gauge\n");
-  appendf(out, "puma_plus_workers{state=\"ready\"} %u\n",
-          pp_registry_count(&s->reg, PP_WORKER_READY));
-  appendf(out, "puma_plus_workers{state=\"booting\"} %u\n",
-          pp_registry_count(&s->reg, PP_WORKER_BOOTING));
-  appendf(out, "puma_plus_workers{state=\"retiring\"} %u\n",
-          pp_registry_count(&s->reg, PP_WORKER_RETIRING));
-  appendf(out, "puma_plus_workers{state=\"parked\"} %u\n",
-          pp_registry_count(&s->reg, PP_WORKER_PARKED));
+  pp_prom_gauge(out, "puma_plus_predicted_wait_seconds",
+                "Predicted wait of a request arriving now (-1: no capacity).",
+                wait == UINT64_MAX ? -1.0 : (double)wait / 1e9);
+  pp_prom_gauge(out, "puma_plus_slots_ready", "Connected worker threads (capacity).",
+                s->reg.slots_ready);
+  pp_prom_gauge(out, "puma_plus_slots_busy", "Worker threads running a request.",
+                s->reg.slots_busy);
+  pp_prom_appendf(
+      out, "# HELP puma_plus_workers Worker processes by state.\n# TYPE puma_plus_workers gauge\n");
+  pp_prom_appendf(out, "puma_plus_workers{state=\"ready\"} %u\n",
+                  pp_registry_count(&s->reg, PP_WORKER_READY));
+  pp_prom_appendf(out, "puma_plus_workers{state=\"booting\"} %u\n",
+                  pp_registry_count(&s->reg, PP_WORKER_BOOTING));
+  pp_prom_appendf(out, "puma_plus_workers{state=\"retiring\"} %u\n",
+                  pp_registry_count(&s->reg, PP_WORKER_RETIRING));
+  pp_prom_appendf(out, "puma_plus_workers{state=\"parked\"} %u\n",
+                  pp_registry_count(&s->reg, PP_WORKER_PARKED));
   prom_hist(
       out, "puma_plus_standby_activation_seconds",
       "Standby activation: controller decision to the first request dispatched to the worker.",
       &s->ctl_state.standby.dispatch);
-  prom_gauge(out, "puma_plus_workers_wanted",
-             "Workers the server keeps alive (the controller's target when autoscaling).",
-             s->workers_wanted);
-  prom_gauge(out, "puma_plus_phase", "The worker generation; each phased restart adds one.",
-             s->reg.phase);
-  prom_gauge(out, "puma_plus_old_workers", "Workers of an earlier phase (being replaced).",
-             pp_phased_old_workers(s));
-  appendf(out, "# HELP puma_plus_phased_restarts_total Phased restarts by result.\n# TYPE "
-               "puma_plus_phased_restarts_total counter\n");
-  appendf(out, "puma_plus_phased_restarts_total{result=\"ok\"} %" PRIu64 "\n", s->phased.completed);
-  appendf(out, "puma_plus_phased_restarts_total{result=\"aborted\"} %" PRIu64 "\n",
-          s->phased.aborted);
-  appendf(out, "# HELP puma_plus_responses_total Responses by status class.\n# TYPE "
-               "puma_plus_responses_total counter\n");
-  appendf(out, "puma_plus_responses_total{class=\"1xx\"} %" PRIu64 "\n", st->status_1xx);
-  appendf(out, "puma_plus_responses_total{class=\"2xx\"} %" PRIu64 "\n", st->status_2xx);
-  appendf(out, "puma_plus_responses_total{class=\"3xx\"} %" PRIu64 "\n", st->status_3xx);
-  appendf(out, "puma_plus_responses_total{class=\"4xx\"} %" PRIu64 "\n", st->status_4xx);
-  appendf(out, "puma_plus_responses_total{class=\"5xx\"} %" PRIu64 "\n", st->status_5xx);
-  prom_counter(out, "puma_plus_requests_total", "Requests whose headers were parsed.",
-               st->requests);
-  prom_counter(out, "puma_plus_refused_total",
-               "Requests refused by the HTTP parser (400, 413, 414, 431, 501, ...).", st->refused);
-  prom_counter(out, "puma_plus_shed_total", "Requests answered 503 by admission control.",
-               st->shed);
-  appendf(out, "# HELP puma_plus_cancelled_total Requests whose client went away.\n# TYPE "
-               "puma_plus_cancelled_total counter\n");
-  appendf(out, "puma_plus_cancelled_total{where=\"queued\"} %" PRIu64 "\n", st->cancelled_queued);
-  appendf(out, "puma_plus_cancelled_total{where=\"running\"} %" PRIu64 "\n", st->cancelled_running);
-  appendf(out, "# HELP puma_plus_hijacked_total Requests whose client socket the app took "
-               "(full hijack).\n# TYPE puma_plus_hijacked_total counter\n");
-  appendf(out, "puma_plus_hijacked_total %" PRIu64 "\n", st->hijacked);
-  prom_counter(out, "puma_plus_bad_gateway_total",
-               "Requests answered 502 because their worker died.", st->errors_502);
-  prom_counter(out, "puma_plus_timeouts_total", "Client connections closed by a timeout.",
-               st->timeouts);
-  prom_counter(out, "puma_plus_worker_restarts_total",
-               "Workers respawned after an unexpected exit.", st->worker_restarts);
-  prom_counter(out, "puma_plus_request_timeouts_total",
-               "Requests answered 504 (or cut) because they ran past -request-timeout.",
-               st->request_timeouts);
-  prom_counter(out, "puma_plus_workers_killed_timeout_total",
-               "Workers killed because a timed-out request outlived -worker-kill-grace.",
-               st->workers_killed_timeout);
-  prom_counter(out, "puma_plus_workers_killed_heartbeat_total",
-               "Workers killed because their heartbeat was silent past -worker-timeout.",
-               st->workers_killed_heartbeat);
-  prom_counter(out, "puma_plus_shepherd_restarts_total",
-               "Shepherds started again after the shepherd died.", st->shepherd_restarts);
-  prom_counter(out, "puma_plus_connections_total", "Client connections accepted.",
-               st->connections_accepted);
+  pp_prom_gauge(out, "puma_plus_workers_wanted",
+                "Workers the server keeps alive (the controller's target when autoscaling).",
+                s->workers_wanted);
+}
+
+/* Responses, requests and their endings, liveness, connections, the controller. */
+static void metrics_requests(server *s, pp_buf *out) {
+  pp_stats *st = &s->stats;
+  pp_prom_appendf(out, "# HELP puma_plus_responses_total Responses by status class.\n# TYPE "
+                       "puma_plus_responses_total counter\n");
+  pp_prom_appendf(out, "puma_plus_responses_total{class=\"1xx\"} %" PRIu64 "\n", st->status_1xx);
+  pp_prom_appendf(out, "puma_plus_responses_total{class=\"2xx\"} %" PRIu64 "\n", st->status_2xx);
+  pp_prom_appendf(out, "puma_plus_responses_total{class=\"3xx\"} %" PRIu64 "\n", st->status_3xx);
+  pp_prom_appendf(out, "puma_plus_responses_total{class=\"4xx\"} %" PRIu64 "\n", st->status_4xx);
+  pp_prom_appendf(out, "puma_plus_responses_total{class=\"5xx\"} %" PRIu64 "\n", st->status_5xx);
+  pp_prom_counter(out, "puma_plus_requests_total", "Requests whose headers were parsed.",
+                  st->requests);
+  pp_prom_counter(out, "puma_plus_refused_total",
+                  "Requests refused by the HTTP parser (400, 413, 414, 431, 501, ...).",
+                  st->refused);
+  pp_prom_counter(out, "puma_plus_shed_total", "Requests answered 503 by admission control.",
+                  st->shed);
+  pp_prom_appendf(out, "# HELP puma_plus_cancelled_total Requests whose client went away.\n# TYPE "
+                       "puma_plus_cancelled_total counter\n");
+  pp_prom_appendf(out, "puma_plus_cancelled_total{where=\"queued\"} %" PRIu64 "\n",
+                  st->cancelled_queued);
+  pp_prom_appendf(out, "puma_plus_cancelled_total{where=\"running\"} %" PRIu64 "\n",
+                  st->cancelled_running);
+  pp_prom_appendf(out, "# HELP puma_plus_hijacked_total Requests whose client socket the app took "
+                       "(full hijack).\n# TYPE puma_plus_hijacked_total counter\n");
+  pp_prom_appendf(out, "puma_plus_hijacked_total %" PRIu64 "\n", st->hijacked);
+  pp_prom_counter(out, "puma_plus_bad_gateway_total",
+                  "Requests answered 502 because their worker died.", st->errors_502);
+  pp_prom_counter(out, "puma_plus_timeouts_total", "Client connections closed by a timeout.",
+                  st->timeouts);
+  pp_prom_counter(out, "puma_plus_worker_restarts_total",
+                  "Workers respawned after an unexpected exit.", st->worker_restarts);
+  pp_prom_counter(out, "puma_plus_request_timeouts_total",
+                  "Requests answered 504 (or cut) because they ran past -request-timeout.",
+                  st->request_timeouts);
+  pp_prom_counter(out, "puma_plus_workers_killed_timeout_total",
+                  "Workers killed because a timed-out request outlived -worker-kill-grace.",
+                  st->workers_killed_timeout);
+  pp_prom_counter(out, "puma_plus_workers_killed_heartbeat_total",
+                  "Workers killed because their heartbeat was silent past -worker-timeout.",
+                  st->workers_killed_heartbeat);
+  pp_prom_counter(out, "puma_plus_shepherd_restarts_total",
+                  "Shepherds started again after the shepherd died.", st->shepherd_restarts);
+  pp_prom_counter(out, "puma_plus_connections_total", "Client connections accepted.",
+                  st->connections_accepted);
   controller *ct = &s->ctl_state;
-  prom_gauge(out, "puma_plus_autoscale_enabled", "1 when the controller runs.", ct->enabled);
-  prom_gauge(out, "puma_plus_shedding", "1 while admission control is on.", ct->shedding);
-  prom_counter(out, "puma_plus_controller_ticks_total", "Controller ticks.", ct->tick);
-  prom_gauge(out, "puma_plus_stream_subscribers", "Open /stats/stream subscribers.",
-             pp_dashboard_subscribers(s));
+  pp_prom_gauge(out, "puma_plus_autoscale_enabled", "1 when the controller runs.", ct->enabled);
+  pp_prom_gauge(out, "puma_plus_shedding", "1 while admission control is on.", ct->shedding);
+  pp_prom_counter(out, "puma_plus_controller_ticks_total", "Controller ticks.", ct->tick);
+}
+
+/* The controller's last decision. */
+static void metrics_last_action(server *s, pp_buf *out) {
+  controller *ct = &s->ctl_state;
   if (ct->have_last)
-    appendf(out,
-            "# HELP puma_plus_controller_last_action Last decision (1 for its action).\n# TYPE "
-            "puma_plus_controller_last_action "
-            "gauge\npuma_plus_controller_last_action{action=\"%s\"} 1\n",
-            pp_action_name(ct->last.action));
+    pp_prom_appendf(
+        out,
+        "# HELP puma_plus_controller_last_action Last decision (1 for its action).\n# TYPE "
+        "puma_plus_controller_last_action "
+        "gauge\npuma_plus_controller_last_action{action=\"%s\"} 1\n",
+        pp_action_name(ct->last.action));
+}
+
+typedef void (*metrics_part)(server *s, pp_buf *out);
+
+/* The /metrics text, in this order; phased.c and dashboard.c write their own lines. */
+static const metrics_part metrics_parts[] = {metrics_core, pp_phased_metrics, metrics_requests,
+                                             pp_dashboard_metrics, metrics_last_action};
+
+void pp_stats_metrics(server *s, pp_buf *out) {
+  for (size_t i = 0; i < sizeof metrics_parts / sizeof metrics_parts[0]; i++)
+    metrics_parts[i](s, out);
 }

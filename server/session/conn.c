@@ -474,3 +474,20 @@ int pp_conn_timer_common(client *c) {
   }
   return 0;
 }
+
+/* /stats "tls": handshakes, failures by cause, certificate reloads. */
+void pp_conn_tls_stats_json(server *s, json_t *root) {
+  pp_stats *st = &s->stats;
+  json_t *tls = json_object();
+  json_object_set_new(tls, "enabled", json_boolean(s->tls_enabled));
+  json_object_set_new(tls, "handshakes", json_integer((json_int_t)st->tls_handshakes));
+  json_object_set_new(tls, "incomplete", json_integer((json_int_t)st->tls_incomplete));
+  json_object_set_new(tls, "reloads",
+                      json_integer((json_int_t)(s->tls_enabled ? s->tls_ctx.reloads : 0)));
+  json_t *fail = json_object();
+  for (int i = 1; i < PP_TLS_CAUSE_COUNT; i++)
+    json_object_set_new(fail, pp_tls_cause_name((pp_tls_cause)i),
+                        json_integer((json_int_t)st->tls_failures[i]));
+  json_object_set_new(tls, "failures", fail);
+  json_object_set_new(root, "tls", tls);
+}

@@ -8,6 +8,7 @@
 #ifndef PP_CONN_H
 #define PP_CONN_H
 
+#include <jansson.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -148,5 +149,9 @@ void pp_h1conn_start(client *c);
 int pp_h2conn_start(client *c, pp_exchange *upgraded, const uint8_t *settings, size_t len);
 /* Drain: GOAWAY, in-flight streams finish. */
 void pp_h2conn_drain(client *c);
+
+/* /stats parts (ops/stats.c puts them in order): "tls" (conn.c), "http2" (h2conn.c). */
+void pp_conn_tls_stats_json(server *s, json_t *root);
+void pp_h2conn_stats_json(server *s, json_t *root);
 
 #endif

@@ -363,3 +363,19 @@ static void x_body_writable(pp_exchange *x) {
 
 static const pp_exchange_ops h2_ops = {x_head,  x_body,          x_end, x_fail,
                                        x_flush, x_body_writable, NULL};
+
+/* /stats "http2": the counters summed over connections. */
+void pp_h2conn_stats_json(server *s, json_t *root) {
+  pp_stats *st = &s->stats;
+  json_t *h2 = json_object();
+  json_object_set_new(h2, "connections", json_integer((json_int_t)st->h2_connections));
+  json_object_set_new(h2, "upgrades", json_integer((json_int_t)st->h2c_upgrades));
+  json_object_set_new(h2, "streams", json_integer((json_int_t)st->h2_streams));
+  json_object_set_new(h2, "peer_resets", json_integer((json_int_t)st->h2_peer_resets));
+  json_object_set_new(h2, "stream_errors", json_integer((json_int_t)st->h2_stream_errors));
+  json_object_set_new(h2, "refused_streams", json_integer((json_int_t)st->h2_refused_streams));
+  json_object_set_new(h2, "protocol_errors", json_integer((json_int_t)st->h2_protocol_errors));
+  json_object_set_new(h2, "connection_errors", json_integer((json_int_t)st->h2_connection_errors));
+  json_object_set_new(h2, "flood_closes", json_integer((json_int_t)st->h2_flood_closes));
+  json_object_set_new(root, "http2", h2);
+}

@@ -678,3 +678,41 @@ void pp_h3conn_stats(server *s, pp_h3_stats *sum) {
       dst[k] += src[k];
   }
 }
+
+/* /stats "http3": the endpoints' counters summed over the listeners. */
+void pp_h3conn_stats_json(server *s, json_t *root) {
+  json_t *h3 = json_object();
+  pp_h3_stats h3s;
+  pp_h3conn_stats(s, &h3s);
+  json_object_set_new(h3, "listeners", json_integer(s->h3_count));
+  json_object_set_new(h3, "connections", json_integer((json_int_t)h3s.connections));
+  json_object_set_new(h3, "connections_open", json_integer((json_int_t)pp_h3conn_live(s)));
+  json_object_set_new(h3, "handshakes", json_integer((json_int_t)h3s.handshakes));
+  json_object_set_new(h3, "streams", json_integer((json_int_t)h3s.streams_accepted));
+  json_object_set_new(h3, "peer_resets", json_integer((json_int_t)h3s.peer_resets));
+  json_object_set_new(h3, "idle_closes", json_integer((json_int_t)h3s.idle_closes));
+  json_object_set_new(h3, "retries_sent", json_integer((json_int_t)h3s.retries_sent));
+  json_object_set_new(h3, "version_negotiations",
+                      json_integer((json_int_t)h3s.version_negotiations));
+  json_object_set_new(h3, "stateless_resets", json_integer((json_int_t)h3s.stateless_resets));
+  json_t *drops = json_object();
+#define DROP(name) json_object_set_new(drops, #name, json_integer((json_int_t)h3s.drop_##name))
+  DROP(garbage);
+  DROP(unknown_cid);
+  DROP(bad_version);
+  DROP(small_initial);
+  DROP(large_initial);
+  DROP(truncated);
+  DROP(token_invalid);
+  DROP(too_many_conns);
+  DROP(out_queue_full);
+  DROP(closing);
+#undef DROP
+  json_object_set_new(h3, "drops", drops);
+  json_t *h3err = json_object();
+  json_object_set_new(h3err, "stream_limit", json_integer((json_int_t)h3s.stream_limit_errors));
+  json_object_set_new(h3err, "qpack", json_integer((json_int_t)h3s.qpack_errors));
+  json_object_set_new(h3err, "protocol", json_integer((json_int_t)h3s.protocol_errors));
+  json_object_set_new(h3, "connection_errors", h3err);
+  json_object_set_new(root, "http3", h3);
+}

@@ -3,6 +3,7 @@
 #ifndef PP_H3CONN_H
 #define PP_H3CONN_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "server/proto/h3.h"
@@ -19,5 +20,8 @@ void pp_h3conn_drain(server *s);
 size_t pp_h3conn_live(server *s);
 /* The endpoints' counters summed over all listeners. */
 void pp_h3conn_stats(server *s, pp_h3_stats *sum);
+
+/* Writes /stats "http3" into root. */
+void pp_h3conn_stats_json(server *s, json_t *root);
 
 #endif

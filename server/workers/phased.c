@@ -6,12 +6,14 @@
 #include "server/workers/phased.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "server/base/prom.h"
 #include "server/process/server_int.h"
 
 #define PROBE_TIMEOUT_MS    60000
@@ -489,4 +491,43 @@ void pp_phased_init(server *s) {
   ph->sig_usr1.data = s;
   uv_signal_start(&ph->sig_usr1, on_usr1, SIGUSR1);
   uv_unref((uv_handle_t *)&ph->sig_usr1);
+}
+
+/* /stats "phased_restart" (docs/SERVER.md). */
+void pp_phased_stats_json(server *s, json_t *root) {
+  const pp_phased *ph = &s->phased;
+  json_t *pr = json_object();
+  json_object_set_new(pr, "state", json_string(pp_phased_state_name(ph->state)));
+  if (ph->started_at) {
+    char at[32];
+    struct tm tm;
+    gmtime_r(&ph->started_at, &tm);
+    strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_object_set_new(pr, "started_at", json_string(at));
+  } else {
+    json_object_set_new(pr, "started_at", json_null());
+  }
+  json_object_set_new(pr, "last_result", json_string(ph->last_result));
+  json_object_set_new(pr, "last_error",
+                      ph->last_error[0] ? json_string(ph->last_error) : json_null());
+  json_object_set_new(pr, "last_duration_s",
+                      ph->completed + ph->aborted ? json_real(ph->last_duration_s) : json_null());
+  json_object_set_new(pr, "workers_replaced", json_integer(ph->workers_replaced));
+  json_object_set_new(pr, "completed", json_integer((json_int_t)ph->completed));
+  json_object_set_new(pr, "aborted", json_integer((json_int_t)ph->aborted));
+  json_object_set_new(root, "phased_restart", pr);
+}
+
+/* /metrics: the phase, the old workers and the phased restarts. */
+void pp_phased_metrics(server *s, pp_buf *out) {
+  pp_prom_gauge(out, "puma_plus_phase", "The worker generation; each phased restart adds one.",
+                s->reg.phase);
+  pp_prom_gauge(out, "puma_plus_old_workers", "Workers of an earlier phase (being replaced).",
+                pp_phased_old_workers(s));
+  pp_prom_appendf(out, "# HELP puma_plus_phased_restarts_total Phased restarts by result.\n# TYPE "
+                       "puma_plus_phased_restarts_total counter\n");
+  pp_prom_appendf(out, "puma_plus_phased_restarts_total{result=\"ok\"} %" PRIu64 "\n",
+                  s->phased.completed);
+  pp_prom_appendf(out, "puma_plus_phased_restarts_total{result=\"aborted\"} %" PRIu64 "\n",
+                  s->phased.aborted);
 }

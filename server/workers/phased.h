@@ -9,6 +9,7 @@
 #ifndef PP_PHASED_H
 #define PP_PHASED_H
 
+#include <jansson.h>
 #include <stdint.h>
 #include <time.h>
 #include <uv.h>
@@ -82,5 +83,11 @@ const char *pp_phased_state_name(pp_phased_state st);
 
 /* Workers of an older generation than the current phase (any state but free). */
 uint32_t pp_phased_old_workers(const server *s);
+
+/* Writes /stats "phased_restart" into root. */
+void pp_phased_stats_json(server *s, json_t *root);
+
+/* Writes its lines of /metrics into out. */
+void pp_phased_metrics(server *s, pp_buf *out);
 
 #endif
