@@ -1,6 +1,8 @@
-/* transport: the listeners (TCP and unix stream sockets) and the write path every stream
- * shares: pooled write chunks and write_or_queue. Datagram listeners (QUIC) will sit beside
- * the stream ones here. Nothing in this layer knows HTTP. */
+/* transport (net/, the layer under the workers and the sessions): the listeners (TCP and unix
+ * stream sockets) and the write path every stream shares: pooled write chunks and
+ * write_or_queue. A listener hands each new connection to the callback its owner set
+ * (process/server.c: session/conn.c's pp_conn_accept); the QUIC listeners are the HTTP/3
+ * glue's (session/h3conn.c). Nothing in this layer knows HTTP. */
 #ifndef PP_TRANSPORT_H
 #define PP_TRANSPORT_H
 

@@ -1,6 +1,9 @@
 /* The control app's documents: GET /stats (puma's stats JSON, a strict superset, plus a
- * `queue` key) and GET /metrics (Prometheus text). Field reference: docs/SERVER.md.
- * Runs only on control requests, so it may allocate (jansson). */
+ * `queue` key) and GET /metrics (Prometheus text). Field reference: docs/SERVER.md. Each is
+ * an ordered table of parts (stats_parts, metrics_parts): the modules that own the data write
+ * their own (phased.c, h2conn.c, h3conn.c, conn.c, dashboard.c), this file the registry's,
+ * the queue's, the counters' and the controller's. Runs only on control requests, so it may
+ * allocate (jansson). */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <jansson.h>
@@ -90,10 +93,8 @@ static void json_head(server *s, json_t *root) {
   json_object_set_new(root, "old_workers", json_integer(pp_phased_old_workers(s)));
 }
 
-/* The workers (puma's worker_status), memory, the queue, the requests and liveness: the
- * registry, the queue and the counters of the data path. */
-static void json_core(server *s, json_t *root) {
-  pp_stats *st = &s->stats;
+/* The workers (puma's worker_status) and the memory of every process. */
+static void json_workers(server *s, json_t *root) {
   /* Memory (docs/SERVER.md): every process read once, so the sums are exactly the parts. */
   pp_proc_mem by_state[5], all_workers, mem;
   memset(by_state, 0, sizeof by_state);
@@ -167,7 +168,11 @@ static void json_core(server *s, json_t *root) {
   if (have_self) mem_add(&total, &self);
   json_object_set_new(mo, "total", mem_json(&total)); /* workers + shepherd + this process */
   json_object_set_new(root, "memory", mo);
+}
 
+/* The queue: depth, slots, the latency windows, arrivals and completions. */
+static void json_queue(server *s, json_t *root) {
+  pp_stats *st = &s->stats;
   json_t *q = json_object();
   json_object_set_new(q, "depth", json_integer(s->queue.len));
   json_object_set_new(q, "slots_ready", json_integer(s->reg.slots_ready));
@@ -209,7 +214,11 @@ static void json_core(server *s, json_t *root) {
                       st->cpu_count ? json_real(ms((uint64_t)st->cpu_sum_ns / st->cpu_count))
                                     : json_null());
   json_object_set_new(root, "queue", q);
+}
 
+/* The requests and their endings, and liveness (timeouts, kills, the shepherd). */
+static void json_requests(server *s, json_t *root) {
+  pp_stats *st = &s->stats;
   json_t *rq = json_object();
   json_object_set_new(rq, "total", json_integer((json_int_t)st->requests));
   json_object_set_new(rq, "responses", json_integer((json_int_t)st->responses));
@@ -319,14 +328,9 @@ typedef void (*json_part)(server *s, json_t *root);
  * (phased.c, h2conn.c, h3conn.c, conn.c, dashboard.c), the rest here from the registry, the
  * queue, the counters and the controller. */
 static const json_part stats_parts[] = {
-    json_head,
-    pp_phased_stats_json,
-    json_core,
-    pp_h2conn_stats_json,
-    pp_h3conn_stats_json,
-    pp_conn_tls_stats_json,
-    json_controller,
-    pp_dashboard_stats_json,
+    json_head,       pp_phased_stats_json,    json_workers,         json_queue,
+    json_requests,   pp_h2conn_stats_json,    pp_h3conn_stats_json, pp_conn_tls_stats_json,
+    json_controller, pp_dashboard_stats_json,
 };
 
 void pp_stats_json(server *s, int pretty, pp_buf *out) {

@@ -1,10 +1,12 @@
-/* puma-plus-server's loop and lifecycle: start-up (runtime directory, worker socket,
- * listeners, shepherd), the controller tick, signals, drain and exit. Everything a request
- * touches lives in its layer (DESIGN.md section 3a): transport.c (listeners, writes),
- * conn.c + h1conn.c (client streams and HTTP/1.1), exchange.c (the protocol-neutral
- * request/response), dispatch.c (the queue), wlink.c (worker connections), shepherd.c,
- * control_app.c, stats.c and autoscale.c. Timestamps: T1 first byte, T2 headers parsed, T2b
- * runnable, T3 dispatched, T6 response flushed; queue time is T3 - T2b and nothing else. */
+/* puma-plus-server's process (the top layer, process/): start-up (runtime directory, worker
+ * socket, listeners, shepherd), the hooks every lower layer calls back through, the tick,
+ * signals, drain and exit. Everything a request touches lives in a lower layer (docs/SERVER.md,
+ * "Architecture"): net/transport.c (listeners, writes), session/ (conn.c, h1conn.c, h2conn.c,
+ * h3conn.c: client connections and their protocols), core/ (exchange.c: the protocol-neutral
+ * request/response; dispatch.c: the queue), workers/ (wlink.c: worker connections; shepherd.c,
+ * phased.c), ops/ (control_app.c, stats.c, dashboard.c, autoscale.c). Timestamps: T1 first
+ * byte, T2 headers parsed, T2b runnable, T3 dispatched, T6 response flushed; queue time is
+ * T3 - T2b and nothing else. */
 #include "server/process/server.h"
 
 #include <errno.h>

@@ -1,9 +1,11 @@
-/* The server context every layer of puma-plus-server shares (DESIGN.md section 3a): the
- * loop, the listeners, the queue and registry, the pools, the stats and the controller. Each
- * layer has its own header (transport.h, conn.h, exchange.h, dispatch.h, wlink.h,
- * shepherd.h, control_app.h); this one gathers them and adds what server.c (the loop and
- * lifecycle), stats.c and autoscale.c provide. Only .c files include it, so no header
- * includes another in a circle. Not a public API. */
+/* struct server: the context of the whole front end, owned by the process layer (server.c).
+ * It still holds every layer's state (loop, listeners, queue and registry, pools, counters,
+ * controller, dashboard, lifecycle), so each layer's .c files include this header to reach
+ * their own part: the one exception to the layer rule that remains (server/layers-allow.txt).
+ * What a lower layer calls back into above it is s->hooks (base/hooks.h), set by server.c,
+ * never a name. Each layer's functions are declared in its own header; this one adds what
+ * process/server.c (drain, exit), ops/stats.c and ops/autoscale.c provide. Only .c files
+ * include it. Not a public API. */
 #ifndef PP_SERVER_INT_H
 #define PP_SERVER_INT_H
 

@@ -6,7 +6,7 @@
  * callback); datagram routing by the connection-ID map; what is answered before any connection
  * state exists (Version Negotiation, Retry, CONNECTION_CLOSE(INVALID_TOKEN), stateless reset);
  * and the bounded out queue every packet goes through. One connection's engines live in
- * h3_conn.c, its request streams in h3_stream.c; h3_int.h holds what the three share. */
+ * h3_quic.c, its request streams in h3_stream.c; h3_int.h holds what the three share. */
 #include "server/proto/h3.h"
 
 #include <stdio.h>

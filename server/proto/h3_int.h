@@ -1,6 +1,6 @@
 /* Internals shared by the three files of the HTTP/3 endpoint (h3.h): h3.c (the server
  * context, datagram routing, the connection-ID map, stateless replies, the out queue),
- * h3_conn.c (one connection: ngtcp2, GnuTLS, nghttp3, read/write, timers, close) and
+ * h3_quic.c (one connection: ngtcp2, GnuTLS, nghttp3, read/write, timers, close) and
  * h3_stream.c (request streams, the request callbacks up and the response calls down). Not a
  * public API (STYLE.md: a private <module>_int.h). The functions run inside a public call
  * (pp_h3_server.depth > 0) unless said otherwise. */
@@ -92,7 +92,7 @@ int pp_h3__out_push(pp_h3_server *srv, const uint8_t *data, size_t len,
                     const struct sockaddr *local, socklen_t local_len,
                     const struct sockaddr *remote, socklen_t remote_len);
 
-/* ---- h3_conn.c: one connection ---- */
+/* ---- h3_quic.c: one connection ---- */
 
 /* Creates the connection for a client Initial the server accepted (odcid: the DCID the client
  * first chose, before any Retry) and maps its IDs; on_conn_open runs. Returns 0 with *out set,
@@ -118,7 +118,7 @@ void pp_h3__conn_mark(pp_h3_conn *c);
 
 /* ---- h3_stream.c: request streams ---- */
 
-/* The nghttp3 callbacks of every connection (nghttp3_conn_server_new in h3_conn.c). */
+/* The nghttp3 callbacks of every connection (nghttp3_conn_server_new in h3_quic.c). */
 extern const nghttp3_callbacks pp_h3__request_callbacks;
 /* Hands every stream's gathered body bytes to the owner (on_body), outside the engines. */
 void pp_h3__conn_deliver_body(pp_h3_conn *c);

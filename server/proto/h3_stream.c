@@ -486,7 +486,7 @@ static int on_reset_stream(nghttp3_conn *h3, int64_t stream_id, uint64_t app_err
   return 0;
 }
 
-/* Every connection's nghttp3 callbacks (setup_h3 in h3_conn.c). */
+/* Every connection's nghttp3 callbacks (setup_h3 in h3_quic.c). */
 const nghttp3_callbacks pp_h3__request_callbacks = {
     .acked_stream_data = on_acked_stream_data,
     .stream_close = on_h3_stream_close,

@@ -1,5 +1,6 @@
 /* conn: the client stream (see conn.h): accept, read into the connection's buffer, pooled
- * output chunks, close. What the bytes mean is h1conn.c's business. */
+ * output chunks, close. What the bytes mean is the business of the protocol glue that set
+ * c->proto (h1conn.c, h2conn.c). */
 #include "server/session/conn.h"
 
 #include <stdarg.h>

@@ -1,7 +1,9 @@
-/* conn: one client stream connection (TCP or unix) and the HTTP/1.1 session glue on it: the
- * read buffer, the pooled output chunks, the timers, the h1 parser (http1.h) and the one
- * exchange an HTTP/1.1 connection carries at a time. conn.c holds the stream part (accept,
- * read, write, close); h1conn.c the protocol part (parse loop, timeouts, responses).
+/* conn (session/): one client stream connection (TCP or unix, TLS filter optional) and the
+ * protocol glue on it: the read buffer, the pooled output chunks, the timers, the h1 parser
+ * (http1.h) and the one exchange an HTTP/1.1 connection carries at a time, or the HTTP/2
+ * session and its streams. conn.c holds the stream part (accept, read, write, close) and
+ * calls the protocol through c->proto; h1conn.c and h2conn.c are the protocol parts (parse
+ * loop, timeouts, responses) and set c->proto.
  *
  * Pipelined bytes wait unparsed in rbuf while an exchange is in flight, so responses go out
  * in order. The client struct is pooled with its read buffer. */
