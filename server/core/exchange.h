@@ -126,45 +126,12 @@ pp_exchange *pp_exchange_get(server *s, const pp_exchange_ops *ops, void *owner)
  * response is flushed (or the exchange never reached dispatch). */
 void pp_exchange_release(server *s, pp_exchange *x);
 
-/* Admission control: 0 to go on, or 503 when the predicted wait is over the shed budget
- * (counted). Called once per request, before the env is built. */
-int pp_exchange_admit(server *s);
-
-/* Starts the REQUEST frame prefix: header, id, t2b, t3, flags, pair count. */
-void pp_exchange_env_begin(pp_exchange *x);
-/* Closes the env after `pairs` pairs were appended to x->head, and records whether the body
- * streams (content_length > PP_BODY_BUFFER_LIMIT; -1 when unknown). */
-void pp_exchange_env_end(pp_exchange *x, uint32_t pairs, int64_t content_length);
-
 /* The aggregate body budget (-max-buffered-body-total): x's buffered bytes leave the server's
  * total (at dispatch, or when x ends), and uploads that waited for room resume. */
 void pp_exchange_unbudget(pp_exchange *x);
 
-/* Body bytes from the client (see the contract above). */
-void pp_exchange_body_in(pp_exchange *x, const uint8_t *data, size_t len);
-/* The request body is complete: the exchange becomes runnable if it is not yet. */
-void pp_exchange_body_done(pp_exchange *x);
-/* 0 while a streamed upload must not be read further (queued, or the worker socket full). */
-int pp_exchange_can_take_body(pp_exchange *x);
-
-/* The client is gone: the exchange leaves the queue (counted as cancelled), or its worker
- * gets CANCEL. The owner must not touch x afterwards. */
-void pp_exchange_abandon(pp_exchange *x);
-
-/* For HTTP/2 and HTTP/3 streams: body bytes of the stream whose exchange is x (NULL: none).
- * Returns 1 if the exchange took them (they are counted in x->body_unconsumed until the owner
- * releases their flow-control credit), 0 if they are dropped (no exchange, or it was already
- * answered): the owner gives their credit back at once. */
-int pp_exchange_stream_body(pp_exchange *x, const uint8_t *data, size_t len);
-/* The stream's request body ended (x may be NULL). */
-void pp_exchange_stream_end(pp_exchange *x);
-/* The stream closed with error_code (0: its response completed): T6 is recorded for a
- * completed response, then x is abandoned (a queued request leaves the queue, a running one
- * gets CANCEL). The owner has unlinked x from its own lists. */
-void pp_exchange_stream_closed(pp_exchange *x, uint64_t error_code);
-
-/* The client took enough of the response that the paused worker may be read again. */
-void pp_exchange_client_drained(pp_exchange *x);
+/* The buffered-body total is at -max-buffered-body-total (0: no limit, never). */
+int pp_exchange_over_budget(const server *s);
 
 /* Counts one response status in its class (1xx ... 5xx) for /stats: every protocol's
  * responses, the worker's and the ones the session answers itself. */

@@ -24,6 +24,7 @@
 #include "server/session/conn.h"
 #include "server/ops/dashboard.h"
 #include "server/core/exchange.h"
+#include "server/core/exchange_owner.h"
 #include "server/session/h3conn.h"
 #include "server/proto/http1.h"
 #include "server/process/lifecycle.h"

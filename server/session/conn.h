@@ -16,6 +16,7 @@
 
 #include "server/proto/env.h"
 #include "server/core/exchange.h"
+#include "server/core/exchange_owner.h"
 #include "server/proto/http1.h"
 #include "server/base/queue.h"
 #include "server/net/transport.h"
