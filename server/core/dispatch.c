@@ -74,7 +74,7 @@ void pp_dispatch_send_body(pp_exchange *r, const uint8_t *data, size_t len) {
   wconn *w = r->w;
   while (len) {
     size_t n = len > PP_WIRE_MAX_BODY_CHUNK ? PP_WIRE_MAX_BODY_CHUNK : len;
-    wchunk *k = pp_chunk_get(s, n + 16);
+    wchunk *k = pp_chunk_get(&s->net, n + 16);
     pp_wire_put_header(k->data, PP_WIRE_BODY, (uint32_t)(8 + n));
     pp_wire_put_u64(k->data + 8, r->id);
     memcpy(k->data + 16, data, n);
@@ -87,7 +87,7 @@ void pp_dispatch_send_body(pp_exchange *r, const uint8_t *data, size_t len) {
 
 /* A frame with only a request id (BODY_END, CANCEL) to the worker running r. */
 static void send_id_frame(pp_exchange *r, uint8_t type) {
-  wchunk *k = pp_chunk_get(r->srv, 0);
+  wchunk *k = pp_chunk_get(&r->srv->net, 0);
   pp_wire_frame f;
   memset(&f, 0, sizeof f);
   f.type = type;

@@ -3,36 +3,38 @@
  * PP_CHUNK_CAP are kept on a free list, so steady state does not call malloc. */
 #include "server/net/transport.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "server/process/server_int.h"
+#include "server/base/alloc.h"
+#include "server/base/log.h"
 
-wchunk *pp_chunk_get(server *s, size_t need) {
+wchunk *pp_chunk_get(pp_net *n, size_t need) {
   wchunk *k;
-  if (need <= PP_CHUNK_CAP && s->free_chunks) {
-    k = s->free_chunks;
-    s->free_chunks = k->next_free;
+  if (need <= PP_CHUNK_CAP && n->free_chunks) {
+    k = n->free_chunks;
+    n->free_chunks = k->next_free;
   } else {
     size_t cap = need > PP_CHUNK_CAP ? need : PP_CHUNK_CAP;
     k = pp_xmalloc(sizeof *k + cap);
     k->cap = cap;
     k->data = (uint8_t *)(k + 1);
   }
-  k->srv = s;
+  k->net = n;
   k->len = 0;
   k->owner = NULL;
   return k;
 }
 
-void pp_chunk_put(server *s, wchunk *k) {
+void pp_chunk_put(pp_net *n, wchunk *k) {
   if (k->cap != PP_CHUNK_CAP) {
     free(k);
     return;
   }
-  k->next_free = s->free_chunks;
-  s->free_chunks = k;
+  k->next_free = n->free_chunks;
+  n->free_chunks = k;
 }
 
 int pp_write_or_queue(uv_stream_t *st, uv_write_t *req, uv_buf_t *bufs, unsigned n,
@@ -50,39 +52,36 @@ int pp_write_or_queue(uv_stream_t *st, uv_write_t *req, uv_buf_t *bufs, unsigned
   return rc < 0 ? rc : 1;
 }
 
-int pp_chunk_send(server *s, uv_stream_t *st, wchunk *k, uv_write_cb cb) {
+int pp_chunk_send(pp_net *n, uv_stream_t *st, wchunk *k, uv_write_cb cb) {
   uv_buf_t b = uv_buf_init((char *)k->data, (unsigned)k->len);
   int rc = pp_write_or_queue(st, &k->wr, &b, 1, cb);
-  if (rc <= 0) pp_chunk_put(s, k);
+  if (rc <= 0) pp_chunk_put(n, k);
   return rc;
 }
 
 static void on_connection(uv_stream_t *ls_stream, int status) {
   listener *ls = ls_stream->data;
-  /* Draining takes no new HTTP connection; the control app still answers (/ready says 503
-   * draining to the balancer's health check, /stats shows the drain). */
-  if (status < 0 || (ls->srv->draining && ls->kind != LISTEN_CONTROL)) return;
-  ls->on_accept(ls, -1);
+  if (status < 0) return;
+  ls->on_accept(ls, -1); /* it may leave the connection in the backlog (draining) */
 }
 
-int pp_listener_open(server *s, listener *ls, int fd, int defer) {
+int pp_listener_open(pp_net *n, listener *ls, int fd, int defer) {
   int rc;
-  ls->srv = s;
   if (fd >= 0) {
     ls->inherited = 1;
     if (ls->addr.is_unix) {
-      uv_pipe_init(s->loop, &ls->h.pipe, 0);
+      uv_pipe_init(n->loop, &ls->h.pipe, 0);
       rc = uv_pipe_open(&ls->h.pipe, fd);
     } else {
-      uv_tcp_init(s->loop, &ls->h.tcp);
+      uv_tcp_init(n->loop, &ls->h.tcp);
       rc = uv_tcp_open(&ls->h.tcp, fd);
     }
   } else if (ls->addr.is_unix) {
-    uv_pipe_init(s->loop, &ls->h.pipe, 0);
+    uv_pipe_init(n->loop, &ls->h.pipe, 0);
     unlink(ls->addr.path);
     rc = uv_pipe_bind(&ls->h.pipe, ls->addr.path);
   } else {
-    uv_tcp_init(s->loop, &ls->h.tcp);
+    uv_tcp_init(n->loop, &ls->h.tcp);
     struct sockaddr_storage ss;
     if (strchr(ls->addr.host, ':'))
       rc = uv_ip6_addr(ls->addr.host, ls->addr.port, (struct sockaddr_in6 *)&ss);
@@ -93,9 +92,9 @@ int pp_listener_open(server *s, listener *ls, int fd, int defer) {
   ls->h.handle.data = ls;
   ls->open = 1;
   ls->deferred = ls->inherited && defer;
-  if (rc == 0 && !ls->deferred) rc = uv_listen(&ls->h.stream, s->cfg->backlog, on_connection);
+  if (rc == 0 && !ls->deferred) rc = uv_listen(&ls->h.stream, n->cfg->backlog, on_connection);
   if (rc < 0) {
-    LOG_ERR(s, "cannot listen on %s: %s", ls->addr.text, uv_strerror(rc));
+    LOG_ERR(n, "cannot listen on %s: %s", ls->addr.text, uv_strerror(rc));
     return -1;
   }
   if (!ls->addr.is_unix && (ls->addr.port == 0 || ls->inherited)) {
@@ -108,7 +107,7 @@ int pp_listener_open(server *s, listener *ls, int fd, int defer) {
            ls->addr.is_unix ? 80 : ls->addr.port);
   char from[64] = "";
   if (ls->inherited) snprintf(from, sizeof from, ", inherited fd %d", fd);
-  LOG_ERR(s, "%s %s on %s%s%s (port %d%s)",
+  LOG_ERR(n, "%s %s on %s%s%s (port %d%s)",
           ls->kind == LISTEN_CONTROL ? "control app"
           : ls->tls                  ? "HTTPS"
                                      : "HTTP",
@@ -117,13 +116,13 @@ int pp_listener_open(server *s, listener *ls, int fd, int defer) {
   return 0;
 }
 
-void pp_listeners_accept_deferred(server *s) {
-  for (int i = 0; i < s->listener_count; i++) {
-    listener *ls = &s->listeners[i];
+void pp_listeners_accept_deferred(pp_net *n) {
+  for (int i = 0; i < n->listener_count; i++) {
+    listener *ls = &n->listeners[i];
     if (!ls->open || !ls->deferred) continue;
     ls->deferred = 0;
-    int rc = uv_listen(&ls->h.stream, s->cfg->backlog, on_connection);
-    if (rc < 0) LOG_ERR(s, "cannot listen on %s: %s", ls->addr.text, uv_strerror(rc));
+    int rc = uv_listen(&ls->h.stream, n->cfg->backlog, on_connection);
+    if (rc < 0) LOG_ERR(n, "cannot listen on %s: %s", ls->addr.text, uv_strerror(rc));
   }
 }
 
@@ -141,9 +140,9 @@ static void accept_backlog(listener *ls) {
   }
 }
 
-void pp_listeners_close_control(server *s) {
-  for (int i = 0; i < s->listener_count; i++) {
-    listener *ls = &s->listeners[i];
+void pp_listeners_close_control(pp_net *n) {
+  for (int i = 0; i < n->listener_count; i++) {
+    listener *ls = &n->listeners[i];
     if (ls->kind == LISTEN_CONTROL && ls->open) {
       if (ls->addr.is_unix) ls->h.pipe.pipe_fname = NULL; /* the new server's now: keep it */
       ls->open = 0;
@@ -152,14 +151,14 @@ void pp_listeners_close_control(server *s) {
   }
 }
 
-void pp_listeners_close_http(server *s) {
-  for (int i = 0; i < s->listener_count; i++) {
-    listener *ls = &s->listeners[i];
+void pp_listeners_close_http(pp_net *n, int keep_unix_paths) {
+  for (int i = 0; i < n->listener_count; i++) {
+    listener *ls = &n->listeners[i];
     if (ls->kind == LISTEN_HTTP && ls->open) {
       if (!ls->deferred) accept_backlog(ls); /* a deferred one's backlog is the old server's */
       /* libuv unlinks the path of a unix socket it bound when the handle closes; after a hot
        * restart's handover the new server listens on it, so the path must stay. */
-      if (ls->addr.is_unix && s->life.handed_over) ls->h.pipe.pipe_fname = NULL;
+      if (ls->addr.is_unix && keep_unix_paths) ls->h.pipe.pipe_fname = NULL;
       ls->open = 0;
       uv_close(&ls->h.handle, on_listener_closed);
     }

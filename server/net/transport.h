@@ -30,7 +30,8 @@ struct listener {
     uv_handle_t handle;
     uv_stream_t stream;
   } h;
-  server *srv;
+  server
+      *srv; /* the owner's (process/server.c sets it): handed back to on_accept, never read here */
   listener_kind kind;
   pp_addr addr;
   int open;
@@ -49,16 +50,26 @@ struct listener {
 typedef struct wchunk {
   uv_write_t wr;
   struct wchunk *next_free;
-  server *srv;
+  struct pp_net *net; /* the pool it goes back to */
   void *owner;
   size_t len, cap;
   uint8_t *data;
 } wchunk;
 
+/* The net layer's own context: its listeners and its pool of write chunks. struct server
+ * holds one (s->net); the layer reads nothing else of the server. */
+typedef struct pp_net {
+  uv_loop_t *loop;
+  const pp_config *cfg;                      /* -backlog; -quiet (LOG) */
+  listener listeners[2 * PP_MAX_LISTEN + 1]; /* -listen, -listen-tls, -control */
+  int listener_count;
+  wchunk *free_chunks;
+} pp_net;
+
 /* A chunk of at least `need` bytes (PP_CHUNK_CAP when need is 0 or smaller): pooled when it
  * has the standard size, else allocated for this one use. */
-wchunk *pp_chunk_get(server *s, size_t need);
-void pp_chunk_put(server *s, wchunk *k);
+wchunk *pp_chunk_get(pp_net *n, size_t need);
+void pp_chunk_put(pp_net *n, wchunk *k);
 
 /* Writes bufs at once when the kernel takes them all (returns 0: no callback will fire, no
  * epoll change), else queues what is left with uv_write (returns 1: cb fires later).
@@ -67,23 +78,24 @@ int pp_write_or_queue(uv_stream_t *st, uv_write_t *req, uv_buf_t *bufs, unsigned
 
 /* Sends one chunk on st, returning it to the pool when the kernel took it at once.
  * Returns what pp_write_or_queue returned. */
-int pp_chunk_send(server *s, uv_stream_t *st, wchunk *k, uv_write_cb cb);
+int pp_chunk_send(pp_net *n, uv_stream_t *st, wchunk *k, uv_write_cb cb);
 
 /* Binds and listens (logs and returns -1 on failure); port 0 is replaced by the bound one.
  * fd >= 0: an inherited socket (systemd or a hot restart) to use instead of binding; with
  * defer (a hot-restart child) listening on it waits for pp_listeners_accept_deferred. New
  * connections go to ls->on_accept. */
-int pp_listener_open(server *s, listener *ls, int fd, int defer);
+int pp_listener_open(pp_net *n, listener *ls, int fd, int defer);
 
 /* Starts accepting on the listeners pp_listener_open deferred. */
-void pp_listeners_accept_deferred(server *s);
+void pp_listeners_accept_deferred(pp_net *n);
 
 /* Closes the control app's listener after a hot restart's handover (the new server has it; a
  * unix socket path is left in place). */
-void pp_listeners_close_control(server *s);
+void pp_listeners_close_control(pp_net *n);
 
 /* Drain: takes every connection the kernel already completed (the listen backlog), then
- * closes each HTTP listener, so a client that connected before SIGTERM is served. */
-void pp_listeners_close_http(server *s);
+ * closes each HTTP listener, so a client that connected before SIGTERM is served.
+ * keep_unix_paths: the sockets were handed to a new server (hot restart), leave their paths. */
+void pp_listeners_close_http(pp_net *n, int keep_unix_paths);
 
 #endif

@@ -186,8 +186,8 @@ static int write_file(server *s, const char *path, int state) {
     fprintf(f, "%d\n", (int)getpid());
   } else {
     fprintf(f, "---\npid: %d\n", (int)getpid());
-    for (int i = 0; i < s->listener_count; i++) {
-      listener *ls = &s->listeners[i];
+    for (int i = 0; i < s->net.listener_count; i++) {
+      listener *ls = &s->net.listeners[i];
       if (ls->kind != LISTEN_CONTROL) continue;
       char url[400];
       if (ls->addr.is_unix)
@@ -284,7 +284,7 @@ static void became_ready(server *s) {
   char msg[600];
   status_text(s, msg, sizeof msg);
   if (l->ready_fd >= 0) { /* a hot restart: the old server tells systemd we are the main pid */
-    pp_listeners_accept_deferred(s);
+    pp_listeners_accept_deferred(&s->net);
     write_files(s);
     ssize_t w;
     do
@@ -453,7 +453,7 @@ static void on_child_ready(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
   snprintf(msg, sizeof msg, "MAINPID=%ld\nREADY=1\nSTATUS=hot restart: pid %ld serving", l->new_pid,
            l->new_pid);
   notify(s, msg);
-  pp_listeners_close_control(s);
+  pp_listeners_close_control(&s->net);
   pp_server_drain(s);
 }
 
@@ -521,8 +521,8 @@ long pp_restart_begin(server *s, char *msg, size_t msg_len) {
   }
   int fds[2 * PP_MAX_LISTEN + 1], n = 0;
   char names[(2 * PP_MAX_LISTEN + 1) * 24] = "";
-  for (int i = 0; i < s->listener_count; i++) {
-    listener *ls = &s->listeners[i];
+  for (int i = 0; i < s->net.listener_count; i++) {
+    listener *ls = &s->net.listeners[i];
     uv_os_fd_t fd;
     if (!ls->open || uv_fileno(&ls->h.handle, &fd) < 0) continue;
     fds[n++] = fd;

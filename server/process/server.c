@@ -35,10 +35,10 @@ static void cleanup_files(server *s) {
   if (s->tls_dev_cert[0] && !shared_dir) unlink(s->tls_dev_cert);
   if (s->tls_dev_key[0] && !shared_dir) unlink(s->tls_dev_key);
   if (s->own_runtime_dir) rmdir(s->runtime_dir);
-  for (int i = 0; i < s->listener_count; i++)
-    if (s->listeners[i].addr.is_unix && !s->life.handed_over &&
-        (!s->listeners[i].inherited || s->life.restarted))
-      unlink(s->listeners[i].addr.path);
+  for (int i = 0; i < s->net.listener_count; i++)
+    if (s->net.listeners[i].addr.is_unix && !s->life.handed_over &&
+        (!s->net.listeners[i].inherited || s->life.restarted))
+      unlink(s->net.listeners[i].addr.path);
   pp_lifecycle_exit(s);
 }
 
@@ -104,7 +104,7 @@ static void begin_drain(server *s) {
           s->reg.slots_busy);
   pp_phased_abort(s, "the server began to drain");
   pp_lifecycle_draining(s);
-  pp_listeners_close_http(s);
+  pp_listeners_close_http(&s->net, s->life.handed_over);
   pp_h3conn_drain(s);
   pp_qnode *n = s->clients.head.next;
   while (n != &s->clients.head) { /* HTTP/2 connections: GOAWAY, then their streams finish */
@@ -187,6 +187,8 @@ static void server_init(server *s, pp_config *cfg) {
   memset(s, 0, sizeof *s);
   s->cfg = cfg;
   s->loop = uv_default_loop();
+  s->net.loop = s->loop;
+  s->net.cfg = cfg;
   s->started_at = time(NULL);
   s->hooks.slot_free = pp_dispatch_all;
   s->hooks.exchange_done = pp_exchange_release;
@@ -293,7 +295,8 @@ static int open_listener(server *s, listener *ls) {
   int fd = pp_lifecycle_take_inherited(s, ls);
   if (fd == -2) return -1;
   ls->on_accept = pp_conn_accept;
-  return pp_listener_open(s, ls, fd, s->life.defer_accept);
+  ls->srv = s;
+  return pp_listener_open(&s->net, ls, fd, s->life.defer_accept);
 }
 
 static int open_listeners(server *s) {
@@ -302,7 +305,7 @@ static int open_listeners(server *s) {
   if (cfg->listen_h3_count && pp_h3conn_open_all(s, s->tls_ctx.cert_file, s->tls_ctx.key_file) < 0)
     return -1;
   for (int i = 0; i < cfg->listen_tls_count; i++) {
-    listener *ls = &s->listeners[s->listener_count++];
+    listener *ls = &s->net.listeners[s->net.listener_count++];
     ls->addr = cfg->listen_tls[i];
     ls->kind = LISTEN_HTTP;
     ls->tls = 1;
@@ -310,14 +313,14 @@ static int open_listeners(server *s) {
     if (open_listener(s, ls) < 0) return -1;
   }
   for (int i = 0; i < cfg->listen_count; i++) {
-    listener *ls = &s->listeners[s->listener_count++];
+    listener *ls = &s->net.listeners[s->net.listener_count++];
     ls->addr = cfg->listen[i];
     ls->kind = LISTEN_HTTP;
     snprintf(ls->name, sizeof ls->name, "listen.%d", i);
     if (open_listener(s, ls) < 0) return -1;
   }
   if (cfg->control_enabled) {
-    listener *ls = &s->listeners[s->listener_count++];
+    listener *ls = &s->net.listeners[s->net.listener_count++];
     ls->addr = cfg->control;
     ls->kind = LISTEN_CONTROL;
     ls->local_app = &pp_control_local_app;

@@ -106,8 +106,7 @@ struct server {
   uv_loop_t *loop;
   pp_config *cfg;
   pp_h1_limits limits;
-  listener listeners[2 * PP_MAX_LISTEN + 1]; /* -listen, -listen-tls, -control */
-  int listener_count;
+  pp_net net; /* listeners and write chunks (net/transport.h) */
   uv_pipe_t worker_listener;
   int worker_listener_open;
   char runtime_dir[256];
@@ -157,7 +156,6 @@ struct server {
    * connection holds none, a busy one takes one from here when bytes arrive. */
   uint8_t *rbuf_pool[64];
   int rbuf_pool_n;
-  wchunk *free_chunks;
 
   int draining, stopping;
   int64_t drain_started_ns;

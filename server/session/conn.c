@@ -49,7 +49,7 @@ static void on_client_closed(uv_handle_t *h) {
     free(c->tls);
     c->tls = NULL;
   }
-  if (c->out) pp_chunk_put(s, c->out), c->out = NULL;
+  if (c->out) pp_chunk_put(&s->net, c->out), c->out = NULL;
   if (s->free_clients_n < PP_FREE_CLIENTS_MAX) {
     c->next_free = s->free_clients;
     s->free_clients = c;
@@ -71,7 +71,7 @@ static void on_timer_closed(uv_handle_t *h) {
 }
 
 void pp_conn_detach(client *c) {
-  if (c->out) pp_chunk_put(c->srv, c->out), c->out = NULL;
+  if (c->out) pp_chunk_put(&c->srv->net, c->out), c->out = NULL;
   uv_read_stop(&c->h.stream);
   uv_timer_stop(&c->timer);
   uv_close((uv_handle_t *)&c->timer, on_timer_closed);
@@ -93,7 +93,7 @@ void pp_conn_close(client *c) {
     pp_exchange_abandon(x);
   }
   if (c->proto && c->proto->abandon) c->proto->abandon(c);
-  if (c->out) pp_chunk_put(c->srv, c->out), c->out = NULL;
+  if (c->out) pp_chunk_put(&c->srv->net, c->out), c->out = NULL;
   pp_queue_remove(&c->srv->clients, &c->link);
   uv_read_stop(&c->h.stream);
   uv_timer_stop(&c->timer);
@@ -128,10 +128,9 @@ void pp_conn_close_graceful(client *c) {
 static void on_client_write(uv_write_t *wr, int status) {
   wchunk *k = (wchunk *)wr;
   client *c = k->owner;
-  server *s = k->srv;
   c->writes_in_flight--;
   c->write_bytes -= k->len;
-  pp_chunk_put(s, k);
+  pp_chunk_put(k->net, k);
   if (c->closing) return;
   if (status < 0) {
     pp_conn_close(c);
@@ -147,7 +146,7 @@ static void write_chunk(client *c, wchunk *k) {
   uv_buf_t b = uv_buf_init((char *)k->data, (unsigned)k->len);
   int rc = pp_write_or_queue(&c->h.stream, &k->wr, &b, 1, on_client_write);
   if (rc <= 0) {
-    pp_chunk_put(c->srv, k);
+    pp_chunk_put(&c->srv->net, k);
     if (rc < 0)
       pp_conn_close(c);
     else
@@ -165,7 +164,7 @@ static void write_chunk(client *c, wchunk *k) {
 static void send_wire(client *c) {
   size_t off = 0;
   while (off < c->tls_wire.len && !c->closing) {
-    wchunk *k = pp_chunk_get(c->srv, 0);
+    wchunk *k = pp_chunk_get(&c->srv->net, 0);
     size_t n = c->tls_wire.len - off < k->cap ? c->tls_wire.len - off : k->cap;
     memcpy(k->data, c->tls_wire.data + off, n);
     k->len = n;
@@ -180,12 +179,12 @@ void pp_conn_flush(client *c) {
   if (!k) return;
   c->out = NULL;
   if (k->len == 0 || c->closing) {
-    pp_chunk_put(c->srv, k);
+    pp_chunk_put(&c->srv->net, k);
     return;
   }
   if (c->tls) {
     int rc = pp_tls_conn_write(c->tls, k->data, k->len, &c->tls_wire);
-    pp_chunk_put(c->srv, k);
+    pp_chunk_put(&c->srv->net, k);
     if (rc < 0) {
       LOG(c->srv, "client %s: TLS write: %s", c->remote, pp_tls_strerror(rc));
       pp_conn_close(c);
@@ -201,7 +200,7 @@ void pp_conn_out(client *c, const void *data, size_t len) {
   const uint8_t *p = data;
   while (len) {
     if (c->out && c->out->len == c->out->cap) pp_conn_flush(c);
-    if (!c->out) c->out = pp_chunk_get(c->srv, len > PP_CHUNK_CAP ? len : 0);
+    if (!c->out) c->out = pp_chunk_get(&c->srv->net, len > PP_CHUNK_CAP ? len : 0);
     size_t n = c->out->cap - c->out->len;
     if (n > len) n = len;
     memcpy(c->out->data + c->out->len, p, n);
@@ -406,6 +405,10 @@ static void refuse_connection(server *s, listener *ls, client *c) {
 
 void pp_conn_accept(listener *ls, int fd) {
   server *s = ls->srv;
+  /* Draining takes no new HTTP connection (it stays in the listen backlog until drain closes
+   * the listener); the control app still answers (/ready says 503 draining to the balancer's
+   * health check, /stats shows the drain). Drain's own backlog pass (fd >= 0) is served. */
+  if (fd < 0 && s->draining && ls->kind != LISTEN_CONTROL) return;
   client *c = client_new(s, ls);
   int rc;
   if (fd < 0)

@@ -20,14 +20,14 @@
 static void on_ctl_write(uv_write_t *wr, int status) {
   wchunk *k = (wchunk *)wr;
   (void)status;
-  pp_chunk_put(k->srv, k);
+  pp_chunk_put(k->net, k);
 }
 
 static void ctl_send(server *s, const pp_wire_frame *f) {
   if (!s->ctl_open) return;
-  wchunk *k = pp_chunk_get(s, 0);
+  wchunk *k = pp_chunk_get(&s->net, 0);
   k->len = (size_t)pp_wire_encode(f, k->data, k->cap);
-  pp_chunk_send(s, (uv_stream_t *)&s->ctl, k, on_ctl_write);
+  pp_chunk_send(&s->net, (uv_stream_t *)&s->ctl, k, on_ctl_write);
 }
 
 void pp_shepherd_spawn(server *s, uint32_t n) {

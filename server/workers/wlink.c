@@ -72,7 +72,7 @@ void pp_wlink_close_pid(server *s, uint32_t pid) {
 static void on_worker_write(uv_write_t *wr, int status) {
   wchunk *k = (wchunk *)wr;
   wconn *w = k->owner;
-  pp_chunk_put(k->srv, k);
+  pp_chunk_put(k->net, k);
   /* Backpressure on streamed uploads: the client paused while this worker's write queue was
    * over the limit may be read again. */
   if (status < 0 || w->closing || !w->req) return;
@@ -84,7 +84,7 @@ static void on_worker_write(uv_write_t *wr, int status) {
 
 int pp_wlink_send(wconn *w, wchunk *k) {
   k->owner = w;
-  return pp_chunk_send(w->srv, (uv_stream_t *)&w->pipe, k, on_worker_write);
+  return pp_chunk_send(&w->srv->net, (uv_stream_t *)&w->pipe, k, on_worker_write);
 }
 
 int pp_wlink_writev(wconn *w, uv_write_t *req, uv_buf_t *bufs, unsigned n, uv_write_cb cb) {
@@ -409,7 +409,7 @@ static wconn *monitor_of(server *s, uint32_t pid) {
 
 /* A small frame on w (HEARTBEAT_INTERVAL, TIMEOUT, HIJACKED GONE) in a pooled chunk. */
 static void send_small(wconn *w, const pp_wire_frame *f) {
-  wchunk *k = pp_chunk_get(w->srv, 0);
+  wchunk *k = pp_chunk_get(&w->srv->net, 0);
   k->len = (size_t)pp_wire_encode(f, k->data, k->cap);
   pp_wlink_send(w, k);
 }
