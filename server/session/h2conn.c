@@ -300,7 +300,7 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
   server *s = c->srv;
   int status = f->status;
   x->resp_no_body = x->head_method || status < 200 || status == 204 || status == 304;
-  size_t n = pp_h2h3_headers(s, &f->pairs, &c->h2hdrs);
+  size_t n = pp_h2h3_headers(s->alt_svc, &f->pairs, &c->h2hdrs);
   if (pp_h2_respond(c->h2, x->stream_id, status, (const pp_h2_header *)c->h2hdrs.data, n,
                     x->resp_no_body) < 0) {
     /* a status HTTP/2 cannot carry (101, or outside 100..599): the app's error */

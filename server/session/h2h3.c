@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-#include "server/process/server_int.h"
+#include "server/core/exchange_owner.h"
 
 void pp_h2h3_env(pp_exchange *x, pp_buf *scratch, const char *protocol, const pp_env_conninfo *ci,
                  const pp_h2h3_request *rq) {
@@ -45,7 +45,7 @@ void pp_h2h3_env(pp_exchange *x, pp_buf *scratch, const char *protocol, const pp
   pp_exchange_env_end(x, pairs, rq->has_content_length ? (int64_t)rq->content_length : -1);
 }
 
-size_t pp_h2h3_headers(server *s, const pp_wire_pairs *pairs, pp_buf *out) {
+size_t pp_h2h3_headers(const char *alt_svc, const pp_wire_pairs *pairs, pp_buf *out) {
   out->len = 0;
   pp_wire_pairs_iter it;
   pp_wire_pairs_iter_init(&it, pairs);
@@ -57,9 +57,8 @@ size_t pp_h2h3_headers(server *s, const pp_wire_pairs *pairs, pp_buf *out) {
     pp_buf_append(out, &hd, sizeof hd);
     n++;
   }
-  if (s->alt_svc[0]) {
-    pp_h2_header hd = {(const uint8_t *)"alt-svc", 7, (const uint8_t *)s->alt_svc,
-                       strlen(s->alt_svc)};
+  if (alt_svc[0]) {
+    pp_h2_header hd = {(const uint8_t *)"alt-svc", 7, (const uint8_t *)alt_svc, strlen(alt_svc)};
     pp_buf_append(out, &hd, sizeof hd);
     n++;
   }

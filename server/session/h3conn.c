@@ -464,7 +464,7 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
   x->resp_no_body = x->head_method || status < 200 || status == 204 || status == 304;
   char saved = s->alt_svc[0];
   s->alt_svc[0] = 0; /* never on HTTP/3 responses */
-  size_t n = pp_h2h3_headers(s, &f->pairs, &hc->hdrs);
+  size_t n = pp_h2h3_headers(s->alt_svc, &f->pairs, &hc->hdrs);
   s->alt_svc[0] = saved;
   if (pp_h3_respond(hc->conn, x->stream_id, status, (const pp_h2_header *)hc->hdrs.data, n,
                     x->resp_no_body) < 0) {
