@@ -30,7 +30,7 @@ import sys
 import tempfile
 
 # Lowest first. Each folder may use itself and the ones before it.
-LAYERS = ["base", "proto", "net", "workers", "core", "session", "ops", "process"]
+LAYERS = ["base", "proto", "net", "exchange", "workers", "core", "session", "ops", "process"]
 TOP = "main"  # server/main.c
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"server/([^"]+)"', re.M)

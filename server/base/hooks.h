@@ -10,16 +10,12 @@
 #include "server/base/queue.h"
 
 typedef struct server server;
-struct pp_exchange;
 
 typedef struct pp_hooks {
   /* The worker link (workers/wlink.c): */
   /* a slot became idle (HELLO, RESPONSE_END, a timed-out request ended): core/dispatch.c
    * gives queued requests to idle slots */
   void (*slot_free)(server *s);
-  /* an exchange nobody owns any more (its client went away, or it was hijacked) finished on
-   * its worker: core/exchange.c returns it to the pool */
-  void (*exchange_done)(server *s, struct pp_exchange *x);
 
   /* The client connections and the worker link: */
   /* while draining: a client connection or a worker connection went away, so the drain may

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/core/exchange.h"
+#include "server/exchange/exchange.h"
 
 /* x is runnable (T2b): into the queue, then dispatched if a slot is idle. */
 void pp_dispatch_push(pp_exchange *x);

@@ -1,14 +1,14 @@
 /* What the owner of an exchange (the session glue) calls to drive it, in the order of the
  * contract in exchange.h: admission, the env, body bytes, the end of the body, abandon, and
  * the stream events of HTTP/2 and HTTP/3. Defined in exchange_owner.c, above dispatch (the
- * exchange record and its pool, exchange.h, are below it). */
+ * exchange record and its pool, exchange/exchange.h, are a layer below). */
 #ifndef PP_EXCHANGE_OWNER_H
 #define PP_EXCHANGE_OWNER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/core/exchange.h"
+#include "server/exchange/exchange.h"
 
 /* Admission control: 0 to go on, or 503 when the predicted wait is over the shed budget
  * (counted). Called once per request, before the env is built. */

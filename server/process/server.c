@@ -2,11 +2,11 @@
  * socket, listeners, shepherd), the hooks every lower layer calls back through, the tick,
  * signals, drain and exit. Everything a request touches lives in a lower layer (docs/SERVER.md,
  * "Architecture"): net/transport.c (listeners, writes), session/ (conn.c, h1conn.c, h2conn.c,
- * h3conn.c: client connections and their protocols), core/ (exchange.c: the protocol-neutral
- * request/response; dispatch.c: the queue), workers/ (wlink.c: worker connections; shepherd.c,
- * phased.c), ops/ (control_app.c, stats.c, dashboard.c, autoscale.c). Timestamps: T1 first
- * byte, T2 headers parsed, T2b runnable, T3 dispatched, T6 response flushed; queue time is
- * T3 - T2b and nothing else. */
+ * h3conn.c: client connections and their protocols), exchange/exchange.c (the protocol-neutral
+ * request/response), core/ (dispatch.c: the queue; exchange_owner.c), workers/ (wlink.c: worker
+ * connections; shepherd.c, phased.c), ops/ (control_app.c, stats.c, dashboard.c, autoscale.c).
+ * Timestamps: T1 first byte, T2 headers parsed, T2b runnable, T3 dispatched, T6 response
+ * flushed; queue time is T3 - T2b and nothing else. */
 #include "server/process/server.h"
 
 #include <errno.h>
@@ -191,7 +191,6 @@ static void server_init(server *s, pp_config *cfg) {
   s->net.cfg = cfg;
   s->started_at = time(NULL);
   s->hooks.slot_free = pp_dispatch_all;
-  s->hooks.exchange_done = pp_exchange_release;
   s->hooks.drain_progress = pp_drain_check;
   s->hooks.activated_dispatch = pp_autoscale_note_dispatch;
   s->hooks.exit = pp_server_exit;

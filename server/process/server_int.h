@@ -23,7 +23,7 @@
 #include "server/base/config.h"
 #include "server/session/conn.h"
 #include "server/ops/dashboard.h"
-#include "server/core/exchange.h"
+#include "server/exchange/exchange.h"
 #include "server/core/exchange_owner.h"
 #include "server/session/h3conn.h"
 #include "server/proto/http1.h"

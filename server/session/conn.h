@@ -15,7 +15,7 @@
 #include <uv.h>
 
 #include "server/proto/env.h"
-#include "server/core/exchange.h"
+#include "server/exchange/exchange.h"
 #include "server/core/exchange_owner.h"
 #include "server/proto/http1.h"
 #include "server/base/queue.h"

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "server/base/buf.h"
-#include "server/core/exchange.h"
+#include "server/exchange/exchange.h"
 #include "server/core/exchange_owner.h"
 #include "server/proto/env.h"
 #include "server/proto/h2.h"

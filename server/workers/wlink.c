@@ -49,7 +49,7 @@ void pp_wlink_close(wconn *w, const char *reason) {
       r->ops->fail(r, 502, "502 Bad Gateway: the worker running this request died\n");
     } else {
       r->owner = NULL;
-      s->hooks.exchange_done(s, r);
+      pp_exchange_release(s, r);
     }
   }
   if (w->hello && !w->monitor) pp_registry_detach(&s->reg, &w->slot);
@@ -221,7 +221,7 @@ static void on_response_end(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
     r->ops->end(r);
   } else {
     r->owner = NULL;
-    s->hooks.exchange_done(s, r);
+    pp_exchange_release(s, r);
   }
   s->hooks.slot_free(s);
 }
@@ -513,7 +513,7 @@ static void request_timed_out(wconn *w, int64_t now) {
     r->ops->fail(r, 504, "504 Gateway Timeout: the app ran past the request timeout\n");
   } else {
     r->owner = NULL;
-    s->hooks.exchange_done(s, r);
+    pp_exchange_release(s, r);
   }
 }
 

@@ -14,7 +14,7 @@
 #include <uv.h>
 
 #include "server/base/buf.h"
-#include "server/core/exchange.h"
+#include "server/exchange/exchange.h"
 #include "server/base/queue.h"
 #include "server/net/transport.h"
 #include "server/proto/wire.h"

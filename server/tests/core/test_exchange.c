@@ -1,5 +1,5 @@
-/* The exchange contract (server/core/exchange.h) with a fake protocol: an owner that records every
- * ops callback, and a fake worker thread (a plain blocking unix socket that says HELLO and
+/* The exchange contract (server/exchange/exchange.h) with a fake protocol: an owner that records
+ * every ops callback, and a fake worker thread (a plain blocking unix socket that says HELLO and
  * answers with hand-written frames). The real exchange, dispatch and worker link run on a
  * real libuv loop in between; no HTTP session is involved, which is the point: anything that
  * speaks this contract is served the same way. */
@@ -582,9 +582,8 @@ static int suite_init(void) {
   memset(&srv, 0, sizeof srv);
   srv.cfg = &cfg;
   srv.loop = uv_default_loop();
-  /* what process/server.c hands the worker link: the core's dispatch and pool */
+  /* what process/server.c hands the worker link: the core's dispatch */
   srv.hooks.slot_free = pp_dispatch_all;
-  srv.hooks.exchange_done = pp_exchange_release;
   pp_queue_init(&srv.queue);
   pp_queue_init(&srv.clients);
   pp_queue_init(&srv.wconns);

@@ -1,7 +1,7 @@
 /* The exchange (see exchange.h): the pool and the aggregate body budget. What the owner calls
- * to drive one (env, body, abandon) is exchange_owner.c's, above dispatch. Pooled structs
+ * to drive one (env, body, abandon) is core/exchange_owner.c's, above dispatch. Pooled structs
  * keep their buffers, so steady state does not call malloc. */
-#include "server/core/exchange.h"
+#include "server/exchange/exchange.h"
 
 #include <string.h>
 
