@@ -145,8 +145,7 @@ static int write_k8s(FILE *f, const pp_launch *l) {
   header(f, l, "A Kubernetes Indexed Job");
   fputs("# The image holds pp-sim and the scenario at the paths below (the sweep's hash covers\n"
         "# the scenario's bytes, so merge refuses shards run on another version of it); the\n"
-        "# shard databases go to the ReadWriteMany volume claimed below. Checked for shape by\n"
-        "# tests/deploy/test_manifests.rb.\n",
+        "# shard databases go to the ReadWriteMany volume claimed below.\n",
         f);
   fputs("apiVersion: batch/v1\nkind: Job\nmetadata:\n", f);
   fprintf(f, "  name: %s\n", l->name);

@@ -122,7 +122,8 @@ static void test_seeds(void) {
   CU_ASSERT(pp_sweep_canonical(&sw, text, sizeof text) > 0);
   CU_ASSERT_STRING_EQUAL(text, "set max_step=1,4\nseeds 1,2,3,10\n");
   CU_ASSERT_EQUAL(pp_sweep_canonical(&sw, text, 10), -1);
-  const char *bad[] = {"", "1,", "1,,2", "3-1", "x", "1-2,2", "1-99999", "-5", "18446744073709551616"};
+  const char *bad[] = {
+      "", "1,", "1,,2", "3-1", "x", "1-2,2", "1-99999", "-5", "18446744073709551616"};
   for (size_t k = 0; k < sizeof bad / sizeof *bad; k++)
     CU_ASSERT_EQUAL(pp_sweep_set_seeds(&sw, bad[k], err, sizeof err), -1);
   CU_ASSERT_EQUAL(pp_sweep_set_seeds(&sw, "18446744073709551615", err, sizeof err), 0);
@@ -158,8 +159,9 @@ static void test_launch(void) {
   char *t = launch_text(&l);
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
   CU_ASSERT(strstr(t, "#SBATCH --array=1-7%3\n") != NULL);
-  CU_ASSERT(strstr(t, "exec /opt/pp-sim sweep scn.yaml --set spawn_cooldown=1s,2s --notes "
-                      "'it'\\''s' --shard \"$i/7\" --db 'out dir'/shard-\"$i\".db --quiet\n") != NULL);
+  CU_ASSERT(strstr(t,
+                   "exec /opt/pp-sim sweep scn.yaml --set spawn_cooldown=1s,2s --notes "
+                   "'it'\\''s' --shard \"$i/7\" --db 'out dir'/shard-\"$i\".db --quiet\n") != NULL);
   free(t);
   l.engine = PP_LAUNCH_PARALLEL;
   l.out_dir = "out";
@@ -170,10 +172,11 @@ static void test_launch(void) {
   l.scenario_path = "scn.yaml";
   t = launch_text(&l);
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-  CU_ASSERT(strstr(t, "seq 1 7 | parallel --halt soon,fail=1 --joblog out/parallel.log --sshlogin "
-                      "2/: --sshlogin me@box --basefile scn.yaml --return out/shard-{}.db --cleanup "
-                      "'mkdir -p out && /opt/pp-sim sweep scn.yaml --set spawn_cooldown=1s,2s "
-                      "--shard {}/7 --db out/shard-{}.db --quiet'\n") != NULL);
+  CU_ASSERT(strstr(t,
+                   "seq 1 7 | parallel --halt soon,fail=1 --joblog out/parallel.log --sshlogin "
+                   "2/: --sshlogin me@box --basefile scn.yaml --return out/shard-{}.db --cleanup "
+                   "'mkdir -p out && /opt/pp-sim sweep scn.yaml --set spawn_cooldown=1s,2s "
+                   "--shard {}/7 --db out/shard-{}.db --quiet'\n") != NULL);
   free(t);
   l.engine = PP_LAUNCH_K8S;
   t = launch_text(&l);
