@@ -24,10 +24,10 @@ axes() { # axes N: four --set axes of N values each on step-mix's policy
        --set "target_queue_p95=$(pick "$1" 10ms,20ms,30ms,50ms,75ms,100ms,150ms,200ms,300ms,500ms)" \
        --set "retire_cooldown=$(pick "$1" 5s,10s,15s,20s,30s,45s,60s,90s,120s,180s)"
 }
-cpu() { awk '/^cpu /{t=0; for(i=2;i<=9;i++) t+=$i; print t, $9}' /proc/stat; }
+cpu() { awk '/^cpu /{t=0; for(i=2;i<=9;i++) t+=$i; printf "%d %d\n", t, $9}' /proc/stat; }
 steal_pct() { # steal_pct "T0 S0" "T1 S1"
   awk -v a="$1" -v b="$2" 'BEGIN{split(a,x," "); split(b,y," "); d=y[1]-x[1];
-    printf "%.1f", d > 0 ? 100*(y[2]-x[2])/d : 0}'
+    printf "%.1f", (d > 0 ? 100*(y[2]-x[2])/d : 0)}'
 }
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
