@@ -53,6 +53,14 @@ expect_rc 0 log3 "$PP_SIM" merge m.db s1.db s2.db s3.db s4.db s5.db
   || die "a second merge changed the summary"
 expect_rc 0 log3s "$PP_SIM" merge m.db
 
+# Merges nest: two merged halves merge into the whole.
+expect_rc 3 log3a "$PP_SIM" merge half1.db s1.db s2.db
+expect_rc 3 log3b "$PP_SIM" merge half2.db s3.db s4.db s5.db
+expect_rc 0 log3c "$PP_SIM" merge tree.db half1.db half2.db
+same_rows whole.db tree.db >/dev/null || die "a merge of merged halves differs from the whole sweep's rows"
+expect_rc 0 log3d "$PP_SIM" merge tree.db s4.db
+grep -q "shard 4/5 of s4.db is already in tree.db" log3d || die "a shard already in through a merged half was not seen"
+
 # Refused: another sweep (scenario bytes differ by a comment), another --set, another shard count.
 sed 's/^name:/# one more comment\nname:/' "$ROOT/tests/sweep/small-step.yaml" > other.yaml
 other=("$work/other.yaml" "${SWEEP_ARGS[@]:1}")
