@@ -120,13 +120,14 @@ void pp_ctl_state_init(pp_ctl_state *s, const pp_policy *p, uint32_t workers, ui
   s->last_retire_ns = INT64_MIN;
   s->last_thread_ns = INT64_MIN;
   s->last_activate_ns = INT64_MIN;
+  s->last_slots_ns = INT64_MIN;
   s->workers_wanted = workers;
   s->threads_wanted = threads ? threads : (p ? p->min_threads : 1);
   s->shedding = 0;
 }
 
-static const char *const action_names[] = {"none", "spawn_worker", "retire_worker", "add_thread",
-                                           "remove_thread"};
+static const char *const action_names[] = {"none",       "spawn_worker",  "retire_worker",
+                                           "add_thread", "remove_thread", "set_slots"};
 
 const char *pp_action_name(pp_action a) {
   if ((unsigned)a < sizeof action_names / sizeof action_names[0]) return action_names[a];
@@ -251,6 +252,140 @@ static uint32_t min32(uint32_t a, uint32_t b) {
   return a < b ? a : b;
 }
 
+/* ---- slots per worker (rule 4b) ---- */
+
+/* A share of one core as a percentage: "8%", "97%". */
+static void put_pct(line *l, double share) {
+  if (!(share >= 0)) share = 0;
+  if (share > 99.0) share = 99.0;
+  put_u64(l, (uint64_t)(share * 100.0 + 0.5));
+  put(l, "%");
+}
+
+/* "set_slots 5->40: " */
+static void put_slots_action(line *l, uint32_t from, uint32_t to) {
+  put(l, "set_slots ");
+  put_u64(l, from);
+  put(l, "->");
+  put_u64(l, to);
+  put(l, ": ");
+}
+
+/* "workers at 8% of a core (max 9%)" */
+static void put_cpu(line *l, const pp_observation *o) {
+  put(l, "workers at ");
+  put_pct(l, o->cpu_share_mean);
+  put(l, " of a core (max ");
+  put_pct(l, o->cpu_share_max);
+  put(l, ")");
+}
+
+/* What rule 4b needs, derived once per tick. */
+typedef struct slots_view {
+  int known;        /* the CPU share and the CPU per request are measured, S > 0 */
+  int settled;      /* every ready worker has its slots connected */
+  int cooled;       /* slots.cooldown has passed since the last set_slots */
+  double c_req;     /* CPU per request, ns */
+  uint32_t n_cpu;   /* slots per worker whose full occupancy keeps a worker at cpu_target */
+  uint32_t workers; /* workers sizing divides by (ready + booting, at least 1) */
+} slots_view;
+
+static double clampd(double x, double lo, double hi) {
+  return x < lo ? lo : x > hi ? hi : x;
+}
+
+static slots_view slots_derive(const pp_policy *p, const pp_ctl_state *st, const pp_observation *o,
+                               const view *v) {
+  slots_view sv;
+  memset(&sv, 0, sizeof sv);
+  sv.c_req = o->cpu_per_request_ns >= 0    ? (double)o->cpu_per_request_ns
+             : o->service_cpu_mean_ns >= 0 ? (double)o->service_cpu_mean_ns
+                                           : -1;
+  sv.known = p->slots_enabled && o->cpu_workers > 0 && o->cpu_share_max >= 0 &&
+             o->service_mean_ns > 0 && sv.c_req >= 0;
+  sv.settled = (uint64_t)o->slots_ready >= (uint64_t)o->workers_ready * v->tpw;
+  sv.cooled = elapsed_since(o->time_ns, st->last_slots_ns) >= p->slots_cooldown_ns;
+  sv.workers = v->expected ? v->expected : 1;
+  /* A busy slot keeps its worker at c_req / S of a core; n of them at n * c_req / S. */
+  double n_cpu = sv.c_req > 0 ? p->slots_cpu_target * (double)o->service_mean_ns / sv.c_req : 1e9;
+  sv.n_cpu = (uint32_t)clampd(floor(n_cpu), 1, 1e9);
+  return sv;
+}
+
+/* Slots per worker that carry the offered load at target utilisation and drain the backlog
+ * within the horizon max(tick, slots.cooldown): Little's law, per worker. */
+static uint32_t slots_needed(const pp_policy *p, const pp_observation *o, const view *v,
+                             const slots_view *sv) {
+  double horizon = (double)(p->slots_cooldown_ns > p->tick_ns ? p->slots_cooldown_ns : p->tick_ns);
+  double drain = (double)o->queue_len * (double)o->service_mean_ns / horizon;
+  double slots = v->offered / p->target_utilisation + drain;
+  return (uint32_t)clampd(ceil(slots / (double)sv->workers), 1, 1e9);
+}
+
+static void slots_set(pp_decision *d, pp_ctl_state *st, int64_t now, uint32_t n) {
+  d->action = PP_ACTION_SET_SLOTS;
+  d->count = n;
+  st->threads_wanted = n;
+  st->last_slots_ns = now;
+}
+
+/* slots.rule gradient (Netflix Gradient2 / Envoy adaptive concurrency, per worker):
+ * min(1, max(0.5, tolerance x base / S)), the tolerance being slots.inflation. */
+static double slots_gradient(const pp_policy *p, const pp_ctl_state *st, const pp_observation *o) {
+  if (!st->svc_base_ns || !o->service_mean_ns) return 1;
+  return clampd(p->slots_inflation * (double)st->svc_base_ns / (double)o->service_mean_ns, 0.5, 1);
+}
+
+/* Slots per worker rule 4b would grow to on a breach, or 0 (no growth: processes instead). */
+static uint32_t slots_grow_target(const pp_policy *p, const pp_ctl_state *st,
+                                  const pp_observation *o, const view *v, const slots_view *sv,
+                                  int gradient) {
+  if (!sv->known || !sv->settled || !sv->cooled || v->tpw >= p->max_slots) return 0;
+  double n;
+  if (gradient) {
+    double g = slots_gradient(p, st, o);
+    if (g < 1) return 0;
+    n = floor((double)v->tpw * g + sqrt((double)v->tpw));
+  } else {
+    if (o->cpu_share_max >= p->slots_cpu_target) return 0; /* GVL-bound: processes */
+    n = (double)slots_needed(p, o, v, sv);
+    if (n > (double)sv->n_cpu) n = sv->n_cpu;
+  }
+  if (st->slots_ceiling && n > (double)st->slots_ceiling) n = st->slots_ceiling;
+  if (n > (double)p->max_slots) n = p->max_slots;
+  if (n < (double)p->min_slots) n = p->min_slots;
+  return (uint32_t)n;
+}
+
+/* Off a breach: slots per worker rule 4b takes back, or 0. Only what it added (down to
+ * slots_base), never below slots.min: when a worker is at its CPU target with more slots than
+ * the CPU can use (little), when service time inflated past the tolerance (gradient), and
+ * after calm_ticks calm ticks, to twice what Little's law needs. *why names which. */
+static uint32_t slots_shrink_target(const pp_policy *p, const pp_ctl_state *st,
+                                    const pp_observation *o, const view *v, const slots_view *sv,
+                                    int gradient, const char **why) {
+  if (!sv->known || !sv->settled || !sv->cooled || !st->slots_base) return 0;
+  uint32_t floor_n = st->slots_base > p->min_slots ? st->slots_base : p->min_slots;
+  if (v->tpw <= floor_n) return 0;
+  double n = 0;
+  if (v->calm && st->calm_ticks >= p->calm_ticks) {
+    n = 2.0 * ceil(v->offered / p->target_utilisation / (double)sv->workers);
+    *why = "calm";
+  } else if (gradient && o->completions) {
+    double g = slots_gradient(p, st, o);
+    if (g >= 1) return 0;
+    n = floor((double)v->tpw * g + sqrt((double)v->tpw));
+    *why = "gradient";
+  } else if (!gradient && o->cpu_share_max >= p->slots_cpu_target && sv->n_cpu < v->tpw) {
+    n = sv->n_cpu;
+    *why = "cpu";
+  } else {
+    return 0;
+  }
+  if (n < (double)floor_n) n = floor_n;
+  return n < (double)v->tpw ? (uint32_t)n : 0;
+}
+
 /* "; 2 from standby, 4 forked": how a spawn that used the standby pool was made up. */
 static void put_standby_split(line *l, uint32_t activated, uint32_t forked) {
   if (!activated) return;
@@ -347,8 +482,46 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
   const char *cap_why;
   uint32_t cap = worker_cap(p, o, &v, &cap_why);
   int gvl_known = o->gvl_wait_ns >= 0;
+  slots_view sv = slots_derive(p, st, o, &v);
+  uint32_t slot_shrink = 0;
+  const char *shrink_why = "";
+  int gradient = p->slots_rule == PP_SLOTS_RULE_GRADIENT;
+  /* Gradient: the baseline service time follows the window's mean down at once, up slowly. */
+  if (gradient && p->slots_enabled && o->completions && o->service_mean_ns) {
+    if (!st->svc_base_ns || o->service_mean_ns < st->svc_base_ns)
+      st->svc_base_ns = o->service_mean_ns;
+    else
+      st->svc_base_ns += (o->service_mean_ns - st->svc_base_ns) / 64;
+  }
+  /* Rule 4b's judgement of its last increase, once it has settled: did service time inflate? */
+  int judge = !gradient && st->slots_from && sv.settled && sv.cooled && o->completions &&
+              o->service_mean_ns && p->slots_enabled;
+  int inflated =
+      judge && (double)o->service_mean_ns > (double)st->slots_svc_before_ns * p->slots_inflation;
+  if (judge && !inflated) st->slots_from = 0; /* kept */
 
-  if (v.expected < p->min_workers) {
+  if (inflated) {
+    uint32_t back = st->slots_from;
+    slots_set(&d, st, now, back);
+    put_slots_action(&l, v.tpw, back);
+    put(&l, "service mean ");
+    put_dur(&l, o->service_mean_ns);
+    put(&l, " is ");
+    put_ratio(&l, (double)o->service_mean_ns / (double)st->slots_svc_before_ns);
+    put(&l, "x the ");
+    put_dur(&l, st->slots_svc_before_ns);
+    put(&l, " before the increase from ");
+    put_u64(&l, back);
+    put(&l, " (over slots.inflation ");
+    put_ratio(&l, p->slots_inflation);
+    put(&l, "); ");
+    if (sv.known) put_cpu(&l, o), put(&l, "; ");
+    put(&l, "slots capped at ");
+    put_u64(&l, back);
+    put(&l, ", processes next");
+    st->slots_ceiling = back;
+    st->slots_from = 0;
+  } else if (v.expected < p->min_workers) {
     /* Bounds: the floor. Forks are still behind the settled gate; standby workers are not
      * (they serve within a tick), and are used first. */
     uint32_t deficit = p->min_workers - v.expected;
@@ -390,6 +563,13 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
                      elapsed_since(now, st->last_thread_ns) >= p->spawn_cooldown_ns;
     uint64_t spawn_wait = elapsed_since(now, st->last_spawn_ns);
     double need = o->service_mean_ns ? workers_needed(p, o, &v) : 0;
+    /* With the CPU per request measured, a worker carries at most cpu_target / c_req requests
+     * per second (one core, the GVL): processes for that, however many slots each has. */
+    double need_cpu = 0;
+    if (sv.known && sv.c_req > 0)
+      need_cpu = ceil(o->arrival_rate * sv.c_req / 1e9 / p->slots_cpu_target);
+    if (need_cpu > need) need = need_cpu > 1e9 ? 1e9 : need_cpu;
+    uint32_t slot_grow = 0;
     /* Sized capacity suffices and the request arriving now would meet the target: the high
      * p95 is the backlog of an earlier shortage draining. Adding more would overshoot. */
     int draining = o->service_mean_ns && need <= (double)v.expected && v.wait <= v.target;
@@ -427,6 +607,43 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put_count(&l, v.expected, "worker", "workers");
       put(&l, " suffice and predicted wait is under target; draining");
       put_context(&l, &v, o, 0);
+    } else if ((slot_grow = slots_grow_target(p, st, o, &v, &sv, gradient)) > v.tpw) {
+      uint32_t n = slot_grow;
+      put_slots_action(&l, v.tpw, n);
+      put_breach(&l, &v, st->breach_ticks);
+      put(&l, "; ");
+      put_cpu(&l, o);
+      put(&l, ", ");
+      put_count(&l, sv.workers, "worker", "workers");
+      if (gradient) {
+        put(&l, "; gradient ");
+        put_ratio(&l, slots_gradient(p, st, o));
+        put(&l, " (service ");
+        put_dur(&l, o->service_mean_ns);
+        put(&l, ", base ");
+        put_dur(&l, st->svc_base_ns);
+        put(&l, ")");
+      } else {
+        put(&l, "; sized ");
+        put_u64(&l, slots_needed(p, o, &v, &sv));
+        put(&l, " slots (");
+        put_ratio(&l, o->arrival_rate);
+        put(&l, " rps x ");
+        put_dur(&l, o->service_mean_ns);
+        put(&l, " / ");
+        put_ratio(&l, p->target_utilisation);
+        put(&l, ", queue ");
+        put_u64(&l, o->queue_len);
+        put(&l, "), CPU bound ");
+        put_u64(&l, sv.n_cpu);
+        if (n == p->max_slots) put(&l, ", capped by slots.max");
+        if (st->slots_ceiling && n == st->slots_ceiling) put(&l, ", capped by an inflation revert");
+        st->slots_from = v.tpw;
+        st->slots_svc_before_ns = o->service_mean_ns;
+      }
+      if (!st->slots_base) st->slots_base = v.tpw;
+      slots_set(&d, st, now, n);
+      st->breach_ticks = 0;
     } else if (threads_ok) {
       d.action = PP_ACTION_ADD_THREAD;
       d.count = 1;
@@ -520,6 +737,49 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put_standby_split(&l, act_now, 0);
       st->breach_ticks = 0;
     }
+  } else if ((slot_shrink = slots_shrink_target(p, st, o, &v, &sv, gradient, &shrink_why))) {
+    uint32_t n = slot_shrink;
+    put_slots_action(&l, v.tpw, n);
+    if (shrink_why[0] == 'c' && shrink_why[1] == 'a') {
+      put(&l, "calm for ");
+      put_count(&l, st->calm_ticks, "tick", "ticks");
+      put(&l, " (busy ");
+      put_u64(&l, o->slots_busy);
+      put(&l, "/");
+      put_u64(&l, o->slots_ready);
+      put(&l, ", ");
+      put_ratio(&l, o->arrival_rate);
+      put(&l, " rps x ");
+      put_dur(&l, o->service_mean_ns);
+      put(&l, "); twice the slots Little's law needs");
+    } else if (shrink_why[0] == 'g') {
+      put(&l, "gradient ");
+      put_ratio(&l, slots_gradient(p, st, o));
+      put(&l, " (service ");
+      put_dur(&l, o->service_mean_ns);
+      put(&l, ", base ");
+      put_dur(&l, st->svc_base_ns);
+      put(&l, ")");
+    } else {
+      put_cpu(&l, o);
+      put(&l, " at or over slots.cpu_target ");
+      put_pct(&l, p->slots_cpu_target);
+      put(&l, "; the CPU uses ");
+      put_u64(&l, sv.n_cpu);
+      put(&l, " slots (");
+      put_dur(&l, (uint64_t)sv.c_req);
+      put(&l, " CPU of ");
+      put_dur(&l, o->service_mean_ns);
+      put(&l, " service)");
+    }
+    if (st->slots_base && n <= st->slots_base) {
+      put(&l, "; back to ");
+      put_u64(&l, st->slots_base);
+      st->slots_base = 0;
+    }
+    if (shrink_why[0] == 'c' && shrink_why[1] == 'a') st->slots_ceiling = 0;
+    st->slots_from = 0;
+    slots_set(&d, st, now, n);
   } else if (p->threads_enabled && gvl_known && (uint64_t)o->gvl_wait_ns > p->gvl_wait_max_ns &&
              v.tpw > p->min_threads &&
              elapsed_since(now, st->last_thread_ns) >= p->spawn_cooldown_ns) {
