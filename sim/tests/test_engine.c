@@ -517,7 +517,7 @@ static void test_standby_model(void) {
       "  activation: 10ms\n"
       "configs:\n"
       "  - {name: auto, server: pumaplus, workers: 1, threads: 5, autoscale: true,\n"
-      "     policy: {standby: 2}}\n";
+      "     policy: {standby: 2, slots: {enabled: false}}}\n"; /* the pool alone */
   pp_scenario s;
   pp_scn_error err;
   CU_ASSERT_EQUAL_FATAL(pp_scenario_parse(&s, yaml, sizeof yaml - 1, "sb.yaml", &err), 0);
