@@ -306,8 +306,9 @@ static slots_view slots_derive(const pp_policy *p, const pp_ctl_state *st, const
   sv.settled = (uint64_t)o->slots_ready >= (uint64_t)o->workers_ready * v->tpw;
   sv.cooled = elapsed_since(o->time_ns, st->last_slots_ns) >= p->slots_cooldown_ns;
   sv.workers = v->expected ? v->expected : 1;
-  /* A busy slot keeps its worker at c_req / S of a core; n of them at n * c_req / S. */
-  double n_cpu = sv.c_req > 0 ? p->slots_cpu_target * (double)o->service_mean_ns / sv.c_req : 1e9;
+  /* A busy slot keeps its worker at c_req / S of a core; S / c_req of them fill the core (the
+   * GVL): slots beyond that cannot run. */
+  double n_cpu = sv.c_req > 0 ? (double)o->service_mean_ns / sv.c_req : 1e9;
   sv.n_cpu = (uint32_t)clampd(floor(n_cpu), 1, 1e9);
   return sv;
 }
@@ -583,31 +584,20 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
                                                   ? UINT32_MAX
                                                   : (uint32_t)(need - (double)v.expected));
     const char *held = NULL; /* why forks wait, when only standby is activated */
+    /* Processes first when the CPU needs more of them and one can start now (a fork, or a
+     * standby activation): the slow actuator starts at once, slots follow on the next ticks,
+     * not held by the settled gate (slot sizing per worker counts booting workers, so nothing
+     * is counted twice). */
+    int spawn_first = need_cpu > (double)v.expected && v.expected < cap &&
+                      (act_now || (o->workers_booting == 0 && spawn_wait >= p->spawn_cooldown_ns));
     if (st->breach_ticks < p->breach_ticks && !v.severe_now) {
       put_action(&l, PP_ACTION_NONE, 0);
       put_breach(&l, &v, st->breach_ticks);
       put(&l, " of ");
       put_u64(&l, p->breach_ticks);
       put_context(&l, &v, o, !v.over_p95);
-    } else if (o->workers_booting > 0 && act_now) {
-      held = "booting";
-    } else if (o->workers_booting > 0) {
-      /* The settled gate: capacity already on its way has not been seen yet. */
-      put_action(&l, PP_ACTION_NONE, 0);
-      put(&l, "breach for ");
-      put_count(&l, st->breach_ticks, "tick", "ticks");
-      put(&l, " but ");
-      put_count(&l, o->workers_booting, "worker", "workers");
-      put(&l, " still booting");
-      put_context(&l, &v, o, 1);
-    } else if (draining) {
-      put_action(&l, PP_ACTION_NONE, 0);
-      put_breach(&l, &v, st->breach_ticks);
-      put(&l, " but ");
-      put_count(&l, v.expected, "worker", "workers");
-      put(&l, " suffice and predicted wait is under target; draining");
-      put_context(&l, &v, o, 0);
-    } else if ((slot_grow = slots_grow_target(p, st, o, &v, &sv, gradient)) > v.tpw) {
+    } else if (!spawn_first && !draining &&
+               (slot_grow = slots_grow_target(p, st, o, &v, &sv, gradient)) > v.tpw) {
       uint32_t n = slot_grow;
       put_slots_action(&l, v.tpw, n);
       put_breach(&l, &v, st->breach_ticks);
@@ -644,6 +634,24 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       if (!st->slots_base) st->slots_base = v.tpw;
       slots_set(&d, st, now, n);
       st->breach_ticks = 0;
+    } else if (o->workers_booting > 0 && act_now) {
+      held = "booting";
+    } else if (o->workers_booting > 0) {
+      /* The settled gate: capacity already on its way has not been seen yet. */
+      put_action(&l, PP_ACTION_NONE, 0);
+      put(&l, "breach for ");
+      put_count(&l, st->breach_ticks, "tick", "ticks");
+      put(&l, " but ");
+      put_count(&l, o->workers_booting, "worker", "workers");
+      put(&l, " still booting");
+      put_context(&l, &v, o, 1);
+    } else if (draining) {
+      put_action(&l, PP_ACTION_NONE, 0);
+      put_breach(&l, &v, st->breach_ticks);
+      put(&l, " but ");
+      put_count(&l, v.expected, "worker", "workers");
+      put(&l, " suffice and predicted wait is under target; draining");
+      put_context(&l, &v, o, 0);
     } else if (threads_ok) {
       d.action = PP_ACTION_ADD_THREAD;
       d.count = 1;

@@ -160,7 +160,7 @@ void pp_policy_defaults(pp_policy *p) {
   p->slots_enabled = 1;
   p->slots_rule = PP_SLOTS_RULE_LITTLE;
   p->min_slots = 1;
-  p->max_slots = 256;
+  p->max_slots = 1024;
   p->slots_cpu_target = 0.8;
   p->slots_inflation = 1.5;
   p->slots_cooldown_ns = 1000000000ull;

@@ -59,7 +59,7 @@ typedef struct pp_policy {
   int slots_enabled;          /* slots.enabled: may change slots per worker (default true) */
   uint32_t slots_rule;        /* slots.rule: a pp_slots_rule (default little) */
   uint32_t min_slots;         /* slots.min: fewest slots per worker (default 1) */
-  uint32_t max_slots;         /* slots.max: most slots per worker (default 256, at most 4096) */
+  uint32_t max_slots;         /* slots.max: most slots per worker (default 1024, at most 4096) */
   double slots_cpu_target;    /* slots.cpu_target: a worker's CPU share (of one core) that slot
                                  sizing aims at and that counts as GVL-bound (default 0.8) */
   double slots_inflation;     /* slots.inflation: service mean over this x the mean before a
