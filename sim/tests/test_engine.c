@@ -621,6 +621,58 @@ static void test_standby_improves_step(void) {
   pp_scenario_dispose(&s);
 }
 
+/* Rule 4b in the loop (scenarios/conc-io.yaml, conc-cpu.yaml, config `little`): the I/O-bound
+ * load ends with more slots and no extra process; the CPU-bound one with processes and no
+ * extra slots. The decisions are read back from the decision log. */
+static void conc_run(const char *file, uint32_t *max_slots, uint32_t *peak_workers,
+                     uint32_t *set_slots, double *p99) {
+  pp_scenario s;
+  pp_scn_error err;
+  int rc = pp_scenario_load(&s, file, &err);
+  if (rc) printf("\n  %s:%d: %s: %s", err.file, err.line, err.field, err.message);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  int ci = pp_scenario_find_config(&s, "little");
+  CU_ASSERT_FATAL(ci >= 0);
+  pp_sim_options o;
+  pp_sim_options_default(&o, &s);
+  pp_sim_result r;
+  CU_ASSERT_EQUAL_FATAL(pp_sim_run(&s, (uint32_t)ci, &o, &r), 0);
+  *max_slots = 0;
+  *set_slots = 0;
+  for (size_t i = 0; i < r.n_ticks; i++) {
+    pp_declog_record rec;
+    pp_declog_error e;
+    CU_ASSERT_EQUAL_FATAL(pp_declog_decode(&rec, r.decisions + r.ticks[i].line_off,
+                                           r.ticks[i].line_len, (long)i + 1, &e),
+                          0);
+    CU_ASSERT(rec.obs.cpu_workers > 0 || rec.obs.workers_ready == 0 || i == 0);
+    if (rec.decision.action == PP_ACTION_SET_SLOTS) {
+      (*set_slots)++;
+      if (rec.decision.count > *max_slots) *max_slots = rec.decision.count;
+    }
+  }
+  *peak_workers = r.summary.peak_workers;
+  *p99 = r.summary.p99_ns;
+  pp_sim_result_dispose(&r);
+  pp_scenario_dispose(&s);
+}
+
+static void test_slots_rule_in_the_loop(void) {
+  uint32_t slots, workers, changes;
+  double p99;
+  conc_run(PP_SOURCE_DIR "/scenarios/conc-io.yaml", &slots, &workers, &changes, &p99);
+  printf("\n  io: max slots %u, peak workers %u, %u set_slots, p99 %.0fms", slots, workers, changes,
+         p99 / 1e6);
+  CU_ASSERT(slots >= 200);
+  CU_ASSERT_EQUAL(workers, 1);
+  CU_ASSERT(p99 < 1.5e9);
+  conc_run(PP_SOURCE_DIR "/scenarios/conc-cpu.yaml", &slots, &workers, &changes, &p99);
+  printf("; cpu: max slots %u, peak workers %u, %u set_slots, p99 %.0fms", slots, workers, changes,
+         p99 / 1e6);
+  CU_ASSERT(slots <= 5);
+  CU_ASSERT(workers >= 2);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("engine", NULL, NULL);
@@ -640,6 +692,8 @@ int main(void) {
   CU_add_test(s, "standby model: pool, activation delay, replacements, memory", test_standby_model);
   CU_add_test(s, "standby-step: standby cuts p99 and recovery (3 seeds)",
               test_standby_improves_step);
+  CU_add_test(s, "rule 4b: I/O-bound grows slots, CPU-bound adds processes",
+              test_slots_rule_in_the_loop);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned fails = CU_get_number_of_failures();
