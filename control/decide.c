@@ -240,11 +240,12 @@ static uint32_t worker_cap(const pp_policy *p, const pp_observation *o, const vi
 /* Workers needed: enough slots to carry the offered load at target utilisation, plus enough
  * to drain the backlog L within a drain horizon (the longer of a tick and the spawn
  * cooldown, the soonest the controller could correct itself). Little's law both ways. */
-static double workers_needed(const pp_policy *p, const pp_observation *o, const view *v) {
+static double workers_needed(const pp_policy *p, const pp_observation *o, const view *v,
+                             uint32_t tpw) {
   double horizon = (double)(p->spawn_cooldown_ns > p->tick_ns ? p->spawn_cooldown_ns : p->tick_ns);
   double drain = (double)o->queue_len * (double)o->service_mean_ns / horizon;
   double slots = v->offered / p->target_utilisation + drain;
-  double w = ceil(slots / (double)v->tpw);
+  double w = ceil(slots / (double)tpw);
   return w > 1e9 ? 1e9 : w;
 }
 
@@ -497,8 +498,12 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
   /* Rule 4b's judgement of its last increase, once it has settled: did service time inflate? */
   int judge = !gradient && st->slots_from && sv.settled && sv.cooled && o->completions &&
               o->service_mean_ns && p->slots_enabled;
-  int inflated =
-      judge && (double)o->service_mean_ns > (double)st->slots_svc_before_ns * p->slots_inflation;
+  /* Inflated: service time grew past slots.inflation and the slots' capacity (slots / S, by
+   * Little's law) grew by under 20%: the extra slots wait on the GVL instead of serving. */
+  double svc_ratio =
+      st->slots_svc_before_ns ? (double)o->service_mean_ns / (double)st->slots_svc_before_ns : 0;
+  double slot_ratio = st->slots_from ? (double)v.tpw / (double)st->slots_from : 0;
+  int inflated = judge && svc_ratio > p->slots_inflation && slot_ratio < 1.2 * svc_ratio;
   if (judge && !inflated) st->slots_from = 0; /* kept */
 
   if (inflated) {
@@ -515,7 +520,9 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
     put_u64(&l, back);
     put(&l, " (over slots.inflation ");
     put_ratio(&l, p->slots_inflation);
-    put(&l, "); ");
+    put(&l, ") for ");
+    put_ratio(&l, slot_ratio);
+    put(&l, "x the slots; ");
     if (sv.known) put_cpu(&l, o), put(&l, "; ");
     put(&l, "slots capped at ");
     put_u64(&l, back);
@@ -563,7 +570,15 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
                      (uint64_t)o->gvl_wait_ns < p->gvl_wait_max_ns && v.tpw < p->max_threads &&
                      elapsed_since(now, st->last_thread_ns) >= p->spawn_cooldown_ns;
     uint64_t spawn_wait = elapsed_since(now, st->last_spawn_ns);
-    double need = o->service_mean_ns ? workers_needed(p, o, &v) : 0;
+    /* Rule 4b: while slots can still grow, a worker's slots are counted at what they can grow
+     * to (slots.max, the CPU bound S / c, an inflation ceiling), not at what they are now. */
+    uint32_t tpw_eff = v.tpw;
+    if (sv.known && !gradient) {
+      uint32_t can = min32(p->max_slots, sv.n_cpu);
+      if (st->slots_ceiling) can = min32(can, st->slots_ceiling);
+      if (can > tpw_eff) tpw_eff = can;
+    }
+    double need = o->service_mean_ns ? workers_needed(p, o, &v, tpw_eff) : 0;
     /* With the CPU per request measured, a worker carries at most cpu_target / c_req requests
      * per second (one core, the GVL): processes for that, however many slots each has. */
     double need_cpu = 0;
@@ -584,20 +599,13 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
                                                   ? UINT32_MAX
                                                   : (uint32_t)(need - (double)v.expected));
     const char *held = NULL; /* why forks wait, when only standby is activated */
-    /* Processes first when the CPU needs more of them and one can start now (a fork, or a
-     * standby activation): the slow actuator starts at once, slots follow on the next ticks,
-     * not held by the settled gate (slot sizing per worker counts booting workers, so nothing
-     * is counted twice). */
-    int spawn_first = need_cpu > (double)v.expected && v.expected < cap &&
-                      (act_now || (o->workers_booting == 0 && spawn_wait >= p->spawn_cooldown_ns));
     if (st->breach_ticks < p->breach_ticks && !v.severe_now) {
       put_action(&l, PP_ACTION_NONE, 0);
       put_breach(&l, &v, st->breach_ticks);
       put(&l, " of ");
       put_u64(&l, p->breach_ticks);
       put_context(&l, &v, o, !v.over_p95);
-    } else if (!spawn_first && !draining &&
-               (slot_grow = slots_grow_target(p, st, o, &v, &sv, gradient)) > v.tpw) {
+    } else if (!draining && (slot_grow = slots_grow_target(p, st, o, &v, &sv, gradient)) > v.tpw) {
       uint32_t n = slot_grow;
       put_slots_action(&l, v.tpw, n);
       put_breach(&l, &v, st->breach_ticks);

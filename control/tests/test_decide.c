@@ -815,18 +815,26 @@ static void test_slots_cpu_bound_spawns(void) {
   CU_ASSERT_EQUAL(d.count, 2);
   CU_ASSERT_EQUAL(st.threads_wanted, 5);
   CU_ASSERT_NSTRING_EQUAL(d.reason, "spawn_worker x2: ", 17);
-  /* Mixed, one worker short of CPU: processes first even though slots could grow. */
+  /* Mixed, one worker short of CPU: the cheap actuator first, up to the CPU bound S / c
+   * (305 / 5 = 61 slots fill a core) ... */
   setup(1, 5);
   o = mkc(20, 1, 5, 300, 305 * MS, 900 * MS, 200, 5, 0.40, 5 * MS);
   d = pp_decide(&P, &st, &o);
-  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
-  /* ... and while it boots, the slots grow (sized over the 2 workers expected). */
-  o = mkc(21, 1, 5, 300, 305 * MS, 900 * MS, 250, 5, 0.40, 5 * MS);
-  o.workers_booting = 1;
-  d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
-  CU_ASSERT_EQUAL(d.count, 61); /* capped by S / c = 305 / 5 = 61, a full core */
-  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "2 workers"));
+  CU_ASSERT_EQUAL(d.count, 61);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "CPU bound 61"));
+  /* ... then, the worker near a core, processes, sized with 61 slots each (156 slots of
+   * work and backlog: 3 workers) and by CPU (300 x 5 ms / 0.8: 2): 2 more. */
+  o = mkc(21, 1, 61, 300, 305 * MS, 900 * MS, 250, 61, 0.95, 5 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_EQUAL(d.count, 2);
+  CU_ASSERT_EQUAL(st.threads_wanted, 61);
+  /* While they boot, slots grow no further (at the CPU bound) and no more forks. */
+  o = mkc(22, 1, 61, 300, 305 * MS, 900 * MS, 250, 61, 0.95, 5 * MS);
+  o.workers_booting = 2;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
 }
 
 /* Taking concurrency back: a worker at its CPU target with more slots than the CPU can use
@@ -870,12 +878,15 @@ static void test_slots_inflation_reverts(void) {
   CU_ASSERT_EQUAL_FATAL(d.action, PP_ACTION_SET_SLOTS);
   uint32_t grown = d.count;
   CU_ASSERT(grown > 5);
-  /* Settled a cooldown later, service mean doubled: back to 5. */
-  o = mkc(22, 1, grown, 50, 200 * MS, 600 * MS, 50, grown, 0.20, 2 * MS);
+  CU_ASSERT_EQUAL(grown, 13); /* 50 x 100 ms / 0.7 + 50 queued x 100 ms / 1 s */
+  /* Settled a cooldown later, service mean tripled for 2.6x the slots (capacity down): back
+   * to 5. */
+  o = mkc(22, 1, grown, 50, 300 * MS, 600 * MS, 50, grown, 0.20, 2 * MS);
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
   CU_ASSERT_EQUAL(d.count, 5);
-  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "is 2.00x the 100ms before the increase from 5"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "is 3.00x the 100ms before the increase from 5"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "for 2.60x the slots"));
   CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "(over slots.inflation 1.50)"));
   CU_ASSERT_EQUAL(st.slots_ceiling, 5);
   CU_ASSERT_EQUAL(st.slots_from, 0);
@@ -883,6 +894,15 @@ static void test_slots_inflation_reverts(void) {
   o = mkc(24, 1, 5, 50, 100 * MS, 600 * MS, 50, 5, 0.10, 2 * MS);
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  /* Service doubled for 2.6x the slots: capacity still grew 30%, so the increase is kept. */
+  setup(1, 5);
+  o = mkc(20, 1, 5, 50, 100 * MS, 600 * MS, 50, 5, 0.10, 2 * MS);
+  d = pp_decide(&P, &st, &o);
+  o = mkc(22, 1, d.count, 50, 200 * MS, 0, 0, d.count / 2, 0.20, 2 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_NOT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(st.slots_from, 0);
+  CU_ASSERT_EQUAL(st.slots_ceiling, 0);
   /* No inflation: the increase is kept (slots_from cleared, no action from the judgement). */
   setup(1, 5);
   o = mkc(20, 1, 5, 50, 100 * MS, 600 * MS, 50, 5, 0.10, 2 * MS);
