@@ -372,6 +372,8 @@ static uint32_t slots_shrink_target(const pp_policy *p, const pp_ctl_state *st,
   double n = 0;
   if (v->calm && st->calm_ticks >= p->calm_ticks) {
     n = 2.0 * ceil(v->offered / p->target_utilisation / (double)sv->workers);
+    /* Hysteresis: only a clear excess (over 1.5x that) is taken back, not every tick's jitter. */
+    if ((double)v->tpw <= 1.5 * n && n > (double)floor_n) return 0;
     *why = "calm";
   } else if (gradient && o->completions) {
     double g = slots_gradient(p, st, o);
