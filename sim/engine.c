@@ -962,8 +962,8 @@ static void on_tick(sim *s) {
       s->cpu_buf[ncpu++] = (int64_t)llround(w->cpu_win);
     w->cpu_win = 0;
   }
-  in.worker_cpu_ns = s->cpu_buf;
-  in.n_worker_cpu = ncpu;
+  in.worker_cpu_ns = s->scn->cpu_measured ? s->cpu_buf : NULL;
+  in.n_worker_cpu = s->scn->cpu_measured ? ncpu : 0;
 
   pp_declog_record rec;
   memset(&rec, 0, sizeof rec);

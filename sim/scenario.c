@@ -71,6 +71,7 @@ void pp_scenario_defaults(pp_scenario *s) {
   s->slot_delay_ns = 1000000ull;
   s->gvl_timeslice_ns = 100000000ull;
   s->gvl_measured = 1;
+  s->cpu_measured = 1;
   s->boot.kind = PP_DIST_LOGNORMAL;
   s->boot.mean_ns = 2000000000ull;
   s->boot.sd_ns = 500000000ull;
@@ -442,6 +443,8 @@ static int parse_machine(walk *w, const yaml_node_t *n, pp_scenario *s) {
       if (!rc && s->gvl_timeslice_ns == 0) return fail(w, v, f, "must be > 0");
     } else if (!strcmp(key, "gvl_measured"))
       rc = get_bool(w, v, f, &s->gvl_measured);
+    else if (!strcmp(key, "cpu_measured"))
+      rc = get_bool(w, v, f, &s->cpu_measured);
     else if (!strcmp(key, "boot"))
       rc = get_dist(w, v, f, &s->boot);
     else if (!strcmp(key, "activation"))
@@ -455,7 +458,7 @@ static int parse_machine(walk *w, const yaml_node_t *n, pp_scenario *s) {
     else
       return fail(w, k, f,
                   "unknown field (expected cores, memory, gvl_timeslice, gvl_measured, boot, "
-                  "activation, slot_delay, switch_thread, switch_fiber)");
+                  "activation, slot_delay, switch_thread, switch_fiber, cpu_measured)");
     if (rc) return rc;
   }
   return 0;

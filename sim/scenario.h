@@ -190,6 +190,9 @@ typedef struct pp_scenario {
   uint64_t slot_delay_ns;    /* machine.slot_delay: set_slots to new slots serving, 1ms */
   uint64_t gvl_timeslice_ns; /* machine.gvl_timeslice, default 100ms */
   int gvl_measured;          /* machine.gvl_measured, default true */
+  int cpu_measured;          /* machine.cpu_measured: the server passes its workers' CPU times
+                                to the observation (rule 4b's signal), default true; false
+                                models a server without it (rule 4b never acts) */
   pp_dist boot;              /* machine.boot: worker boot time, default lognormal 2s sd 0.5s */
   /* Standby workers and the USS/PSS memory model (docs/SIM.md, "Memory"). */
   uint64_t mem_shared_bytes; /* machine.memory.shared: of `worker`, shared copy-on-write with

@@ -673,6 +673,39 @@ static void test_slots_rule_in_the_loop(void) {
   CU_ASSERT(workers >= 2);
 }
 
+/* Without the CPU signal (machine.cpu_measured false: a server without rule 4b's input) the
+ * simulator decides exactly as before rule 4b: step-mix's decision log is byte for byte the
+ * recorded replay/tests/logs/sim-step-mix.jsonl. */
+static void test_without_cpu_as_before(void) {
+  pp_scenario s;
+  pp_scn_error err;
+  int rc = pp_scenario_load(&s, PP_SOURCE_DIR "/scenarios/step-mix.yaml", &err);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  s.cpu_measured = 0;
+  FILE *f = fopen(PP_SOURCE_DIR "/replay/tests/logs/sim-step-mix.jsonl", "rb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  static char want[1 << 20];
+  size_t n = fread(want, 1, sizeof want, f);
+  fclose(f);
+  /* The recorded file starts with pp-sim's header line; the engine returns the tick lines. */
+  const char *ticks = memchr(want, '\n', n);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ticks);
+  ticks++;
+  size_t nt = n - (size_t)(ticks - want);
+  int autoscale = -1;
+  for (uint32_t i = 0; i < s.n_configs; i++)
+    if (s.configs[i].autoscale) autoscale = (int)i;
+  CU_ASSERT_FATAL(autoscale >= 0);
+  pp_sim_options o;
+  pp_sim_options_default(&o, &s);
+  pp_sim_result r;
+  CU_ASSERT_EQUAL_FATAL(pp_sim_run(&s, (uint32_t)autoscale, &o, &r), 0);
+  CU_ASSERT_EQUAL(r.decisions_len, nt);
+  CU_ASSERT(r.decisions_len == nt && memcmp(r.decisions, ticks, nt) == 0);
+  pp_sim_result_dispose(&r);
+  pp_scenario_dispose(&s);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("engine", NULL, NULL);
@@ -692,6 +725,7 @@ int main(void) {
   CU_add_test(s, "standby model: pool, activation delay, replacements, memory", test_standby_model);
   CU_add_test(s, "standby-step: standby cuts p99 and recovery (3 seeds)",
               test_standby_improves_step);
+  CU_add_test(s, "without the CPU signal: decisions as before rule 4b", test_without_cpu_as_before);
   CU_add_test(s, "rule 4b: I/O-bound grows slots, CPU-bound adds processes",
               test_slots_rule_in_the_loop);
   CU_basic_set_mode(CU_BRM_VERBOSE);
