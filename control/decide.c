@@ -360,9 +360,11 @@ static uint32_t slots_grow_target(const pp_policy *p, const pp_ctl_state *st,
 }
 
 /* Off a breach: slots per worker rule 4b takes back, or 0. Only what it added (down to
- * slots_base), never below slots.min: when a worker is at its CPU target with more slots than
- * the CPU can use (little), when service time inflated past the tolerance (gradient), and
- * after calm_ticks calm ticks, to twice what Little's law needs. *why names which. */
+ * slots_base), never below slots.min: after calm_ticks calm ticks, and once processes added
+ * since the last slot change have connected (little), to twice what Little's law needs per
+ * worker (when that is a clear excess, over 1.5x); when a worker is at its CPU target with
+ * more slots than the CPU can use (little); when service time inflated past the tolerance
+ * (gradient). *why names which. */
 static uint32_t slots_shrink_target(const pp_policy *p, const pp_ctl_state *st,
                                     const pp_observation *o, const view *v, const slots_view *sv,
                                     int gradient, const char **why) {
@@ -375,6 +377,11 @@ static uint32_t slots_shrink_target(const pp_policy *p, const pp_ctl_state *st,
     /* Hysteresis: only a clear excess (over 1.5x that) is taken back, not every tick's jitter. */
     if ((double)v->tpw <= 1.5 * n && n > (double)floor_n) return 0;
     *why = "calm";
+  } else if (!gradient && o->workers_booting == 0 &&
+             (st->last_spawn_ns > st->last_slots_ns || st->last_activate_ns > st->last_slots_ns)) {
+    n = 2.0 * ceil(v->offered / p->target_utilisation / (double)sv->workers);
+    if ((double)v->tpw <= 1.5 * n) return 0;
+    *why = "processes";
   } else if (gradient && o->completions) {
     double g = slots_gradient(p, st, o);
     if (g >= 1) return 0;
@@ -770,6 +777,14 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put(&l, " rps x ");
       put_dur(&l, o->service_mean_ns);
       put(&l, "); twice the slots Little's law needs");
+    } else if (shrink_why[0] == 'p') {
+      put(&l, "processes added since the last slot change carry it (");
+      put_count(&l, sv.workers, "worker", "workers");
+      put(&l, ", ");
+      put_ratio(&l, o->arrival_rate);
+      put(&l, " rps x ");
+      put_dur(&l, o->service_mean_ns);
+      put(&l, "); twice the slots Little's law needs per worker");
     } else if (shrink_why[0] == 'g') {
       put(&l, "gradient ");
       put_ratio(&l, slots_gradient(p, st, o));

@@ -868,6 +868,34 @@ static void test_slots_taken_back(void) {
   CU_ASSERT_NSTRING_EQUAL(last.reason, "set_slots 200->30: calm for 30 ticks", 36);
   CU_ASSERT_EQUAL(st.slots_ceiling, 0); /* calm clears an inflation ceiling */
   CU_ASSERT_EQUAL(st.slots_base, 5);
+  /* Processes added since the last slot change (connected now): each worker needs half the
+   * slots, so the excess goes back at once: 2 x ceil(376 x 0.5 / 0.7 / 2) = 270. */
+  setup(2, 600);
+  st.slots_base = 5;
+  st.last_slots_ns = 10 * (int64_t)S;
+  st.last_spawn_ns = 15 * (int64_t)S;
+  o = mkc(20, 2, 600, 376, 500 * MS, 0, 0, 200, 0.10, 300000);
+  last = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(last.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(last.count, 270);
+  CU_ASSERT_NSTRING_EQUAL(last.reason,
+                          "set_slots 600->270: processes added since the last slot change carry "
+                          "it (2 workers, 376.00 rps x 500ms)",
+                          89);
+  /* Under 1.5x the need it stays; and not while a process still boots. */
+  setup(2, 400);
+  st.slots_base = 5;
+  st.last_slots_ns = 10 * (int64_t)S;
+  st.last_spawn_ns = 15 * (int64_t)S;
+  o = mkc(20, 2, 400, 376, 500 * MS, 0, 0, 200, 0.10, 300000);
+  CU_ASSERT_NOT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SET_SLOTS);
+  setup(2, 600);
+  st.slots_base = 5;
+  st.last_slots_ns = 10 * (int64_t)S;
+  st.last_spawn_ns = 15 * (int64_t)S;
+  o = mkc(20, 2, 600, 376, 500 * MS, 0, 0, 200, 0.10, 300000);
+  o.workers_booting = 1;
+  CU_ASSERT_NOT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SET_SLOTS);
 }
 
 /* Service time inflating after a slot increase reverts it, and caps later growth there. */
@@ -996,7 +1024,7 @@ int pp_test_register(void) {
       {"standby: replaces a dead worker at the floor", test_standby_floor},
       {"slots: I/O-bound grows slots sized by Little's law", test_slots_io_grows_by_little},
       {"slots: CPU-bound adds processes, not slots", test_slots_cpu_bound_spawns},
-      {"slots: taken back (CPU, calm)", test_slots_taken_back},
+      {"slots: taken back (CPU, calm, processes added)", test_slots_taken_back},
       {"slots: inflation after an increase reverts it", test_slots_inflation_reverts},
       {"slots: bounds, cooldown, settled gate", test_slots_bounds_and_gates},
       {"slots: the gradient design", test_slots_gradient},
