@@ -625,7 +625,7 @@ static void test_standby_improves_step(void) {
  * load ends with more slots and no extra process; the CPU-bound one with processes and no
  * extra slots. The decisions are read back from the decision log. */
 static void conc_run(const char *file, uint32_t *max_slots, uint32_t *peak_workers,
-                     uint32_t *set_slots, double *p99) {
+                     uint32_t *set_slots, double *p99, uint32_t *final_slots) {
   pp_scenario s;
   pp_scn_error err;
   int rc = pp_scenario_load(&s, file, &err);
@@ -646,6 +646,7 @@ static void conc_run(const char *file, uint32_t *max_slots, uint32_t *peak_worke
                                            r.ticks[i].line_len, (long)i + 1, &e),
                           0);
     CU_ASSERT(rec.obs.cpu_workers > 0 || rec.obs.workers_ready == 0 || i == 0);
+    *final_slots = rec.state_after.threads_wanted;
     if (rec.decision.action == PP_ACTION_SET_SLOTS) {
       (*set_slots)++;
       if (rec.decision.count > *max_slots) *max_slots = rec.decision.count;
@@ -658,18 +659,20 @@ static void conc_run(const char *file, uint32_t *max_slots, uint32_t *peak_worke
 }
 
 static void test_slots_rule_in_the_loop(void) {
-  uint32_t slots, workers, changes;
+  uint32_t slots, workers, changes, final;
   double p99;
-  conc_run(PP_SOURCE_DIR "/scenarios/conc-io.yaml", &slots, &workers, &changes, &p99);
-  printf("\n  io: max slots %u, peak workers %u, %u set_slots, p99 %.0fms", slots, workers, changes,
-         p99 / 1e6);
+  conc_run(PP_SOURCE_DIR "/scenarios/conc-io.yaml", &slots, &workers, &changes, &p99, &final);
+  printf("\n  io: max slots %u, final %u, peak workers %u, %u set_slots, p99 %.0fms", slots, final,
+         workers, changes, p99 / 1e6);
   CU_ASSERT(slots >= 200);
+  CU_ASSERT(final > 5); /* after calm, still more than it started with (the low load needs ~30) */
   CU_ASSERT_EQUAL(workers, 1);
   CU_ASSERT(p99 < 1.5e9);
-  conc_run(PP_SOURCE_DIR "/scenarios/conc-cpu.yaml", &slots, &workers, &changes, &p99);
-  printf("; cpu: max slots %u, peak workers %u, %u set_slots, p99 %.0fms", slots, workers, changes,
-         p99 / 1e6);
+  conc_run(PP_SOURCE_DIR "/scenarios/conc-cpu.yaml", &slots, &workers, &changes, &p99, &final);
+  printf("; cpu: max slots %u, final %u, peak workers %u, %u set_slots, p99 %.0fms", slots, final,
+         workers, changes, p99 / 1e6);
   CU_ASSERT(slots <= 5);
+  CU_ASSERT_EQUAL(final, 5);
   CU_ASSERT(workers >= 2);
 }
 
