@@ -350,6 +350,9 @@ static uint32_t slots_grow_target(const pp_policy *p, const pp_ctl_state *st,
     n = floor((double)v->tpw * g + sqrt((double)v->tpw));
   } else {
     if (o->cpu_share_max >= p->slots_cpu_target) return 0; /* GVL-bound: processes */
+    /* Where Ruby measures GVL wait (>= 3.2), a wait at threads.gvl_wait_max says the same.
+     * Unknown (-1, Ruby 3.1) is not zero: it neither allows nor forbids; the CPU share decides. */
+    if (o->gvl_wait_ns >= 0 && (uint64_t)o->gvl_wait_ns >= p->gvl_wait_max_ns) return 0;
     n = (double)slots_needed(p, o, v, sv);
     if (n > (double)sv->n_cpu) n = sv->n_cpu;
   }

@@ -981,6 +981,53 @@ static void test_slots_bounds_and_gates(void) {
   CU_ASSERT_EQUAL(d.count, 8);
 }
 
+/* GVL wait: unknown (Ruby 3.1) stays unknown and leaves the decision to the CPU share; a
+ * measured wait at threads.gvl_wait_max is GVL-bound: processes, not slots. */
+static void test_slots_gvl_wait(void) {
+  pp_obs_input in;
+  memset(&in, 0, sizeof in);
+  pp_hist q, sw;
+  pp_hist_init(&q);
+  pp_hist_init(&sw);
+  for (int i = 0; i < 100; i++)
+    pp_hist_record(&q, 600 * MS), pp_hist_record(&sw, 500 * MS);
+  int64_t cpu[1] = {60 * (int64_t)MS};
+  in.tick = 20;
+  in.now_ns = 20 * (int64_t)S;
+  in.window_ns = S;
+  in.queue_window = &q;
+  in.service_window = &sw;
+  in.queue_len = 264;
+  in.slots_ready = 5;
+  in.slots_busy = 5;
+  in.workers_ready = 1;
+  in.threads_per_worker = 5;
+  in.arrivals = 376;
+  in.completions = 200;
+  in.service_cpu_mean_ns = PP_UNKNOWN_NS;
+  in.gvl_wait_ns = PP_UNKNOWN_NS;
+  in.mem_per_worker_bytes = -1;
+  in.worker_cpu_ns = cpu;
+  in.n_worker_cpu = 1;
+  pp_observation o;
+  CU_ASSERT_EQUAL_FATAL(pp_observation_build(&o, &in), 0);
+  CU_ASSERT_EQUAL(o.gvl_wait_ns, PP_UNKNOWN_NS); /* unknown stays unknown, never 0 */
+  setup(1, 5);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(o.gvl_wait_ns, PP_UNKNOWN_NS);
+  /* Measured and under threads.gvl_wait_max (5 ms): slots. */
+  in.gvl_wait_ns = 1 * (int64_t)MS;
+  CU_ASSERT_EQUAL_FATAL(pp_observation_build(&o, &in), 0);
+  setup(1, 5);
+  CU_ASSERT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SET_SLOTS);
+  /* Measured at 20 ms: processes, even at 6% of a core. */
+  in.gvl_wait_ns = 20 * (int64_t)MS;
+  CU_ASSERT_EQUAL_FATAL(pp_observation_build(&o, &in), 0);
+  setup(1, 5);
+  CU_ASSERT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SPAWN_WORKER);
+}
+
 /* The gradient design (slots.rule gradient): grows by sqrt(limit) while service time stays
  * within the tolerance of its baseline; past it, processes, and the slots shrink. */
 static void test_slots_gradient(void) {
@@ -1028,6 +1075,7 @@ int pp_test_register(void) {
       {"slots: inflation after an increase reverts it", test_slots_inflation_reverts},
       {"slots: bounds, cooldown, settled gate", test_slots_bounds_and_gates},
       {"slots: the gradient design", test_slots_gradient},
+      {"slots: unknown GVL wait stays unknown; measured wait means processes", test_slots_gvl_wait},
       {NULL, NULL},
   };
   return register_suite("decide", cases);
