@@ -287,7 +287,7 @@ typedef struct slots_view {
   int settled;      /* every ready worker has its slots connected */
   int cooled;       /* slots.cooldown has passed since the last set_slots */
   double c_req;     /* CPU per request, ns */
-  uint32_t n_cpu;   /* slots per worker whose full occupancy keeps a worker at cpu_target */
+  uint32_t n_cpu;   /* the CPU bound: slots per worker whose full occupancy fills one core */
   uint32_t workers; /* workers sizing divides by (ready + booting, at least 1) */
 } slots_view;
 
