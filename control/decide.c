@@ -1,6 +1,7 @@
 /* pp_decide(): tiered thresholds with hysteresis, the settled gate, cooldowns, bounds,
- * Little's-law sizing, GVL-gated threads and a shedding recommendation. docs/CONTROL.md
- * explains each rule and why; the rule order below is the order of that page.
+ * Little's-law sizing, GVL-gated threads, slots per worker from the workers' CPU share (rule
+ * 4b) and a shedding recommendation. docs/CONTROL.md explains each rule and why; the rule
+ * order below is the order of that page.
  *
  * Workload: called once per tick (1 s by default) by the server, and millions of times by
  * sweeps in the simulator, so it avoids snprintf and allocation: the reason line is built by
