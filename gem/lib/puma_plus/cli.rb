@@ -61,6 +61,9 @@ module PumaPlus
         o.on("-C", "--config PATH", "config file (default #{DEFAULT_CONFIG} if it exists)") { |v| @flags[:config] = v }
         o.on("-b", "--bind URL", "tcp://HOST:PORT, unix://PATH or ssl://HOST:PORT?cert=F&key=F (repeatable)") { |v| (@flags[:binds] ||= []) << v }
         o.on("-p", "--port PORT", Integer, "same as --bind tcp://0.0.0.0:PORT") { |v| (@flags[:binds] ||= []) << "tcp://0.0.0.0:#{v}" }
+        o.on("--default-bind URL", "bind there only when neither the file nor --bind gives one (the Rack handler's default)") do |v|
+          (@flags[:default_binds] ||= []) << v
+        end
         o.on("-t", "--threads INT", "MIN:MAX threads per worker (puma-plus runs MAX)") { |v| @flags[:threads] = v }
         o.on("-w", "--workers COUNT", Integer, "worker processes at start") { |v| @flags[:workers] = v }
         o.on("-e", "--environment ENV", "RACK_ENV (default development)") { |v| @flags[:environment] = v }
@@ -101,6 +104,7 @@ module PumaPlus
     def resolve(config)
       s = (config ? config.settings : Config.env_defaults(@env)).dup
       s[:binds] = @flags[:binds] if @flags[:binds]
+      s[:binds] = @flags[:default_binds] if s[:binds].empty? && @flags[:default_binds]
       if @flags[:threads]
         min, max = @flags[:threads].split(":", 2)
         max ||= min

@@ -5,6 +5,7 @@ require "socket"
 require_relative "wire"
 require_relative "worker"
 require_relative "config"
+require_relative "proc_title"
 
 module PumaPlus
   # The shepherd (docs/PROTOCOL.md, "Processes and command line"): started by
@@ -101,6 +102,8 @@ module PumaPlus
       @config = load_config
       boot_started = monotonic_ns
       @app = load_app
+      @tag = ProcTitle.tag(@config)
+      retitle
       send_frame(Wire::Ready.new(Process.pid, monotonic_ns - boot_started))
       spawn_workers(@opts.workers)
       @standby_pending += @opts.standby.to_i
@@ -253,6 +256,7 @@ module PumaPlus
         nil # it died meanwhile; its EXITED follows from the reap
       end
       forget_standby(sb)
+      retitle
     end
 
     def forget_standby(sb)
@@ -264,11 +268,13 @@ module PumaPlus
     # EOF on the socket (the shepherd died, or it is stopping) ends the child; SIGTERM while
     # parked (RETIRE, STOP) ends it at once (the default action).
     def standby_main(index, sock)
-      worker_main(index) do
+      worker_main(index, standby: true) do
         sock.write(PARKED_BYTE)
         byte = sock.read(1)
         sock.close
         exit!(0) unless byte == WAKE_BYTE
+
+        ProcTitle.set(ProcTitle.worker(index: index, threads: @opts.threads, shepherd_pid: @shepherd_pid, tag: @tag))
       end
     end
 
@@ -284,6 +290,13 @@ module PumaPlus
         send_frame(Wire::Forked.new(pid, index))
         @config&.run_hooks(:after_worker_fork, index)
       end
+      retitle
+    end
+
+    # The shepherd's process title (ProcTitle), with the workers it has now.
+    def retitle
+      ProcTitle.set(ProcTitle.shepherd(workers: @children.size - @standby.size + @adopted.size,
+                                       threads: @opts.threads, app: @opts.app, tag: @tag))
     end
 
     # A shepherd started again after its predecessor died (docs/PROTOCOL.md "Shepherd
@@ -314,9 +327,12 @@ module PumaPlus
 
     # Runs in the forked child; never returns. A block (standby_main) runs after
     # on_worker_boot and before any thread dials the server.
-    def worker_main(index)
+    def worker_main(index, standby: false)
       status = 1
+      @shepherd_pid = Process.ppid
       begin
+        ProcTitle.set(ProcTitle.worker(index: index, threads: @opts.threads, shepherd_pid: @shepherd_pid,
+                                       tag: @tag, standby: standby))
         trap("CHLD", "DEFAULT")
         trap("TERM", "DEFAULT") # the Worker installs its own graceful handler
         trap("INT", "IGNORE")
@@ -351,6 +367,7 @@ module PumaPlus
         code = st.exited? ? st.exitstatus : -(st.termsig || 0)
         send_frame(Wire::Exited.new(pid, code)) unless @control.closed?
         run_hook_safely(:after_worker_shutdown, index, st)
+        retitle
       end
     rescue Errno::ECHILD
       nil
