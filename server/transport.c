@@ -65,6 +65,13 @@ static void on_connection(uv_stream_t *ls_stream, int status) {
   pp_conn_accept(ls, -1);
 }
 
+/* What a listener is and the flag that sets it, for its error messages. */
+static const char *listener_what(const listener *ls) {
+  return ls->kind == LISTEN_CONTROL ? "control app, -control"
+         : ls->tls                  ? "HTTPS, -listen-tls"
+                                    : "HTTP, -listen";
+}
+
 int pp_listener_open(server *s, listener *ls) {
   int rc;
   ls->srv = s;
@@ -97,7 +104,7 @@ int pp_listener_open(server *s, listener *ls) {
   ls->deferred = ls->inherited && s->life.defer_accept;
   if (rc == 0 && !ls->deferred) rc = uv_listen(&ls->h.stream, s->cfg->backlog, on_connection);
   if (rc < 0) {
-    LOG_ERR(s, "cannot listen on %s: %s", ls->addr.text, uv_strerror(rc));
+    LOG_ERR(s, "cannot listen on %s (%s): %s", ls->addr.text, listener_what(ls), uv_strerror(rc));
     return -1;
   }
   if (!ls->addr.is_unix && (ls->addr.port == 0 || ls->inherited)) {
@@ -125,7 +132,8 @@ void pp_listeners_accept_deferred(server *s) {
     if (!ls->open || !ls->deferred) continue;
     ls->deferred = 0;
     int rc = uv_listen(&ls->h.stream, s->cfg->backlog, on_connection);
-    if (rc < 0) LOG_ERR(s, "cannot listen on %s: %s", ls->addr.text, uv_strerror(rc));
+    if (rc < 0)
+      LOG_ERR(s, "cannot listen on %s (%s): %s", ls->addr.text, listener_what(ls), uv_strerror(rc));
   }
 }
 

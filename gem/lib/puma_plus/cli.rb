@@ -38,6 +38,7 @@ module PumaPlus
       command = server_command(settings)
       env = { "RACK_ENV" => settings[:environment] }
       env["PUMA_PLUS_CONFIG"] = File.expand_path(@config_path) if @config_path
+      env["PUMA_PLUS_TAG"] = settings[:tag] if settings[:tag]
       report(config, settings, command, env) if @flags[:dry_run] || config&.unsupported&.any? || config&.notes&.any?
       return 0 if @flags[:dry_run]
 
@@ -155,6 +156,8 @@ module PumaPlus
       cmd.push("-request-timeout", "#{s[:request_timeout_ms]}ms") if s[:request_timeout_ms]
       cmd.push("-worker-kill-grace", "#{s[:worker_kill_grace_ms]}ms") if s[:worker_kill_grace_ms]
       cmd.push("-worker-timeout", "#{s[:worker_timeout_ms] / 1000}s") if s[:worker_timeout_ms]
+      cmd.push("-worker-boot-timeout", "#{s[:worker_boot_timeout_ms] / 1000}s") if s[:worker_boot_timeout_ms]
+      cmd.push("-max-keep-alive", s[:max_keep_alive].to_s) if s[:max_keep_alive]
       cmd.push("-quiet") if s[:quiet]
       if s[:autoscale_min]
         cmd.push("-autoscale", "-min-workers", s[:autoscale_min].to_s, "-max-workers", s[:autoscale_max].to_s)

@@ -6,6 +6,7 @@ require_relative "wire"
 require_relative "worker"
 require_relative "config"
 require_relative "proc_title"
+require_relative "app_hooks"
 
 module PumaPlus
   # The shepherd (docs/PROTOCOL.md, "Processes and command line"): started by
@@ -340,6 +341,7 @@ module PumaPlus
         # Other standby workers' sockets: a copy here would hide the shepherd's death from them.
         @standby.each_value { |sb| sb.sock.close }
         @config&.run_hooks(:before_worker_boot, index)
+        AppHooks.install(@config, log: @log) # lowlevel_error_handler, out_of_band
         yield if block_given?
         status = Worker.new(@app, socket_path: @opts.socket, threads: @opts.threads,
                                   worker_index: index, life_pipe: @life_r, log: @log, config: @config).run
