@@ -382,7 +382,9 @@ class TestConfig < Minitest::Test
       'activate_control_app "127.0.0.1:9401"' => ["-control", "127.0.0.1:9401"],
       'activate_control_app "[::1]:9402", auth_token: "t"' => ["-control", "[::1]:9402", "-control-token", "t"],
       'activate_control_app "unix:///tmp/pp.ctl", no_token: true' => ["-control", "unix:/tmp/pp.ctl"],
-      "activate_control_app" => [],
+      "activate_control_app" => ["-control", "127.0.0.1:9293"], # puma's "auto"; none without the directive
+      "workers 2" => [],
+      "http_content_length_limit nil" => ["-max-body-size", "0"],
       "first_data_timeout 10\npersistent_timeout 5\nforce_shutdown_after 40\nworker_shutdown_timeout 9" =>
         ["-header-timeout", "10s", "-keepalive-timeout", "5s", "-drain-timeout", "40s"],
       "http_content_length_limit 1024\nquiet" => ["-max-body-size", "1024", "-quiet"],

@@ -10,7 +10,7 @@ module PumaPlus
   # `puma-plus ctl VERB` (docs/CONFIG.md "puma-plus ctl"), puma's pumactl for puma-plus: talks
   # to the server's control app. The control URL and token come from the state file (-S), else
   # --control-url / --control-token, else the config file (-C, default config/puma-plus.rb),
-  # else the server's default (tcp://127.0.0.1:9293, no token).
+  # else tcp://127.0.0.1:9293 (where activate_control_app with no argument listens), no token.
   class Ctl
     VERBS = %w[stats status restart stop phased-restart].freeze
     DEFAULT_URL = "tcp://127.0.0.1:9293"
