@@ -91,6 +91,9 @@ module PumaPlus
       @interrupt_lock = Mutex.new
       @in_app = false
       @timed_out_id = nil
+      # out_of_band hooks of this worker (AppHooks, installed before its threads start): nil
+      # unless the config has some.
+      @oob = AppHooks.out_of_band
     end
 
     # True while the thread waits for the next REQUEST (nothing in flight).
@@ -278,8 +281,7 @@ module PumaPlus
     THREAD_CPU = Process::CLOCK_THREAD_CPUTIME_ID
 
     def handle(req)
-      # out_of_band (AppHooks): nil unless the config has such hooks.
-      (oob = AppHooks.out_of_band)&.enter
+      (oob = @oob)&.enter
       id = req.request_id
       @current_id = id
       @cancelled = false
