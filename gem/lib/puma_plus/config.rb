@@ -73,7 +73,7 @@ module PumaPlus
       "load" => [:supported, "evaluates another config file (relative to the current directory)"],
       "log_formatter" => [:unsupported, "the server's log lines are its own"],
       "log_requests" => [:unsupported, "the server writes no access log; the app's logger (e.g. Rails) logs requests"],
-      "lowlevel_error_handler" => [:supported, "called in the worker with (exception, env, status) (or fewer, by its arity) when the app raises or returns an invalid response; its Rack response is sent instead of the 500 (docs/RACK.md)"],
+      "lowlevel_error_handler" => [:supported, "called in the worker with (exception, env, status) (or fewer, by its arity) when the app raises or returns an invalid response; its Rack response is sent instead of the 500 (docs/RACK.md). Malformed requests, for which puma also calls it (400, 501), are answered by the C front end without Ruby"],
       "max_fast_inline" => [:unsupported, "no Ruby-side keep-alive loop: the server owns connections"],
       "max_io_threads" => [:unsupported, "no IO threads"],
       "max_keep_alive" => [:supported, "`-max-keep-alive N`: an HTTP/1.1 connection is closed (`Connection: close`) after its Nth request; puma's default is 999, puma-plus has no cap unless set"],
