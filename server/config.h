@@ -59,18 +59,20 @@ typedef struct pp_config {
   uint64_t max_buffered_body_total; /* -max-buffered-body-total: all bodies buffered before
                                        dispatch; 0 none */
 
-  uint64_t header_timeout_ns;      /* -header-timeout */
-  uint64_t body_timeout_ns;        /* -body-timeout */
-  uint64_t keepalive_timeout_ns;   /* -keepalive-timeout */
-  uint64_t write_timeout_ns;       /* -write-timeout */
-  uint64_t drain_timeout_ns;       /* -drain-timeout */
-  uint64_t request_timeout_ns;     /* -request-timeout: from dispatch (T3); 0 = off */
-  uint64_t worker_kill_grace_ns;   /* -worker-kill-grace: after a TIMEOUT, before the kill */
-  uint64_t worker_timeout_ns;      /* -worker-timeout: heartbeat silence that kills; 0 = off */
+  uint64_t header_timeout_ns;    /* -header-timeout */
+  uint64_t body_timeout_ns;      /* -body-timeout */
+  uint64_t keepalive_timeout_ns; /* -keepalive-timeout */
+  uint64_t write_timeout_ns;     /* -write-timeout */
+  uint64_t drain_timeout_ns;     /* -drain-timeout */
+  uint64_t request_timeout_ns;   /* -request-timeout: from dispatch (T3); 0 = off */
+  uint64_t worker_kill_grace_ns; /* -worker-kill-grace: after a TIMEOUT, before the kill */
+  uint64_t worker_timeout_ns;    /* -worker-timeout: heartbeat silence that kills; 0 = off */
+  uint64_t tick_ns;              /* -tick: stats window and controller period */
+  int quiet;                     /* -quiet: no per-event logs */
+
+  /* puma's worker_boot_timeout and max_keep_alive (issue 26). */
   uint64_t worker_boot_timeout_ns; /* -worker-boot-timeout: FORKED to first HELLO; 0 = off */
   uint32_t max_keep_alive; /* -max-keep-alive: HTTP/1.1 requests per connection; 0 = no cap */
-  uint64_t tick_ns;        /* -tick: stats window and controller period */
-  int quiet;               /* -quiet: no per-event logs */
 
   /* Autoscaling (issue 5). */
   int autoscale;                /* -autoscale */
