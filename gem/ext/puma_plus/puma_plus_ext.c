@@ -379,6 +379,14 @@ static VALUE native_send_nowait(VALUE self, VALUE fd, VALUE str) {
 }
 
 RUBY_FUNC_EXPORTED void Init_puma_plus_ext(void) {
+  /* Ractor-safe (docs/RACK.md "Ractor slots"): the statics above are written here, once,
+   * before any Ractor can call in, and only read afterwards; each holds a module, a class, a
+   * frozen String with no ivars, an ID or a static Symbol, all shareable. Every function works
+   * on its arguments alone (the key cache is the caller's Array), and the one Ruby method it
+   * calls back (Response.flatten_headers) runs under the calling Ractor's own rules. */
+#ifdef HAVE_RB_EXT_RACTOR_SAFE
+  rb_ext_ractor_safe(true);
+#endif
   VALUE mPumaPlus = rb_define_module("PumaPlus");
   mWire = rb_define_module_under(mPumaPlus, "Wire");
   cRequest = rb_const_get(mWire, rb_intern("Request"));

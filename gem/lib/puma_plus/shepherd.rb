@@ -7,6 +7,7 @@ require_relative "worker"
 require_relative "config"
 require_relative "proc_title"
 require_relative "app_hooks"
+require_relative "ractor_slots"
 
 module PumaPlus
   # The shepherd (docs/PROTOCOL.md, "Processes and command line"): started by
@@ -103,6 +104,7 @@ module PumaPlus
       @config = load_config
       boot_started = monotonic_ns
       @app = load_app
+      @ractors = ractor_app # RactorSlots: nil, or the Ractor count (the app then made shareable)
       @tag = ProcTitle.tag(@config)
       retitle
       send_frame(Wire::Ready.new(Process.pid, monotonic_ns - boot_started))
@@ -141,6 +143,19 @@ module PumaPlus
       result.is_a?(Array) ? result.first : result # Rack 2 returns [app, options]
     rescue ScriptError, StandardError => e
       log("cannot load #{@opts.app}: #{e.class}: #{e.message}\n  #{Array(e.backtrace).first(10).join("\n  ")}")
+      exit(1)
+    end
+
+    # `ractors N` / PUMA_PLUS_RACTORS=N: the count, after the app was made shareable (before any
+    # fork, so each worker shares the frozen app); an app that cannot be shared stops the boot.
+    def ractor_app
+      count = RactorSlots.count(@config) or return nil
+      RactorSlots.check_hooks(@config)
+      @app = RactorSlots.prepare(@app)
+      log("Ractor slots: #{count} per worker (--threads #{@opts.threads} is the server's count)") if count != @opts.threads
+      count
+    rescue RactorSlots::NotShareable, ArgumentError => e
+      log(e.message)
       exit(1)
     end
 
@@ -343,7 +358,7 @@ module PumaPlus
         @config&.run_hooks(:before_worker_boot, index)
         AppHooks.install(@config, log: @log) # lowlevel_error_handler, out_of_band
         yield if block_given?
-        status = Worker.new(@app, socket_path: @opts.socket, threads: @opts.threads,
+        status = (@ractors ? RactorSlots::Worker : Worker).new(@app, socket_path: @opts.socket, threads: @ractors || @opts.threads,
                                   worker_index: index, life_pipe: @life_r, log: @log, config: @config).run
         @config&.run_hooks(:before_worker_shutdown, index)
       rescue Exception => e # rubocop:disable Lint/RescueException

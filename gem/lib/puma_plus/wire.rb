@@ -60,8 +60,9 @@ module PumaPlus
     HIJACK_GONE = 1
     HIJACK_REFUSED = 2
 
-    # Frame type byte → [name, Struct class].
-    TYPES = {
+    # Frame type byte → [name, Struct class]. Deeply frozen (Ractor.make_shareable), as FIXED
+    # is: a constant a non-main Ractor reads must be shareable (docs/RACK.md "Ractor slots").
+    TYPES = Ractor.make_shareable({
       HELLO => ["HELLO", Hello], REQUEST => ["REQUEST", Request], BODY => ["BODY", Body],
       BODY_END => ["BODY_END", BodyEnd], CANCEL => ["CANCEL", Cancel],
       HIJACKED => ["HIJACKED", Hijacked], HIJACK => ["HIJACK", Hijack],
@@ -74,18 +75,18 @@ module PumaPlus
       HEARTBEAT => ["HEARTBEAT", Heartbeat], ADOPT => ["ADOPT", Adopt],
       ADOPTED_EXITED => ["ADOPTED_EXITED", AdoptedExited],
       STANDBY => ["STANDBY", Standby], PARKED => ["PARKED", Parked], ACTIVATE => ["ACTIVATE", Activate]
-    }.freeze
+    })
     TYPE_OF_CLASS = TYPES.to_h { |type, (_, klass)| [klass, type] }.freeze
 
     # Fixed-size frames: type → [payload size, unpack template].
-    FIXED = {
+    FIXED = Ractor.make_shareable({
       HELLO => [18, "nNNNN"], BODY_END => [8, "Q>"], CANCEL => [8, "Q>"], HIJACK => [8, "Q>"],
       RESPONSE_END => [48, "Q>Q>Q>Q>q>q>"], SPAWN => [4, "N"], RETIRE => [4, "N"],
       STOP => [4, "N"], READY => [12, "NQ>"], FORKED => [8, "NN"], EXITED => [8, "Nl>"],
       TIMEOUT => [12, "Q>N"], HEARTBEAT_INTERVAL => [8, "NN"], HEARTBEAT => [16, "NNq>"],
       ADOPT => [8, "NN"], ADOPTED_EXITED => [8, "Nl>"],
       STANDBY => [4, "N"], PARKED => [16, "NNQ>"], ACTIVATE => [4, "N"]
-    }.freeze
+    })
 
     BINARY = Encoding::BINARY
     UTF_8 = Encoding::UTF_8
