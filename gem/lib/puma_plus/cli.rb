@@ -39,6 +39,7 @@ module PumaPlus
       env = { "RACK_ENV" => settings[:environment] }
       env["PUMA_PLUS_CONFIG"] = File.expand_path(@config_path) if @config_path
       env["PUMA_PLUS_TAG"] = settings[:tag] if settings[:tag]
+      env["PUMA_PLUS_RACTORS"] = settings[:ractors].to_s if settings[:ractors] # RactorSlots
       report(config, settings, command, env) if @flags[:dry_run] || config&.unsupported&.any? || config&.notes&.any?
       return 0 if @flags[:dry_run]
 
@@ -67,6 +68,7 @@ module PumaPlus
         end
         o.on("-t", "--threads INT", "MIN:MAX threads per worker (puma-plus runs MAX)") { |v| @flags[:threads] = v }
         o.on("-w", "--workers COUNT", Integer, "worker processes at start") { |v| @flags[:workers] = v }
+        o.on("--ractors N", Integer, "N Ractor slots per worker instead of threads (experimental)") { |v| @flags[:ractors] = v }
         o.on("-e", "--environment ENV", "RACK_ENV (default development)") { |v| @flags[:environment] = v }
         o.on("--control-url URL", "control app (/stats, /metrics): tcp://HOST:PORT, HOST:PORT, unix://PATH or off") { |v| @flags[:control_url] = v }
         o.on("--control-token TOKEN", "token the control app requires") { |v| @flags[:control_token] = v }
@@ -115,6 +117,11 @@ module PumaPlus
       end
       s[:workers] = @flags[:workers] if @flags[:workers]
       raise UsageError, "--workers must be at least 1" if s[:workers] < 1
+
+      s[:ractors] = @flags[:ractors] if @flags[:ractors]
+      raise UsageError, "--ractors must be at least 1" if s[:ractors] && s[:ractors] < 1
+
+      s[:threads_max] = s[:ractors] if s[:ractors] # the server's slots per worker are the Ractors
 
       s[:rackup] = @flags[:rackup] if @flags[:rackup]
       s[:control_url] = @flags[:control_url] if @flags[:control_url]

@@ -21,7 +21,7 @@ module PumaPlus
       request_timeout_ms: nil, worker_kill_grace_ms: nil, worker_timeout_ms: nil,
       quiet: false, directory: nil, stdout_redirect: nil, stderr_redirect: nil, redirect_append: false,
       pidfile: nil, state_path: nil, activated_sockets: nil, tag: nil, max_keep_alive: nil,
-      worker_boot_timeout_ms: nil
+      worker_boot_timeout_ms: nil, ractors: nil
     }.freeze
 
     HOOKS = %i[before_fork before_worker_boot before_worker_shutdown before_worker_fork after_worker_fork
@@ -113,6 +113,7 @@ module PumaPlus
       "directory" => [:supported, "the command changes to it before it reads the rackup file and execs"],
       "supported_http_methods" => [:unsupported, "the server accepts every method its HTTP parser knows"],
       "tag" => [:supported, "in the process titles of the shepherd and the workers (default: the directory's name, as puma); passed as PUMA_PLUS_TAG"],
+      "ractors" => [:supported, "puma-plus only (experimental): N Ractor slots per worker instead of threads; the app must be shareable (docs/RACK.md \"Ractor slots\")"],
       "threads" => [:supported, "`-threads MAX`: MAX threads (= server connections) per worker; MIN is not used"],
       "wait_for_less_busy_worker" => [:mapped, "always: one queue, dispatched to any idle thread of any worker"],
       "worker_boot_timeout" => [:supported, "`-worker-boot-timeout Ns`: a forked worker none of whose threads has connected within it is killed and replaced; default 60, as puma"],
@@ -286,6 +287,14 @@ module PumaPlus
         host = host.to_s
         host = "[#{host}]" if host.include?(":") && !host.start_with?("[")
         @config.take_binds << "ssl://#{host}:#{Integer(port)}#{query.empty? ? '' : "?#{query.join('&')}"}"
+      end
+
+      # puma-plus: ractors(N): each worker's N slots are Ractors (RactorSlots).
+      def ractors(count)
+        n = Integer(count)
+        raise Error, where("ractors: must be at least 1") if n < 1
+
+        set[:ractors] = n
       end
 
       def threads(min, max = min)

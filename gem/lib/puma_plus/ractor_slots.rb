@@ -136,6 +136,16 @@ module PumaPlus
 
     # ---- inside a slot Ractor ----------------------------------------------------------------
 
+    # A slot Ractor's body: slot_main, its death logged, its end told on done_fd.
+    def self.slot_run(app, socket_path, worker_index, slot_index, rack_version, slots, done_fd)
+      slot_main(app, socket_path, worker_index, slot_index, rack_version, slots)
+    rescue Exception => e # rubocop:disable Lint/RescueException
+      $stderr.puts("puma-plus worker #{Process.pid}: Ractor slot #{slot_index} died: #{e.class}: #{e.message}\n  " +
+                   Array(e.backtrace).join("\n  "))
+    ensure
+      IO.for_fd(done_fd, autoclose: false).write_nonblock("d", exception: false)
+    end
+
     # The body of one slot Ractor: its connection, reconnecting after an aborted response, and
     # a thread that takes the main Ractor's messages (:stop, [:timeout, request_id]).
     def self.slot_main(app, socket_path, worker_index, slot_index, rack_version, slots)
@@ -226,13 +236,14 @@ module PumaPlus
         version = defined?(::Rack::VERSION) ? ::Rack::VERSION : [1, 3]
         version = Ractor.make_shareable(version.dup)
         @ractors = Array.new(@thread_count) do |i|
-          Ractor.new(@app, @socket_path, @worker_index, i, version, @thread_count, name: "slot-#{i}") do |*args|
-            PumaPlus::RactorSlots.slot_main(*args)
+          # Each slot's end is one byte on @done_w (by descriptor: an IO is not shareable), not
+          # Ractor#take: in Ruby 3.1 two threads of one Ractor each in #take wait as one and
+          # one never wakes, and Ractor.select over ended Ractors raised Ractor::ClosedError.
+          Ractor.new(@app, @socket_path, @worker_index, i, version, @thread_count, @done_w.fileno,
+                     name: "slot-#{i}") do |*args|
+            PumaPlus::RactorSlots.slot_run(*args)
           end
         end
-        # One thread takes every slot's end: in Ruby 3.1 two threads of one Ractor each in
-        # Ractor#take wait as one (the wait state is the Ractor's), and one of them never wakes.
-        taker = Thread.new { take_all }
         monitor = Thread.new { monitor_main }
         watch = [stop_r, @done_r, @life_pipe].compact
         ended = 0
@@ -245,7 +256,6 @@ module PumaPlus
           stop
           break
         end
-        taker.join
         monitor.kill
         0
       ensure
@@ -262,22 +272,6 @@ module PumaPlus
       end
 
       private
-
-      def take_all
-        left = @ractors.dup
-        until left.empty?
-          begin
-            r, = Ractor.select(*left)
-          rescue Ractor::RemoteError => e
-            r = e.ractor
-            c = e.cause
-            @log.puts("puma-plus worker #{Process.pid}: Ractor #{r.name} died: #{c.class}: #{c.message}\n  " +
-                      Array(c&.backtrace).join("\n  "))
-          end
-          left.delete(r)
-          @done_w&.write_nonblock("d", exception: false)
-        end
-      end
 
       def interrupt(frame)
         r = @ractors && @ractors[frame.thread_index]

@@ -1,0 +1,59 @@
+# frozen_string_literal: true
+
+# Ractor slots end to end (issue 28, docs/RACK.md "Ractor slots"): a shareable app served from
+# Ractors, several requests at once, each answered by a named Ractor of one worker process; an
+# app that cannot be shared is refused at boot with a message naming the object, and nothing
+# is served.
+require_relative "helper"
+
+class TestRactors < Minitest::Test
+  APP = File.join(E2E::ROOT, "tests/apps/ractor/config.ru")
+  BAD = File.join(E2E::ROOT, "tests/apps/ractor/not_shareable.ru")
+
+  def get(port, path) = E2E.raw(port, "GET #{path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", timeout: 30)
+
+  def test_shareable_app_served_from_ractors
+    srv = E2E::Server.new(app: APP, workers: 1, threads: 3, env: { "PUMA_PLUS_RACTORS" => "3" })
+    # 3 slots, 6 requests that each sleep 300 ms: all answered, and at once by different
+    # Ractors (6 × 300 ms one after another would take 1.8 s).
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    rs = Array.new(6) { Thread.new { get(srv.port, "/mix/0/300") } }.map(&:value)
+    took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
+    assert_equal [200] * 6, rs.map { |r| r.dig(0, 0) }, srv.log
+    bodies = rs.map { |r| r.dig(0, 2) }
+    pids = bodies.map { |b| b[/pid=(\d+)/, 1] }.uniq
+    ractors = bodies.map { |b| b[/ractor=(\S+)/, 1] }.uniq.sort
+    assert_equal 1, pids.size, "one worker process: #{bodies.inspect}"
+    assert_equal %w[slot-0 slot-1 slot-2], ractors, "every Ractor slot served: #{bodies.inspect}"
+    assert_operator took, :<, 1.5, "the 6 requests ran 3 at a time (took #{took.round(2)} s)"
+    st = srv.stats
+    assert_equal 3, st["queue"]["slots_ready"], "3 connections, one per Ractor"
+    assert_equal pids.first.to_i, st["worker_status"].first["pid"]
+    # SIGTERM: the Ractors close their connections and the worker exits 0.
+    status = srv.stop(signal: "TERM", timeout: 20)
+    refute_nil status, "the server did not exit\n#{srv.log}"
+    assert_match(/worker pid \d+ exited with status 0/, srv.log)
+  ensure
+    srv&.stop
+  end
+
+  def test_not_shareable_app_refused_at_boot
+    refused(BAD, %r{app \(CountingMiddleware\) → @lock \(Thread::Mutex\) is a Thread::Mutex: Ractor.make_shareable cannot share})
+  end
+
+  def test_proc_with_main_self_refused_at_boot
+    Dir.mktmpdir do |dir|
+      ru = File.join(dir, "lambda.ru")
+      File.write(ru, "HANDLER = ->(env) { [200, {}, [\"x\"]] }\nrun HANDLER\n")
+      refused(ru, %r{app \(Proc\) is Proc defined at #{Regexp.escape(ru)}:1: its self is .* not shareable})
+    end
+  end
+
+  def refused(app, message)
+    err = assert_raises(Minitest::Assertion) do
+      E2E::Server.new(app: app, workers: 1, threads: 2, env: { "PUMA_PLUS_RACTORS" => "2" }, boot_timeout: 15)
+    end
+    assert_match(/shepherd exited before loading the app \(status 1/, err.message)
+    assert_match(message, err.message)
+  end
+end
