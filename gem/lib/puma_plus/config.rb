@@ -113,7 +113,6 @@ module PumaPlus
       "directory" => [:supported, "the command changes to it before it reads the rackup file and execs"],
       "supported_http_methods" => [:unsupported, "the server accepts every method its HTTP parser knows"],
       "tag" => [:supported, "in the process titles of the shepherd and the workers (default: the directory's name, as puma); passed as PUMA_PLUS_TAG"],
-      "ractors" => [:supported, "puma-plus only (experimental): N Ractor slots per worker instead of threads; the app must be shareable (docs/RACK.md \"Ractor slots\")"],
       "threads" => [:supported, "`-threads MAX`: MAX threads (= server connections) per worker; MIN is not used"],
       "wait_for_less_busy_worker" => [:mapped, "always: one queue, dispatched to any idle thread of any worker"],
       "worker_boot_timeout" => [:supported, "`-worker-boot-timeout Ns`: a forked worker none of whose threads has connected within it is killed and replaced; default 60, as puma"],
