@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/harness.h"
-#include "bench/soak.h"
+#include "bench/harness/harness.h"
+#include "bench/soak/soak.h"
 
 #include "fuzz/check.h"
 
