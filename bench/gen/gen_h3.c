@@ -21,50 +21,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <nghttp3/nghttp3.h>
 #include <ngtcp2/ngtcp2.h>
-#include <ngtcp2/ngtcp2_crypto.h>
-#include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
-/* TLS 1.3 only (RFC 9001), the suites QUIC defines, no middlebox compatibility mode. */
-#define H3_PRIORITY                                                                                \
-  "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"        \
-  "+AES-128-CCM:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1:+GROUP-SECP521R1:"      \
-  "%DISABLE_TLS13_COMPAT_MODE"
+#include "quic_client/quic_client.h"
 
 #define H3_PKT_MAX 1500 /* one UDP datagram */
 
 struct h3ctx {
   gnutls_certificate_credentials_t cred; /* empty: nothing is verified */
+  ngtcp2_callbacks callbacks;            /* the kit's client set, plus STOP_SENDING */
 };
 
 typedef struct h3q {
   conn *c;
   uv_udp_t udp;
   uv_timer_t timer;
-  int handles; /* libuv handles not yet closed */
-  ngtcp2_conn *qc;
-  nghttp3_conn *h3;
-  gnutls_session_t tls;
-  ngtcp2_crypto_conn_ref ref;
-  struct sockaddr_storage local;
-  ngtcp2_socklen locallen;
-  bool h3_failed; /* an nghttp3 callback or setup failed inside a callback */
-  int liberr;     /* the ngtcp2 error we close with (0: a clean close) */
+  int handles;     /* libuv handles not yet closed */
+  pp_qc_session s; /* the QUIC connection and its HTTP/3 session (quic_client.h); s.data = c */
+  int liberr;      /* the ngtcp2 error we close with (0: a clean close) */
   uint8_t pkt[H3_PKT_MAX];
 } h3q;
-
-static void h3_path(conn *c, ngtcp2_path *p) {
-  h3q *q = c->q;
-  p->local.addr = (ngtcp2_sockaddr *)&q->local;
-  p->local.addrlen = q->locallen;
-  p->remote.addr = (ngtcp2_sockaddr *)&c->g->addr;
-  p->remote.addrlen =
-      c->g->addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-  p->user_data = NULL;
-}
 
 /* The connection is unusable: its streams (and, before it was usable, the oldest waiting
  * arrival) fail with `err`. */
@@ -117,16 +95,16 @@ static int cb_recv_data(nghttp3_conn *h3, int64_t id, const uint8_t *data, size_
                         void *sud) {
   (void)h3, (void)data, (void)sud;
   conn *c = ud;
-  ngtcp2_conn_extend_max_stream_offset(c->q->qc, id, len);
-  ngtcp2_conn_extend_max_offset(c->q->qc, len);
+  ngtcp2_conn_extend_max_stream_offset(c->q->s.qc, id, len);
+  ngtcp2_conn_extend_max_offset(c->q->s.qc, len);
   return 0;
 }
 
 static int cb_deferred_consume(nghttp3_conn *h3, int64_t id, size_t n, void *ud, void *sud) {
   (void)h3, (void)sud;
   conn *c = ud;
-  ngtcp2_conn_extend_max_stream_offset(c->q->qc, id, n);
-  ngtcp2_conn_extend_max_offset(c->q->qc, n);
+  ngtcp2_conn_extend_max_stream_offset(c->q->s.qc, id, n);
+  ngtcp2_conn_extend_max_offset(c->q->s.qc, n);
   return 0;
 }
 
@@ -164,13 +142,13 @@ static int cb_stream_close(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud
 
 static int cb_stop_sending(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
   (void)h3, (void)sud;
-  ngtcp2_conn_shutdown_stream_read(((conn *)ud)->q->qc, id, code);
+  ngtcp2_conn_shutdown_stream_read(((conn *)ud)->q->s.qc, id, code);
   return 0;
 }
 
 static int cb_reset_stream(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
   (void)h3, (void)sud;
-  ngtcp2_conn_shutdown_stream_write(((conn *)ud)->q->qc, id, code);
+  ngtcp2_conn_shutdown_stream_write(((conn *)ud)->q->s.qc, id, code);
   return 0;
 }
 
@@ -182,121 +160,17 @@ static int cb_shutdown(nghttp3_conn *h3, int64_t id, void *ud) {
   return 0;
 }
 
-/* ---- ngtcp2 callbacks ---- */
-
-static void cb_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) {
-  (void)ctx;
-  gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
-}
-
-static int cb_new_cid(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *token, size_t cidlen, void *ud) {
-  (void)qc, (void)ud;
-  uint8_t id[NGTCP2_MAX_CIDLEN];
-  if (gnutls_rnd(GNUTLS_RND_RANDOM, id, cidlen) != 0 ||
-      gnutls_rnd(GNUTLS_RND_RANDOM, token, NGTCP2_STATELESS_RESET_TOKENLEN) != 0)
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-  ngtcp2_cid_init(cid, id, cidlen);
-  return 0;
-}
-
-/* 1-RTT keys are in place: start HTTP/3 (control and QPACK streams). */
-static int cb_handshake_completed(ngtcp2_conn *qc, void *ud) {
-  conn *c = ud;
-  h3q *q = c->q;
-  static const nghttp3_callbacks cbs = {
-      .stream_close = cb_stream_close,
-      .recv_data = cb_recv_data,
-      .deferred_consume = cb_deferred_consume,
-      .recv_header = cb_recv_header,
-      .stop_sending = cb_stop_sending,
-      .end_stream = cb_end_stream,
-      .reset_stream = cb_reset_stream,
-      .shutdown = cb_shutdown,
-  };
-  nghttp3_settings settings;
-  nghttp3_settings_default(&settings);
-  if (nghttp3_conn_client_new(&q->h3, &cbs, &settings, NULL, c) != 0) {
-    q->h3 = NULL;
-    q->h3_failed = true;
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-  }
-  int64_t ctrl, enc, dec;
-  if (ngtcp2_conn_open_uni_stream(qc, &ctrl, NULL) ||
-      nghttp3_conn_bind_control_stream(q->h3, ctrl) ||
-      ngtcp2_conn_open_uni_stream(qc, &enc, NULL) || ngtcp2_conn_open_uni_stream(qc, &dec, NULL) ||
-      nghttp3_conn_bind_qpack_streams(q->h3, enc, dec)) {
-    q->h3_failed = true;
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-  }
-  return 0;
-}
-
-static int cb_recv_stream_data(ngtcp2_conn *qc, uint32_t flags, int64_t id, uint64_t off,
-                               const uint8_t *data, size_t len, void *ud, void *sud) {
-  (void)off, (void)sud;
-  conn *c = ud;
-  if (!c->q->h3) return 0;
-  nghttp3_ssize n =
-      nghttp3_conn_read_stream(c->q->h3, id, data, len, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
-  if (n < 0) {
-    c->q->h3_failed = true;
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-  }
-  ngtcp2_conn_extend_max_stream_offset(qc, id, (uint64_t)n);
-  ngtcp2_conn_extend_max_offset(qc, (uint64_t)n);
-  return 0;
-}
-
-static int cb_acked(ngtcp2_conn *qc, int64_t id, uint64_t off, uint64_t len, void *ud, void *sud) {
-  (void)qc, (void)off, (void)sud;
-  conn *c = ud;
-  if (c->q->h3 && nghttp3_conn_add_ack_offset(c->q->h3, id, len) != 0) {
-    c->q->h3_failed = true;
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-  }
-  return 0;
-}
-
-static int cb_stream_close_q(ngtcp2_conn *qc, uint32_t flags, int64_t id, uint64_t code, void *ud,
-                             void *sud) {
-  (void)qc, (void)sud;
-  conn *c = ud;
-  if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET)) code = NGHTTP3_H3_NO_ERROR;
-  if (c->q->h3) {
-    int rv = nghttp3_conn_close_stream(c->q->h3, id, code);
-    if (rv != 0 && rv != NGHTTP3_ERR_STREAM_NOT_FOUND) {
-      c->q->h3_failed = true;
-      return NGTCP2_ERR_CALLBACK_FAILURE;
-    }
-  }
-  return 0;
-}
-
-static int cb_stream_reset(ngtcp2_conn *qc, int64_t id, uint64_t fs, uint64_t code, void *ud,
-                           void *sud) {
-  (void)qc, (void)fs, (void)code, (void)sud;
-  conn *c = ud;
-  if (c->q->h3) nghttp3_conn_shutdown_stream_read(c->q->h3, id);
-  return 0;
-}
-
-static int cb_stream_stop_sending(ngtcp2_conn *qc, int64_t id, uint64_t code, void *ud, void *sud) {
-  (void)qc, (void)code, (void)sud;
-  conn *c = ud;
-  if (c->q->h3) nghttp3_conn_shutdown_stream_read(c->q->h3, id);
-  return 0;
-}
-
-static int cb_extend_msd(ngtcp2_conn *qc, int64_t id, uint64_t max, void *ud, void *sud) {
-  (void)qc, (void)max, (void)sud;
-  conn *c = ud;
-  if (c->q->h3) nghttp3_conn_unblock_stream(c->q->h3, id);
-  return 0;
-}
-
-static ngtcp2_conn *cb_get_conn(ngtcp2_crypto_conn_ref *ref) {
-  return ((conn *)ref->user_data)->q->qc;
-}
+/* The response side of every request stream; nghttp3's user data is the pool slot. */
+static const nghttp3_callbacks h3_callbacks = {
+    .stream_close = cb_stream_close,
+    .recv_data = cb_recv_data,
+    .deferred_consume = cb_deferred_consume,
+    .recv_header = cb_recv_header,
+    .stop_sending = cb_stop_sending,
+    .end_stream = cb_end_stream,
+    .reset_stream = cb_reset_stream,
+    .shutdown = cb_shutdown,
+};
 
 /* ---- errors ---- */
 
@@ -309,7 +183,7 @@ static void h3_fail_liberr(conn *c, int rv) {
   int err = PB_ERR_QUIC;
   if (rv == NGTCP2_ERR_DRAINING) {
     ngtcp2_connection_close_error cc;
-    ngtcp2_conn_get_connection_close_error(q->qc, &cc);
+    ngtcp2_conn_get_connection_close_error(q->s.qc, &cc);
     snprintf(what, sizeof what, "%s error 0x%llx%s%.*s",
              cc.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION ? "application"
                                                                             : "transport",
@@ -318,7 +192,7 @@ static void h3_fail_liberr(conn *c, int rv) {
     gen_note_error(g, "the server closed the QUIC connection (%s)%s", what,
                    c->state == C_CONNECTING ? " during the handshake" : "");
   } else if (rv == NGTCP2_ERR_CRYPTO) {
-    uint8_t alert = ngtcp2_conn_get_tls_alert(q->qc);
+    uint8_t alert = ngtcp2_conn_get_tls_alert(q->s.qc);
     if (alert == 120) { /* no_application_protocol */
       err = PB_ERR_ALPN;
       gen_note_error(g, "TLS alert no_application_protocol: the server does not offer ALPN h3%s%s",
@@ -332,7 +206,7 @@ static void h3_fail_liberr(conn *c, int rv) {
   } else if (rv == NGTCP2_ERR_IDLE_CLOSE) {
     if (c->state == C_CONNECTING)
       gen_note_error(g, "no QUIC handshake with the server: idle timeout%s%s", "", "");
-  } else if (rv == NGTCP2_ERR_CALLBACK_FAILURE && q->h3_failed) {
+  } else if (rv == NGTCP2_ERR_CALLBACK_FAILURE && q->s.h3_failed) {
     err = PB_ERR_H3_PROTOCOL;
     gen_note_error(g, "nghttp3 rejected what the server sent%s%s", "", "");
     q->liberr = rv;
@@ -349,7 +223,7 @@ static void on_timer(uv_timer_t *t);
 
 static void arm_timer(conn *c) {
   h3q *q = c->q;
-  ngtcp2_tstamp expiry = ngtcp2_conn_get_expiry(q->qc), now = uv_hrtime();
+  ngtcp2_tstamp expiry = ngtcp2_conn_get_expiry(q->s.qc), now = uv_hrtime();
   if (expiry == UINT64_MAX) {
     uv_timer_stop(&q->timer);
     return;
@@ -360,49 +234,23 @@ static void arm_timer(conn *c) {
 
 void gen_h3_flush(conn *c) {
   h3q *q = c->q;
-  if (!q || !gen_conn_alive(c) || !q->qc) return;
+  if (!q || !gen_conn_alive(c) || !q->s.qc) return;
   ngtcp2_tstamp ts = uv_hrtime();
-  size_t maxlen = ngtcp2_conn_get_path_max_tx_udp_payload_size(q->qc);
+  size_t maxlen = ngtcp2_conn_get_path_max_tx_udp_payload_size(q->s.qc);
   if (maxlen > sizeof q->pkt) maxlen = sizeof q->pkt;
   for (int guard = 0; guard < 100000; guard++) {
-    int64_t sid = -1;
-    int fin = 0;
-    nghttp3_vec vec[16];
-    nghttp3_ssize veccnt = 0;
-    if (q->h3 && ngtcp2_conn_get_max_data_left(q->qc)) {
-      veccnt = nghttp3_conn_writev_stream(q->h3, &sid, &fin, vec, 16);
-      if (veccnt < 0) {
-        gen_note_error(c->g, "nghttp3: %s%s", nghttp3_strerror((int)veccnt), "");
-        q->liberr = NGTCP2_ERR_INTERNAL;
-        h3_fail(c, PB_ERR_H3_PROTOCOL);
-        return;
-      }
+    int h3_error;
+    ngtcp2_ssize n = pp_qc_write_packet(&q->s, q->pkt, maxlen, ts, &h3_error);
+    if (h3_error) {
+      gen_note_error(c->g, "nghttp3: %s%s", nghttp3_strerror(h3_error), "");
+      q->liberr = NGTCP2_ERR_INTERNAL;
+      h3_fail(c, PB_ERR_H3_PROTOCOL);
+      return;
     }
-    ngtcp2_path_storage ps;
-    ngtcp2_path_storage_zero(&ps);
-    ngtcp2_pkt_info pi;
-    ngtcp2_ssize ndatalen = -1;
-    uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
-    ngtcp2_ssize n =
-        ngtcp2_conn_writev_stream(q->qc, &ps.path, &pi, q->pkt, maxlen, &ndatalen, flags, sid,
-                                  (const ngtcp2_vec *)vec, (size_t)veccnt, ts);
     if (n < 0) {
-      if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
-        nghttp3_conn_block_stream(q->h3, sid);
-        continue;
-      }
-      if (n == NGTCP2_ERR_STREAM_SHUT_WR) {
-        nghttp3_conn_shutdown_stream_write(q->h3, sid);
-        continue;
-      }
-      if (n == NGTCP2_ERR_WRITE_MORE) {
-        nghttp3_conn_add_write_offset(q->h3, sid, (size_t)ndatalen);
-        continue;
-      }
       h3_fail_liberr(c, (int)n);
       return;
     }
-    if (ndatalen >= 0 && sid >= 0) nghttp3_conn_add_write_offset(q->h3, sid, (size_t)ndatalen);
     if (n == 0) break;
     uv_buf_t b = uv_buf_init((char *)q->pkt, (unsigned)n);
     int rc = uv_udp_try_send(&q->udp, &b, 1, NULL);
@@ -418,8 +266,8 @@ void gen_h3_flush(conn *c) {
 
 static void on_timer(uv_timer_t *t) {
   conn *c = t->data;
-  if (!gen_conn_alive(c) || !c->q || !c->q->qc) return;
-  int rv = ngtcp2_conn_handle_expiry(c->q->qc, uv_hrtime());
+  if (!gen_conn_alive(c) || !c->q || !c->q->s.qc) return;
+  int rv = ngtcp2_conn_handle_expiry(c->q->s.qc, uv_hrtime());
   if (rv != 0) {
     h3_fail_liberr(c, rv);
     return;
@@ -428,8 +276,8 @@ static void on_timer(uv_timer_t *t) {
 }
 
 static bool h3_has_room(const conn *c) {
-  return c->q && c->state == C_OPEN && c->q->h3 && !c->goaway && c->n_streams < c->h2_cap &&
-         ngtcp2_conn_get_streams_bidi_left(c->q->qc) > 0;
+  return c->q && c->state == C_OPEN && c->q->s.h3 && !c->goaway && c->n_streams < c->h2_cap &&
+         ngtcp2_conn_get_streams_bidi_left(c->q->s.qc) > 0;
 }
 
 conn *gen_h3_pick(gen *g) {
@@ -490,8 +338,8 @@ void gen_h3_submit(conn *c, uint32_t i) {
   r->sent_ns = gen_now_rel(g);
   if (body) g->req_body_off[i] = 0;
   int64_t sid;
-  if (ngtcp2_conn_open_bidi_stream(q->qc, &sid, NULL) != 0 ||
-      nghttp3_conn_submit_request(q->h3, sid, nva, body ? 7 : 5, body ? &reader : NULL,
+  if (ngtcp2_conn_open_bidi_stream(q->s.qc, &sid, NULL) != 0 ||
+      nghttp3_conn_submit_request(q->s.h3, sid, nva, body ? 7 : 5, body ? &reader : NULL,
                                   (void *)(uintptr_t)(i + 1)) != 0) {
     gen_finish_request(g, i, PB_CONN_ERROR, 0, PB_ERR_H3_PROTOCOL);
     return;
@@ -520,9 +368,9 @@ void gen_h3_fill(conn *c) {
 
 void gen_h3_cancel(conn *c, int64_t stream_id) {
   h3q *q = c->q;
-  if (!q || !q->qc) return;
-  if (q->h3) nghttp3_conn_shutdown_stream_write(q->h3, stream_id);
-  ngtcp2_conn_shutdown_stream(q->qc, stream_id, NGHTTP3_H3_REQUEST_CANCELLED);
+  if (!q || !q->s.qc) return;
+  if (q->s.h3) nghttp3_conn_shutdown_stream_write(q->s.h3, stream_id);
+  ngtcp2_conn_shutdown_stream(q->s.qc, stream_id, NGHTTP3_H3_REQUEST_CANCELLED);
   /* The sweep writes afterwards (gen_h3_fill on every open connection). */
 }
 
@@ -532,8 +380,8 @@ static void h3_after_input(conn *c) {
   gen *g = c->g;
   h3q *q = c->q;
   if (!gen_conn_alive(c)) return;
-  if (c->state == C_CONNECTING && q->h3) {
-    const ngtcp2_transport_params *tp = ngtcp2_conn_get_remote_transport_params(q->qc);
+  if (c->state == C_CONNECTING && q->s.h3) {
+    const ngtcp2_transport_params *tp = ngtcp2_conn_get_remote_transport_params(q->s.qc);
     uint64_t max = tp ? tp->initial_max_streams_bidi : 0;
     uint32_t max32 = max > UINT32_MAX ? UINT32_MAX : (uint32_t)max;
     if (g->counters &&
@@ -573,7 +421,7 @@ static void on_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struc
                     unsigned flags) {
   (void)addr, (void)flags;
   conn *c = h->data;
-  if (!gen_conn_alive(c) || !c->q || !c->q->qc || nread == 0) return;
+  if (!gen_conn_alive(c) || !c->q || !c->q->s.qc || nread == 0) return;
   if (nread < 0) { /* ECONNREFUSED: an ICMP port unreachable, nothing listens on the port */
     gen_note_error(c->g, "QUIC: %s%s", uv_strerror((int)nread),
                    nread == UV_ECONNREFUSED ? " (nothing listens on that UDP port)" : "");
@@ -581,9 +429,9 @@ static void on_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struc
     return;
   }
   ngtcp2_path path;
-  h3_path(c, &path);
+  pp_qc_session_path(&c->q->s, &path);
   ngtcp2_pkt_info pi = {0};
-  int rv = ngtcp2_conn_read_pkt(c->q->qc, &path, &pi, (const uint8_t *)buf->base, (size_t)nread,
+  int rv = ngtcp2_conn_read_pkt(c->q->s.qc, &path, &pi, (const uint8_t *)buf->base, (size_t)nread,
                                 uv_hrtime());
   if (rv != 0) {
     h3_fail_liberr(c, rv);
@@ -605,8 +453,8 @@ static void on_handle_closed(uv_handle_t *h) {
 
 void gen_h3_close(conn *c) {
   h3q *q = c->q;
-  if (q->qc && !ngtcp2_conn_is_in_draining_period(q->qc) &&
-      !ngtcp2_conn_is_in_closing_period(q->qc)) {
+  if (q->s.qc && !ngtcp2_conn_is_in_draining_period(q->s.qc) &&
+      !ngtcp2_conn_is_in_closing_period(q->s.qc)) {
     /* Tell the server, so it frees the connection now rather than at its idle timeout. */
     ngtcp2_connection_close_error cc;
     if (q->liberr)
@@ -616,19 +464,14 @@ void gen_h3_close(conn *c) {
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_pkt_info pi;
-    ngtcp2_ssize n = ngtcp2_conn_write_connection_close(q->qc, &ps.path, &pi, q->pkt, sizeof q->pkt,
-                                                        &cc, uv_hrtime());
+    ngtcp2_ssize n = ngtcp2_conn_write_connection_close(q->s.qc, &ps.path, &pi, q->pkt,
+                                                        sizeof q->pkt, &cc, uv_hrtime());
     if (n > 0) {
       uv_buf_t b = uv_buf_init((char *)q->pkt, (unsigned)n);
       uv_udp_try_send(&q->udp, &b, 1, NULL);
     }
   }
-  if (q->h3) nghttp3_conn_del(q->h3);
-  if (q->qc) ngtcp2_conn_del(q->qc);
-  if (q->tls) gnutls_deinit(q->tls);
-  q->h3 = NULL;
-  q->qc = NULL;
-  q->tls = NULL;
+  pp_qc_session_dispose(&q->s);
   uv_udp_recv_stop(&q->udp);
   uv_close((uv_handle_t *)&q->udp, on_handle_closed);
   uv_close((uv_handle_t *)&q->timer, on_handle_closed);
@@ -647,45 +490,14 @@ static int h3_setup(conn *c) {
     rc = uv_ip4_addr("127.0.0.1", 0, (struct sockaddr_in *)&any);
   if (rc == 0) rc = uv_udp_bind(&q->udp, (const struct sockaddr *)&any, 0);
   if (rc == 0) rc = uv_udp_connect(&q->udp, (const struct sockaddr *)&g->addr);
-  int len = sizeof q->local;
-  if (rc == 0) rc = uv_udp_getsockname(&q->udp, (struct sockaddr *)&q->local, &len);
+  struct sockaddr_storage local;
+  int len = sizeof local;
+  if (rc == 0) rc = uv_udp_getsockname(&q->udp, (struct sockaddr *)&local, &len);
   if (rc < 0) {
     gen_note_error(g, "QUIC: UDP socket: %s%s", uv_strerror(rc), "");
     return rc;
   }
-  q->locallen = (ngtcp2_socklen)len;
 
-  uint8_t d[18], s[16];
-  gnutls_rnd(GNUTLS_RND_RANDOM, d, sizeof d);
-  gnutls_rnd(GNUTLS_RND_RANDOM, s, sizeof s);
-  ngtcp2_cid dcid, scid;
-  ngtcp2_cid_init(&dcid, d, sizeof d);
-  ngtcp2_cid_init(&scid, s, sizeof s);
-  static const ngtcp2_callbacks cbs = {
-      .client_initial = ngtcp2_crypto_client_initial_cb,
-      .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
-      .handshake_completed = cb_handshake_completed,
-      .encrypt = ngtcp2_crypto_encrypt_cb,
-      .decrypt = ngtcp2_crypto_decrypt_cb,
-      .hp_mask = ngtcp2_crypto_hp_mask_cb,
-      .recv_stream_data = cb_recv_stream_data,
-      .acked_stream_data_offset = cb_acked,
-      .stream_close = cb_stream_close_q,
-      .recv_retry = ngtcp2_crypto_recv_retry_cb,
-      .rand = cb_rand,
-      .get_new_connection_id = cb_new_cid,
-      .update_key = ngtcp2_crypto_update_key_cb,
-      .stream_reset = cb_stream_reset,
-      .extend_max_stream_data = cb_extend_msd,
-      .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
-      .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
-      .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
-      .stream_stop_sending = cb_stream_stop_sending,
-      .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
-  };
-  ngtcp2_settings settings;
-  ngtcp2_settings_default(&settings);
-  settings.initial_ts = uv_hrtime();
   ngtcp2_transport_params params;
   ngtcp2_transport_params_default(&params);
   params.initial_max_streams_bidi = 0; /* the server opens none */
@@ -694,31 +506,27 @@ static int h3_setup(conn *c) {
   params.initial_max_stream_data_uni = 1u << 20;
   params.initial_max_data = 16u << 20;
   params.max_idle_timeout = 30 * NGTCP2_SECONDS;
-  ngtcp2_path path;
-  h3_path(c, &path);
-  if (ngtcp2_conn_client_new(&q->qc, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &cbs, &settings,
-                             &params, NULL, c) != 0) {
-    q->qc = NULL;
-    return UV_ENOMEM;
-  }
-  if (gnutls_init(&q->tls, GNUTLS_CLIENT) != 0) {
-    q->tls = NULL;
-    return UV_ENOMEM;
-  }
-  const char *sni = g->cfg->tls_server_name ? g->cfg->tls_server_name : "localhost";
-  gnutls_datum_t alpn = {(unsigned char *)(uintptr_t) "h3", 2};
-  if (gnutls_priority_set_direct(q->tls, H3_PRIORITY, NULL) != 0 ||
-      ngtcp2_crypto_gnutls_configure_client_session(q->tls) != 0 ||
-      gnutls_credentials_set(q->tls, GNUTLS_CRD_CERTIFICATE, g->h3ctx->cred) != 0 ||
-      gnutls_alpn_set_protocols(q->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) != 0 ||
-      gnutls_server_name_set(q->tls, GNUTLS_NAME_DNS, sni, strlen(sni)) != 0) {
+  const pp_qc_client_config qcfg = {
+      .local = (const struct sockaddr *)&local,
+      .local_len = (socklen_t)len,
+      .remote = (const struct sockaddr *)&g->addr,
+      .remote_len =
+          g->addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in),
+      .params = &params,
+      .initial_ts = uv_hrtime(),
+      .callbacks = &g->h3ctx->callbacks,
+      .cred = g->h3ctx->cred,
+      .alpn = "h3",
+      .sni = g->cfg->tls_server_name ? g->cfg->tls_server_name : "localhost",
+  };
+  q->s.h3_callbacks = &h3_callbacks;
+  q->s.data = c;
+  rc = pp_qc_client_new(&q->s, &qcfg);
+  if (rc == PP_QC_ENOMEM) return UV_ENOMEM;
+  if (rc == PP_QC_ETLS) {
     gen_note_error(g, "QUIC: GnuTLS client session setup failed%s%s", "", "");
     return PB_ERR_TLS;
   }
-  q->ref.get_conn = cb_get_conn;
-  q->ref.user_data = c;
-  gnutls_session_set_ptr(q->tls, &q->ref);
-  ngtcp2_conn_set_tls_native_handle(q->qc, q->tls);
   rc = uv_udp_recv_start(&q->udp, on_alloc, on_recv);
   if (rc < 0) return rc;
   return 0;
@@ -764,6 +572,8 @@ int gen_h3_init(gen *g, char *err, size_t errlen) {
     snprintf(err, errlen, "gnutls_certificate_allocate_credentials failed");
     return -1;
   }
+  pp_qc_client_callbacks(&g->h3ctx->callbacks);
+  g->h3ctx->callbacks.stream_stop_sending = pp_qc_stream_stop_sending_cb;
   return 0;
 }
 

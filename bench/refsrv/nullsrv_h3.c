@@ -8,7 +8,13 @@
  * close. Request bodies are read and discarded (flow control is given back as they arrive):
  * the answer's delay starts when the request stream ended. `leak_every` leaks a descriptor
  * every Nth answer, as the TCP null server does. Not a general server: no Retry, no tokens, no
- * stateless reset. */
+ * stateless reset.
+ *
+ * From the QUIC client kit (quic_client/quic_client.h) it takes what a server shares with the
+ * clients: the TLS 1.3 priority string and the randomness and connection-ID callbacks. The rest
+ * stays here because it is the server side of the same calls (ngtcp2_conn_server_new, a GnuTLS
+ * server session with a certificate, nghttp3_conn_server_new, routing datagrams to
+ * connections); the certificate is made here because no client needs one. */
 #include "bench/refsrv/nullsrv.h"
 
 #include <fcntl.h>
@@ -20,7 +26,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <nghttp3/nghttp3.h>
 #include <ngtcp2/ngtcp2.h>
@@ -32,10 +37,7 @@
 #include <openssl/x509v3.h>
 #include <uv.h>
 
-#define H3S_PRIORITY                                                                               \
-  "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"        \
-  "+AES-128-CCM:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1:+GROUP-SECP521R1:"      \
-  "%DISABLE_TLS13_COMPAT_MODE"
+#include "quic_client/quic_client.h"
 
 typedef struct qconn qconn;
 
@@ -280,20 +282,6 @@ static int start_h3(qconn *c) {
 
 /* ---- ngtcp2 callbacks ---- */
 
-static void q_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) {
-  (void)ctx;
-  gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
-}
-
-static int q_new_cid(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *token, size_t cidlen, void *ud) {
-  (void)qc, (void)ud;
-  uint8_t id[NGTCP2_MAX_CIDLEN];
-  gnutls_rnd(GNUTLS_RND_RANDOM, id, cidlen);
-  ngtcp2_cid_init(cid, id, cidlen);
-  gnutls_rnd(GNUTLS_RND_RANDOM, token, NGTCP2_STATELESS_RESET_TOKENLEN);
-  return 0;
-}
-
 static int q_recv_tx_key(ngtcp2_conn *qc, ngtcp2_crypto_level level, void *ud) {
   (void)qc;
   if (level != NGTCP2_CRYPTO_LEVEL_APPLICATION) return 0;
@@ -446,10 +434,8 @@ static qconn *qc_new(pb_nullsrv_h3 *srv, const struct sockaddr_in *from, const u
   if (!c) return NULL;
   c->srv = srv;
   c->remote = *from;
-  uint8_t sb[16];
-  gnutls_rnd(GNUTLS_RND_RANDOM, sb, sizeof sb);
   ngtcp2_cid scid;
-  ngtcp2_cid_init(&scid, sb, sizeof sb);
+  pp_qc_random_cid(&scid, 16);
   static const ngtcp2_callbacks cbs = {
       .recv_client_initial = ngtcp2_crypto_recv_client_initial_cb,
       .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
@@ -459,8 +445,8 @@ static qconn *qc_new(pb_nullsrv_h3 *srv, const struct sockaddr_in *from, const u
       .recv_stream_data = q_recv_stream_data,
       .acked_stream_data_offset = q_acked,
       .stream_close = q_stream_close,
-      .rand = q_rand,
-      .get_new_connection_id = q_new_cid,
+      .rand = pp_qc_rand_cb, /* the kit's, shared with every QUIC client */
+      .get_new_connection_id = pp_qc_new_cid_cb,
       .update_key = ngtcp2_crypto_update_key_cb,
       .stream_reset = q_stream_reset,
       .extend_max_stream_data = q_extend_msd,
@@ -505,7 +491,7 @@ static qconn *qc_new(pb_nullsrv_h3 *srv, const struct sockaddr_in *from, const u
   }
   c->ref.get_conn = q_get_conn;
   c->ref.user_data = c;
-  if (gnutls_priority_set_direct(c->tls, H3S_PRIORITY, NULL) != 0 ||
+  if (gnutls_priority_set_direct(c->tls, PP_QC_TLS_PRIORITY, NULL) != 0 ||
       gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, srv->cred) != 0 ||
       ngtcp2_crypto_gnutls_configure_server_session(c->tls) != 0 ||
       gnutls_alpn_set_protocols(c->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) != 0) {
