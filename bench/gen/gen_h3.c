@@ -2,13 +2,15 @@
  * GnuTLS and libngtcp2_crypto_gnutls, ALPN "h3") with an nghttp3 0.8 client session per pool
  * slot, on a connected UDP socket of the generator's own libuv loop.
  *
- * The pool, pacing, waiting FIFO, timeouts and outcomes are gen.c's, shared with h2: a QUIC
- * connection is a `conn` slot with `q` set. It takes no stream before the QUIC handshake is
- * complete, and at most as many as the server's stream credit allows at once
- * (ngtcp2_conn_get_streams_bidi_left: initial_max_streams_bidi, raised by MAX_STREAMS as
- * streams close; capped at PB_H2_STREAM_CAP). Arrivals beyond that wait in the same FIFO and are
- * timed from their intended start. A request is done when its response stream ended (FIN);
- * a timed-out stream is reset (RESET_STREAM + STOP_SENDING, H3_REQUEST_CANCELLED) and the
+ * This is the h3 generator behind gen_proto_ops (gen_quic_ops, gen_int.h): the pool, pacing,
+ * waiting FIFO, timeouts and outcomes are the core's (gen.c), shared with h2: a QUIC connection
+ * is a `conn` slot with `q` set. The QUIC connection itself (set-up, the ngtcp2 -> nghttp3 glue,
+ * the packet writer) is the project's QUIC client kit (quic_client/quic_client.h). It takes no
+ * stream before the QUIC handshake is complete, and at most as many as the server's stream credit
+ * allows at once (ngtcp2_conn_get_streams_bidi_left: initial_max_streams_bidi, raised by
+ * MAX_STREAMS as streams close; capped at PB_H2_STREAM_CAP). Arrivals beyond that wait in the same
+ * FIFO and are timed from their intended start. A request is done when its response stream ended
+ * (FIN); a timed-out stream is reset (RESET_STREAM + STOP_SENDING, H3_REQUEST_CANCELLED) and the
  * connection stays.
  *
  * The server certificate is NOT verified: the targets are loopback servers with development
@@ -74,6 +76,8 @@ static uint32_t tag_of(conn *c, void *stream_user_data) {
   if (c->g->req_slot[i] != (uint32_t)(c - c->g->conns)) return UINT32_MAX;
   return i;
 }
+
+static void gen_h3_flush(conn *c);
 
 /* ---- nghttp3 callbacks ---- */
 
@@ -232,7 +236,7 @@ static void arm_timer(conn *c) {
   uv_timer_start(&q->timer, on_timer, ms, 0);
 }
 
-void gen_h3_flush(conn *c) {
+static void gen_h3_flush(conn *c) {
   h3q *q = c->q;
   if (!q || !gen_conn_alive(c) || !q->s.qc) return;
   ngtcp2_tstamp ts = uv_hrtime();
@@ -280,7 +284,7 @@ static bool h3_has_room(const conn *c) {
          ngtcp2_conn_get_streams_bidi_left(c->q->s.qc) > 0;
 }
 
-conn *gen_h3_pick(gen *g) {
+static conn *gen_h3_pick(gen *g) {
   conn *best = NULL;
   for (uint32_t k = 0; k < g->conn_high; k++) {
     conn *c = &g->conns[(g->rr + k) % g->conn_high];
@@ -312,7 +316,7 @@ static nghttp3_ssize h3_body_read(nghttp3_conn *h3, int64_t id, nghttp3_vec *vec
   return 1;
 }
 
-void gen_h3_submit(conn *c, uint32_t i) {
+static void gen_h3_submit(conn *c, uint32_t i) {
   gen *g = c->g;
   h3q *q = c->q;
   pb_result *r = &g->results[i];
@@ -353,7 +357,7 @@ void gen_h3_submit(conn *c, uint32_t i) {
     g->counters->h2_peak_streams = c->n_streams;
 }
 
-void gen_h3_fill(conn *c) {
+static void gen_h3_fill(conn *c) {
   gen *g = c->g;
   uint32_t i;
   while (h3_has_room(c) && gen_pending_pop(g, &i)) {
@@ -366,7 +370,7 @@ void gen_h3_fill(conn *c) {
   gen_h3_flush(c);
 }
 
-void gen_h3_cancel(conn *c, int64_t stream_id) {
+static void gen_h3_cancel(conn *c, int64_t stream_id) {
   h3q *q = c->q;
   if (!q || !q->s.qc) return;
   if (q->s.h3) nghttp3_conn_shutdown_stream_write(q->s.h3, stream_id);
@@ -451,7 +455,7 @@ static void on_handle_closed(uv_handle_t *h) {
   gen_conn_release(c);
 }
 
-void gen_h3_close(conn *c) {
+static void gen_h3_close(conn *c) {
   h3q *q = c->q;
   if (q->s.qc && !ngtcp2_conn_is_in_draining_period(q->s.qc) &&
       !ngtcp2_conn_is_in_closing_period(q->s.qc)) {
@@ -532,7 +536,7 @@ static int h3_setup(conn *c) {
   return 0;
 }
 
-bool gen_h3_open(conn *c) {
+static bool gen_h3_open(conn *c) {
   gen *g = c->g;
   h3q *q = calloc(1, sizeof *q);
   if (!q) { /* without q the slot closes as a TCP one: give it a handle to close */
@@ -559,27 +563,68 @@ bool gen_h3_open(conn *c) {
   return gen_conn_alive(c);
 }
 
-int gen_h3_init(gen *g, char *err, size_t errlen) {
+static int gen_h3_init(gen *g, char *err, size_t errlen) {
   g->h3ctx = calloc(1, sizeof *g->h3ctx);
   if (!g->h3ctx) {
     snprintf(err, errlen, "out of memory");
-    return -1;
+    return PB_ESYS;
   }
   /* No trust store and no verification: loopback servers with development certificates. */
   if (gnutls_certificate_allocate_credentials(&g->h3ctx->cred) != 0) {
     free(g->h3ctx);
     g->h3ctx = NULL;
     snprintf(err, errlen, "gnutls_certificate_allocate_credentials failed");
-    return -1;
+    return PB_ESYS;
   }
   pp_qc_client_callbacks(&g->h3ctx->callbacks);
   g->h3ctx->callbacks.stream_stop_sending = pp_qc_stream_stop_sending_cb;
   return 0;
 }
 
-void gen_h3_dispose(gen *g) {
+static void gen_h3_dispose(gen *g) {
   if (!g->h3ctx) return;
   gnutls_certificate_free_credentials(g->h3ctx->cred);
   free(g->h3ctx);
   g->h3ctx = NULL;
 }
+
+/* ---- gen_proto_ops ---- */
+
+static bool quic_dispatch(gen *g, uint32_t i) {
+  conn *c = gen_h3_pick(g);
+  if (!c) return false;
+  gen_h3_submit(c, i);
+  gen_h3_flush(c);
+  return true;
+}
+
+/* A server that never completes the QUIC handshake is reported after SETUP_TIMEOUT_NS. */
+static void quic_sweep_conn(conn *c, uint64_t now) {
+  if (c->state == C_CONNECTING && c->tcp_up && now >= c->connected_ns + SETUP_TIMEOUT_NS) {
+    gen_note_error(c->g, "no QUIC handshake (h3) with the server within 5 s%s%s", "", "");
+    gen_conn_fail_setup(c, PB_ERR_QUIC);
+  }
+}
+
+static void on_stub_closed(uv_handle_t *h) {
+  gen_conn_release(h->data);
+}
+
+static void quic_close(conn *c) {
+  if (!c->q) { /* gen_h3_open could not allocate: only the stand-in TCP handle to close */
+    uv_close((uv_handle_t *)&c->tcp, on_stub_closed);
+    return;
+  }
+  gen_h3_close(c);
+}
+
+const gen_proto_ops gen_quic_ops = {
+    .init = gen_h3_init,
+    .dispose = gen_h3_dispose,
+    .open = gen_h3_open,
+    .close = quic_close,
+    .dispatch = quic_dispatch,
+    .sweep_conn = quic_sweep_conn,
+    .cancel_stream = gen_h3_cancel,
+    .fill = gen_h3_fill,
+};

@@ -1,5 +1,10 @@
-/* The generator's private state, shared by gen.c (pacing, pool, h1, h2, TLS) and gen_h3.c
- * (HTTP/3 over QUIC). Not part of the public API (gen.h). */
+/* The generator's private state, shared by the core (gen.c: pacing, pool, waiting FIFO,
+ * timeouts, outcomes) and the protocol generators it drives through gen_proto_ops: h1/h2 over
+ * TCP and TLS (gen_tcp.c, gen_h2.c) and h3 over QUIC (gen_h3.c). Not part of the public API
+ * (gen.h).
+ *
+ * Calls go one way: a protocol generator calls the core's gen_* helpers below; the core reaches
+ * a protocol only through g->ops. */
 #ifndef PP_BENCH_GEN_INT_H
 #define PP_BENCH_GEN_INT_H
 
@@ -16,6 +21,38 @@
 
 struct h3q;
 struct h3ctx;
+typedef struct gen gen;
+typedef struct conn conn;
+
+/* What a protocol generator implements for the core. Every function runs on the generator's
+ * loop; none may call back into the core from inside an engine's callback. */
+typedef struct gen_proto_ops {
+  /* Per run, after the core's own set-up and before any connection: 0, or a negative PB_E*
+   * code with a message in `err`. */
+  int (*init)(gen *g, char *err, size_t errlen);
+  /* Per run, always (also after a failed or skipped init): frees what init made. */
+  void (*dispose)(gen *g);
+  /* `c` is a fresh C_CONNECTING slot, already counted: start connecting. False if it failed at
+   * once (the protocol has charged and closed it with gen_conn_fail_setup). */
+  bool (*open)(conn *c);
+  /* `c` is C_CLOSING, its requests settled: free the protocol's state and close its handles,
+   * then return the slot with gen_conn_release. */
+  void (*close)(conn *c);
+  /* Arrival `i` is due: send it on a connection that can take it now and return true, or
+   * return false (the core parks it in the FIFO and opens a connection if it may). */
+  bool (*dispatch)(gen *g, uint32_t i);
+  /* Every 10 ms, for every slot ever used: the protocol's own deadlines (connection set-up, and
+   * for h1 the request on the connection). */
+  void (*sweep_conn)(conn *c, uint64_t now);
+  /* Multiplexed protocols (h2, h3) only: reset a stream the core gave up on (client timeout,
+   * or the client leaves); the core has settled its request already. */
+  void (*cancel_stream)(conn *c, int64_t stream_id);
+  /* Multiplexed protocols only: move waiting arrivals onto `c` while it has room, then write. */
+  void (*fill)(conn *c);
+} gen_proto_ops;
+
+extern const gen_proto_ops gen_tcp_ops;  /* h1 and h2, cleartext or TLS (gen_tcp.c) */
+extern const gen_proto_ops gen_quic_ops; /* h3 (gen_h3.c) */
 
 /* C_CONNECTING lasts until the connection can carry a request: TCP connected, TLS handshake
  * done, and for h2 the server's SETTINGS received. C_OPEN: usable, nothing in flight (h1) or
@@ -36,14 +73,12 @@ enum conn_state { C_FREE = 0, C_CONNECTING, C_OPEN, C_IDLE, C_BUSY, C_CLOSING };
  * already on its way) before the request is charged with the write error. */
 #define WRITE_ERROR_GRACE_NS 1000000000ull
 
-typedef struct gen gen;
-
 typedef struct bytes {
   char *p;
   size_t len, cap;
 } bytes;
 
-typedef struct conn {
+struct conn {
   uv_tcp_t tcp;
   uv_connect_t connect_req;
   uv_write_t write_req;
@@ -82,7 +117,7 @@ typedef struct conn {
   uint64_t write_error_ns; /* when (run clock) */
   /* h3 (gen_h3.c): the QUIC connection, NULL for TCP connections */
   struct h3q *q;
-} conn;
+};
 
 struct gen {
   const pb_gen_config *cfg;
@@ -113,10 +148,11 @@ struct gen {
   size_t *request_lens;
   struct sockaddr_storage addr;
   llhttp_settings_t settings;
-  /* h2 and TLS */
+  const gen_proto_ops *ops; /* the protocol generator of this run */
+  bool mux;                 /* h2 or h3: requests are streams on the pool's connections */
+  /* h1/h2 generator (gen_tcp.c, gen_h2.c) */
   bool h2;
-  bool h3;             /* HTTP/3: the pool's connections are QUIC (gen_h3.c), c->q set */
-  struct h3ctx *h3ctx; /* gen_h3.c's shared state (GnuTLS credentials, callbacks) */
+  struct h3ctx *h3ctx; /* h3 generator (gen_h3.c): GnuTLS credentials, QUIC callbacks */
   SSL_CTX *ssl_ctx;
   nghttp2_session_callbacks *h2_callbacks;
   char authority[80];
@@ -135,7 +171,7 @@ struct gen {
   bool pacer_active;
 };
 
-/* Shared helpers (gen.c). */
+/* The core's helpers for the protocol generators (gen.c). */
 /* The request body size of `kind` (0: a GET). */
 static inline uint32_t gen_kind_body(const gen *g, uint32_t kind) {
   return g->kinds ? g->kinds[kind].body_bytes : 0;
@@ -155,16 +191,5 @@ void gen_conn_release(conn *c);
 static inline bool gen_conn_alive(const conn *c) {
   return c->state != C_CLOSING && c->state != C_FREE;
 }
-
-/* HTTP/3 (gen_h3.c). */
-int gen_h3_init(gen *g, char *err, size_t errlen);
-void gen_h3_dispose(gen *g);
-bool gen_h3_open(conn *c);  /* c is a fresh C_CONNECTING slot; false if it failed at once */
-void gen_h3_close(conn *c); /* c is C_CLOSING with no streams: tear down, then release */
-conn *gen_h3_pick(gen *g);  /* least loaded QUIC connection with room, or NULL */
-void gen_h3_submit(conn *c, uint32_t i);
-void gen_h3_fill(conn *c); /* waiting arrivals onto c while it has room, then write */
-void gen_h3_cancel(conn *c, int64_t stream_id); /* a timed-out stream: reset it */
-void gen_h3_flush(conn *c); /* write what ngtcp2/nghttp3 have, re-arm the timer */
 
 #endif
