@@ -1,6 +1,6 @@
 /* `pp-bench soak`: the server under overload and bad traffic, cycle after cycle, and whether it
  * comes back (issue 11). One server process lives through the whole soak; each cycle runs five
- * phases, each its own open-loop schedule run to completion by the generator (bench/gen.h):
+ * phases, each its own open-loop schedule run to completion by the generator (bench/gen/gen.h):
  *
  *   steady    mixed traffic: /hello, /mix/2/20 and POST /echo with a 256 KiB body
  *   overload  /mix/2/20 at `overload_x` times the capacity estimate (with shedding on, the

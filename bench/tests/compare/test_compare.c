@@ -1,4 +1,4 @@
-/* The pure parts of `pp-bench compare` (bench/compare.c): the -servers and -shapes lists, wrk's
+/* The pure parts of `pp-bench compare` (bench/compare/): the -servers and -shapes lists, wrk's
  * report, medians over rounds (errors kept, failures not counted), -max-steal's rule (which
  * attempt of a cell is kept, when it is marked) and its test hook, and the /proc CPU reader on
  * this test's own process tree. The run itself is tested end to end by bench/tests/compare.sh

@@ -1,6 +1,6 @@
 # pp-bench and pp-sim must send/simulate the same arrival schedule for a scenario and seed.
 # Both tools print "# N arrivals, digest D"; pp-bench computes D over its own copy of the
-# schedule (bench/schedule.c), pp-sim over its own (sim/arrivals.c).
+# schedule (bench/gen/schedule.c), pp-sim over its own (sim/arrivals.c).
 # Invoked as: cmake -DPPSIM=... -DPPBENCH=... -DSCENARIO=... -P schedule_vs_sim.cmake
 foreach(seed "" 99 12345)
   set(sim_args schedule ${SCENARIO} --limit 1)

@@ -1,4 +1,4 @@
-/* The generator against the fixed-delay reference server (bench/nullsrv.c) on loopback.
+/* The generator against the fixed-delay reference server (bench/refsrv/nullsrv.c) on loopback.
  *
  * These tests use real sockets and the wall clock, so they are labelled `bench`, not `unit`:
  * under ASan the timing tolerances would not mean much. Each run is short (≤ 3 s) and the

@@ -1,7 +1,7 @@
-/* The generator's HTTP/2 and TLS paths against the reference server (bench/nullsrv.c) speaking
- * h2c, h2 over TLS and h1 over TLS on loopback, with the server's behaviour under the test's
- * control: a fixed delay per stream, a stall of its whole loop, SETTINGS_MAX_CONCURRENT_STREAMS,
- * RST_STREAM, GOAWAY and ALPN.
+/* The generator's HTTP/2 and TLS paths against the reference server (bench/refsrv/nullsrv.c)
+ * speaking h2c, h2 over TLS and h1 over TLS on loopback, with the server's behaviour under the
+ * test's control: a fixed delay per stream, a stall of its whole loop,
+ * SETTINGS_MAX_CONCURRENT_STREAMS, RST_STREAM, GOAWAY and ALPN.
  *
  * The h1 suite (test_gen.c) holds the generator to open-loop timing; this one holds every other
  * protocol to the same rules: latency from the intended start (through a server stall, and for

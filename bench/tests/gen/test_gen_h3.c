@@ -1,11 +1,11 @@
-/* The generator's HTTP/3 path (bench/gen_h3.c) against the HTTP/3 reference server
- * (bench/nullsrv_h3.c) on loopback, with the server's behaviour under the test's control: a fixed
- * delay per stream, a stall of its whole loop, and its stream credit (initial_max_streams_bidi).
- * The same rules as test_gen (h1) and test_gen_h2: latency from the intended start (through a
- * server stall, and for arrivals waiting for stream credit), one outcome per arrival, non-2xx
- * never success, timeouts from the intended start with the connection kept, and a dead UDP
- * port as conn_errors with a cause and a message, never a hang. Real sockets and the wall
- * clock: labelled `bench`. */
+/* The generator's HTTP/3 path (bench/gen/gen_h3.c) against the HTTP/3 reference server
+ * (bench/refsrv/nullsrv_h3.c) on loopback, with the server's behaviour under the test's control: a
+ * fixed delay per stream, a stall of its whole loop, and its stream credit
+ * (initial_max_streams_bidi). The same rules as test_gen (h1) and test_gen_h2: latency from the
+ * intended start (through a server stall, and for arrivals waiting for stream credit), one outcome
+ * per arrival, non-2xx never success, timeouts from the intended start with the connection kept,
+ * and a dead UDP port as conn_errors with a cause and a message, never a hang. Real sockets and the
+ * wall clock: labelled `bench`. */
 #include <CUnit/Basic.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* bench/plan.c: the arrival schedule pp-bench sends is the simulator's, arrival for arrival.
+/* bench/run/plan.c: the arrival schedule pp-bench sends is the simulator's, arrival for arrival.
  * pp-sim builds its schedule with pp_schedule_build (sim/arrivals.h); pp-bench converts the
  * same call's output. This test rebuilds the simulator's schedule independently and compares
  * every intended time and request path, the digest both tools print, and that the seed (and

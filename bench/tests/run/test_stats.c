@@ -1,4 +1,5 @@
-/* Unit tests for bench/stats.c and bench/schedule.c: pure functions over arrays, no sockets. */
+/* Unit tests for bench/run/stats.c and bench/gen/schedule.c: pure functions over arrays, no
+ * sockets. */
 #include <CUnit/Basic.h>
 #include <signal.h>
 #include <stdlib.h>

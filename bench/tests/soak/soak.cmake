@@ -1,4 +1,4 @@
-# End-to-end check of `pp-bench soak -short` (bench/soak.c): it starts the server, runs three
+# End-to-end check of `pp-bench soak -short` (bench/soak/soak.c): it starts the server, runs three
 # cycles of steady, overload, body, cancel and recovery traffic, and must report 0 failures in
 # steady and recovery phases and flat descriptors.
 #   -DSERVER=pumaplus: puma-plus with shedding on; the soak must PASS.

@@ -1,4 +1,4 @@
-/* The soak harness's pure parts (bench/soak.c): the per-phase tally, the flat-descriptor
+/* The soak harness's pure parts (bench/soak/soak.c): the per-phase tally, the flat-descriptor
  * verdict, the heap-slot reader of /stats, the capacity estimate and the phase schedules. No
  * sockets, no clocks: labelled unit. The run itself is tested end to end by
  * bench/tests/soak.cmake (puma-plus, and the null server with an injected leak). */

@@ -1,4 +1,4 @@
-/* bench/store.c: the side table's `protocol` column, written for every protocol and added to
+/* bench/store/: the side table's `protocol` column, written for every protocol and added to
  * databases made before it existed (their rows read 'h1', which is what they measured).
  * Unit test: a temporary SQLite file, no sockets, no clocks. */
 #include <CUnit/Basic.h>
