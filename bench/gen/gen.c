@@ -353,13 +353,9 @@ static int resolve(gen *g, const char *host, int port) {
   return uv_ip4_addr(host, port, (struct sockaddr_in *)&g->addr);
 }
 
-int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *results,
-               uint64_t *t0_out, char *err, size_t errlen) {
-  char dummy[8];
-  if (!err) {
-    err = dummy;
-    errlen = sizeof dummy;
-  }
+/* The arguments of pb_gen_run: 0, or PB_EINVAL with a message. */
+static int check_input(const pb_gen_config *cfg, const pb_schedule *sched, const pb_result *results,
+                       char *err, size_t errlen) {
   if (!cfg || !sched || !results || !cfg->host || cfg->port <= 0 || cfg->port > 65535) {
     snprintf(err, errlen, "invalid generator configuration");
     return PB_EINVAL;
@@ -378,19 +374,13 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
       return PB_EINVAL;
     }
   }
-  memset(results, 0, sched->count * sizeof *results);
-  for (size_t i = 0; i < sched->count; i++) {
-    results[i].intended_ns = sched->arrivals[i].intended_ns;
-    results[i].kind = sched->arrivals[i].kind;
-  }
-  if (sched->count == 0) {
-    if (t0_out) *t0_out = uv_hrtime();
-    return 0;
-  }
+  return 0;
+}
 
-  gen *g = calloc(1, sizeof *g);
-  if (!g) return PB_ENOMEM;
-  int rc = 0;
+/* Everything of a run but the loop: the pool, per-request state, the protocol generator's own
+ * set-up, the target's address. 0 or a PB_E* code; teardown() frees whatever was made. */
+static int setup(gen *g, const pb_gen_config *cfg, const pb_schedule *sched, pb_result *results,
+                 char *err, size_t errlen) {
   g->cfg = cfg;
   g->sched = sched;
   g->results = results;
@@ -417,8 +407,7 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
     g->body = malloc(BODY_PIECE);
     g->req_body_off = g->mux ? calloc(sched->count, sizeof *g->req_body_off) : NULL;
     if (!g->body || (g->mux && !g->req_body_off)) {
-      rc = PB_ENOMEM;
-      goto out;
+      return PB_ENOMEM;
     }
     for (uint32_t k = 0; k < BODY_PIECE; k++) /* printable, so a server log of it reads */
       g->body[k] = (char)('a' + k % 26);
@@ -427,21 +416,18 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
     g->req_slot = malloc(sched->count * sizeof *g->req_slot);
     g->req_stream = calloc(sched->count, sizeof *g->req_stream);
     if (!g->req_slot || !g->req_stream) {
-      rc = PB_ENOMEM;
-      goto out;
+      return PB_ENOMEM;
     }
     memset(g->req_slot, 0xff, sched->count * sizeof *g->req_slot);
   }
-  rc = g->ops->init(g, err, errlen);
-  if (rc < 0) goto out;
+  int rc = g->ops->init(g, err, errlen);
+  if (rc < 0) return rc;
   if (!g->pending || !g->conns || !g->idle) {
-    rc = PB_ENOMEM;
-    goto out;
+    return PB_ENOMEM;
   }
   if (resolve(g, cfg->host, cfg->port) < 0) {
     snprintf(err, errlen, "cannot parse address %s (numeric IP expected)", cfg->host);
-    rc = PB_EINVAL;
-    goto out;
+    return PB_EINVAL;
   }
   if (strchr(cfg->host, ':'))
     snprintf(g->authority, sizeof g->authority, "[%s]:%d", cfg->host, cfg->port);
@@ -452,12 +438,15 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
     g->conns[k].next_free = g->free_head;
     g->free_head = k;
   }
+  return 0;
+}
 
+/* The pacer, the sweep and progress timers, the loop until every arrival has an outcome. */
+static int run_loop(gen *g, const pb_gen_config *cfg, uint64_t *t0_out, char *err, size_t errlen) {
   g->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (g->timerfd < 0) {
     snprintf(err, errlen, "timerfd_create: %s", strerror(errno));
-    rc = PB_ESYS;
-    goto out;
+    return PB_ESYS;
   }
   uv_loop_init(&g->loop);
   uv_poll_init(&g->loop, &g->pacer, g->timerfd);
@@ -486,8 +475,10 @@ int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *re
   uv_close((uv_handle_t *)&g->progress, NULL);
   uv_run(&g->loop, UV_RUN_DEFAULT);
   uv_loop_close(&g->loop);
+  return 0;
+}
 
-out:
+static void teardown(gen *g) {
   if (g->timerfd >= 0) close(g->timerfd);
   free(g->pending);
   free(g->conns);
@@ -498,5 +489,31 @@ out:
   free(g->body);
   g->ops->dispose(g);
   free(g);
+}
+
+int pb_gen_run(const pb_gen_config *cfg, const pb_schedule *sched, pb_result *results,
+               uint64_t *t0_out, char *err, size_t errlen) {
+  char dummy[8];
+  if (!err) {
+    err = dummy;
+    errlen = sizeof dummy;
+  }
+  int rc = check_input(cfg, sched, results, err, errlen);
+  if (rc < 0) return rc;
+  memset(results, 0, sched->count * sizeof *results);
+  for (size_t i = 0; i < sched->count; i++) {
+    results[i].intended_ns = sched->arrivals[i].intended_ns;
+    results[i].kind = sched->arrivals[i].kind;
+  }
+  if (sched->count == 0) {
+    if (t0_out) *t0_out = uv_hrtime();
+    return 0;
+  }
+
+  gen *g = calloc(1, sizeof *g);
+  if (!g) return PB_ENOMEM;
+  rc = setup(g, cfg, sched, results, err, errlen);
+  if (rc == 0) rc = run_loop(g, cfg, t0_out, err, errlen);
+  teardown(g);
   return rc;
 }
