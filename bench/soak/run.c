@@ -1,6 +1,5 @@
-/* The soak harness (soak.h): phase schedules, the tally and the verdict (pure), and the run
- * itself: one server process, a sampler thread reading /proc and /stats once a second, and
- * one generator run per phase on the main thread. */
+/* The soak's run (soak.h): one server process, a sampler thread, one generator run per phase on
+ * the main thread, the progress line, and the printed table. */
 #include "bench/soak/soak.h"
 
 #include <dirent.h>
@@ -24,432 +23,7 @@
 #include "bench/run/stats.h"
 #include "control/hist.h"
 
-#define MS  1000000ull
-#define SEC 1000000000ull
-#define KIB 1024u
-#define MIB (1024u * 1024u)
-
-/* The request shapes the phases use (scenarios/apps/mix/app.rb). */
-#define PATH_HELLO   "/hello"
-#define PATH_MIX     "/mix/2/20"
-#define PATH_ECHO    "/echo"
-#define PATH_CANCEL  "/mix/0/2000"
-#define MIX_CPU_MS   2.0
-#define MIX_SLEEP_MS 20.0
-
-static const char *const phase_names[PB_SOAK_PHASES] = {"steady", "overload", "body", "cancel",
-                                                        "recovery"};
-
-const char *pb_soak_phase_name(int phase) {
-  return phase >= 0 && phase < PB_SOAK_PHASES ? phase_names[phase] : "?";
-}
-
-void pb_soak_defaults(pb_soak_config *c) {
-  memset(c, 0, sizeof *c);
-  c->cycles = 3;
-  /* Long form: with 2 x 5 threads (454 rps estimated) about 850,000 requests a cycle, 2.5 M
-   * over three: Ruvoy's scale. Most of them are the overload phase's. */
-  c->phase_ns[PB_SOAK_STEADY] = 300 * SEC;
-  c->phase_ns[PB_SOAK_OVERLOAD] = 420 * SEC;
-  c->phase_ns[PB_SOAK_BODY] = 30 * SEC;
-  c->phase_ns[PB_SOAK_CANCEL] = 30 * SEC;
-  c->phase_ns[PB_SOAK_RECOVERY] = 300 * SEC;
-  c->steady_rps = 150;
-  c->overload_x = 4;
-  c->echo_bytes = 256 * KIB;
-  c->body_concurrency = 64;
-  c->body_bytes = 4 * MIB;
-  c->body_every_ns = 5 * SEC;
-  c->cancel_rps = 20;
-  c->cancel_queued_ns = 50 * MS;
-  c->cancel_running_ns = 500 * MS;
-  c->timeout_ns = 10 * SEC;
-  c->fd_tolerance = 4;
-  c->settle_ns = 5 * SEC;
-  c->recovery_gap_ns = 2 * SEC;
-  c->seed = 1;
-}
-
-void pb_soak_short(pb_soak_config *c) {
-  c->phase_ns[PB_SOAK_STEADY] = 3 * SEC;
-  c->phase_ns[PB_SOAK_OVERLOAD] = 2 * SEC;
-  c->phase_ns[PB_SOAK_BODY] = 1 * SEC;
-  c->phase_ns[PB_SOAK_CANCEL] = 2 * SEC;
-  c->phase_ns[PB_SOAK_RECOVERY] = 3 * SEC;
-  c->body_every_ns = 0; /* one burst */
-  c->settle_ns = 3 * SEC;
-}
-
-double pb_soak_capacity(uint32_t workers, uint32_t threads, double cpu_ms, double sleep_ms,
-                        uint32_t cores) {
-  if (!(cpu_ms + sleep_ms > 0)) return 0;
-  double cap = (double)workers * threads * 1000.0 / (cpu_ms + sleep_ms);
-  if (cpu_ms > 0 && cores > 0) cap = fmin(cap, cores * 1000.0 / cpu_ms);
-  return cap;
-}
-
-/* ---- schedules (pure) ---- */
-
-typedef struct phase_shape {
-  const char *paths[3];
-  pb_kind_spec kinds[3];
-  double weights[3];
-  size_t n;
-  double rate; /* Poisson arrivals per second, or 0 for bursts */
-  bool bursts; /* body: body_concurrency arrivals at once, every body_every_ns */
-} phase_shape;
-
-static void shape_of(const pb_soak_config *c, int phase, double capacity, phase_shape *s) {
-  memset(s, 0, sizeof *s);
-  switch (phase) {
-  case PB_SOAK_STEADY:
-  case PB_SOAK_RECOVERY:
-    s->n = 3;
-    s->paths[0] = PATH_HELLO;
-    s->paths[1] = PATH_MIX;
-    s->paths[2] = PATH_ECHO;
-    s->kinds[2].body_bytes = c->echo_bytes;
-    s->weights[0] = 0.5;
-    s->weights[1] = 0.4;
-    s->weights[2] = 0.1;
-    s->rate = c->steady_rps;
-    break;
-  case PB_SOAK_OVERLOAD:
-    s->n = 1;
-    s->paths[0] = PATH_MIX;
-    s->weights[0] = 1;
-    s->rate = c->overload_x * capacity;
-    break;
-  case PB_SOAK_BODY:
-    s->n = 1;
-    s->paths[0] = PATH_ECHO;
-    s->kinds[0].body_bytes = c->body_bytes;
-    s->weights[0] = 1;
-    s->bursts = true;
-    break;
-  default: /* PB_SOAK_CANCEL: half leave while queued, half while running */
-    s->n = 2;
-    s->paths[0] = PATH_CANCEL;
-    s->paths[1] = PATH_CANCEL;
-    s->kinds[0].cancel_after_ns = c->cancel_queued_ns;
-    s->kinds[1].cancel_after_ns = c->cancel_running_ns;
-    s->weights[0] = 0.5;
-    s->weights[1] = 0.5;
-    s->rate = c->cancel_rps;
-    break;
-  }
-}
-
-int pb_soak_schedule(const pb_soak_config *c, int phase, double capacity_rps, uint64_t seed,
-                     pb_schedule *sched, pb_kind_spec **kinds) {
-  memset(sched, 0, sizeof *sched);
-  *kinds = NULL;
-  if (phase < 0 || phase >= PB_SOAK_PHASES) return PB_EINVAL;
-  phase_shape sh;
-  shape_of(c, phase, capacity_rps, &sh);
-  uint64_t dur = c->phase_ns[phase];
-  size_t cap;
-  size_t bursts = 0;
-  if (sh.bursts) {
-    bursts = dur == 0 || c->body_concurrency == 0 ? 0
-             : c->body_every_ns ? (size_t)((dur + c->body_every_ns - 1) / c->body_every_ns)
-                                : 1;
-    cap = bursts * c->body_concurrency;
-  } else {
-    double expected = sh.rate > 0 ? sh.rate * (double)dur / 1e9 : 0;
-    cap = expected > 0 ? (size_t)(expected + 10.0 * sqrt(expected) + 16.0) : 0;
-  }
-  sched->arrivals = calloc(cap ? cap : 1, sizeof *sched->arrivals);
-  sched->paths = calloc(sh.n, sizeof *sched->paths);
-  *kinds = calloc(sh.n, sizeof **kinds);
-  if (!sched->arrivals || !sched->paths || !*kinds) goto nomem;
-  for (size_t k = 0; k < sh.n; k++) {
-    if (!(sched->paths[k] = strdup(sh.paths[k]))) goto nomem;
-    sched->path_count = k + 1;
-    (*kinds)[k] = sh.kinds[k];
-  }
-  if (sh.bursts) {
-    for (size_t b = 0; b < bursts; b++)
-      for (uint32_t j = 0; j < c->body_concurrency; j++) {
-        sched->arrivals[sched->count].intended_ns = b * c->body_every_ns;
-        sched->arrivals[sched->count].kind = 0;
-        sched->count++;
-      }
-    return 0;
-  }
-  if (cap == 0) return 0;
-  gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
-  if (!rng) goto nomem;
-  gsl_rng_set(rng, (unsigned long)seed);
-  double t = 0;
-  for (;;) {
-    t += gsl_ran_exponential(rng, 1.0 / sh.rate);
-    uint64_t ns = (uint64_t)llround(t * 1e9);
-    if (ns >= dur || sched->count == cap) break;
-    double u = gsl_rng_uniform(rng), acc = 0;
-    uint32_t kind = (uint32_t)sh.n - 1;
-    for (size_t k = 0; k < sh.n; k++) {
-      acc += sh.weights[k];
-      if (u < acc) {
-        kind = (uint32_t)k;
-        break;
-      }
-    }
-    sched->arrivals[sched->count].intended_ns = ns;
-    sched->arrivals[sched->count].kind = kind;
-    sched->count++;
-  }
-  gsl_rng_free(rng);
-  return 0;
-nomem:
-  pb_schedule_dispose(sched);
-  free(*kinds);
-  *kinds = NULL;
-  return PB_ENOMEM;
-}
-
-void pb_soak_plan(const pb_soak_config *c, double capacity_rps, double *requests, double *seconds) {
-  double n = 0, s = 0;
-  for (int p = 0; p < PB_SOAK_PHASES; p++) {
-    phase_shape sh;
-    shape_of(c, p, capacity_rps, &sh);
-    double dur = c->phase_ns[p] / 1e9;
-    s += dur + (p ? c->gap_ns / 1e9 : 0) + (p == PB_SOAK_RECOVERY ? c->recovery_gap_ns / 1e9 : 0);
-    if (sh.bursts)
-      n += c->phase_ns[p] == 0 ? 0
-           : c->body_every_ns
-               ? ceil((double)c->phase_ns[p] / (double)c->body_every_ns) * c->body_concurrency
-               : c->body_concurrency;
-    else
-      n += sh.rate * dur;
-  }
-  *requests = n * c->cycles;
-  *seconds = s * c->cycles;
-}
-
-/* ---- tally and verdict (pure) ---- */
-
-void pb_soak_tally(const pb_result *r, size_t n, bool steady, pb_soak_phase *out) {
-  pp_hist ok, shed;
-  pp_hist_init(&ok);
-  pp_hist_init(&shed);
-  int errs[16];
-  uint64_t counts[16];
-  size_t n_errs = 0;
-  out->requests = n;
-  out->ok = out->shed_503 = out->too_large_413 = out->other_status = 0;
-  out->transport_errors = out->timeouts = out->cancelled = out->failures = 0;
-  for (size_t i = 0; i < n; i++) {
-    const pb_result *x = &r[i];
-    uint64_t lat = x->done_ns > x->intended_ns ? x->done_ns - x->intended_ns : 0;
-    switch (x->outcome) {
-    case PB_OK:
-      out->ok++;
-      pp_hist_record(&ok, lat);
-      break;
-    case PB_SHED:
-      out->shed_503++;
-      pp_hist_record(&shed, lat);
-      break;
-    case PB_HTTP_ERROR:
-      if (x->status == 413)
-        out->too_large_413++;
-      else
-        out->other_status++;
-      break;
-    case PB_TIMEOUT: out->timeouts++; break;
-    case PB_CANCELLED: out->cancelled++; break;
-    default: { /* PB_CONN_ERROR, and PB_PENDING, which a finished run never has */
-      out->transport_errors++;
-      size_t k = 0;
-      while (k < n_errs && errs[k] != x->error)
-        k++;
-      if (k == n_errs && n_errs < 16) {
-        errs[n_errs] = x->error;
-        counts[n_errs++] = 0;
-      }
-      if (k < n_errs) counts[k]++;
-      break;
-    }
-    }
-  }
-  if (steady) out->failures = n - out->ok;
-  out->p99_ok_ms = ok.count ? pp_hist_percentile(&ok, 99) / 1e6 : -1;
-  out->p99_503_ms = shed.count ? pp_hist_percentile(&shed, 99) / 1e6 : -1;
-  /* Causes, most frequent first. */
-  out->transport_causes[0] = 0;
-  for (size_t done = 0; done < n_errs; done++) {
-    size_t best = 0;
-    for (size_t k = 1; k < n_errs; k++)
-      if (counts[k] > counts[best]) best = k;
-    size_t len = strlen(out->transport_causes);
-    const char *name = errs[best] ? pb_error_name(errs[best]) : "unfinished";
-    snprintf(out->transport_causes + len, sizeof out->transport_causes - len, "%s%s %" PRIu64,
-             len ? ", " : "", name, counts[best]);
-    counts[best] = 0;
-    errs[best] = 0;
-  }
-}
-
-bool pb_soak_fds_flat(int32_t baseline, const int32_t *ends, size_t n, uint32_t tolerance) {
-  if (baseline < 0 || n == 0) return false;
-  for (size_t i = 0; i < n; i++) {
-    if (ends[i] < 0) return false;
-    int64_t d = (int64_t)ends[i] - baseline;
-    if (d > (int64_t)tolerance || -d > (int64_t)tolerance) return false;
-  }
-  return true;
-}
-
-int64_t pb_soak_heap_slots(const char *stats_json) {
-  json_error_t e;
-  json_t *root = json_loads(stats_json, 0, &e);
-  if (!root) return -1;
-  json_t *workers = json_object_get(root, "worker_status");
-  int64_t sum = -1;
-  if (json_is_array(workers) && json_array_size(workers) > 0) {
-    sum = 0;
-    size_t i;
-    json_t *w;
-    json_array_foreach(workers, i, w) {
-      json_t *v = json_object_get(json_object_get(w, "last_status"), "heap_live_slots");
-      if (!json_is_integer(v) || json_integer_value(v) < 0) {
-        sum = -1;
-        break;
-      }
-      sum += json_integer_value(v);
-    }
-  }
-  json_decref(root);
-  return sum;
-}
-
-/* ---- /proc and /stats ---- */
-
-static int32_t count_fds(pid_t pid) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-  DIR *d = opendir(path);
-  if (!d) return -1;
-  int32_t n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.') n++;
-  closedir(d);
-  return n;
-}
-
-static uint64_t read_rss(pid_t pid) {
-  char path[64], line[256];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  uint64_t kb = 0;
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "VmRSS: %" SCNu64 " kB", &kb) == 1) break;
-  fclose(f);
-  return kb * 1024;
-}
-
-#define STATS_CAP (512u * 1024u)
-
-static int64_t read_heap(int stats_port, char *buf) {
-  if (stats_port <= 0 || !buf) return -1;
-  int st = pb_http_get("127.0.0.1", stats_port, "/stats", 500 * MS, buf, STATS_CAP);
-  return st == 200 ? pb_soak_heap_slots(buf) : -1;
-}
-
-/* queue.shed, queue.cancelled_queued, queue.cancelled_running from /stats; -1 unknown. */
-typedef struct server_counts {
-  int64_t shed, left_queued, left_running;
-} server_counts;
-
-static void read_counts(int stats_port, char *buf, server_counts *out) {
-  out->shed = out->left_queued = out->left_running = -1;
-  if (stats_port <= 0 || !buf) return;
-  if (pb_http_get("127.0.0.1", stats_port, "/stats", 500 * MS, buf, STATS_CAP) != 200) return;
-  double v;
-  if (pb_json_find_number(buf, "shed", &v)) out->shed = (int64_t)v;
-  if (pb_json_find_number(buf, "cancelled_queued", &v)) out->left_queued = (int64_t)v;
-  if (pb_json_find_number(buf, "cancelled_running", &v)) out->left_running = (int64_t)v;
-}
-
-static int64_t delta(int64_t before, int64_t after) {
-  return before >= 0 && after >= before ? after - before : -1;
-}
-
-typedef struct sampler {
-  uv_thread_t thread;
-  uv_mutex_t lock;
-  uv_cond_t cond;
-  bool stop;
-  pid_t pid;
-  int stats_port;
-  char *buf;
-  int32_t fds_now, fds_max;
-  uint64_t rss_now, rss_max;
-  int64_t heap;
-} sampler;
-
-static void sampler_main(void *arg) {
-  sampler *s = arg;
-  uv_mutex_lock(&s->lock);
-  while (!s->stop) {
-    uv_mutex_unlock(&s->lock);
-    int32_t fds = count_fds(s->pid);
-    uint64_t rss = read_rss(s->pid);
-    int64_t heap = read_heap(s->stats_port, s->buf);
-    uv_mutex_lock(&s->lock);
-    s->fds_now = fds;
-    s->rss_now = rss;
-    s->heap = heap;
-    if (fds > s->fds_max) s->fds_max = fds;
-    if (rss > s->rss_max) s->rss_max = rss;
-    if (!s->stop) uv_cond_timedwait(&s->cond, &s->lock, SEC);
-  }
-  uv_mutex_unlock(&s->lock);
-}
-
-/* The phase's maxima so far, and a fresh start for the next phase's. */
-static void sampler_take(sampler *s, int32_t *fds_max, uint64_t *rss_max) {
-  uv_mutex_lock(&s->lock);
-  if (fds_max) *fds_max = s->fds_max;
-  if (rss_max) *rss_max = s->rss_max;
-  s->fds_max = s->fds_now;
-  s->rss_max = s->rss_now;
-  uv_mutex_unlock(&s->lock);
-}
-
-static void sampler_now(sampler *s, int32_t *fds, uint64_t *rss) {
-  uv_mutex_lock(&s->lock);
-  *fds = s->fds_now;
-  *rss = s->rss_now;
-  uv_mutex_unlock(&s->lock);
-}
-
-static void sleep_ns(uint64_t ns) {
-  struct timespec ts = {.tv_sec = (time_t)(ns / SEC), .tv_nsec = (long)(ns % SEC)};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
-
-/* Waits for the descriptor count to settle: back at or below `target` (when target >= 0), or
- * unchanged for 500 ms, or `max_ns` passed. Returns the last count (-1 unknown). The server
- * closes its side of the generator's connections a little after the generator did, so a count
- * read at once would overstate what it keeps. */
-static int32_t settle_fds(pid_t pid, int32_t target, uint64_t max_ns) {
-  uint64_t end = uv_hrtime() + max_ns;
-  int32_t last = -2;
-  int stable = 0;
-  for (;;) {
-    int32_t n = count_fds(pid);
-    if (n < 0) return -1;
-    if (target >= 0 && n <= target) return n;
-    stable = n == last ? stable + 1 : 0;
-    last = n;
-    if (stable >= 5 || uv_hrtime() >= end) return n;
-    sleep_ns(100 * MS);
-  }
-}
+#include "bench/soak/soak_int.h"
 
 /* ---- progress ---- */
 
@@ -467,7 +41,7 @@ static void on_progress(const pb_progress *p, void *data) {
   ctx->last_line_ns = p->elapsed_ns;
   int32_t fds;
   uint64_t rss;
-  sampler_now(ctx->s, &fds, &rss);
+  pb_soak__sampler_now(ctx->s, &fds, &rss);
   fprintf(ctx->f,
           "%s[soak %s] %4.0fs  offered %" PRIu64 "  done %" PRIu64 "  rps %" PRIu64
           "  in-flight %" PRIu64 "  waiting %" PRIu64 "  conns %" PRIu64 "  fds %d  rss %.1f MB%s",
@@ -584,9 +158,9 @@ static int run_phase(const pb_soak_config *c, uint32_t cycle, int phase, double 
                      .h2_connections = c->h2_connections,
                      .counters = &counters,
                      .kinds = kinds};
-  sampler_take(smp, NULL, NULL);
+  pb_soak__sampler_take(smp, NULL, NULL);
   server_counts before, after;
-  read_counts(stats_port, statsbuf, &before);
+  pb_soak__read_counts(stats_port, statsbuf, &before);
   uint64_t t = uv_hrtime();
   pb_cpu_times m0 = pb_cpu_times_now();
   char err[256];
@@ -598,14 +172,14 @@ static int run_phase(const pb_soak_config *c, uint32_t cycle, int phase, double 
     snprintf(out->error, sizeof out->error, "generator (%s): %s", pb_soak_phase_name(phase), err);
   } else {
     pb_soak_tally(res, sched.count, phase == PB_SOAK_STEADY || phase == PB_SOAK_RECOVERY, ph);
-    ph->fds_end = count_fds(srv->pid);
-    ph->rss_end = read_rss(srv->pid);
-    ph->heap_live_slots = read_heap(stats_port, statsbuf);
-    read_counts(stats_port, statsbuf, &after);
-    ph->server_shed = delta(before.shed, after.shed);
-    ph->server_left_queued = delta(before.left_queued, after.left_queued);
-    ph->server_left_running = delta(before.left_running, after.left_running);
-    sampler_take(smp, &ph->fds_max, &ph->rss_max);
+    ph->fds_end = pb_soak__count_fds(srv->pid);
+    ph->rss_end = pb_soak__read_rss(srv->pid);
+    ph->heap_live_slots = pb_soak__read_heap(stats_port, statsbuf);
+    pb_soak__read_counts(stats_port, statsbuf, &after);
+    ph->server_shed = pb_soak__delta(before.shed, after.shed);
+    ph->server_left_queued = pb_soak__delta(before.left_queued, after.left_queued);
+    ph->server_left_running = pb_soak__delta(before.left_running, after.left_running);
+    pb_soak__sampler_take(smp, &ph->fds_max, &ph->rss_max);
     if (ph->fds_end > ph->fds_max) ph->fds_max = ph->fds_end;
     if (ph->rss_end > ph->rss_max) ph->rss_max = ph->rss_end;
   }
@@ -702,14 +276,14 @@ void pb_soak_run(const pb_soak_config *c, pb_soak_result *out) {
   smp.buf = stats_port ? malloc(STATS_CAP) : NULL;
   uv_mutex_init(&smp.lock);
   uv_cond_init(&smp.cond);
-  bool sampling = uv_thread_create(&smp.thread, sampler_main, &smp) == 0;
+  bool sampling = uv_thread_create(&smp.thread, pb_soak__sampler_main, &smp) == 0;
   if (!sampling) {
     snprintf(out->error, sizeof out->error, "cannot start the sampler thread");
     goto sampler_done;
   }
-  out->fds_baseline = settle_fds(srv.pid, -1, c->settle_ns);
-  out->rss_baseline = read_rss(srv.pid);
-  out->heap_baseline = read_heap(stats_port, statsbuf);
+  out->fds_baseline = pb_soak__settle_fds(srv.pid, -1, c->settle_ns);
+  out->rss_baseline = pb_soak__read_rss(srv.pid);
+  out->heap_baseline = pb_soak__read_heap(stats_port, statsbuf);
   {
     char heap[32];
     fmt_heap(out->heap_baseline, heap, sizeof heap);
@@ -723,7 +297,7 @@ void pb_soak_run(const pb_soak_config *c, pb_soak_result *out) {
     for (int p = 0; p < PB_SOAK_PHASES && ok; p++) {
       uint64_t gap = p > 0 ? c->gap_ns : 0;
       if (p == PB_SOAK_RECOVERY) gap += c->recovery_gap_ns;
-      if (gap) sleep_ns(gap);
+      if (gap) pb_soak__sleep_ns(gap);
       pb_soak_phase *ph = &cyc->phase[p];
       if (run_phase(c, cy, p, out->capacity_rps, &srv, stats_port, &smp, statsbuf, &pctx, ph, out) <
           0) {
@@ -741,9 +315,9 @@ void pb_soak_run(const pb_soak_config *c, pb_soak_result *out) {
       }
     }
     if (!ok) break;
-    cyc->fds_end = settle_fds(srv.pid, out->fds_baseline, c->settle_ns);
-    cyc->rss_end = read_rss(srv.pid);
-    cyc->heap_live_slots = read_heap(stats_port, statsbuf);
+    cyc->fds_end = pb_soak__settle_fds(srv.pid, out->fds_baseline, c->settle_ns);
+    cyc->rss_end = pb_soak__read_rss(srv.pid);
+    cyc->heap_live_slots = pb_soak__read_heap(stats_port, statsbuf);
     char heap[32];
     fmt_heap(cyc->heap_live_slots, heap, sizeof heap);
     fprintf(pf,
