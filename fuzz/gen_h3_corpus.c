@@ -2,8 +2,8 @@
  *
  * Not a test: built on demand (cmake --build build --target fuzz-gen-h3) and run as
  * build/fuzz/fuzz-gen-h3 fuzz/corpus/h3; the result is committed. The client is the in-process
- * test client of server/tests/test_h3.c (server/tests/h3_test_client.h, over the QUIC client kit
- * quic_client/: ngtcp2 0.12 + GnuTLS, nghttp3 0.8, ALPN h3), the same file, with this program's
+ * test client of server/tests/proto/test_h3.c (server/tests/h3_test_client.h, over the QUIC client
+ * kit quic_client/: ngtcp2 0.12 + GnuTLS, nghttp3 0.8, ALPN h3), the same file, with this program's
  * hooks: every datagram it sends is recorded (h3c_on_send) and bodiless requests are answered after
  * each one the server took (h3c_after_recv). It talks to an in-process pp_h3_server configured
  * exactly as the fuzz target's (secret 0x5a..., the same deterministic config.rand restarted per
@@ -31,8 +31,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/h3.h"
-#include "server/tls.h"
+#include "server/proto/h3.h"
+#include "server/proto/tls.h"
 
 #define CU_ASSERT(x)                                                                               \
   do {                                                                                             \

@@ -1,7 +1,6 @@
 /* A blocking HTTP/1.1 GET on loopback (harness.h, pb_http_get): the readiness probe and the
  * sampler's /stats reads. Never on the generator's loop. */
 #include "bench/harness/harness.h"
-#include "server/procmem.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* /proc readers for pp-bench (harness.h): a process tree's memory (RSS, PSS, USS) and CPU time,
  * the machine's CPU times and steal. */
 #include "bench/harness/harness.h"
-#include "server/procmem.h"
+#include "server/base/procmem.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,7 +1,6 @@
 /* The sampler thread (harness.h): once a second during a load run, the server's process tree
  * from /proc and its /stats, on its own thread so the generator's loop is never blocked. */
 #include "bench/harness/harness.h"
-#include "server/procmem.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -2,7 +2,6 @@
  * own process group, readiness, and stop (SIGTERM to the group, SIGKILL after the grace period,
  * reaped). Blocking, on the main thread, never on the generator's loop. */
 #include "bench/harness/harness.h"
-#include "server/procmem.h"
 
 #include <dirent.h>
 #include <errno.h>

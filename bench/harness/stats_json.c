@@ -1,7 +1,6 @@
 /* puma-plus's /stats document read for pp-bench (harness.h): a number by key, and the fields the
  * sampler records. Pure: a string in, numbers out (fuzzed by fuzz/fuzz_benchstats.c). */
 #include "bench/harness/harness.h"
-#include "server/procmem.h"
 
 #include <dirent.h>
 #include <errno.h>

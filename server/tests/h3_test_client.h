@@ -1,4 +1,4 @@
-/* The in-process HTTP/3 test client of server/tests/test_h3.c and fuzz/gen_h3_corpus.c (one
+/* The in-process HTTP/3 test client of server/tests/proto/test_h3.c and fuzz/gen_h3_corpus.c (one
  * copy; included by exactly one .c file of each program, its functions are static).
  *
  * A real client: the project's QUIC client kit (quic_client/quic_client.h: ngtcp2 0.12 with the
@@ -25,8 +25,8 @@
 #include <string.h>
 
 #include "quic_client/quic_client.h"
-#include "server/buf.h"
-#include "server/h3.h"
+#include "server/base/buf.h"
+#include "server/proto/h3.h"
 
 typedef struct cstream {
   int64_t id;
