@@ -14,15 +14,17 @@ void pp_config_defaults(pp_config *c) {
   c->app = "config.ru";
   c->workers = 1;
   c->threads = 5;
+  /* The control app is off unless -control names a place (as puma's control app is off
+   * unless activated): two servers on one host never collide on it. */
   pp_addr_parse(&c->control, "127.0.0.1:9293");
-  c->control_enabled = 1;
+  c->control_enabled = 0;
   c->ruby = "ruby";
   c->backlog = 1024;
   c->h2_max_streams = 100;
   c->max_header_bytes = 32768;
   c->max_uri_bytes = 8192;
   c->max_headers = 100;
-  c->max_body_bytes = 64ull << 20;
+  c->max_body_bytes = PP_BODY_SIZE_NONE;
   c->max_buffered_body_total = 256ull << 20;
   c->header_timeout_ns = 30ull * 1000000000;
   c->body_timeout_ns = 60ull * 1000000000;
@@ -32,6 +34,7 @@ void pp_config_defaults(pp_config *c) {
   c->request_timeout_ns = 0;
   c->worker_kill_grace_ns = 5ull * 1000000000;
   c->worker_timeout_ns = 60ull * 1000000000;
+  c->worker_boot_timeout_ns = 60ull * 1000000000;
   c->tick_ns = 1000000000;
 }
 
@@ -139,8 +142,8 @@ void pp_config_usage(FILE *out) {
         "  -h2c                   also serve cleartext HTTP/2 on -listen (prior knowledge and\n"
         "                         Upgrade: h2c)\n"
         "  -h2-max-streams N      concurrent HTTP/2 streams per connection (default 100)\n"
-        "  -control ADDR          control app listener for /stats and /metrics\n"
-        "                         (default 127.0.0.1:9293; \"off\" disables it)\n"
+        "  -control ADDR          control app listener for /stats and /metrics, e.g.\n"
+        "                         127.0.0.1:9293 (default: none, as puma; \"off\" = none)\n"
         "  -control-token TOKEN   require ?token=TOKEN or Authorization: Bearer TOKEN\n"
         "  -gem-dir DIR           the puma-plus gem (default $PUMA_PLUS_GEM_DIR, else the\n"
         "                         repo's gem/ found relative to this executable)\n"
@@ -156,7 +159,7 @@ void pp_config_usage(FILE *out) {
         "  -max-header-size SIZE  request line + headers, 431 beyond (default 32KiB)\n"
         "  -max-uri-size SIZE     request-target, 414 beyond (default 8KiB)\n"
         "  -max-headers N         header lines, 431 beyond (default 100)\n"
-        "  -max-body-size SIZE    request body, 413 beyond (default 64MiB)\n"
+        "  -max-body-size SIZE    request body, 413 beyond (default none, as puma; 0 = none)\n"
         "  -max-buffered-body-total SIZE  request bodies buffered before dispatch, all\n"
         "                         together; beyond it uploads wait unread (default 256MiB, 0 = "
         "none)\n"
@@ -172,6 +175,10 @@ void pp_config_usage(FILE *out) {
         "                         before its worker is killed and replaced (default 5s)\n"
         "  -worker-timeout DUR    a worker whose heartbeat is silent this long is killed and\n"
         "                         replaced (default 60s, as puma's worker_timeout; 0 = off)\n"
+        "  -worker-boot-timeout DUR  a forked worker none of whose threads connected within\n"
+        "                         this is killed and replaced (default 60s, as puma; 0 = off)\n"
+        "  -max-keep-alive N      close an HTTP/1.1 connection after its Nth request (puma's\n"
+        "                         max_keep_alive; default 0 = no cap)\n"
         "  -tick DUR              stats window and controller tick (default 1s)\n"
         "  -quiet                 log only errors\n"
         "  -autoscale             let the controller spawn and retire workers\n"
@@ -324,9 +331,11 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       c->max_uri_bytes = (size_t)u64;
     } else if (!strcmp(key, "max-headers"))
       bad = parse_u32(value, &c->max_headers, 1, 256);
-    else if (!strcmp(key, "max-body-size"))
+    else if (!strcmp(key, "max-body-size")) {
       bad = pp_size_parse(value, &c->max_body_bytes);
-    else if (!strcmp(key, "max-buffered-body-total"))
+      if (!bad && (c->max_body_bytes == 0 || c->max_body_bytes > PP_BODY_SIZE_NONE))
+        c->max_body_bytes = PP_BODY_SIZE_NONE;
+    } else if (!strcmp(key, "max-buffered-body-total"))
       bad = pp_size_parse(value, &c->max_buffered_body_total);
     else if (!strcmp(key, "header-timeout"))
       bad = pp_duration_parse(value, &c->header_timeout_ns);
@@ -346,6 +355,11 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     else if (!strcmp(key, "worker-timeout"))
       bad = pp_duration_parse(value, &c->worker_timeout_ns) ||
             (c->worker_timeout_ns && c->worker_timeout_ns < 200000000);
+    else if (!strcmp(key, "worker-boot-timeout"))
+      bad = pp_duration_parse(value, &c->worker_boot_timeout_ns) ||
+            (c->worker_boot_timeout_ns && c->worker_boot_timeout_ns < 100000000);
+    else if (!strcmp(key, "max-keep-alive"))
+      bad = parse_u32(value, &c->max_keep_alive, 0, 0xffffffffu);
     else if (!strcmp(key, "tick"))
       bad = pp_duration_parse(value, &c->tick_ns) || c->tick_ns == 0;
     else if (!strcmp(key, "policy"))

@@ -10,6 +10,11 @@
 
 #define PP_MAX_LISTEN 16
 
+/* -max-body-size 0 (and the default, as puma's http_content_length_limit nil): no limit. A
+ * large finite number rather than UINT64_MAX, so that the parsers' chunk-size arithmetic
+ * ((size << 4) + digit, compared against it) cannot wrap. 2^59 bytes = 512 PiB. */
+#define PP_BODY_SIZE_NONE (1ull << 59)
+
 typedef struct pp_addr {
   int is_unix;    /* 1: `path` is a unix socket path */
   char host[256]; /* numeric address ("127.0.0.1", "::1", "0.0.0.0") for TCP */
@@ -50,7 +55,7 @@ typedef struct pp_config {
   size_t max_header_bytes;          /* -max-header-size */
   size_t max_uri_bytes;             /* -max-uri-size */
   uint32_t max_headers;             /* -max-headers */
-  uint64_t max_body_bytes;          /* -max-body-size */
+  uint64_t max_body_bytes;          /* -max-body-size; PP_BODY_SIZE_NONE = no limit */
   uint64_t max_buffered_body_total; /* -max-buffered-body-total: all bodies buffered before
                                        dispatch; 0 none */
 
@@ -64,6 +69,10 @@ typedef struct pp_config {
   uint64_t worker_timeout_ns;    /* -worker-timeout: heartbeat silence that kills; 0 = off */
   uint64_t tick_ns;              /* -tick: stats window and controller period */
   int quiet;                     /* -quiet: no per-event logs */
+
+  /* puma's worker_boot_timeout and max_keep_alive (issue 26). */
+  uint64_t worker_boot_timeout_ns; /* -worker-boot-timeout: FORKED to first HELLO; 0 = off */
+  uint32_t max_keep_alive; /* -max-keep-alive: HTTP/1.1 requests per connection; 0 = no cap */
 
   /* Autoscaling (issue 5). */
   int autoscale;                /* -autoscale */

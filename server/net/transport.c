@@ -65,6 +65,13 @@ static void on_connection(uv_stream_t *ls_stream, int status) {
   ls->on_accept(ls, -1); /* it may leave the connection in the backlog (draining) */
 }
 
+/* What a listener is and the flag that sets it, for its error messages. */
+static const char *listener_what(const listener *ls) {
+  return ls->kind == LISTEN_CONTROL ? "control app, -control"
+         : ls->tls                  ? "HTTPS, -listen-tls"
+                                    : "HTTP, -listen";
+}
+
 int pp_listener_open(pp_net *n, listener *ls, int fd, int defer) {
   int rc;
   if (fd >= 0) {
@@ -94,7 +101,7 @@ int pp_listener_open(pp_net *n, listener *ls, int fd, int defer) {
   ls->deferred = ls->inherited && defer;
   if (rc == 0 && !ls->deferred) rc = uv_listen(&ls->h.stream, n->cfg->backlog, on_connection);
   if (rc < 0) {
-    LOG_ERR(n, "cannot listen on %s: %s", ls->addr.text, uv_strerror(rc));
+    LOG_ERR(n, "cannot listen on %s (%s): %s", ls->addr.text, listener_what(ls), uv_strerror(rc));
     return -1;
   }
   if (!ls->addr.is_unix && (ls->addr.port == 0 || ls->inherited)) {
@@ -122,7 +129,8 @@ void pp_listeners_accept_deferred(pp_net *n) {
     if (!ls->open || !ls->deferred) continue;
     ls->deferred = 0;
     int rc = uv_listen(&ls->h.stream, n->cfg->backlog, on_connection);
-    if (rc < 0) LOG_ERR(n, "cannot listen on %s: %s", ls->addr.text, uv_strerror(rc));
+    if (rc < 0)
+      LOG_ERR(n, "cannot listen on %s (%s): %s", ls->addr.text, listener_what(ls), uv_strerror(rc));
   }
 }
 

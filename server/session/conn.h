@@ -67,6 +67,7 @@ struct client {
   int writes_in_flight;
   size_t write_bytes; /* bytes queued to the kernel and not yet written */
   int parser_paused, reading, closing, close_after_write, discarding, response_done;
+  uint32_t requests_served; /* requests begun on this connection (-max-keep-alive) */
   int eof;
   int in_parse; /* inside pp_h1_execute: never re-enter the parser */
   int hijacked; /* its descriptor went to a worker (full hijack); detached once sent */

@@ -226,6 +226,8 @@ static int on_h1_headers(pp_h1 *h) {
   r->t1 = c->t1 ? c->t1 : pp_now_ns();
   r->t2 = pp_now_ns();
   r->keep_alive = h->keep_alive;
+  /* -max-keep-alive: the Nth request of a connection is its last (Connection: close). */
+  if (s->cfg->max_keep_alive && ++c->requests_served >= s->cfg->max_keep_alive) r->keep_alive = 0;
   r->head_method = h->method == HTTP_HEAD;
   s->stats.requests++;
   if (c->ls->local_app) {

@@ -610,7 +610,7 @@ int pp_h3conn_open_all(server *s, const char *cert, const char *key) {
     l->addr = cfg->listen_h3[i];
     char err[256];
     if (open_socket(l, err, sizeof err) < 0) {
-      LOG_ERR(s, "cannot listen for HTTP/3 on %s: %s", l->addr.text, err);
+      LOG_ERR(s, "cannot listen for HTTP/3 on %s (-listen-h3): %s", l->addr.text, err);
       free(l);
       return -1;
     }

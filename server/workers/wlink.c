@@ -565,6 +565,17 @@ void pp_wlink_watch(server *s, int64_t now) {
       }
     }
   }
+  /* -worker-boot-timeout: a forked worker none of whose threads said HELLO in time. */
+  uint64_t bt = s->cfg->worker_boot_timeout_ns;
+  for (uint32_t i = 0; bt && i < s->reg.high; i++) {
+    pp_worker *wk = &s->reg.workers[i];
+    if (wk->state != PP_WORKER_BOOTING || wk->killed || !wk->forked_ns) continue;
+    if (now - wk->forked_ns <= (int64_t)bt) continue;
+    char why[128];
+    snprintf(why, sizeof why, "not connected %.1f s after its fork (-worker-boot-timeout %.1f s)",
+             (double)(now - wk->forked_ns) / 1e9, (double)bt / 1e9);
+    pp_wlink_kill_worker(s, wk, why);
+  }
   uint64_t wt = s->cfg->worker_timeout_ns;
   if (!wt) return;
   for (uint32_t i = 0; i < s->reg.high; i++) {

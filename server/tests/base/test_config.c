@@ -22,7 +22,10 @@ static void test_defaults_and_flags(void) {
   CU_ASSERT_EQUAL(c.listen_count, 1);
   CU_ASSERT_STRING_EQUAL(c.listen[0].host, "127.0.0.1");
   CU_ASSERT_EQUAL(c.listen[0].port, 9292);
-  CU_ASSERT_EQUAL(c.control.port, 9293);
+  CU_ASSERT_EQUAL(c.control_enabled, 0); /* off unless -control names a place, as puma */
+  CU_ASSERT_EQUAL(c.max_body_bytes, PP_BODY_SIZE_NONE); /* puma: no limit */
+  CU_ASSERT_EQUAL(c.worker_boot_timeout_ns, 60000000000ull);
+  CU_ASSERT_EQUAL(c.max_keep_alive, 0);
   CU_ASSERT_EQUAL(c.workers, 1);
   CU_ASSERT_EQUAL(c.threads, 5);
 
@@ -44,6 +47,10 @@ static void test_defaults_and_flags(void) {
                   "1MiB",
                   "-header-timeout",
                   "250ms",
+                  "-max-keep-alive",
+                  "7",
+                  "-worker-boot-timeout",
+                  "3s",
                   "-quiet",
                   "-autoscale",
                   "-min-workers",
@@ -64,9 +71,16 @@ static void test_defaults_and_flags(void) {
   CU_ASSERT_EQUAL(c.control_enabled, 0);
   CU_ASSERT_EQUAL(c.max_body_bytes, 1u << 20);
   CU_ASSERT_EQUAL(c.header_timeout_ns, 250000000ull);
+  CU_ASSERT_EQUAL(c.max_keep_alive, 7);
+  CU_ASSERT_EQUAL(c.worker_boot_timeout_ns, 3000000000ull);
   CU_ASSERT(c.quiet && c.autoscale);
   CU_ASSERT_STRING_EQUAL(c.target_queue_p95, "25ms");
   CU_ASSERT_STRING_EQUAL(c.standby, "2");
+
+  char *nolimit[] = {"x", "-max-body-size", "0", "-control", "127.0.0.1:9400"};
+  CU_ASSERT_EQUAL(parse(&c, err, 5, nolimit), 0);
+  CU_ASSERT_EQUAL(c.max_body_bytes, PP_BODY_SIZE_NONE);
+  CU_ASSERT(c.control_enabled && c.control.port == 9400);
 
   char *help[] = {"x", "--help"};
   CU_ASSERT_EQUAL(parse(&c, err, 2, help), 1);
