@@ -67,6 +67,7 @@ struct pp_worker {
    * out), and whether the server has killed it (request timeout or silent heartbeat). */
   int64_t heartbeat_ns;
   int64_t heap_live_slots; /* from its last HEARTBEAT (GC.stat), -1 unknown */
+  uint32_t slots_target;   /* run-time slot target last sent (SLOTS); 0: never set */
   int killed;
   /* Standby workers (docs/CONTROL.md section 8): when PARKED arrived, and the decision time of
    * its activation until the first request dispatched to it has been timed (then 0). */

@@ -174,7 +174,7 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
     json_object_set_new(ls, "backlog", json_integer(0)); /* the one queue is server-wide */
     json_object_set_new(ls, "running", json_integer(w->slots));
     json_object_set_new(ls, "pool_capacity", json_integer(w->slots - w->busy));
-    json_object_set_new(ls, "max_threads", json_integer(s->cfg->threads));
+    json_object_set_new(ls, "max_threads", json_integer(s->cfg->max_slots));
     json_object_set_new(ls, "requests_count", json_integer((json_int_t)w->requests));
     json_object_set_new(ls, "busy_threads", json_integer(w->busy));
     /* GC.stat(:heap_live_slots) from its last heartbeat: null until one says it */
@@ -182,6 +182,14 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
                         w->heap_live_slots >= 0 ? json_integer((json_int_t)w->heap_live_slots)
                                                 : json_null());
     json_object_set_new(o, "last_status", ls);
+    /* Run-time slots (docs/SERVER.md "Slots at run time") and the process's CPU time, whose
+     * change per tick is its share of one core (docs/DESIGN.md 3b). */
+    json_object_set_new(o, "slots", json_integer(w->slots));
+    json_object_set_new(o, "slots_target", json_integer(pp_wlink_slots_target(s, w)));
+    uint64_t cpu_ns;
+    json_object_set_new(o, "cpu_ns",
+                        pp_proc_cpu_read(w->pid, &cpu_ns) == 0 ? json_integer((json_int_t)cpu_ns)
+                                                               : json_null());
     json_array_append_new(ws, o);
   }
   json_object_set_new(root, "worker_status", ws);
@@ -237,6 +245,7 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
   json_object_set_new(q, "cancelled_queued", json_integer((json_int_t)st->cancelled_queued));
   json_object_set_new(q, "cancelled_running", json_integer((json_int_t)st->cancelled_running));
   json_object_set_new(q, "hijacked", json_integer((json_int_t)st->hijacked));
+  json_object_set_new(q, "slots_closed", json_integer((json_int_t)st->slots_closed));
   json_object_set_new(q, "gvl_wait_mean_ms",
                       st->gvl_count ? json_real(ms((uint64_t)st->gvl_sum_ns / st->gvl_count))
                                     : json_null());
@@ -475,6 +484,34 @@ void pp_stats_metrics(server *s, pp_buf *out) {
   prom_gauge(out, "puma_plus_slots_ready", "Connected worker threads (capacity).",
              s->reg.slots_ready);
   prom_gauge(out, "puma_plus_slots_busy", "Worker threads running a request.", s->reg.slots_busy);
+  appendf(out, "# HELP puma_plus_worker_slots Connected slots of each worker process.\n# TYPE "
+               "puma_plus_worker_slots gauge\n");
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    if (w->state == PP_WORKER_FREE) continue;
+    appendf(out, "puma_plus_worker_slots{index=\"%u\",pid=\"%u\"} %u\n", w->index, w->pid,
+            w->slots);
+  }
+  appendf(out, "# HELP puma_plus_worker_slots_target Slot target of each worker process.\n# TYPE "
+               "puma_plus_worker_slots_target gauge\n");
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    if (w->state == PP_WORKER_FREE) continue;
+    appendf(out, "puma_plus_worker_slots_target{index=\"%u\",pid=\"%u\"} %u\n", w->index, w->pid,
+            pp_wlink_slots_target(s, w));
+  }
+  appendf(out, "# HELP puma_plus_worker_cpu_seconds_total CPU time (user + system) of each "
+               "worker process, from /proc/PID/stat.\n# TYPE puma_plus_worker_cpu_seconds_total "
+               "counter\n");
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    uint64_t cpu_ns;
+    if (w->state == PP_WORKER_FREE || pp_proc_cpu_read(w->pid, &cpu_ns) != 0) continue;
+    appendf(out, "puma_plus_worker_cpu_seconds_total{index=\"%u\",pid=\"%u\"} %.3f\n", w->index,
+            w->pid, (double)cpu_ns / 1e9);
+  }
+  prom_counter(out, "puma_plus_slots_closed_total",
+               "Slots taken back at run time (SLOT_CLOSE sent).", st->slots_closed);
   appendf(out,
           "# HELP puma_plus_workers Worker processes by state.\n# TYPE puma_plus_workers gauge\n");
   appendf(out, "puma_plus_workers{state=\"ready\"} %u\n",

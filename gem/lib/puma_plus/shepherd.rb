@@ -23,7 +23,7 @@ module PumaPlus
   # threads then dial in and HELLO as any worker's do. STANDBY forks are queued and made one
   # per loop turn, so a frame that arrives meanwhile (an ACTIVATE) waits for at most one fork.
   class Shepherd
-    USAGE = "usage: puma-plus-shepherd --app CONFIG_RU --threads N --socket PATH --workers N [--standby K]"
+    USAGE = "usage: puma-plus-shepherd --app CONFIG_RU --threads N --socket PATH --workers N [--standby K] [--fibers]"
     # Grace for workers when the server vanished or the shepherd itself got SIGTERM.
     ORPHAN_GRACE_MS = 5_000
     TERM_GRACE_MS = 30_000
@@ -36,7 +36,7 @@ module PumaPlus
     PARKED_BYTE = "p"
     WAKE_BYTE = "a"
 
-    Options = Struct.new(:app, :threads, :socket, :workers, :control_fd, :config, :standby)
+    Options = Struct.new(:app, :threads, :socket, :workers, :control_fd, :config, :standby, :fibers)
 
     def self.parse(argv)
       opts = Options.new(nil, nil, nil, nil, 3, ENV.fetch("PUMA_PLUS_CONFIG", nil), nil)
@@ -48,6 +48,7 @@ module PumaPlus
         o.on("--workers N", Integer) { |v| opts.workers = v }
         o.on("--standby K", Integer, "keep K standby workers parked; enables STANDBY/ACTIVATE") { |v| opts.standby = v }
         o.on("--control-fd FD", Integer, "control channel fd (default 3)") { |v| opts.control_fd = v }
+        o.on("--fibers", "the --threads slots are fibers on one thread per worker (the async gem)") { opts.fibers = true }
       end.parse!(argv)
       missing = %i[app threads socket workers].select { |k| opts[k].nil? }
       raise OptionParser::MissingArgument, missing.map { |k| "--#{k}" }.join(", ") unless missing.empty?
@@ -101,6 +102,7 @@ module PumaPlus
       @config = load_config
       boot_started = monotonic_ns
       @app = load_app
+      load_fiber_scheduler if @opts.fibers
       send_frame(Wire::Ready.new(Process.pid, monotonic_ns - boot_started))
       spawn_workers(@opts.workers)
       @standby_pending += @opts.standby.to_i
@@ -137,6 +139,15 @@ module PumaPlus
       result.is_a?(Array) ? result.first : result # Rack 2 returns [app, options]
     rescue ScriptError, StandardError => e
       log("cannot load #{@opts.app}: #{e.class}: #{e.message}\n  #{Array(e.backtrace).first(10).join("\n  ")}")
+      exit(1)
+    end
+
+    # --fibers: the async gem (Falcon's Fiber scheduler) is loaded before any fork, with the app.
+    # Without it the shepherd exits at boot, saying so: never a silent fallback to threads.
+    def load_fiber_scheduler
+      require_relative "fiber_slots"
+    rescue LoadError => e
+      log("fiber slots (-fibers) need the async gem (add `gem \"async\"` to the app's Gemfile): #{e.message}")
       exit(1)
     end
 
@@ -325,7 +336,7 @@ module PumaPlus
         @standby.each_value { |sb| sb.sock.close }
         @config&.run_hooks(:before_worker_boot, index)
         yield if block_given?
-        status = Worker.new(@app, socket_path: @opts.socket, threads: @opts.threads,
+        status = Worker.new(@app, socket_path: @opts.socket, threads: @opts.threads, fibers: @opts.fibers,
                                   worker_index: index, life_pipe: @life_r, log: @log, config: @config).run
         @config&.run_hooks(:before_worker_shutdown, index)
       rescue Exception => e # rubocop:disable Lint/RescueException
