@@ -14,7 +14,7 @@ module PumaPlus
     class Error < StandardError; end
 
     DEFAULTS = {
-      binds: [], threads_min: 0, threads_max: 5, workers: 1, environment: nil,
+      binds: [], threads_min: 0, threads_max: 5, max_slots: nil, fiber_slots: nil, workers: 1, environment: nil,
       rackup: "config.ru", control_url: nil, control_token: nil,
       autoscale_min: nil, autoscale_max: nil, autoscale_target_queue_p95_ms: nil,
       header_timeout_s: nil, keepalive_timeout_s: nil, drain_timeout_s: nil, max_body_size: nil,
@@ -111,7 +111,7 @@ module PumaPlus
       "directory" => [:supported, "the command changes to it before it reads the rackup file and execs"],
       "supported_http_methods" => [:unsupported, "the server accepts every method its HTTP parser knows"],
       "tag" => [:unsupported, "process titles are not set"],
-      "threads" => [:supported, "`-threads MAX`: MAX threads (= server connections) per worker; MIN is not used"],
+      "threads" => [:supported, "`-threads MAX -min-threads MIN`: a worker starts with MAX threads (= server connections, slots); at run time its slots stay within MIN..MAX (MAX..`max_slots` when that is set)"],
       "wait_for_less_busy_worker" => [:mapped, "always: one queue, dispatched to any idle thread of any worker"],
       "worker_boot_timeout" => [:unsupported, "a worker is ready when it dials in; no boot deadline"],
       "worker_check_interval" => [:unsupported, "the server sets the heartbeat period itself: a quarter of worker_timeout, between 100 ms and 5 s"],
@@ -292,7 +292,25 @@ module PumaPlus
 
         set[:threads_min] = min
         set[:threads_max] = max
-        note("threads: puma-plus runs exactly max (#{max}) threads per worker; min #{min} is not used") if min != max
+        note("threads: a worker starts with max (#{max}) threads; min #{min} is the floor when slots change at run time") if min != max
+      end
+
+      # puma-plus: the most slots a worker may have at run time (-max-slots), above `threads`
+      # max for I/O-bound apps (hundreds per process; docs/SERVER.md "Slots at run time").
+      def max_slots(count)
+        count = Integer(count)
+        raise Error, where("max_slots: must be 1..4096") unless (1..4096).cover?(count)
+
+        set[:max_slots] = count
+      end
+
+      # puma-plus: the slots are fibers under the async gem's Fiber scheduler, `count` per
+      # worker at start (-fibers; docs/RACK.md "Fiber slots"); nil or 0 turns it off.
+      def fiber_slots(count)
+        count = count.nil? ? 0 : Integer(count)
+        raise Error, where("fiber_slots: must be 0..4096") unless (0..4096).cover?(count)
+
+        set[:fiber_slots] = count.zero? ? nil : count
       end
 
       def workers(count)
