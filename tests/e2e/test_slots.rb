@@ -75,8 +75,8 @@ class TestSlots < Minitest::Test
 
   def test_thread_slots_grow_and_shrink_at_run_time
     @srv = E2E::Server.new(workers: 1, threads: 5, extra: ["-max-slots", "64", "-min-threads", "2"])
-    w = worker_stats
-    assert_equal [5, 5], w.values_at("slots", "slots_target")
+    w = wait_slots(5) # the server is ready at its first slot; the others are dialling
+    assert_equal 5, w["slots_target"]
     assert_kind_of Integer, w["cpu_ns"], "CPU time from /proc/PID/stat"
 
     statuses, before = concurrent_gets("/mix/0/500", 40)
@@ -122,6 +122,16 @@ class TestSlots < Minitest::Test
     assert_match(/^puma_plus_worker_cpu_seconds_total\{index="0",pid="#{pid}"\} \d+\.\d{3}$/, metrics)
     assert_match(/^puma_plus_slots_closed_total 62$/, metrics)
     assert_match(/slots 5 -> 40 \(5 connected\)/, @srv.log)
+
+    # `puma-plus ctl slots` is the command-line client of POST /slots.
+    exe = File.join(E2E::ROOT, "gem/exe/puma-plus")
+    out, err, st = Open3.capture3("ruby", exe, "ctl", "--control-url", "127.0.0.1:#{@srv.control_port}", "slots", "0", "6")
+    assert st.success?, err
+    assert_match(/\Aworker 0 \(pid #{pid}\): slot target 6; \d+ connected now$/, out)
+    wait_slots(6)
+    out, err, st = Open3.capture3("ruby", exe, "ctl", "--control-url", "127.0.0.1:#{@srv.control_port}", "slots", "3", "6")
+    assert_equal 1, st.exitstatus, out
+    assert_match(/404: no serving worker with index 3/, err)
     assert_equal 0, @srv.stop&.exitstatus
   end
 
@@ -192,8 +202,7 @@ class TestSlots < Minitest::Test
     RUBY
     @srv = E2E::Server.new(app: app, workers: 1, env: env, extra: ["-fibers", "64", "-max-slots", "128"])
     assert_match(/--threads 64 .*--fibers/, @srv.log)
-    w = worker_stats
-    assert_equal [64, 64], w.values_at("slots", "slots_target")
+    assert_equal 64, wait_slots(64)["slots_target"]
 
     res = Net::HTTP.get_response(URI("http://127.0.0.1:#{@srv.port}/call"))
     assert_equal "slow async=true", res.body, "the request ran in a fiber under async's scheduler"
@@ -254,7 +263,7 @@ class TestSlots < Minitest::Test
       %w[bundle exec puma-plus]
     })
     assert_match(/--threads 16 .*--fibers/, @srv.log)
-    assert_equal 16, worker_stats["slots"]
+    assert_equal 16, wait_slots(16)["slots_target"]
 
     http = lambda do |req|
       Net::HTTP.start("127.0.0.1", @srv.port, open_timeout: 10, read_timeout: 30) { |h| h.request(req) }

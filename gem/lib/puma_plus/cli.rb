@@ -57,7 +57,7 @@ module PumaPlus
     def parse_flags
       parser = OptionParser.new do |o|
         o.banner = "usage: puma-plus [options] [rackup file] [-- puma-plus-server flags]\n" \
-                   "       puma-plus ctl [-C FILE | -S STATE | --control-url URL -T TOKEN] stats|status|restart|stop|phased-restart"
+                   "       puma-plus ctl [-C FILE | -S STATE | --control-url URL -T TOKEN] stats|status|restart|stop|phased-restart|slots W N"
         o.on("-C", "--config PATH", "config file (default #{DEFAULT_CONFIG} if it exists)") { |v| @flags[:config] = v }
         o.on("-b", "--bind URL", "tcp://HOST:PORT, unix://PATH or ssl://HOST:PORT?cert=F&key=F (repeatable)") { |v| (@flags[:binds] ||= []) << v }
         o.on("-p", "--port PORT", Integer, "same as --bind tcp://0.0.0.0:PORT") { |v| (@flags[:binds] ||= []) << "tcp://0.0.0.0:#{v}" }

@@ -56,8 +56,9 @@ module PumaPlus
       @worker_index = worker_index
       @life_pipe = life_pipe
       @log = log
-      # rack.multithread: true whenever the slots may run concurrently, which SLOTS can make so.
-      @proto_env = self.class.prototype_env(threads: fibers ? 2 : [threads, 2].max, worker_index: worker_index)
+      # rack.multithread: false only for one thread slot (-max-slots then keeps it one unless
+      # the operator raised it); fiber slots run requests concurrently.
+      @proto_env = self.class.prototype_env(threads: fibers ? 2 : threads, worker_index: worker_index)
       @connections = {}
       @lock = Mutex.new
       @stopping = false
