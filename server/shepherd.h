@@ -19,8 +19,8 @@ int pp_shepherd_find_gem(server *s, const char *argv0);
 int pp_shepherd_start(server *s);
 
 /* The shepherd's command line (the server <-> gem contract, docs/PROTOCOL.md): ruby -I<gem>/lib
- * <gem>/exe/puma-plus-shepherd --app --threads --socket --workers N [--standby K]. One builder
- * for the real shepherd and the phased restart's probe, so the two cannot drift apart. */
+ * <gem>/exe/puma-plus-shepherd --app --threads --socket --workers N [--standby K] [--fibers]. One
+ * builder for the real shepherd and the phased restart's probe, so the two cannot drift apart. */
 typedef struct pp_shepherd_cmd {
   char libdir[8300], extdir[8300], exe[8300], threads[16], workers[16], standby[16];
   char *args[17];
