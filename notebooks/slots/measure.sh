@@ -2,13 +2,16 @@
 # I/O-bound /mix/0/500 at 200 connections, one process each (issue 24, item 5 of the gem
 # half): puma-plus 1 worker x 5 threads, 1 worker x 200 thread slots, 1 worker x 200 fiber
 # slots, and falcon 0.51.1 --count 1. Each server: started in its own process group, warmed up
-# 2 s, then `wrk -t2 -c200 -d10s --timeout 10s`; the sum of PSS over its process group is read
+# 2 s, then `wrk -t2 -cC -d10s --timeout 10s` (C = 200); the sum of PSS over its process group is read
 # at the end of the load; stopped by PID. ROUNDS rounds, servers interleaved. Prints one line
 # per run and the hypervisor steal over the whole measurement.
 #   notebooks/slots/measure.sh [ROUNDS]      (from the checkout; build/ must be built)
+#   C=1000 SLOTS=1000 notebooks/slots/measure.sh 1     (connections, slots of the 2nd and 3rd)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 ROUNDS=${1:-3}
+C=${C:-200}
+SLOTS=${SLOTS:-200}
 APP=$ROOT/scenarios/apps/mix/config.ru
 export GEM_HOME=$ROOT/build/gems BUNDLE_GEMFILE=$ROOT/tests/apps/gemfiles/rubygems/Gemfile BUNDLE_FROZEN=true
 export BUNDLE_APP_CONFIG=$ROOT/build/gems/.bundle-config BUNDLE_USER_HOME=$ROOT/build/gems/.bundle-home
@@ -35,8 +38,8 @@ run() { # NAME CMD...
     curl -fs -o /dev/null "http://127.0.0.1:$PORT/mix/0/0" && break
     sleep 0.1
   done
-  wrk -t2 -c200 -d2s --timeout 10s "http://127.0.0.1:$PORT/mix/0/500" >/dev/null
-  wrk -t2 -c200 -d10s --timeout 10s "http://127.0.0.1:$PORT/mix/0/500" >/tmp/pp-slots-wrk-$name.txt &
+  wrk -t2 -c"$C" -d2s --timeout 10s "http://127.0.0.1:$PORT/mix/0/500" >/dev/null
+  wrk -t2 -c"$C" -d10s --timeout 10s "http://127.0.0.1:$PORT/mix/0/500" >/tmp/pp-slots-wrk-$name.txt &
   local w=$!
   sleep 9
   local pss; pss=$(pss_of_group "$pid")
@@ -57,8 +60,8 @@ s0=$(steal); t0=$(total)
 for r in $(seq "$ROUNDS"); do
   echo "round $r"
   run pp-5-threads "$PP" -app "$APP" -workers 1 -threads 5 -listen 127.0.0.1:$PORT -control 127.0.0.1:$CPORT -quiet
-  run pp-200-threads "$PP" -app "$APP" -workers 1 -threads 200 -listen 127.0.0.1:$PORT -control 127.0.0.1:$CPORT -quiet
-  run pp-200-fibers "$PP" -app "$APP" -workers 1 -fibers 200 -listen 127.0.0.1:$PORT -control 127.0.0.1:$CPORT -quiet
+  run pp-$SLOTS-threads "$PP" -app "$APP" -workers 1 -threads "$SLOTS" -listen 127.0.0.1:$PORT -control 127.0.0.1:$CPORT -quiet
+  run pp-$SLOTS-fibers "$PP" -app "$APP" -workers 1 -fibers "$SLOTS" -listen 127.0.0.1:$PORT -control 127.0.0.1:$CPORT -quiet
   run falcon-n1 bundle exec falcon serve --bind "http://127.0.0.1:$PORT" --count 1 --forked --config "$APP"
 done
 s1=$(steal); t1=$(total)
