@@ -222,6 +222,9 @@ typedef struct pp_proc_mem {
 /* stats.c: 0, or -1 when the file cannot be read or parsed (the process is gone). */
 int pp_proc_mem_read(uint32_t pid, pp_proc_mem *out);
 /* stats.c: the mean PSS of the ready workers, -1 when none could be read. */
+/* Reads each worker's CPU time (/proc/PID/stat) and sets its cpu_share over the time since
+ * the last sample (the tick calls it, before the controller). */
+void pp_stats_sample_cpu(server *s, int64_t now_ns);
 int64_t pp_workers_mean_pss(server *s);
 
 static inline int64_t pp_now_ns(void) {

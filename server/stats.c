@@ -38,6 +38,19 @@ int pp_proc_mem_read(uint32_t pid, pp_proc_mem *out) {
   return pp_smaps_rollup_read(pid, &out->rss, &out->pss, &out->uss);
 }
 
+void pp_stats_sample_cpu(server *s, int64_t now_ns) {
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    uint64_t cpu;
+    if (w->state == PP_WORKER_FREE || w->state == PP_WORKER_PARKED) continue;
+    if (pp_proc_cpu_read(w->pid, &cpu) != 0) continue;
+    if (w->cpu_sampled_ns && now_ns > w->cpu_sampled_ns && cpu >= w->cpu_ns)
+      w->cpu_share = (double)(cpu - w->cpu_ns) / (double)(now_ns - w->cpu_sampled_ns);
+    w->cpu_ns = cpu;
+    w->cpu_sampled_ns = now_ns;
+  }
+}
+
 int64_t pp_workers_mean_pss(server *s) {
   uint64_t sum = 0, n = 0;
   for (uint32_t i = 0; i < s->reg.high; i++) {
@@ -190,6 +203,7 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
     json_object_set_new(o, "cpu_ns",
                         pp_proc_cpu_read(w->pid, &cpu_ns) == 0 ? json_integer((json_int_t)cpu_ns)
                                                                : json_null());
+    json_object_set_new(o, "cpu_share", w->cpu_share >= 0 ? json_real(w->cpu_share) : json_null());
     json_array_append_new(ws, o);
   }
   json_object_set_new(root, "worker_status", ws);
@@ -509,6 +523,14 @@ void pp_stats_metrics(server *s, pp_buf *out) {
     if (w->state == PP_WORKER_FREE || pp_proc_cpu_read(w->pid, &cpu_ns) != 0) continue;
     appendf(out, "puma_plus_worker_cpu_seconds_total{index=\"%u\",pid=\"%u\"} %.3f\n", w->index,
             w->pid, (double)cpu_ns / 1e9);
+  }
+  appendf(out, "# HELP puma_plus_worker_cpu_share CPU time of each worker process over the last "
+               "tick, as a share of one core.\n# TYPE puma_plus_worker_cpu_share gauge\n");
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    if (w->state == PP_WORKER_FREE || w->cpu_share < 0) continue;
+    appendf(out, "puma_plus_worker_cpu_share{index=\"%u\",pid=\"%u\"} %.4f\n", w->index, w->pid,
+            w->cpu_share);
   }
   prom_counter(out, "puma_plus_slots_closed_total",
                "Slots taken back at run time (SLOT_CLOSE sent).", st->slots_closed);

@@ -90,6 +90,11 @@ class TestSlots < Minitest::Test
     assert_equal 40, @srv.stats["queue"]["slots_ready"], "the new connections are capacity"
     statuses, after = concurrent_gets("/mix/0/500", 40)
     assert_equal ["200"] * 40, statuses
+    # The per-worker CPU share of the last tick (/proc/PID/stat, sampled each tick).
+    share = worker_stats["cpu_share"]
+    assert_kind_of Float, share
+    assert_operator share, :>=, 0.0
+    assert_operator share, :<, 2.5, "a share of one core (one process, GVL-bound at most ~1)"
     assert_operator after, :<, before / 3.0, "40 slots serve the 40 sleeps at once (#{after.round(2)} s vs #{before.round(2)} s)"
 
     # Clamped to -max-slots; a bad request is a 400, an unknown worker a 404, GET a 405.
@@ -120,6 +125,7 @@ class TestSlots < Minitest::Test
     assert_match(/^puma_plus_worker_slots\{index="0",pid="#{pid}"\} 2$/, metrics)
     assert_match(/^puma_plus_worker_slots_target\{index="0",pid="#{pid}"\} 2$/, metrics)
     assert_match(/^puma_plus_worker_cpu_seconds_total\{index="0",pid="#{pid}"\} \d+\.\d{3}$/, metrics)
+    assert_match(/^puma_plus_worker_cpu_share\{index="0",pid="#{pid}"\} \d+\.\d{4}$/, metrics)
     assert_match(/^puma_plus_slots_closed_total 62$/, metrics)
     assert_match(/slots 5 -> 40 \(5 connected\)/, @srv.log)
 
