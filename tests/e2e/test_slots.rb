@@ -8,7 +8,8 @@
 #   request without an error; /stats and /metrics show slots, target and CPU time per worker;
 # - fiber slots (the pinned async gem) serve an app that calls a slow local HTTP service with
 #   Net::HTTP at >= 50 concurrent requests in one worker process (the slow service, started
-#   here on 127.0.0.1 and stopped by PID, counts how many calls it had at once);
+#   here on 127.0.0.1 and stopped by PID, counts how many calls it had at once), and stream
+#   uploads and big responses concurrently;
 # - a Rails 7.2 app with `config.active_support.isolation_level = :fiber` serves its scaffold
 #   (HTML, a CSRF-protected form POST, the JSON endpoint) under fiber slots.
 require "net/http"
@@ -201,6 +202,8 @@ class TestSlots < Minitest::Test
         if env["PATH_INFO"] == "/call"
           body = Net::HTTP.get(UPSTREAM)
           [200, { "content-type" => "text/plain" }, [body, " async=", Fiber.scheduler.is_a?(Async::Scheduler).to_s]]
+        elsif env["PATH_INFO"] == "/echo"
+          [200, { "content-type" => "application/octet-stream" }, [env["rack.input"].read]]
         else
           [200, { "content-type" => "text/plain" }, ["hello"]]
         end
@@ -217,6 +220,18 @@ class TestSlots < Minitest::Test
     assert_equal ["200"] * 60, statuses, @srv.log[-3000..]
     assert_operator slow_max(slow), :>=, 50, "at least 50 Net::HTTP calls in flight at once from one process"
     assert_operator secs, :<, 2.5, "60 calls of 0.5 s on 64 fiber slots: about one wave"
+
+    # Streamed uploads (BODY frames past 1 MiB) and big responses (partial writes) on fiber
+    # slots at once: the worker's socket waits yield to the scheduler, bytes stay in order.
+    bodies = Array.new(4) { Random.bytes(3 << 20) }
+    echoed = bodies.map do |b|
+      Thread.new do
+        Net::HTTP.start("127.0.0.1", @srv.port, read_timeout: 60) do |h|
+          h.post("/echo", b, "content-type" => "application/octet-stream").body.b
+        end
+      end
+    end.map(&:value)
+    bodies.each_with_index { |b, i| assert(echoed[i] == b, "echo #{i}: #{echoed[i].bytesize} bytes back of #{b.bytesize}") }
 
     # Fiber slots grow and shrink at run time like thread slots.
     set_slots(100)
