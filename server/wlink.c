@@ -449,6 +449,10 @@ static void slots_reconcile(server *s, uint32_t pid) {
 
 int pp_wlink_set_slots(server *s, pp_worker *wk, uint32_t count, const char **why) {
   const pp_config *c = s->cfg;
+  if (s->draining || s->stopping) {
+    *why = "the server is draining";
+    return -1;
+  }
   if (!wk || wk->state != PP_WORKER_READY) {
     *why = "the worker is not serving";
     return -1;

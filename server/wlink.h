@@ -71,7 +71,8 @@ void pp_wlink_close_pid(server *s, uint32_t pid);
  * HELLO arrives) and SLOT_CLOSE to the slots above the target, idle ones at once, busy ones
  * after their RESPONSE_END (docs/PROTOCOL.md "SLOTS, SLOT_CLOSE"). The actuator of the
  * autoscale glue and of POST /slots. Returns the target set, or -1 with *why set when the
- * worker cannot take one (not serving, or no monitor connection to tell it). */
+ * worker cannot take one (not serving, no monitor connection to tell it, the server
+ * draining). */
 int pp_wlink_set_slots(server *s, pp_worker *wk, uint32_t count, const char **why);
 /* The slot target of wk: what was last set, else the count workers start with. */
 uint32_t pp_wlink_slots_target(const server *s, const pp_worker *wk);
