@@ -209,7 +209,10 @@ module PumaPlus
         @fiber_wake_w.write_nonblock(".", exception: false)
       else
         thread = Thread.new { thread_main(index) }
-        @lock.synchronize { @threads << thread }
+        @lock.synchronize do
+          @threads.select!(&:alive?) # slots ended by SLOT_CLOSE: no need to join them later
+          @threads << thread
+        end
       end
     end
 
