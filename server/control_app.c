@@ -110,8 +110,9 @@ static long query_u32(const char *query, size_t qlen, const char *name, unsigned
 }
 
 /* POST /slots?worker=N&count=K: worker index N's slot target becomes K, clamped to
- * [-min-threads, -max-slots] (pp_wlink_set_slots; docs/SERVER.md "Slots at run time"). For
- * tests and operators; the autoscale glue calls the same function. Answers JSON. */
+ * [-min-threads, -max-slots] (pp_wlink_set_slots); without worker=, every worker's and later
+ * ones' (pp_wlink_set_slots_all). docs/SERVER.md "Slots at run time". For tests and operators;
+ * the autoscale glue calls the same functions. Answers JSON. */
 static void slots_verb(server *s, const pp_control_request *rq, const char *query, size_t qlen,
                        pp_control_response *out) {
   char body[256];
@@ -120,10 +121,28 @@ static void slots_verb(server *s, const pp_control_request *rq, const char *quer
     out->allow = "POST";
     return;
   }
-  long index = query_u32(query, qlen, "worker", PP_MAX_WORKERS - 1);
+  size_t vlen;
+  int all = query_param(query, qlen, "worker", &vlen) == NULL;
+  long index = all ? 0 : query_u32(query, qlen, "worker", PP_MAX_WORKERS - 1);
   long count = query_u32(query, qlen, "count", PP_MAX_SLOTS);
   if (index < 0 || count < 1) {
-    text(out, 400, "400 Bad Request: POST /slots?worker=INDEX&count=K (K from 1)\n");
+    text(out, 400,
+         "400 Bad Request: POST /slots?count=K or /slots?worker=INDEX&count=K (K from 1)\n");
+    return;
+  }
+  out->content_type = "application/json";
+  if (all && (s->draining || s->stopping)) {
+    out->status = 409;
+    pp_buf_append_str(&out->body, "{\"status\":\"error\",\"error\":\"the server is draining\"}\n");
+    return;
+  }
+  if (all) { /* every worker, and those that connect later */
+    uint32_t set = pp_wlink_set_slots_all(s, (uint32_t)count);
+    out->status = 200;
+    snprintf(body, sizeof body,
+             "{\"status\":\"ok\",\"slots_per_worker\":%u,\"requested\":%ld,\"slots_ready\":%u}\n",
+             set, count, s->reg.slots_ready);
+    pp_buf_append_str(&out->body, body);
     return;
   }
   pp_worker *wk = NULL;
@@ -131,7 +150,6 @@ static void slots_verb(server *s, const pp_control_request *rq, const char *quer
     pp_worker *w = &s->reg.workers[i];
     if (w->state == PP_WORKER_READY && w->index == (uint32_t)index) wk = w;
   }
-  out->content_type = "application/json";
   if (!wk) {
     out->status = 404;
     snprintf(body, sizeof body,

@@ -73,6 +73,7 @@ struct pp_worker {
   uint64_t cpu_ns;
   int64_t cpu_sampled_ns; /* when cpu_ns was read; 0 never */
   double cpu_share;
+  int64_t cpu_delta_ns; /* CPU time over the last tick in ns (-1 until two samples) */
   int killed;
   /* Standby workers (docs/CONTROL.md section 8): when PARKED arrived, and the decision time of
    * its activation until the first request dispatched to it has been timed (then 0). */

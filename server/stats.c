@@ -44,8 +44,10 @@ void pp_stats_sample_cpu(server *s, int64_t now_ns) {
     uint64_t cpu;
     if (w->state == PP_WORKER_FREE || w->state == PP_WORKER_PARKED) continue;
     if (pp_proc_cpu_read(w->pid, &cpu) != 0) continue;
-    if (w->cpu_sampled_ns && now_ns > w->cpu_sampled_ns && cpu >= w->cpu_ns)
-      w->cpu_share = (double)(cpu - w->cpu_ns) / (double)(now_ns - w->cpu_sampled_ns);
+    if (w->cpu_sampled_ns && now_ns > w->cpu_sampled_ns && cpu >= w->cpu_ns) {
+      w->cpu_delta_ns = (int64_t)(cpu - w->cpu_ns);
+      w->cpu_share = (double)w->cpu_delta_ns / (double)(now_ns - w->cpu_sampled_ns);
+    }
     w->cpu_ns = cpu;
     w->cpu_sampled_ns = now_ns;
   }
@@ -207,6 +209,9 @@ void pp_stats_json(server *s, int pretty, pp_buf *out) {
     json_array_append_new(ws, o);
   }
   json_object_set_new(root, "worker_status", ws);
+  json_object_set_new(
+      root, "slots_per_worker",
+      json_integer(s->slots_shape ? s->slots_shape : pp_config_slots_initial(s->cfg)));
   json_t *mo = json_object();
   json_object_set_new(mo, "source", json_string("/proc/PID/smaps_rollup"));
   json_object_set_new(mo, "workers_measured", json_integer(mem_known));
@@ -498,6 +503,10 @@ void pp_stats_metrics(server *s, pp_buf *out) {
   prom_gauge(out, "puma_plus_slots_ready", "Connected worker threads (capacity).",
              s->reg.slots_ready);
   prom_gauge(out, "puma_plus_slots_busy", "Worker threads running a request.", s->reg.slots_busy);
+  prom_gauge(
+      out, "puma_plus_slots_per_worker",
+      "Slots per worker the server asks for (pp_wlink_set_slots_all, else the starting count).",
+      s->slots_shape ? s->slots_shape : pp_config_slots_initial(s->cfg));
   appendf(out, "# HELP puma_plus_worker_slots Connected slots of each worker process.\n# TYPE "
                "puma_plus_worker_slots gauge\n");
   for (uint32_t i = 0; i < s->reg.high; i++) {

@@ -18,6 +18,7 @@
 static void on_worker_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 static void slots_reconcile(server *s, uint32_t pid);
 static void slot_close_now(wconn *w);
+static void slots_shape_to_new_worker(server *s, pp_worker *wk, wconn *m);
 
 static void on_worker_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   wconn *w = h->data;
@@ -426,6 +427,12 @@ static void slot_close_now(wconn *w) {
   s->stats.slots_closed++;
 }
 
+static uint32_t slots_clamp(const pp_config *c, uint32_t count) {
+  if (count < c->min_threads) count = c->min_threads;
+  if (count > c->max_slots) count = c->max_slots;
+  return count;
+}
+
 static void send_slots(wconn *m, uint32_t count) {
   pp_wire_frame f;
   memset(&f, 0, sizeof f);
@@ -462,8 +469,7 @@ int pp_wlink_set_slots(server *s, pp_worker *wk, uint32_t count, const char **wh
     *why = "the worker has no monitor connection";
     return -1;
   }
-  if (count < c->min_threads) count = c->min_threads;
-  if (count > c->max_slots) count = c->max_slots;
+  count = slots_clamp(c, count);
   uint32_t before = pp_wlink_slots_target(s, wk);
   wk->slots_target = count;
   /* The slots that stay: connected, not closed and not about to be. A slot marked to close
@@ -502,6 +508,30 @@ int pp_wlink_set_slots(server *s, pp_worker *wk, uint32_t count, const char **wh
         wk->slots);
   pp_dispatch_all(s);
   return (int)count;
+}
+
+uint32_t pp_wlink_set_slots_all(server *s, uint32_t count) {
+  count = slots_clamp(s->cfg, count);
+  s->slots_shape = count;
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *wk = &s->reg.workers[i];
+    const char *why;
+    if (wk->state == PP_WORKER_READY) pp_wlink_set_slots(s, wk, count, &why);
+  }
+  return count;
+}
+
+/* A worker's monitor connection said HEARTBEAT: if a shape was set for all workers, this one
+ * (forked or activated after it) is told too. */
+static void slots_shape_to_new_worker(server *s, pp_worker *wk, wconn *m) {
+  if (!s->slots_shape || wk->slots_target == s->slots_shape) return;
+  const char *why;
+  if (wk->state == PP_WORKER_READY) {
+    pp_wlink_set_slots(s, wk, s->slots_shape, &why);
+  } else { /* no slot connected yet: those above the target are closed as they say HELLO */
+    wk->slots_target = s->slots_shape;
+    send_slots(m, s->slots_shape);
+  }
 }
 
 /* ---------------------------------------------------------------- liveness and timeouts
@@ -557,6 +587,7 @@ static int on_monitor_hello(wconn *w, const pp_wire_frame *f) {
   out.interval_ms = heartbeat_interval_ms(s);
   out.monitor_flags = s->cfg->request_timeout_ns ? PP_WIRE_MONITOR_REQUEST_TIMEOUTS : 0;
   send_small(w, &out);
+  slots_shape_to_new_worker(s, wk, w);
   return 0;
 }
 

@@ -74,6 +74,10 @@ void pp_wlink_close_pid(server *s, uint32_t pid);
  * worker cannot take one (not serving, no monitor connection to tell it, the server
  * draining). */
 int pp_wlink_set_slots(server *s, pp_worker *wk, uint32_t count, const char **why);
+/* The slot target of every serving worker (pp_wlink_set_slots each) and of the workers that
+ * connect from now on (forked, respawned or activated later: told with SLOTS when their monitor
+ * connection says HEARTBEAT). The autoscale glue's set_slots. Returns the target, clamped. */
+uint32_t pp_wlink_set_slots_all(server *s, uint32_t count);
 /* The slot target of wk: what was last set, else the count workers start with. */
 uint32_t pp_wlink_slots_target(const server *s, const pp_worker *wk);
 

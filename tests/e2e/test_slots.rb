@@ -142,6 +142,35 @@ class TestSlots < Minitest::Test
     assert_equal 0, @srv.stop&.exitstatus
   end
 
+  # POST /slots without worker=: every worker's target, and the one a worker started later
+  # (here the replacement of a killed worker) is told when its monitor connection arrives.
+  def test_slots_for_every_worker_and_later_ones
+    @srv = E2E::Server.new(workers: 2, threads: 3, extra: ["-max-slots", "32"])
+    status, body = control_post("/slots?count=12")
+    assert_equal 200, status, body
+    assert_equal 12, JSON.parse(body)["slots_per_worker"]
+    deadline = @srv.now + 15
+    until (ws = @srv.stats["worker_status"]).map { |w| w["slots"] } == [12, 12]
+      flunk("slots #{ws.map { |w| w['slots'] }}, not [12, 12]") if @srv.now > deadline
+      sleep 0.05
+    end
+    st = @srv.stats
+    assert_equal 12, st["slots_per_worker"]
+    assert_equal 24, st["queue"]["slots_ready"]
+    victim = ws.first["pid"]
+    Process.kill("KILL", victim)
+    deadline = @srv.now + 20
+    loop do
+      ws = @srv.stats["worker_status"]
+      break if ws.size == 2 && ws.none? { |w| w["pid"] == victim } && ws.all? { |w| w["slots"] == 12 && w["slots_target"] == 12 }
+
+      flunk("the replacement worker did not reach 12 slots: #{ws.inspect}\n#{@srv.log[-2000..]}") if @srv.now > deadline
+      sleep 0.1
+    end
+    assert_match(/^puma_plus_slots_per_worker 12$/, @srv.control_get("/metrics")[1])
+    assert_equal 0, @srv.stop&.exitstatus
+  end
+
   # A slow HTTP service: each call answers after DELAY_MS; GET /max says how many calls it
   # had in flight at once. One thread per connection (it must hold > 50 at once).
   SLOW_SERVICE = <<~RUBY
