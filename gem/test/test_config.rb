@@ -284,6 +284,11 @@ class TestConfig < Minitest::Test
       _, out, = cli("--dry-run", "--server", "s", "--max-slots", "100", "--fibers", "0")
       assert_match(/^exec: s -app config.ru -workers 1 -threads 5 -min-threads 2 -max-slots 100 -gem-dir /, out)
     end
+    # puma 8's environment floor: PUMA_MIN_THREADS, else MIN_THREADS
+    with_config("") do
+      _, out, = cli("--dry-run", "--server", "s", env: { "PUMA_MIN_THREADS" => "3", "MIN_THREADS" => "1", "RAILS_MAX_THREADS" => "6" })
+      assert_match(/^exec: s -app config.ru -workers 1 -threads 6 -min-threads 3 -gem-dir /, out)
+    end
     with_config("max_slots 5000\n") do
       status, _, err = cli("--dry-run", "--server", "s")
       assert_equal 2, status

@@ -144,6 +144,13 @@ module PumaPlus
         s[:threads_max] = Integer(max.strip, exception: false) or raise Error, "threads from the environment: #{max.inspect} is not an Integer"
         raise Error, "threads from the environment: must be at least 1" if s[:threads_max] < 1
       end
+      # puma 8 reads the floor from PUMA_MIN_THREADS, else MIN_THREADS (here: the run-time
+      # floor of slots, -min-threads).
+      min = [env["PUMA_MIN_THREADS"], env["MIN_THREADS"]].find { |v| v && !v.strip.empty? }
+      if min
+        s[:threads_min] = Integer(min.strip, exception: false) or raise Error, "threads from the environment: #{min.inspect} is not an Integer"
+        raise Error, "threads from the environment: min must be at least 0" if s[:threads_min].negative?
+      end
       if (port = env["PORT"]) && !port.strip.empty?
         port = Integer(port.strip, exception: false) or raise Error, "PORT=#{env['PORT'].inspect} is not a port number"
         s[:binds] = ["tcp://0.0.0.0:#{port}"]
