@@ -385,6 +385,26 @@ class TestShepherd < Minitest::Test
     assert_match(/fiber slots \(-fibers\) need the async gem/, stderr)
   end
 
+  # --fibers with an app whose ActiveSupport isolation level is :thread: the shepherd warns at
+  # boot (the app here stands in for Rails with a stub of that one method; async is stubbed
+  # as present, so no worker is asked for).
+  def test_fibers_warn_about_thread_isolation
+    stub = File.join(@dir, "stub")
+    FileUtils.mkdir_p(stub)
+    File.write(File.join(stub, "async.rb"), "# stub: present\n")
+    File.write(File.join(@dir, "config.ru"), <<~RUBY)
+      module ActiveSupport
+        class IsolatedExecutionState
+          def self.isolation_level = :thread
+        end
+      end
+      run ->(env) { [200, {}, ["ok"]] }
+    RUBY
+    start(workers: 0, threads: 4, env: { "RUBYLIB" => stub }, extra: ["--fibers"])
+    assert_match(/warning: fiber slots with ActiveSupport's isolation_level :thread/, stderr)
+    send_control(W::Stop.new(1000))
+  end
+
   # The monitor connection's EOF means the server is gone: the worker stops (its idle threads
   # close their connections) although its request connections are still open.
   def test_monitor_eof_stops_the_worker

@@ -313,6 +313,7 @@ class TestSlots < Minitest::Test
       %w[bundle exec puma-plus]
     })
     assert_match(/--threads 16 .*--fibers/, @srv.log)
+    refute_match(/isolation_level :thread/, @srv.log, "fiber isolation: no warning")
     assert_equal 16, wait_slots(16)["slots_target"]
 
     http = lambda do |req|

@@ -146,9 +146,22 @@ module PumaPlus
     # Without it the shepherd exits at boot, saying so: never a silent fallback to threads.
     def load_fiber_scheduler
       require_relative "fiber_slots"
+      warn_thread_isolation
     rescue LoadError => e
       log("fiber slots (-fibers) need the async gem (add `gem \"async\"` to the app's Gemfile): #{e.message}")
       exit(1)
+    end
+
+    # An app that keeps per-request state per thread shares it between the fiber slots of a
+    # worker (docs/RACK.md "Fiber slots"). Rails says which it does: say so at boot.
+    def warn_thread_isolation
+      return unless defined?(::ActiveSupport::IsolatedExecutionState) &&
+                    ::ActiveSupport::IsolatedExecutionState.respond_to?(:isolation_level) &&
+                    ::ActiveSupport::IsolatedExecutionState.isolation_level == :thread
+
+      log("warning: fiber slots with ActiveSupport's isolation_level :thread: the fiber slots of a worker " \
+          "share per-request state (CurrentAttributes, the ActiveRecord connection); set " \
+          "config.active_support.isolation_level = :fiber (docs/RACK.md \"Fiber slots\")")
     end
 
     def loop_until_stopped
