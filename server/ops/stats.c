@@ -423,42 +423,46 @@ static void metrics_core(server *s, pp_buf *out) {
       out, "puma_plus_slots_per_worker",
       "Slots per worker the server asks for (pp_wlink_set_slots_all, else the starting count).",
       s->slots_shape ? s->slots_shape : pp_config_slots_initial(s->cfg));
-  pp_prom_appendf(out, "# HELP puma_plus_worker_slots Connected slots of each worker process.\n# TYPE "
-               "puma_plus_worker_slots gauge\n");
+  pp_prom_appendf(out,
+                  "# HELP puma_plus_worker_slots Connected slots of each worker process.\n# TYPE "
+                  "puma_plus_worker_slots gauge\n");
   for (uint32_t i = 0; i < s->reg.high; i++) {
     pp_worker *w = &s->reg.workers[i];
     if (w->state == PP_WORKER_FREE) continue;
     pp_prom_appendf(out, "puma_plus_worker_slots{index=\"%u\",pid=\"%u\"} %u\n", w->index, w->pid,
-            w->slots);
+                    w->slots);
   }
-  pp_prom_appendf(out, "# HELP puma_plus_worker_slots_target Slot target of each worker process.\n# TYPE "
-               "puma_plus_worker_slots_target gauge\n");
+  pp_prom_appendf(
+      out, "# HELP puma_plus_worker_slots_target Slot target of each worker process.\n# TYPE "
+           "puma_plus_worker_slots_target gauge\n");
   for (uint32_t i = 0; i < s->reg.high; i++) {
     pp_worker *w = &s->reg.workers[i];
     if (w->state == PP_WORKER_FREE) continue;
-    pp_prom_appendf(out, "puma_plus_worker_slots_target{index=\"%u\",pid=\"%u\"} %u\n", w->index, w->pid,
-            pp_wlink_slots_target(s, w));
+    pp_prom_appendf(out, "puma_plus_worker_slots_target{index=\"%u\",pid=\"%u\"} %u\n", w->index,
+                    w->pid, pp_wlink_slots_target(s, w));
   }
-  pp_prom_appendf(out, "# HELP puma_plus_worker_cpu_seconds_total CPU time (user + system) of each "
-               "worker process, from /proc/PID/stat.\n# TYPE puma_plus_worker_cpu_seconds_total "
-               "counter\n");
+  pp_prom_appendf(out,
+                  "# HELP puma_plus_worker_cpu_seconds_total CPU time (user + system) of each "
+                  "worker process, from /proc/PID/stat.\n# TYPE puma_plus_worker_cpu_seconds_total "
+                  "counter\n");
   for (uint32_t i = 0; i < s->reg.high; i++) {
     pp_worker *w = &s->reg.workers[i];
     uint64_t cpu_ns;
     if (w->state == PP_WORKER_FREE || pp_proc_cpu_read(w->pid, &cpu_ns) != 0) continue;
-    pp_prom_appendf(out, "puma_plus_worker_cpu_seconds_total{index=\"%u\",pid=\"%u\"} %.3f\n", w->index,
-            w->pid, (double)cpu_ns / 1e9);
+    pp_prom_appendf(out, "puma_plus_worker_cpu_seconds_total{index=\"%u\",pid=\"%u\"} %.3f\n",
+                    w->index, w->pid, (double)cpu_ns / 1e9);
   }
-  pp_prom_appendf(out, "# HELP puma_plus_worker_cpu_share CPU time of each worker process over the last "
-               "tick, as a share of one core.\n# TYPE puma_plus_worker_cpu_share gauge\n");
+  pp_prom_appendf(out,
+                  "# HELP puma_plus_worker_cpu_share CPU time of each worker process over the last "
+                  "tick, as a share of one core.\n# TYPE puma_plus_worker_cpu_share gauge\n");
   for (uint32_t i = 0; i < s->reg.high; i++) {
     pp_worker *w = &s->reg.workers[i];
     if (w->state == PP_WORKER_FREE || w->cpu_share < 0) continue;
-    pp_prom_appendf(out, "puma_plus_worker_cpu_share{index=\"%u\",pid=\"%u\"} %.4f\n", w->index, w->pid,
-            w->cpu_share);
+    pp_prom_appendf(out, "puma_plus_worker_cpu_share{index=\"%u\",pid=\"%u\"} %.4f\n", w->index,
+                    w->pid, w->cpu_share);
   }
   pp_prom_counter(out, "puma_plus_slots_closed_total",
-               "Slots taken back at run time (SLOT_CLOSE sent).", st->slots_closed);
+                  "Slots taken back at run time (SLOT_CLOSE sent).", st->slots_closed);
   pp_prom_appendf(
       out, "# HELP puma_plus_workers Worker processes by state.\n# TYPE puma_plus_workers gauge\n");
   pp_prom_appendf(out, "puma_plus_workers{state=\"ready\"} %u\n",
