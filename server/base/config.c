@@ -131,7 +131,8 @@ void pp_config_usage(FILE *out) {
         "  -threads N             threads (= connections, slots) per worker at start (default 5)\n"
         "  -min-threads N         fewest slots per worker at run time (default 1)\n"
         "  -max-slots N           most slots per worker at run time, for I/O-bound apps up to\n"
-        "                         4096 (default: the starting count)\n"
+        "                         4096 (default: the starting count; with -autoscale the\n"
+        "                         policy's slots.max)\n"
         "  -fibers N              slots are fibers (async gem), N per worker at start; the\n"
         "                         app must be fiber-safe (docs/RACK.md)\n"
         "  -listen ADDR           HTTP listener, repeatable: HOST:PORT, [V6]:PORT, :PORT,\n"
@@ -396,6 +397,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     }
   }
   uint32_t initial = pp_config_slots_initial(c);
+  c->max_slots_given = c->max_slots != 0;
   if (!c->max_slots) c->max_slots = initial;
   if (c->min_threads > initial || initial > c->max_slots) {
     snprintf(err, err_len,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "server/process/server_int.h"
+#include "server/workers/wlink.h"
 
 static int read_file(const char *path, pp_buf *out) {
   FILE *f = fopen(path, "rb");
@@ -84,6 +85,23 @@ int pp_autoscale_init(server *s) {
       set_field(&ct->policy, "target_queue_p95", cfg->target_queue_p95, "-target-queue-p95"))
     return -1;
   if (cfg->shed && set_field(&ct->policy, "shed.enabled", "true", "-shed")) return -1;
+  /* Slots per worker (rule 4b): -min-threads raises the policy's floor; an explicit -max-slots
+   * caps its ceiling; without one, an autoscaled server may grow slots up to slots.max. */
+  if (ct->enabled && ct->policy.slots_enabled) {
+    char v[16];
+    if (cfg->min_threads > ct->policy.min_slots) {
+      snprintf(v, sizeof v, "%u", cfg->min_threads);
+      if (set_field(&ct->policy, "slots.min", v, "-min-threads")) return -1;
+    }
+    if (cfg->max_slots_given) {
+      if (cfg->max_slots < ct->policy.max_slots) {
+        snprintf(v, sizeof v, "%u", cfg->max_slots);
+        if (set_field(&ct->policy, "slots.max", v, "-max-slots")) return -1;
+      }
+    } else if (ct->policy.max_slots > cfg->max_slots) {
+      cfg->max_slots = ct->policy.max_slots < PP_MAX_SLOTS ? ct->policy.max_slots : PP_MAX_SLOTS;
+    }
+  }
   pp_policy_error err;
   memset(&err, 0, sizeof err);
   if (pp_policy_validate(&ct->policy, &err) != 0) {
@@ -215,7 +233,20 @@ void pp_autoscale_tick(server *s) {
   in.workers_ready = ready;
   in.workers_booting = booting;
   in.workers_retiring = retiring;
-  in.threads_per_worker = s->cfg->threads;
+  /* The slot count the workers were told (SLOTS), and each serving worker's CPU demand over
+   * the tick (docs/CONTROL.md section 9): its CPU time plus its threads' run-queue wait, so a
+   * worker bound by its GVL on a machine with fewer free cores than workers still reads near
+   * one core; -1 for one sampled once only, which the builder skips. */
+  in.threads_per_worker = s->slots_shape ? s->slots_shape : pp_config_slots_initial(s->cfg);
+  static int64_t worker_cpu[PP_MAX_WORKERS];
+  uint32_t n_cpu = 0;
+  for (uint32_t i = 0; i < s->reg.high && n_cpu < PP_MAX_WORKERS; i++) {
+    const pp_worker *w = &s->reg.workers[i];
+    if (w->state != PP_WORKER_READY || w->slots == 0) continue;
+    worker_cpu[n_cpu++] = w->cpu_delta_ns < 0 ? -1 : w->cpu_delta_ns + w->wait_delta_ns;
+  }
+  in.worker_cpu_ns = worker_cpu;
+  in.n_worker_cpu = n_cpu;
   in.arrivals = st->arrivals_window;
   in.completions = st->completions_window;
   in.shed = st->shed_window;
@@ -271,7 +302,12 @@ void pp_autoscale_tick(server *s) {
       pp_shepherd_retire(s, w);
     }
     break;
-  default: break; /* spawns above; thread changes are not actuated (threads are fixed) */
+  case PP_ACTION_SET_SLOTS:
+    /* every serving worker gets SLOTS; workers started later get it when their monitor
+     * connection arrives (workers/wlink.c) */
+    pp_wlink_set_slots_all(s, rec.decision.count);
+    break;
+  default: break; /* spawns above; add_thread/remove_thread are refused at start */
   }
   ct->shedding = rec.decision.shed;
   ct->shed_budget_ns = rec.decision.shed_budget_ns;
