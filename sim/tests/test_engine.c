@@ -358,7 +358,8 @@ static void overload_run(const pp_scenario *s, const char *config, const pp_poli
   CU_ASSERT_EQUAL_FATAL(pp_report_busiest_phase(s, &from, &to), 0);
   CU_ASSERT_EQUAL(from, 10);
   CU_ASSERT_EQUAL(to, 22);
-  pp_report_item item = {config, &r.summary, r.timeline, r.timeline_len, NULL, 0, 0, 0, 0};
+  pp_report_item item = {config, &r.summary, r.timeline, r.timeline_len, NULL, 0, 0,
+                         0,      0,          NULL,       NULL,           0,    0};
   *queue_p99_ns = r.summary.queue_p99_ns;
   *busy_rps = pp_report_rps_between(&item, from, to);
   pp_sim_result_dispose(&r);
@@ -599,7 +600,8 @@ static void test_standby_improves_step(void) {
       o.keep_decisions = 0;
       pp_sim_result r;
       CU_ASSERT_EQUAL_FATAL(pp_sim_run(&s, (uint32_t)ci, &o, &r), 0);
-      pp_report_item item = {names[c], &r.summary, r.timeline, r.timeline_len, NULL, 0, 0, 0, 0};
+      pp_report_item item = {names[c], &r.summary, r.timeline, r.timeline_len, NULL, 0, 0,
+                             0,        0,          NULL,       NULL,           0,    0};
       p99[c] = r.summary.p99_ns;
       rec[c] = pp_report_recovery_s(&item, &s);
       mem[c] = r.summary.avg_memory_bytes;
