@@ -25,7 +25,7 @@ void pp_dispatch_push(pp_exchange *r) {
   pp_dispatch_all(s);
 }
 
-/* The admission rule's second look (codel sheds a request that waited past the budget):
+/* The admission rule's second look (codel past the budget, controlled past its standing cap):
  * 1 if r was answered 503 instead of dispatched. */
 static int shed_at_dequeue(server *s, pp_exchange *r) {
   controller *ct = &s->ctl_state;
@@ -38,7 +38,7 @@ static int shed_at_dequeue(server *s, pp_exchange *r) {
   s->stats.shed++;
   s->stats.shed_window++;
   if (r->owner)
-    r->ops->fail(r, 503, "503 Service Unavailable: waited past the shed budget (shed)\n");
+    r->ops->fail(r, 503, "503 Service Unavailable: waited past the admission wait limit (shed)\n");
   else
     pp_exchange_release(s, r);
   return 1;
