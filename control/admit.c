@@ -25,6 +25,9 @@ void pp_admit_state_init(pp_admit_state *st) {
   st->last_shed_ns = NEVER;
   st->entry_wait_ns = 0;
   st->standing_entries = 0;
+  st->completions = 0;
+  st->busy_since_ns = NEVER;
+  st->busy_completions0 = 0;
   st->accepted = st->shed_at_arrival = st->shed_at_dequeue = 0;
 }
 
@@ -33,6 +36,7 @@ static double elapsed_ns(int64_t now, int64_t then) {
 }
 
 void pp_admit_complete(pp_admit_state *st, const pp_policy *p, int64_t now_ns) {
+  st->completions++;
   double tau = (double)p->shed_rate_window_ns;
   if (st->rate_last_ns == NEVER || elapsed_ns(now_ns, st->rate_last_ns) > tau) {
     /* First completion, or the first after a long gap: restart from here. This completion
@@ -82,19 +86,40 @@ static uint64_t drain_wait(const pp_admit_state *st, const pp_policy *p, const p
   return w >= 1.8e19 ? UINT64_MAX - 1 : (uint64_t)w;
 }
 
-/* The wait a burst is judged by (controlled rules, not standing): drain's, but with the faster
- * of mu and c / S. Completions undercount what the slots can drain while they are not all busy
- * (at 100 rps steady mu is 100/s even if c / S is 360/s), so mu alone would call the first
- * tenth of a second of any burst a broken budget; c / S alone would promise a drain a stuck
- * server cannot give, which is why the standing cap uses mu. */
+/* The busy period: requests have been waiting since busy_since_ns. It begins when an arrival
+ * finds no free slot and ends when a call sees nobody waiting. */
+static void busy_observe(pp_admit_state *st, const pp_admit_input *in, int arrival) {
+  int waiting = arrival ? ahead(in) > 0 : in->queue_len > 0;
+  if (!waiting) {
+    st->busy_since_ns = NEVER;
+  } else if (st->busy_since_ns == NEVER) {
+    st->busy_since_ns = in->now_ns;
+    st->busy_completions0 = st->completions;
+  }
+}
+
+/* The wait a burst is judged by (controlled rules, not standing). While requests wait, every
+ * slot that frees takes the next one, so the completions since the busy period began, per
+ * second, are the drain rate as it is now (whatever the mix and the CPU contention); once
+ * there are 2c of them that is the rate used. Before, the faster of mu and c / S: completions
+ * undercount what the slots can drain while they are not all busy (at 100 rps steady mu is
+ * 100/s even if c / S is 360/s), so mu alone would call the first tenth of a second of any
+ * burst a broken budget; c / S alone would promise a drain a stuck server cannot give. */
 static uint64_t burst_wait(const pp_admit_state *st, const pp_policy *p, const pp_admit_input *in) {
   if (in->slots_ready == 0) return UINT64_MAX;
   uint64_t n = ahead(in);
   if (n == 0) return 0;
-  double mu = pp_admit_drain_rate(st, p, in);
-  if (in->service_mean_ns) {
-    double slots = (double)in->slots_ready * 1e9 / (double)in->service_mean_ns;
-    if (slots > mu) mu = slots;
+  double mu;
+  uint64_t done = st->completions - st->busy_completions0;
+  if (st->busy_since_ns != NEVER && done >= 2ull * in->slots_ready &&
+      in->now_ns > st->busy_since_ns) {
+    mu = (double)done * 1e9 / elapsed_ns(in->now_ns, st->busy_since_ns);
+  } else {
+    mu = pp_admit_drain_rate(st, p, in);
+    if (in->service_mean_ns) {
+      double slots = (double)in->slots_ready * 1e9 / (double)in->service_mean_ns;
+      if (slots > mu) mu = slots;
+    }
   }
   if (!(mu > 0)) return UINT64_MAX;
   double w = (double)n / mu * 1e9;
@@ -181,6 +206,7 @@ static void standing_observe(pp_admit_state *st, const pp_policy *p, const pp_ad
 
 /* The controlled rules' arrival verdict: 1 to shed. */
 static int controlled_arrival(pp_admit_state *st, const pp_policy *p, const pp_admit_input *in) {
+  busy_observe(st, in, 1);
   standing_observe(st, p, in);
   if (!st->standing) {
     uint64_t w = burst_wait(st, p, in);
@@ -303,6 +329,7 @@ pp_admit_verdict pp_admit_dequeue(pp_admit_state *st, const pp_policy *p, const 
                                   uint64_t sojourn_ns) {
   if (!p->shed_enabled) return PP_ADMIT_ACCEPT;
   if (is_controlled(p->shed_rule)) {
+    busy_observe(st, in, 0);
     standing_observe(st, p, in);
     if (!st->standing || sojourn_ns <= pp_admit_standing_wait(p, in)) return PP_ADMIT_ACCEPT;
     st->last_shed_ns = in->now_ns;

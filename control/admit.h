@@ -18,11 +18,13 @@
  *              standing queue gets a short cap. Standing once an arrival's drain wait W is
  *              over the budget (the burst did not fit: controlled, controlled-lifo) or once
  *              the oldest waiting request has been over the cap for shed.interval
- *              (controlled-codel). While standing, an arrival is shed when W > cap and a
- *              request taken off the queue after waiting more than the cap is shed; cap =
- *              shed.standing_wait, auto = 2 x S (shed.target while S is unknown, at least
- *              1ms). Standing ends once nothing has been shed for shed.interval.
- *              controlled-lifo also serves newest first while standing (pp_admit_lifo).
+ *              (controlled-codel). W for the budget is L' / mu_busy, the completions per
+ *              second since requests began to wait (the drain measured while saturated), once
+ *              there have been 2c of them; before that the faster of mu and c / S. While standing,
+ * an arrival is shed when W > cap and a request taken off the queue after waiting more than the cap
+ * is shed; cap = shed.standing_wait, auto = 2 x S (shed.target while S is unknown, at least 1ms).
+ * Standing ends once nothing has been shed for shed.interval. controlled-lifo also serves newest
+ * first while standing (pp_admit_lifo).
  *
  * Pure: the caller passes the time and the queue's state; everything the rule remembers is
  * in pp_admit_state, which the caller owns (one per queue). Deterministic for a given
@@ -55,6 +57,10 @@ typedef struct pp_admit_state {
   int64_t last_shed_ns;      /* the last shed verdict (arrival or dequeue), NEVER if none */
   uint64_t entry_wait_ns;    /* the wait that started the standing period (for the reason) */
   uint64_t standing_entries; /* standing periods begun (counter) */
+  /* the current busy period (requests waiting since busy_since_ns), for the burst wait */
+  uint64_t completions;       /* completions ever (pp_admit_complete) */
+  int64_t busy_since_ns;      /* when requests began to wait; NEVER while none waits */
+  uint64_t busy_completions0; /* completions when the busy period began */
   /* counters (for /stats and tests; the rules do not read them) */
   uint64_t accepted, shed_at_arrival, shed_at_dequeue;
 } pp_admit_state;

@@ -32,9 +32,11 @@ static int shed_at_dequeue(server *s, pp_exchange *r) {
   if (!ct->policy.shed_enabled) return 0;
   pp_admit_input in;
   pp_server_admit_input(s, &in); /* the queue without r */
-  if (pp_admit_dequeue(&s->admit, &ct->policy, &in, (uint64_t)(in.now_ns - r->t2b)) !=
-      PP_ADMIT_SHED)
-    return 0;
+  int was_standing = s->admit.standing;
+  pp_admit_verdict v =
+      pp_admit_dequeue(&s->admit, &ct->policy, &in, (uint64_t)(in.now_ns - r->t2b));
+  pp_server_admit_note(s, was_standing, &in);
+  if (v != PP_ADMIT_SHED) return 0;
   s->stats.shed++;
   s->stats.shed_window++;
   if (r->owner)

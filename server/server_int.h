@@ -199,6 +199,9 @@ void pp_server_admit_input(server *s, pp_admit_input *in);
 /* The predicted wait of a request arriving now under the policy's rule (UINT64_MAX: no
  * capacity). */
 uint64_t pp_server_predicted_wait(server *s);
+/* After an admission call: logs the rule's one-line reason when its mode changed (a standing
+ * queue began or ended; was_standing is pp_admit_state.standing before the call). */
+void pp_server_admit_note(server *s, int was_standing, const pp_admit_input *in);
 /* Counts one response status in its class (1xx ... 5xx). */
 void pp_count_status(server *s, int status);
 

@@ -347,6 +347,41 @@ static void test_controlled_burst_absorbed(void) {
   CU_ASSERT_EQUAL(st.accepted, 1);
 }
 
+/* controlled, burst mode, once requests have waited for 2c completions: the budget is judged
+ * with the completions per second since the busy period began, not with c / S (which a mix of
+ * short requests before the burst makes optimistic, here 8 / 11ms = 727/s against a real drain
+ * of 333/s); an empty queue ends the busy period. */
+static void test_controlled_busy_rate(void) {
+  pp_policy p = policy("shed: {enabled: true, budget: 1s}");
+  pp_admit_state st;
+  pp_admit_state_init(&st);
+  int64_t t = 10 * S;
+  warm(&st, &p, t, 100);
+  pp_admit_input in = input(t, 0, 8, 8, 11 * MS, NEVER, 0); /* no free slot: the period begins */
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_ACCEPT);
+  CU_ASSERT_EQUAL(st.busy_since_ns, t);
+  /* 15 completions in 45ms: fewer than 2c, c / S still judges: 341 / 727 = 0.47s */
+  complete_every(&st, &p, t + 3 * MS, t + 48 * MS, 3 * MS);
+  in = input(t + 48 * MS, 340, 8, 8, 11 * MS, t, 0);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_ACCEPT);
+  /* 50 completions by 150ms (333/s): 341 / 333 = 1.02s breaks the budget */
+  complete_every(&st, &p, t + 48 * MS, t + 151 * MS, 3 * MS);
+  CU_ASSERT_EQUAL(st.completions - st.busy_completions0, 50);
+  in = input(t + 150 * MS, 330, 8, 8, 11 * MS, t, 0); /* 331 / 333 = 0.99s */
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_ACCEPT);
+  in = input(t + 150 * MS, 340, 8, 8, 11 * MS, t, 0);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_SHED);
+  CU_ASSERT_EQUAL(st.standing, 1);
+  /* a dequeue that leaves nobody waiting ends the busy period */
+  pp_admit_state_init(&st);
+  in = input(t, 3, 8, 8, 11 * MS, t, 0);
+  pp_admit_arrival(&st, &p, &in);
+  CU_ASSERT_EQUAL(st.busy_since_ns, t);
+  in = input(t + MS, 0, 8, 8, 11 * MS, NEVER, 0);
+  CU_ASSERT_EQUAL(pp_admit_dequeue(&st, &p, &in, MS), PP_ADMIT_ACCEPT);
+  CU_ASSERT_EQUAL(st.busy_since_ns, NEVER);
+}
+
 /* controlled, standing: arrivals are judged by the measured drain against the cap (2 x S),
  * requests taken off the queue after waiting more than the cap are shed, a free slot still
  * takes an arrival; nothing shed for shed.interval ends the standing period, after which the
@@ -474,6 +509,7 @@ int pp_test_register(void) {
       {"codel interval logic", test_codel_interval},
       {"dequeue sheds only under codel", test_dequeue_only_codel},
       {"controlled: a burst within the budget is absorbed", test_controlled_burst_absorbed},
+      {"controlled: the busy period's drain rate judges the budget", test_controlled_busy_rate},
       {"controlled: standing cap and recovery", test_controlled_standing_cap_and_recovery},
       {"controlled: standing wait", test_standing_wait},
       {"controlled: codel and lifo variants", test_controlled_variants},
