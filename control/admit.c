@@ -166,6 +166,8 @@ static int is_controlled(uint32_t rule) {
 uint64_t pp_admit_standing_wait(const pp_policy *p, const pp_admit_input *in) {
   uint64_t w = p->shed_standing_wait_ns;
   if (w == 0) w = in->service_mean_ns ? 2 * in->service_mean_ns : p->shed_target_ns;
+  uint64_t budget = pp_policy_shed_budget_ns(p);
+  if (w > budget) w = budget; /* a standing queue never gets more than a burst */
   return w < 1000000ull ? 1000000ull : w;
 }
 

@@ -15,16 +15,18 @@
  *              Scale"); while overloaded every arrival that finds no free slot is shed, and a
  *              request taken off the queue after waiting more than the budget is shed.
  *   controlled (and its two variants, docs/CONTROL.md §7): a burst gets drain's budget; a
- *              standing queue gets a short cap. Standing once an arrival's drain wait W is
- *              over the budget (the burst did not fit: controlled, controlled-lifo) or once
- *              the oldest waiting request has been over the cap for shed.interval
- *              (controlled-codel). W for the budget is L' / mu_busy, the completions per
- *              second since requests began to wait (the drain measured while saturated), once
- *              there have been 2c of them; before that the faster of mu and c / S. While standing,
- * an arrival is shed when W > cap and a request taken off the queue after waiting more than the cap
- * is shed; cap = shed.standing_wait, auto = 2 x S (shed.target while S is unknown, at least 1ms).
- * Standing ends once nothing has been shed for shed.interval. controlled-lifo also serves newest
- * first while standing (pp_admit_lifo).
+ *              standing queue gets a short cap. Standing once an arrival's wait W is over
+ *              the budget (the burst did not fit: controlled, controlled-lifo) or once the
+ *              oldest waiting request has been over the cap for shed.interval
+ *              (controlled-codel). W for the budget is (L - free + 1) / mu_busy, mu_busy the
+ *              completions per second since requests began to wait (the drain measured
+ *              while saturated), once there have been 2c of them; before that the faster of
+ *              mu and c / S. While standing, an arrival is shed when drain's W is over the
+ *              cap, and a request taken off the queue after waiting more than the cap is
+ *              shed; cap = shed.standing_wait, auto = 2 x S (shed.target while S is
+ *              unknown; at most the budget, at least 1ms). Standing ends once nothing has
+ *              been shed for shed.interval. controlled-lifo also serves newest first while
+ *              standing (pp_admit_lifo).
  *
  * Pure: the caller passes the time and the queue's state; everything the rule remembers is
  * in pp_admit_state, which the caller owns (one per queue). Deterministic for a given
@@ -112,7 +114,8 @@ uint64_t pp_admit_predicted_wait(const pp_admit_state *st, const pp_policy *p,
                                  const pp_admit_input *in);
 
 /* The wait cap while a standing queue is detected (controlled rules): shed.standing_wait, or for
- * auto 2 x in->service_mean_ns (shed.target when that is 0), never under 1ms. */
+ * auto 2 x in->service_mean_ns (shed.target when that is 0); at most the budget, never under
+ * 1ms. */
 uint64_t pp_admit_standing_wait(const pp_policy *p, const pp_admit_input *in);
 
 /* 1 when the caller should take the newest waiting request next (controlled-lifo while

@@ -431,7 +431,8 @@ static void test_controlled_standing_cap_and_recovery(void) {
   CU_ASSERT_EQUAL(so.standing, 0);
 }
 
-/* shed.standing_wait: explicit, auto from S, shed.target while S is unknown, 1ms floor. */
+/* shed.standing_wait: explicit, auto from S, shed.target while S is unknown, 1ms floor, the
+ * budget as ceiling. */
 static void test_standing_wait(void) {
   pp_admit_input in = input(S, 0, 8, 0, 22 * MS, NEVER, 0);
   pp_policy p = policy("shed: {enabled: true}");
@@ -443,6 +444,11 @@ static void test_standing_wait(void) {
   CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 70 * MS);
   in.service_mean_ns = 100000; /* 100us: 200us, floored */
   CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 1 * MS);
+  p = policy("shed: {enabled: true, budget: 300ms}");
+  in.service_mean_ns = 200 * MS; /* 400ms: capped at the budget */
+  CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 300 * MS);
+  p = policy("shed: {enabled: true, budget: 300ms, standing_wait: 1s}");
+  CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 300 * MS);
 }
 
 /* controlled-codel stands once the oldest has been over the cap for shed.interval (drain's
