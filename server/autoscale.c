@@ -91,6 +91,12 @@ int pp_controller_init(server *s) {
             err.message);
     return -1;
   }
+  if (ct->policy.shed_enabled && ct->policy.shed_rule == PP_SHED_RULE_CONTROLLED_LIFO) {
+    /* Newest-first service is modelled in pp-sim only (docs/CONTROL.md section 7). */
+    fprintf(stderr, "puma-plus-server: policy: shed.rule: controlled-lifo is a simulator variant "
+                    "(this server's queue is first in, first out); use controlled\n");
+    return -1;
+  }
   if (ct->enabled && ct->policy.threads_enabled) {
     /* decide() could ask for add_thread/remove_thread, which this server cannot carry out
      * (threads per worker are fixed), and would then prefer threads over workers forever. */

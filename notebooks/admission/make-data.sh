@@ -2,7 +2,7 @@
 # Issue 27's data: pp-sim on the three scenarios here, then the same shapes measured against the
 # real server with pp-bench soak, one configuration after the other in one run (shared machine:
 # each phase's steal is in its row). BUILD= points at a build tree (default build/).
-#   notebooks/admission/make-data.sh            # from the checkout's root; ~9 min
+#   notebooks/admission/make-data.sh            # from the checkout's root; ~11 min
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -27,9 +27,12 @@ for cfg in noshed drain controlled; do
     >"$OUT/soak-overload-$cfg.txt" 2>&1 || true
 done
 for cfg in drain controlled; do
-  # the burst: 2x capacity (727 rps) for 1 s between 10 s of 100 rps, three times
-  "$BUILD"/bench/pp-bench soak "${common[@]}" -shed -policy "$POL/$cfg.yaml" \
-    -steady 10s -overload 1s -overload-x 2 -recovery 10s -log-dir "$POL/log-burst-$cfg" \
-    >"$OUT/soak-burst-$cfg.txt" 2>&1 || true
+  # the bursts between 10 s of 100 rps, three times: 2x nominal capacity (727 rps) for 1 s,
+  # and 1.3x (473 rps) for 1 s
+  for x in 2 1.3; do
+    "$BUILD"/bench/pp-bench soak "${common[@]}" -shed -policy "$POL/$cfg.yaml" \
+      -steady 10s -overload 1s -overload-x $x -recovery 10s -log-dir "$POL/log-burst-$cfg" \
+      >"$OUT/soak-burst$x-$cfg.txt" 2>&1 || true
+  done
 done
 rm -rf "$POL"
