@@ -232,4 +232,26 @@ class TestAutoscale < Minitest::Test
     srv&.stop
     FileUtils.rm_rf(dir) if dir
   end
+
+  # puma-plus --dry-run shows the policy the server would run with (its -print-policy): every
+  # field, the admission rule's effective values, and the server's refusal of a bad one.
+  def test_dry_run_shows_the_policy
+    dir = Dir.mktmpdir("pp-e2e-dryrun")
+    policy = File.join(dir, "policy.yaml")
+    File.write(policy, "shed: {budget: 1s, standing_wait: 30ms}\n")
+    exe = File.join(E2E::ROOT, "gem/exe/puma-plus")
+    out, err, status = Open3.capture3("ruby", exe, "--dry-run", "--server", E2E::BIN, E2E::MIX,
+                                      "--", "-shed", "-policy", policy)
+    assert status.success?, err
+    assert_match(/^policy: #{Regexp.escape(policy)} \(hash [0-9a-f]{16}\)$/, out)
+    assert_match(/^  shed.enabled: true$/, out)
+    assert_match(/^  shed.standing_wait: 30000000ns$/, out)
+    assert_match(/^admission: shed.enabled true, shed.rule controlled, budget 1s$/, out)
+    assert_match(/standing queue: waits capped at 30ms \(shed.standing_wait\)/, out)
+    File.write(policy, "shed: {enabled: true, rule: controlled-lifo}\n")
+    out, = Open3.capture3("ruby", exe, "--dry-run", "--server", E2E::BIN, E2E::MIX, "--", "-policy", policy)
+    assert_match(/^policy: error: .*controlled-lifo is a simulator variant/, out)
+  ensure
+    FileUtils.rm_rf(dir) if dir
+  end
 end
