@@ -165,7 +165,14 @@ static int is_controlled(uint32_t rule) {
 
 uint64_t pp_admit_standing_wait(const pp_policy *p, const pp_admit_input *in) {
   uint64_t w = p->shed_standing_wait_ns;
-  if (w == 0) w = in->service_mean_ns ? 2 * in->service_mean_ns : p->shed_target_ns;
+  if (w == 0) {
+    w = in->service_mean_ns ? 2 * in->service_mean_ns : p->shed_target_ns;
+    /* The controller adds capacity when the queue p95 is over target_queue_p95 (section 3):
+     * a cap under that would hide a standing overload from it, so auto keeps the standing
+     * queue's p95 half as high again as that target. */
+    uint64_t visible = p->target_queue_p95_ns + p->target_queue_p95_ns / 2;
+    if (w < visible) w = visible;
+  }
   uint64_t budget = pp_policy_shed_budget_ns(p);
   if (w > budget) w = budget; /* a standing queue never gets more than a burst */
   return w < 1000000ull ? 1000000ull : w;
@@ -272,7 +279,12 @@ int pp_admit_reason(const pp_admit_state *st, const pp_policy *p, const pp_admit
     }
     PUT("; capping waits at ");
     n = put_dur(b, m, n, cap_ns);
-    if (p->shed_standing_wait_ns == 0 && in->service_mean_ns) {
+    if (p->shed_standing_wait_ns == 0 && cap_ns == pp_policy_shed_budget_ns(p)) {
+      PUT(" (the budget)");
+    } else if (p->shed_standing_wait_ns == 0 &&
+               cap_ns == p->target_queue_p95_ns + p->target_queue_p95_ns / 2) {
+      PUT(" (1.5 x target_queue_p95, so the controller sees it)");
+    } else if (p->shed_standing_wait_ns == 0 && in->service_mean_ns) {
       PUT(" (2 x service ");
       n = put_dur(b, m, n, in->service_mean_ns);
       PUT(")");

@@ -23,8 +23,9 @@
  *              while saturated), once there have been 2c of them; before that the faster of
  *              mu and c / S. While standing, an arrival is shed when drain's W is over the
  *              cap, and a request taken off the queue after waiting more than the cap is
- *              shed; cap = shed.standing_wait, auto = 2 x S (shed.target while S is
- *              unknown; at most the budget, at least 1ms). Standing ends once nothing has
+ *              shed; cap = shed.standing_wait, auto = max(2 x S, 1.5 x target_queue_p95)
+ *              (S: shed.target while unknown; the second term keeps a standing queue visible
+ *              to the controller); at most the budget, at least 1ms. Standing ends once nothing has
  *              been shed for shed.interval. controlled-lifo also serves newest first while
  *              standing (pp_admit_lifo).
  *
@@ -114,8 +115,8 @@ uint64_t pp_admit_predicted_wait(const pp_admit_state *st, const pp_policy *p,
                                  const pp_admit_input *in);
 
 /* The wait cap while a standing queue is detected (controlled rules): shed.standing_wait, or for
- * auto 2 x in->service_mean_ns (shed.target when that is 0); at most the budget, never under
- * 1ms. */
+ * auto max(2 x in->service_mean_ns (shed.target when that is 0), 1.5 x target_queue_p95); at
+ * most the budget, never under 1ms. */
 uint64_t pp_admit_standing_wait(const pp_policy *p, const pp_admit_input *in);
 
 /* 1 when the caller should take the newest waiting request next (controlled-lifo while

@@ -387,7 +387,9 @@ static void test_controlled_busy_rate(void) {
  * takes an arrival; nothing shed for shed.interval ends the standing period, after which the
  * budget applies again. */
 static void test_controlled_standing_cap_and_recovery(void) {
-  pp_policy p = policy("shed: {enabled: true, budget: 1s, interval: 500ms}");
+  /* target_queue_p95 20ms: the cap is 2 x S = 40ms, over the 30ms the controller must see */
+  pp_policy p =
+      policy("target_queue_p95: 20ms\nshed: {enabled: true, budget: 1s, interval: 500ms}");
   CU_ASSERT_EQUAL(p.shed_rule, PP_SHED_RULE_CONTROLLED); /* the default rule */
   pp_admit_state st;
   pp_admit_state_init(&st);
@@ -431,18 +433,26 @@ static void test_controlled_standing_cap_and_recovery(void) {
   CU_ASSERT_EQUAL(so.standing, 0);
 }
 
-/* shed.standing_wait: explicit, auto from S, shed.target while S is unknown, 1ms floor, the
- * budget as ceiling. */
+/* shed.standing_wait: explicit, auto from S and never under 1.5 x target_queue_p95,
+ * shed.target while S is unknown, 1ms floor, the budget as ceiling. */
 static void test_standing_wait(void) {
   pp_admit_input in = input(S, 0, 8, 0, 22 * MS, NEVER, 0);
-  pp_policy p = policy("shed: {enabled: true}");
+  pp_policy p = policy("target_queue_p95: 20ms\nshed: {enabled: true}");
   CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 44 * MS);
+  /* auto keeps the standing queue visible to the controller: at least 1.5 x target_queue_p95
+   * (the default 50ms: 75ms) */
+  p = policy("shed: {enabled: true}");
+  CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 75 * MS);
+  in.service_mean_ns = 60 * MS;
+  CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 120 * MS);
+  in.service_mean_ns = 22 * MS;
   p = policy("shed: {enabled: true, standing_wait: 30ms}");
   CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 30 * MS);
-  p = policy("shed: {enabled: true, target: 70ms}");
+  p = policy("target_queue_p95: 20ms\nshed: {enabled: true, target: 70ms}");
   in.service_mean_ns = 0;
   CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 70 * MS);
-  in.service_mean_ns = 100000; /* 100us: 200us, floored */
+  p = policy("target_queue_p95: 200us\nshed: {enabled: true}");
+  in.service_mean_ns = 100000; /* 100us: 200us (and 300us for the controller), floored */
   CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 1 * MS);
   p = policy("shed: {enabled: true, budget: 300ms}");
   in.service_mean_ns = 200 * MS; /* 400ms: capped at the budget */
@@ -455,8 +465,8 @@ static void test_standing_wait(void) {
  * budget still applies before that, without standing); controlled-lifo asks for newest first
  * only while standing. */
 static void test_controlled_variants(void) {
-  pp_policy p = policy("shed: {enabled: true, budget: 1s, rule: controlled-codel, "
-                       "interval: 100ms}");
+  pp_policy p = policy("target_queue_p95: 20ms\nshed: {enabled: true, budget: 1s, "
+                       "rule: controlled-codel, interval: 100ms}");
   pp_admit_state st;
   pp_admit_state_init(&st);
   int64_t t = 10 * S;
@@ -470,7 +480,8 @@ static void test_controlled_variants(void) {
   CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_SHED); /* 21/400 = 52ms > 40ms */
   CU_ASSERT_EQUAL(st.standing, 1);
   CU_ASSERT_EQUAL(pp_admit_lifo(&st, &p), 0);
-  pp_policy l = policy("shed: {enabled: true, budget: 1s, rule: controlled-lifo}");
+  pp_policy l = policy("target_queue_p95: 20ms\nshed: {enabled: true, budget: 1s, "
+                       "rule: controlled-lifo}");
   pp_admit_state sl;
   pp_admit_state_init(&sl);
   warm(&sl, &l, t, 400);
@@ -482,7 +493,7 @@ static void test_controlled_variants(void) {
 
 /* The one-line reason, in both modes, and snprintf-like truncation. */
 static void test_controlled_reason(void) {
-  pp_policy p = policy("shed: {enabled: true, budget: 1s}");
+  pp_policy p = policy("target_queue_p95: 20ms\nshed: {enabled: true, budget: 1s}");
   pp_admit_state st;
   pp_admit_state_init(&st);
   char buf[256];
@@ -501,6 +512,10 @@ static void test_controlled_reason(void) {
   pp_policy d = policy("shed: {enabled: true, budget: 2s, rule: drain}");
   pp_admit_reason(&st, &d, &in, buf, sizeof buf);
   CU_ASSERT_STRING_EQUAL(buf, "drain: budget 2.00s");
+  pp_policy dflt = policy("shed: {enabled: true, budget: 1s}");
+  pp_admit_reason(&st, &dflt, &in, buf, sizeof buf);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(buf, "; capping waits at 75.0ms (1.5 x target_queue_p95, so the controller sees it)"));
   pp_policy off = policy("shed: {enabled: false}");
   pp_admit_reason(&st, &off, &in, buf, sizeof buf);
   CU_ASSERT_STRING_EQUAL(buf, "shedding disabled");

@@ -122,8 +122,10 @@ int pp_server_print_policy(pp_config *cfg, FILE *out) {
               (double)p.shed_standing_wait_ns / 1e6);
     else
       fprintf(out,
-              "  standing queue: waits capped at 2 x the measured mean service time "
-              "(shed.standing_wait auto; %.3gms until one is measured)",
+              "  standing queue: waits capped at max(2 x the measured mean service time, "
+              "%.3gms = 1.5 x target_queue_p95) (shed.standing_wait auto; %.3gms for the first "
+              "term until a service time is measured)",
+              (double)(p.target_queue_p95_ns + p.target_queue_p95_ns / 2) / 1e6,
               (double)p.shed_target_ns / 1e6);
     fprintf(out, ", at most the budget; ends %.3gms after the last shed (shed.interval)\n",
             (double)p.shed_interval_ns / 1e6);

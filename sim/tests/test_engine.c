@@ -480,6 +480,22 @@ static void test_controlled_admission(void) {
     CU_ASSERT(r.summary.shed > 0);
     pp_sim_result_dispose(&r);
   }
+  /* With the controller free to add slots (slots.enabled, as by default), a standing queue
+   * capped by controlled must still look like one to it: its queue p95 is held over
+   * target_queue_p95, so it grows the slots and serves well over the 8-slot capacity. */
+  int ci = pp_scenario_find_config(&ov, "controlled");
+  CU_ASSERT_FATAL(ci >= 0);
+  pp_policy grow = ov.configs[ci].policy;
+  grow.slots_enabled = 1;
+  pp_sim_options o;
+  pp_sim_options_default(&o, &ov);
+  o.policy = &grow;
+  pp_sim_result r;
+  CU_ASSERT_EQUAL_FATAL(pp_sim_run(&ov, (uint32_t)ci, &o, &r), 0);
+  double good = (double)r.busy_served / r.busy_s;
+  printf("\n  slots free to grow: controlled serves %.1f rps", good);
+  CU_ASSERT(good > 1.5 * capacity);
+  pp_sim_result_dispose(&r);
   pp_scenario_dispose(&ov);
   pp_scenario_dispose(&bu);
 }
