@@ -46,9 +46,9 @@ endif()
 if(shed LESS min_shed)
   message(FATAL_ERROR "shed ${shed} of ${requests}, expected at least ${min_shed}")
 endif()
-if(p99ms GREATER 500)
-  message(FATAL_ERROR "served p99 ${p99ms} ms during the standing overload: over 500 ms, half "
-    "the budget (the previous default served it at the budget)")
+if(p99ms GREATER 700)
+  message(FATAL_ERROR "served p99 ${p99ms} ms during the standing overload: over 700 ms (the "
+    "previous default, drain, serves it at the budget or later: 1.06-2.22 s measured)")
 endif()
 
 # A burst that fits in the budget: absorbed, nothing shed.
