@@ -89,6 +89,7 @@ typedef struct pp_config {
   const char *max_workers;      /* -max-workers */
   const char *target_queue_p95; /* -target-queue-p95 */
   int shed;                     /* -shed: turn on admission control (policy shed.enabled) */
+  int print_policy;             /* -print-policy: print the resolved policy and exit */
   const char *decision_log;     /* -decision-log */
 } pp_config;
 

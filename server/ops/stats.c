@@ -226,6 +226,23 @@ static void json_queue(server *s, json_t *root) {
       json_real(st->last_window_ns ? (double)st->completions_last * 1e9 / (double)st->last_window_ns
                                    : 0));
   json_object_set_new(q, "shed", json_integer((json_int_t)st->shed));
+  {
+    pp_admit_input in;
+    pp_dispatch_admit_input(s, &in);
+    char reason[256];
+    pp_admit_reason(&s->admit, &s->ctl_state.policy, &in, reason, sizeof reason);
+    json_t *ad = json_object();
+    json_object_set_new(ad, "rule", json_string(pp_shed_rule_name(s->ctl_state.policy.shed_rule)));
+    json_object_set_new(ad, "standing", json_boolean(s->admit.standing));
+    json_object_set_new(ad, "standing_periods",
+                        json_integer((json_int_t)s->admit.standing_entries));
+    json_object_set_new(ad, "standing_wait_ms",
+                        json_real(ms(pp_admit_standing_wait(&s->ctl_state.policy, &in))));
+    json_object_set_new(ad, "shed_at_arrival", json_integer((json_int_t)s->admit.shed_at_arrival));
+    json_object_set_new(ad, "shed_at_dequeue", json_integer((json_int_t)s->admit.shed_at_dequeue));
+    json_object_set_new(ad, "reason", json_string(reason));
+    json_object_set_new(q, "admission", ad);
+  }
   json_object_set_new(q, "cancelled_queued", json_integer((json_int_t)st->cancelled_queued));
   json_object_set_new(q, "cancelled_running", json_integer((json_int_t)st->cancelled_running));
   json_object_set_new(q, "hijacked", json_integer((json_int_t)st->hijacked));

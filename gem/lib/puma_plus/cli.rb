@@ -2,6 +2,7 @@
 
 require "uri"
 
+require "open3"
 require "optparse"
 require "shellwords"
 require "socket"
@@ -285,6 +286,23 @@ module PumaPlus
 
       io.puts("env: #{env.map { |k, v| "#{k}=#{v}" }.join(' ')}")
       io.puts("exec: #{Shellwords.join(command)}")
+      print_policy(io, command)
+    end
+
+    # The controller's and admission control's policy as the server would resolve it (its
+    # -print-policy: the -policy file, -shed and the other overriding flags, every field, and
+    # the admission rule's effective values). Skipped when the server binary is not there.
+    def print_policy(io, command)
+      return unless File.file?(command.first) && File.executable?(command.first)
+
+      out, err, status = Open3.capture3(*command, "-print-policy")
+      if status.success?
+        io.print(out)
+      else
+        io.puts("policy: error: #{err.strip}")
+      end
+    rescue SystemCallError => e
+      io.puts("policy: cannot run #{command.first}: #{e.message}")
     end
   end
 end
