@@ -224,8 +224,11 @@ void pp_ws__pmd_trim(struct pp_ws_pmd *p) {
 static int inflater_ready(struct pp_ws_pmd *p) {
   if (p->inflater_ready) return 1;
   memset(&p->inflater, 0, sizeof p->inflater);
+  /* A window at least as large as the client's decodes its stream. 9 at least: a zlib-based
+   * client asked for 8 compresses with 9 (zlib's raw deflate cannot do 8). */
   int bits = p->params.client_max_window_bits;
-  if (bits < 8 || bits > 15) bits = 15;
+  if (bits < 9) bits = 9;
+  if (bits > 15) bits = 15;
   if (inflateInit2(&p->inflater, -bits) != Z_OK) return 0;
   p->inflater_ready = 1;
   return 1;
