@@ -110,7 +110,7 @@ static int accept_offer(const pp_ws_pmd_config *cfg, const offer *o, pp_ws_pmd_p
   pp->client_max_window_bits = client_bits;
   int n = snprintf(resp, cap, "permessage-deflate%s%s",
                    pp->server_no_context_takeover ? "; server_no_context_takeover" : "",
-                   cfg->client_no_context_takeover ? "; client_no_context_takeover" : "");
+                   pp->client_no_context_takeover ? "; client_no_context_takeover" : "");
   if (n < 0 || (size_t)n >= cap) return 0;
   /* server_max_window_bits is answered when offered (§7.1.2.1) or when ours is smaller. */
   if (o->server_bits || our_bits < 15) {

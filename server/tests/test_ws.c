@@ -1282,7 +1282,7 @@ static const pmdcase pmdcases[] = {
      "permessage-deflate; server_max_window_bits=10", 0, 0, 10, 15},
     {"both no_context_takeover",
      "permessage-deflate; server_no_context_takeover; client_no_context_takeover", 1,
-     "permessage-deflate; server_no_context_takeover", 1, 1, 15, 15},
+     "permessage-deflate; server_no_context_takeover; client_no_context_takeover", 1, 1, 15, 15},
     {"our smaller window is announced", "permessage-deflate", 1,
      "permessage-deflate; server_max_window_bits=12", 0, 0, 12, 15, 12},
     {"we reset our compressor on our own", "permessage-deflate", 1,
