@@ -156,7 +156,8 @@ void pp_ws_dispose(pp_ws *ws) {
 }
 
 size_t pp_ws_output(const pp_ws *ws, const uint8_t **data) {
-  *data = ws->out.data + ws->out_head;
+  /* never NULL + 0 (undefined behaviour): an empty output points at a static empty string */
+  *data = ws->out.data ? ws->out.data + ws->out_head : (const uint8_t *)"";
   return ws->out.len - ws->out_head;
 }
 
@@ -351,12 +352,14 @@ static int data_payload(pp_ws *ws, const uint8_t *p, size_t n) {
     unmask(ws, tmp, p, chunk);
     size_t at = ws->msg.len;
     int code = pp_ws__inflate(ws->pmd, &ws->msg, ws->limits->max_message_bytes, tmp, chunk);
-    if (code) return fail(ws, code, reason_for(code));
-    if (ws->msg_opcode == PP_WS_OP_TEXT) {
+    /* The output inflated before an error is checked first, so which failure is reported does
+     * not depend on how the compressed bytes were split into calls. */
+    if (ws->msg_opcode == PP_WS_OP_TEXT && ws->msg.len > at) {
       ws->utf8_state = pp_ws_utf8_feed(ws->utf8_state, ws->msg.data + at, ws->msg.len - at);
       if (ws->utf8_state == PP_WS_UTF8_BAD)
         return fail(ws, PP_WS_CLOSE_INVALID_PAYLOAD, "text is not UTF-8");
     }
+    if (code) return fail(ws, code, reason_for(code));
     ws->payload_done += chunk;
     p += chunk;
     n -= chunk;
@@ -369,9 +372,12 @@ static int message_end(pp_ws *ws) {
   if (ws->msg_compressed) {
     size_t at = ws->msg.len;
     int code = pp_ws__inflate_finish(ws->pmd, &ws->msg, ws->limits->max_message_bytes);
-    if (code) return fail(ws, code, reason_for(code));
-    if (ws->msg_opcode == PP_WS_OP_TEXT)
+    if (ws->msg_opcode == PP_WS_OP_TEXT && ws->msg.len > at) {
       ws->utf8_state = pp_ws_utf8_feed(ws->utf8_state, ws->msg.data + at, ws->msg.len - at);
+      if (ws->utf8_state == PP_WS_UTF8_BAD)
+        return fail(ws, PP_WS_CLOSE_INVALID_PAYLOAD, "text is not UTF-8");
+    }
+    if (code) return fail(ws, code, reason_for(code));
   }
   if (ws->msg_opcode == PP_WS_OP_TEXT && ws->utf8_state != 0)
     return fail(ws, PP_WS_CLOSE_INVALID_PAYLOAD, "text is not UTF-8");

@@ -125,8 +125,8 @@ static int accept_offer(const pp_ws_pmd_config *cfg, const offer *o, pp_ws_pmd_p
   return 1;
 }
 
-int pp_ws_pmd_negotiate(const pp_ws_pmd_config *cfg, const char *v, size_t n,
-                        pp_ws_pmd_params *params, char *resp, size_t resp_cap) {
+static int negotiate(const pp_ws_pmd_config *cfg, const char *v, size_t n, pp_ws_pmd_params *params,
+                     char *resp, size_t resp_cap) {
   int accepted = 0;
   size_t i = 0;
   if (resp_cap) resp[0] = 0;
@@ -190,8 +190,15 @@ int pp_ws_pmd_negotiate(const pp_ws_pmd_config *cfg, const char *v, size_t n,
     if (is_pmd && o.valid && !accepted && cfg && cfg->enabled)
       accepted = accept_offer(cfg, &o, params, resp, resp_cap);
   }
-  if (!accepted && resp_cap) resp[0] = 0;
   return accepted;
+}
+
+int pp_ws_pmd_negotiate(const pp_ws_pmd_config *cfg, const char *v, size_t n,
+                        pp_ws_pmd_params *params, char *resp, size_t resp_cap) {
+  int rc = negotiate(cfg, v, n, params, resp, resp_cap);
+  /* a malformed value after an accepted offer still refuses: no response is left behind */
+  if (rc != 1 && resp_cap) resp[0] = 0;
+  return rc;
 }
 
 /* --- streams ------------------------------------------------------------------------ */
