@@ -213,11 +213,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(olen - at >= 2);
     uint8_t b0 = out[at], b1 = out[at + 1];
     size_t len = b1 & 0x7F, hl = 2;
+    CHECK(len != 127); /* echoes are at most 1 KiB and a bit */
     if (len == 126) {
+      CHECK(olen - at >= 4);
       len = (size_t)out[at + 2] << 8 | out[at + 3];
       hl = 4;
     }
-    CHECK(len != 127 && olen - at - hl >= len);
+    CHECK(olen - at - hl >= len);
     const uint8_t *pl = out + at + hl;
     at += hl + len;
     if ((b0 & 0x0F) == PP_WS_OP_CLOSE) {
