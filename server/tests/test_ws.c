@@ -965,11 +965,44 @@ static void show(const char *name, const char *what, const pp_buf *got, const ch
 
 static int negatives, positives;
 
+/* Negative cases per RFC section, printed at the end: the section is the name's prefix up to
+ * the end of its "§x.y" ("§5.1 ...", "RFC 7692 §6.1 ..."; "§" alone means RFC 6455). */
+static struct {
+  char section[64];
+  int count;
+} sections[64];
+
+static void count_negative(const char *name) {
+  negatives++;
+  const char *sec = strstr(name, "\xc2\xa7"); /* § in UTF-8 */
+  if (!sec) return;
+  const char *end = sec + 2;
+  while (*end && *end != ' ' && *end != ')' && *end != ',')
+    end++;
+  char key[64];
+  if (end - name > 40) end = name + 40;
+  if (sec == name)
+    snprintf(key, sizeof key, "RFC 6455 %.*s", (int)(end - sec), sec);
+  else
+    snprintf(key, sizeof key, "%.*s", (int)(end - name), name);
+  for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
+    if (sections[i].count == 0) {
+      snprintf(sections[i].section, sizeof sections[i].section, "%s", key);
+      sections[i].count = 1;
+      return;
+    }
+    if (strcmp(sections[i].section, key) == 0) {
+      sections[i].count++;
+      return;
+    }
+  }
+}
+
 static void test_frame_table(void) {
   for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
     const wcase *c = &cases[ci];
     if (c->fail_code && c->fail_code != c->reply_code)
-      negatives++;
+      count_negative(c->name);
     else
       positives++;
     pp_buf in;
@@ -1223,7 +1256,7 @@ static void test_handshake(void) {
   for (size_t i = 0; i < sizeof hscases / sizeof hscases[0]; i++) {
     const hscase *c = &hscases[i];
     if (c->status)
-      negatives++;
+      count_negative(c->name);
     else
       positives++;
     pp_ws_handshake hs;
@@ -1326,7 +1359,7 @@ static void test_pmd_negotiation(void) {
   for (size_t i = 0; i < sizeof pmdcases / sizeof pmdcases[0]; i++) {
     const pmdcase *c = &pmdcases[i];
     if (c->rc != 1 && strncmp(c->name, "RFC", 3) == 0)
-      negatives++;
+      count_negative(c->name);
     else
       positives++;
     pp_ws_pmd_config cfg;
@@ -1400,7 +1433,7 @@ static void test_send_api(void) {
   pp_ws_dispose(&ws);
   pp_buf_dispose(&in);
   pp_buf_dispose(&ow.events);
-  negatives++; /* §10.x a reader that does not read: 1008 */
+  count_negative("backpressure: a reader that does not read, 1008"); /* our bound, no RFC rule */
 }
 
 static void test_server_initiated_close(void) {
@@ -1604,6 +1637,8 @@ int main(void) {
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();
   printf("ws: %d negative and %d positive table cases\n", negatives, positives);
+  for (size_t i = 0; i < sizeof sections / sizeof sections[0] && sections[i].count; i++)
+    printf("  negative %-22s %d\n", sections[i].section, sections[i].count);
   CU_cleanup_registry();
   return failures ? 1 : 0;
 }
