@@ -951,7 +951,7 @@ static void run(const wcase *c, const uint8_t *in, size_t n, const size_t *cuts,
 }
 
 static int same(const pp_buf *b, const char *s) {
-  return b->len == strlen(s) && memcmp(b->data, s, b->len) == 0;
+  return b->len == strlen(s) && (b->len == 0 || memcmp(b->data, s, b->len) == 0);
 }
 
 static int is_prefix(const pp_buf *a, const pp_buf *b) {
