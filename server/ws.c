@@ -391,7 +391,8 @@ static int message_end(pp_ws *ws) {
   if (deliver && ws->cb->on_message) {
     int code = ws->cb->on_message(ws, op, data, len);
     if (code) {
-      if (code < 1000 || code > 4999) code = PP_WS_CLOSE_INTERNAL_ERROR;
+      /* never a code that may not be sent (1005, 1006, 1015, ...) */
+      if (!pp_ws_close_code_valid(code)) code = PP_WS_CLOSE_INTERNAL_ERROR;
       return fail(ws, code, reason_for(code));
     }
   }

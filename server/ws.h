@@ -135,9 +135,10 @@ typedef struct pp_ws pp_ws;
 
 /* The owner's callbacks; any may be NULL. Data pointers are valid during the call only. A
  * callback may call pp_ws_send, pp_ws_ping and pp_ws_close (they only append output), never
- * pp_ws_feed or pp_ws_dispose. on_message returns 0 to go on, or a close code (1000-4999) to
- * fail the connection with that code (1003 for a kind of message the app does not take, 1011
- * for an internal failure); on_ping / on_pong / on_close return nothing. */
+ * pp_ws_feed or pp_ws_dispose. on_message returns 0 to go on, or a close code to fail the
+ * connection with (1003 for a kind of message the app does not take, 1011 for an internal
+ * failure; a code pp_ws_close_code_valid refuses becomes 1011); on_ping / on_pong / on_close return
+ * nothing. */
 typedef struct pp_ws_callbacks {
   /* A complete message: PP_WS_OP_TEXT (valid UTF-8) or PP_WS_OP_BINARY. */
   int (*on_message)(pp_ws *ws, pp_ws_opcode op, const uint8_t *data, size_t len);
