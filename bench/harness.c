@@ -2,7 +2,7 @@
  * Blocking I/O on purpose: this runs on the main thread before and after a load run, and on
  * the sampler's own thread during it, never on the generator's loop. */
 #include "bench/harness.h"
-#include "server/procmem.h"
+#include "server/base/procmem.h"
 
 #include <dirent.h>
 #include <errno.h>

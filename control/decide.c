@@ -1,6 +1,7 @@
 /* pp_decide(): tiered thresholds with hysteresis, the settled gate, cooldowns, bounds,
- * Little's-law sizing, GVL-gated threads and a shedding recommendation. docs/CONTROL.md
- * explains each rule and why; the rule order below is the order of that page.
+ * Little's-law sizing, GVL-gated threads, slots per worker from the workers' CPU share (rule
+ * 4b) and a shedding recommendation. docs/CONTROL.md explains each rule and why; the rule
+ * order below is the order of that page.
  *
  * Workload: called once per tick (1 s by default) by the server, and millions of times by
  * sweeps in the simulator, so it avoids snprintf and allocation: the reason line is built by
@@ -120,13 +121,14 @@ void pp_ctl_state_init(pp_ctl_state *s, const pp_policy *p, uint32_t workers, ui
   s->last_retire_ns = INT64_MIN;
   s->last_thread_ns = INT64_MIN;
   s->last_activate_ns = INT64_MIN;
+  s->last_slots_ns = INT64_MIN;
   s->workers_wanted = workers;
   s->threads_wanted = threads ? threads : (p ? p->min_threads : 1);
   s->shedding = 0;
 }
 
-static const char *const action_names[] = {"none", "spawn_worker", "retire_worker", "add_thread",
-                                           "remove_thread"};
+static const char *const action_names[] = {"none",       "spawn_worker",  "retire_worker",
+                                           "add_thread", "remove_thread", "set_slots"};
 
 const char *pp_action_name(pp_action a) {
   if ((unsigned)a < sizeof action_names / sizeof action_names[0]) return action_names[a];
@@ -239,16 +241,164 @@ static uint32_t worker_cap(const pp_policy *p, const pp_observation *o, const vi
 /* Workers needed: enough slots to carry the offered load at target utilisation, plus enough
  * to drain the backlog L within a drain horizon (the longer of a tick and the spawn
  * cooldown, the soonest the controller could correct itself). Little's law both ways. */
-static double workers_needed(const pp_policy *p, const pp_observation *o, const view *v) {
+static double workers_needed(const pp_policy *p, const pp_observation *o, const view *v,
+                             uint32_t tpw) {
   double horizon = (double)(p->spawn_cooldown_ns > p->tick_ns ? p->spawn_cooldown_ns : p->tick_ns);
   double drain = (double)o->queue_len * (double)o->service_mean_ns / horizon;
   double slots = v->offered / p->target_utilisation + drain;
-  double w = ceil(slots / (double)v->tpw);
+  double w = ceil(slots / (double)tpw);
   return w > 1e9 ? 1e9 : w;
 }
 
 static uint32_t min32(uint32_t a, uint32_t b) {
   return a < b ? a : b;
+}
+
+/* ---- slots per worker (rule 4b) ---- */
+
+/* A share of one core as a percentage: "8%", "97%". */
+static void put_pct(line *l, double share) {
+  if (!(share >= 0)) share = 0;
+  if (share > 99.0) share = 99.0;
+  put_u64(l, (uint64_t)(share * 100.0 + 0.5));
+  put(l, "%");
+}
+
+/* "set_slots 5->40: " */
+static void put_slots_action(line *l, uint32_t from, uint32_t to) {
+  put(l, "set_slots ");
+  put_u64(l, from);
+  put(l, "->");
+  put_u64(l, to);
+  put(l, ": ");
+}
+
+/* "workers at 8% of a core (max 9%)" */
+static void put_cpu(line *l, const pp_observation *o) {
+  put(l, "workers at ");
+  put_pct(l, o->cpu_share_mean);
+  put(l, " of a core (max ");
+  put_pct(l, o->cpu_share_max);
+  put(l, ")");
+}
+
+/* What rule 4b needs, derived once per tick. */
+typedef struct slots_view {
+  int known;        /* the CPU share and the CPU per request are measured, S > 0 */
+  int settled;      /* every ready worker has its slots connected */
+  int cooled;       /* slots.cooldown has passed since the last set_slots */
+  double c_req;     /* CPU per request, ns */
+  uint32_t n_cpu;   /* the CPU bound: slots per worker whose full occupancy fills one core */
+  uint32_t workers; /* workers sizing divides by (ready + booting, at least 1) */
+} slots_view;
+
+static double clampd(double x, double lo, double hi) {
+  return x < lo ? lo : x > hi ? hi : x;
+}
+
+static slots_view slots_derive(const pp_policy *p, const pp_ctl_state *st, const pp_observation *o,
+                               const view *v) {
+  slots_view sv;
+  memset(&sv, 0, sizeof sv);
+  sv.c_req = o->cpu_per_request_ns >= 0    ? (double)o->cpu_per_request_ns
+             : o->service_cpu_mean_ns >= 0 ? (double)o->service_cpu_mean_ns
+                                           : -1;
+  sv.known = p->slots_enabled && o->cpu_workers > 0 && o->cpu_share_max >= 0 &&
+             o->service_mean_ns > 0 && sv.c_req >= 0;
+  sv.settled = (uint64_t)o->slots_ready >= (uint64_t)o->workers_ready * v->tpw;
+  sv.cooled = elapsed_since(o->time_ns, st->last_slots_ns) >= p->slots_cooldown_ns;
+  sv.workers = v->expected ? v->expected : 1;
+  /* A busy slot keeps its worker at c_req / S of a core; S / c_req of them fill the core (the
+   * GVL): slots beyond that cannot run. */
+  double n_cpu = sv.c_req > 0 ? (double)o->service_mean_ns / sv.c_req : 1e9;
+  sv.n_cpu = (uint32_t)clampd(floor(n_cpu), 1, 1e9);
+  return sv;
+}
+
+/* Slots per worker that carry the offered load at target utilisation and drain the backlog
+ * within the horizon max(tick, slots.cooldown): Little's law, per worker. */
+static uint32_t slots_needed(const pp_policy *p, const pp_observation *o, const view *v,
+                             const slots_view *sv) {
+  double horizon = (double)(p->slots_cooldown_ns > p->tick_ns ? p->slots_cooldown_ns : p->tick_ns);
+  double drain = (double)o->queue_len * (double)o->service_mean_ns / horizon;
+  double slots = v->offered / p->target_utilisation + drain;
+  return (uint32_t)clampd(ceil(slots / (double)sv->workers), 1, 1e9);
+}
+
+static void slots_set(pp_decision *d, pp_ctl_state *st, int64_t now, uint32_t n) {
+  d->action = PP_ACTION_SET_SLOTS;
+  d->count = n;
+  st->threads_wanted = n;
+  st->last_slots_ns = now;
+}
+
+/* slots.rule gradient (Netflix Gradient2 / Envoy adaptive concurrency, per worker):
+ * min(1, max(0.5, tolerance x base / S)), the tolerance being slots.inflation. */
+static double slots_gradient(const pp_policy *p, const pp_ctl_state *st, const pp_observation *o) {
+  if (!st->svc_base_ns || !o->service_mean_ns) return 1;
+  return clampd(p->slots_inflation * (double)st->svc_base_ns / (double)o->service_mean_ns, 0.5, 1);
+}
+
+/* Slots per worker rule 4b would grow to on a breach, or 0 (no growth: processes instead). */
+static uint32_t slots_grow_target(const pp_policy *p, const pp_ctl_state *st,
+                                  const pp_observation *o, const view *v, const slots_view *sv,
+                                  int gradient) {
+  if (!sv->known || !sv->settled || !sv->cooled || v->tpw >= p->max_slots) return 0;
+  double n;
+  if (gradient) {
+    double g = slots_gradient(p, st, o);
+    if (g < 1) return 0;
+    n = floor((double)v->tpw * g + sqrt((double)v->tpw));
+  } else {
+    if (o->cpu_share_max >= p->slots_cpu_target) return 0; /* GVL-bound: processes */
+    /* Where Ruby measures GVL wait (>= 3.2), a wait at threads.gvl_wait_max says the same.
+     * Unknown (-1, Ruby 3.1) is not zero: it neither allows nor forbids; the CPU share decides. */
+    if (o->gvl_wait_ns >= 0 && (uint64_t)o->gvl_wait_ns >= p->gvl_wait_max_ns) return 0;
+    n = (double)slots_needed(p, o, v, sv);
+    if (n > (double)sv->n_cpu) n = sv->n_cpu;
+  }
+  if (st->slots_ceiling && n > (double)st->slots_ceiling) n = st->slots_ceiling;
+  if (n > (double)p->max_slots) n = p->max_slots;
+  if (n < (double)p->min_slots) n = p->min_slots;
+  return (uint32_t)n;
+}
+
+/* Off a breach: slots per worker rule 4b takes back, or 0. Only what it added (down to
+ * slots_base), never below slots.min: after calm_ticks calm ticks, and once processes added
+ * since the last slot change have connected (little), to twice what Little's law needs per
+ * worker (when that is a clear excess, over 1.5x); when a worker is at its CPU target with
+ * more slots than the CPU can use (little); when service time inflated past the tolerance
+ * (gradient). *why names which. */
+static uint32_t slots_shrink_target(const pp_policy *p, const pp_ctl_state *st,
+                                    const pp_observation *o, const view *v, const slots_view *sv,
+                                    int gradient, const char **why) {
+  if (!sv->known || !sv->settled || !sv->cooled || !st->slots_base) return 0;
+  uint32_t floor_n = st->slots_base > p->min_slots ? st->slots_base : p->min_slots;
+  if (v->tpw <= floor_n) return 0;
+  double n = 0;
+  if (v->calm && st->calm_ticks >= p->calm_ticks) {
+    n = 2.0 * ceil(v->offered / p->target_utilisation / (double)sv->workers);
+    /* Hysteresis: only a clear excess (over 1.5x that) is taken back, not every tick's jitter. */
+    if ((double)v->tpw <= 1.5 * n && n > (double)floor_n) return 0;
+    *why = "calm";
+  } else if (!gradient && o->workers_booting == 0 &&
+             (st->last_spawn_ns > st->last_slots_ns || st->last_activate_ns > st->last_slots_ns)) {
+    n = 2.0 * ceil(v->offered / p->target_utilisation / (double)sv->workers);
+    if ((double)v->tpw <= 1.5 * n) return 0;
+    *why = "processes";
+  } else if (gradient && o->completions) {
+    double g = slots_gradient(p, st, o);
+    if (g >= 1) return 0;
+    n = floor((double)v->tpw * g + sqrt((double)v->tpw));
+    *why = "gradient";
+  } else if (!gradient && o->cpu_share_max >= p->slots_cpu_target && sv->n_cpu < v->tpw) {
+    n = sv->n_cpu;
+    *why = "cpu";
+  } else {
+    return 0;
+  }
+  if (n < (double)floor_n) n = floor_n;
+  return n < (double)v->tpw ? (uint32_t)n : 0;
 }
 
 /* "; 2 from standby, 4 forked": how a spawn that used the standby pool was made up. */
@@ -347,8 +497,52 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
   const char *cap_why;
   uint32_t cap = worker_cap(p, o, &v, &cap_why);
   int gvl_known = o->gvl_wait_ns >= 0;
+  slots_view sv = slots_derive(p, st, o, &v);
+  uint32_t slot_shrink = 0;
+  const char *shrink_why = "";
+  int gradient = p->slots_rule == PP_SLOTS_RULE_GRADIENT;
+  /* Gradient: the baseline service time follows the window's mean down at once, up slowly. */
+  if (gradient && p->slots_enabled && o->completions && o->service_mean_ns) {
+    if (!st->svc_base_ns || o->service_mean_ns < st->svc_base_ns)
+      st->svc_base_ns = o->service_mean_ns;
+    else
+      st->svc_base_ns += (o->service_mean_ns - st->svc_base_ns) / 64;
+  }
+  /* Rule 4b's judgement of its last increase, once it has settled: did service time inflate? */
+  int judge = !gradient && st->slots_from && sv.settled && sv.cooled && o->completions &&
+              o->service_mean_ns && p->slots_enabled;
+  /* Inflated: service time grew past slots.inflation and the slots' capacity (slots / S, by
+   * Little's law) grew by under 20%: the extra slots wait on the GVL instead of serving. */
+  double svc_ratio =
+      st->slots_svc_before_ns ? (double)o->service_mean_ns / (double)st->slots_svc_before_ns : 0;
+  double slot_ratio = st->slots_from ? (double)v.tpw / (double)st->slots_from : 0;
+  int inflated = judge && svc_ratio > p->slots_inflation && slot_ratio < 1.2 * svc_ratio;
+  if (judge && !inflated) st->slots_from = 0; /* kept */
 
-  if (v.expected < p->min_workers) {
+  if (inflated) {
+    uint32_t back = st->slots_from;
+    slots_set(&d, st, now, back);
+    put_slots_action(&l, v.tpw, back);
+    put(&l, "service mean ");
+    put_dur(&l, o->service_mean_ns);
+    put(&l, " is ");
+    put_ratio(&l, (double)o->service_mean_ns / (double)st->slots_svc_before_ns);
+    put(&l, "x the ");
+    put_dur(&l, st->slots_svc_before_ns);
+    put(&l, " before the increase from ");
+    put_u64(&l, back);
+    put(&l, " (over slots.inflation ");
+    put_ratio(&l, p->slots_inflation);
+    put(&l, ") for ");
+    put_ratio(&l, slot_ratio);
+    put(&l, "x the slots; ");
+    if (sv.known) put_cpu(&l, o), put(&l, "; ");
+    put(&l, "slots capped at ");
+    put_u64(&l, back);
+    put(&l, ", processes next");
+    st->slots_ceiling = back;
+    st->slots_from = 0;
+  } else if (v.expected < p->min_workers) {
     /* Bounds: the floor. Forks are still behind the settled gate; standby workers are not
      * (they serve within a tick), and are used first. */
     uint32_t deficit = p->min_workers - v.expected;
@@ -389,7 +583,22 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
                      (uint64_t)o->gvl_wait_ns < p->gvl_wait_max_ns && v.tpw < p->max_threads &&
                      elapsed_since(now, st->last_thread_ns) >= p->spawn_cooldown_ns;
     uint64_t spawn_wait = elapsed_since(now, st->last_spawn_ns);
-    double need = o->service_mean_ns ? workers_needed(p, o, &v) : 0;
+    /* Rule 4b: while slots can still grow, a worker's slots are counted at what they can grow
+     * to (slots.max, the CPU bound S / c, an inflation ceiling), not at what they are now. */
+    uint32_t tpw_eff = v.tpw;
+    if (sv.known && !gradient) {
+      uint32_t can = min32(p->max_slots, sv.n_cpu);
+      if (st->slots_ceiling) can = min32(can, st->slots_ceiling);
+      if (can > tpw_eff) tpw_eff = can;
+    }
+    double need = o->service_mean_ns ? workers_needed(p, o, &v, tpw_eff) : 0;
+    /* With the CPU per request measured, a worker carries at most cpu_target / c_req requests
+     * per second (one core, the GVL): processes for that, however many slots each has. */
+    double need_cpu = 0;
+    if (sv.known && sv.c_req > 0)
+      need_cpu = ceil(o->arrival_rate * sv.c_req / 1e9 / p->slots_cpu_target);
+    if (need_cpu > need) need = need_cpu > 1e9 ? 1e9 : need_cpu;
+    uint32_t slot_grow = 0;
     /* Sized capacity suffices and the request arriving now would meet the target: the high
      * p95 is the backlog of an earlier shortage draining. Adding more would overshoot. */
     int draining = o->service_mean_ns && need <= (double)v.expected && v.wait <= v.target;
@@ -409,6 +618,43 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put(&l, " of ");
       put_u64(&l, p->breach_ticks);
       put_context(&l, &v, o, !v.over_p95);
+    } else if (!draining && (slot_grow = slots_grow_target(p, st, o, &v, &sv, gradient)) > v.tpw) {
+      uint32_t n = slot_grow;
+      put_slots_action(&l, v.tpw, n);
+      put_breach(&l, &v, st->breach_ticks);
+      put(&l, "; ");
+      put_cpu(&l, o);
+      put(&l, ", ");
+      put_count(&l, sv.workers, "worker", "workers");
+      if (gradient) {
+        put(&l, "; gradient ");
+        put_ratio(&l, slots_gradient(p, st, o));
+        put(&l, " (service ");
+        put_dur(&l, o->service_mean_ns);
+        put(&l, ", base ");
+        put_dur(&l, st->svc_base_ns);
+        put(&l, ")");
+      } else {
+        put(&l, "; sized ");
+        put_u64(&l, slots_needed(p, o, &v, &sv));
+        put(&l, " slots (");
+        put_ratio(&l, o->arrival_rate);
+        put(&l, " rps x ");
+        put_dur(&l, o->service_mean_ns);
+        put(&l, " / ");
+        put_ratio(&l, p->target_utilisation);
+        put(&l, ", queue ");
+        put_u64(&l, o->queue_len);
+        put(&l, "), CPU bound ");
+        put_u64(&l, sv.n_cpu);
+        if (n == p->max_slots) put(&l, ", capped by slots.max");
+        if (st->slots_ceiling && n == st->slots_ceiling) put(&l, ", capped by an inflation revert");
+        st->slots_from = v.tpw;
+        st->slots_svc_before_ns = o->service_mean_ns;
+      }
+      if (!st->slots_base) st->slots_base = v.tpw;
+      slots_set(&d, st, now, n);
+      st->breach_ticks = 0;
     } else if (o->workers_booting > 0 && act_now) {
       held = "booting";
     } else if (o->workers_booting > 0) {
@@ -520,6 +766,57 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put_standby_split(&l, act_now, 0);
       st->breach_ticks = 0;
     }
+  } else if ((slot_shrink = slots_shrink_target(p, st, o, &v, &sv, gradient, &shrink_why))) {
+    uint32_t n = slot_shrink;
+    put_slots_action(&l, v.tpw, n);
+    if (shrink_why[0] == 'c' && shrink_why[1] == 'a') {
+      put(&l, "calm for ");
+      put_count(&l, st->calm_ticks, "tick", "ticks");
+      put(&l, " (busy ");
+      put_u64(&l, o->slots_busy);
+      put(&l, "/");
+      put_u64(&l, o->slots_ready);
+      put(&l, ", ");
+      put_ratio(&l, o->arrival_rate);
+      put(&l, " rps x ");
+      put_dur(&l, o->service_mean_ns);
+      put(&l, "); twice the slots Little's law needs");
+    } else if (shrink_why[0] == 'p') {
+      put(&l, "processes added since the last slot change carry it (");
+      put_count(&l, sv.workers, "worker", "workers");
+      put(&l, ", ");
+      put_ratio(&l, o->arrival_rate);
+      put(&l, " rps x ");
+      put_dur(&l, o->service_mean_ns);
+      put(&l, "); twice the slots Little's law needs per worker");
+    } else if (shrink_why[0] == 'g') {
+      put(&l, "gradient ");
+      put_ratio(&l, slots_gradient(p, st, o));
+      put(&l, " (service ");
+      put_dur(&l, o->service_mean_ns);
+      put(&l, ", base ");
+      put_dur(&l, st->svc_base_ns);
+      put(&l, ")");
+    } else {
+      put_cpu(&l, o);
+      put(&l, " at or over slots.cpu_target ");
+      put_pct(&l, p->slots_cpu_target);
+      put(&l, "; the CPU uses ");
+      put_u64(&l, sv.n_cpu);
+      put(&l, " slots (");
+      put_dur(&l, (uint64_t)sv.c_req);
+      put(&l, " CPU of ");
+      put_dur(&l, o->service_mean_ns);
+      put(&l, " service)");
+    }
+    if (st->slots_base && n <= st->slots_base) {
+      put(&l, "; back to ");
+      put_u64(&l, st->slots_base);
+      st->slots_base = 0;
+    }
+    if (shrink_why[0] == 'c' && shrink_why[1] == 'a') st->slots_ceiling = 0;
+    st->slots_from = 0;
+    slots_set(&d, st, now, n);
   } else if (p->threads_enabled && gvl_known && (uint64_t)o->gvl_wait_ns > p->gvl_wait_max_ns &&
              v.tpw > p->min_threads &&
              elapsed_since(now, st->last_thread_ns) >= p->spawn_cooldown_ns) {

@@ -17,6 +17,7 @@ typedef enum pp_action {
   PP_ACTION_RETIRE_WORKER = 2,
   PP_ACTION_ADD_THREAD = 3,
   PP_ACTION_REMOVE_THREAD = 4,
+  PP_ACTION_SET_SLOTS = 5, /* count = the new number of slots per worker (absolute) */
 } pp_action;
 
 /* The controller's memory between ticks. Plain data, logged before and after every tick.
@@ -34,6 +35,18 @@ typedef struct pp_ctl_state {
    * when the policy has standby 0 and the observation reports no standby workers. */
   uint32_t standby_wanted;  /* standby workers parked + booting, after this tick's action */
   int64_t last_activate_ns; /* time of the last standby activation */
+  /* Added with slots as an actuator (decision log v3; docs/CONTROL.md rule 4b). All stay at
+   * their init values (never, 0) until the first set_slots, so older logs replay unchanged. */
+  int64_t last_slots_ns;        /* time of the last set_slots */
+  uint32_t slots_from;          /* slots per worker before the last increase, until it is
+                                   judged (0: nothing to judge) */
+  uint64_t slots_svc_before_ns; /* service mean at the tick of that increase */
+  uint32_t slots_ceiling;       /* slots an increase was reverted to: no growth beyond this
+                                   until a calm period clears it (0: none) */
+  uint32_t slots_base;          /* slots per worker before rule 4b first added any: what
+                                   taking concurrency back returns to (0: none added) */
+  uint64_t svc_base_ns;         /* slots.rule gradient: the baseline service time (fast down,
+                                   slow up); 0 until measured */
 } pp_ctl_state;
 
 typedef struct pp_decision {
@@ -60,7 +73,7 @@ void pp_ctl_state_init(pp_ctl_state *s, const pp_policy *p, uint32_t workers, ui
  * decision. Never fails: invalid inputs produce a NONE decision whose reason says why. */
 pp_decision pp_decide(const pp_policy *policy, pp_ctl_state *state, const pp_observation *obs);
 
-/* "none", "spawn_worker", "retire_worker", "add_thread", "remove_thread". */
+/* "none", "spawn_worker", "retire_worker", "add_thread", "remove_thread", "set_slots". */
 const char *pp_action_name(pp_action a);
 /* Inverse of pp_action_name. 0, or PP_CTL_EINVAL for an unknown name. */
 int pp_action_parse(const char *name, pp_action *out);

@@ -20,9 +20,11 @@
 
 enum kind { K_U64, K_I64, K_U32, K_F64, K_BOOL, K_ACTION, K_STR };
 
-/* `version` is the log version that added the field: version-2 fields are written (and
- * required) only in version-2 lines; a version-1 line reads them as their defaults (0, or
- * INT64_MIN "never" for a K_I64 time marked `never`). */
+/* `version` is the log version that added the field: version-N fields are written (and
+ * required) only in lines of version N or later; an older line reads them as their defaults:
+ * 0, or by `never`: D_NEVER (INT64_MIN, "never", for a K_I64 time) or D_UNKNOWN (-1 for a
+ * K_I64 or K_F64 measurement: absent is unknown, never 0). */
+enum { D_ZERO = 0, D_NEVER = 1, D_UNKNOWN = 2 };
 typedef struct jfield {
   const char *name;
   enum kind kind;
@@ -44,6 +46,10 @@ typedef struct jfield {
   { #n, k, offsetof(pp_ctl_state, n), 0, 2, never }
 #define DEC2(n, k)                                                                                 \
   { #n, k, offsetof(pp_decision, n), 0, 2, 0 }
+#define OBS3(n, k, dflt)                                                                           \
+  { #n, k, offsetof(pp_observation, n), 0, 3, dflt }
+#define STATE3(n, k, dflt)                                                                         \
+  { #n, k, offsetof(pp_ctl_state, n), 0, 3, dflt }
 
 static const jfield obs_fields[] = {
     OBS(tick, K_U64),
@@ -73,14 +79,29 @@ static const jfield obs_fields[] = {
     OBS(timeouts, K_U64),
     OBS2(workers_standby, K_U32),
     OBS2(workers_standby_booting, K_U32),
+    OBS3(cpu_share_mean, K_F64, D_UNKNOWN),
+    OBS3(cpu_share_max, K_F64, D_UNKNOWN),
+    OBS3(cpu_workers, K_U32, D_ZERO),
+    OBS3(cpu_per_request_ns, K_I64, D_UNKNOWN),
 };
 
 static const jfield state_fields[] = {
-    STATE(breach_ticks, K_U32),       STATE(calm_ticks, K_U32),
-    STATE(last_spawn_ns, K_I64),      STATE(last_retire_ns, K_I64),
-    STATE(last_thread_ns, K_I64),     STATE(workers_wanted, K_U32),
-    STATE(threads_wanted, K_U32),     STATE(shedding, K_BOOL),
-    STATE2(standby_wanted, K_U32, 0), STATE2(last_activate_ns, K_I64, 1),
+    STATE(breach_ticks, K_U32),
+    STATE(calm_ticks, K_U32),
+    STATE(last_spawn_ns, K_I64),
+    STATE(last_retire_ns, K_I64),
+    STATE(last_thread_ns, K_I64),
+    STATE(workers_wanted, K_U32),
+    STATE(threads_wanted, K_U32),
+    STATE(shedding, K_BOOL),
+    STATE2(standby_wanted, K_U32, 0),
+    STATE2(last_activate_ns, K_I64, 1),
+    STATE3(last_slots_ns, K_I64, D_NEVER),
+    STATE3(slots_from, K_U32, D_ZERO),
+    STATE3(slots_svc_before_ns, K_U64, D_ZERO),
+    STATE3(slots_ceiling, K_U32, D_ZERO),
+    STATE3(slots_base, K_U32, D_ZERO),
+    STATE3(svc_base_ns, K_U64, D_ZERO),
 };
 
 static const jfield decision_fields[] = {
@@ -117,17 +138,24 @@ static int field_at_default(const void *base, const jfield *f) {
     memcpy(&x, p, sizeof x);
     return x == 0;
   }
-  case K_I64: {
-    int64_t x;
-    memcpy(&x, p, sizeof x);
-    return x == (f->never ? INT64_MIN : 0);
-  }
-  case K_F64: {
+  case K_U64: {
     uint64_t x;
     memcpy(&x, p, sizeof x);
     return x == 0;
   }
-  default: return 1; /* no other kind is used by a version-2 field */
+  case K_I64: {
+    int64_t x;
+    memcpy(&x, p, sizeof x);
+    return x == (f->never == D_NEVER ? INT64_MIN : f->never == D_UNKNOWN ? -1 : 0);
+  }
+  case K_F64: {
+    double d = f->never == D_UNKNOWN ? -1.0 : 0.0;
+    uint64_t x, y;
+    memcpy(&x, p, sizeof x);
+    memcpy(&y, &d, sizeof y);
+    return x == y;
+  }
+  default: return 1; /* no other kind is used by a later-version field */
   }
 }
 
@@ -135,21 +163,31 @@ static void field_set_default(void *base, const jfield *f) {
   char *p = (char *)base + f->offset;
   switch (f->kind) {
   case K_U32: memset(p, 0, sizeof(uint32_t)); break;
+  case K_U64: memset(p, 0, sizeof(uint64_t)); break;
   case K_I64: {
-    int64_t x = f->never ? INT64_MIN : 0;
+    int64_t x = f->never == D_NEVER ? INT64_MIN : f->never == D_UNKNOWN ? -1 : 0;
     memcpy(p, &x, sizeof x);
     break;
   }
-  case K_F64: memset(p, 0, sizeof(double)); break;
+  case K_F64: {
+    double x = f->never == D_UNKNOWN ? -1.0 : 0.0;
+    memcpy(p, &x, sizeof x);
+    break;
+  }
   default: break;
   }
 }
 
-/* Version 2 when any version-2 field of the sub-object is not at its default. */
-static int needs_v2(const void *base, const jfield *f, size_t n) {
+/* The lowest version that holds every field of the sub-object not at its default. */
+static int needs_version(const void *base, const jfield *f, size_t n) {
+  int v = 1;
   for (size_t i = 0; i < n; i++)
-    if (f[i].version > 1 && !field_at_default(base, &f[i])) return 1;
-  return 0;
+    if (f[i].version > v && !field_at_default(base, &f[i])) v = f[i].version;
+  return v;
+}
+
+static int max_int(int a, int b) {
+  return a > b ? a : b;
 }
 
 static int encode_fields(json_t *obj, const void *base, const jfield *f, size_t n, int version) {
@@ -242,12 +280,13 @@ int pp_declog_encode(const pp_declog_record *r, char *buf, size_t cap) {
   if (!memchr(r->source, '\0', sizeof r->source)) return PP_CTL_EINVAL;
   json_t *root = json_object();
   if (!root) return PP_CTL_EINVAL;
-  int version = needs_v2(&r->obs, obs_fields, COUNT(obs_fields)) ||
-                        needs_v2(&r->state_before, state_fields, COUNT(state_fields)) ||
-                        needs_v2(&r->decision, decision_fields, COUNT(decision_fields)) ||
-                        needs_v2(&r->state_after, state_fields, COUNT(state_fields))
-                    ? 2
-                    : 1;
+  int version =
+      max_int(max_int(needs_version(&r->obs, obs_fields, COUNT(obs_fields)),
+                      needs_version(&r->state_before, state_fields, COUNT(state_fields))),
+              max_int(needs_version(&r->decision, decision_fields, COUNT(decision_fields)),
+                      needs_version(&r->state_after, state_fields, COUNT(state_fields))));
+  /* A set_slots action exists only from version 3 on. */
+  if (r->decision.action == PP_ACTION_SET_SLOTS && version < 3) version = 3;
   int bad = 0;
   bad |= set_new(root, "v", json_integer(version));
   bad |= set_new(root, "tick", u64_value(r->tick));
@@ -371,7 +410,8 @@ static int decode_fields(dctx *c, json_t *obj, const char *prefix, void *base, c
       pp_action a;
       if (!json_is_string(v) || pp_action_parse(json_string_value(v), &a) != 0)
         return fail(c->err, c->line, prefix, name,
-                    "expected none, spawn_worker, retire_worker, add_thread or remove_thread");
+                    "expected none, spawn_worker, retire_worker, add_thread, remove_thread or "
+                    "set_slots");
       memcpy(p, &a, sizeof a);
       break;
     }

@@ -15,10 +15,11 @@
 #include "control/observation.h"
 #include "control/policy.h"
 
-/* Tick lines are written as version 2 when any standby or prediction field (docs/CONTROL.md §5)
- * is not at its default, else as version 1, byte for byte what earlier releases wrote; both
- * are read. Header lines are always version 1. */
-#define PP_DECLOG_VERSION     2
+/* Tick lines are written as the lowest version that holds every field not at its default
+ * (docs/CONTROL.md §5): version 3 for the concurrency signal and the slot state (and any
+ * set_slots), version 2 for standby, else version 1, byte for byte what earlier releases
+ * wrote; all three are read. Header lines are always version 1. */
+#define PP_DECLOG_VERSION     3
 #define PP_DECLOG_VERSION_MIN 1
 
 typedef struct pp_declog_record {

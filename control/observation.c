@@ -54,6 +54,35 @@ int pp_observation_build(pp_observation *out, const pp_obs_input *in) {
   o.timeouts = in->timeouts;
   o.workers_standby = in->workers_standby;
   o.workers_standby_booting = in->workers_standby_booting;
+
+  /* CPU share of one core per worker: the window's CPU time over the window's length. */
+  o.cpu_share_mean = -1;
+  o.cpu_share_max = -1;
+  o.cpu_per_request_ns = -1;
+  if (in->worker_cpu_ns) {
+    double sum = 0, mx = 0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < in->n_worker_cpu; i++) {
+      if (in->worker_cpu_ns[i] < 0) continue;
+      double share = (double)in->worker_cpu_ns[i] / (double)in->window_ns;
+      sum += share;
+      if (share > mx) mx = share;
+      n++;
+    }
+    if (n) {
+      o.cpu_share_mean = sum / n;
+      o.cpu_share_max = mx;
+      o.cpu_workers = n;
+      /* CPU per request: all covered workers' CPU over all completions, scaled to the workers
+       * covered (completions are counted over every worker). */
+      if (in->completions && in->workers_ready) {
+        double per =
+            sum * (double)in->window_ns / ((double)in->completions * n / (double)in->workers_ready);
+        if (n > in->workers_ready) per = sum * (double)in->window_ns / (double)in->completions;
+        o.cpu_per_request_ns = (int64_t)(per + 0.5);
+      }
+    }
+  }
   *out = o;
   return PP_CTL_OK;
 }

@@ -46,6 +46,16 @@ typedef struct pp_observation {
    * booting until it connects its slots, then as ready. Both 0 without standby. */
   uint32_t workers_standby;         /* parked, activatable within a tick */
   uint32_t workers_standby_booting; /* standby replacements forked, not yet parked */
+
+  /* The gain of concurrency, on every Ruby (decision log v3; docs/CONTROL.md §2). From each
+   * serving worker's CPU time over the window (utime + stime deltas from /proc, or the
+   * simulator's accounting): its share of one core. A worker near 1.0 is bound by its GVL
+   * (more slots cannot help it); a worker at a small share with a queue is waiting on I/O.
+   * -1 when unknown (no worker's CPU time was passed in); unknown is never 0. */
+  double cpu_share_mean;      /* mean over the workers passed in */
+  double cpu_share_max;       /* the busiest worker's share */
+  uint32_t cpu_workers;       /* workers the two shares cover (0 when unknown) */
+  int64_t cpu_per_request_ns; /* sum of the workers' CPU time / completions, -1 if unknown */
 } pp_observation;
 
 /* What a tick's caller hands the builder. Histograms are read, never kept or freed. */
@@ -64,6 +74,18 @@ typedef struct pp_obs_input {
   int64_t gvl_wait_ns;                               /* PP_UNKNOWN_NS if unmeasured */
   int64_t mem_per_worker_bytes;                      /* -1 if unknown */
   uint32_t workers_standby, workers_standby_booting; /* 0 without standby */
+
+  /* Per-worker CPU time over this window, for the concurrency signal (v3). One entry per
+   * serving worker (ready, not retiring, not standby) that was alive for the whole window:
+   * (utime + stime now) - (utime + stime at the previous tick), converted to ns
+   * (clock ticks x 10^9 / sysconf(_SC_CLK_TCK), or the ns fields of /proc/PID/schedstat).
+   * A worker first seen during the window, or whose /proc read failed, is left out (or passed
+   * as a negative entry, which is skipped). NULL or n_worker_cpu 0: CPU unknown (every cpu_*
+   * field of the observation reads -1). The builder reads the array and never keeps it.
+   * The slot count per worker is threads_per_worker above (the target the workers are told,
+   * threads or fibers alike); slots_ready is what is connected. */
+  const int64_t *worker_cpu_ns;
+  uint32_t n_worker_cpu;
 } pp_obs_input;
 
 /* Fills *out from *in. Returns 0, or PP_CTL_EINVAL if a required pointer is NULL or

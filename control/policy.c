@@ -20,7 +20,7 @@
 #include <yaml.h>
 
 /* F_BUDGET is a duration or "auto" (stored as 0); F_RULE is one of the shed.rule names. */
-enum field_kind { F_DURATION, F_U32, F_BYTES, F_DOUBLE, F_BOOL, F_BUDGET, F_RULE };
+enum field_kind { F_DURATION, F_U32, F_BYTES, F_DOUBLE, F_BOOL, F_BUDGET, F_RULE, F_SLOTRULE };
 
 /* `format` is the policy format that introduced the field. Format-1 fields are always in the
  * canonical text; later ones only when they differ from the default, which keeps the text and
@@ -40,6 +40,8 @@ typedef struct field {
   { name, kind, offsetof(pp_policy, member), 2 }
 #define FIELD3(name, kind, member)                                                                 \
   { name, kind, offsetof(pp_policy, member), 3 }
+#define FIELD4(name, kind, member)                                                                 \
+  { name, kind, offsetof(pp_policy, member), 4 }
 static const field fields[] = {
     FIELD("tick", F_DURATION, tick_ns),
     FIELD("min_workers", F_U32, min_workers),
@@ -69,6 +71,13 @@ static const field fields[] = {
     FIELD2("shed.client_timeout", F_DURATION, shed_client_timeout_ns),
     FIELD2("shed.slo", F_DURATION, shed_slo_ns),
     FIELD3("standby", F_U32, standby),
+    FIELD4("slots.enabled", F_BOOL, slots_enabled),
+    FIELD4("slots.rule", F_SLOTRULE, slots_rule),
+    FIELD4("slots.min", F_U32, min_slots),
+    FIELD4("slots.max", F_U32, max_slots),
+    FIELD4("slots.cpu_target", F_DOUBLE, slots_cpu_target),
+    FIELD4("slots.inflation", F_DOUBLE, slots_inflation),
+    FIELD4("slots.cooldown", F_DURATION, slots_cooldown_ns),
 };
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
@@ -101,6 +110,13 @@ const char *const pp_policy_field_names[] = {
     "shed.client_timeout",
     "shed.slo",
     "standby",
+    "slots.enabled",
+    "slots.rule",
+    "slots.min",
+    "slots.max",
+    "slots.cpu_target",
+    "slots.inflation",
+    "slots.cooldown",
     NULL,
 };
 
@@ -109,6 +125,7 @@ const char *const pp_policy_field_names[] = {
 #define WORKERS_MAX     65536u
 #define STANDBY_MAX     64u
 #define THREADS_MAX     1024u
+#define SLOTS_MAX       4096u
 
 void pp_policy_defaults(pp_policy *p) {
   memset(p, 0, sizeof *p);
@@ -140,6 +157,20 @@ void pp_policy_defaults(pp_policy *p) {
   p->shed_client_timeout_ns = 20000000000ull;
   p->shed_slo_ns = 150000000ull;
   p->standby = 0;
+  p->slots_enabled = 1;
+  p->slots_rule = PP_SLOTS_RULE_LITTLE;
+  p->min_slots = 1;
+  p->max_slots = 1024;
+  p->slots_cpu_target = 0.8;
+  p->slots_inflation = 1.5;
+  p->slots_cooldown_ns = 1000000000ull;
+}
+
+static const char *const slots_rule_names[] = {"little", "gradient"};
+#define N_SLOTS_RULES (sizeof slots_rule_names / sizeof slots_rule_names[0])
+
+const char *pp_slots_rule_name(uint32_t rule) {
+  return rule < N_SLOTS_RULES ? slots_rule_names[rule] : "?";
 }
 
 static const char *const shed_rule_names[] = {"predicted", "drain", "codel"};
@@ -447,6 +478,16 @@ static int set_field(pp_policy *p, const field *f, const char *value, int line, 
     if (rc == 0) memcpy(base, &v, sizeof v);
     break;
   }
+  case F_SLOTRULE: {
+    rc = PP_CTL_EINVAL;
+    why = "expected one of little, gradient";
+    for (uint32_t k = 0; k < N_SLOTS_RULES; k++)
+      if (strcmp(value, slots_rule_names[k]) == 0) {
+        memcpy(base, &k, sizeof k);
+        rc = 0;
+      }
+    break;
+  }
   case F_RULE: {
     rc = PP_CTL_EINVAL;
     why = "expected one of predicted, drain, codel";
@@ -536,6 +577,17 @@ int pp_policy_validate(const pp_policy *p, pp_policy_error *err) {
   CHECK(p->shed_slo_ns < p->shed_client_timeout_ns, "shed.slo",
         "must be less than shed.client_timeout");
   CHECK(p->standby <= STANDBY_MAX, "standby", "must be at most 64");
+  CHECK(p->slots_enabled == 0 || p->slots_enabled == 1, "slots.enabled", "must be true or false");
+  CHECK(p->slots_rule < N_SLOTS_RULES, "slots.rule", "must be little or gradient");
+  CHECK(p->min_slots >= 1, "slots.min", "must be at least 1");
+  CHECK(p->max_slots <= SLOTS_MAX, "slots.max", "must be at most 4096");
+  CHECK(p->min_slots <= p->max_slots, "slots.min", "must not exceed slots.max");
+  CHECK(p->slots_cpu_target > 0 && p->slots_cpu_target <= 1, "slots.cpu_target",
+        "must be in (0, 1]");
+  CHECK(p->slots_cpu_target >= DBL_MIN, "slots.cpu_target", TOO_SMALL);
+  CHECK(p->slots_inflation > 1 && p->slots_inflation <= 1e6, "slots.inflation",
+        "must be greater than 1 and at most 1e6");
+  CHECK(p->slots_cooldown_ns <= DURATION_MAX_NS, "slots.cooldown", "is too large");
   CHECK(p->tick_ns <= DURATION_MAX_NS && p->target_queue_p95_ns <= DURATION_MAX_NS, "tick",
         "is too large");
 #undef CHECK
@@ -610,7 +662,7 @@ static int walk_mapping(parse_ctx *c, yaml_document_t *doc, yaml_node_t *map, co
       return PP_CTL_EINVAL;
     }
     if (v->type == YAML_MAPPING_NODE && prefix[0] == '\0' &&
-        (strcmp(name, "threads") == 0 || strcmp(name, "shed") == 0)) {
+        (strcmp(name, "threads") == 0 || strcmp(name, "shed") == 0 || strcmp(name, "slots") == 0)) {
       int rc = walk_mapping(c, doc, v, name);
       if (rc) return rc;
       continue;
@@ -708,9 +760,10 @@ int pp_policy_parse(pp_policy *out, const char *yaml, size_t len, pp_policy_erro
 /* Whether field f of p holds its default value (compared bytewise: every kind is plain data). */
 static int at_default(const pp_policy *p, const field *f) {
   static const size_t size_of[] = {
-      [F_DURATION] = sizeof(uint64_t), [F_U32] = sizeof(uint32_t), [F_BYTES] = sizeof(int64_t),
-      [F_DOUBLE] = sizeof(double),     [F_BOOL] = sizeof(int),     [F_BUDGET] = sizeof(uint64_t),
-      [F_RULE] = sizeof(uint32_t)};
+      [F_DURATION] = sizeof(uint64_t), [F_U32] = sizeof(uint32_t),
+      [F_BYTES] = sizeof(int64_t),     [F_DOUBLE] = sizeof(double),
+      [F_BOOL] = sizeof(int),          [F_BUDGET] = sizeof(uint64_t),
+      [F_RULE] = sizeof(uint32_t),     [F_SLOTRULE] = sizeof(uint32_t)};
   pp_policy d;
   pp_policy_defaults(&d);
   return memcmp((const char *)p + f->offset, (const char *)&d + f->offset, size_of[f->kind]) == 0;
@@ -767,6 +820,12 @@ int pp_policy_canonical(const pp_policy *p, char *buf, size_t cap) {
       uint32_t v;
       memcpy(&v, base, sizeof v);
       snprintf(value, sizeof value, "%s", pp_shed_rule_name(v));
+      break;
+    }
+    case F_SLOTRULE: {
+      uint32_t v;
+      memcpy(&v, base, sizeof v);
+      snprintf(value, sizeof value, "%s", pp_slots_rule_name(v));
       break;
     }
     }

@@ -52,7 +52,30 @@ typedef struct pp_policy {
   /* Standby workers: policy format 3, written in the canonical text only when not default,
    * like format 2; with the default (0) pp_decide behaves exactly as before. */
   uint32_t standby; /* standby: booted, parked workers to keep ready to activate (default 0) */
+
+  /* Slots per worker as an actuator (docs/CONTROL.md rule 4b): policy format 4, written in the
+   * canonical text only when not default. The rule acts only when the observation carries the
+   * workers' CPU share (decision log v3); without it pp_decide decides as before. */
+  int slots_enabled;          /* slots.enabled: may change slots per worker (default true) */
+  uint32_t slots_rule;        /* slots.rule: a pp_slots_rule (default little) */
+  uint32_t min_slots;         /* slots.min: fewest slots per worker (default 1) */
+  uint32_t max_slots;         /* slots.max: most slots per worker (default 1024, at most 4096) */
+  double slots_cpu_target;    /* slots.cpu_target: a worker's CPU share (of one core) that slot
+                                 sizing aims at and that counts as GVL-bound (default 0.8) */
+  double slots_inflation;     /* slots.inflation: service mean over this x the mean before a
+                                 slot increase reverts it (default 1.5) */
+  uint64_t slots_cooldown_ns; /* slots.cooldown: least time between slot changes, and the
+                                 settling time before judging one (default 1s) */
 } pp_policy;
+
+/* slots.rule values (pp_policy.slots_rule); docs/CONTROL.md §3b compares them. */
+typedef enum pp_slots_rule {
+  PP_SLOTS_RULE_LITTLE = 0,   /* "little": size slots by Little's law, bounded by CPU share */
+  PP_SLOTS_RULE_GRADIENT = 1, /* "gradient": limit x min(1, (1+b) x S_min / S) + sqrt(limit) */
+} pp_slots_rule;
+
+/* "little", "gradient"; "?" for anything else. */
+const char *pp_slots_rule_name(uint32_t rule);
 
 /* shed.rule values (stored in pp_policy.shed_rule). Semantics: control/admit.h, docs/CONTROL.md. */
 typedef enum pp_shed_rule {

@@ -1,4 +1,4 @@
-/* Fuzz target for the server's flag parser (server/config.h).
+/* Fuzz target for the server's flag parser (server/base/config.h).
  *
  * Input: an argument vector, the arguments separated by NUL bytes (argv[0] is supplied), as
  * a shell or systemd unit would pass them; seeds are the command lines of the tests and the
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/config.h"
+#include "server/base/config.h"
 
 #include "fuzz/check.h"
 

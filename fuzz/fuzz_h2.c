@@ -1,4 +1,4 @@
-/* Fuzz target for the HTTP/2 session (server/h2.h).
+/* Fuzz target for the HTTP/2 session (server/proto/h2.h).
  *
  * Input: bytes 0-1 (big-endian) choose a split point, the rest is what a client sends after
  * the 24-byte preface (the target puts the preface in front, so a seed is a plain frame
@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/h2.h"
+#include "server/proto/h2.h"
 
 #include "fuzz/check.h"
 

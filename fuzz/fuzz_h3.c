@@ -1,4 +1,4 @@
-/* Fuzz target for the HTTP/3 endpoint's packet path (server/h3.h).
+/* Fuzz target for the HTTP/3 endpoint's packet path (server/proto/h3.h).
  *
  * Input: byte 0 = mode (bit 0: the server sends Retry, else not), then datagrams, each
  *   u8 ctl   bits 0-5: milliseconds the fake clock moves before this datagram (0-63);
@@ -47,8 +47,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/h3.h"
-#include "server/tls.h"
+#include "server/proto/h3.h"
+#include "server/proto/tls.h"
 
 #include "fuzz/check.h"
 #include "fuzz/known.h"
@@ -100,9 +100,9 @@ static void det_rand(uint8_t *dest, size_t len, void *data) {
 
 /* Pending finding 8 (docs/FUZZING.md): a long header whose DCID equals the SCID the server is
  * about to draw for its Retry trips ngtcp2's assertion scid != odcid in ngtcp2_pkt_write_retry
- * (send_retry in server/h3.c does not check). The draw is predictable here because config.rand
- * is: the next PP_H3_SCID_LEN bytes of det_rand. With PP_FUZZ_SKIP_KNOWN=1 the target stops
- * feeding an input at such a datagram (retry mode only). */
+ * (send_retry in server/proto/h3.c does not check). The draw is predictable here because
+ * config.rand is: the next PP_H3_SCID_LEN bytes of det_rand. With PP_FUZZ_SKIP_KNOWN=1 the target
+ * stops feeding an input at such a datagram (retry mode only). */
 static int dcid_is_next_retry_scid(const uint8_t *pkt, size_t len) {
   if (len < 6 || !(pkt[0] & 0x80) || pkt[5] != PP_H3_SCID_LEN || len < 6 + PP_H3_SCID_LEN) return 0;
   uint64_t saved = rng_state;

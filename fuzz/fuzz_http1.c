@@ -1,4 +1,4 @@
-/* Fuzz target for the HTTP/1.1 request parser (server/http1.h) and the Rack env builder.
+/* Fuzz target for the HTTP/1.1 request parser (server/proto/http1.h) and the Rack env builder.
  *
  * Input: byte 0 chooses the limits and the chunking, the rest is what a client sends on one
  * connection (any number of pipelined requests).
@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/http1.h"
-#include "server/wire.h"
+#include "server/proto/http1.h"
+#include "server/proto/wire.h"
 
 #include "fuzz/check.h"
 
@@ -167,7 +167,7 @@ static void parse(const uint8_t *data, size_t size, const pp_h1_limits *lim, siz
       if (r == PP_H1_ERROR) {
         CHECK(h.status >= 400 && h.status <= 599);
         CHECK(h.reason != NULL && h.reason[0] != '\0');
-        CHECK(strcmp(pp_h1_reason_phrase(h.status), "Unknown") != 0);
+        CHECK(strcmp(pp_http_reason_phrase(h.status), "Unknown") != 0);
         size_t again = 1;
         CHECK(pp_h1_execute(&h, (const uint8_t *)"x", 1, &again) == PP_H1_ERROR && again == 0);
         /* The status is not part of the transcript: which limit or rule a bad request

@@ -1,4 +1,4 @@
-/* Fuzz target for the TLS filter (server/tls.h).
+/* Fuzz target for the TLS filter (server/proto/tls.h).
  *
  * The input is what a client sends to a TLS listener, as it is (no prefix byte), so a captured
  * ClientHello is a seed as it is. The server side is one fixed context over a development
@@ -28,7 +28,7 @@
 
 #include <openssl/err.h>
 
-#include "server/tls.h"
+#include "server/proto/tls.h"
 
 #include "fuzz/check.h"
 

@@ -1,4 +1,4 @@
-/* Fuzz target for the wire-frame decoder (server/wire.h).
+/* Fuzz target for the wire-frame decoder (server/proto/wire.h).
  *
  * The input is a byte stream of frames as a worker would send it (the golden corpus
  * the .bin files of docs/protocol-corpus/ is a valid seed as is: there is no prefix byte).
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/wire.h"
+#include "server/proto/wire.h"
 
 #include "fuzz/check.h"
 

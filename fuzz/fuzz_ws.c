@@ -1,4 +1,4 @@
-/* Fuzz target for the WebSocket frame parser (server/ws.h): pp_ws_feed and its callbacks, the
+/* Fuzz target for the WebSocket frame parser (server/proto/ws.h): pp_ws_feed and its callbacks, the
  * owner's echo through pp_ws_send, the output a session writes.
  *
  * Input: byte 0 = mode: bit 0 permessage-deflate agreed, bit 1 no context takeover (both
@@ -25,7 +25,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "server/ws.h"
+#include "server/proto/ws.h"
 
 #include "fuzz/check.h"
 

@@ -1,4 +1,4 @@
-/* Fuzz target for permessage-deflate (server/ws.h, ws_deflate.c): the negotiation of
+/* Fuzz target for permessage-deflate (server/proto/ws.h, ws_deflate.c): the negotiation of
  * Sec-WebSocket-Extensions, the bounded inflater and the compressor.
  *
  * Input: the first line (up to '\n') is a Sec-WebSocket-Extensions value; then byte 0 of the
@@ -23,7 +23,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "server/ws.h"
+#include "server/proto/ws.h"
 
 #include "fuzz/check.h"
 

@@ -31,8 +31,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/h3.h"
-#include "server/tls.h"
+#include "server/proto/h3.h"
+#include "server/proto/tls.h"
 
 #define CU_ASSERT(x)                                                                               \
   do {                                                                                             \

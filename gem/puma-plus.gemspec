@@ -18,12 +18,15 @@ module PumaPlusGemSources
     return unless File.file?(File.join(ROOT, "server/main.c"))
 
     %w[server control].each do |dir|
-      wanted = Dir[File.join(ROOT, dir, "*.{c,h,html}")].map { |f| File.basename(f) }
+      # server/ is in layer folders (server/base, server/proto, ...); its tests/ and tools/ stay out.
+      wanted = Dir.chdir(File.join(ROOT, dir)) { Dir["{,*/}*.{c,h,html}"] }.reject { |f| f.start_with?("tests/", "tools/") }
       FileUtils.mkdir_p(File.join(DEST, dir))
-      (Dir.children(File.join(DEST, dir)) - wanted).each { |f| File.delete(File.join(DEST, dir, f)) }
+      have = Dir.chdir(File.join(DEST, dir)) { Dir["**/*"].select { |f| File.file?(f) } }
+      (have - wanted).each { |f| File.delete(File.join(DEST, dir, f)) }
       wanted.each do |name|
         from = File.join(ROOT, dir, name)
         to = File.join(DEST, dir, name)
+        FileUtils.mkdir_p(File.dirname(to))
         FileUtils.cp(from, to) unless File.file?(to) && FileUtils.identical?(from, to)
       end
     end
@@ -48,7 +51,7 @@ Gem::Specification.new do |s|
   s.required_ruby_version = ">= 3.1"
   Dir.chdir(PumaPlusGemSources::HERE) do
     s.files = Dir["lib/**/*.rb", "exe/*", "README.md", "ext/puma_plus_server/extconf.rb",
-                  "ext/puma_plus_server/src/{server,control}/*.{c,h,html}",
+                  "ext/puma_plus_server/src/{server,control}/{,*/}*.{c,h,html}",
                   "ext/puma_plus/extconf.rb", "ext/puma_plus/*.c"]
   end
   # The server, and the hot codec (optional at run time: the Ruby codec is the fallback).

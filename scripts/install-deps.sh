@@ -18,6 +18,7 @@ PACKAGES=(
   redis-server
   haproxy prometheus iproute2 systemd
   linux-perf
+  slurm-wlm munge parallel
 )
 
 missing=()

@@ -15,5 +15,6 @@ if [[ ! -x "$server" ]]; then
   echo "run: $server is not built (run make build)" >&2
   exit 1
 fi
-exec "$server" -app "$root/scenarios/apps/mix/config.ru" -workers 2 -threads 5 \
+# The control app is off unless -control names a place (as puma's): this job turns it on.
+exec "$server" -app "$root/scenarios/apps/mix/config.ru" -workers 2 -threads 5 -control 127.0.0.1:9293 \
   -autoscale -min-workers 2 -max-workers 4 -decision-log "$build/decisions.jsonl" "$@"

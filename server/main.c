@@ -1,8 +1,8 @@
 /* puma-plus-server: parse the flags and run the server (see docs/SERVER.md). */
 #include <stdio.h>
 
-#include "server/config.h"
-#include "server/server.h"
+#include "server/base/config.h"
+#include "server/process/server.h"
 
 int main(int argc, char **argv) {
   static pp_config cfg;

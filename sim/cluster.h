@@ -35,7 +35,7 @@
 #include "control/control.h"
 #include "sim/scenario.h"
 
-/* The server's /metrics bucket bounds of puma_plus_queue_seconds (server/stats.c), seconds. */
+/* The server's /metrics bucket bounds of puma_plus_queue_seconds (server/ops/stats.c), seconds. */
 #define PP_CLUSTER_PROM_BUCKETS 19 /* 18 finite bounds and +Inf */
 extern const double pp_cluster_prom_bounds[PP_CLUSTER_PROM_BUCKETS];
 

@@ -1,5 +1,5 @@
 /* Discrete-event engine (see engine.h for the model). Workload: 10^4 - 10^7 requests per
- * run, up to a few dozen workers of up to 256 threads; every event is O(log events) for the
+ * run, up to a few dozen workers of up to 1024 slots; every event is O(log events) for the
  * heap plus O(workers) when the set of CPU-running workers changes. */
 #include "sim/engine.h"
 
@@ -13,7 +13,7 @@
 #include "sim/arrivals.h"
 #include "sim/evq.h"
 
-enum { EV_ARRIVAL, EV_CPU, EV_IO, EV_BOOT, EV_TICK, EV_SECOND };
+enum { EV_ARRIVAL, EV_CPU, EV_IO, EV_BOOT, EV_TICK, EV_SECOND, EV_SLOTS };
 enum { T_IDLE, T_GVL_WAIT, T_CPU, T_IO };
 /* W_STANDBY: forked, booted, parked (takes no requests); W_SBOOT: a standby being forked. An
  * activated standby goes to W_BOOTING for its activation delay, then W_READY. */
@@ -53,6 +53,10 @@ typedef struct worker {
   uint64_t seg;
   int32_t run_pos;
   u32ring q; /* per-worker queue (per_worker model) */
+  /* CPU accounting for the observation's per-worker CPU share (what /proc gives the server) */
+  double cpu_win;      /* CPU ns run in the current tick window */
+  double seg_credited; /* of the running segment, CPU ns already credited to cpu_win */
+  int64_t ready_t;     /* when the worker became ready (serving) */
 } worker;
 
 typedef struct sim {
@@ -80,6 +84,9 @@ typedef struct sim {
   uint32_t nw, capw;
   uint32_t tcap;
   uint32_t threads_per_worker;
+  uint32_t slot_target;  /* slots per worker the controller asked for (set_slots) */
+  uint64_t slot_version; /* invalidates a pending EV_SLOTS superseded by a newer decision */
+  int64_t *cpu_buf;      /* per-worker CPU ns of the window, handed to the builder */
   uint32_t alive, ready, booting, retiring; /* serving workers; standby are not "alive" */
   uint32_t standby, standby_booting;
   gsl_rng *act_rng;  /* activation delays, its own stream so boot draws do not move */
@@ -205,7 +212,7 @@ static double worker_mem(const sim *s, const worker *w) {
                ? (double)s->scn->mem_standby_bytes
                : (double)s->scn->mem_worker_bytes - (double)s->scn->mem_shared_bytes;
   return (double)s->scn->mem_worker_bytes - (double)s->scn->mem_shared_bytes +
-         (double)s->scn->mem_thread_bytes * w->threads;
+         (double)(s->cfg->fibers ? s->scn->mem_fiber_bytes : s->scn->mem_thread_bytes) * w->threads;
 }
 
 static void recompute_mem(sim *s) {
@@ -235,6 +242,7 @@ static void ps_start(sim *s, uint32_t wi, uint64_t seg) {
   worker *w = &s->w[wi];
   w->v_end = s->V + (double)seg;
   w->seg = seg;
+  w->seg_credited = 0;
   w->run_pos = (int32_t)s->nrun;
   s->running[s->nrun++] = wi;
   s->ps_dirty = 1;
@@ -423,7 +431,7 @@ static void thread_free(sim *s, uint32_t wi, uint32_t ti) {
     }
     if (s->cfg->queue == PP_QUEUE_FIFO && !t->in_idle) {
       t->in_idle = 1;
-      ring_push(s, &s->idle, wi << 8 | ti);
+      ring_push(s, &s->idle, wi << 16 | ti);
     }
   } else if (w->state == W_RETIRING && w->busy == 0) {
     worker_exit(s, wi);
@@ -469,6 +477,8 @@ static void segment_done(sim *s, uint32_t wi) {
   uint32_t ti = (uint32_t)w->holder;
   thr *t = &w->t[ti];
   t->cpu_left -= w->seg;
+  w->cpu_win += (double)w->seg - w->seg_credited;
+  w->seg_credited = 0;
   if (t->cpu_left > 0) {
     if (w->gq_len) {
       gq_push(s, w, ti);
@@ -516,7 +526,9 @@ static int grow_workers(sim *s) {
   worker *nw = realloc(s->w, nc * sizeof *nw);
   uint32_t *nr = realloc(s->running, nc * sizeof *nr);
   if (nr) s->running = nr;
-  if (!nw || !nr) {
+  int64_t *nb = realloc(s->cpu_buf, nc * sizeof *nb);
+  if (nb) s->cpu_buf = nb;
+  if (!nw || !nr || !nb) {
     if (nw) s->w = nw;
     s->oom = 1;
     return -1;
@@ -531,6 +543,7 @@ static void worker_ready(sim *s, uint32_t wi) {
   worker *w = &s->w[wi];
   account(s);
   w->state = W_READY;
+  w->ready_t = s->now;
   s->booting--;
   s->ready++;
   s->slots_ready += w->threads;
@@ -658,11 +671,11 @@ static void retire(sim *s) {
   /* Its queued requests (per-worker model) moved to the shared backlog; wake idle slots. */
   while (s->fifo.len && s->idle.len) {
     uint32_t id = ring_pop(&s->idle);
-    worker *x = &s->w[id >> 8];
-    thr *t = &x->t[id & 255];
+    worker *x = &s->w[id >> 16];
+    thr *t = &x->t[id & 0xffff];
     if (!t->in_idle || t->state != T_IDLE) continue;
     t->in_idle = 0;
-    thread_free(s, id >> 8, id & 255);
+    thread_free(s, id >> 16, id & 0xffff);
   }
 }
 
@@ -699,11 +712,11 @@ static void schedule_next_arrival(sim *s) {
 static uint32_t pick_idle_fifo(sim *s) {
   while (s->idle.len) {
     uint32_t id = ring_pop(&s->idle);
-    worker *w = &s->w[id >> 8];
-    thr *t = &w->t[id & 255];
+    worker *w = &s->w[id >> 16];
+    thr *t = &w->t[id & 0xffff];
     if (!t->in_idle) continue;
     t->in_idle = 0;
-    if (w->state == W_READY && (id & 255) < w->threads && t->state == T_IDLE) return id;
+    if (w->state == W_READY && (id & 0xffff) < w->threads && t->state == T_IDLE) return id;
   }
   return UINT32_MAX;
 }
@@ -715,6 +728,12 @@ static void on_arrival(sim *s) {
   r->t_arr = s->pending.t_ns;
   r->t_disp = r->t_done = -1;
   r->cpu_ns = s->pending.cpu_ns;
+  /* The scenario's CPU per request is what the app measures on thread slots; a fiber slot
+   * saves the difference of its two switches (suspend at the I/O, resume after it). */
+  if (s->cfg->fibers && s->scn->switch_thread_ns > s->scn->switch_fiber_ns) {
+    uint64_t save = 2 * (s->scn->switch_thread_ns - s->scn->switch_fiber_ns);
+    r->cpu_ns = r->cpu_ns > save ? r->cpu_ns - save : 0;
+  }
   r->io_ns = s->pending.io_ns;
   r->kind = s->pending.kind;
   r->status = R_QUEUED;
@@ -762,7 +781,7 @@ static void on_arrival(sim *s) {
     uint32_t id = pick_idle_fifo(s);
     if (id != UINT32_MAX) {
       admit_unqueued(s);
-      dispatch(s, id >> 8, id & 255, seq);
+      dispatch(s, id >> 16, id & 0xffff, seq);
       return;
     }
     s->queued++;
@@ -926,6 +945,25 @@ static void on_tick(sim *s) {
   }
   in.workers_standby = s->standby;
   in.workers_standby_booting = s->standby_booting;
+  in.threads_per_worker = s->slot_target;
+  /* Each serving worker's CPU time over the window, as the server reads it from /proc: the
+   * running segments are credited up to now. Workers that became ready inside the window are
+   * left out, as the server leaves out a worker it first sees during the window. */
+  ps_advance(s);
+  uint32_t ncpu = 0;
+  int64_t win_start = s->now - (int64_t)s->policy.tick_ns;
+  for (uint32_t i = 0; i < s->nw; i++) {
+    worker *w = &s->w[i];
+    if (w->run_pos >= 0) {
+      double done = (double)w->seg - (w->v_end - s->V);
+      if (done > w->seg_credited) w->cpu_win += done - w->seg_credited, w->seg_credited = done;
+    }
+    if (w->state == W_READY && w->ready_t <= win_start)
+      s->cpu_buf[ncpu++] = (int64_t)llround(w->cpu_win);
+    w->cpu_win = 0;
+  }
+  in.worker_cpu_ns = s->scn->cpu_measured ? s->cpu_buf : NULL;
+  in.n_worker_cpu = s->scn->cpu_measured ? ncpu : 0;
 
   pp_declog_record rec;
   memset(&rec, 0, sizeof rec);
@@ -958,10 +996,27 @@ static void on_tick(sim *s) {
     for (uint32_t i = 0; i < d->count; i++)
       retire(s);
     break;
-  case PP_ACTION_ADD_THREAD: set_threads(s, s->threads_per_worker + d->count); break;
+  case PP_ACTION_ADD_THREAD:
+    set_threads(s, s->threads_per_worker + d->count);
+    s->slot_target = s->threads_per_worker;
+    break;
   case PP_ACTION_REMOVE_THREAD:
     set_threads(s, s->threads_per_worker > d->count ? s->threads_per_worker - d->count : 1);
+    s->slot_target = s->threads_per_worker;
     break;
+  case PP_ACTION_SET_SLOTS: {
+    /* Fewer slots at once (a busy slot finishes its request first); more after the slot delay
+     * (a thread or fiber started, its connection dialled in). New workers get the target. */
+    uint32_t n = d->count < 1 ? 1 : d->count > s->tcap ? s->tcap : d->count;
+    s->slot_target = n;
+    s->slot_version++;
+    if (n <= s->threads_per_worker)
+      set_threads(s, n);
+    else
+      push_ev(s, s->now + (int64_t)(s->scn->slot_delay_ns ? s->scn->slot_delay_ns : 1), EV_SLOTS, 0,
+              s->slot_version);
+    break;
+  }
   default: break;
   }
   if (d->standby_spawn) {
@@ -1049,6 +1104,7 @@ static void sim_free(sim *s) {
   }
   free(s->w);
   free(s->running);
+  free(s->cpu_buf);
   free(s->heap.ev);
   free(s->rq);
   free(s->fifo.v);
@@ -1104,9 +1160,12 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
               (uint32_t)pp_splitmix64(opt->seed * 0x100000001b3ull + 2000 + config_index));
 
   s->threads_per_worker = s->cfg->threads;
+  s->slot_target = s->cfg->threads;
   s->tcap = s->cfg->threads;
   if (s->cfg->autoscale && s->policy.threads_enabled && s->policy.max_threads > s->tcap)
     s->tcap = s->policy.max_threads;
+  if (s->cfg->autoscale && s->policy.slots_enabled && s->policy.max_slots > s->tcap)
+    s->tcap = s->policy.max_slots;
   if (s->tcap > PP_SCN_MAX_THREADS) s->tcap = PP_SCN_MAX_THREADS;
   if (s->cfg->autoscale) {
     out->policy_hash = pp_policy_hash(&s->policy);
@@ -1148,6 +1207,9 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
     case EV_TICK:
       on_tick(s);
       push_ev(s, s->now + (int64_t)s->policy.tick_ns, EV_TICK, 0, 0);
+      break;
+    case EV_SLOTS:
+      if (e.b == s->slot_version) set_threads(s, s->slot_target);
       break;
     case EV_SECOND:
       on_second(s);

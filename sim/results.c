@@ -11,7 +11,7 @@
 
 struct pp_results_db {
   sqlite3 *db;
-  sqlite3_stmt *timeline, *decision;
+  sqlite3_stmt *timeline, *decision, *sweep_config;
 };
 
 static const char schema[] =
@@ -66,6 +66,40 @@ static const char schema[] =
     "CREATE VIEW IF NOT EXISTS v_summary AS\n"
     "  SELECT r.run_id, r.kind, r.scenario, r.seed, c.name AS config, c.variant, s.*\n"
     "  FROM summary s JOIN configs c USING (config_id) JOIN runs r USING (run_id);\n"
+    "CREATE TABLE IF NOT EXISTS sweeps (\n"
+    "  sweep_hash TEXT PRIMARY KEY,\n"
+    "  scenario TEXT NOT NULL,\n"
+    "  scenario_hash TEXT NOT NULL,\n"
+    "  definition TEXT NOT NULL,\n"
+    "  variants INTEGER NOT NULL, seeds INTEGER NOT NULL, configs INTEGER NOT NULL,\n"
+    "  units INTEGER NOT NULL,\n"
+    "  shards INTEGER NOT NULL);\n"
+    "CREATE TABLE IF NOT EXISTS sweep_shards (\n"
+    "  sweep_hash TEXT NOT NULL REFERENCES sweeps(sweep_hash),\n"
+    "  shard INTEGER NOT NULL,\n"
+    "  units INTEGER NOT NULL,\n"
+    "  simulations INTEGER NOT NULL,\n"
+    "  wall_s REAL, host TEXT,\n"
+    "  created_at TEXT NOT NULL,\n"
+    "  merged_from TEXT, merged_at TEXT,\n"
+    "  PRIMARY KEY (sweep_hash, shard));\n"
+    "CREATE TABLE IF NOT EXISTS sweep_runs (\n"
+    "  run_id INTEGER PRIMARY KEY REFERENCES runs(run_id),\n"
+    "  sweep_hash TEXT NOT NULL,\n"
+    "  seed INTEGER NOT NULL,\n"
+    "  UNIQUE (sweep_hash, seed));\n"
+    "CREATE TABLE IF NOT EXISTS sweep_configs (\n"
+    "  config_id INTEGER PRIMARY KEY REFERENCES configs(config_id),\n"
+    "  sweep_hash TEXT NOT NULL,\n"
+    "  unit INTEGER NOT NULL,\n"
+    "  variant_index INTEGER NOT NULL,\n"
+    "  seed INTEGER NOT NULL,\n"
+    "  shard INTEGER NOT NULL);\n"
+    "CREATE INDEX IF NOT EXISTS sweep_configs_shard ON sweep_configs (sweep_hash, shard);\n"
+    "CREATE VIEW IF NOT EXISTS v_sweep AS\n"
+    "  SELECT sc.sweep_hash, sc.unit, sc.variant_index, sc.seed, sc.shard, c.name AS config,\n"
+    "         c.variant, c.policy_hash, s.*\n"
+    "  FROM sweep_configs sc JOIN configs c USING (config_id) JOIN summary s USING (config_id);\n"
     "PRAGMA user_version = 1;\n";
 
 const char *pp_results_errmsg(pp_results_db *db) {
@@ -76,6 +110,7 @@ void pp_results_close(pp_results_db *db) {
   if (!db) return;
   sqlite3_finalize(db->timeline);
   sqlite3_finalize(db->decision);
+  sqlite3_finalize(db->sweep_config);
   sqlite3_close(db->db);
   free(db);
 }
@@ -279,4 +314,116 @@ int pp_results_add_decision(pp_results_db *db, int64_t config_id, uint64_t tick,
   bind_text(st, 7, reason);
   bind_text(st, 8, line);
   return step_done(st);
+}
+
+struct sqlite3 *pp_results_sqlite(pp_results_db *db) {
+  return db->db;
+}
+
+int pp_results_sweep_state(pp_results_db *db, const char *hash, uint32_t shard, uint32_t *shards,
+                           int *has_shard) {
+  sqlite3_stmt *st;
+  int found = 0;
+  *has_shard = 0;
+  if (sqlite3_prepare_v2(db->db, "SELECT shards FROM sweeps WHERE sweep_hash = ?", -1, &st, NULL) !=
+      SQLITE_OK)
+    return PP_SIM_EDB;
+  bind_text(st, 1, hash);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    found = 1;
+    *shards = (uint32_t)sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+  if (!found) return 0;
+  if (sqlite3_prepare_v2(db->db, "SELECT 1 FROM sweep_shards WHERE sweep_hash = ? AND shard = ?",
+                         -1, &st, NULL) != SQLITE_OK)
+    return PP_SIM_EDB;
+  bind_text(st, 1, hash);
+  sqlite3_bind_int64(st, 2, shard);
+  *has_shard = sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_finalize(st);
+  return 1;
+}
+
+int pp_results_add_sweep(pp_results_db *db, const pp_results_sweep *sw) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db->db,
+                         "INSERT OR IGNORE INTO sweeps (sweep_hash, scenario, scenario_hash,"
+                         " definition, variants, seeds, configs, units, shards)"
+                         " VALUES (?,?,?,?,?,?,?,?,?)",
+                         -1, &st, NULL) != SQLITE_OK)
+    return PP_SIM_EDB;
+  bind_text(st, 1, sw->hash);
+  bind_text(st, 2, sw->scenario);
+  bind_text(st, 3, sw->scenario_hash);
+  bind_text(st, 4, sw->definition);
+  sqlite3_bind_int64(st, 5, (sqlite3_int64)sw->variants);
+  sqlite3_bind_int64(st, 6, (sqlite3_int64)sw->seeds);
+  sqlite3_bind_int64(st, 7, (sqlite3_int64)sw->configs);
+  sqlite3_bind_int64(st, 8, (sqlite3_int64)sw->units);
+  sqlite3_bind_int64(st, 9, sw->shards);
+  int rc = step_done(st);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int pp_results_sweep_run(pp_results_db *db, const char *hash, const pp_results_run *run,
+                         int64_t *run_id) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db->db, "SELECT run_id FROM sweep_runs WHERE sweep_hash = ? AND seed = ?",
+                         -1, &st, NULL) != SQLITE_OK)
+    return PP_SIM_EDB;
+  bind_text(st, 1, hash);
+  sqlite3_bind_int64(st, 2, (sqlite3_int64)run->seed);
+  int found = sqlite3_step(st) == SQLITE_ROW;
+  if (found) *run_id = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  if (found) return 0;
+  if (pp_results_add_run(db, run, run_id)) return PP_SIM_EDB;
+  if (sqlite3_prepare_v2(db->db, "INSERT INTO sweep_runs (run_id, sweep_hash, seed) VALUES (?,?,?)",
+                         -1, &st, NULL) != SQLITE_OK)
+    return PP_SIM_EDB;
+  sqlite3_bind_int64(st, 1, *run_id);
+  bind_text(st, 2, hash);
+  sqlite3_bind_int64(st, 3, (sqlite3_int64)run->seed);
+  int rc = step_done(st);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int pp_results_add_sweep_config(pp_results_db *db, int64_t config_id, const char *hash,
+                                uint64_t unit, uint64_t variant, uint64_t seed, uint32_t shard) {
+  sqlite3_stmt *st = db->sweep_config;
+  if (!st && sqlite3_prepare_v2(db->db,
+                                "INSERT INTO sweep_configs (config_id, sweep_hash, unit,"
+                                " variant_index, seed, shard) VALUES (?,?,?,?,?,?)",
+                                -1, &db->sweep_config, NULL) != SQLITE_OK)
+    return PP_SIM_EDB;
+  st = db->sweep_config;
+  sqlite3_bind_int64(st, 1, config_id);
+  bind_text(st, 2, hash);
+  sqlite3_bind_int64(st, 3, (sqlite3_int64)unit);
+  sqlite3_bind_int64(st, 4, (sqlite3_int64)variant);
+  sqlite3_bind_int64(st, 5, (sqlite3_int64)seed);
+  sqlite3_bind_int64(st, 6, shard);
+  return step_done(st);
+}
+
+int pp_results_add_sweep_shard(pp_results_db *db, const char *hash, const pp_results_shard *s) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db->db,
+                         "INSERT INTO sweep_shards (sweep_hash, shard, units, simulations, wall_s,"
+                         " host, created_at) VALUES (?,?,?,?,?,?,?)",
+                         -1, &st, NULL) != SQLITE_OK)
+    return PP_SIM_EDB;
+  bind_text(st, 1, hash);
+  sqlite3_bind_int64(st, 2, s->shard);
+  sqlite3_bind_int64(st, 3, (sqlite3_int64)s->units);
+  sqlite3_bind_int64(st, 4, (sqlite3_int64)s->simulations);
+  sqlite3_bind_double(st, 5, s->wall_s);
+  bind_text(st, 6, s->host);
+  bind_text(st, 7, s->created_at ? s->created_at : "");
+  int rc = step_done(st);
+  sqlite3_finalize(st);
+  return rc;
 }

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define PP_RESULTS_SCHEMA_VERSION 1
 
@@ -81,6 +82,9 @@ typedef struct pp_results_db pp_results_db; /* opaque: a connection and prepared
 
 /* Opens (creating if needed) the database and its schema. On failure returns PP_SIM_EDB and
  * writes a sentence into errbuf. *out is owned by the caller; close with pp_results_close. */
+struct sqlite3;
+/* The connection itself, for pp_results_merge (sim/merge.c). */
+struct sqlite3 *pp_results_sqlite(pp_results_db *db);
 int pp_results_open(pp_results_db **out, const char *path, char *errbuf, size_t errcap);
 void pp_results_close(pp_results_db *db);
 /* Transactions: wrap a run in begin/commit for speed (thousands of rows). */
@@ -99,5 +103,48 @@ int pp_results_add_timeline(pp_results_db *db, int64_t config_id, const pp_timel
 int pp_results_add_decision(pp_results_db *db, int64_t config_id, uint64_t tick, int64_t time_ns,
                             const char *action, uint32_t count, uint32_t workers_target,
                             const char *reason, const char *line);
+
+/* Sweeps (docs/RESULTS.md, "Sweeps and shards"). A sweep is identified by the FNV-1a hash of
+ * its definition text (scenario file hash, swept configurations and their base policy hashes,
+ * axes, seeds); its rows come from one or more shards, each registered in sweep_shards. */
+typedef struct pp_results_sweep {
+  const char *hash; /* 16 hex digits */
+  const char *scenario;
+  const char *scenario_hash; /* 16 hex digits, FNV-1a of the scenario file's bytes */
+  const char *definition;
+  uint64_t variants, seeds, configs, units;
+  uint32_t shards; /* the number of shards the sweep was split into (1: run whole) */
+} pp_results_sweep;
+
+typedef struct pp_results_shard {
+  uint32_t shard; /* 1-based */
+  uint64_t units, simulations;
+  double wall_s;
+  const char *host, *created_at;
+} pp_results_shard;
+
+/* How the database already holds sweep `hash`: 0 not at all; 1 with *shards set to its shard
+ * count and *has_shard to whether shard `shard` is in. PP_SIM_EDB on a database error. */
+int pp_results_sweep_state(pp_results_db *db, const char *hash, uint32_t shard, uint32_t *shards,
+                           int *has_shard);
+int pp_results_add_sweep(pp_results_db *db, const pp_results_sweep *sw);
+/* The sweep's run for run->seed: found (sweep_runs), or added from *run. */
+int pp_results_sweep_run(pp_results_db *db, const char *hash, const pp_results_run *run,
+                         int64_t *run_id);
+int pp_results_add_sweep_config(pp_results_db *db, int64_t config_id, const char *hash,
+                                uint64_t unit, uint64_t variant, uint64_t seed, uint32_t shard);
+int pp_results_add_sweep_shard(pp_results_db *db, const char *hash, const pp_results_shard *s);
+
+/* pp-sim merge: copies every shard of the inputs into `out` (created if missing), one
+ * transaction per input. All inputs must hold shards of one sweep (the same hash) and the same
+ * shard count, which `out` must agree with if it already holds that sweep; otherwise nothing
+ * is merged. A shard already in `out`, or given twice, is reported and skipped, so merging again
+ * changes nothing. Reports each step, and then which shards are in and which are missing, one
+ * line each to `report`. With no inputs it only reports on `out`'s sweeps (`out` must exist).
+ * Returns 0 when every shard of the sweep is in, PP_RESULTS_INCOMPLETE when some are missing,
+ * PP_SIM_EDB (with errbuf) on a refusal or an error. */
+#define PP_RESULTS_INCOMPLETE 3
+int pp_results_merge(const char *out, const char *const *inputs, size_t n_inputs, FILE *report,
+                     char *errbuf, size_t errcap);
 
 #endif

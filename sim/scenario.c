@@ -65,8 +65,13 @@ void pp_scenario_defaults(pp_scenario *s) {
   s->cores = 8;
   s->mem_worker_bytes = 80000000ull;
   s->mem_thread_bytes = 2000000ull;
+  s->mem_fiber_bytes = 640000ull;
+  s->switch_thread_ns = 22000;
+  s->switch_fiber_ns = 100;
+  s->slot_delay_ns = 1000000ull;
   s->gvl_timeslice_ns = 100000000ull;
   s->gvl_measured = 1;
+  s->cpu_measured = 1;
   s->boot.kind = PP_DIST_LOGNORMAL;
   s->boot.mean_ns = 2000000000ull;
   s->boot.sd_ns = 500000000ull;
@@ -404,6 +409,8 @@ static int parse_memory(walk *w, const yaml_node_t *n, pp_scenario *s) {
       rc = get_bytes(w, v, f, &s->mem_worker_bytes);
     else if (!strcmp(key, "per_thread"))
       rc = get_bytes(w, v, f, &s->mem_thread_bytes);
+    else if (!strcmp(key, "per_fiber"))
+      rc = get_bytes(w, v, f, &s->mem_fiber_bytes);
     else if (!strcmp(key, "shared"))
       rc = get_bytes(w, v, f, &s->mem_shared_bytes);
     else if (!strcmp(key, "standby")) {
@@ -411,7 +418,8 @@ static int parse_memory(walk *w, const yaml_node_t *n, pp_scenario *s) {
       rc = get_bytes(w, v, f, &b);
       if (!rc) s->mem_standby_bytes = b > INT64_MAX ? INT64_MAX : (int64_t)b;
     } else
-      return fail(w, k, f, "unknown field (expected worker, per_thread, shared, standby)");
+      return fail(w, k, f,
+                  "unknown field (expected worker, per_thread, per_fiber, shared, standby)");
     if (rc) return rc;
   }
   return 0;
@@ -435,14 +443,22 @@ static int parse_machine(walk *w, const yaml_node_t *n, pp_scenario *s) {
       if (!rc && s->gvl_timeslice_ns == 0) return fail(w, v, f, "must be > 0");
     } else if (!strcmp(key, "gvl_measured"))
       rc = get_bool(w, v, f, &s->gvl_measured);
+    else if (!strcmp(key, "cpu_measured"))
+      rc = get_bool(w, v, f, &s->cpu_measured);
     else if (!strcmp(key, "boot"))
       rc = get_dist(w, v, f, &s->boot);
     else if (!strcmp(key, "activation"))
       rc = get_dist(w, v, f, &s->activation);
+    else if (!strcmp(key, "slot_delay"))
+      rc = get_duration(w, v, f, &s->slot_delay_ns);
+    else if (!strcmp(key, "switch_thread"))
+      rc = get_duration(w, v, f, &s->switch_thread_ns);
+    else if (!strcmp(key, "switch_fiber"))
+      rc = get_duration(w, v, f, &s->switch_fiber_ns);
     else
       return fail(w, k, f,
                   "unknown field (expected cores, memory, gvl_timeslice, gvl_measured, boot, "
-                  "activation)");
+                  "activation, slot_delay, switch_thread, switch_fiber, cpu_measured)");
     if (rc) return rc;
   }
   return 0;
@@ -568,7 +584,16 @@ static int parse_config(walk *w, const yaml_node_t *n, const char *field, pp_con
       rc = get_u32(w, v, f, 0, 1024, &c->workers);
     else if (!strcmp(key, "threads"))
       rc = get_u32(w, v, f, 1, PP_SCN_MAX_THREADS, &c->threads);
-    else if (!strcmp(key, "autoscale"))
+    else if (!strcmp(key, "slots")) {
+      const char *d;
+      if ((rc = want_scalar(w, v, f, &d))) return rc;
+      if (!strcmp(d, "thread"))
+        c->fibers = 0;
+      else if (!strcmp(d, "fiber"))
+        c->fibers = 1;
+      else
+        return fail(w, v, f, "unknown slot kind \"%s\" (thread, fiber)", d);
+    } else if (!strcmp(key, "autoscale"))
       rc = get_bool(w, v, f, &c->autoscale);
     else if (!strcmp(key, "boot"))
       rc = get_dist(w, v, f, &c->boot), c->has_boot = 1;
@@ -587,8 +612,8 @@ static int parse_config(walk *w, const yaml_node_t *n, const char *field, pp_con
       }
     } else {
       return fail(w, k, f,
-                  "unknown field (expected name, server, queue, workers, threads, autoscale, "
-                  "policy, boot)");
+                  "unknown field (expected name, server, queue, workers, threads, slots, "
+                  "autoscale, policy, boot)");
     }
     if (rc) return rc;
   }

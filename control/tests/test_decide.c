@@ -761,6 +761,290 @@ static void test_determinism(void) {
   CU_ASSERT(counts[PP_ACTION_ADD_THREAD] + counts[PP_ACTION_REMOVE_THREAD] > 0);
 }
 
+/* ---- rule 4b: slots per worker ---- */
+
+/* mk() plus the concurrency signal: every worker at `share` of a core, `c_req` CPU/request. */
+static pp_observation mkc(uint64_t t, uint32_t workers, uint32_t tpw, double rate, uint64_t svc,
+                          uint64_t p95, uint32_t len, uint32_t busy, double share, int64_t c_req) {
+  pp_observation o = mk(t, workers, 0, tpw, rate, svc, p95, len, busy);
+  o.cpu_share_mean = o.cpu_share_max = share;
+  o.cpu_workers = workers;
+  o.cpu_per_request_ns = c_req;
+  return o;
+}
+
+/* I/O-bound: workers at 6% of a core with a queue grow their slots, sized by Little's law in
+ * one step (not one at a time), and no process is added. */
+static void test_slots_io_grows_by_little(void) {
+  setup(1, 5);
+  /* 376 rps x 500 ms / 0.7 = 268.6 slots + 264 queued x 500 ms / 1 s = 132: 401 slots. */
+  pp_observation o = mkc(20, 1, 5, 376, 500 * MS, 600 * MS, 264, 5, 0.06, 300000);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 401);
+  CU_ASSERT_EQUAL(d.workers_target, 1);
+  CU_ASSERT_EQUAL(st.threads_wanted, 401);
+  CU_ASSERT_EQUAL(st.slots_from, 5);
+  CU_ASSERT_EQUAL(st.slots_base, 5);
+  CU_ASSERT_EQUAL(st.last_slots_ns, 20 * (int64_t)S);
+  CU_ASSERT_NSTRING_EQUAL(d.reason, "set_slots 5->401: queue p95 600ms over severe 200ms", 51);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "workers at 6% of a core (max 6%)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "sized 401 slots"));
+  /* Without the CPU signal the same tick spawns, as before rule 4b. */
+  setup(1, 5);
+  o.cpu_workers = 0;
+  o.cpu_share_mean = o.cpu_share_max = -1;
+  o.cpu_per_request_ns = -1;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  /* slots.enabled false: likewise. */
+  setup(1, 5);
+  P.slots_enabled = 0;
+  o = mkc(20, 1, 5, 376, 500 * MS, 600 * MS, 264, 5, 0.06, 300000);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+}
+
+/* CPU-bound: a worker near one core gets processes (sized by CPU), not slots. */
+static void test_slots_cpu_bound_spawns(void) {
+  setup(1, 5);
+  /* 100 rps x 17 ms = 1.7 cores / 0.8 = 3 workers: 2 more. */
+  pp_observation o = mkc(20, 1, 5, 100, 85 * MS, 900 * MS, 50, 5, 0.98, 17 * MS);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_EQUAL(d.count, 2);
+  CU_ASSERT_EQUAL(st.threads_wanted, 5);
+  CU_ASSERT_NSTRING_EQUAL(d.reason, "spawn_worker x2: ", 17);
+  /* Mixed, one worker short of CPU: the cheap actuator first, up to the CPU bound S / c
+   * (305 / 5 = 61 slots fill a core) ... */
+  setup(1, 5);
+  o = mkc(20, 1, 5, 300, 305 * MS, 900 * MS, 200, 5, 0.40, 5 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 61);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "CPU bound 61"));
+  /* ... then, the worker near a core, processes, sized with 61 slots each (156 slots of
+   * work and backlog: 3 workers) and by CPU (300 x 5 ms / 0.8: 2): 2 more. */
+  o = mkc(21, 1, 61, 300, 305 * MS, 900 * MS, 250, 61, 0.95, 5 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_EQUAL(d.count, 2);
+  CU_ASSERT_EQUAL(st.threads_wanted, 61);
+  /* While they boot, slots grow no further (at the CPU bound) and no more forks. */
+  o = mkc(22, 1, 61, 300, 305 * MS, 900 * MS, 250, 61, 0.95, 5 * MS);
+  o.workers_booting = 2;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+}
+
+/* Taking concurrency back: a worker at its CPU target with more slots than the CPU can use
+ * returns the extra slots (only what rule 4b added); calm returns them to twice the need. */
+static void test_slots_taken_back(void) {
+  setup(1, 40);
+  st.slots_base = 5;
+  /* Not a breach, not calm (busy 35/40): 0.95 of a core, S / c = 100 / 10 = 10 slots. */
+  pp_observation o = mkc(30, 1, 40, 300, 100 * MS, 0, 0, 35, 0.95, 10 * MS);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 10);
+  CU_ASSERT_NSTRING_EQUAL(d.reason, "set_slots 40->10: workers at 95% of a core", 41);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "at or over slots.cpu_target 80%"));
+  CU_ASSERT_EQUAL(st.slots_base, 5);
+  /* Nothing added by the rule (slots_base 0): the operator's slots stay. */
+  setup(1, 40);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  /* Calm for calm_ticks: back to twice what Little's law needs, never under slots_base. */
+  setup(1, 200);
+  st.slots_base = 5;
+  st.slots_ceiling = 30;
+  pp_decision last;
+  for (uint64_t t = 100; t < 100 + P.calm_ticks; t++) {
+    o = mkc(t, 1, 200, 20, 500 * MS, 0, 0, 10, 0.01, 300000);
+    last = pp_decide(&P, &st, &o);
+  }
+  CU_ASSERT_EQUAL(last.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(last.count, 30); /* 2 x ceil(20 x 0.5 / 0.7) = 2 x 15 */
+  CU_ASSERT_NSTRING_EQUAL(last.reason, "set_slots 200->30: calm for 30 ticks", 36);
+  CU_ASSERT_EQUAL(st.slots_ceiling, 0); /* calm clears an inflation ceiling */
+  CU_ASSERT_EQUAL(st.slots_base, 5);
+  /* Processes added since the last slot change (connected now): each worker needs half the
+   * slots, so the excess goes back at once: 2 x ceil(376 x 0.5 / 0.7 / 2) = 270. */
+  setup(2, 600);
+  st.slots_base = 5;
+  st.last_slots_ns = 10 * (int64_t)S;
+  st.last_spawn_ns = 15 * (int64_t)S;
+  o = mkc(20, 2, 600, 376, 500 * MS, 0, 0, 200, 0.10, 300000);
+  last = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(last.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(last.count, 270);
+  CU_ASSERT_NSTRING_EQUAL(last.reason,
+                          "set_slots 600->270: processes added since the last slot change carry "
+                          "it (2 workers, 376.00 rps x 500ms)",
+                          89);
+  /* Under 1.5x the need it stays; and not while a process still boots. */
+  setup(2, 400);
+  st.slots_base = 5;
+  st.last_slots_ns = 10 * (int64_t)S;
+  st.last_spawn_ns = 15 * (int64_t)S;
+  o = mkc(20, 2, 400, 376, 500 * MS, 0, 0, 200, 0.10, 300000);
+  CU_ASSERT_NOT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SET_SLOTS);
+  setup(2, 600);
+  st.slots_base = 5;
+  st.last_slots_ns = 10 * (int64_t)S;
+  st.last_spawn_ns = 15 * (int64_t)S;
+  o = mkc(20, 2, 600, 376, 500 * MS, 0, 0, 200, 0.10, 300000);
+  o.workers_booting = 1;
+  CU_ASSERT_NOT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SET_SLOTS);
+}
+
+/* Service time inflating after a slot increase reverts it, and caps later growth there. */
+static void test_slots_inflation_reverts(void) {
+  setup(1, 5);
+  pp_observation o = mkc(20, 1, 5, 50, 100 * MS, 600 * MS, 50, 5, 0.10, 2 * MS);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL_FATAL(d.action, PP_ACTION_SET_SLOTS);
+  uint32_t grown = d.count;
+  CU_ASSERT(grown > 5);
+  CU_ASSERT_EQUAL(grown, 13); /* 50 x 100 ms / 0.7 + 50 queued x 100 ms / 1 s */
+  /* Settled a cooldown later, service mean tripled for 2.6x the slots (capacity down): back
+   * to 5. */
+  o = mkc(22, 1, grown, 50, 300 * MS, 600 * MS, 50, grown, 0.20, 2 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 5);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "is 3.00x the 100ms before the increase from 5"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "for 2.60x the slots"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "(over slots.inflation 1.50)"));
+  CU_ASSERT_EQUAL(st.slots_ceiling, 5);
+  CU_ASSERT_EQUAL(st.slots_from, 0);
+  /* The next breach does not grow past the ceiling: it spawns. */
+  o = mkc(24, 1, 5, 50, 100 * MS, 600 * MS, 50, 5, 0.10, 2 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  /* Service doubled for 2.6x the slots: capacity still grew 30%, so the increase is kept. */
+  setup(1, 5);
+  o = mkc(20, 1, 5, 50, 100 * MS, 600 * MS, 50, 5, 0.10, 2 * MS);
+  d = pp_decide(&P, &st, &o);
+  o = mkc(22, 1, d.count, 50, 200 * MS, 0, 0, d.count / 2, 0.20, 2 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_NOT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(st.slots_from, 0);
+  CU_ASSERT_EQUAL(st.slots_ceiling, 0);
+  /* No inflation: the increase is kept (slots_from cleared, no action from the judgement). */
+  setup(1, 5);
+  o = mkc(20, 1, 5, 50, 100 * MS, 600 * MS, 50, 5, 0.10, 2 * MS);
+  d = pp_decide(&P, &st, &o);
+  grown = d.count;
+  o = mkc(22, 1, grown, 50, 110 * MS, 0, 0, grown / 2, 0.10, 2 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_NOT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(st.slots_from, 0);
+}
+
+/* Bounds (slots.max, slots.min), the slot cooldown and the slot settled gate. */
+static void test_slots_bounds_and_gates(void) {
+  setup(1, 5);
+  P.max_slots = 20;
+  pp_observation o = mkc(20, 1, 5, 376, 500 * MS, 600 * MS, 264, 5, 0.06, 300000);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 20);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "capped by slots.max"));
+  /* At slots.max: processes. */
+  o = mkc(23, 1, 20, 376, 500 * MS, 600 * MS, 264, 20, 0.06, 300000);
+  st.slots_from = 0;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  /* Cooldown: a second growth within slots.cooldown waits. */
+  setup(1, 5);
+  P.slots_cooldown_ns = 5 * S;
+  o = mkc(20, 1, 5, 50, 500 * MS, 600 * MS, 10, 5, 0.06, 300000);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL_FATAL(d.action, PP_ACTION_SET_SLOTS);
+  uint32_t n = d.count;
+  o = mkc(22, 1, n, 400, 500 * MS, 600 * MS, 300, n, 0.06, 300000);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_NOT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  /* Settled gate: slots not all connected yet (slots_ready < workers x tpw). */
+  setup(1, 5);
+  o = mkc(30, 1, 40, 400, 500 * MS, 600 * MS, 300, 30, 0.06, 300000);
+  o.slots_ready = 30;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_NOT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  /* slots.min: growth is at least slots.min. */
+  setup(1, 1);
+  P.min_slots = 8;
+  o = mkc(20, 1, 1, 3, 500 * MS, 600 * MS, 1, 1, 0.01, 300000);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 8);
+}
+
+/* GVL wait: unknown (Ruby 3.1) stays unknown and leaves the decision to the CPU share; a
+ * measured wait at threads.gvl_wait_max is GVL-bound: processes, not slots. */
+static void test_slots_gvl_wait(void) {
+  pp_obs_input in;
+  memset(&in, 0, sizeof in);
+  pp_hist q, sw;
+  pp_hist_init(&q);
+  pp_hist_init(&sw);
+  for (int i = 0; i < 100; i++)
+    pp_hist_record(&q, 600 * MS), pp_hist_record(&sw, 500 * MS);
+  int64_t cpu[1] = {60 * (int64_t)MS};
+  in.tick = 20;
+  in.now_ns = 20 * (int64_t)S;
+  in.window_ns = S;
+  in.queue_window = &q;
+  in.service_window = &sw;
+  in.queue_len = 264;
+  in.slots_ready = 5;
+  in.slots_busy = 5;
+  in.workers_ready = 1;
+  in.threads_per_worker = 5;
+  in.arrivals = 376;
+  in.completions = 200;
+  in.service_cpu_mean_ns = PP_UNKNOWN_NS;
+  in.gvl_wait_ns = PP_UNKNOWN_NS;
+  in.mem_per_worker_bytes = -1;
+  in.worker_cpu_ns = cpu;
+  in.n_worker_cpu = 1;
+  pp_observation o;
+  CU_ASSERT_EQUAL_FATAL(pp_observation_build(&o, &in), 0);
+  CU_ASSERT_EQUAL(o.gvl_wait_ns, PP_UNKNOWN_NS); /* unknown stays unknown, never 0 */
+  setup(1, 5);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(o.gvl_wait_ns, PP_UNKNOWN_NS);
+  /* Measured and under threads.gvl_wait_max (5 ms): slots. */
+  in.gvl_wait_ns = 1 * (int64_t)MS;
+  CU_ASSERT_EQUAL_FATAL(pp_observation_build(&o, &in), 0);
+  setup(1, 5);
+  CU_ASSERT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SET_SLOTS);
+  /* Measured at 20 ms: processes, even at 6% of a core. */
+  in.gvl_wait_ns = 20 * (int64_t)MS;
+  CU_ASSERT_EQUAL_FATAL(pp_observation_build(&o, &in), 0);
+  setup(1, 5);
+  CU_ASSERT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SPAWN_WORKER);
+}
+
+/* The gradient design (slots.rule gradient): grows by sqrt(limit) while service time stays
+ * within the tolerance of its baseline; past it, processes, and the slots shrink. */
+static void test_slots_gradient(void) {
+  setup(1, 16);
+  P.slots_rule = PP_SLOTS_RULE_GRADIENT;
+  pp_observation o = mkc(20, 1, 16, 300, 500 * MS, 600 * MS, 100, 16, 0.05, 300000);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 20); /* 16 x 1 + sqrt(16) */
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "gradient 1.00"));
+  CU_ASSERT_EQUAL(st.svc_base_ns, 500 * MS);
+  /* Service 4x the baseline: gradient 0.5 (clamped), no growth, a spawn. */
+  o = mkc(22, 1, 20, 300, 2000 * MS, 600 * MS, 100, 20, 0.95, 300000);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+}
+
 int pp_test_register(void) {
   static const test_case cases[] = {
       {"breach for breach_ticks spawns", test_breach_spawns},
@@ -785,6 +1069,13 @@ int pp_test_register(void) {
       {"standby: declined cases", test_standby_declined},
       {"standby: gate and cooldowns hold forks, not activations", test_standby_gate_and_cooldowns},
       {"standby: replaces a dead worker at the floor", test_standby_floor},
+      {"slots: I/O-bound grows slots sized by Little's law", test_slots_io_grows_by_little},
+      {"slots: CPU-bound adds processes, not slots", test_slots_cpu_bound_spawns},
+      {"slots: taken back (CPU, calm, processes added)", test_slots_taken_back},
+      {"slots: inflation after an increase reverts it", test_slots_inflation_reverts},
+      {"slots: bounds, cooldown, settled gate", test_slots_bounds_and_gates},
+      {"slots: the gradient design", test_slots_gradient},
+      {"slots: unknown GVL wait stays unknown; measured wait means processes", test_slots_gvl_wait},
       {NULL, NULL},
   };
   return register_suite("decide", cases);

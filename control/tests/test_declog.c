@@ -70,6 +70,14 @@ static void any_state(test_rng *r, pp_ctl_state *s) {
   int v2 = (int)(rng_next(r) % 2);
   s->standby_wanted = v2 ? any_u32(r) : 0;
   s->last_activate_ns = v2 ? any_i64(r) : INT64_MIN;
+  /* Version-3 fields (slots): likewise at their defaults half the time. */
+  int v3 = (int)(rng_next(r) % 2);
+  s->last_slots_ns = v3 ? any_i64(r) : INT64_MIN;
+  s->slots_from = v3 ? any_u32(r) : 0;
+  s->slots_svc_before_ns = v3 ? any_u64(r) : 0;
+  s->slots_ceiling = v3 ? any_u32(r) : 0;
+  s->slots_base = v3 ? any_u32(r) : 0;
+  s->svc_base_ns = v3 ? any_u64(r) : 0;
 }
 
 static void any_record(test_rng *r, pp_declog_record *rec) {
@@ -108,10 +116,18 @@ static void any_record(test_rng *r, pp_declog_record *rec) {
     o->workers_standby = any_u32(r);
     o->workers_standby_booting = any_u32(r);
   }
+  o->cpu_share_mean = o->cpu_share_max = -1;
+  o->cpu_per_request_ns = -1;
+  if (rng_next(r) % 2) {
+    o->cpu_share_mean = any_double(r);
+    o->cpu_share_max = any_double(r);
+    o->cpu_workers = any_u32(r);
+    o->cpu_per_request_ns = any_i64(r);
+  }
   any_state(r, &rec->state_before);
   any_state(r, &rec->state_after);
   pp_decision *d = &rec->decision;
-  d->action = (pp_action)(rng_next(r) % 5);
+  d->action = (pp_action)(rng_next(r) % 6);
   d->count = any_u32(r);
   d->workers_target = any_u32(r);
   d->predicted_wait_ns = any_u64(r);
@@ -179,6 +195,8 @@ static pp_declog_record sample_record(void) {
   rec.obs.gvl_wait_ns = PP_UNKNOWN_NS;
   rec.obs.service_cpu_mean_ns = PP_UNKNOWN_NS;
   rec.obs.mem_per_worker_bytes = -1;
+  rec.obs.cpu_share_mean = rec.obs.cpu_share_max = -1; /* unknown, as the builder writes it */
+  rec.obs.cpu_per_request_ns = -1;
   rec.obs.slots_ready = 5;
   rec.obs.workers_ready = 1;
   rec.obs.threads_per_worker = 5;
@@ -186,6 +204,7 @@ static pp_declog_record sample_record(void) {
   rec.state_before.last_retire_ns = INT64_MIN;
   rec.state_before.last_thread_ns = INT64_MIN;
   rec.state_before.last_activate_ns = INT64_MIN;
+  rec.state_before.last_slots_ns = INT64_MIN;
   rec.state_before.workers_wanted = 1;
   rec.state_before.threads_wanted = 5;
   rec.state_after = rec.state_before;
@@ -293,7 +312,7 @@ static void test_field_errors(void) {
       {"\"policy_hash\":\"0123456789abcdef\"", "\"policy_hash\":81985529216486895", "policy_hash",
        "hex"},
       {"\"source\":\"sim\"", "\"source\":\"a-very-long-source-name\"", "source", "at most"},
-      {"\"v\":1", "\"v\":3", "v", "version"},
+      {"\"v\":1", "\"v\":4", "v", "version"}, /* 3 is known since the slot fields */
       {"\"v\":1", "\"v\":0", "v", "version"},
       /* A version-1 line has none of the version-2 fields, and they are not optional in v2. */
       {"\"timeouts\":0", "\"timeouts\":0,\"workers_standby\":2", "obs.workers_standby",
@@ -403,6 +422,71 @@ static void test_version_2(void) {
   }
 }
 
+/* Version-3 lines: the concurrency signal and the slot state. A record without them is still
+ * v1 (or v2); with any of them, v3 with every key; absent in an older line, the CPU fields read
+ * as unknown (-1), never 0; a set_slots action forces v3. */
+static void test_version_3(void) {
+  static const char *const v3_keys[] = {"\"cpu_share_mean\"",      "\"cpu_share_max\"",
+                                        "\"cpu_workers\"",         "\"cpu_per_request_ns\"",
+                                        "\"last_slots_ns\"",       "\"slots_from\"",
+                                        "\"slots_svc_before_ns\"", "\"slots_ceiling\"",
+                                        "\"slots_base\"",          "\"svc_base_ns\""};
+  pp_declog_record rec = sample_record();
+  int n = pp_declog_encode(&rec, line1, sizeof line1);
+  CU_ASSERT_FATAL(n > 0);
+  CU_ASSERT_NSTRING_EQUAL(line1, "{\"v\":1,", 7);
+  for (size_t i = 0; i < sizeof v3_keys / sizeof v3_keys[0]; i++)
+    CU_ASSERT_PTR_NULL(strstr(line1, v3_keys[i]));
+  /* A v1 line reads the CPU fields as unknown. */
+  pp_declog_record back;
+  pp_declog_error e;
+  CU_ASSERT_EQUAL_FATAL(pp_declog_decode(&back, line1, (size_t)n, 1, &e), 0);
+  CU_ASSERT_EQUAL(back.obs.cpu_share_mean, -1.0);
+  CU_ASSERT_EQUAL(back.obs.cpu_share_max, -1.0);
+  CU_ASSERT_EQUAL(back.obs.cpu_workers, 0);
+  CU_ASSERT_EQUAL(back.obs.cpu_per_request_ns, -1);
+  CU_ASSERT_EQUAL(back.state_after.last_slots_ns, INT64_MIN);
+
+  rec.obs.cpu_share_mean = 0.08;
+  rec.obs.cpu_share_max = 0.0; /* a measured 0 is written, and stays 0 */
+  rec.obs.cpu_workers = 2;
+  rec.obs.cpu_per_request_ns = 400000;
+  rec.decision.action = PP_ACTION_SET_SLOTS;
+  rec.decision.count = 40;
+  rec.state_after.last_slots_ns = 3000000000;
+  rec.state_after.slots_from = 5;
+  rec.state_after.slots_base = 5;
+  rec.state_after.slots_svc_before_ns = 500000000;
+  n = pp_declog_encode(&rec, line1, sizeof line1);
+  CU_ASSERT_FATAL(n > 0);
+  CU_ASSERT_NSTRING_EQUAL(line1, "{\"v\":3,", 7);
+  for (size_t i = 0; i < sizeof v3_keys / sizeof v3_keys[0]; i++)
+    CU_ASSERT_PTR_NOT_NULL(strstr(line1, v3_keys[i]));
+  CU_ASSERT_PTR_NOT_NULL(strstr(line1, "\"action\":\"set_slots\",\"count\":40,"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(line1, "\"workers_standby\":0,")); /* v3 holds v2's keys */
+  CU_ASSERT_EQUAL_FATAL(pp_declog_decode(&back, line1, (size_t)n, 1, &e), 0);
+  CU_ASSERT_EQUAL(memcmp(&back.obs, &rec.obs, sizeof rec.obs), 0);
+  CU_ASSERT_EQUAL(memcmp(&back.state_after, &rec.state_after, sizeof rec.state_after), 0);
+  CU_ASSERT_EQUAL(back.decision.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(pp_declog_encode(&back, line2, sizeof line2), n);
+  CU_ASSERT_STRING_EQUAL(line1, line2);
+  /* set_slots alone forces v3; the v3 keys are required in v3 and refused in v2. */
+  pp_declog_record one = sample_record();
+  one.decision.action = PP_ACTION_SET_SLOTS;
+  CU_ASSERT_FATAL(pp_declog_encode(&one, line1, sizeof line1) > 0);
+  CU_ASSERT_NSTRING_EQUAL(line1, "{\"v\":3,", 7);
+  CU_ASSERT_PTR_NOT_NULL(strstr(line1, "\"cpu_share_mean\":-1"));
+  edit("\"cpu_workers\":0,", "");
+  CU_ASSERT_EQUAL(pp_declog_decode(&back, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
+  CU_ASSERT_STRING_EQUAL(e.field, "obs.cpu_workers");
+  edit("\"v\":3", "\"v\":2");
+  CU_ASSERT_EQUAL(pp_declog_decode(&back, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
+  CU_ASSERT_STRING_EQUAL(e.field, "obs.cpu_share_mean");
+  edit("\"v\":3", "\"v\":4");
+  CU_ASSERT_EQUAL(pp_declog_decode(&back, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
+  CU_ASSERT_STRING_EQUAL(e.field, "v");
+}
+
 static void test_header_lines(void) {
   pp_policy p, back;
   pp_policy_defaults(&p);
@@ -469,6 +553,7 @@ int pp_test_register(void) {
       {"field errors name line and field", test_field_errors},
       {"header lines carry the policy", test_header_lines},
       {"version 2: standby fields", test_version_2},
+      {"version 3: concurrency signal and slot state", test_version_3},
       {NULL, NULL},
   };
   return register_suite("declog", cases);

@@ -172,6 +172,39 @@ static void test_predicted_wait(void) {
   CU_ASSERT_EQUAL(pp_observation_predicted_wait(&o), 0);
 }
 
+/* The concurrency signal: per-worker CPU shares from the caller's CPU-time deltas; without
+ * them every CPU field is unknown (-1), never 0; negative entries are skipped. */
+static void test_build_cpu_share(void) {
+  pp_hist_init(&qwin);
+  pp_hist_init(&swin);
+  pp_hist_init(&slife);
+  pp_obs_input in = base_input();
+  pp_observation o;
+  CU_ASSERT_EQUAL_FATAL(pp_observation_build(&o, &in), 0);
+  CU_ASSERT_EQUAL(o.cpu_share_mean, -1.0);
+  CU_ASSERT_EQUAL(o.cpu_share_max, -1.0);
+  CU_ASSERT_EQUAL(o.cpu_workers, 0);
+  CU_ASSERT_EQUAL(o.cpu_per_request_ns, -1);
+  CU_ASSERT_EQUAL(o.gvl_wait_ns, PP_UNKNOWN_NS);
+  /* Two workers over a 1 s window: 80 ms and 400 ms of CPU; one unread (-1). */
+  int64_t cpu[3] = {80000000, -1, 400000000};
+  in.worker_cpu_ns = cpu;
+  in.n_worker_cpu = 3;
+  CU_ASSERT_EQUAL_FATAL(pp_observation_build(&o, &in), 0);
+  CU_ASSERT_DOUBLE_EQUAL(o.cpu_share_mean, 0.24, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(o.cpu_share_max, 0.40, 1e-12);
+  CU_ASSERT_EQUAL(o.cpu_workers, 2);
+  /* 480 ms of CPU over 240 completions (both ready workers covered): 2 ms a request. */
+  CU_ASSERT_EQUAL(o.cpu_per_request_ns, 2000000);
+  /* A measured zero stays zero. */
+  int64_t idle[1] = {0};
+  in.worker_cpu_ns = idle;
+  in.n_worker_cpu = 1;
+  CU_ASSERT_EQUAL_FATAL(pp_observation_build(&o, &in), 0);
+  CU_ASSERT_EQUAL(o.cpu_share_max, 0.0);
+  CU_ASSERT_EQUAL(o.cpu_workers, 1);
+}
+
 int pp_test_register(void) {
   static const test_case cases[] = {
       {"builder copies and derives every field", test_build_fields},
@@ -180,6 +213,7 @@ int pp_test_register(void) {
       {"negative unknowns normalised", test_build_unknowns_normalised},
       {"builder rejects bad input, leaves output", test_build_rejects},
       {"predicted wait formula", test_predicted_wait},
+      {"CPU share per worker, unknown without it", test_build_cpu_share},
       {NULL, NULL},
   };
   return register_suite("observation", cases);

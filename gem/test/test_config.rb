@@ -105,12 +105,85 @@ class TestConfig < Minitest::Test
   end
 
   def test_unsupported_directives_are_reported_with_their_line
-    with_config("workers 2\nworker_boot_timeout 60\nplugin :tmp_restart\n") do
+    with_config("workers 2\nidle_timeout 60\nplugin :tmp_restart\n") do
       status, out, = cli("--dry-run", "--server", "s")
       assert_equal 0, status
-      assert_match(%r{unsupported: config/puma-plus.rb:2: worker_boot_timeout: not applied: a worker is ready when it dials in}, out)
+      assert_match(%r{unsupported: config/puma-plus.rb:2: idle_timeout: not applied: the server does not exit when idle}, out)
       assert_match(%r{unsupported: config/puma-plus.rb:3: plugin:}, out)
     end
+  end
+
+  # Issue 26's directives: tag, max_keep_alive, worker_boot_timeout become flags / the
+  # environment; lowlevel_error_handler and out_of_band are kept for the workers.
+  def test_operator_directives
+    handler = nil
+    with_config("tag 'shop'\nmax_keep_alive 50\nworker_boot_timeout 7\n" \
+                "lowlevel_error_handler { |e, env, status| [503, {}, [e.message]] }\nout_of_band { :gc }\n") do
+      status, out, = cli("--dry-run", "--server", "s")
+      assert_equal 0, status, out
+      assert_match(/ -worker-boot-timeout 7s -max-keep-alive 50 /, out)
+      assert_match(/PUMA_PLUS_TAG=shop/, out)
+      refute_match(/unsupported:/, out)
+      config = PumaPlus::Config.load("config/puma-plus.rb")
+      handler = config.lowlevel_error_handler
+      assert_equal 1, config.hooks[:out_of_band].size
+    end
+    assert_equal 3, handler.arity
+    with_config("max_keep_alive 0\n") { assert_equal 2, cli("--dry-run", "--server", "s")[0] }
+    with_config("lowlevel_error_handler\n") { assert_equal 2, cli("--dry-run", "--server", "s")[0] }
+  end
+
+  # AppHooks: the handler is called by its arity; a bad answer or a raise means the plain 500.
+  def test_app_hooks_lowlevel_response_and_out_of_band
+    require "puma_plus/app_hooks"
+    log = StringIO.new
+    config = PumaPlus::Config.new(env: {})
+    seen = []
+    config.lowlevel_error_handler = ->(e, env, status) { seen << [e.message, env["X"], status]; [502, { "a" => "b" }, ["x"]] }
+    PumaPlus::AppHooks.install(config, log: log)
+    assert_nil PumaPlus::AppHooks.out_of_band
+    assert_equal [502, { "a" => "b" }, ["x"]], PumaPlus::AppHooks.lowlevel_response(RuntimeError.new("boom"), { "X" => 1 })
+    assert_equal [["boom", 1, 500]], seen
+    config.lowlevel_error_handler = ->(e) { [500, {}, [e.class.name]] }
+    PumaPlus::AppHooks.install(config, log: log)
+    assert_equal [500, {}, ["RuntimeError"]], PumaPlus::AppHooks.lowlevel_response(RuntimeError.new, {})
+    config.lowlevel_error_handler = ->(_e, _env) { :nope }
+    PumaPlus::AppHooks.install(config, log: log)
+    assert_nil PumaPlus::AppHooks.lowlevel_response(RuntimeError.new, {})
+    config.lowlevel_error_handler = ->(_e, _env) { raise "inner" }
+    PumaPlus::AppHooks.install(config, log: log)
+    assert_nil PumaPlus::AppHooks.lowlevel_response(RuntimeError.new, {})
+    assert_match(/returned :nope.*\n.*raised RuntimeError: inner/, log.string)
+
+    runs = []
+    config.hooks[:out_of_band] << -> { runs << :oob }
+    PumaPlus::AppHooks.install(config, log: log)
+    oob = PumaPlus::AppHooks.out_of_band
+    oob.enter
+    oob.enter
+    oob.leave
+    assert_empty runs, "another request still runs: no out-of-band yet"
+    oob.leave
+    assert_equal [:oob], runs
+    # A request that starts while the hooks run waits for them.
+    gate = Queue.new
+    config.hooks[:out_of_band].replace([-> { gate.pop }])
+    PumaPlus::AppHooks.install(config, log: log)
+    oob = PumaPlus::AppHooks.out_of_band
+    oob.enter
+    t = Thread.new { oob.leave }
+    sleep 0.05 until oob.instance_variable_get(:@running)
+    entered = false
+    t2 = Thread.new { oob.enter; entered = true }
+    sleep 0.1
+    refute entered, "a request waits while out_of_band runs"
+    gate << 1
+    t.join
+    t2.join
+    assert entered
+    assert_equal 1, oob.runs
+  ensure
+    PumaPlus::AppHooks.reset
   end
 
   # worker_timeout (puma's directive) and request_timeout (puma-plus's) become server flags.
@@ -221,12 +294,12 @@ class TestConfig < Minitest::Test
   end
 
   def test_without_dry_run_problems_go_to_stderr_and_the_server_is_execed
-    with_config("threads 1, 4\nworker_boot_timeout 9\n") do
+    with_config("threads 1, 4\nidle_timeout 9\n") do
       status, out, err = cli("--server", "/nonexistent/puma-plus-server")
       assert_equal 127, status, "exec of a missing server fails cleanly"
       assert_equal "", out
       assert_match(/note: .*threads: puma-plus runs exactly max/, err)
-      assert_match(/unsupported: .*:2: worker_boot_timeout/, err)
+      assert_match(/unsupported: .*:2: idle_timeout/, err)
       assert_match(%r{cannot run /nonexistent/puma-plus-server}, err)
     end
   end
@@ -309,7 +382,9 @@ class TestConfig < Minitest::Test
       'activate_control_app "127.0.0.1:9401"' => ["-control", "127.0.0.1:9401"],
       'activate_control_app "[::1]:9402", auth_token: "t"' => ["-control", "[::1]:9402", "-control-token", "t"],
       'activate_control_app "unix:///tmp/pp.ctl", no_token: true' => ["-control", "unix:/tmp/pp.ctl"],
-      "activate_control_app" => [],
+      "activate_control_app" => ["-control", "127.0.0.1:9293"], # puma's "auto"; none without the directive
+      "workers 2" => [],
+      "http_content_length_limit nil" => ["-max-body-size", "0"],
       "first_data_timeout 10\npersistent_timeout 5\nforce_shutdown_after 40\nworker_shutdown_timeout 9" =>
         ["-header-timeout", "10s", "-keepalive-timeout", "5s", "-drain-timeout", "40s"],
       "http_content_length_limit 1024\nquiet" => ["-max-body-size", "1024", "-quiet"],

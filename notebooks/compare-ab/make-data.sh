@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The run behind this folder (issue 16): this build against the build before 30758fa (the
-# dispatch-before-flush change in server/wlink.c) and Debian's puma, 1x1 and 1x5, 3 rounds.
+# dispatch-before-flush change in server/workers/wlink.c) and Debian's puma, 1x1 and 1x5, 3 rounds.
 # BASE= is a checkout of 2599634 built with
 #   cmake -S BASE -B BASE/build -DCMAKE_BUILD_TYPE=Release
 #   cmake --build BASE/build --target puma-plus-server puma_plus_ext

@@ -66,6 +66,20 @@ expect 2 "sb-v1.jsonl:${sbline}: obs.workers_standby: unknown field \(in a versi
   "$REPLAY" "$TMP/sb-v1.jsonl"
 expect 0 "from standby, 4 forked; standby \+1 to 1" -- "$REPLAY" "$SB" --explain
 
+# 3c. Slots (decision log v3, rule 4b): the recorded pp-sim log of conc-io holds set_slots up
+# (sized by Little's law) and back (calm); editing a slot count is caught, and so is a v3 line
+# relabelled v2.
+SL=$LOGS/sim-conc-io.jsonl
+grep -q '"v":3,' "$SL" && grep -q '"action":"set_slots","count":401,' "$SL" &&
+  grep -q 'twice the slots Little' "$SL" ||
+  { echo "FAIL: $SL holds no slot decisions"; failures=$((failures + 1)); }
+slline=$(grep -n '"action":"set_slots","count":401,' "$SL" | head -1 | cut -d: -f1)
+sed "${slline}s/\"action\":\"set_slots\",\"count\":401,/\"action\":\"set_slots\",\"count\":400,/" "$SL" >"$TMP/sl-edited.jsonl"
+expect 1 "sl-edited.jsonl:${slline}: tick [0-9]+: decision.count differs" -- "$REPLAY" "$TMP/sl-edited.jsonl"
+sed "${slline}s/^{\"v\":3,/{\"v\":2,/" "$SL" >"$TMP/sl-v2.jsonl"
+expect 2 "sl-v2.jsonl:${slline}: obs.cpu_share_mean: unknown field \(in a version 2 line\)" -- \
+  "$REPLAY" "$TMP/sl-v2.jsonl"
+
 # 4. Truncated in the middle of line 50: exit 2 naming the line.
 head -n 49 "$LOGS/step.jsonl" >"$TMP/truncated.jsonl"
 sed -n 50p "$LOGS/step.jsonl" | head -c 300 >>"$TMP/truncated.jsonl"

@@ -33,23 +33,48 @@ declare -A RECIPES=(
   [overload.jsonl]="overload --policy $LOGS/overload.yaml"
 )
 
+# The two older simulator logs are recorded without the CPU signal (machine.cpu_measured:
+# false, in a copy of the scenario next to it so relative policy paths resolve): they stay the
+# version-1 and version-2 logs of a server without rule 4b's input, which is what they test
+# (and, recorded so, they are byte for byte what they were before rule 4b).
+without_cpu() {
+  local copy
+  copy="$(dirname "$1")/.rerecord-$(basename "$1")"
+  sed '/^machine:/a\  cpu_measured: false' "$1" >"$copy"
+  echo "$copy"
+}
+
 # A log from the simulator: pp-sim's decision log of the step scenario. pp-sim writes the
 # header line carrying the scenario's policy itself, so it replays without the policy file.
 SIM_SCENARIO=$ROOT/scenarios/step-mix.yaml
 record_sim() {
   cmake --build "$BUILD" --target pp-sim >/dev/null
-  "$BUILD/sim/pp-sim" run "$SIM_SCENARIO" --decisions "$1" \
-    >/dev/null 2>"$TMP/sim.err" || { cat "$TMP/sim.err" >&2; exit 1; }
+  local scn
+  scn=$(without_cpu "$SIM_SCENARIO")
+  "$BUILD/sim/pp-sim" run "$scn" --decisions "$1" \
+    >/dev/null 2>"$TMP/sim.err" || { rm -f "$scn"; cat "$TMP/sim.err" >&2; exit 1; }
+  rm -f "$scn"
 }
 RECIPES[sim-step-mix.jsonl]=record_sim
 
 # The simulator with a standby pool (decision log v2): standby-step's auto-k1, one standby.
 record_sim_standby() {
   cmake --build "$BUILD" --target pp-sim >/dev/null
-  "$BUILD/sim/pp-sim" run "$ROOT/scenarios/standby-step.yaml" -c auto-k1 --decisions "$1" \
-    >/dev/null 2>"$TMP/sim.err" || { cat "$TMP/sim.err" >&2; exit 1; }
+  local scn
+  scn=$(without_cpu "$ROOT/scenarios/standby-step.yaml")
+  "$BUILD/sim/pp-sim" run "$scn" -c auto-k1 --decisions "$1" \
+    >/dev/null 2>"$TMP/sim.err" || { rm -f "$scn"; cat "$TMP/sim.err" >&2; exit 1; }
+  rm -f "$scn"
 }
 RECIPES[sim-standby-step.jsonl]=record_sim_standby
+
+# Rule 4b (decision log v3): conc-io's `little`, the CPU signal on, set_slots up and back.
+record_sim_slots() {
+  cmake --build "$BUILD" --target pp-sim >/dev/null
+  "$BUILD/sim/pp-sim" run "$ROOT/scenarios/conc-io.yaml" -c little --decisions "$1" \
+    >/dev/null 2>"$TMP/sim.err" || { cat "$TMP/sim.err" >&2; exit 1; }
+}
+RECIPES[sim-conc-io.jsonl]=record_sim_slots
 
 record_server() {
   cmake --build "$BUILD" --target pp-bench puma-plus-server >/dev/null
@@ -65,7 +90,7 @@ if [ "$SERVER" = 1 ]; then RECIPES[server-step-2core.jsonl]=record_server; fi
 changed=0
 for name in "${!RECIPES[@]}"; do
   if [ "${RECIPES[$name]}" = record_sim ] || [ "${RECIPES[$name]}" = record_sim_standby ] ||
-    [ "${RECIPES[$name]}" = record_server ]; then
+    [ "${RECIPES[$name]}" = record_sim_slots ] || [ "${RECIPES[$name]}" = record_server ]; then
     "${RECIPES[$name]}" "$TMP/$name"
   else
     # shellcheck disable=SC2086

@@ -25,8 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/buf.h"
-#include "server/h3.h"
+#include "server/base/buf.h"
+#include "server/proto/h3.h"
 
 #define PRIORITY                                                                                   \
   "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"        \

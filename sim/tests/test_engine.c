@@ -517,7 +517,7 @@ static void test_standby_model(void) {
       "  activation: 10ms\n"
       "configs:\n"
       "  - {name: auto, server: pumaplus, workers: 1, threads: 5, autoscale: true,\n"
-      "     policy: {standby: 2}}\n";
+      "     policy: {standby: 2, slots: {enabled: false}}}\n"; /* the pool alone */
   pp_scenario s;
   pp_scn_error err;
   CU_ASSERT_EQUAL_FATAL(pp_scenario_parse(&s, yaml, sizeof yaml - 1, "sb.yaml", &err), 0);
@@ -621,6 +621,94 @@ static void test_standby_improves_step(void) {
   pp_scenario_dispose(&s);
 }
 
+/* Rule 4b in the loop (scenarios/conc-io.yaml, conc-cpu.yaml, config `little`): the I/O-bound
+ * load ends with more slots and no extra process; the CPU-bound one with processes and no
+ * extra slots. The decisions are read back from the decision log. */
+static void conc_run(const char *file, uint32_t *max_slots, uint32_t *peak_workers,
+                     uint32_t *set_slots, double *p99, uint32_t *final_slots) {
+  pp_scenario s;
+  pp_scn_error err;
+  int rc = pp_scenario_load(&s, file, &err);
+  if (rc) printf("\n  %s:%d: %s: %s", err.file, err.line, err.field, err.message);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  int ci = pp_scenario_find_config(&s, "little");
+  CU_ASSERT_FATAL(ci >= 0);
+  pp_sim_options o;
+  pp_sim_options_default(&o, &s);
+  pp_sim_result r;
+  CU_ASSERT_EQUAL_FATAL(pp_sim_run(&s, (uint32_t)ci, &o, &r), 0);
+  *max_slots = 0;
+  *set_slots = 0;
+  for (size_t i = 0; i < r.n_ticks; i++) {
+    pp_declog_record rec;
+    pp_declog_error e;
+    CU_ASSERT_EQUAL_FATAL(pp_declog_decode(&rec, r.decisions + r.ticks[i].line_off,
+                                           r.ticks[i].line_len, (long)i + 1, &e),
+                          0);
+    CU_ASSERT(rec.obs.cpu_workers > 0 || rec.obs.workers_ready == 0 || i == 0);
+    *final_slots = rec.state_after.threads_wanted;
+    if (rec.decision.action == PP_ACTION_SET_SLOTS) {
+      (*set_slots)++;
+      if (rec.decision.count > *max_slots) *max_slots = rec.decision.count;
+    }
+  }
+  *peak_workers = r.summary.peak_workers;
+  *p99 = r.summary.p99_ns;
+  pp_sim_result_dispose(&r);
+  pp_scenario_dispose(&s);
+}
+
+static void test_slots_rule_in_the_loop(void) {
+  uint32_t slots, workers, changes, final;
+  double p99;
+  conc_run(PP_SOURCE_DIR "/scenarios/conc-io.yaml", &slots, &workers, &changes, &p99, &final);
+  printf("\n  io: max slots %u, final %u, peak workers %u, %u set_slots, p99 %.0fms", slots, final,
+         workers, changes, p99 / 1e6);
+  CU_ASSERT(slots >= 200);
+  CU_ASSERT(final > 5); /* after calm, still more than it started with (the low load needs ~30) */
+  CU_ASSERT_EQUAL(workers, 1);
+  CU_ASSERT(p99 < 1.5e9);
+  conc_run(PP_SOURCE_DIR "/scenarios/conc-cpu.yaml", &slots, &workers, &changes, &p99, &final);
+  printf("; cpu: max slots %u, final %u, peak workers %u, %u set_slots, p99 %.0fms", slots, final,
+         workers, changes, p99 / 1e6);
+  CU_ASSERT(slots <= 5);
+  CU_ASSERT_EQUAL(final, 5);
+  CU_ASSERT(workers >= 2);
+}
+
+/* Without the CPU signal (machine.cpu_measured false: a server without rule 4b's input) the
+ * simulator decides exactly as before rule 4b: step-mix's decision log is byte for byte the
+ * recorded replay/tests/logs/sim-step-mix.jsonl. */
+static void test_without_cpu_as_before(void) {
+  pp_scenario s;
+  pp_scn_error err;
+  int rc = pp_scenario_load(&s, PP_SOURCE_DIR "/scenarios/step-mix.yaml", &err);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  s.cpu_measured = 0;
+  FILE *f = fopen(PP_SOURCE_DIR "/replay/tests/logs/sim-step-mix.jsonl", "rb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  static char want[1 << 20];
+  size_t n = fread(want, 1, sizeof want, f);
+  fclose(f);
+  /* The recorded file starts with pp-sim's header line; the engine returns the tick lines. */
+  const char *ticks = memchr(want, '\n', n);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ticks);
+  ticks++;
+  size_t nt = n - (size_t)(ticks - want);
+  int autoscale = -1;
+  for (uint32_t i = 0; i < s.n_configs; i++)
+    if (s.configs[i].autoscale) autoscale = (int)i;
+  CU_ASSERT_FATAL(autoscale >= 0);
+  pp_sim_options o;
+  pp_sim_options_default(&o, &s);
+  pp_sim_result r;
+  CU_ASSERT_EQUAL_FATAL(pp_sim_run(&s, (uint32_t)autoscale, &o, &r), 0);
+  CU_ASSERT_EQUAL(r.decisions_len, nt);
+  CU_ASSERT(r.decisions_len == nt && memcmp(r.decisions, ticks, nt) == 0);
+  pp_sim_result_dispose(&r);
+  pp_scenario_dispose(&s);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("engine", NULL, NULL);
@@ -640,6 +728,9 @@ int main(void) {
   CU_add_test(s, "standby model: pool, activation delay, replacements, memory", test_standby_model);
   CU_add_test(s, "standby-step: standby cuts p99 and recovery (3 seeds)",
               test_standby_improves_step);
+  CU_add_test(s, "without the CPU signal: decisions as before rule 4b", test_without_cpu_as_before);
+  CU_add_test(s, "rule 4b: I/O-bound grows slots, CPU-bound adds processes",
+              test_slots_rule_in_the_loop);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned fails = CU_get_number_of_failures();

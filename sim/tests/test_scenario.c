@@ -114,7 +114,7 @@ static void test_errors(void) {
       {"  gvl_timeslice: 50ms\n", "  activation: {dist: gamma, mean: 5ms}\n", 20,
        "machine.activation.dist"},
       {"server: puma,", "server: unicorn,", 24, "configs[0].server"},
-      {"threads: 5}", "threads: 500}", 24, "configs[0].threads"},
+      {"threads: 5}", "threads: 5000}", 24, "configs[0].threads"},
       {"      max_workers: 4", "      max_wrkrs: 4", 31, "configs[1].policy.max_wrkrs"},
       {"      spawn_cooldown: 2s", "      spawn_cooldown: soon", 32,
        "configs[1].policy.spawn_cooldown"},

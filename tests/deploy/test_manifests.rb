@@ -15,10 +15,11 @@ module Manifests
   ROOT = File.expand_path("../..", __dir__)
   DOC = File.join(ROOT, "docs/SCALING.md")
 
-  # Rows of the table under the heading "Settings checked": [file, kind, path, value].
-  def self.rows
-    text = File.read(DOC)
-    section = text[/^## Settings checked.*?(?=^## |\z)/m] or raise "docs/SCALING.md has no \"## Settings checked\" section"
+  # Rows of the table under the heading "Settings checked" of doc: [file, kind, path, value].
+  def self.rows(doc = DOC, heading = "## Settings checked")
+    text = File.read(doc)
+    level = heading[/^#+/]
+    section = text[/^#{Regexp.escape(heading)}.*?(?=^#{level} |\z)/m] or raise "#{doc} has no \"#{heading}\" section"
     section.lines.grep(/^\| `deploy/).map do |l|
       cells = l.split("|").map(&:strip).reject(&:empty?)
       file, kind = cells[0].delete("`").split("#", 2)
@@ -76,6 +77,10 @@ class TestManifests < Minitest::Test
   def test_documented_settings_hold
     rows = M.rows
     assert_operator rows.size, :>=, 15, "SCALING.md's Settings checked table is too short"
+    check_rows(rows)
+  end
+
+  def check_rows(rows)
     rows.each do |file, kind, path, value|
       if file.end_with?(".cfg")
         lines = File.readlines(File.join(M::ROOT, file)).map(&:strip)
@@ -154,5 +159,45 @@ class TestManifests < Minitest::Test
       assert_equal a["min"], so["spec"]["minReplicaCount"], scn if scn.include?("diurnal")
       assert_equal a["max"], so["spec"]["maxReplicaCount"], scn if scn.include?("diurnal")
     end
+  end
+
+  # Issue 29's Indexed Job (deploy/k8s/sweep-job.yaml): what pp-sim launch k8s writes today,
+  # with the settings docs/SIM.md states, and a shard task that covers 1..completions.
+  SWEEP_JOB = "deploy/k8s/sweep-job.yaml"
+  SWEEP_LAUNCH = %w[launch k8s --shards 48 --parallelism 16 --name step-mix-sweep
+                    --image registry.example/puma-plus-sim:latest --workdir /opt/puma-plus
+                    --claim sweep-results -- scenarios/step-mix.yaml
+                    --set spawn_cooldown=1s,2s,3s,5s,8s,10s,15s,20s,30s,60s
+                    --set max_step=1,2,3,4,5,6,7,8 --set target_queue_p95=20ms,50ms,100ms,200ms
+                    --set retire_cooldown=10s,30s,60s --seeds 1-3].freeze
+
+  def test_sweep_job_is_what_pp_sim_launch_writes
+    bin = ENV["PP_SIM_BIN"] || File.join(M::ROOT, "build/sim/pp-sim")
+    assert File.executable?(bin), "no pp-sim at #{bin} (build first, or set PP_SIM_BIN)"
+    out = IO.popen([bin, *SWEEP_LAUNCH, err: File::NULL], chdir: M::ROOT, &:read)
+    assert $?.success?, "pp-sim #{SWEEP_LAUNCH.join(' ')} failed"
+    assert_equal File.read(File.join(M::ROOT, SWEEP_JOB)), out,
+                 "#{SWEEP_JOB} is stale: regenerate it with the command in docs/SIM.md"
+  end
+
+  def test_sweep_job_shape
+    rows = M.rows(File.join(M::ROOT, "docs/SIM.md"), "### Kubernetes: settings checked")
+    assert_operator rows.size, :>=, 6, "docs/SIM.md's Kubernetes settings table is too short"
+    check_rows(rows)
+    job = M.documents(SWEEP_JOB).find { |d| d["kind"] == "Job" }
+    n = job["spec"]["completions"]
+    assert_operator job["spec"]["parallelism"], :<=, n
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    script = c["args"][0]
+    # Kubernetes' index counts from 0, shards from 1: shard i = index + 1 covers 1..n.
+    assert_includes script, "i=$((JOB_COMPLETION_INDEX + 1))"
+    assert_includes script, "--shard \"$i/#{n}\""
+    mount = c["volumeMounts"].find { |v| v["name"] == "results" }["mountPath"]
+    assert_includes script, "--db #{mount}/shard-\"$i\".db"
+    vol = job["spec"]["template"]["spec"]["volumes"].find { |v| v["name"] == "results" }
+    refute_nil vol["persistentVolumeClaim"]["claimName"]
+    # The scenario the image runs is this repository's (workingDir is the checkout's root).
+    scn = script[/ sweep (\S+)/, 1]
+    assert File.exist?(File.join(M::ROOT, scn)), "#{SWEEP_JOB} runs #{scn}, not in the repository"
   end
 end

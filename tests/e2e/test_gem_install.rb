@@ -31,8 +31,8 @@ class TestGemInstall < Minitest::Test
     run_ok(CLEAN, "gem", "build", "gem/puma-plus.gemspec", "-o", gem_file, chdir: E2E::ROOT)
     files = IO.popen(["sh", "-c", "tar -xOf #{gem_file} data.tar.gz | tar -tz"], &:read).split("\n")
     %w[ext/puma_plus_server/extconf.rb ext/puma_plus_server/src/server/main.c
-       ext/puma_plus_server/src/server/http1.c ext/puma_plus_server/src/control/decide.c
-       ext/puma_plus_server/src/server/dashboard.html
+       ext/puma_plus_server/src/server/proto/http1.c ext/puma_plus_server/src/control/decide.c
+       ext/puma_plus_server/src/server/ops/dashboard.html
        ext/puma_plus/extconf.rb ext/puma_plus/puma_plus_ext.c
        exe/puma-plus lib/puma_plus/cli.rb].each { |f| assert_includes files, f }
     refute files.any? { |f| f.start_with?("test/") || f.include?("/tests/") }, "tests are not shipped: #{files.grep(/test/)}"
@@ -71,7 +71,7 @@ class TestGemInstall < Minitest::Test
     # extconf.rb compiled the dashboard page in, byte for byte
     status, page = srv.control_get("/dashboard")
     assert_equal 200, status
-    assert_equal File.binread(File.join(E2E::ROOT, "server/dashboard.html")), page.b
+    assert_equal File.binread(File.join(E2E::ROOT, "server/ops/dashboard.html")), page.b
   ensure
     srv&.stop
   end

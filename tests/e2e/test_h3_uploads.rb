@@ -34,7 +34,7 @@ class TestH3Uploads < Minitest::Test
   WORKERS = 1
   THREADS = 4 # N is 8 times the worker threads: most uploads wait in the queue
 
-  # The server's limits the bound is made of (server/exchange.h, server/h3.h, server/h3.c).
+  # The server's limits the bound is made of (server/core/exchange.h, server/proto/h3.h, server/proto/h3.c).
   BODY_BUFFER = 1 * MIB     # PP_BODY_BUFFER_LIMIT: buffered per request before it is runnable
   STREAM_WINDOW = 256 * KIB # limits.stream_window: unconsumed request body per stream
   BODY_PIECE = 64 * KIB     # limits.body_piece: body bytes gathered before they are handed up

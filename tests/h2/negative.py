@@ -8,7 +8,7 @@ The server must run with -h2c -h2-max-streams 8 -max-header-size 16KiB -max-body
 opens a prior-knowledge connection, sends hand-built frames (tests/h2/h2raw.py: exact bytes,
 no library that would refuse or repair them), and asserts the server's exact reaction within a
 timeout: RST_STREAM with a code on that stream, GOAWAY with a code (then the connection
-closes), or a :status. The reactions are those server/h2.h documents (nghttp2's RFC 9113
+closes), or a :status. The reactions are those server/proto/h2.h documents (nghttp2's RFC 9113
 checks, the session's 413/431/501 answers, the flood limits). After every case a NEW
 connection must be served (GET /hello -> 200), so no case may leave the server broken.
 
@@ -334,7 +334,7 @@ def _(c):
 
 
 # nghttp2 ignores a HEADERS whose stream id is lower than the last one it saw unless it knows
-# the stream is half-closed or closed, so the session checks this itself (server/h2.c, commit
+# the stream is half-closed or closed, so the session checks this itself (server/proto/h2.c, commit
 # 2500449); RFC 9113 5.1.1: a connection error of type PROTOCOL_ERROR.
 @case("5.1.1 stream id not increasing (3 then 1) -> GOAWAY PROTOCOL_ERROR")
 def _(c):
@@ -483,7 +483,7 @@ def _(c):
 
 
 # Debian's nghttp2 1.52 rapid-reset backport empties its token bucket (burst 1000) at the
-# 1001st reset and answers GOAWAY(INTERNAL_ERROR) (server/h2.c, on_frame_send), before the
+# 1001st reset and answers GOAWAY(INTERNAL_ERROR) (server/proto/h2.c, on_frame_send), before the
 # session's own "more than reset_burst between two outputs" check (ENHANCE_YOUR_CALM) trips.
 @case("6.4 rapid reset, 3000 HEADERS+RST_STREAM pairs (CVE-2023-44487) -> GOAWAY INTERNAL_ERROR, last 2001")
 def _(c):

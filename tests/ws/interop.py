@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""The WebSocket codec (server/ws.h) against an independent client: python3-websockets 10.4.
+"""The WebSocket codec (server/proto/ws.h) against an independent client: python3-websockets 10.4.
 
-Runs server/tests/ws_echo.c (path of the binary as argv[1]) and talks to it with the
+Runs server/tests/proto/ws_echo.c (path of the binary as argv[1]) and talks to it with the
 websockets client (handshake, permessage-deflate as the library offers it, masking,
 fragmentation, ping/pong, close) and with raw sockets for what a correct client never sends
 (each refusal must come with its exact status or close code, and the next connection must

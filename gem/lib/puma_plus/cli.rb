@@ -38,6 +38,7 @@ module PumaPlus
       command = server_command(settings)
       env = { "RACK_ENV" => settings[:environment] }
       env["PUMA_PLUS_CONFIG"] = File.expand_path(@config_path) if @config_path
+      env["PUMA_PLUS_TAG"] = settings[:tag] if settings[:tag]
       report(config, settings, command, env) if @flags[:dry_run] || config&.unsupported&.any? || config&.notes&.any?
       return 0 if @flags[:dry_run]
 
@@ -61,6 +62,9 @@ module PumaPlus
         o.on("-C", "--config PATH", "config file (default #{DEFAULT_CONFIG} if it exists)") { |v| @flags[:config] = v }
         o.on("-b", "--bind URL", "tcp://HOST:PORT, unix://PATH or ssl://HOST:PORT?cert=F&key=F (repeatable)") { |v| (@flags[:binds] ||= []) << v }
         o.on("-p", "--port PORT", Integer, "same as --bind tcp://0.0.0.0:PORT") { |v| (@flags[:binds] ||= []) << "tcp://0.0.0.0:#{v}" }
+        o.on("--default-bind URL", "bind there only when neither the file nor --bind gives one (the Rack handler's default)") do |v|
+          (@flags[:default_binds] ||= []) << v
+        end
         o.on("-t", "--threads INT", "MIN:MAX threads per worker (puma-plus runs MAX)") { |v| @flags[:threads] = v }
         o.on("-w", "--workers COUNT", Integer, "worker processes at start") { |v| @flags[:workers] = v }
         o.on("-e", "--environment ENV", "RACK_ENV (default development)") { |v| @flags[:environment] = v }
@@ -101,6 +105,7 @@ module PumaPlus
     def resolve(config)
       s = (config ? config.settings : Config.env_defaults(@env)).dup
       s[:binds] = @flags[:binds] if @flags[:binds]
+      s[:binds] = @flags[:default_binds] if s[:binds].empty? && @flags[:default_binds]
       if @flags[:threads]
         min, max = @flags[:threads].split(":", 2)
         max ||= min
@@ -151,6 +156,8 @@ module PumaPlus
       cmd.push("-request-timeout", "#{s[:request_timeout_ms]}ms") if s[:request_timeout_ms]
       cmd.push("-worker-kill-grace", "#{s[:worker_kill_grace_ms]}ms") if s[:worker_kill_grace_ms]
       cmd.push("-worker-timeout", "#{s[:worker_timeout_ms] / 1000}s") if s[:worker_timeout_ms]
+      cmd.push("-worker-boot-timeout", "#{s[:worker_boot_timeout_ms] / 1000}s") if s[:worker_boot_timeout_ms]
+      cmd.push("-max-keep-alive", s[:max_keep_alive].to_s) if s[:max_keep_alive]
       cmd.push("-quiet") if s[:quiet]
       if s[:autoscale_min]
         cmd.push("-autoscale", "-min-workers", s[:autoscale_min].to_s, "-max-workers", s[:autoscale_max].to_s)

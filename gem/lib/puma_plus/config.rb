@@ -20,17 +20,19 @@ module PumaPlus
       header_timeout_s: nil, keepalive_timeout_s: nil, drain_timeout_s: nil, max_body_size: nil,
       request_timeout_ms: nil, worker_kill_grace_ms: nil, worker_timeout_ms: nil,
       quiet: false, directory: nil, stdout_redirect: nil, stderr_redirect: nil, redirect_append: false,
-      pidfile: nil, state_path: nil, activated_sockets: nil
+      pidfile: nil, state_path: nil, activated_sockets: nil, tag: nil, max_keep_alive: nil,
+      worker_boot_timeout_ms: nil
     }.freeze
 
     HOOKS = %i[before_fork before_worker_boot before_worker_shutdown before_worker_fork after_worker_fork
-               after_worker_shutdown after_booted after_stopped before_thread_start before_thread_exit].freeze
+               after_worker_shutdown after_booted after_stopped before_thread_start before_thread_exit
+               out_of_band].freeze
 
     # Every public directive of puma 8.0's DSL (lib/puma/dsl.rb, aliases included), and what
     # puma-plus does with it: [:supported | :mapped | :unsupported, how or why]. docs/CONFIG.md
     # has the same table; gem/test/test_config.rb checks both against puma's dsl.rb.
     DIRECTIVES = {
-      "activate_control_app" => [:mapped, "the server's control app (/stats, /metrics): `tcp://HOST:PORT`, `unix://PATH`, bare `HOST:PORT`, or `auto` (the default 127.0.0.1:9293); `auth_token:`, `no_token:` → `-control`, `-control-token`"],
+      "activate_control_app" => [:mapped, "the server's control app (/stats, /metrics): `tcp://HOST:PORT`, `unix://PATH`, bare `HOST:PORT`, or `auto` (127.0.0.1:9293); `auth_token:`, `no_token:` → `-control`, `-control-token`. Without it there is no control app, as in puma"],
       "after_booted" => [:supported, "runs in the shepherd once the first workers are forked"],
       "after_refork" => [:unsupported, "no refork (fork_worker) in puma-plus"],
       "after_stopped" => [:supported, "runs in the shepherd when it stops its workers"],
@@ -64,17 +66,17 @@ module PumaPlus
       "force_shutdown_after" => [:mapped, "`-drain-timeout`"],
       "fork_worker" => [:unsupported, "no refork from a warmed worker; the shepherd forks every worker"],
       "get" => [:supported, "returns a setting read so far (puma-plus names, e.g. :workers)"],
-      "http_content_length_limit" => [:mapped, "`-max-body-size` (413 beyond)"],
+      "http_content_length_limit" => [:mapped, "`-max-body-size` (413 beyond); no limit by default or with nil, as puma"],
       "idle_timeout" => [:unsupported, "the server does not exit when idle"],
       "inject" => [:supported, "evaluates the block as config"],
       "io_selector_backend" => [:unsupported, "no Ruby reactor: the C server owns the sockets (libuv)"],
       "load" => [:supported, "evaluates another config file (relative to the current directory)"],
       "log_formatter" => [:unsupported, "the server's log lines are its own"],
       "log_requests" => [:unsupported, "the server writes no access log; the app's logger (e.g. Rails) logs requests"],
-      "lowlevel_error_handler" => [:unsupported, "an app error is a plain 500 from the worker (docs/RACK.md)"],
+      "lowlevel_error_handler" => [:supported, "called in the worker with (exception, env, status) (or fewer, by its arity) when the app raises or returns an invalid response; its Rack response is sent instead of the 500 (docs/RACK.md). Malformed requests, for which puma also calls it (400, 501), are answered by the C front end without Ruby"],
       "max_fast_inline" => [:unsupported, "no Ruby-side keep-alive loop: the server owns connections"],
       "max_io_threads" => [:unsupported, "no IO threads"],
-      "max_keep_alive" => [:unsupported, "keep-alive requests per connection are not capped"],
+      "max_keep_alive" => [:supported, "`-max-keep-alive N`: an HTTP/1.1 connection is closed (`Connection: close`) after its Nth request; puma's default is 999, puma-plus has no cap unless set"],
       "mutate_stdout_and_stderr_to_sync_on_write" => [:mapped, "always: STDOUT and STDERR are synced in the shepherd and workers"],
       "on_booted" => [:supported, "alias of after_booted"],
       "on_refork" => [:unsupported, "alias of before_refork"],
@@ -85,7 +87,7 @@ module PumaPlus
       "on_worker_boot" => [:supported, "alias of before_worker_boot"],
       "on_worker_fork" => [:supported, "alias of before_worker_fork"],
       "on_worker_shutdown" => [:supported, "alias of before_worker_shutdown"],
-      "out_of_band" => [:unsupported, "no out-of-band hook yet"],
+      "out_of_band" => [:supported, "runs in a worker when it goes idle: after a request when no other request of that worker is running; a request reaching the worker meanwhile waits for it (docs/RACK.md)"],
       "persistent_timeout" => [:mapped, "`-keepalive-timeout`"],
       "pidfile" => [:supported, "`-pidfile`: the server writes its pid at start (the new pid after a hot restart) and removes the file at exit"],
       "plugin" => [:unsupported, "puma plugins hook into puma's launcher, which puma-plus does not run"],
@@ -110,10 +112,10 @@ module PumaPlus
       "stdout_redirect" => [:supported, "the command reopens STDOUT/STDERR on those files before it execs the server"],
       "directory" => [:supported, "the command changes to it before it reads the rackup file and execs"],
       "supported_http_methods" => [:unsupported, "the server accepts every method its HTTP parser knows"],
-      "tag" => [:unsupported, "process titles are not set"],
+      "tag" => [:supported, "in the process titles of the shepherd and the workers (default: the directory's name, as puma); passed as PUMA_PLUS_TAG"],
       "threads" => [:supported, "`-threads MAX`: MAX threads (= server connections) per worker; MIN is not used"],
       "wait_for_less_busy_worker" => [:mapped, "always: one queue, dispatched to any idle thread of any worker"],
-      "worker_boot_timeout" => [:unsupported, "a worker is ready when it dials in; no boot deadline"],
+      "worker_boot_timeout" => [:supported, "`-worker-boot-timeout Ns`: a forked worker none of whose threads has connected within it is killed and replaced; default 60, as puma"],
       "worker_check_interval" => [:unsupported, "the server sets the heartbeat period itself: a quarter of worker_timeout, between 100 ms and 5 s"],
       "worker_culling_strategy" => [:unsupported, "the controller picks the worker to retire"],
       "worker_shutdown_timeout" => [:mapped, "`-drain-timeout` (unless force_shutdown_after set it)"],
@@ -122,6 +124,8 @@ module PumaPlus
     }.freeze
 
     attr_reader :settings, :hooks, :unsupported, :notes
+    # puma's lowlevel_error_handler: a callable, or nil (AppHooks).
+    attr_accessor :lowlevel_error_handler
 
     def initialize(env: ENV)
       @env = env
@@ -353,7 +357,7 @@ module PumaPlus
       def activate_control_app(url = "auto", opts = {})
         url = url.to_s
         set[:control_url] = case url
-                            when "auto" then nil # the server's default listener
+                            when "auto" then "tcp://127.0.0.1:9293" # the server has none by default
                             when %r{\A(tcp|unix)://} then url
                             when /\A(\[[0-9a-fA-F:.]+\]|[^\s:\/\[\]]+)?:\d+\z/ then "tcp://#{url}"
                             else raise Error, where("activate_control_app: #{url.inspect}: expected tcp://HOST:PORT, unix://PATH, HOST:PORT or auto")
@@ -378,6 +382,33 @@ module PumaPlus
       alias on_thread_start before_thread_start
       alias on_thread_exit before_thread_exit
 
+      # puma: tag(string): the process titles' tag (ProcTitle); "" shows none.
+      def tag(string) = set[:tag] = string.to_s
+
+      # puma: lowlevel_error_handler(obj = nil, &block); called as (error[, env[, status]]).
+      def lowlevel_error_handler(obj = nil, &block)
+        handler = obj || block
+        raise Error, where("lowlevel_error_handler needs a block or a callable") unless handler.respond_to?(:call)
+
+        @config.lowlevel_error_handler = handler
+      end
+
+      # puma: max_keep_alive(num_of_requests).
+      def max_keep_alive(count)
+        count = Integer(count)
+        raise Error, where("max_keep_alive: must be at least 1") if count < 1
+
+        set[:max_keep_alive] = count
+      end
+
+      # puma: worker_boot_timeout(timeout), seconds.
+      def worker_boot_timeout(seconds)
+        seconds = Integer(seconds)
+        raise Error, where("worker_boot_timeout: must be at least 1 second") if seconds < 1
+
+        set[:worker_boot_timeout_ms] = seconds * 1000
+      end
+
       def preload_app!(*)
         note("preload_app!: puma-plus always preloads the app in its shepherd")
       end
@@ -395,7 +426,7 @@ module PumaPlus
         set[:drain_timeout_s] = Integer(seconds) unless @drain_from_force
       end
 
-      def http_content_length_limit(bytes) = set[:max_body_size] = bytes && Integer(bytes)
+      def http_content_length_limit(bytes) = set[:max_body_size] = bytes ? Integer(bytes) : 0
 
       def quiet(which = true) = set[:quiet] = which ? true : false
 

@@ -8,6 +8,7 @@ require_relative "response"
 require_relative "stream_input"
 require_relative "response_stream"
 require_relative "request_timeout"
+require_relative "app_hooks"
 
 module PumaPlus
   # One worker thread's connection to puma-plus-server (docs/PROTOCOL.md): says HELLO, then
@@ -90,6 +91,9 @@ module PumaPlus
       @interrupt_lock = Mutex.new
       @in_app = false
       @timed_out_id = nil
+      # out_of_band hooks of this worker (AppHooks, installed before its threads start): nil
+      # unless the config has some.
+      @oob = AppHooks.out_of_band
     end
 
     # True while the thread waits for the next REQUEST (nothing in flight).
@@ -277,6 +281,7 @@ module PumaPlus
     THREAD_CPU = Process::CLOCK_THREAD_CPUTIME_ID
 
     def handle(req)
+      (oob = @oob)&.enter
       id = req.request_id
       @current_id = id
       @cancelled = false
@@ -329,7 +334,7 @@ module PumaPlus
                   write_response(id, status, headers, body, env) # no TIMEOUT can come: no mask needed
                 end
       else
-        internal_error(id)
+        internal_error(id, env, error)
       end
       body_read_ns = input.is_a?(StreamInput) ? input.read_ns : 0
       cpu_ns = Process.clock_gettime(THREAD_CPU, :nanosecond) - cpu0
@@ -355,6 +360,7 @@ module PumaPlus
       if finished && !(finished.empty? && after_reply.empty?)
         run_finished(env, finished, after_reply, error ? nil : status, error ? nil : headers, error)
       end
+      oob&.leave
     end
 
     # rack.response_finished (Rack 3: reverse order, env/status/headers/error) and puma's
@@ -434,7 +440,7 @@ module PumaPlus
         raise Aborted if written
 
         out.clear
-        internal_error(id) unless @hijacked # a hook failing on a hijacked socket: nothing to answer
+        internal_error(id, env, e) unless @hijacked # a hook failing on a hijacked socket: nothing to answer
         e
       ensure
         close_body(body, env)
@@ -587,9 +593,32 @@ module PumaPlus
                 "#{error.message}; interrupted at #{where}")
     end
 
-    def internal_error(id)
+    # The response to an app that raised or returned an invalid response: the
+    # lowlevel_error_handler's (AppHooks), else a plain 500.
+    def internal_error(id, env = nil, error = nil)
+      return if error && AppHooks.lowlevel_error_handler && lowlevel_error_response(id, env, error)
+
       Wire.append_response_head(@out, id, 500, Response::INTERNAL_ERROR_HEADERS)
       Wire.append_response_body(@out, id, Response::INTERNAL_ERROR_BODY)
+    end
+
+    # Appends the lowlevel_error_handler's response; false when it gave none or an invalid one.
+    def lowlevel_error_response(id, env, error)
+      status, headers, body = AppHooks.lowlevel_response(error, env, 500)
+      return false unless status
+
+      buf = String.new(encoding: Encoding::BINARY)
+      begin
+        Wire.append_response_headers(buf, id, Response.status_code(status), headers)
+        body.each { |chunk| Wire.append_response_body(buf, id, chunk) unless chunk.empty? }
+      ensure
+        body.close if body.respond_to?(:close)
+      end
+      @out << buf
+      true
+    rescue StandardError => e
+      app_error(env, e)
+      false
     end
 
     def app_error(env, error)

@@ -10,10 +10,13 @@ module PumaPlus
   # `puma-plus ctl VERB` (docs/CONFIG.md "puma-plus ctl"), puma's pumactl for puma-plus: talks
   # to the server's control app. The control URL and token come from the state file (-S), else
   # --control-url / --control-token, else the config file (-C, default config/puma-plus.rb),
-  # else the server's default (tcp://127.0.0.1:9293, no token).
+  # else tcp://127.0.0.1:9293 (where activate_control_app with no argument listens), no token.
   class Ctl
     VERBS = %w[stats status restart stop phased-restart].freeze
     DEFAULT_URL = "tcp://127.0.0.1:9293"
+    # Said when nothing answers at DEFAULT_URL, which no config, flag or state file named.
+    NO_CONTROL_HINT = ", or it runs without a control app: a server has none unless " \
+                      "activate_control_app or --control-url gives one"
     DEFAULT_CONFIG = "config/puma-plus.rb"
 
     class Error < StandardError; end
@@ -85,6 +88,7 @@ module PumaPlus
       end
       raise Error, "the control app is off (control_url off): nothing to talk to" if url == "off"
 
+      @default_url = url.nil?
       [url || DEFAULT_URL, token, nil]
     end
 
@@ -107,7 +111,7 @@ module PumaPlus
 
       [Integer(status), body.to_s]
     rescue Errno::ECONNREFUSED, Errno::ENOENT, Errno::EADDRNOTAVAIL => e
-      raise Error, "no server at #{url} (#{e.class.name.split('::').last}): puma-plus is not running"
+      raise Error, "no server at #{url} (#{e.class.name.split('::').last}): puma-plus is not running#{NO_CONTROL_HINT if @default_url}"
     ensure
       sock&.close
     end
@@ -140,7 +144,7 @@ module PumaPlus
     rescue Error => e
       raise unless e.message.include?("is not running")
 
-      @out.puts("puma-plus is not running (nothing answers at #{url})")
+      @out.puts("puma-plus is not running (nothing answers at #{url}#{NO_CONTROL_HINT if @default_url})")
       1
     end
 

@@ -5,6 +5,8 @@ require "socket"
 require_relative "wire"
 require_relative "worker"
 require_relative "config"
+require_relative "proc_title"
+require_relative "app_hooks"
 
 module PumaPlus
   # The shepherd (docs/PROTOCOL.md, "Processes and command line"): started by
@@ -101,6 +103,8 @@ module PumaPlus
       @config = load_config
       boot_started = monotonic_ns
       @app = load_app
+      @tag = ProcTitle.tag(@config)
+      retitle
       send_frame(Wire::Ready.new(Process.pid, monotonic_ns - boot_started))
       spawn_workers(@opts.workers)
       @standby_pending += @opts.standby.to_i
@@ -253,6 +257,7 @@ module PumaPlus
         nil # it died meanwhile; its EXITED follows from the reap
       end
       forget_standby(sb)
+      retitle
     end
 
     def forget_standby(sb)
@@ -264,11 +269,13 @@ module PumaPlus
     # EOF on the socket (the shepherd died, or it is stopping) ends the child; SIGTERM while
     # parked (RETIRE, STOP) ends it at once (the default action).
     def standby_main(index, sock)
-      worker_main(index) do
+      worker_main(index, standby: true) do
         sock.write(PARKED_BYTE)
         byte = sock.read(1)
         sock.close
         exit!(0) unless byte == WAKE_BYTE
+
+        ProcTitle.set(ProcTitle.worker(index: index, threads: @opts.threads, shepherd_pid: @shepherd_pid, tag: @tag))
       end
     end
 
@@ -284,6 +291,13 @@ module PumaPlus
         send_frame(Wire::Forked.new(pid, index))
         @config&.run_hooks(:after_worker_fork, index)
       end
+      retitle
+    end
+
+    # The shepherd's process title (ProcTitle), with the workers it has now.
+    def retitle
+      ProcTitle.set(ProcTitle.shepherd(workers: @children.size - @standby.size + @adopted.size,
+                                       threads: @opts.threads, app: @opts.app, tag: @tag))
     end
 
     # A shepherd started again after its predecessor died (docs/PROTOCOL.md "Shepherd
@@ -314,9 +328,12 @@ module PumaPlus
 
     # Runs in the forked child; never returns. A block (standby_main) runs after
     # on_worker_boot and before any thread dials the server.
-    def worker_main(index)
+    def worker_main(index, standby: false)
       status = 1
+      @shepherd_pid = Process.ppid
       begin
+        ProcTitle.set(ProcTitle.worker(index: index, threads: @opts.threads, shepherd_pid: @shepherd_pid,
+                                       tag: @tag, standby: standby))
         trap("CHLD", "DEFAULT")
         trap("TERM", "DEFAULT") # the Worker installs its own graceful handler
         trap("INT", "IGNORE")
@@ -324,6 +341,7 @@ module PumaPlus
         # Other standby workers' sockets: a copy here would hide the shepherd's death from them.
         @standby.each_value { |sb| sb.sock.close }
         @config&.run_hooks(:before_worker_boot, index)
+        AppHooks.install(@config, log: @log) # lowlevel_error_handler, out_of_band
         yield if block_given?
         status = Worker.new(@app, socket_path: @opts.socket, threads: @opts.threads,
                                   worker_index: index, life_pipe: @life_r, log: @log, config: @config).run
@@ -351,6 +369,7 @@ module PumaPlus
         code = st.exited? ? st.exitstatus : -(st.termsig || 0)
         send_frame(Wire::Exited.new(pid, code)) unless @control.closed?
         run_hook_safely(:after_worker_shutdown, index, st)
+        retitle
       end
     rescue Errno::ECHILD
       nil

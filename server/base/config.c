@@ -1,0 +1,396 @@
+/* Command-line flags of puma-plus-server (see config.h and docs/SERVER.md). */
+#include "server/base/config.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+void pp_config_defaults(pp_config *c) {
+  memset(c, 0, sizeof *c);
+  c->app = "config.ru";
+  c->workers = 1;
+  c->threads = 5;
+  /* The control app is off unless -control names a place (as puma's control app is off
+   * unless activated): two servers on one host never collide on it. */
+  pp_addr_parse(&c->control, "127.0.0.1:9293");
+  c->control_enabled = 0;
+  c->ruby = "ruby";
+  c->backlog = 1024;
+  c->h2_max_streams = 100;
+  c->max_header_bytes = 32768;
+  c->max_uri_bytes = 8192;
+  c->max_headers = 100;
+  c->max_body_bytes = PP_BODY_SIZE_NONE;
+  c->max_buffered_body_total = 256ull << 20;
+  c->header_timeout_ns = 30ull * 1000000000;
+  c->body_timeout_ns = 60ull * 1000000000;
+  c->keepalive_timeout_ns = 20ull * 1000000000;
+  c->write_timeout_ns = 60ull * 1000000000;
+  c->drain_timeout_ns = 30ull * 1000000000;
+  c->request_timeout_ns = 0;
+  c->worker_kill_grace_ns = 5ull * 1000000000;
+  c->worker_timeout_ns = 60ull * 1000000000;
+  c->worker_boot_timeout_ns = 60ull * 1000000000;
+  c->tick_ns = 1000000000;
+}
+
+int pp_addr_parse(pp_addr *a, const char *text) {
+  memset(a, 0, sizeof *a);
+  if (strlen(text) >= sizeof a->text) return -1;
+  strcpy(a->text, text);
+  const char *path = NULL;
+  if (strncmp(text, "unix:", 5) == 0)
+    path = text + 5;
+  else if (text[0] == '/' || text[0] == '.')
+    path = text;
+  if (path) {
+    if (!*path || strlen(path) >= sizeof a->path) return -1;
+    a->is_unix = 1;
+    strcpy(a->path, path);
+    return 0;
+  }
+  const char *colon = strrchr(text, ':');
+  if (!colon) return -1;
+  size_t host_len = (size_t)(colon - text);
+  const char *host = text;
+  if (host_len >= 2 && text[0] == '[' && colon[-1] == ']') host++, host_len -= 2;
+  if (host_len >= sizeof a->host) return -1;
+  memcpy(a->host, host, host_len);
+  a->host[host_len] = 0;
+  if (host_len == 0)
+    strcpy(a->host, "0.0.0.0");
+  else if (strcmp(a->host, "localhost") == 0)
+    strcpy(a->host, "127.0.0.1");
+  char *end;
+  errno = 0;
+  long port = strtol(colon + 1, &end, 10);
+  if (errno || *end || end == colon + 1 || port < 0 || port > 65535) return -1;
+  a->port = (int)port;
+  unsigned char tmp[16];
+  if (inet_pton(AF_INET, a->host, tmp) != 1 && inet_pton(AF_INET6, a->host, tmp) != 1) return -1;
+  return 0;
+}
+
+int pp_duration_parse(const char *text, uint64_t *ns) {
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (errno || end == text || !(v >= 0) || !isfinite(v)) return -1;
+  for (const char *p = text; p < end; p++) /* decimal only: no "inf", "nan" or hex floats */
+    if (!strchr("0123456789.eE+", *p)) return -1;
+  double mult;
+  if (!*end || strcmp(end, "s") == 0)
+    mult = 1e9;
+  else if (strcmp(end, "ms") == 0)
+    mult = 1e6;
+  else if (strcmp(end, "us") == 0)
+    mult = 1e3;
+  else if (strcmp(end, "ns") == 0)
+    mult = 1;
+  else if (strcmp(end, "m") == 0)
+    mult = 60e9;
+  else
+    return -1;
+  double total = v * mult + 0.5;
+  if (total >= 0x1p62) return -1; /* about 146 years: beyond any timeout, and no overflow */
+  *ns = (uint64_t)total;
+  return 0;
+}
+
+int pp_size_parse(const char *text, uint64_t *bytes) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno || end == text || text[0] == '-') return -1;
+  uint64_t mult = 1;
+  if (!*end || strcmp(end, "b") == 0)
+    mult = 1;
+  else if (!strcasecmp(end, "k") || !strcmp(end, "KiB") || !strcasecmp(end, "kb"))
+    mult = 1024;
+  else if (!strcasecmp(end, "m") || !strcmp(end, "MiB") || !strcasecmp(end, "mb"))
+    mult = 1 << 20;
+  else if (!strcasecmp(end, "g") || !strcmp(end, "GiB") || !strcasecmp(end, "gb"))
+    mult = 1 << 30;
+  else
+    return -1;
+  if ((uint64_t)v > UINT64_MAX / mult) return -1; /* would wrap */
+  *bytes = (uint64_t)v * mult;
+  return 0;
+}
+
+void pp_config_usage(FILE *out) {
+  fputs("usage: puma-plus-server [flags]\n"
+        "\n"
+        "  -app FILE              rackup file to serve (default config.ru)\n"
+        "  -workers N             Ruby worker processes at start (default 1)\n"
+        "  -threads N             threads (= connections) per worker (default 5)\n"
+        "  -listen ADDR           HTTP listener, repeatable: HOST:PORT, [V6]:PORT, :PORT,\n"
+        "                         unix:/PATH or /PATH (default 127.0.0.1:9292)\n"
+        "  -listen-tls ADDR       HTTPS listener (TLS 1.2+, ALPN h2 and http/1.1), repeatable\n"
+        "  -listen-h3 ADDR        HTTP/3 (QUIC over UDP) listener, repeatable; same certificate\n"
+        "                         as -listen-tls. TCP responses then carry Alt-Svc for it\n"
+        "  -h3-retry              QUIC address validation: Retry before keeping any state\n"
+        "  -no-alt-svc            do not advertise the HTTP/3 listener with Alt-Svc\n"
+        "  -tls-cert FILE         certificate chain (PEM) for -listen-tls; without it a\n"
+        "                         development certificate is generated in the runtime dir\n"
+        "  -tls-key FILE          private key (PEM) for -tls-cert\n"
+        "  -no-h2                 TLS listeners offer http/1.1 only\n"
+        "  -h2c                   also serve cleartext HTTP/2 on -listen (prior knowledge and\n"
+        "                         Upgrade: h2c)\n"
+        "  -h2-max-streams N      concurrent HTTP/2 streams per connection (default 100)\n"
+        "  -control ADDR          control app listener for /stats and /metrics, e.g.\n"
+        "                         127.0.0.1:9293 (default: none, as puma; \"off\" = none)\n"
+        "  -control-token TOKEN   require ?token=TOKEN or Authorization: Bearer TOKEN\n"
+        "  -gem-dir DIR           the puma-plus gem (default $PUMA_PLUS_GEM_DIR, else the\n"
+        "                         repo's gem/ found relative to this executable)\n"
+        "  -ruby PATH             Ruby interpreter (default ruby)\n"
+        "  -runtime-dir DIR       where the worker socket goes (default a fresh directory\n"
+        "                         under $XDG_RUNTIME_DIR or /tmp)\n"
+        "  -backlog N             listen backlog (default 1024)\n"
+        "  -pidfile FILE          write the server's pid there at start (removed at exit)\n"
+        "  -state-path FILE       write puma's state file (YAML: pid, control_url,\n"
+        "                         control_auth_token, running_from) there at start\n"
+        "  -max-connections N     open client connections; beyond, new ones get 503 and are\n"
+        "                         closed (default: the descriptor limit less 128)\n"
+        "  -max-header-size SIZE  request line + headers, 431 beyond (default 32KiB)\n"
+        "  -max-uri-size SIZE     request-target, 414 beyond (default 8KiB)\n"
+        "  -max-headers N         header lines, 431 beyond (default 100)\n"
+        "  -max-body-size SIZE    request body, 413 beyond (default none, as puma; 0 = none)\n"
+        "  -max-buffered-body-total SIZE  request bodies buffered before dispatch, all\n"
+        "                         together; beyond it uploads wait unread (default 256MiB, 0 = "
+        "none)\n"
+        "  -header-timeout DUR    first byte to end of headers (default 30s)\n"
+        "  -body-timeout DUR      longest pause between body bytes (default 60s)\n"
+        "  -keepalive-timeout DUR idle keep-alive connection (default 20s)\n"
+        "  -write-timeout DUR     longest stall writing to a client (default 60s)\n"
+        "  -drain-timeout DUR     SIGTERM/SIGINT drain limit (default 30s)\n"
+        "  -request-timeout DUR   a request running longer than this (from its dispatch to a\n"
+        "                         worker thread) gets 504 and is interrupted in the app with\n"
+        "                         PumaPlus::RequestTimeout (default 0 = off)\n"
+        "  -worker-kill-grace DUR after a request timeout, how long the thread has to let go\n"
+        "                         before its worker is killed and replaced (default 5s)\n"
+        "  -worker-timeout DUR    a worker whose heartbeat is silent this long is killed and\n"
+        "                         replaced (default 60s, as puma's worker_timeout; 0 = off)\n"
+        "  -worker-boot-timeout DUR  a forked worker none of whose threads connected within\n"
+        "                         this is killed and replaced (default 60s, as puma; 0 = off)\n"
+        "  -max-keep-alive N      close an HTTP/1.1 connection after its Nth request (puma's\n"
+        "                         max_keep_alive; default 0 = no cap)\n"
+        "  -tick DUR              stats window and controller tick (default 1s)\n"
+        "  -quiet                 log only errors\n"
+        "  -autoscale             let the controller spawn and retire workers\n"
+        "  -policy FILE           controller policy (YAML, as pp-sim reads it)\n"
+        "  -min-workers N         policy min_workers (overrides the file)\n"
+        "  -standby K             policy standby: K workers parked for activation (overrides)\n"
+        "  -max-workers N         policy max_workers (overrides the file)\n"
+        "  -target-queue-p95 DUR  policy target_queue_p95 (overrides the file)\n"
+        "  -shed                  policy shed.enabled = true (503 when the wait is hopeless)\n"
+        "  -decision-log FILE     JSONL decision log, one line per tick (SIGHUP reopens)\n"
+        "  -help, --help          this text\n"
+        "\n"
+        "DUR: 30s, 250ms, 100us, 1m (bare number = seconds). SIZE: 1048576, 64k, 1MiB.\n",
+        out);
+}
+
+static int parse_u32(const char *v, uint32_t *out, uint32_t min, uint32_t max) {
+  char *end;
+  errno = 0;
+  unsigned long n = strtoul(v, &end, 10);
+  if (errno || *end || end == v || v[0] == '-' || n < min || n > max) return -1;
+  *out = (uint32_t)n;
+  return 0;
+}
+
+int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_len, FILE *out) {
+  int default_listen = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (arg[0] != '-' || !arg[1]) {
+      snprintf(err, err_len, "unexpected argument \"%s\" (flags start with -)", arg);
+      return -1;
+    }
+    const char *name = arg + 1;
+    if (*name == '-') name++;
+    char key[64];
+    const char *value = NULL;
+    const char *eq = strchr(name, '=');
+    size_t key_len = eq ? (size_t)(eq - name) : strlen(name);
+    if (key_len >= sizeof key) key_len = sizeof key - 1;
+    memcpy(key, name, key_len);
+    key[key_len] = 0;
+    if (eq) value = eq + 1;
+
+    if (!strcmp(key, "help") || !strcmp(key, "h")) {
+      pp_config_usage(out);
+      return 1;
+    }
+    /* boolean flags */
+    if (!strcmp(key, "quiet") || !strcmp(key, "autoscale") || !strcmp(key, "shed") ||
+        !strcmp(key, "h2c") || !strcmp(key, "no-h2") || !strcmp(key, "h3-retry") ||
+        !strcmp(key, "no-alt-svc")) {
+      int on = 1;
+      if (value) {
+        if (!strcmp(value, "true") || !strcmp(value, "1"))
+          on = 1;
+        else if (!strcmp(value, "false") || !strcmp(value, "0"))
+          on = 0;
+        else {
+          snprintf(err, err_len, "-%s: expected true or false, got \"%s\"", key, value);
+          return -1;
+        }
+      }
+      if (!strcmp(key, "quiet"))
+        c->quiet = on;
+      else if (!strcmp(key, "autoscale"))
+        c->autoscale = on;
+      else if (!strcmp(key, "h2c"))
+        c->h2c = on;
+      else if (!strcmp(key, "no-h2"))
+        c->no_h2 = on;
+      else if (!strcmp(key, "h3-retry"))
+        c->h3_retry = on;
+      else if (!strcmp(key, "no-alt-svc"))
+        c->no_alt_svc = on;
+      else
+        c->shed = on;
+      continue;
+    }
+    if (!value) {
+      if (i + 1 >= argc) {
+        snprintf(err, err_len, "flag -%s needs a value", key);
+        return -1;
+      }
+      value = argv[++i];
+    }
+    uint64_t u64;
+    int bad = 0;
+    if (!strcmp(key, "app"))
+      c->app = value;
+    else if (!strcmp(key, "workers"))
+      bad = parse_u32(value, &c->workers, 1, 256);
+    else if (!strcmp(key, "threads"))
+      bad = parse_u32(value, &c->threads, 1, 1024);
+    else if (!strcmp(key, "listen")) {
+      if (default_listen) c->listen_count = 0, default_listen = 0;
+      if (c->listen_count >= PP_MAX_LISTEN) {
+        snprintf(err, err_len, "-listen: at most %d listeners", PP_MAX_LISTEN);
+        return -1;
+      }
+      bad = pp_addr_parse(&c->listen[c->listen_count++], value);
+    } else if (!strcmp(key, "listen-tls")) {
+      if (c->listen_tls_count >= PP_MAX_LISTEN) {
+        snprintf(err, err_len, "-listen-tls: at most %d listeners", PP_MAX_LISTEN);
+        return -1;
+      }
+      bad = pp_addr_parse(&c->listen_tls[c->listen_tls_count++], value);
+    } else if (!strcmp(key, "listen-h3")) {
+      if (c->listen_h3_count >= PP_MAX_LISTEN) {
+        snprintf(err, err_len, "-listen-h3: at most %d listeners", PP_MAX_LISTEN);
+        return -1;
+      }
+      bad = pp_addr_parse(&c->listen_h3[c->listen_h3_count], value) ||
+            c->listen_h3[c->listen_h3_count].is_unix;
+      c->listen_h3_count++;
+    } else if (!strcmp(key, "tls-cert"))
+      c->tls_cert = value;
+    else if (!strcmp(key, "tls-key"))
+      c->tls_key = value;
+    else if (!strcmp(key, "h2-max-streams"))
+      bad = parse_u32(value, &c->h2_max_streams, 1, 1000);
+    else if (!strcmp(key, "control")) {
+      if (!strcmp(value, "off") || !*value)
+        c->control_enabled = 0;
+      else
+        c->control_enabled = 1, bad = pp_addr_parse(&c->control, value);
+    } else if (!strcmp(key, "control-token"))
+      c->control_token = value;
+    else if (!strcmp(key, "gem-dir"))
+      c->gem_dir = value;
+    else if (!strcmp(key, "ruby"))
+      c->ruby = value;
+    else if (!strcmp(key, "runtime-dir"))
+      c->runtime_dir = value;
+    else if (!strcmp(key, "pidfile"))
+      bad = !*value, c->pidfile = value;
+    else if (!strcmp(key, "state-path"))
+      bad = !*value, c->state_path = value;
+    else if (!strcmp(key, "backlog")) {
+      uint32_t n;
+      bad = parse_u32(value, &n, 1, 65535);
+      c->backlog = (int)n;
+    } else if (!strcmp(key, "max-connections"))
+      bad = parse_u32(value, &c->max_connections, 1, 10000000);
+    else if (!strcmp(key, "max-header-size")) {
+      bad = pp_size_parse(value, &u64) || u64 < 256 || u64 > (1u << 24);
+      c->max_header_bytes = (size_t)u64;
+    } else if (!strcmp(key, "max-uri-size")) {
+      bad = pp_size_parse(value, &u64) || u64 < 16 || u64 > (1u << 24);
+      c->max_uri_bytes = (size_t)u64;
+    } else if (!strcmp(key, "max-headers"))
+      bad = parse_u32(value, &c->max_headers, 1, 256);
+    else if (!strcmp(key, "max-body-size")) {
+      bad = pp_size_parse(value, &c->max_body_bytes);
+      if (!bad && (c->max_body_bytes == 0 || c->max_body_bytes > PP_BODY_SIZE_NONE))
+        c->max_body_bytes = PP_BODY_SIZE_NONE;
+    } else if (!strcmp(key, "max-buffered-body-total"))
+      bad = pp_size_parse(value, &c->max_buffered_body_total);
+    else if (!strcmp(key, "header-timeout"))
+      bad = pp_duration_parse(value, &c->header_timeout_ns);
+    else if (!strcmp(key, "body-timeout"))
+      bad = pp_duration_parse(value, &c->body_timeout_ns);
+    else if (!strcmp(key, "keepalive-timeout"))
+      bad = pp_duration_parse(value, &c->keepalive_timeout_ns);
+    else if (!strcmp(key, "write-timeout"))
+      bad = pp_duration_parse(value, &c->write_timeout_ns);
+    else if (!strcmp(key, "drain-timeout"))
+      bad = pp_duration_parse(value, &c->drain_timeout_ns);
+    else if (!strcmp(key, "request-timeout"))
+      bad = pp_duration_parse(value, &c->request_timeout_ns) ||
+            (c->request_timeout_ns && c->request_timeout_ns < 1000000);
+    else if (!strcmp(key, "worker-kill-grace"))
+      bad = pp_duration_parse(value, &c->worker_kill_grace_ns);
+    else if (!strcmp(key, "worker-timeout"))
+      bad = pp_duration_parse(value, &c->worker_timeout_ns) ||
+            (c->worker_timeout_ns && c->worker_timeout_ns < 200000000);
+    else if (!strcmp(key, "worker-boot-timeout"))
+      bad = pp_duration_parse(value, &c->worker_boot_timeout_ns) ||
+            (c->worker_boot_timeout_ns && c->worker_boot_timeout_ns < 100000000);
+    else if (!strcmp(key, "max-keep-alive"))
+      bad = parse_u32(value, &c->max_keep_alive, 0, 0xffffffffu);
+    else if (!strcmp(key, "tick"))
+      bad = pp_duration_parse(value, &c->tick_ns) || c->tick_ns == 0;
+    else if (!strcmp(key, "policy"))
+      c->policy_file = value;
+    else if (!strcmp(key, "min-workers"))
+      c->min_workers = value;
+    else if (!strcmp(key, "standby"))
+      c->standby = value;
+    else if (!strcmp(key, "max-workers"))
+      c->max_workers = value;
+    else if (!strcmp(key, "target-queue-p95"))
+      c->target_queue_p95 = value;
+    else if (!strcmp(key, "decision-log"))
+      c->decision_log = value;
+    else {
+      snprintf(err, err_len, "unknown flag -%s (see --help)", key);
+      return -1;
+    }
+    if (bad) {
+      snprintf(err, err_len, "-%s: invalid value \"%s\"", key, value);
+      return -1;
+    }
+  }
+  if (!c->tls_cert != !c->tls_key) {
+    snprintf(err, err_len, "-tls-cert and -tls-key go together (or neither: a development cert)");
+    return -1;
+  }
+  if (default_listen && c->listen_count == 0 && c->listen_tls_count == 0 &&
+      c->listen_h3_count == 0) {
+    pp_addr_parse(&c->listen[0], "127.0.0.1:9292");
+    c->listen_count = 1;
+  }
+  return 0;
+}

@@ -1,0 +1,103 @@
+/* puma-plus-server's command line: Go-flag style (`-name value`, `-name=value`, `--name` also
+ * accepted), every flag documented in docs/SERVER.md and in pp_config_usage(). Parsing is
+ * pure (no I/O besides the caller's error buffer) so it is unit-tested. */
+#ifndef PP_CONFIG_H
+#define PP_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define PP_MAX_LISTEN 16
+
+/* -max-body-size 0 (and the default, as puma's http_content_length_limit nil): no limit. A
+ * large finite number rather than UINT64_MAX, so that the parsers' chunk-size arithmetic
+ * ((size << 4) + digit, compared against it) cannot wrap. 2^59 bytes = 512 PiB. */
+#define PP_BODY_SIZE_NONE (1ull << 59)
+
+typedef struct pp_addr {
+  int is_unix;    /* 1: `path` is a unix socket path */
+  char host[256]; /* numeric address ("127.0.0.1", "::1", "0.0.0.0") for TCP */
+  int port;
+  char port_text[8]; /* port in decimal, NUL-terminated (the Rack env's SERVER_PORT) */
+  char path[108];    /* unix socket path */
+  char text[300];    /* as given, for logs */
+} pp_addr;
+
+typedef struct pp_config {
+  const char *app;  /* -app: the rackup file */
+  uint32_t workers; /* -workers */
+  uint32_t threads; /* -threads */
+  pp_addr listen[PP_MAX_LISTEN];
+  int listen_count; /* -listen (repeatable) */
+  pp_addr listen_tls[PP_MAX_LISTEN];
+  int listen_tls_count; /* -listen-tls (repeatable) */
+  pp_addr listen_h3[PP_MAX_LISTEN];
+  int listen_h3_count;     /* -listen-h3 (repeatable): HTTP/3 over QUIC (UDP) */
+  int h3_retry;            /* -h3-retry: address validation by Retry before any state */
+  int no_alt_svc;          /* -no-alt-svc: no Alt-Svc header for the HTTP/3 listener */
+  const char *tls_cert;    /* -tls-cert (PEM, chain included; NULL: a development cert) */
+  const char *tls_key;     /* -tls-key */
+  int h2c;                 /* -h2c: cleartext HTTP/2 (prior knowledge, Upgrade) on -listen */
+  int no_h2;               /* -no-h2: TLS listeners offer http/1.1 only */
+  uint32_t h2_max_streams; /* -h2-max-streams: SETTINGS_MAX_CONCURRENT_STREAMS */
+  pp_addr control;         /* -control */
+  int control_enabled;
+  const char *control_token; /* -control-token (NULL: none) */
+  const char *gem_dir;       /* -gem-dir (NULL: find it) */
+  const char *ruby;          /* -ruby */
+  const char *runtime_dir;   /* -runtime-dir (NULL: mkdtemp under $XDG_RUNTIME_DIR or /tmp) */
+  int backlog;               /* -backlog */
+  uint32_t max_connections;  /* -max-connections (0: from the descriptor limit at start) */
+  const char *pidfile;       /* -pidfile: our pid, written at start, removed at exit */
+  const char *state_path;    /* -state-path: puma's state file (YAML: pid, control_url, ...) */
+
+  size_t max_header_bytes;          /* -max-header-size */
+  size_t max_uri_bytes;             /* -max-uri-size */
+  uint32_t max_headers;             /* -max-headers */
+  uint64_t max_body_bytes;          /* -max-body-size; PP_BODY_SIZE_NONE = no limit */
+  uint64_t max_buffered_body_total; /* -max-buffered-body-total: all bodies buffered before
+                                       dispatch; 0 none */
+
+  uint64_t header_timeout_ns;    /* -header-timeout */
+  uint64_t body_timeout_ns;      /* -body-timeout */
+  uint64_t keepalive_timeout_ns; /* -keepalive-timeout */
+  uint64_t write_timeout_ns;     /* -write-timeout */
+  uint64_t drain_timeout_ns;     /* -drain-timeout */
+  uint64_t request_timeout_ns;   /* -request-timeout: from dispatch (T3); 0 = off */
+  uint64_t worker_kill_grace_ns; /* -worker-kill-grace: after a TIMEOUT, before the kill */
+  uint64_t worker_timeout_ns;    /* -worker-timeout: heartbeat silence that kills; 0 = off */
+  uint64_t tick_ns;              /* -tick: stats window and controller period */
+  int quiet;                     /* -quiet: no per-event logs */
+
+  /* puma's worker_boot_timeout and max_keep_alive (issue 26). */
+  uint64_t worker_boot_timeout_ns; /* -worker-boot-timeout: FORKED to first HELLO; 0 = off */
+  uint32_t max_keep_alive; /* -max-keep-alive: HTTP/1.1 requests per connection; 0 = no cap */
+
+  /* Autoscaling (issue 5). */
+  int autoscale;                /* -autoscale */
+  const char *policy_file;      /* -policy */
+  const char *min_workers;      /* -min-workers (text: applied with pp_policy_set) */
+  const char *standby;          /* -standby K: policy standby (text, as -min-workers) */
+  const char *max_workers;      /* -max-workers */
+  const char *target_queue_p95; /* -target-queue-p95 */
+  int shed;                     /* -shed: turn on admission control (policy shed.enabled) */
+  const char *decision_log;     /* -decision-log */
+} pp_config;
+
+void pp_config_defaults(pp_config *c);
+
+/* Parses argv (argv[0] skipped). Returns 0, 1 if --help/-help was given (usage printed to
+ * `out`), or -1 with a one-line message in err. Strings point into argv. */
+int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_len, FILE *out);
+
+/* "host:port", "[v6]:port", ":port", "unix:/path", "/path" or "./path". 0 or -1. */
+int pp_addr_parse(pp_addr *a, const char *text);
+/* "30s", "250ms", "100us", "5000ns", "1m", bare number = seconds. 0 or -1. */
+int pp_duration_parse(const char *text, uint64_t *ns);
+/* "1048576", "64k", "64KiB", "1m", "1MiB", "1g". 0 or -1. */
+int pp_size_parse(const char *text, uint64_t *bytes);
+
+void pp_config_usage(FILE *out);
+
+#endif

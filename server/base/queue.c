@@ -1,0 +1,156 @@
+/* The request FIFO and the worker registry (see queue.h). No I/O, no allocation. */
+#include "server/base/queue.h"
+
+#include <string.h>
+
+void pp_queue_init(pp_queue *q) {
+  q->head.prev = q->head.next = &q->head;
+  q->len = 0;
+}
+
+void pp_queue_push(pp_queue *q, pp_qnode *n) {
+  n->prev = q->head.prev;
+  n->next = &q->head;
+  q->head.prev->next = n;
+  q->head.prev = n;
+  q->len++;
+}
+
+pp_qnode *pp_queue_peek(const pp_queue *q) {
+  return q->len ? q->head.next : NULL;
+}
+
+void pp_queue_remove(pp_queue *q, pp_qnode *n) {
+  n->prev->next = n->next;
+  n->next->prev = n->prev;
+  n->prev = n->next = NULL;
+  q->len--;
+}
+
+pp_qnode *pp_queue_pop(pp_queue *q) {
+  pp_qnode *n = pp_queue_peek(q);
+  if (n) pp_queue_remove(q, n);
+  return n;
+}
+
+void pp_registry_init(pp_registry *r) {
+  memset(r, 0, sizeof *r);
+  for (int i = 0; i < PP_MAX_WORKERS; i++)
+    pp_queue_init(&r->workers[i].idle);
+}
+
+pp_worker *pp_registry_find(pp_registry *r, uint32_t pid) {
+  for (uint32_t i = 0; i < r->high; i++)
+    if (r->workers[i].state != PP_WORKER_FREE && r->workers[i].pid == pid) return &r->workers[i];
+  return NULL;
+}
+
+pp_worker *pp_registry_add(pp_registry *r, uint32_t pid, uint32_t index, int64_t now_ns) {
+  pp_worker *w = pp_registry_find(r, pid);
+  if (w) return w;
+  for (int i = 0; i < PP_MAX_WORKERS; i++) {
+    w = &r->workers[i];
+    if (w->state != PP_WORKER_FREE) continue;
+    memset(w, 0, sizeof *w);
+    pp_queue_init(&w->idle);
+    w->state = PP_WORKER_BOOTING;
+    w->pid = pid;
+    w->heap_live_slots = -1;
+    w->index = index;
+    w->forked_ns = now_ns;
+    w->generation = r->phase;
+    if ((uint32_t)i >= r->high) r->high = (uint32_t)i + 1;
+    return w;
+  }
+  return NULL;
+}
+
+pp_worker *pp_registry_attach(pp_registry *r, pp_slot *s, uint32_t pid, uint32_t worker_index,
+                              uint32_t thread_index, int64_t now_ns) {
+  pp_worker *w = pp_registry_add(r, pid, worker_index, now_ns);
+  if (!w) return NULL;
+  s->worker = w;
+  s->thread_index = thread_index;
+  s->busy = 0;
+  w->slots++;
+  if (w->state == PP_WORKER_BOOTING) {
+    w->state = PP_WORKER_READY;
+    w->ready_ns = now_ns;
+  }
+  if (w->state == PP_WORKER_READY) {
+    r->slots_ready++;
+    pp_queue_push(&w->idle, &s->idle_link);
+  }
+  return w;
+}
+
+pp_worker *pp_registry_detach(pp_registry *r, pp_slot *s) {
+  pp_worker *w = s->worker;
+  if (!w) return NULL;
+  if (pp_qnode_linked(&s->idle_link)) pp_queue_remove(&w->idle, &s->idle_link);
+  if (s->busy) {
+    w->busy--;
+    if (w->state == PP_WORKER_READY) r->slots_busy--;
+  }
+  if (w->state == PP_WORKER_READY) r->slots_ready--;
+  w->slots--;
+  s->busy = 0;
+  s->worker = NULL;
+  return w;
+}
+
+void pp_registry_remove(pp_registry *r, pp_worker *w) {
+  (void)r;
+  w->state = PP_WORKER_FREE;
+  w->pid = 0;
+}
+
+void pp_registry_retire(pp_registry *r, pp_worker *w) {
+  if (w->state == PP_WORKER_READY) {
+    r->slots_ready -= w->slots;
+    r->slots_busy -= w->busy;
+  }
+  while (pp_queue_pop(&w->idle)) {}
+  w->state = PP_WORKER_RETIRING;
+}
+
+int pp_registry_has_idle(const pp_registry *r) {
+  for (uint32_t i = 0; i < r->high; i++)
+    if (r->workers[i].state == PP_WORKER_READY && r->workers[i].idle.len) return 1;
+  return 0;
+}
+
+pp_slot *pp_registry_take(pp_registry *r) {
+  pp_worker *best = NULL;
+  for (uint32_t i = 0; i < r->high; i++) {
+    pp_worker *w = &r->workers[i];
+    if (w->state != PP_WORKER_READY || w->idle.len == 0) continue;
+    if (!best || w->busy < best->busy || (w->busy == best->busy && w->index < best->index))
+      best = w;
+  }
+  if (!best) return NULL;
+  pp_slot *s = PP_CONTAINER_OF(pp_queue_pop(&best->idle), pp_slot, idle_link);
+  s->busy = 1;
+  best->busy++;
+  best->requests++;
+  r->slots_busy++;
+  return s;
+}
+
+void pp_registry_release(pp_registry *r, pp_slot *s) {
+  pp_worker *w = s->worker;
+  if (!w || !s->busy) return;
+  s->busy = 0;
+  w->busy--;
+  if (w->state == PP_WORKER_READY) {
+    r->slots_busy--;
+    pp_queue_push(&w->idle, &s->idle_link);
+  }
+}
+
+uint32_t pp_registry_count(const pp_registry *r, pp_worker_state state) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < r->high; i++)
+    n += r->workers[i].state == state;
+  return n;
+}

@@ -1,0 +1,166 @@
+/* dispatch (see dispatch.h). The REQUEST frame's prefix (env pairs) was built once by the
+ * session; at dispatch only the queue_ns value and the frame header are filled in, and the
+ * body buffer goes out behind it in the same writev. */
+#include "server/core/dispatch.h"
+
+#include "control/admit.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "server/process/server_int.h"
+#include "server/workers/wlink.h"
+
+static void send_request(server *s, pp_exchange *r, wconn *w);
+
+void pp_dispatch_push(pp_exchange *r) {
+  server *s = r->srv;
+  r->t2b = pp_now_ns();
+  r->state = PP_X_QUEUED;
+  s->stats.arrivals++;
+  s->stats.arrivals_window++;
+  if (r->t2b > r->t2) pp_hist_window_record(&s->stats.body_wait, (uint64_t)(r->t2b - r->t2));
+  pp_queue_push(&s->queue, &r->qlink);
+  pp_dispatch_all(s);
+}
+
+/* The admission rule's second look (codel sheds a request that waited past the budget):
+ * 1 if r was answered 503 instead of dispatched. */
+static int shed_at_dequeue(server *s, pp_exchange *r) {
+  controller *ct = &s->ctl_state;
+  if (!ct->policy.shed_enabled) return 0;
+  pp_admit_input in;
+  pp_dispatch_admit_input(s, &in); /* the queue without r */
+  if (pp_admit_dequeue(&s->admit, &ct->policy, &in, (uint64_t)(in.now_ns - r->t2b)) !=
+      PP_ADMIT_SHED)
+    return 0;
+  s->stats.shed++;
+  s->stats.shed_window++;
+  if (r->owner)
+    r->ops->fail(r, 503, "503 Service Unavailable: waited past the shed budget (shed)\n");
+  else
+    pp_exchange_release(s, r);
+  return 1;
+}
+
+void pp_dispatch_all(server *s) {
+  while (s->queue.len && pp_registry_has_idle(&s->reg)) {
+    pp_exchange *r = PP_CONTAINER_OF(pp_queue_pop(&s->queue), pp_exchange, qlink);
+    if (shed_at_dequeue(s, r)) continue;
+    pp_slot *slot = pp_registry_take(&s->reg);
+    if (!slot) { /* cannot happen: a slot was idle */
+      pp_queue_push(&s->queue, &r->qlink);
+      return;
+    }
+    if (slot->worker->activated_ns && s->hooks.activated_dispatch)
+      s->hooks.activated_dispatch(s, slot->worker, r->t2b);
+    send_request(s, r, slot->data);
+  }
+}
+
+static void on_request_written(uv_write_t *wr, int status) {
+  pp_exchange *r = PP_CONTAINER_OF(wr, pp_exchange, wreq);
+  (void)status;
+  r->writes--;
+  if (r->release_pending && r->writes == 0) {
+    r->release_pending = 0;
+    pp_exchange_release(r->srv, r);
+  }
+}
+
+void pp_dispatch_send_body(pp_exchange *r, const uint8_t *data, size_t len) {
+  server *s = r->srv;
+  wconn *w = r->w;
+  while (len) {
+    size_t n = len > PP_WIRE_MAX_BODY_CHUNK ? PP_WIRE_MAX_BODY_CHUNK : len;
+    wchunk *k = pp_chunk_get(&s->net, n + 16);
+    pp_wire_put_header(k->data, PP_WIRE_BODY, (uint32_t)(8 + n));
+    pp_wire_put_u64(k->data + 8, r->id);
+    memcpy(k->data + 16, data, n);
+    k->len = 16 + n;
+    if (pp_wlink_send(w, k) < 0) return;
+    data += n;
+    len -= n;
+  }
+}
+
+/* A frame with only a request id (BODY_END, CANCEL) to the worker running r. */
+static void send_id_frame(pp_exchange *r, uint8_t type) {
+  wchunk *k = pp_chunk_get(&r->srv->net, 0);
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = type;
+  f.request_id = r->id;
+  k->len = (size_t)pp_wire_encode(&f, k->data, k->cap);
+  pp_wlink_send(r->w, k);
+}
+
+void pp_dispatch_send_body_end(pp_exchange *r) {
+  send_id_frame(r, PP_WIRE_BODY_END);
+}
+
+void pp_dispatch_send_cancel(pp_exchange *r) {
+  send_id_frame(r, PP_WIRE_CANCEL);
+}
+
+static void send_request(server *s, pp_exchange *r, wconn *w) {
+  r->t3 = pp_now_ns();
+  uint64_t queue_ns = (uint64_t)(r->t3 - r->t2b);
+  pp_hist_window_record(&s->stats.queue, queue_ns);
+  r->head.len = r->queue_key_end;
+  size_t n = pp_fmt_u64(r->queue_digits, queue_ns);
+  pp_buf_append_u32(&r->head, (uint32_t)n);
+  pp_buf_append(&r->head, r->queue_digits, (size_t)n);
+  uint8_t *h = r->head.data;
+  size_t body_len = r->streaming ? 0 : r->body.len - 4;
+  size_t payload = r->head.len - 8 + 4 + body_len;
+  pp_wire_put_header(h, PP_WIRE_REQUEST, (uint32_t)payload);
+  pp_wire_put_u64(h + 8, r->id);
+  pp_wire_put_u64(h + 16, (uint64_t)r->t2b);
+  pp_wire_put_u64(h + 24, (uint64_t)r->t3);
+  h[32] = (uint8_t)((r->streaming ? PP_WIRE_FLAG_BODY_STREAMS : 0) |
+                    (r->hijackable ? PP_WIRE_FLAG_HIJACKABLE : 0));
+  uv_buf_t bufs[2];
+  bufs[0] = uv_buf_init((char *)r->head.data, (unsigned)r->head.len);
+  if (r->streaming) {
+    memset(r->len_zero, 0, 4);
+    bufs[1] = uv_buf_init((char *)r->len_zero, 4);
+  } else {
+    pp_wire_put_u32(r->body.data, (uint32_t)body_len);
+    bufs[1] = uv_buf_init((char *)r->body.data, (unsigned)r->body.len);
+  }
+  r->w = w;
+  pp_wlink_assign(w, r);
+  r->state = PP_X_RUNNING;
+  int rc = pp_wlink_writev(w, &r->wreq, bufs, 2, on_request_written);
+  if (rc < 0) return;       /* the worker connection closed (and answered r with a 502) */
+  if (rc == 1) r->writes++; /* the buffers stay referenced until on_request_written */
+  if (r->streaming) {
+    if (r->body.len > 4) pp_dispatch_send_body(r, r->body.data + 4, r->body.len - 4);
+    r->body.len = 4;
+    if (r->body_done) pp_dispatch_send_body_end(r);
+    /* reading the client may resume now (the owner checks it is not inside its parser) */
+    if (r->owner && r->w) r->ops->body_writable(r);
+  }
+  pp_exchange_unbudget(r); /* its buffered body is on its way to the worker */
+}
+
+void pp_dispatch_admit_input(server *s, pp_admit_input *in) {
+  memset(in, 0, sizeof *in);
+  in->now_ns = pp_now_ns();
+  in->queue_len = s->queue.len;
+  in->slots_ready = s->reg.slots_ready;
+  in->slots_busy = s->reg.slots_busy;
+  in->service_mean_ns = pp_hist_mean(&s->stats.service.lifetime);
+  if (s->stats.service_last.count) in->service_mean_ns = pp_hist_mean(&s->stats.service_last);
+  pp_qnode *head = pp_queue_peek(&s->queue);
+  in->oldest_enqueue_ns = head ? PP_CONTAINER_OF(head, pp_exchange, qlink)->t2b : INT64_MIN;
+  in->shedding = s->ctl_state.shedding;
+}
+
+uint64_t pp_dispatch_predicted_wait(server *s) {
+  pp_admit_input in;
+  pp_dispatch_admit_input(s, &in);
+  return pp_admit_predicted_wait(&s->admit, &s->ctl_state.policy, &in);
+}

@@ -1,0 +1,83 @@
+/* The exchange (see exchange.h): the pool and the aggregate body budget. What the owner calls
+ * to drive one (env, body, abandon) is core/exchange_owner.c's, above dispatch. Pooled structs
+ * keep their buffers, so steady state does not call malloc. */
+#include "server/exchange/exchange.h"
+
+#include <string.h>
+
+#include "server/process/server_int.h"
+
+pp_exchange *pp_exchange_get(server *s, const pp_exchange_ops *ops, void *owner) {
+  pp_exchange *x = s->free_exchanges;
+  if (x) {
+    s->free_exchanges = x->next_free;
+  } else {
+    x = pp_xmalloc(sizeof *x);
+    memset(x, 0, sizeof *x);
+    pp_buf_init(&x->head);
+    pp_buf_init(&x->body);
+    pp_buf_init(&x->resp_overflow);
+  }
+  pp_buf head = x->head, body = x->body, overflow = x->resp_overflow;
+  memset(x, 0, sizeof *x);
+  x->head = head;
+  x->body = body;
+  x->resp_overflow = overflow;
+  x->head.len = 0;
+  x->body.len = 0;
+  x->resp_overflow.len = 0;
+  x->srv = s;
+  x->ops = ops;
+  x->owner = owner;
+  s->live_requests++;
+  return x;
+}
+
+int pp_exchange_over_budget(const server *s) {
+  uint64_t budget = s->cfg->max_buffered_body_total;
+  return budget && s->body_buffered >= budget;
+}
+
+void pp_exchange_unbudget(pp_exchange *x) {
+  server *s = x->srv;
+  if (x->blink.next) pp_queue_remove(&s->body_waiters, &x->blink);
+  if (!x->budgeted) return;
+  s->body_buffered -= x->budgeted;
+  x->budgeted = 0;
+  /* wake waiting uploads while there is room (each may take more before the next wakes) */
+  while (!pp_exchange_over_budget(s) && s->body_waiters.len) {
+    pp_exchange *w = PP_CONTAINER_OF(pp_queue_pop(&s->body_waiters), pp_exchange, blink);
+    if (w->owner) w->ops->body_writable(w);
+  }
+}
+
+void pp_exchange_release(server *s, pp_exchange *x) {
+  pp_exchange_unbudget(x);
+  if (x->writes > 0) {
+    x->release_pending = 1;
+    return;
+  }
+  /* A buffer that grew for one large upload does not stay large: pooled exchanges keep small
+   * bodies' buffers (no malloc per request for them), not the up-to-1 MiB ones of an upload
+   * burst, which would otherwise stay resident for good (pp-bench soak's body phase). */
+  if (x->body.cap > PP_EXCHANGE_KEEP_BODY) pp_buf_dispose(&x->body);
+  if (x->head.cap > 262144) pp_buf_dispose(&x->head);
+  if (x->resp_overflow.cap > 262144) pp_buf_dispose(&x->resp_overflow);
+  x->next_free = s->free_exchanges;
+  s->free_exchanges = x;
+  s->live_requests--;
+  /* drain check deferred to the drain timer */
+}
+
+void pp_exchange_count_status(server *s, int status) {
+  if (status < 200)
+    s->stats.status_1xx++;
+  else if (status < 300)
+    s->stats.status_2xx++;
+  else if (status < 400)
+    s->stats.status_3xx++;
+  else if (status < 500)
+    s->stats.status_4xx++;
+  else
+    s->stats.status_5xx++;
+}

@@ -1,0 +1,140 @@
+/* The exchange: one request and its response, the protocol-neutral handle that everything
+ * above the sessions sees (DESIGN.md section 3a). A session's glue (h1 today; h2 and h3 use
+ * the same calls) creates an exchange when a request's header section is complete, fills the
+ * env pairs, hands body bytes down and learns about the response through the callbacks in
+ * pp_exchange_ops. Dispatch and the worker link never learn which protocol it was.
+ *
+ * The contract, in the order things happen:
+ *   pp_exchange_get         the owner (session glue) takes one from the pool: t1, t2 set by it
+ *   pp_exchange_env_begin   REQUEST prefix; the owner appends env pairs (pp_env_put_pair ...)
+ *   pp_exchange_env_end     closes the env (puma_plus.queue_ns is appended at dispatch)
+ *   pp_exchange_body_in     body bytes: buffered up to PP_BODY_BUFFER_LIMIT, then streamed
+ *   pp_exchange_body_done   the request body ended (or there was none): runnable at the latest
+ *   ... queued (T2b), dispatched to a worker connection (T3) ...
+ *   ops->head / body / end  the worker's RESPONSE_HEAD / RESPONSE_BODY / RESPONSE_END
+ *   ops->flush              once per read from the worker: write out what the frames produced
+ *   ops->fail               the worker connection died while running it (502), or admission
+ *                           shed it at dequeue (503): the owner answers with that status
+ *   pp_exchange_release     the owner is done with it (its response flushed, T6)
+ *   pp_exchange_abandon     instead, the client went away: it leaves the queue, or its
+ *                           worker gets CANCEL; dispatch frees it when the worker answers
+ *   ops->hijack             instead, the worker asked for the client's socket (HIJACK): the
+ *                           owner hands it over (HIJACKED + SCM_RIGHTS) and lets go of x
+ *                           (owner NULL); the exchange ends at RESPONSE_END as "hijacked"
+ *
+ * Ownership: the owner holds the exchange from pp_exchange_get until release or abandon;
+ * while it is queued or running, dispatch holds a reference too (x->w, the queue link), and
+ * the memory is returned to the pool only when neither holds it and no write still points at
+ * its buffers. After abandon, x->owner is NULL and no callback fires again.
+ *
+ * Backpressure both ways: ops->flush returns the bytes the client has not yet taken, and the
+ * worker link stops reading that worker above PP_CLIENT_WRITE_HIGH (resumed by
+ * pp_exchange_client_drained). A streamed upload is read from the client only while
+ * pp_exchange_can_take_body() says the worker socket has room; ops->body_writable tells the
+ * owner when it has room again.
+ *
+ * The aggregate body budget: bodies buffered before dispatch count against
+ * -max-buffered-body-total. Beyond it an upload that has not started buffering waits unread
+ * (pp_exchange_can_take_body is 0; body_writable when room frees), and one that was already
+ * buffering goes to the queue with what it has and streams the rest (so the bytes held are
+ * always on their way to a worker, and the wait cannot deadlock). */
+#ifndef PP_EXCHANGE_H
+#define PP_EXCHANGE_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "server/base/buf.h"
+#include "server/base/queue.h"
+#include "server/proto/wire.h"
+
+#define PP_BODY_BUFFER_LIMIT  (1u << 20)   /* bodies up to 1 MiB are buffered before T2b */
+#define PP_CLIENT_WRITE_HIGH  (1u << 20)   /* stop reading the worker above this */
+#define PP_CLIENT_WRITE_LOW   (256u << 10) /* resume below this */
+#define PP_WORKER_WRITE_HIGH  (1u << 20)   /* stop reading a streaming client above this */
+#define PP_EXCHANGE_KEEP_BODY (64u << 10)  /* a pooled exchange keeps a body buffer up to this */
+
+typedef struct server server;
+typedef struct wconn wconn;
+typedef struct pp_exchange pp_exchange;
+
+typedef enum pp_exchange_state {
+  PP_X_BODY = 1,  /* headers parsed, body arriving (not yet runnable) */
+  PP_X_QUEUED,    /* runnable, in the queue */
+  PP_X_RUNNING,   /* dispatched to a worker connection */
+  PP_X_RESPONDED, /* RESPONSE_END received (or answered locally); bytes may still be flushing */
+  PP_X_LOCAL,     /* answered by the server itself (control app), never queued */
+} pp_exchange_state;
+
+/* The owner's side of the contract. Each is called from the worker link's read callback,
+ * never from inside the owner's own calls into the exchange. */
+typedef struct pp_exchange_ops {
+  void (*head)(pp_exchange *x, const pp_wire_frame *f);          /* RESPONSE_HEAD */
+  void (*body)(pp_exchange *x, const uint8_t *data, size_t len); /* RESPONSE_BODY */
+  void (*end)(pp_exchange *x);                                   /* RESPONSE_END */
+  /* The server answers instead of the app: status (502 the worker died, 503 shed at
+   * dequeue) with a short text; if the head already went out, the response is cut. */
+  void (*fail)(pp_exchange *x, int status, const char *msg);
+  size_t (*flush)(pp_exchange *x); /* returns bytes not yet taken by the client */
+  void (*body_writable)(pp_exchange *x);
+  /* The worker sent HIJACK (full hijack, HTTP/1.1 only; NULL where the protocol cannot): the
+   * owner stops reading its client, flushes what it had written, and hands the descriptor
+   * over with pp_wlink_hijacked (at once or once the flush completed), or answers
+   * PP_WIRE_HIJACK_REFUSED. Once handed over, x->owner is NULL. */
+  void (*hijack)(pp_exchange *x);
+} pp_exchange_ops;
+
+struct pp_exchange {
+  pp_qnode qlink; /* in the queue while PP_X_QUEUED */
+  pp_exchange *next_free;
+  server *srv;
+  uint64_t id;
+  pp_exchange_state state;
+  const pp_exchange_ops *ops;
+  void *owner; /* the session glue's connection or stream; NULL once abandoned */
+  wconn *w;    /* while running */
+  int streaming, body_done, head_method, cancelled, head_sent;
+  int hijackable;          /* REQUEST carries PP_WIRE_FLAG_HIJACKABLE (h1 without TLS) */
+  int hijack_seen;         /* the worker sent HIJACK (at most once) */
+  int hijack_wait;         /* h1: handing over once the client's pending writes are done */
+  int64_t t1, t2, t2b, t3; /* first byte, headers, runnable, dispatched */
+  pp_buf head;             /* REQUEST frame up to and including the queue_ns key */
+  size_t queue_key_end;
+  pp_buf body;         /* [u32 length][body bytes] */
+  uv_write_t wreq;     /* the REQUEST write */
+  int writes;          /* REQUEST writes in flight referencing head/body */
+  int release_pending; /* free when writes reaches 0 */
+  uint8_t len_zero[4];
+  char queue_digits[24];
+  /* Session-private response state (the exchange layer never reads these). */
+  int keep_alive, msg_complete, resp_chunked, resp_no_body, resp_close;
+  int local_status;         /* h1: answered by the server itself with this status (shed) */
+  int64_t stream_id;        /* h2, h3: the stream */
+  pp_buf resp_overflow;     /* h3: response bytes the session could not take yet ... */
+  size_t resp_overflow_off; /* ... of which this many were handed over since (h3conn.c) */
+  int end_pending;          /* h3: RESPONSE_END came while resp_overflow held bytes */
+  pp_qnode olink;           /* h2: in the connection's list of streams */
+  uint64_t body_unconsumed; /* h2: request-body bytes not yet released to flow control */
+  uint64_t budgeted;        /* body bytes counted in the server's buffered-body total */
+  pp_qnode blink;           /* in srv->body_waiters while its upload waits for the budget */
+};
+
+/* A cleared exchange from the pool (its buffers kept), owned by `owner` with `ops`. */
+pp_exchange *pp_exchange_get(server *s, const pp_exchange_ops *ops, void *owner);
+
+/* Returns x to the pool once no write references its buffers. The owner calls it when the
+ * response is flushed (or the exchange never reached dispatch). */
+void pp_exchange_release(server *s, pp_exchange *x);
+
+/* The aggregate body budget (-max-buffered-body-total): x's buffered bytes leave the server's
+ * total (at dispatch, or when x ends), and uploads that waited for room resume. */
+void pp_exchange_unbudget(pp_exchange *x);
+
+/* The buffered-body total is at -max-buffered-body-total (0: no limit, never). */
+int pp_exchange_over_budget(const server *s);
+
+/* Counts one response status in its class (1xx ... 5xx) for /stats: every protocol's
+ * responses, the worker's and the ones the session answers itself. */
+void pp_exchange_count_status(server *s, int status);
+
+#endif

@@ -1,0 +1,289 @@
+/* The live controller (issue 5): every tick, build the observation with the shared builder
+ * (control/observation.h), call pp_decide(), act on the decision (ACTIVATE parked standby
+ * workers, SPAWN n, STANDBY n, RETIRE a drained worker, admission control) and append one
+ * JSONL line to the decision log. The decision is made only by pp_decide(); this file only
+ * gathers inputs and carries out outputs, in the order docs/CONTROL.md section 8 gives. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "server/process/server_int.h"
+
+static int read_file(const char *path, pp_buf *out) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  char tmp[4096];
+  size_t n;
+  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
+    pp_buf_append(out, tmp, n);
+  fclose(f);
+  pp_buf_append(out, "", 1);
+  out->len--;
+  return 0;
+}
+
+static int set_field(pp_policy *p, const char *field, const char *value, const char *flag) {
+  pp_policy_error err;
+  memset(&err, 0, sizeof err);
+  if (pp_policy_set(p, field, value, &err) != 0) {
+    fprintf(stderr, "puma-plus-server: %s %s: %s\n", flag, value, err.message);
+    return -1;
+  }
+  return 0;
+}
+
+void pp_autoscale_log_header(server *s) {
+  controller *ct = &s->ctl_state;
+  if (!ct->log) return;
+  static pp_declog_header h;
+  static char line[PP_DECLOG_LINE_MAX];
+  if (pp_declog_header_init(&h, &ct->policy, "server") != 0) return;
+  int n = pp_declog_encode_header(&h, line, sizeof line);
+  if (n > 0) {
+    fwrite(line, 1, (size_t)n, ct->log);
+    fflush(ct->log);
+  }
+}
+
+int pp_autoscale_init(server *s) {
+  controller *ct = &s->ctl_state;
+  pp_config *cfg = s->cfg;
+  memset(ct, 0, sizeof *ct);
+  ct->enabled = cfg->autoscale;
+  pp_policy_defaults(&ct->policy);
+  if (cfg->policy_file) {
+    pp_buf text;
+    pp_buf_init(&text);
+    if (read_file(cfg->policy_file, &text) < 0) {
+      fprintf(stderr, "puma-plus-server: -policy %s: %s\n", cfg->policy_file, strerror(errno));
+      return -1;
+    }
+    pp_policy_error err;
+    memset(&err, 0, sizeof err);
+    int rc = pp_policy_parse(&ct->policy, (const char *)text.data, text.len, &err);
+    pp_buf_dispose(&text);
+    if (rc != 0) {
+      fprintf(stderr, "puma-plus-server: %s:%d:%d: %s%s%s\n", cfg->policy_file, err.line,
+              err.column, err.field, err.field[0] ? ": " : "", err.message);
+      return -1;
+    }
+  }
+  if (cfg->min_workers && set_field(&ct->policy, "min_workers", cfg->min_workers, "-min-workers"))
+    return -1;
+  if (cfg->max_workers && set_field(&ct->policy, "max_workers", cfg->max_workers, "-max-workers"))
+    return -1;
+  if (cfg->standby && !ct->enabled) {
+    fprintf(stderr,
+            "puma-plus-server: -standby %s: standby workers need -autoscale (the "
+            "controller activates them)\n",
+            cfg->standby);
+    return -1;
+  }
+  if (cfg->standby && set_field(&ct->policy, "standby", cfg->standby, "-standby")) return -1;
+  if (cfg->target_queue_p95 &&
+      set_field(&ct->policy, "target_queue_p95", cfg->target_queue_p95, "-target-queue-p95"))
+    return -1;
+  if (cfg->shed && set_field(&ct->policy, "shed.enabled", "true", "-shed")) return -1;
+  pp_policy_error err;
+  memset(&err, 0, sizeof err);
+  if (pp_policy_validate(&ct->policy, &err) != 0) {
+    fprintf(stderr, "puma-plus-server: policy: %s%s%s\n", err.field, err.field[0] ? ": " : "",
+            err.message);
+    return -1;
+  }
+  if (ct->enabled && ct->policy.threads_enabled) {
+    /* decide() could ask for add_thread/remove_thread, which this server cannot carry out
+     * (threads per worker are fixed), and would then prefer threads over workers forever. */
+    fprintf(stderr, "puma-plus-server: policy: threads.enabled: thread scaling is not supported "
+                    "by this server (threads per worker are fixed by -threads); set it to false\n");
+    return -1;
+  }
+  pp_hist_init(&ct->standby.dispatch);
+  pp_hist_init(&ct->standby.hello);
+  pp_hist_init(&ct->standby.first_request);
+  if (ct->enabled && ct->policy.standby) {
+    /* docs/CONTROL.md section 8: the shepherd gets --standby K and keeps K workers parked */
+    ct->standby.enabled = 1;
+    ct->standby.k = ct->policy.standby;
+  }
+  if (ct->enabled) {
+    cfg->tick_ns = ct->policy.tick_ns; /* the controller's period is the policy's */
+    if (s->workers_wanted < ct->policy.min_workers) s->workers_wanted = ct->policy.min_workers;
+    if (s->workers_wanted > ct->policy.max_workers) s->workers_wanted = ct->policy.max_workers;
+  }
+  pp_ctl_state_init(&ct->state, &ct->policy, s->workers_wanted, cfg->threads);
+  if (cfg->decision_log) {
+    ct->log_path = cfg->decision_log;
+    ct->log = fopen(cfg->decision_log, "a");
+    if (!ct->log) {
+      fprintf(stderr, "puma-plus-server: -decision-log %s: %s\n", cfg->decision_log,
+              strerror(errno));
+      return -1;
+    }
+    pp_autoscale_log_header(s);
+  }
+  return 0;
+}
+
+/* The parked standby worker to activate: the longest parked (docs/CONTROL.md section 8). */
+static pp_worker *longest_parked(server *s) {
+  pp_worker *best = NULL;
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    if (w->state == PP_WORKER_PARKED && (!best || w->parked_ns < best->parked_ns)) best = w;
+  }
+  return best;
+}
+
+void pp_autoscale_note_dispatch(server *s, pp_worker *w, int64_t enqueued_ns) {
+  if (!w || !w->activated_ns) return;
+  pp_standby *sb = &s->ctl_state.standby;
+  int64_t now = pp_now_ns();
+  uint64_t to_dispatch = now > w->activated_ns ? (uint64_t)(now - w->activated_ns) : 0;
+  uint64_t to_hello = w->ready_ns > w->activated_ns ? (uint64_t)(w->ready_ns - w->activated_ns) : 0;
+  /* A request that was already waiting when the worker's first slot said HELLO went to it at
+   * once (dispatch prefers the worker with the fewest busy slots), so its dispatch ends the
+   * activation. One that arrived later found the worker ready and idle: the activation ended
+   * at HELLO, and the rest was waiting for traffic, not for the worker. */
+  uint64_t took = enqueued_ns <= w->ready_ns ? to_dispatch : to_hello;
+  pp_hist_record(&sb->dispatch, took);
+  pp_hist_record(&sb->hello, to_hello);
+  pp_hist_record(&sb->first_request, to_dispatch);
+  sb->recent_ns[sb->recent_n % PP_ACTIVATION_RECENT] = (int64_t)took;
+  sb->recent_n++;
+  w->activated_ns = 0;
+  LOG(s, "activated worker %u (pid %u): HELLO %.2f ms, first request %.2f ms after the decision%s",
+      w->index, w->pid, to_hello / 1e6, to_dispatch / 1e6,
+      enqueued_ns <= w->ready_ns ? "" : " (it arrived after HELLO)");
+}
+
+/* The ready worker to retire: the one with the fewest busy slots, newest index on ties. */
+static pp_worker *retire_candidate(server *s) {
+  pp_worker *best = NULL;
+  for (int i = 0; i < PP_MAX_WORKERS; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    if (w->state != PP_WORKER_READY) continue;
+    if (!best || w->busy < best->busy || (w->busy == best->busy && w->index > best->index))
+      best = w;
+  }
+  return best;
+}
+
+void pp_autoscale_tick(server *s) {
+  controller *ct = &s->ctl_state;
+  if (!ct->enabled || s->draining) return;
+  if (s->phased.state != PP_PHASED_IDLE) {
+    /* The roll owns the worker count until it ends (phased.c logs both ends): no decision is
+     * made, so none is logged and the controller's state does not assume actions it lacked. */
+    return;
+  }
+  pp_stats *st = &s->stats;
+  int64_t now = pp_now_ns();
+  uint32_t ready = 0, booting, retiring;
+  /* A SPAWN the shepherd never answered with FORKED (it could not fork) must not count as
+   * booting forever, or the settled gate would block scaling up for good. */
+  if (s->spawns_pending && now - s->last_spawn_ns > 30000000000LL) {
+    fprintf(stderr,
+            "[puma-plus] %u requested worker(s) never forked in 30 s; not waiting for them\n",
+            s->spawns_pending);
+    if (s->workers_wanted >= s->spawns_pending) s->workers_wanted -= s->spawns_pending;
+    s->spawns_pending = 0;
+  }
+  pp_standby *sb = &ct->standby;
+  if (sb->pending && now - sb->last_request_ns > 60000000000LL) {
+    /* likewise a STANDBY whose workers never parked (an on_worker_boot that hangs) */
+    fprintf(stderr, "[puma-plus] %u standby worker(s) never parked in 60 s; not waiting for them\n",
+            sb->pending);
+    sb->pending = 0;
+  }
+  for (int i = 0; i < PP_MAX_WORKERS; i++)
+    ready += s->reg.workers[i].state == PP_WORKER_READY && s->reg.workers[i].slots > 0;
+  booting = pp_registry_count(&s->reg, PP_WORKER_BOOTING) + s->spawns_pending;
+  retiring = pp_registry_count(&s->reg, PP_WORKER_RETIRING);
+
+  pp_obs_input in;
+  memset(&in, 0, sizeof in);
+  in.tick = ct->tick;
+  in.now_ns = now;
+  in.window_ns = s->cfg->tick_ns;
+  in.queue_window = &st->queue.window;
+  in.service_window = &st->service.window;
+  in.service_lifetime = &st->service.lifetime;
+  in.queue_len = s->queue.len;
+  in.slots_ready = s->reg.slots_ready;
+  in.slots_busy = s->reg.slots_busy;
+  in.workers_ready = ready;
+  in.workers_booting = booting;
+  in.workers_retiring = retiring;
+  in.threads_per_worker = s->cfg->threads;
+  in.arrivals = st->arrivals_window;
+  in.completions = st->completions_window;
+  in.shed = st->shed_window;
+  in.timeouts = st->timeouts_window;
+  in.service_cpu_mean_ns = st->cpu_count ? st->cpu_sum_ns / (int64_t)st->cpu_count : PP_UNKNOWN_NS;
+  in.gvl_wait_ns = st->gvl_count ? st->gvl_sum_ns / (int64_t)st->gvl_count : PP_UNKNOWN_NS;
+  in.mem_per_worker_bytes = pp_workers_mean_pss(s); /* section 8: serving workers' mean PSS */
+  in.workers_standby = pp_registry_count(&s->reg, PP_WORKER_PARKED);
+  in.workers_standby_booting = sb->pending;
+
+  static pp_declog_record rec;
+  memset(&rec, 0, sizeof rec);
+  if (pp_observation_build(&rec.obs, &in) != 0) return;
+  rec.tick = ct->tick;
+  rec.time_ns = now;
+  rec.policy_hash = pp_policy_hash(&ct->policy);
+  snprintf(rec.source, sizeof rec.source, "server");
+  rec.state_before = ct->state;
+  rec.decision = pp_decide(&ct->policy, &ct->state, &rec.obs);
+  rec.state_after = ct->state;
+  ct->last = rec.decision;
+  ct->have_last = 1;
+  ct->tick++;
+
+  /* docs/CONTROL.md section 8, in order: activations (longest parked first; SPAWN 1 for one
+   * that finds the pool empty), forks for the rest, replacement standby, then retires. */
+  uint32_t forks = 0;
+  if (rec.decision.action == PP_ACTION_SPAWN_WORKER) {
+    uint32_t activate =
+        rec.decision.activate < rec.decision.count ? rec.decision.activate : rec.decision.count;
+    for (uint32_t i = 0; i < activate; i++) {
+      pp_worker *w = longest_parked(s);
+      if (w) {
+        pp_shepherd_activate(s, w, rec.time_ns);
+      } else {
+        sb->activations_missed++;
+        forks++;
+      }
+    }
+    forks += rec.decision.count - activate;
+    if (forks) {
+      s->workers_wanted += forks;
+      pp_shepherd_spawn(s, forks);
+    }
+  }
+  if (rec.decision.standby_spawn) pp_shepherd_standby(s, rec.decision.standby_spawn);
+  switch (rec.decision.action) {
+  case PP_ACTION_RETIRE_WORKER:
+    for (uint32_t i = 0; i < rec.decision.count; i++) {
+      pp_worker *w = retire_candidate(s);
+      if (!w) break;
+      if (s->workers_wanted) s->workers_wanted--;
+      pp_shepherd_retire(s, w);
+    }
+    break;
+  default: break; /* spawns above; thread changes are not actuated (threads are fixed) */
+  }
+  ct->shedding = rec.decision.shed;
+  ct->shed_budget_ns = rec.decision.shed_budget_ns;
+  if (rec.decision.action != PP_ACTION_NONE && !s->cfg->quiet)
+    fprintf(stderr, "[puma-plus] tick %llu %s\n", (unsigned long long)rec.tick,
+            rec.decision.reason);
+  if (ct->log) {
+    static char line[PP_DECLOG_LINE_MAX];
+    int n = pp_declog_encode(&rec, line, sizeof line);
+    if (n > 0) {
+      fwrite(line, 1, (size_t)n, ct->log);
+      fflush(ct->log);
+    }
+  }
+}

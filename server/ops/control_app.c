@@ -1,0 +1,193 @@
+/* The control app (see control_app.h). The token comparison looks at the Authorization
+ * header first, then at each token= parameter of the query. */
+#include "server/ops/control_app.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "server/ops/dashboard.h"
+#include "server/process/server_int.h"
+
+static int token_ok(server *s, const pp_control_request *rq, const char *query, size_t qlen) {
+  const char *tok = s->cfg->control_token;
+  if (!tok || !*tok) return 1;
+  size_t tl = strlen(tok);
+  const uint8_t *auth = rq->authorization;
+  size_t alen = rq->authorization_len;
+  if (auth && alen == 7 + tl && !strncasecmp((const char *)auth, "Bearer ", 7) &&
+      !memcmp(auth + 7, tok, tl))
+    return 1;
+  for (size_t i = 0; i + 6 + tl <= qlen; i++) {
+    if ((i == 0 || query[i - 1] == '&') && !strncmp(query + i, "token=", 6) &&
+        !strncmp(query + i + 6, tok, tl) && (i + 6 + tl == qlen || query[i + 6 + tl] == '&'))
+      return 1;
+  }
+  return 0;
+}
+
+static void text(pp_control_response *out, int status, const char *msg) {
+  out->status = status;
+  out->content_type = "text/plain";
+  pp_buf_append_str(&out->body, msg);
+}
+
+/* The value of the query parameter `name` (NULL when absent; *len its length). */
+static const char *query_param(const char *query, size_t qlen, const char *name, size_t *len) {
+  size_t nl = strlen(name);
+  for (size_t i = 0; i + nl + 1 <= qlen; i++) {
+    if ((i == 0 || query[i - 1] == '&') && !strncmp(query + i, name, nl) && query[i + nl] == '=') {
+      const char *v = query + i + nl + 1;
+      const char *end = memchr(v, '&', qlen - (size_t)(v - query));
+      *len = end ? (size_t)(end - v) : qlen - (size_t)(v - query);
+      return v;
+    }
+  }
+  return NULL;
+}
+
+/* POST /restart (restart 1): a hot restart (lifecycle.h), answered once the new server is
+ * started (not yet ready); POST /phased-restart (restart 2): a phased restart (phased.h),
+ * answered once the probe shepherd is started, with the phase it replaces; POST /stop
+ * (restart 0): a drain as SIGTERM. All answer JSON; anything but POST is 405. */
+static void lifecycle_verb(server *s, const pp_control_request *rq, int restart,
+                           pp_control_response *out) {
+  char body[640];
+  if (!rq->post) {
+    text(out, 405, "405 Method Not Allowed (POST)\n");
+    out->allow = "POST";
+    return;
+  }
+  out->content_type = "application/json";
+  if (!restart) {
+    snprintf(body, sizeof body, "{\"status\":\"ok\",\"action\":\"stop\",\"pid\":%d}\n",
+             (int)getpid());
+    out->status = s->draining ? 409 : 202;
+    if (s->draining)
+      snprintf(body, sizeof body, "{\"status\":\"error\",\"error\":\"already draining\"}\n");
+    else
+      s->hooks.stop_soon(s);
+  } else {
+    char why[256];
+    long pid = restart == 2 ? pp_phased_begin(s, why, sizeof why)
+                            : s->hooks.hot_restart(s, why, sizeof why);
+    out->status = pid > 0 ? 202 : 409;
+    if (pid > 0 && restart == 2)
+      snprintf(body, sizeof body,
+               "{\"status\":\"ok\",\"action\":\"phased-restart\",\"phase\":%u,\"probe_pid\":%ld}\n",
+               s->reg.phase, pid);
+    else if (pid > 0)
+      snprintf(body, sizeof body,
+               "{\"status\":\"ok\",\"action\":\"restart\",\"old_pid\":%d,\"new_pid\":%ld}\n",
+               (int)getpid(), pid);
+    else {
+      char esc[2 * sizeof why];
+      size_t n = 0;
+      for (const char *p = why; *p && n + 2 < sizeof esc;
+           p++) { /* JSON string: a path may hold quotes */
+        if (*p == '"' || *p == '\\') esc[n++] = '\\';
+        esc[n++] = (unsigned char)*p < 0x20 ? ' ' : *p;
+      }
+      esc[n] = 0;
+      snprintf(body, sizeof body, "{\"status\":\"error\",\"error\":\"%s\"}\n", esc);
+    }
+  }
+  pp_buf_append_str(&out->body, body);
+}
+
+/* GET /dashboard and GET /stats/stream (dashboard.h). 1 if the path was one of them. */
+static int dashboard_routes(server *s, const pp_control_request *rq, const char *url,
+                            size_t path_len, const char *query, size_t qlen,
+                            pp_control_response *out) {
+  if (path_len == 10 && !memcmp(url, "/dashboard", 10)) {
+    pp_buf_append(&out->body, pp_dashboard_html, pp_dashboard_html_len);
+    out->status = 200;
+    out->content_type = "text/html; charset=utf-8";
+    return 1;
+  }
+  if (path_len != 13 || memcmp(url, "/stats/stream", 13)) return 0;
+  uint32_t heartbeat = PP_DASH_HEARTBEAT_DEFAULT;
+  size_t vlen;
+  const char *v = query_param(query, qlen, "heartbeat", &vlen);
+  if (v) {
+    char tmp[16], *end;
+    unsigned long n = 0;
+    if (vlen && vlen < sizeof tmp) {
+      memcpy(tmp, v, vlen);
+      tmp[vlen] = 0;
+      n = strtoul(tmp, &end, 10);
+    }
+    if (!vlen || vlen >= sizeof tmp || *end || tmp[0] < '0' || tmp[0] > '9' || n < 1 ||
+        n > PP_DASH_HEARTBEAT_MAX) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "400 Bad Request: heartbeat must be whole seconds, 1 to %d\n",
+               PP_DASH_HEARTBEAT_MAX);
+      text(out, 400, msg);
+      return 1;
+    }
+    heartbeat = (uint32_t)n;
+  }
+  out->status = 200;
+  out->content_type = "text/event-stream";
+  if (rq->head_method) return 1; /* the head of the stream, no body */
+  out->stream = 1;
+  out->heartbeat_s = heartbeat;
+  pp_dashboard_stream_prelude(s, &out->body);
+  return 1;
+}
+
+/* /ready, the load balancer's health check (HAProxy `option httpchk GET /ready`, a Kubernetes
+ * readinessProbe): 200 while the server takes requests and has a connected worker thread;
+ * 503 while draining (after SIGTERM, so the balancer stops sending before the listeners have
+ * finished closing) and while booting (no worker has connected yet). */
+static void ready(server *s, pp_control_response *out) {
+  if (s->draining)
+    text(out, 503, "draining\n");
+  else if (s->reg.slots_ready == 0)
+    text(out, 503, "booting: no worker connected\n");
+  else
+    text(out, 200, "ready\n");
+}
+
+const pp_local_app pp_control_local_app = {pp_control_app, pp_dashboard_subscribe};
+
+void pp_control_app(server *s, const pp_control_request *rq, pp_control_response *out) {
+  memset(out, 0, sizeof *out);
+  pp_buf_init(&out->body);
+  const char *url = rq->target;
+  size_t url_len = rq->target_len;
+  const char *q = memchr(url, '?', url_len);
+  size_t path_len = q ? (size_t)(q - url) : url_len;
+  const char *query = q ? q + 1 : "";
+  size_t qlen = q ? url_len - path_len - 1 : 0;
+  int is_restart = path_len == 8 && !memcmp(url, "/restart", 8);
+  int is_stop = path_len == 5 && !memcmp(url, "/stop", 5);
+  int is_phased = path_len == 15 && !memcmp(url, "/phased-restart", 15);
+  if (!token_ok(s, rq, query, qlen)) {
+    text(out, 401, "401 Unauthorized: a control token is required\n");
+  } else if (is_restart || is_stop || is_phased) {
+    lifecycle_verb(s, rq, is_phased ? 2 : is_restart, out);
+  } else if (!rq->get_or_head) {
+    text(out, 405, "405 Method Not Allowed\n");
+    out->allow = "GET, HEAD";
+  } else if (dashboard_routes(s, rq, url, path_len, query, qlen, out)) {
+    /* answered */
+  } else if (path_len == 6 && !memcmp(url, "/stats", 6)) {
+    int pretty = qlen >= 8 && memmem(query, qlen, "pretty=1", 8) != NULL;
+    pp_stats_json(s, pretty, &out->body);
+    out->status = 200;
+    out->content_type = "application/json";
+  } else if (path_len == 8 && !memcmp(url, "/metrics", 8)) {
+    pp_stats_metrics(s, &out->body);
+    out->status = 200;
+    out->content_type = "text/plain; version=0.0.4";
+  } else if (path_len == 6 && !memcmp(url, "/ready", 6)) {
+    ready(s, out);
+  } else {
+    text(out, 404,
+         "404 Not Found (try /stats, /stats?pretty=1, /metrics, /ready, /dashboard, /stats/stream, "
+         "POST /restart, POST /phased-restart or POST /stop)\n");
+  }
+}

@@ -1,0 +1,16 @@
+/* puma-plus-server's process: it builds every layer (listeners, sessions, the queue, worker
+ * links, the shepherd, the control app), runs the event loop, and owns start-up, signals,
+ * drain and exit. main.c parses the flags and calls pp_server_run_argv, which owns the
+ * process until it exits. */
+#ifndef PP_SERVER_H
+#define PP_SERVER_H
+
+#include "server/base/config.h"
+
+/* Runs the server with *cfg and the whole command line (argv[argc] is NULL; argv[0] helps
+ * find the gem directory) until a signal stops it. A hot restart (SIGUSR2, POST /restart)
+ * re-executes that command line; argc 0 turns the hot restart off. Returns the process exit
+ * code (0 after a clean drain). */
+int pp_server_run_argv(pp_config *cfg, int argc, char **argv);
+
+#endif

@@ -1,0 +1,66 @@
+/* What the HTTP/2 and HTTP/3 session glue share (h2h3.h): a request's env from its
+ * pseudo-headers and fields, and a response head's pairs as header entries. */
+#include "server/session/h2h3.h"
+
+#include <string.h>
+
+#include "server/core/exchange_owner.h"
+
+void pp_h2h3_env(pp_exchange *x, pp_buf *scratch, const char *protocol, const pp_env_conninfo *ci,
+                 const pp_h2h3_request *rq) {
+  /* The fields as env.c wants them: :authority first as Host (it wins over a host field,
+   * RFC 9113 section 8.3.1), then the regular fields. */
+  pp_buf_reserve(scratch, (rq->header_count + 1) * sizeof(pp_env_field));
+  pp_env_field *fields = (pp_env_field *)scratch->data;
+  uint32_t n = 0;
+  int host_index = -1, ctype_index = -1;
+  if (rq->authority) {
+    fields[n] = (pp_env_field){"host", 4, (const char *)rq->authority, rq->authority_len};
+    host_index = (int)n++;
+  }
+  for (size_t i = 0; i < rq->header_count && n < PP_ENV_MAX_FIELDS; i++) {
+    const pp_h2_header *f = &rq->headers[i];
+    int is_host = f->name_len == 4 && !memcmp(f->name, "host", 4);
+    if (is_host && rq->authority) continue;
+    fields[n] =
+        (pp_env_field){(const char *)f->name, f->name_len, (const char *)f->value, f->value_len};
+    if (is_host && host_index < 0) host_index = (int)n;
+    if (f->name_len == 12 && !memcmp(f->name, "content-type", 12) && ctype_index < 0)
+      ctype_index = (int)n;
+    n++;
+  }
+  pp_env_request er = {(const char *)rq->method,
+                       rq->method_len,
+                       (const char *)rq->path,
+                       rq->path_len,
+                       protocol,
+                       fields,
+                       n,
+                       host_index,
+                       ctype_index,
+                       rq->has_content_length,
+                       rq->content_length};
+  pp_exchange_env_begin(x);
+  uint32_t pairs = pp_env_build(&er, ci, x->id, &x->head);
+  pp_exchange_env_end(x, pairs, rq->has_content_length ? (int64_t)rq->content_length : -1);
+}
+
+size_t pp_h2h3_headers(const char *alt_svc, const pp_wire_pairs *pairs, pp_buf *out) {
+  out->len = 0;
+  pp_wire_pairs_iter it;
+  pp_wire_pairs_iter_init(&it, pairs);
+  const uint8_t *k, *v;
+  uint32_t kl, vl;
+  size_t n = 0;
+  while (pp_wire_pairs_next(&it, &k, &kl, &v, &vl)) {
+    pp_h2_header hd = {k, kl, v, vl};
+    pp_buf_append(out, &hd, sizeof hd);
+    n++;
+  }
+  if (alt_svc[0]) {
+    pp_h2_header hd = {(const uint8_t *)"alt-svc", 7, (const uint8_t *)alt_svc, strlen(alt_svc)};
+    pp_buf_append(out, &hd, sizeof hd);
+    n++;
+  }
+  return n;
+}

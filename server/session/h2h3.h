@@ -1,0 +1,39 @@
+/* h2h3: what the HTTP/2 (h2conn.c) and HTTP/3 (h3conn.c) session glue share. */
+#ifndef PP_H2H3_H
+#define PP_H2H3_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/base/buf.h"
+#include "server/exchange/exchange.h"
+#include "server/core/exchange_owner.h"
+#include "server/proto/env.h"
+#include "server/proto/h2.h"
+#include "server/proto/wire.h"
+
+typedef struct server server;
+
+/* An HTTP/2 or HTTP/3 request as the env needs it (pointers valid during the call). */
+typedef struct pp_h2h3_request {
+  const uint8_t *method;
+  size_t method_len;
+  const uint8_t *path;
+  size_t path_len;
+  const uint8_t *authority; /* may be NULL */
+  size_t authority_len;
+  const struct pp_h2_header *headers;
+  size_t header_count;
+  int has_content_length;
+  uint64_t content_length;
+} pp_h2h3_request;
+/* Writes x's env (pp_exchange_env_begin .. _end) from an HTTP/2 or HTTP/3 request: :authority
+ * is Host, :path the request-target, the fields as they came; scratch holds the field list. */
+void pp_h2h3_env(pp_exchange *x, pp_buf *scratch, const char *protocol, const pp_env_conninfo *ci,
+                 const pp_h2h3_request *rq);
+/* The response pairs of a RESPONSE_HEAD as pp_h2_header entries in *out (pointers into the
+ * frame), plus alt-svc: alt_svc unless it is "" (s->alt_svc: an HTTP/3 listener is open).
+ * Returns the count. */
+size_t pp_h2h3_headers(const char *alt_svc, const pp_wire_pairs *pairs, pp_buf *out);
+
+#endif

@@ -1,0 +1,628 @@
+/* The exchange contract (server/exchange/exchange.h) with a fake protocol: an owner that records
+ * every ops callback, and a fake worker thread (a plain blocking unix socket that says HELLO and
+ * answers with hand-written frames). The real exchange, dispatch and worker link run on a
+ * real libuv loop in between; no HTTP session is involved, which is the point: anything that
+ * speaks this contract is served the same way. */
+#include <CUnit/Basic.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "server/core/dispatch.h"
+#include "server/process/server_int.h"
+
+static server srv;
+static pp_config cfg;
+static char sock_path[108];
+static int worker_fd = -1;
+
+/* ---------------------------------------------------------------- the fake owner */
+
+#define MAX_EVENTS 32
+static char events[MAX_EVENTS][48];
+static int n_events;
+static int last_status;
+static pp_buf body_seen;
+static int fail_statuses[8], n_fails; /* every fail(), in order */
+
+static void note(const char *what) {
+  if (n_events < MAX_EVENTS) snprintf(events[n_events++], sizeof events[0], "%s", what);
+}
+static void o_head(pp_exchange *x, const pp_wire_frame *f) {
+  (void)x;
+  last_status = f->status;
+  note("head");
+}
+static void o_body(pp_exchange *x, const uint8_t *d, size_t n) {
+  (void)x;
+  pp_buf_append(&body_seen, d, n);
+  note("body");
+}
+static void o_end(pp_exchange *x) {
+  note("end");
+  x->state = PP_X_RESPONDED;
+  x->owner = NULL;
+  pp_exchange_release(x->srv, x); /* the owner is done at once (no client to flush to) */
+}
+static void o_fail(pp_exchange *x, int status, const char *msg) {
+  (void)msg;
+  last_status = status;
+  if (n_fails < 8) fail_statuses[n_fails++] = status;
+  note("fail");
+  x->state = PP_X_RESPONDED;
+  x->owner = NULL;
+  pp_exchange_release(x->srv, x);
+}
+static size_t o_flush(pp_exchange *x) {
+  (void)x;
+  note("flush");
+  return 0;
+}
+static void o_body_writable(pp_exchange *x) {
+  (void)x;
+  note("body_writable");
+}
+static const pp_exchange_ops fake_ops = {o_head,  o_body,          o_end, o_fail,
+                                         o_flush, o_body_writable, NULL};
+static int fake_owner; /* its address is the owner pointer */
+
+static int saw(const char *what) {
+  for (int i = 0; i < n_events; i++)
+    if (!strcmp(events[i], what)) return 1;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- the fake worker */
+
+static void spin(int turns) {
+  for (int i = 0; i < turns; i++) {
+    uv_run(srv.loop, UV_RUN_NOWAIT);
+    usleep(1000);
+  }
+}
+
+static void worker_send(const pp_wire_frame *f) {
+  uint8_t buf[4096];
+  ssize_t n = pp_wire_encode(f, buf, sizeof buf);
+  CU_ASSERT_FATAL(n > 0);
+  CU_ASSERT_FATAL(write(worker_fd, buf, (size_t)n) == n);
+}
+
+/* Reads one frame from the server (the loop turns while waiting). 1, or 0 on timeout. */
+static uint8_t frame_buf[1 << 21];
+static size_t frame_len;
+static int worker_recv(pp_wire_frame *f) {
+  pp_wire_decoder dec;
+  for (int turn = 0; turn < 2000; turn++) {
+    pp_wire_decoder_init(&dec);
+    size_t need = 0;
+    ssize_t n = pp_wire_decode(&dec, frame_buf, frame_len, f, &need);
+    CU_ASSERT_FATAL(n >= 0);
+    if (n > 0) {
+      static uint8_t keep[1 << 21];
+      memcpy(keep, frame_buf, (size_t)n);
+      memmove(frame_buf, frame_buf + n, frame_len - (size_t)n);
+      frame_len -= (size_t)n;
+      pp_wire_decoder_init(&dec);
+      pp_wire_decode(&dec, keep, (size_t)n, f, NULL); /* pointers into keep */
+      return 1;
+    }
+    uv_run(srv.loop, UV_RUN_NOWAIT);
+    ssize_t r = recv(worker_fd, frame_buf + frame_len, sizeof frame_buf - frame_len, MSG_DONTWAIT);
+    if (r > 0) frame_len += (size_t)r;
+    if (r <= 0) usleep(1000);
+  }
+  return 0;
+}
+
+static void worker_connect(void) {
+  worker_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", sock_path);
+  CU_ASSERT_FATAL(connect(worker_fd, (struct sockaddr *)&a, sizeof a) == 0);
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_HELLO;
+  f.version = PP_WIRE_VERSION;
+  f.pid = 4242;
+  worker_send(&f);
+  for (int i = 0; i < 500 && !pp_registry_has_idle(&srv.reg); i++)
+    spin(1);
+  CU_ASSERT_FATAL(pp_registry_has_idle(&srv.reg));
+}
+
+static void worker_disconnect(void) {
+  close(worker_fd);
+  worker_fd = -1;
+  frame_len = 0;
+  spin(50);
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static pp_exchange *new_exchange(const char *path, size_t body) {
+  pp_exchange *x = pp_exchange_get(&srv, &fake_ops, &fake_owner);
+  x->id = ++srv.next_request_id;
+  x->t1 = x->t2 = pp_now_ns();
+  x->state = PP_X_BODY;
+  pp_exchange_env_begin(x);
+  pp_env_put_pair(&x->head, "REQUEST_METHOD", 14, "GET", 3);
+  pp_env_put_pair(&x->head, "PATH_INFO", 9, path, strlen(path));
+  pp_exchange_env_end(x, 2, (int64_t)body);
+  return x;
+}
+
+static void reset_events(void) {
+  n_events = 0;
+  n_fails = 0;
+  last_status = 0;
+  body_seen.len = 0;
+}
+
+static void respond(uint64_t id, int status, const char *body) {
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_RESPONSE_HEAD;
+  f.request_id = id;
+  f.status = (uint16_t)status;
+  worker_send(&f);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_RESPONSE_BODY;
+  f.request_id = id;
+  f.data = (const uint8_t *)body;
+  f.data_len = strlen(body);
+  worker_send(&f);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_RESPONSE_END;
+  f.request_id = id;
+  f.t4_ns = 1, f.t5_ns = 2;
+  f.gvl_wait_ns = f.cpu_ns = -1;
+  worker_send(&f);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void test_dispatch_and_response(void) {
+  worker_connect();
+  reset_events();
+  uint32_t live = srv.live_requests;
+  pp_exchange *x = new_exchange("/a", 0);
+  uint64_t id = x->id;
+  pp_exchange_body_done(x); /* runnable: dispatched at once to the idle slot */
+  CU_ASSERT_EQUAL(x->state, PP_X_RUNNING);
+  CU_ASSERT(x->t2b > 0 && x->t3 >= x->t2b);
+  pp_wire_frame f;
+  CU_ASSERT_FATAL(worker_recv(&f));
+  CU_ASSERT_EQUAL(f.type, PP_WIRE_REQUEST);
+  CU_ASSERT_EQUAL(f.request_id, id);
+  CU_ASSERT_EQUAL(f.pairs.count, 3); /* the two pairs and puma_plus.queue_ns */
+  respond(id, 201, "hello");
+  for (int i = 0; i < 200 && !saw("end"); i++)
+    spin(1);
+  /* head, body, end in that order (flush may come between reads) */
+  int head = -1, body = -1, end = -1;
+  for (int i = 0; i < n_events; i++) {
+    if (!strcmp(events[i], "head") && head < 0) head = i;
+    if (!strcmp(events[i], "body") && body < 0) body = i;
+    if (!strcmp(events[i], "end") && end < 0) end = i;
+  }
+  CU_ASSERT(head >= 0 && head < body && body < end);
+  CU_ASSERT_EQUAL(last_status, 201);
+  CU_ASSERT_EQUAL(body_seen.len, 5);
+  CU_ASSERT_EQUAL(srv.live_requests, live);
+  CU_ASSERT(pp_registry_has_idle(&srv.reg)); /* the slot is free again */
+  worker_disconnect();
+}
+
+static void test_abandon_queued_leaves_the_queue(void) {
+  reset_events();
+  uint64_t before = srv.stats.cancelled_queued;
+  uint32_t live = srv.live_requests;
+  pp_exchange *x = new_exchange("/q", 0); /* no worker connected: stays queued */
+  pp_exchange_body_done(x);
+  CU_ASSERT_EQUAL(x->state, PP_X_QUEUED);
+  CU_ASSERT_EQUAL(srv.queue.len, 1);
+  pp_exchange_abandon(x);
+  CU_ASSERT_EQUAL(srv.queue.len, 0);
+  CU_ASSERT_EQUAL(srv.stats.cancelled_queued, before + 1);
+  CU_ASSERT_EQUAL(srv.live_requests, live);
+  CU_ASSERT_EQUAL(n_events, 0); /* no callback after abandon */
+}
+
+static void test_abandon_running_sends_cancel(void) {
+  worker_connect();
+  reset_events();
+  uint64_t before = srv.stats.cancelled_running;
+  uint32_t live = srv.live_requests;
+  pp_exchange *x = new_exchange("/r", 0);
+  uint64_t id = x->id;
+  pp_exchange_body_done(x);
+  pp_wire_frame f;
+  CU_ASSERT_FATAL(worker_recv(&f));
+  CU_ASSERT_EQUAL(f.type, PP_WIRE_REQUEST);
+  pp_exchange_abandon(x);
+  CU_ASSERT_EQUAL(srv.stats.cancelled_running, before + 1);
+  CU_ASSERT_FATAL(worker_recv(&f));
+  CU_ASSERT_EQUAL(f.type, PP_WIRE_CANCEL);
+  CU_ASSERT_EQUAL(f.request_id, id);
+  /* still held by dispatch until the worker answers; then freed with no callback */
+  CU_ASSERT_EQUAL(srv.live_requests, live + 1);
+  respond(id, 200, "late");
+  for (int i = 0; i < 200 && srv.live_requests != live; i++)
+    spin(1);
+  CU_ASSERT_EQUAL(srv.live_requests, live);
+  CU_ASSERT_EQUAL(n_events, 0);
+  worker_disconnect();
+}
+
+static void test_worker_lost_is_a_502(void) {
+  worker_connect();
+  reset_events();
+  uint32_t live = srv.live_requests;
+  pp_exchange *x = new_exchange("/lost", 0);
+  pp_exchange_body_done(x);
+  pp_wire_frame f;
+  CU_ASSERT_FATAL(worker_recv(&f));
+  worker_disconnect(); /* the worker dies with the request running */
+  CU_ASSERT(saw("fail"));
+  CU_ASSERT_EQUAL(last_status, 502);
+  CU_ASSERT_EQUAL(srv.live_requests, live);
+}
+
+static void test_streamed_body(void) {
+  worker_connect();
+  reset_events();
+  size_t total = PP_BODY_BUFFER_LIMIT + 100000; /* over the buffer limit: streams */
+  pp_exchange *x = new_exchange("/upload", total);
+  CU_ASSERT(x->streaming);
+  static uint8_t chunk[65536];
+  memset(chunk, 'b', sizeof chunk);
+  size_t sent = 0;
+  while (sent < PP_BODY_BUFFER_LIMIT) { /* buffered until 1 MiB, then runnable */
+    pp_exchange_body_in(x, chunk, sizeof chunk);
+    sent += sizeof chunk;
+  }
+  CU_ASSERT_EQUAL(x->state, PP_X_RUNNING);
+  CU_ASSERT(saw("body_writable")); /* the owner may read the client again */
+  while (sent < total) {
+    size_t n = total - sent < sizeof chunk ? total - sent : sizeof chunk;
+    CU_ASSERT(pp_exchange_can_take_body(x));
+    pp_exchange_body_in(x, chunk, n);
+    sent += n;
+  }
+  pp_exchange_body_done(x);
+  pp_wire_frame f;
+  size_t body_bytes = 0;
+  int ended = 0;
+  CU_ASSERT_FATAL(worker_recv(&f));
+  CU_ASSERT_EQUAL(f.type, PP_WIRE_REQUEST);
+  CU_ASSERT(f.flags & PP_WIRE_FLAG_BODY_STREAMS);
+  while (!ended && worker_recv(&f)) {
+    if (f.type == PP_WIRE_BODY) body_bytes += f.data_len;
+    if (f.type == PP_WIRE_BODY_END) ended = 1;
+  }
+  CU_ASSERT(ended);
+  CU_ASSERT_EQUAL(body_bytes, total);
+  respond(x->id, 200, "ok");
+  for (int i = 0; i < 200 && !saw("end"); i++)
+    spin(1);
+  CU_ASSERT(saw("end"));
+  worker_disconnect();
+}
+
+/* ---------------------------------------------------------------- liveness (wlink.c) */
+
+/* Another connection of a fake worker process: HELLO (a thread) or HEARTBEAT (its monitor). */
+static int dial(uint8_t first, uint32_t pid, uint32_t thread_index) {
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", sock_path);
+  CU_ASSERT_FATAL(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = first;
+  f.version = PP_WIRE_VERSION;
+  f.pid = pid;
+  f.thread_index = thread_index;
+  uint8_t buf[64];
+  ssize_t n = pp_wire_encode(&f, buf, sizeof buf);
+  CU_ASSERT_FATAL(write(fd, buf, (size_t)n) == n);
+  spin(20);
+  return fd;
+}
+
+/* One small frame from fd (the loop turns while waiting): 1, or 0 after ~2 s. */
+static int fd_recv(int fd, pp_wire_frame *f, uint8_t *buf, size_t cap) {
+  size_t len = 0;
+  for (int turn = 0; turn < 2000; turn++) {
+    pp_wire_decoder dec;
+    pp_wire_decoder_init(&dec);
+    if (len && pp_wire_decode(&dec, buf, len, f, NULL) > 0) return 1;
+    uv_run(srv.loop, UV_RUN_NOWAIT);
+    /* one frame at a time: the header, then exactly its payload */
+    size_t want = len < 8 ? 8 - len : 8 + pp_wire_get_u32(buf + 4) - len;
+    if (len + want > cap) return 0;
+    ssize_t r = recv(fd, buf + len, want, MSG_DONTWAIT);
+    if (r > 0) len += (size_t)r;
+    if (r <= 0) usleep(1000);
+  }
+  return 0;
+}
+
+static void fd_send(int fd, const pp_wire_frame *f) {
+  uint8_t buf[4096];
+  ssize_t n = pp_wire_encode(f, buf, sizeof buf);
+  CU_ASSERT_FATAL(n > 0 && write(fd, buf, (size_t)n) == n);
+}
+
+static void fd_respond_end(int fd, uint64_t id) {
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_RESPONSE_HEAD;
+  f.request_id = id;
+  f.status = 500;
+  fd_send(fd, &f);
+  f.type = PP_WIRE_RESPONSE_END;
+  f.t4_ns = 1, f.t5_ns = 2, f.gvl_wait_ns = f.cpu_ns = -1;
+  fd_send(fd, &f);
+}
+
+/* Runs the watch (as its timer would) until cond or ~2 s. */
+#define WATCH_UNTIL(cond)                                                                          \
+  for (int turn_ = 0; turn_ < 2000 && !(cond); turn_++) {                                          \
+    pp_wlink_watch(&srv, pp_now_ns());                                                             \
+    spin(1);                                                                                       \
+  }
+
+/* A real process to stand for a worker, so that the kill under test has a target. */
+static pid_t fake_worker_process(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    pause();
+    _exit(0);
+  }
+  return pid;
+}
+
+/* The registry entry of a fake worker goes (as its EXITED would remove it), so that a later
+ * test's watch never looks at it. */
+static void forget_worker(uint32_t pid) {
+  pp_worker *w = pp_registry_find(&srv.reg, pid);
+  if (w) pp_registry_remove(&srv.reg, w);
+}
+
+static int killed_by_sigkill(pid_t pid) {
+  int st = 0;
+  for (int i = 0; i < 2000; i++) {
+    if (waitpid(pid, &st, WNOHANG) == pid) return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+    usleep(1000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &st, 0);
+  return 0;
+}
+
+/* -request-timeout: fail(504) to the owner, TIMEOUT (request id, thread index) on the monitor
+ * connection, the slot busy and the late answer discarded until RESPONSE_END; then free. */
+static void test_request_timeout_answers_504_and_interrupts(void) {
+  cfg.request_timeout_ns = 40000000;
+  cfg.worker_kill_grace_ns = 60000000000ull;
+  reset_events();
+  uint64_t before = srv.stats.request_timeouts;
+  uint32_t live = srv.live_requests;
+  pid_t pid = fake_worker_process();
+  int thread = dial(PP_WIRE_HELLO, (uint32_t)pid, 3);
+  int monitor = dial(PP_WIRE_HEARTBEAT, (uint32_t)pid, 0);
+  uint8_t mbuf[256], tbuf[65536];
+  pp_wire_frame f;
+  CU_ASSERT_FATAL(fd_recv(monitor, &f, mbuf, sizeof mbuf));
+  CU_ASSERT_EQUAL(f.type, PP_WIRE_HEARTBEAT_INTERVAL);
+  CU_ASSERT_EQUAL(f.interval_ms, 5000); /* a quarter of 60 s, at most 5 s */
+  pp_worker *wk = pp_registry_find(&srv.reg, (uint32_t)pid);
+  CU_ASSERT_FATAL(wk != NULL);
+  CU_ASSERT(wk->heartbeat_ns > 0);
+
+  pp_exchange *x = new_exchange("/slow", 0);
+  uint64_t id = x->id;
+  pp_exchange_body_done(x);
+  CU_ASSERT_FATAL(fd_recv(thread, &f, tbuf, sizeof tbuf));
+  CU_ASSERT_EQUAL(f.type, PP_WIRE_REQUEST);
+  int64_t t0 = pp_now_ns();
+  pp_wlink_watch(&srv, t0); /* not yet */
+  CU_ASSERT(!saw("fail"));
+  WATCH_UNTIL(saw("fail"));
+  CU_ASSERT(pp_now_ns() - t0 >= 30000000); /* not before the deadline (from T3) */
+  CU_ASSERT_EQUAL(last_status, 504);
+  CU_ASSERT_EQUAL(srv.stats.request_timeouts, before + 1);
+  CU_ASSERT_FATAL(fd_recv(monitor, &f, mbuf, sizeof mbuf));
+  CU_ASSERT_EQUAL(f.type, PP_WIRE_TIMEOUT);
+  CU_ASSERT_EQUAL(f.request_id, id);
+  CU_ASSERT_EQUAL(f.thread_index, 3);
+  CU_ASSERT(!pp_registry_has_idle(&srv.reg)); /* the thread still holds it */
+  CU_ASSERT_EQUAL(srv.live_requests, live);   /* the exchange itself is gone */
+
+  fd_respond_end(thread, id); /* the interrupted app's 500: discarded */
+  for (int i = 0; i < 500 && !pp_registry_has_idle(&srv.reg); i++)
+    spin(1);
+  CU_ASSERT(pp_registry_has_idle(&srv.reg));
+  CU_ASSERT(!saw("head"));
+  CU_ASSERT_EQUAL(n_fails, 1);
+
+  /* The freed thread takes the next request and answers it normally. */
+  cfg.request_timeout_ns = 0;
+  x = new_exchange("/next", 0);
+  id = x->id;
+  pp_exchange_body_done(x);
+  CU_ASSERT_FATAL(fd_recv(thread, &f, tbuf, sizeof tbuf));
+  CU_ASSERT_EQUAL(f.request_id, id);
+  fd_respond_end(thread, id);
+  for (int i = 0; i < 200 && !saw("end"); i++)
+    spin(1);
+  CU_ASSERT(saw("head") && saw("end"));
+  CU_ASSERT(!wk->killed);
+  close(thread);
+  close(monitor);
+  spin(50);
+  forget_worker((uint32_t)pid);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+}
+
+/* -worker-kill-grace: the thread keeps the timed-out request; after the grace the worker is
+ * SIGKILLed, its other in-flight request fails 502. */
+static void test_kill_after_the_grace(void) {
+  cfg.request_timeout_ns = 30000000;
+  cfg.worker_kill_grace_ns = 30000000;
+  reset_events();
+  uint64_t kills = srv.stats.workers_killed_timeout, bad = srv.stats.errors_502;
+  pid_t pid = fake_worker_process();
+  int t0fd = dial(PP_WIRE_HELLO, (uint32_t)pid, 0);
+  int t1fd = dial(PP_WIRE_HELLO, (uint32_t)pid, 1);
+  uint8_t buf[65536];
+  pp_wire_frame f;
+  pp_exchange *a = new_exchange("/stubborn", 0);
+  pp_exchange_body_done(a);
+  CU_ASSERT_FATAL(fd_recv(t0fd, &f, buf, sizeof buf) || fd_recv(t1fd, &f, buf, sizeof buf));
+  WATCH_UNTIL(n_fails == 1);
+  CU_ASSERT_EQUAL(fail_statuses[0], 504);
+  cfg.request_timeout_ns = 0; /* the sibling is not timed out itself */
+  pp_exchange *b = new_exchange("/sibling", 0);
+  pp_exchange_body_done(b);
+  CU_ASSERT_EQUAL(b->state, PP_X_RUNNING);
+  WATCH_UNTIL(n_fails == 2);
+  CU_ASSERT_EQUAL(n_fails, 2);
+  CU_ASSERT_EQUAL(fail_statuses[1], 502);
+  CU_ASSERT_EQUAL(srv.stats.workers_killed_timeout, kills + 1);
+  CU_ASSERT_EQUAL(srv.stats.errors_502, bad + 1);
+  pp_worker *wk = pp_registry_find(&srv.reg, (uint32_t)pid);
+  CU_ASSERT(wk && wk->killed && wk->slots == 0);
+  CU_ASSERT(killed_by_sigkill(pid));
+  pp_wlink_watch(&srv, pp_now_ns() + 1000000000LL); /* killed once */
+  CU_ASSERT_EQUAL(srv.stats.workers_killed_timeout, kills + 1);
+  close(t0fd);
+  close(t1fd);
+  spin(50);
+  forget_worker((uint32_t)pid);
+}
+
+/* -worker-timeout: a worker with a monitor connection whose heartbeat goes silent is killed;
+ * a HEARTBEAT refreshes it; a worker that never dialled a monitor is never timed out. */
+static void test_silent_heartbeat_kills(void) {
+  cfg.request_timeout_ns = 0;
+  cfg.worker_timeout_ns = 500000000;
+  reset_events();
+  uint64_t kills = srv.stats.workers_killed_heartbeat;
+  pid_t pid = fake_worker_process();
+  int monitor = dial(PP_WIRE_HEARTBEAT, (uint32_t)pid, 0);
+  int thread = dial(PP_WIRE_HELLO, (uint32_t)pid, 0);
+  uint8_t mbuf[256];
+  pp_wire_frame f;
+  CU_ASSERT_FATAL(fd_recv(monitor, &f, mbuf, sizeof mbuf));
+  CU_ASSERT_EQUAL(f.interval_ms, 125); /* a quarter of 500 ms */
+  pp_worker *wk = pp_registry_find(&srv.reg, (uint32_t)pid);
+  CU_ASSERT_FATAL(wk != NULL);
+  int64_t now = pp_now_ns();
+  pp_wlink_watch(&srv, now + 400000000); /* within the timeout */
+  CU_ASSERT(!wk->killed);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_HEARTBEAT;
+  f.pid = (uint32_t)pid;
+  usleep(100000);
+  int64_t before_beat = wk->heartbeat_ns;
+  fd_send(monitor, &f);
+  for (int i = 0; i < 200 && wk->heartbeat_ns == before_beat; i++)
+    spin(1);
+  CU_ASSERT(wk->heartbeat_ns > before_beat);
+  pp_wlink_watch(&srv, wk->heartbeat_ns + 450000000); /* refreshed: still alive */
+  CU_ASSERT(!wk->killed);
+  pp_worker *no_monitor = pp_registry_find(&srv.reg, 4242); /* earlier tests' worker */
+  pp_wlink_watch(&srv, wk->heartbeat_ns + 600000000);
+  CU_ASSERT(wk->killed);
+  CU_ASSERT_EQUAL(srv.stats.workers_killed_heartbeat, kills + 1);
+  CU_ASSERT(no_monitor == NULL || !no_monitor->killed);
+  CU_ASSERT(killed_by_sigkill(pid));
+  /* A silent worker that is already gone (no such process) is forgotten as an EXITED would
+   * be, so that it is replaced rather than counted alive. */
+  pid_t dead = fake_worker_process();
+  kill(dead, SIGKILL);
+  waitpid(dead, NULL, 0);
+  int m_dead = dial(PP_WIRE_HEARTBEAT, (uint32_t)dead, 0);
+  CU_ASSERT_FATAL(fd_recv(m_dead, &f, mbuf, sizeof mbuf));
+  pp_worker *ghost = pp_registry_find(&srv.reg, (uint32_t)dead);
+  CU_ASSERT_FATAL(ghost != NULL);
+  pp_wlink_watch(&srv, ghost->heartbeat_ns + 600000000);
+  CU_ASSERT_PTR_NULL(pp_registry_find(&srv.reg, (uint32_t)dead));
+  CU_ASSERT_EQUAL(srv.stats.workers_killed_heartbeat, kills + 2);
+  close(m_dead);
+  /* Any frame but HEARTBEAT on a monitor connection is a protocol error: it closes. */
+  forget_worker((uint32_t)pid);
+  int m2 = dial(PP_WIRE_HEARTBEAT, 4343, 0);
+  CU_ASSERT_FATAL(fd_recv(m2, &f, mbuf, sizeof mbuf));
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_RESPONSE_END;
+  fd_send(m2, &f);
+  spin(50);
+  char c;
+  CU_ASSERT_EQUAL(recv(m2, &c, 1, MSG_DONTWAIT), 0); /* EOF */
+  cfg.worker_timeout_ns = 0;
+  forget_worker(4343); /* never watched: the timeout is off from here */
+  close(m2);
+  close(monitor);
+  close(thread);
+  spin(50);
+}
+
+static int suite_init(void) {
+  pp_config_defaults(&cfg);
+  cfg.quiet = 1;
+  memset(&srv, 0, sizeof srv);
+  srv.cfg = &cfg;
+  srv.loop = uv_default_loop();
+  /* what process/server.c hands the worker link: the core's dispatch */
+  srv.hooks.slot_free = pp_dispatch_all;
+  pp_queue_init(&srv.queue);
+  pp_queue_init(&srv.clients);
+  pp_queue_init(&srv.wconns);
+  pp_registry_init(&srv.reg);
+  pp_admit_state_init(&srv.admit);
+  pp_hist_window_init(&srv.stats.queue);
+  pp_hist_window_init(&srv.stats.service);
+  pp_hist_window_init(&srv.stats.ttfb);
+  pp_hist_window_init(&srv.stats.total);
+  pp_hist_window_init(&srv.stats.body_wait);
+  pp_buf_init(&body_seen);
+  uv_timer_init(srv.loop, &srv.respawn_timer); /* a forgotten worker's respawn may arm it */
+  srv.respawn_timer.data = &srv;
+  snprintf(sock_path, sizeof sock_path, "/tmp/pp-test-exchange-%d.sock", (int)getpid());
+  return pp_wlink_listen(&srv, sock_path) == 0 ? 0 : -1;
+}
+
+static int suite_clean(void) {
+  unlink(sock_path);
+  pp_buf_dispose(&body_seen);
+  return 0;
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("exchange", suite_init, suite_clean);
+  CU_add_test(s, "dispatch, then head/body/end to the owner", test_dispatch_and_response);
+  CU_add_test(s, "abandon while queued leaves the queue", test_abandon_queued_leaves_the_queue);
+  CU_add_test(s, "abandon while running sends CANCEL", test_abandon_running_sends_cancel);
+  CU_add_test(s, "the worker dies: fail(502)", test_worker_lost_is_a_502);
+  CU_add_test(s, "a body over 1 MiB streams as BODY frames", test_streamed_body);
+  CU_add_test(s, "request timeout: 504, TIMEOUT, slot held until RESPONSE_END",
+              test_request_timeout_answers_504_and_interrupts);
+  CU_add_test(s, "a thread that keeps a timed-out request: killed after the grace",
+              test_kill_after_the_grace);
+  CU_add_test(s, "a silent heartbeat kills the worker", test_silent_heartbeat_kills);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failures = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,129 @@
+/* Tests for server/ops/dashboard.c without sockets: the decision history that /stats shows as
+ * controller.decisions (which decisions are kept, the tick each carries, the ring's size and
+ * order in the JSON), and the tick counter that is the stream's event id. The stream itself
+ * (framing, fan-out, disconnects) is tested end to end by tests/e2e/test_stats_stream.rb. */
+#include <CUnit/Basic.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "server/process/server_int.h"
+
+static server srv; /* large: static, zeroed per test by fresh() */
+static pp_config cfg;
+
+static void fresh(void) {
+  memset(&srv, 0, sizeof srv);
+  pp_config_defaults(&cfg);
+  srv.cfg = &cfg;
+  pp_queue_init(&srv.clients);
+  pp_queue_init(&srv.queue);
+  pp_policy_defaults(&srv.ctl_state.policy);
+  srv.ctl_state.enabled = 1;
+}
+
+/* One server tick in which the controller decided (action, count, shed). */
+static void tick_with(pp_action action, uint32_t count, int shed, const char *reason) {
+  controller *ct = &srv.ctl_state;
+  memset(&ct->last, 0, sizeof ct->last);
+  ct->last.action = action;
+  ct->last.count = count;
+  ct->last.shed = shed;
+  snprintf(ct->last.reason, sizeof ct->last.reason, "%s", reason);
+  ct->have_last = 1;
+  ct->tick++; /* as pp_autoscale_tick counts it */
+  pp_dashboard_tick(&srv);
+}
+
+static const pp_dash_decision *newest(uint32_t i) {
+  pp_dashboard *d = &srv.dash;
+  return &d->decisions[(d->decisions_head + PP_DASH_DECISIONS - 1 - i) % PP_DASH_DECISIONS];
+}
+
+static void test_which_decisions_are_kept(void) {
+  fresh();
+  pp_dashboard_tick(&srv); /* no controller decision yet (e.g. -autoscale off) */
+  CU_ASSERT_EQUAL(srv.dash.ticks, 1);
+  CU_ASSERT_EQUAL(srv.dash.decisions_len, 0);
+  tick_with(PP_ACTION_NONE, 0, 0, "none: steady");         /* tick 0: the first is kept */
+  tick_with(PP_ACTION_NONE, 0, 0, "none: steady again");   /* 1: dropped */
+  tick_with(PP_ACTION_SPAWN_WORKER, 2, 0, "spawn x2");     /* 2: kept */
+  tick_with(PP_ACTION_NONE, 0, 1, "none: shedding on");    /* 3: shed flips: kept */
+  tick_with(PP_ACTION_NONE, 0, 1, "none: still shedding"); /* 4: dropped */
+  tick_with(PP_ACTION_RETIRE_WORKER, 1, 1, "retire x1");   /* 5: kept */
+  tick_with(PP_ACTION_NONE, 0, 0, "none: shedding off");   /* 6: shed flips back: kept */
+  CU_ASSERT_EQUAL(srv.dash.ticks, 8);
+  CU_ASSERT_EQUAL_FATAL(srv.dash.decisions_len, 5);
+  uint64_t ticks[] = {6, 5, 3, 2, 0}; /* newest first, numbered as in the decision log */
+  const char *reasons[] = {"none: shedding off", "retire x1", "none: shedding on", "spawn x2",
+                           "none: steady"};
+  for (uint32_t i = 0; i < 5; i++) {
+    CU_ASSERT_EQUAL(newest(i)->tick, ticks[i]);
+    CU_ASSERT_STRING_EQUAL(newest(i)->reason, reasons[i]);
+  }
+  CU_ASSERT_EQUAL(newest(3)->action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_EQUAL(newest(3)->count, 2);
+  CU_ASSERT_EQUAL(newest(2)->shed, 1);
+}
+
+static void test_a_tick_without_a_decision_adds_nothing(void) {
+  fresh();
+  tick_with(PP_ACTION_SPAWN_WORKER, 1, 0, "spawn x1");
+  /* draining: pp_autoscale_tick returns early, ct->tick and ct->last stay as they were */
+  pp_dashboard_tick(&srv);
+  pp_dashboard_tick(&srv);
+  CU_ASSERT_EQUAL(srv.dash.decisions_len, 1);
+  CU_ASSERT_EQUAL(srv.dash.ticks, 3);
+}
+
+static void test_ring_keeps_the_newest(void) {
+  fresh();
+  char reason[32];
+  for (int i = 0; i < 3 * PP_DASH_DECISIONS + 5; i++) {
+    snprintf(reason, sizeof reason, "spawn #%d", i);
+    tick_with(PP_ACTION_SPAWN_WORKER, 1, 0, reason);
+  }
+  CU_ASSERT_EQUAL(srv.dash.decisions_len, PP_DASH_DECISIONS);
+  CU_ASSERT_EQUAL(newest(0)->tick, 3 * PP_DASH_DECISIONS + 4);
+  CU_ASSERT_EQUAL(newest(PP_DASH_DECISIONS - 1)->tick, 2 * PP_DASH_DECISIONS + 5);
+
+  /* /stats: controller.decisions newest first, and the stream counters */
+  pp_buf out;
+  pp_buf_init(&out);
+  pp_stats_json(&srv, 0, &out);
+  json_error_t err;
+  json_t *root = json_loadb((const char *)out.data, out.len, 0, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  json_t *decs = json_object_get(json_object_get(root, "controller"), "decisions");
+  CU_ASSERT_EQUAL_FATAL(json_array_size(decs), PP_DASH_DECISIONS);
+  for (size_t i = 0; i < PP_DASH_DECISIONS; i++) {
+    json_t *e = json_array_get(decs, i);
+    int64_t want = 3 * PP_DASH_DECISIONS + 4 - (int64_t)i;
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(e, "tick")), want);
+    snprintf(reason, sizeof reason, "spawn #%d", (int)want);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(e, "reason")), reason);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(e, "action")), "spawn_worker");
+    CU_ASSERT_EQUAL(strlen(json_string_value(json_object_get(e, "at"))), 20); /* ISO 8601 */
+  }
+  json_t *stream = json_object_get(root, "stream");
+  CU_ASSERT_EQUAL(json_integer_value(json_object_get(stream, "ticks")), 3 * PP_DASH_DECISIONS + 5);
+  CU_ASSERT_EQUAL(json_integer_value(json_object_get(stream, "subscribers")), 0);
+  CU_ASSERT_EQUAL(json_integer_value(json_object_get(stream, "events")), 0);
+  json_decref(root);
+  pp_buf_dispose(&out);
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite s = CU_add_suite("dashboard", NULL, NULL);
+  CU_add_test(s, "kept: the first, every action, every shed change", test_which_decisions_are_kept);
+  CU_add_test(s, "a tick without a decision adds nothing",
+              test_a_tick_without_a_decision_adds_nothing);
+  CU_add_test(s, "the ring keeps the newest, /stats lists them newest first",
+              test_ring_keeps_the_newest);
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failures = CU_get_number_of_failures();
+  CU_cleanup_registry();
+  return failures ? 1 : 0;
+}

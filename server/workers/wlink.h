@@ -1,0 +1,74 @@
+/* The worker link: the unix-socket connections Ruby worker threads dial in on, one per
+ * thread, speaking the wire protocol (wire.h, docs/PROTOCOL.md). A connection becomes a
+ * slot in the registry on HELLO; each runs at most one exchange at a time. Response frames
+ * are handed to that exchange's owner through pp_exchange_ops; a frame that does not fit
+ * the protocol closes the connection with a logged reason (the exchange gets a 502).
+ * Each worker process also dials one monitor connection (HEARTBEAT first, never a slot):
+ * the watch (pp_wlink_watch) times requests out (-request-timeout, 504 + TIMEOUT), kills a
+ * worker whose timed-out thread outlives -worker-kill-grace, and one whose heartbeat is
+ * silent past -worker-timeout. */
+#ifndef PP_WLINK_H
+#define PP_WLINK_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "server/base/buf.h"
+#include "server/exchange/exchange.h"
+#include "server/base/queue.h"
+#include "server/net/transport.h"
+#include "server/proto/wire.h"
+
+struct wconn {
+  uv_pipe_t pipe;
+  pp_qnode link; /* in srv->wconns */
+  server *srv;
+  pp_wire_decoder dec;
+  pp_buf rbuf;
+  pp_slot slot;
+  pp_exchange *req;
+  int hello, closing, paused;
+  int monitor; /* the worker process's monitor connection (HEARTBEAT first; no slot) */
+  uint32_t pid;
+  /* A request that ran past -request-timeout: answered 504 by the server, the worker told
+   * (TIMEOUT), its frames discarded until RESPONSE_END frees the slot; the worker is killed
+   * if that has not happened by timed_out_deadline_ns (-worker-kill-grace). */
+  uint64_t timed_out_id;
+  int64_t timed_out_deadline_ns;
+};
+
+/* Starts accepting worker connections on the server's worker socket. 0 or a libuv error. */
+int pp_wlink_listen(server *s, const char *path);
+/* x now runs on w. */
+void pp_wlink_assign(wconn *w, pp_exchange *x);
+/* Sends one chunk (returned to the pool when written). <0: the write failed. */
+int pp_wlink_send(wconn *w, wchunk *k);
+/* Writes bufs (the REQUEST frame): as pp_write_or_queue; on error the connection closes. */
+int pp_wlink_writev(wconn *w, uv_write_t *req, uv_buf_t *bufs, unsigned n, uv_write_cb cb);
+/* Bytes queued on w's socket and not yet written (streamed uploads stop above a mark). */
+size_t pp_wlink_write_queue(wconn *w);
+/* Answers x's HIJACK with HIJACKED(result) on its worker connection. With result
+ * PP_WIRE_HIJACK_OK, `client` is the client stream whose descriptor rides on the frame
+ * (SCM_RIGHTS) and `buffered` the bytes already read from it past the request (copied);
+ * `client` must stay open until `sent(arg, status)` fires, which it does exactly once if
+ * this returns 0 (status < 0: the frame was not sent). 0, or < 0 (nothing sent, sent never
+ * called, the worker connection is closed). */
+int pp_wlink_hijacked(pp_exchange *x, int result, uv_stream_t *client, const uint8_t *buffered,
+                      size_t len, void (*sent)(void *arg, int status), void *arg);
+/* Reads w again if backpressure had paused it. */
+void pp_wlink_resume(wconn *w);
+/* Closes w; an exchange running on it gets worker_lost (or is freed if abandoned). */
+void pp_wlink_close(wconn *w, const char *reason);
+/* Closes every connection of the worker with this pid (it exited). */
+void pp_wlink_close_pid(server *s, uint32_t pid);
+
+/* Starts the watch timer: request deadlines (-request-timeout), the kill grace after one
+ * (-worker-kill-grace) and worker heartbeats (-worker-timeout). Called once at start. */
+void pp_wlink_watch_start(server *s);
+/* One pass of the watch (the timer calls it; exposed for the shepherd's reaper). */
+void pp_wlink_watch(server *s, int64_t now_ns);
+/* SIGKILLs worker wk (once), closes its connections at once (its in-flight requests get 502)
+ * and counts why; the shepherd (or the server's reaper) reports the exit, which respawns. */
+void pp_wlink_kill_worker(server *s, pp_worker *wk, const char *why);
+
+#endif
