@@ -100,10 +100,11 @@ struct pp_exchange {
   int64_t t1, t2, t2b, t3; /* first byte, headers, runnable, dispatched */
   pp_buf head;             /* REQUEST frame up to and including the queue_ns key */
   size_t queue_key_end;
-  pp_buf body;         /* [u32 length][body bytes] */
-  uv_write_t wreq;     /* the REQUEST write */
-  int writes;          /* REQUEST writes in flight referencing head/body */
-  int release_pending; /* free when writes reaches 0 */
+  int add_request_start; /* dispatch appends HTTP_X_REQUEST_START (t= T2b in us since the epoch) */
+  pp_buf body;           /* [u32 length][body bytes] */
+  uv_write_t wreq;       /* the REQUEST write */
+  int writes;            /* REQUEST writes in flight referencing head/body */
+  int release_pending;   /* free when writes reaches 0 */
   uint8_t len_zero[4];
   char queue_digits[24];
   /* Session-private response state (the exchange layer never reads these). */

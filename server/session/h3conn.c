@@ -334,7 +334,8 @@ static int on_request(pp_h3_conn *conn, const pp_h3_request *rq, void **stream_d
   x->state = PP_X_BODY;
   char port[8];
   snprintf(port, sizeof port, "%d", hc->l->addr.port);
-  pp_env_conninfo ci = {hc->remote, hc->l->addr.host, port, "https"};
+  pp_env_conninfo ci = {hc->remote, hc->l->addr.host,      port,
+                        "https",    s->cfg->request_start, &x->add_request_start};
   pp_h2h3_env(x, &hc->hdrs, "HTTP/3", &ci,
               &(pp_h2h3_request){rq->method, rq->method_len, rq->path, rq->path_len, rq->authority,
                                  rq->authority_len, rq->headers, rq->header_count,
@@ -448,8 +449,8 @@ static void local_response(h3_conn *hc, pp_exchange *x, int status, const char *
   server *s = hc->l->srv;
   pp_h2_header hd[2] = {
       {(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10},
-      {(const uint8_t *)"alt-svc", 7, (const uint8_t *)s->alt_svc, strlen(s->alt_svc)}};
-  pp_h3_respond(hc->conn, x->stream_id, status, hd, s->alt_svc[0] ? 2 : 1, 0);
+      {(const uint8_t *)"date", 4, (const uint8_t *)s->wall.date, PP_HTTP_DATE_LEN}};
+  pp_h3_respond(hc->conn, x->stream_id, status, hd, 2, 0); /* never alt-svc on HTTP/3 */
   pp_h3_send_data(hc->conn, x->stream_id, (const uint8_t *)msg, strlen(msg));
   pp_h3_send_end(hc->conn, x->stream_id);
   pp_exchange_count_status(s, status);
@@ -464,7 +465,7 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
   x->resp_no_body = x->head_method || status < 200 || status == 204 || status == 304;
   char saved = s->alt_svc[0];
   s->alt_svc[0] = 0; /* never on HTTP/3 responses */
-  size_t n = pp_h2h3_headers(s->alt_svc, &f->pairs, &hc->hdrs);
+  size_t n = pp_h2h3_headers(s->alt_svc, s->wall.date, &f->pairs, &hc->hdrs);
   s->alt_svc[0] = saved;
   if (pp_h3_respond(hc->conn, x->stream_id, status, (const pp_h2_header *)hc->hdrs.data, n,
                     x->resp_no_body) < 0) {
@@ -619,6 +620,7 @@ int pp_h3conn_open_all(server *s, const char *cert, const char *key) {
     hc.cert_file = cert;
     hc.key_file = key;
     hc.retry = cfg->h3_retry;
+    hc.date = s->wall.date;
     hc.limits.max_streams_bidi = cfg->h2_max_streams;
     /* conn_window stays 0: the sum of the stream windows, so requests waiting for a worker
      * never hold the credit of the running ones. Body pieces fill one pooled worker-link chunk
