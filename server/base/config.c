@@ -141,6 +141,8 @@ void pp_config_usage(FILE *out) {
         "                         as -listen-tls. TCP responses then carry Alt-Svc for it\n"
         "  -h3-retry              QUIC address validation: Retry before keeping any state\n"
         "  -no-alt-svc            do not advertise the HTTP/3 listener with Alt-Svc\n"
+        "  -early-hints           offer rack.early_hints: the app's 103 Early Hints are sent\n"
+        "                         (HTTP/1.1, HTTP/2, HTTP/3; puma's early_hints)\n"
         "  -request-start MODE    X-Request-Start t=<us since the epoch> of the moment the\n"
         "                         request was queued, in the env: keep (default: added when\n"
         "                         the request has none), replace (a client's is dropped), off\n"
@@ -239,7 +241,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     /* boolean flags */
     if (!strcmp(key, "quiet") || !strcmp(key, "autoscale") || !strcmp(key, "shed") ||
         !strcmp(key, "h2c") || !strcmp(key, "no-h2") || !strcmp(key, "h3-retry") ||
-        !strcmp(key, "no-alt-svc")) {
+        !strcmp(key, "no-alt-svc") || !strcmp(key, "early-hints")) {
       int on = 1;
       if (value) {
         if (!strcmp(value, "true") || !strcmp(value, "1"))
@@ -263,6 +265,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
         c->h3_retry = on;
       else if (!strcmp(key, "no-alt-svc"))
         c->no_alt_svc = on;
+      else if (!strcmp(key, "early-hints"))
+        c->early_hints = on;
       else
         c->shed = on;
       continue;

@@ -49,6 +49,7 @@ typedef struct pp_config {
   int h3_retry;            /* -h3-retry: address validation by Retry before any state */
   int no_alt_svc;          /* -no-alt-svc: no Alt-Svc header for the HTTP/3 listener */
   int request_start;       /* -request-start: PP_REQUEST_START_KEEP (default), _REPLACE, _OFF */
+  int early_hints;         /* -early-hints: offer rack.early_hints (103) to the app */
   const char *tls_cert;    /* -tls-cert (PEM, chain included; NULL: a development cert) */
   const char *tls_key;     /* -tls-key */
   int h2c;                 /* -h2c: cleartext HTTP/2 (prior knowledge, Upgrade) on -listen */

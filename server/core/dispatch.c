@@ -127,7 +127,8 @@ static void send_request(server *s, pp_exchange *r, wconn *w) {
   pp_wire_put_u64(h + 16, (uint64_t)r->t2b);
   pp_wire_put_u64(h + 24, (uint64_t)r->t3);
   h[32] = (uint8_t)((r->streaming ? PP_WIRE_FLAG_BODY_STREAMS : 0) |
-                    (r->hijackable ? PP_WIRE_FLAG_HIJACKABLE : 0));
+                    (r->hijackable ? PP_WIRE_FLAG_HIJACKABLE : 0) |
+                    (r->early_hints ? PP_WIRE_FLAG_EARLY_HINTS : 0));
   uv_buf_t bufs[2];
   bufs[0] = uv_buf_init((char *)r->head.data, (unsigned)r->head.len);
   if (r->streaming) {

@@ -266,6 +266,7 @@ static int on_h1_headers(pp_h1 *h) {
   /* Full hijack needs the raw byte stream: not under TLS, and not on a request that may
    * still become HTTP/2 stream 1. */
   r->hijackable = !c->tls && !c->h2c_upgrade && c->ls->kind == LISTEN_HTTP;
+  r->early_hints = s->cfg->early_hints && h->http_minor >= 1; /* no 1xx to HTTP/1.0 */
   if (h->expect_continue && has_body) {
     pp_conn_out(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     pp_conn_flush(c);
@@ -795,5 +796,37 @@ static void x_hijack(pp_exchange *r) {
   r->hijack_wait = 1; /* h1_on_written hands over when the writes are done */
 }
 
-static const pp_exchange_ops h1_ops = {x_head,  x_body,          x_end,   x_fail,
-                                       x_flush, x_body_writable, x_hijack};
+/* 103 Early Hints (only offered to HTTP/1.1 clients: RFC 9110 section 15.2, no 1xx to 1.0):
+ * the app's fields under the same rules as x_head's (a name that is not a token, or a value
+ * with CR, NUL or a control character, is dropped); the final response follows. */
+static void x_early_hints(pp_exchange *r, const pp_wire_frame *f) {
+  client *c = r->owner;
+  pp_conn_out(c, "HTTP/1.1 103 Early Hints\r\n", 26);
+  pp_wire_pairs_iter it;
+  const uint8_t *k, *v;
+  uint32_t kl, vl;
+  pp_wire_pairs_iter_init(&it, &f->pairs);
+  while (pp_wire_pairs_next(&it, &k, &kl, &v, &vl)) {
+    if (!pp_h1_token_ok(k, kl)) continue;
+    uint32_t start = 0;
+    for (uint32_t i = 0; i <= vl; i++) {
+      if (i == vl || v[i] == '\n') {
+        uint32_t end = i;
+        if (end > start && v[end - 1] == '\r') end--;
+        if (pp_h1_field_value_ok(v + start, end - start)) {
+          pp_conn_out(c, k, kl);
+          pp_conn_out(c, ": ", 2);
+          pp_conn_out(c, v + start, end - start);
+          pp_conn_out(c, "\r\n", 2);
+        }
+        start = i + 1;
+      }
+    }
+  }
+  pp_conn_out(c, "\r\n", 2);
+  pp_conn_flush(c);
+  pp_exchange_count_status(c->srv, 103);
+}
+
+static const pp_exchange_ops h1_ops = {x_head,  x_body,          x_end,    x_fail,
+                                       x_flush, x_body_writable, x_hijack, x_early_hints};

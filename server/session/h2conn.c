@@ -62,6 +62,7 @@ static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
   x->stream_id = rq->stream_id;
   x->id = ++s->next_request_id;
   x->state = PP_X_BODY;
+  x->early_hints = s->cfg->early_hints;
 
   pp_env_conninfo ci = {c->remote,
                         c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
@@ -367,8 +368,16 @@ static void x_body_writable(pp_exchange *x) {
   h2_pump(c);
 }
 
+/* 103 Early Hints: interim HEADERS on the stream (pp_h2_respond with a 1xx). */
+static void x_early_hints(pp_exchange *x, const pp_wire_frame *f) {
+  client *c = x->owner;
+  size_t n = pp_h2h3_headers("", NULL, &f->pairs, &c->h2hdrs);
+  if (pp_h2_respond(c->h2, x->stream_id, 103, (const pp_h2_header *)c->h2hdrs.data, n, 0) == 0)
+    pp_exchange_count_status(c->srv, 103);
+}
+
 static const pp_exchange_ops h2_ops = {x_head,  x_body,          x_end, x_fail,
-                                       x_flush, x_body_writable, NULL};
+                                       x_flush, x_body_writable, NULL,  x_early_hints};
 
 /* /stats "http2": the counters summed over connections. */
 void pp_h2conn_stats_json(server *s, json_t *root) {

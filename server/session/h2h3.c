@@ -61,7 +61,7 @@ size_t pp_h2h3_headers(const char *alt_svc, const char *date, const pp_wire_pair
     n++;
     if (kl == 4 && !strncasecmp((const char *)k, "date", 4)) has_date = 1;
   }
-  if (!has_date) {
+  if (date && !has_date) {
     pp_h2_header hd = {(const uint8_t *)"date", 4, (const uint8_t *)date, strlen(date)};
     pp_buf_append(out, &hd, sizeof hd);
     n++;

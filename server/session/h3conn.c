@@ -332,6 +332,7 @@ static int on_request(pp_h3_conn *conn, const pp_h3_request *rq, void **stream_d
   x->stream_id = rq->stream_id;
   x->id = ++s->next_request_id;
   x->state = PP_X_BODY;
+  x->early_hints = s->cfg->early_hints;
   char port[8];
   snprintf(port, sizeof port, "%d", hc->l->addr.port);
   pp_env_conninfo ci = {hc->remote, hc->l->addr.host,      port,
@@ -543,8 +544,17 @@ static void x_body_writable(pp_exchange *x) {
   drain_out(hc->l);
 }
 
+/* 103 Early Hints: an interim HEADERS frame on the stream (pp_h3_respond with a 1xx). */
+static void x_early_hints(pp_exchange *x, const pp_wire_frame *f) {
+  h3_conn *hc = x->owner;
+  if (!hc->conn) return;
+  size_t n = pp_h2h3_headers("", NULL, &f->pairs, &hc->hdrs);
+  if (pp_h3_respond(hc->conn, x->stream_id, 103, (const pp_h2_header *)hc->hdrs.data, n, 0) == 0)
+    pp_exchange_count_status(hc->l->srv, 103);
+}
+
 static const pp_exchange_ops h3_ops = {x_head,  x_body,          x_end, x_fail,
-                                       x_flush, x_body_writable, NULL};
+                                       x_flush, x_body_writable, NULL,  x_early_hints};
 
 /* ---------------------------------------------------------------- listeners */
 

@@ -166,6 +166,50 @@ class TestOpsHeaders < Minitest::Test
     assert_match(/-request-start: invalid value "sometimes"/, out)
   end
 
+  # 103 Early Hints (-early-hints, puma's early_hints): curl -v shows the interim response
+  # before the final one on HTTP/1.1 and HTTP/2 (cleartext and TLS), gtlsclient on HTTP/3;
+  # never to an HTTP/1.0 client, and off by default.
+  def test_early_hints_103_on_h1_h2_h3_only_when_enabled
+    h3_port = E2E.free_port
+    start(["-early-hints", "-h2c", "-listen-h3", "127.0.0.1:#{h3_port}"], tls: true)
+    http = "http://127.0.0.1:#{@srv.port}/hints"
+    link = "</style.css>; rel=preload; as=style"
+    [["h1", ["--http1.1", http], "HTTP/1.1"], ["h2c", ["--http2-prior-knowledge", http], "HTTP/2"],
+     ["h2 TLS", ["-k", "--http2", "https://127.0.0.1:#{@srv.https_port}/hints"], "HTTP/2"]].each do |name, args, ver|
+      out, err, st = E2E.curl("-v", *args)
+      assert st.success?, "#{name}: #{err}"
+      assert_equal "hints sent\n", out, name
+      lines = err.lines.map(&:strip)
+      i103 = lines.index { |l| l.match?(%r{\A< #{Regexp.escape(ver)} 103\b}) }
+      i200 = lines.index { |l| l.match?(%r{\A< #{Regexp.escape(ver)} 200\b}) }
+      refute_nil i103, "#{name}: no #{ver} 103 seen by curl:\n#{err}"
+      refute_nil i200, "#{name}: no final 200"
+      assert_operator i103, :<, i200, "#{name}: the 103 comes first"
+      hint_lines = lines[i103...i200]
+      assert(hint_lines.any? { |l| l.casecmp?("< link: #{link}") }, "#{name}: the Link hint:\n#{hint_lines.join("\n")}")
+    end
+    # HTTP/1.0: no 1xx may be sent, and the app is not offered rack.early_hints
+    out, err, = E2E.curl("-v", "--http1.0", http)
+    assert_equal "hints absent\n", out
+    refute_match(/< HTTP\/1\.\d 103/, err)
+    # HTTP/3
+    flunk("gtlsclient (Debian package ngtcp2-client) is not installed") unless File.executable?(GTLSCLIENT)
+    out, = Open3.capture2e(GTLSCLIENT, "--exit-on-all-streams-close", "--timeout=10s",
+                           "127.0.0.1", h3_port.to_s, "https://127.0.0.1:#{h3_port}/hints")
+    statuses = out.scan(/\[:status: (\d+)\]/).flatten
+    assert_equal %w[103 200], statuses, "h3: a 103 then the 200:\n#{out[-3000..] || out}"
+    assert_includes out, "[link: #{link}]"
+    st = @srv.stats
+    assert_operator st["requests"]["status_1xx"], :>=, 4, "the 103s are counted as 1xx"
+    refute_match(/LintError/, @srv.log)
+    @srv.stop
+    # off by default: no rack.early_hints, no 103
+    start
+    out, err, = E2E.curl("-v", "http://127.0.0.1:#{@srv.port}/hints")
+    assert_equal "hints absent\n", out
+    refute_match(/ 103/, err.lines.grep(/\A< HTTP/).join)
+  end
+
   def metric(text, name)
     text[/^#{Regexp.escape(name)} (\d+)$/, 1]&.to_i
   end
