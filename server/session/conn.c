@@ -19,15 +19,16 @@ static uint8_t no_rbuf[1];
 static void rbuf_acquire(client *c) {
   if (c->rbuf != no_rbuf) return;
   server *s = c->srv;
-  c->rbuf = s->rbuf_pool_n ? s->rbuf_pool[--s->rbuf_pool_n] : pp_xmalloc(PP_CLIENT_RBUF);
+  c->rbuf =
+      s->sess.rbuf_pool_n ? s->sess.rbuf_pool[--s->sess.rbuf_pool_n] : pp_xmalloc(PP_CLIENT_RBUF);
   c->rpos = c->rlen = 0;
 }
 
 static void rbuf_put(server *s, uint8_t *b) {
-  if (s->rbuf_pool_n < (int)(sizeof s->rbuf_pool / sizeof s->rbuf_pool[0]))
-    s->rbuf_pool[s->rbuf_pool_n++] = b;
+  if (s->sess.rbuf_pool_n < (int)(sizeof s->sess.rbuf_pool / sizeof s->sess.rbuf_pool[0]))
+    s->sess.rbuf_pool[s->sess.rbuf_pool_n++] = b;
   else
-    free(b), s->freed_bytes_since_trim += PP_CLIENT_RBUF;
+    free(b), s->sess.freed_bytes_since_trim += PP_CLIENT_RBUF;
 }
 
 void pp_conn_rbuf_release(client *c) {
@@ -50,17 +51,17 @@ static void on_client_closed(uv_handle_t *h) {
     c->tls = NULL;
   }
   if (c->out) pp_chunk_put(&s->net, c->out), c->out = NULL;
-  if (s->free_clients_n < PP_FREE_CLIENTS_MAX) {
-    c->next_free = s->free_clients;
-    s->free_clients = c;
-    s->free_clients_n++;
+  if (s->sess.free_clients_n < PP_FREE_CLIENTS_MAX) {
+    c->next_free = s->sess.free_clients;
+    s->sess.free_clients = c;
+    s->sess.free_clients_n++;
   } else {
     pp_buf_dispose(&c->h2out);
     pp_buf_dispose(&c->h2hdrs);
     pp_buf_dispose(&c->tls_plain);
     pp_buf_dispose(&c->tls_wire);
     free(c);
-    s->freed_bytes_since_trim += sizeof *c;
+    s->sess.freed_bytes_since_trim += sizeof *c;
   }
   if (s->draining && s->hooks.drain_progress) s->hooks.drain_progress(s);
 }
@@ -86,7 +87,7 @@ void pp_conn_close(client *c) {
     pp_wlink_hijacked(c->req, PP_WIRE_HIJACK_GONE, NULL, NULL, 0, NULL, NULL);
   }
   if (c->tls && !c->tls_ready && pp_tls_conn_cause(c->tls) == PP_TLS_CAUSE_NONE)
-    c->srv->stats.tls_incomplete++; /* timed out or dropped before the handshake ended */
+    c->srv->core.stats.tls_incomplete++; /* timed out or dropped before the handshake ended */
   if (c->req) {
     pp_exchange *x = c->req;
     c->req = NULL;
@@ -94,7 +95,7 @@ void pp_conn_close(client *c) {
   }
   if (c->proto && c->proto->abandon) c->proto->abandon(c);
   if (c->out) pp_chunk_put(&c->srv->net, c->out), c->out = NULL;
-  pp_queue_remove(&c->srv->clients, &c->link);
+  pp_queue_remove(&c->srv->sess.clients, &c->link);
   uv_read_stop(&c->h.stream);
   uv_timer_stop(&c->timer);
   uv_close((uv_handle_t *)&c->timer, on_timer_closed);
@@ -230,7 +231,7 @@ static void on_client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     return;
   }
   if (c->tls) { /* ciphertext: decrypted at once in on_client_read, so one buffer serves all */
-    *buf = uv_buf_init((char *)c->srv->tls_rbuf, PP_TLS_READ_BUF);
+    *buf = uv_buf_init((char *)c->srv->sess.tls_rbuf, PP_TLS_READ_BUF);
     return;
   }
   rbuf_acquire(c);
@@ -275,7 +276,7 @@ static int tls_read(client *c, const uint8_t *data, size_t len) {
   if (c->closing) return -1;
   if (rc < 0) {
     pp_tls_cause cause = pp_tls_conn_cause(c->tls);
-    s->stats.tls_failures[cause < PP_TLS_CAUSE_COUNT ? cause : 0]++;
+    s->core.stats.tls_failures[cause < PP_TLS_CAUSE_COUNT ? cause : 0]++;
     LOG(s, "client %s: TLS %s: %s", c->remote, pp_tls_cause_name(cause),
         c->tls->reason ? c->tls->reason : pp_tls_strerror(rc));
     pp_conn_close_graceful(c); /* after the alert OpenSSL queued, if any */
@@ -283,7 +284,7 @@ static int tls_read(client *c, const uint8_t *data, size_t len) {
   }
   if (!c->tls_ready && pp_tls_conn_handshake_done(c->tls)) {
     c->tls_ready = 1;
-    s->stats.tls_handshakes++;
+    s->core.stats.tls_handshakes++;
     const char *alpn = pp_tls_conn_alpn(c->tls);
     if (alpn && !strcmp(alpn, "h2")) {
       pp_h2conn_start(c, NULL, NULL, 0);
@@ -299,7 +300,7 @@ static void on_client_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
   if (nread < 0) {
     if (c->tls && !c->tls_ready && pp_tls_conn_cause(c->tls) == PP_TLS_CAUSE_NONE) {
       pp_tls_cause cause = pp_tls_conn_eof(c->tls); /* counted once: the cause is sticky */
-      if (cause != PP_TLS_CAUSE_NONE) c->srv->stats.tls_failures[cause]++;
+      if (cause != PP_TLS_CAUSE_NONE) c->srv->core.stats.tls_failures[cause]++;
     }
     c->eof = 1;
     /* EOF or reset. With a request in flight the client has gone away: it leaves the queue,
@@ -325,10 +326,10 @@ static void on_client_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
 
 /* A client struct from the pool with its stream handle initialised (not yet connected). */
 static client *client_new(server *s, listener *ls) {
-  client *c = s->free_clients;
+  client *c = s->sess.free_clients;
   if (c) {
-    s->free_clients = c->next_free;
-    s->free_clients_n--;
+    s->sess.free_clients = c->next_free;
+    s->sess.free_clients_n--;
   } else {
     c = pp_xmalloc(sizeof *c);
     memset(c, 0, sizeof *c);
@@ -364,7 +365,7 @@ static void client_discard(client *c) {
 /* The stream is connected: start serving it. */
 static void client_start(client *c) {
   server *s = c->srv;
-  s->stats.connections_accepted++;
+  s->core.stats.connections_accepted++;
   if (!c->ls->addr.is_unix) {
     uv_tcp_nodelay(&c->h.tcp, 1);
     struct sockaddr_storage ss;
@@ -383,14 +384,14 @@ static void client_start(client *c) {
   }
   uv_timer_init(s->loop, &c->timer);
   c->timer.data = c;
-  pp_queue_push(&s->clients, &c->link);
+  pp_queue_push(&s->sess.clients, &c->link);
   pp_h1conn_start(c);
 }
 
 /* Over -max-connections: the connection is accepted (so the kernel's backlog does not fill)
  * and refused at once: a 503 on cleartext HTTP, a plain close on TLS (no handshake spent). */
 static void refuse_connection(server *s, listener *ls, client *c) {
-  s->stats.connections_refused++;
+  s->core.stats.connections_refused++;
   uv_os_fd_t fd;
   if (!ls->tls && uv_fileno(&c->h.handle, &fd) == 0) {
     static const char msg[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
@@ -420,13 +421,13 @@ void pp_conn_accept(listener *ls, int fd) {
     client_discard(c);
     return;
   }
-  if (ls->kind == LISTEN_HTTP && s->clients.len >= s->max_connections) {
+  if (ls->kind == LISTEN_HTTP && s->sess.clients.len >= s->sess.max_connections) {
     refuse_connection(s, ls, c);
     return;
   }
   if (ls->tls) {
     c->tls = pp_xmalloc(sizeof *c->tls);
-    if (pp_tls_conn_init(c->tls, &s->tls_ctx) < 0) {
+    if (pp_tls_conn_init(c->tls, &s->sess.tls_ctx) < 0) {
       LOG_ERR(s, "TLS: cannot create a connection (out of memory in OpenSSL)");
       free(c->tls);
       c->tls = NULL;
@@ -438,7 +439,7 @@ void pp_conn_accept(listener *ls, int fd) {
 }
 
 void pp_conn_trim_idle(server *s, int64_t now, int64_t idle_ns) {
-  for (pp_qnode *n = s->clients.head.next; n != &s->clients.head; n = n->next) {
+  for (pp_qnode *n = s->sess.clients.head.next; n != &s->sess.clients.head; n = n->next) {
     client *c = PP_CONTAINER_OF(n, client, link);
     if (c->closing || !c->tls || !c->tls_ready || c->tls_trimmed) continue;
     if (now - c->last_progress < idle_ns || !pp_conn_idle(c) || c->tls_plain.len || c->tls_wire.len)
@@ -472,7 +473,7 @@ int pp_conn_timer_common(client *c) {
   }
   if (c->writes_in_flight > 0) {
     LOG(c->srv, "client %s: write timeout%s", c->remote, c->h2 ? " (HTTP/2)" : "");
-    c->srv->stats.timeouts++;
+    c->srv->core.stats.timeouts++;
     pp_conn_close(c);
     return 1;
   }
@@ -481,13 +482,14 @@ int pp_conn_timer_common(client *c) {
 
 /* /stats "tls": handshakes, failures by cause, certificate reloads. */
 void pp_conn_tls_stats_json(server *s, json_t *root) {
-  pp_stats *st = &s->stats;
+  pp_stats *st = &s->core.stats;
   json_t *tls = json_object();
-  json_object_set_new(tls, "enabled", json_boolean(s->tls_enabled));
+  json_object_set_new(tls, "enabled", json_boolean(s->sess.tls_enabled));
   json_object_set_new(tls, "handshakes", json_integer((json_int_t)st->tls_handshakes));
   json_object_set_new(tls, "incomplete", json_integer((json_int_t)st->tls_incomplete));
-  json_object_set_new(tls, "reloads",
-                      json_integer((json_int_t)(s->tls_enabled ? s->tls_ctx.reloads : 0)));
+  json_object_set_new(
+      tls, "reloads",
+      json_integer((json_int_t)(s->sess.tls_enabled ? s->sess.tls_ctx.reloads : 0)));
   json_t *fail = json_object();
   for (int i = 1; i < PP_TLS_CAUSE_COUNT; i++)
     json_object_set_new(fail, pp_tls_cause_name((pp_tls_cause)i),

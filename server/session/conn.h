@@ -18,6 +18,8 @@
 #include "server/exchange/exchange.h"
 #include "server/core/exchange_owner.h"
 #include "server/proto/http1.h"
+#include "server/proto/tls.h"
+#include "server/base/config.h"
 #include "server/base/queue.h"
 #include "server/net/transport.h"
 
@@ -97,6 +99,29 @@ struct client {
   int64_t sse_last_write_ns;
   const struct pp_sse_ops *sse_ops; /* how dashboard.c writes to it (h1conn.c's) */
 };
+
+#define PP_TLS_READ_BUF 65536 /* ciphertext read at once (decrypted before the next read) */
+
+/* The session layer's own context: the client connections and their pools, the HTTP/1.1
+ * limits, TLS and the HTTP/3 listeners. struct server holds one (s->sess). */
+typedef struct pp_sessions {
+  pp_h1_limits limits;
+  pp_queue clients;
+  uint32_t max_connections; /* client connections open at most (-max-connections) */
+  client *free_clients;
+  uint32_t free_clients_n; /* at most PP_FREE_CLIENTS_MAX kept: a spike's structs are freed */
+  uint64_t freed_bytes_since_trim; /* freed beyond the pools since the last malloc_trim */
+  /* Read buffers of connections that have no unparsed bytes (conn.c): an idle keep-alive
+   * connection holds none, a busy one takes one from here when bytes arrive. */
+  uint8_t *rbuf_pool[64];
+  int rbuf_pool_n;
+  char alt_svc[64]; /* the Alt-Svc value while an HTTP/3 listener is open, else "" */
+  struct pp_h3_listener *h3[PP_MAX_LISTEN]; /* -listen-h3 (h3conn.c) */
+  int h3_count;
+  pp_tls_ctx tls_ctx; /* for -listen-tls (tls_enabled) */
+  int tls_enabled;
+  uint8_t tls_rbuf[PP_TLS_READ_BUF];
+} pp_sessions;
 
 /* conn.c: the stream. */
 

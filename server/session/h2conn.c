@@ -52,15 +52,15 @@ static void release_body(client *c, pp_exchange *x) {
 static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
   client *c = h->data;
   server *s = c->srv;
-  s->stats.requests++;
-  int refuse = pp_exchange_admit(s);
+  s->core.stats.requests++;
+  int refuse = pp_exchange_admit(&s->core);
   if (refuse) return refuse; /* answered by the session, counted as shed */
-  pp_exchange *x = pp_exchange_get(s, &h2_ops, c);
+  pp_exchange *x = pp_exchange_get(&s->xpool, &h2_ops, c);
   x->t1 = x->t2 = pp_now_ns();
   x->keep_alive = 1;
   x->head_method = rq->method_len == 4 && !memcmp(rq->method, "HEAD", 4);
   x->stream_id = rq->stream_id;
-  x->id = ++s->next_request_id;
+  x->id = ++s->core.next_request_id;
   x->state = PP_X_BODY;
 
   pp_env_conninfo ci = {c->remote, c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
@@ -147,7 +147,7 @@ static void h2_pump(client *c) {
 
 /* Adds what the session counted since the last call to the server's counters. */
 static void account(client *c) {
-  pp_stats *st = &c->srv->stats;
+  pp_stats *st = &c->srv->core.stats;
   const pp_h2_stats *now = &c->h2->stats;
   pp_h2_stats *seen = c->h2_seen;
   st->h2_streams += now->streams_opened - seen->streams_opened;
@@ -238,7 +238,7 @@ int pp_h2conn_start(client *c, pp_exchange *upgraded, const uint8_t *settings, s
   c->proto = &h2_proto;
   c->h2_seen = pp_xmalloc(sizeof *c->h2_seen);
   memset(c->h2_seen, 0, sizeof *c->h2_seen);
-  s->stats.h2_connections++;
+  s->core.stats.h2_connections++;
   uv_timer_stop(&c->timer); /* re-armed with on_h2_timer by h2_pump */
   if (upgraded) {
     pp_conn_out(
@@ -285,14 +285,14 @@ static int h2_idle(const client *c) {
 /* ---------------------------------------------------------------- response events */
 
 static void local_response(client *c, pp_exchange *x, int status, const char *msg) {
-  pp_h2_header hd[2] = {
-      {(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10},
-      {(const uint8_t *)"alt-svc", 7, (const uint8_t *)c->srv->alt_svc, strlen(c->srv->alt_svc)}};
-  pp_h2_respond(c->h2, x->stream_id, status, hd, c->srv->alt_svc[0] ? 2 : 1, 0);
+  pp_h2_header hd[2] = {{(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10},
+                        {(const uint8_t *)"alt-svc", 7, (const uint8_t *)c->srv->sess.alt_svc,
+                         strlen(c->srv->sess.alt_svc)}};
+  pp_h2_respond(c->h2, x->stream_id, status, hd, c->srv->sess.alt_svc[0] ? 2 : 1, 0);
   pp_h2_send_data(c->h2, x->stream_id, (const uint8_t *)msg, strlen(msg));
   pp_h2_send_end(c->h2, x->stream_id);
-  pp_exchange_count_status(c->srv, status);
-  c->srv->stats.responses++;
+  pp_exchange_count_status(&c->srv->xpool, status);
+  c->srv->core.stats.responses++;
 }
 
 static void x_head(pp_exchange *x, const pp_wire_frame *f) {
@@ -300,20 +300,20 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
   server *s = c->srv;
   int status = f->status;
   x->resp_no_body = x->head_method || status < 200 || status == 204 || status == 304;
-  size_t n = pp_h2h3_headers(s->alt_svc, &f->pairs, &c->h2hdrs);
+  size_t n = pp_h2h3_headers(s->sess.alt_svc, &f->pairs, &c->h2hdrs);
   if (pp_h2_respond(c->h2, x->stream_id, status, (const pp_h2_header *)c->h2hdrs.data, n,
                     x->resp_no_body) < 0) {
     /* a status HTTP/2 cannot carry (101, or outside 100..599): the app's error */
     LOG_ERR(s, "client %s: stream %d: the app's status %d cannot be sent over HTTP/2", c->remote,
             (int)x->stream_id, status);
     local_response(c, x, 500, "500 Internal Server Error\n");
-    s->stats.errors_500++;
+    s->core.stats.errors_500++;
     x->resp_no_body = 1;
     return;
   }
-  pp_exchange_count_status(s, status);
-  s->stats.responses++;
-  pp_hist_window_record(&s->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
+  pp_exchange_count_status(&s->xpool, status);
+  s->core.stats.responses++;
+  pp_hist_window_record(&s->core.stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
 }
 
 static void x_body(pp_exchange *x, const uint8_t *data, size_t len) {
@@ -325,7 +325,7 @@ static void x_body(pp_exchange *x, const uint8_t *data, size_t len) {
 static void x_end(pp_exchange *x) {
   client *c = x->owner;
   if (!x->head_sent) {
-    c->srv->stats.errors_500++;
+    c->srv->core.stats.errors_500++;
     x->head_sent = 1;
     local_response(c, x, 500, "500 Internal Server Error\n");
   } else if (!x->resp_no_body) {
@@ -366,7 +366,7 @@ static const pp_exchange_ops h2_ops = {x_head,  x_body,          x_end, x_fail,
 
 /* /stats "http2": the counters summed over connections. */
 void pp_h2conn_stats_json(server *s, json_t *root) {
-  pp_stats *st = &s->stats;
+  pp_stats *st = &s->core.stats;
   json_t *h2 = json_object();
   json_object_set_new(h2, "connections", json_integer((json_int_t)st->h2_connections));
   json_object_set_new(h2, "upgrades", json_integer((json_int_t)st->h2c_upgrades));
