@@ -23,7 +23,8 @@ typedef struct pp_stats {
   uint64_t arrivals_last, completions_last;
   uint64_t refused; /* requests answered by the parser (4xx/5xx) */
   uint64_t cancelled_queued, cancelled_running, shed, errors_502, errors_500;
-  uint64_t hijacked; /* requests whose client socket went to the worker (full hijack) */
+  uint64_t hijacked;     /* requests whose client socket went to the worker (full hijack) */
+  uint64_t slots_closed; /* SLOT_CLOSE frames sent (run-time slots taken back) */
   uint64_t timeouts, worker_restarts, worker_protocol_errors;
   uint64_t body_budget_waits, body_budget_streamed; /* -max-buffered-body-total at work */
   uint64_t request_timeouts;         /* requests answered 504 (or cut) by -request-timeout */

@@ -69,13 +69,14 @@ struct pp_ops {
   pp_core *core;
   pp_sessions *sess;
   const int *draining;      /* the process is draining (SIGTERM, POST /stop) */
+  const int *stopping;      /* the process is stopping its workers (the drain's end) */
   const time_t *started_at; /* when the process started */
   server *srv;              /* handed to the hooks and to the worker layer's calls */
 };
 
 void pp_ops_init(pp_ops *op, server *srv, uv_loop_t *loop, pp_config *cfg, const pp_hooks *hooks,
                  pp_exchange_pool *xpool, pp_workers *workers, pp_core *core, pp_sessions *sess,
-                 const int *draining, const time_t *started_at);
+                 const int *draining, const int *stopping, const time_t *started_at);
 
 /* stats.c */
 /* Writes the /stats JSON (pretty: indented) into out. */
@@ -103,5 +104,8 @@ typedef struct pp_proc_mem {
 int pp_proc_mem_read(uint32_t pid, pp_proc_mem *out);
 /* stats.c: the mean PSS of the ready workers, -1 when none could be read. */
 int64_t pp_workers_mean_pss(pp_ops *op);
+/* stats.c: reads each worker's CPU time (/proc/PID/stat) and sets its cpu_share over the time
+ * since the last sample (the tick calls it, before the controller). */
+void pp_stats_sample_cpu(pp_ops *op, int64_t now_ns);
 
 #endif

@@ -165,6 +165,7 @@ static void on_tick(uv_timer_t *t) {
   st->arrivals_last = st->arrivals_window;
   st->completions_last = st->completions_window;
   st->last_window_ns = s->cfg->tick_ns;
+  pp_stats_sample_cpu(&s->ops, pp_now_ns()); /* per-worker CPU share of the tick, before deciding */
   pp_autoscale_tick(&s->ops);
   pp_dashboard_tick(&s->ops); /* sees this tick's windows and decision */
   pp_hist_window_roll(&st->queue);
@@ -235,7 +236,7 @@ static void server_init(server *s, pp_config *cfg) {
   pp_core_init(&s->core, s, &s->hooks, &s->net, &s->xpool, &s->workers.reg, &s->ops.ctl.policy,
                &s->ops.ctl.shedding);
   pp_ops_init(&s->ops, s, s->loop, cfg, &s->hooks, &s->xpool, &s->workers, &s->core, &s->sess,
-              &s->draining, &s->started_at);
+              &s->draining, &s->stopping, &s->started_at);
   pp_queue_init(&s->sess.clients);
   pp_queue_init(&s->workers.wconns);
   pp_registry_init(&s->workers.reg);

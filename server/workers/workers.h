@@ -44,6 +44,8 @@ typedef struct pp_workers {
   pp_registry reg;
   pp_queue wconns;
   uint32_t workers_wanted; /* the count the server keeps alive (respawn target) */
+  uint32_t slots_shape;    /* slots per worker set for all (pp_wlink_set_slots_all); 0: the
+                              starting count. Workers that connect later are told it. */
   uint32_t spawns_pending; /* SPAWNed but not yet FORKED */
   int64_t last_spawn_ns;   /* when the last SPAWN was sent */
 

@@ -21,7 +21,7 @@ static void fresh(void) {
   pp_core_init(&srv.core, &srv, &srv.hooks, &srv.net, &srv.xpool, &srv.workers.reg,
                &srv.ops.ctl.policy, &srv.ops.ctl.shedding);
   pp_ops_init(&srv.ops, &srv, srv.loop, &cfg, &srv.hooks, &srv.xpool, &srv.workers, &srv.core,
-              &srv.sess, &srv.draining, &srv.started_at);
+              &srv.sess, &srv.draining, &srv.stopping, &srv.started_at);
   pp_policy_defaults(&srv.ops.ctl.policy);
   srv.ops.ctl.enabled = 1;
 }
