@@ -365,13 +365,13 @@ static void json_phased(pp_ops *op, json_t *root) {
   pp_phased_stats_json(op->srv, root);
 }
 static void json_h2(pp_ops *op, json_t *root) {
-  pp_h2conn_stats_json(op->srv, root);
+  pp_h2conn_stats_json(op->sess, root);
 }
 static void json_h3(pp_ops *op, json_t *root) {
-  pp_h3conn_stats_json(op->srv, root);
+  pp_h3conn_stats_json(op->sess, root);
 }
 static void json_tls(pp_ops *op, json_t *root) {
-  pp_conn_tls_stats_json(op->srv, root);
+  pp_conn_tls_stats_json(op->sess, root);
 }
 
 /* The /stats document, in this order; each part is written by the module whose data it is

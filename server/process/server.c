@@ -74,7 +74,7 @@ void pp_drain_check(server *s) {
   }
   if (s->core.queue.len || s->xpool.live_requests || partial) return;
   /* QUIC connections close after their GOAWAY; wait briefly so clients see a clean close */
-  if (pp_h3conn_live(s) && pp_now_ns() - s->drain_started_ns < 1000000000LL) return;
+  if (pp_h3conn_live(&s->sess) && pp_now_ns() - s->drain_started_ns < 1000000000LL) return;
   pp_shepherd_stop(s);
 }
 
@@ -106,7 +106,7 @@ static void begin_drain(server *s) {
   pp_phased_abort(s, "the server began to drain");
   pp_lifecycle_draining(s);
   pp_listeners_close_http(&s->net, s->life.handed_over);
-  pp_h3conn_drain(s);
+  pp_h3conn_drain(&s->sess);
   pp_qnode *n = s->sess.clients.head.next;
   while (n != &s->sess.clients.head) { /* HTTP/2 connections: GOAWAY, then their streams finish */
     client *c = PP_CONTAINER_OF(n, client, link);
@@ -176,7 +176,7 @@ static void on_tick(uv_timer_t *t) {
   st->arrivals_window = st->completions_window = st->shed_window = st->timeouts_window = 0;
   /* After a spike of connections, the structs and buffers freed beyond the pools sit in the
    * heap's middle, where free() alone never returns them: hand those pages back. */
-  if (s->sess.tls_enabled) pp_conn_trim_idle(s, pp_now_ns(), 1000000000);
+  if (s->sess.tls_enabled) pp_conn_trim_idle(&s->sess, pp_now_ns(), 1000000000);
   if (s->sess.freed_bytes_since_trim >= 4u << 20) {
     malloc_trim(0);
     s->sess.freed_bytes_since_trim = 0;
@@ -237,7 +237,8 @@ static void server_init(server *s, pp_config *cfg) {
                &s->ops.ctl.shedding);
   pp_ops_init(&s->ops, s, s->loop, cfg, &s->hooks, &s->xpool, &s->workers, &s->core, &s->sess,
               &s->draining, &s->stopping, &s->started_at);
-  pp_queue_init(&s->sess.clients);
+  pp_sessions_init(&s->sess, s, s->loop, cfg, &s->net, &s->xpool, &s->core, &s->hooks,
+                   &s->draining);
   pp_queue_init(&s->workers.wconns);
   pp_registry_init(&s->workers.reg);
   pp_wire_decoder_init(&s->workers.ctl_dec);
@@ -319,7 +320,7 @@ static int open_listener(server *s, listener *ls) {
   int fd = pp_lifecycle_take_inherited(s, ls);
   if (fd == -2) return -1;
   ls->on_accept = pp_conn_accept;
-  ls->srv = s;
+  ls->owner = &s->sess;
   return pp_listener_open(&s->net, ls, fd, s->life.defer_accept);
 }
 
@@ -327,7 +328,7 @@ static int open_listeners(server *s) {
   pp_config *cfg = s->cfg;
   if (open_tls(s) < 0) return -1;
   if (cfg->listen_h3_count &&
-      pp_h3conn_open_all(s, s->sess.tls_ctx.cert_file, s->sess.tls_ctx.key_file) < 0)
+      pp_h3conn_open_all(&s->sess, s->sess.tls_ctx.cert_file, s->sess.tls_ctx.key_file) < 0)
     return -1;
   for (int i = 0; i < cfg->listen_tls_count; i++) {
     listener *ls = &s->net.listeners[s->net.listener_count++];

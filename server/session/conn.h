@@ -20,6 +20,8 @@
 #include "server/proto/http1.h"
 #include "server/proto/tls.h"
 #include "server/base/config.h"
+#include "server/base/hooks.h"
+#include "server/core/core.h"
 #include "server/base/queue.h"
 #include "server/net/transport.h"
 
@@ -27,6 +29,7 @@
 #define PP_FREE_CLIENTS_MAX 1024  /* closed client structs kept for reuse */
 
 typedef struct client client;
+typedef struct pp_sessions pp_sessions;
 
 /* The protocol on a client connection, set by the session glue that owns it (h1conn.c at
  * start, h2conn.c when the connection switches to HTTP/2): conn.c calls the stream's events
@@ -55,8 +58,8 @@ struct client {
     uv_stream_t stream;
   } h;
   client *next_free;
-  pp_qnode link; /* in srv->clients */
-  server *srv;
+  pp_qnode link;     /* in sess->clients */
+  pp_sessions *sess; /* the session layer's context */
   listener *ls;
   const pp_client_proto *proto; /* NULL until the session glue starts */
   pp_h1 h1;
@@ -104,7 +107,7 @@ struct client {
 
 /* The session layer's own context: the client connections and their pools, the HTTP/1.1
  * limits, TLS and the HTTP/3 listeners. struct server holds one (s->sess). */
-typedef struct pp_sessions {
+struct pp_sessions {
   pp_h1_limits limits;
   pp_queue clients;
   uint32_t max_connections; /* client connections open at most (-max-connections) */
@@ -121,7 +124,22 @@ typedef struct pp_sessions {
   pp_tls_ctx tls_ctx; /* for -listen-tls (tls_enabled) */
   int tls_enabled;
   uint8_t tls_rbuf[PP_TLS_READ_BUF];
-} pp_sessions;
+  /* Handed in at set-up (pp_sessions_init): the lower layers' contexts, and what the session
+   * reads of the process above it. */
+  uv_loop_t *loop;
+  const pp_config *cfg;
+  pp_net *net;
+  pp_exchange_pool *xpool;
+  pp_core *core;
+  const pp_hooks *hooks; /* drain_progress */
+  const int *draining;   /* the process is draining: no keep-alive, GOAWAY */
+  server *srv;           /* handed to the hooks and the local app; never read here */
+};
+
+/* Sets up s's lists and what it is handed (conn.c). */
+void pp_sessions_init(pp_sessions *s, server *srv, uv_loop_t *loop, const pp_config *cfg,
+                      pp_net *net, pp_exchange_pool *xpool, pp_core *core, const pp_hooks *hooks,
+                      const int *draining);
 
 /* conn.c: the stream. */
 
@@ -139,7 +157,7 @@ void pp_conn_close(client *c);
 void pp_conn_close_graceful(client *c);
 /* Full hijack: c's descriptor now belongs to a worker. Gives up the handle without a
  * shutdown (closing our copy of the descriptor sends nothing to the peer) and returns c to
- * the pool. c must already be off srv->clients and marked closing. */
+ * the pool. c must already be off sess->clients and marked closing. */
 void pp_conn_detach(client *c);
 /* Starts or stops reading as the read buffer and state allow. */
 void pp_conn_update_reading(client *c);
@@ -155,7 +173,7 @@ void pp_conn_rbuf_release(client *c);
 
 /* Every controller tick: TLS connections idle for at least idle_ns give OpenSSL's record
  * buffers back (about 34 KiB each). */
-void pp_conn_trim_idle(server *s, int64_t now, int64_t idle_ns);
+void pp_conn_trim_idle(pp_sessions *s, int64_t now, int64_t idle_ns);
 
 /* TLS: moves decrypted bytes into rbuf as far as it has room (no-op without TLS). */
 void pp_conn_take_plain(client *c);
@@ -180,7 +198,7 @@ int pp_h2conn_start(client *c, pp_exchange *upgraded, const uint8_t *settings, s
 void pp_h2conn_drain(client *c);
 
 /* /stats parts (ops/stats.c puts them in order): "tls" (conn.c), "http2" (h2conn.c). */
-void pp_conn_tls_stats_json(server *s, json_t *root);
-void pp_h2conn_stats_json(server *s, json_t *root);
+void pp_conn_tls_stats_json(pp_sessions *s, json_t *root);
+void pp_h2conn_stats_json(pp_sessions *s, json_t *root);
 
 #endif

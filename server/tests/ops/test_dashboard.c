@@ -16,7 +16,8 @@ static void fresh(void) {
   memset(&srv, 0, sizeof srv);
   pp_config_defaults(&cfg);
   srv.cfg = &cfg;
-  pp_queue_init(&srv.sess.clients);
+  pp_sessions_init(&srv.sess, &srv, srv.loop, &cfg, &srv.net, &srv.xpool, &srv.core, &srv.hooks,
+                   &srv.draining);
   pp_exchange_pool_init(&srv.xpool, &cfg, &srv);
   pp_core_init(&srv.core, &srv, &srv.hooks, &srv.net, &srv.xpool, &srv.workers.reg,
                &srv.ops.ctl.policy, &srv.ops.ctl.shedding);
