@@ -131,7 +131,8 @@ void pp_config_usage(FILE *out) {
         "  -threads N             threads (= connections, slots) per worker at start (default 5)\n"
         "  -min-threads N         fewest slots per worker at run time (default 1)\n"
         "  -max-slots N           most slots per worker at run time, for I/O-bound apps up to\n"
-        "                         4096 (default: the starting count)\n"
+        "                         4096 (default: the starting count; with -autoscale the\n"
+        "                         policy's slots.max)\n"
         "  -fibers N              slots are fibers (async gem), N per worker at start; the\n"
         "                         app must be fiber-safe (docs/RACK.md)\n"
         "  -listen ADDR           HTTP listener, repeatable: HOST:PORT, [V6]:PORT, :PORT,\n"
@@ -195,6 +196,9 @@ void pp_config_usage(FILE *out) {
         "  -target-queue-p95 DUR  policy target_queue_p95 (overrides the file)\n"
         "  -shed                  policy shed.enabled = true (503 when the wait is hopeless)\n"
         "  -decision-log FILE     JSONL decision log, one line per tick (SIGHUP reopens)\n"
+        "  -print-policy          print the policy these flags resolve to (-policy, -shed,\n"
+        "                         -min-workers ...) with the admission rule's effective\n"
+        "                         values, and exit (puma-plus --dry-run shows it)\n"
         "  -help, --help          this text\n"
         "\n"
         "DUR: 30s, 250ms, 100us, 1m (bare number = seconds). SIZE: 1048576, 64k, 1MiB.\n",
@@ -236,7 +240,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     /* boolean flags */
     if (!strcmp(key, "quiet") || !strcmp(key, "autoscale") || !strcmp(key, "shed") ||
         !strcmp(key, "h2c") || !strcmp(key, "no-h2") || !strcmp(key, "h3-retry") ||
-        !strcmp(key, "no-alt-svc")) {
+        !strcmp(key, "no-alt-svc") || !strcmp(key, "print-policy")) {
       int on = 1;
       if (value) {
         if (!strcmp(value, "true") || !strcmp(value, "1"))
@@ -260,6 +264,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
         c->h3_retry = on;
       else if (!strcmp(key, "no-alt-svc"))
         c->no_alt_svc = on;
+      else if (!strcmp(key, "print-policy"))
+        c->print_policy = on;
       else
         c->shed = on;
       continue;
@@ -396,6 +402,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     }
   }
   uint32_t initial = pp_config_slots_initial(c);
+  c->max_slots_given = c->max_slots != 0;
   if (!c->max_slots) c->max_slots = initial;
   if (c->min_threads > initial || initial > c->max_slots) {
     snprintf(err, err_len,

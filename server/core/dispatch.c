@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "server/base/clock.h"
+#include "server/base/log.h"
 #include "server/workers/wlink.h"
 
 static void send_request(pp_core *c, pp_exchange *r, wconn *w);
@@ -40,18 +41,20 @@ void pp_dispatch_push(pp_exchange *r) {
   pp_dispatch_all(c);
 }
 
-/* The admission rule's second look (codel sheds a request that waited past the budget):
+/* The admission rule's second look (codel past the budget, controlled past its standing cap):
  * 1 if r was answered 503 instead of dispatched. */
 static int shed_at_dequeue(pp_core *c, pp_exchange *r) {
   if (!c->policy->shed_enabled) return 0;
   pp_admit_input in;
   pp_dispatch_admit_input(c, &in); /* the queue without r */
-  if (pp_admit_dequeue(&c->admit, c->policy, &in, (uint64_t)(in.now_ns - r->t2b)) != PP_ADMIT_SHED)
-    return 0;
+  int was_standing = c->admit.standing;
+  pp_admit_verdict v = pp_admit_dequeue(&c->admit, c->policy, &in, (uint64_t)(in.now_ns - r->t2b));
+  pp_dispatch_admit_note(c, was_standing, &in);
+  if (v != PP_ADMIT_SHED) return 0;
   c->stats.shed++;
   c->stats.shed_window++;
   if (r->owner)
-    r->ops->fail(r, 503, "503 Service Unavailable: waited past the shed budget (shed)\n");
+    r->ops->fail(r, 503, "503 Service Unavailable: waited past the admission wait limit (shed)\n");
   else
     pp_exchange_release(c->xpool, r);
   return 1;
@@ -170,6 +173,13 @@ void pp_dispatch_admit_input(const pp_core *c, pp_admit_input *in) {
   pp_qnode *head = pp_queue_peek(&c->queue);
   in->oldest_enqueue_ns = head ? PP_CONTAINER_OF(head, pp_exchange, qlink)->t2b : INT64_MIN;
   in->shedding = *c->shedding;
+}
+
+void pp_dispatch_admit_note(const pp_core *c, int was_standing, const pp_admit_input *in) {
+  if (c->admit.standing == was_standing) return;
+  char reason[256];
+  pp_admit_reason(&c->admit, c->policy, in, reason, sizeof reason);
+  pp_log(c->xpool->cfg, 1, "admission: %s", reason); /* rare and worth seeing: even with -quiet */
 }
 
 uint64_t pp_dispatch_predicted_wait(const pp_core *c) {

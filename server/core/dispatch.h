@@ -28,5 +28,9 @@ void pp_dispatch_admit_input(const pp_core *c, pp_admit_input *in);
 /* The predicted wait of a request arriving now under the policy's rule (UINT64_MAX: no
  * capacity). */
 uint64_t pp_dispatch_predicted_wait(const pp_core *c);
+/* After an admission call: logs the rule's one-line reason (pp_admit_reason) when its mode
+ * changed, i.e. a standing queue began or ended; was_standing is pp_admit_state.standing
+ * before the call. */
+void pp_dispatch_admit_note(const pp_core *c, int was_standing, const pp_admit_input *in);
 
 #endif

@@ -15,7 +15,10 @@ int pp_exchange_admit(pp_core *c) {
   if (!c->policy->shed_enabled) return 0;
   pp_admit_input in;
   pp_dispatch_admit_input(c, &in);
-  if (pp_admit_arrival(&c->admit, c->policy, &in) == PP_ADMIT_SHED) {
+  int was_standing = c->admit.standing;
+  pp_admit_verdict v = pp_admit_arrival(&c->admit, c->policy, &in);
+  pp_dispatch_admit_note(c, was_standing, &in);
+  if (v == PP_ADMIT_SHED) {
     c->stats.shed++;
     c->stats.shed_window++;
     return 503;
