@@ -1,8 +1,8 @@
 /* The control app's documents: GET /stats (puma's stats JSON, a strict superset, plus a
  * `queue` key) and GET /metrics (Prometheus text). Field reference: docs/SERVER.md. Each is
  * an ordered table of parts (stats_parts, metrics_parts): the modules that own the data write
- * their own (phased.c, h2conn.c, h3conn.c, conn.c, dashboard.c), this file the registry'op,
- * the queue'op, the counters' and the controller's. Runs only on control requests, so it may
+ * their own (phased.c, h2conn.c, h3conn.c, conn.c, dashboard.c), this file the registry's,
+ * the queue's, the counters' and the controller's. Runs only on control requests, so it may
  * allocate (jansson). */
 #include <inttypes.h>
 #include <stdarg.h>
