@@ -245,8 +245,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     /* boolean flags */
     if (!strcmp(key, "quiet") || !strcmp(key, "autoscale") || !strcmp(key, "shed") ||
         !strcmp(key, "h2c") || !strcmp(key, "no-h2") || !strcmp(key, "h3-retry") ||
-        !strcmp(key, "no-alt-svc") || !strcmp(key, "print-policy") ||
-        !strcmp(key, "early-hints")) {
+        !strcmp(key, "no-alt-svc") || !strcmp(key, "print-policy") || !strcmp(key, "early-hints")) {
       int on = 1;
       if (value) {
         if (!strcmp(value, "true") || !strcmp(value, "1"))

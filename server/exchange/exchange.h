@@ -45,6 +45,7 @@
 #include <uv.h>
 
 #include "server/base/buf.h"
+#include "server/base/config.h"
 #include "server/base/queue.h"
 #include "server/proto/wire.h"
 
@@ -55,6 +56,7 @@
 #define PP_EXCHANGE_KEEP_BODY (64u << 10)  /* a pooled exchange keeps a body buffer up to this */
 
 typedef struct server server;
+typedef struct pp_exchange_pool pp_exchange_pool;
 typedef struct wconn wconn;
 typedef struct pp_exchange pp_exchange;
 
@@ -90,7 +92,8 @@ typedef struct pp_exchange_ops {
 struct pp_exchange {
   pp_qnode qlink; /* in the queue while PP_X_QUEUED */
   pp_exchange *next_free;
-  server *srv;
+  server *srv;            /* the pool's srv */
+  pp_exchange_pool *pool; /* the pool it came from */
   uint64_t id;
   pp_exchange_state state;
   const pp_exchange_ops *ops;
@@ -121,25 +124,42 @@ struct pp_exchange {
   pp_qnode olink;           /* h2: in the connection's list of streams */
   uint64_t body_unconsumed; /* h2: request-body bytes not yet released to flow control */
   uint64_t budgeted;        /* body bytes counted in the server's buffered-body total */
-  pp_qnode blink;           /* in srv->body_waiters while its upload waits for the budget */
+  pp_qnode blink;           /* in the pool's body_waiters while its upload waits for the budget */
 };
 
+/* The exchange layer's own context: the pool of free exchanges, the count of live ones, and
+ * the aggregate body budget (-max-buffered-body-total). struct server holds one (s->xpool). */
+struct pp_exchange_pool {
+  const pp_config *cfg; /* -max-buffered-body-total */
+  server *srv;          /* handed back in each exchange's x->srv; never read here */
+  void *up; /* the context of the layer that drives the exchanges (core/'s), never read here */
+  pp_exchange *free_exchanges;
+  uint64_t body_buffered; /* request-body bytes buffered before dispatch, all exchanges */
+  pp_queue body_waiters;  /* exchanges whose uploads wait for -max-buffered-body-total */
+  uint32_t live_requests; /* requests allocated (any state) */
+  /* responses by status class, every protocol's (pp_exchange_count_status) */
+  uint64_t status_1xx, status_2xx, status_3xx, status_4xx, status_5xx;
+};
+
+/* Sets up an empty pool: cfg for the body budget, srv handed back in x->srv. */
+void pp_exchange_pool_init(pp_exchange_pool *p, const pp_config *cfg, server *srv);
+
 /* A cleared exchange from the pool (its buffers kept), owned by `owner` with `ops`. */
-pp_exchange *pp_exchange_get(server *s, const pp_exchange_ops *ops, void *owner);
+pp_exchange *pp_exchange_get(pp_exchange_pool *p, const pp_exchange_ops *ops, void *owner);
 
 /* Returns x to the pool once no write references its buffers. The owner calls it when the
  * response is flushed (or the exchange never reached dispatch). */
-void pp_exchange_release(server *s, pp_exchange *x);
+void pp_exchange_release(pp_exchange_pool *p, pp_exchange *x);
 
 /* The aggregate body budget (-max-buffered-body-total): x's buffered bytes leave the server's
  * total (at dispatch, or when x ends), and uploads that waited for room resume. */
 void pp_exchange_unbudget(pp_exchange *x);
 
 /* The buffered-body total is at -max-buffered-body-total (0: no limit, never). */
-int pp_exchange_over_budget(const server *s);
+int pp_exchange_over_budget(const pp_exchange_pool *p);
 
 /* Counts one response status in its class (1xx ... 5xx) for /stats: every protocol's
  * responses, the worker's and the ones the session answers itself. */
-void pp_exchange_count_status(server *s, int status);
+void pp_exchange_count_status(pp_exchange_pool *p, int status);
 
 #endif

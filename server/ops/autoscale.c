@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/process/server_int.h"
+#include "server/base/clock.h"
+#include "server/base/log.h"
+#include "server/ops/ops.h"
+#include "server/workers/shepherd.h"
 #include "server/workers/wlink.h"
 
 static int read_file(const char *path, pp_buf *out) {
@@ -33,8 +36,8 @@ static int set_field(pp_policy *p, const char *field, const char *value, const c
   return 0;
 }
 
-void pp_autoscale_log_header(server *s) {
-  controller *ct = &s->ctl_state;
+void pp_autoscale_log_header(pp_ops *op) {
+  controller *ct = &op->ctl;
   if (!ct->log) return;
   static pp_declog_header h;
   static char line[PP_DECLOG_LINE_MAX];
@@ -151,9 +154,9 @@ int pp_server_print_policy(pp_config *cfg, FILE *out) {
   return 0;
 }
 
-int pp_autoscale_init(server *s) {
-  controller *ct = &s->ctl_state;
-  pp_config *cfg = s->cfg;
+int pp_autoscale_init(pp_ops *op) {
+  controller *ct = &op->ctl;
+  pp_config *cfg = op->cfg;
   memset(ct, 0, sizeof *ct);
   ct->enabled = cfg->autoscale;
   if (load_policy(cfg, &ct->policy) != 0) return -1;
@@ -167,10 +170,12 @@ int pp_autoscale_init(server *s) {
   }
   if (ct->enabled) {
     cfg->tick_ns = ct->policy.tick_ns; /* the controller's period is the policy's */
-    if (s->workers_wanted < ct->policy.min_workers) s->workers_wanted = ct->policy.min_workers;
-    if (s->workers_wanted > ct->policy.max_workers) s->workers_wanted = ct->policy.max_workers;
+    if (op->workers->workers_wanted < ct->policy.min_workers)
+      op->workers->workers_wanted = ct->policy.min_workers;
+    if (op->workers->workers_wanted > ct->policy.max_workers)
+      op->workers->workers_wanted = ct->policy.max_workers;
   }
-  pp_ctl_state_init(&ct->state, &ct->policy, s->workers_wanted, cfg->threads);
+  pp_ctl_state_init(&ct->state, &ct->policy, op->workers->workers_wanted, cfg->threads);
   if (cfg->decision_log) {
     ct->log_path = cfg->decision_log;
     ct->log = fopen(cfg->decision_log, "a");
@@ -179,24 +184,24 @@ int pp_autoscale_init(server *s) {
               strerror(errno));
       return -1;
     }
-    pp_autoscale_log_header(s);
+    pp_autoscale_log_header(op);
   }
   return 0;
 }
 
 /* The parked standby worker to activate: the longest parked (docs/CONTROL.md section 8). */
-static pp_worker *longest_parked(server *s) {
+static pp_worker *longest_parked(pp_ops *op) {
   pp_worker *best = NULL;
-  for (uint32_t i = 0; i < s->reg.high; i++) {
-    pp_worker *w = &s->reg.workers[i];
+  for (uint32_t i = 0; i < op->workers->reg.high; i++) {
+    pp_worker *w = &op->workers->reg.workers[i];
     if (w->state == PP_WORKER_PARKED && (!best || w->parked_ns < best->parked_ns)) best = w;
   }
   return best;
 }
 
-void pp_autoscale_note_dispatch(server *s, pp_worker *w, int64_t enqueued_ns) {
+void pp_autoscale_note_dispatch(pp_ops *op, pp_worker *w, int64_t enqueued_ns) {
   if (!w || !w->activated_ns) return;
-  pp_standby *sb = &s->ctl_state.standby;
+  pp_standby *sb = &op->ctl.standby;
   int64_t now = pp_now_ns();
   uint64_t to_dispatch = now > w->activated_ns ? (uint64_t)(now - w->activated_ns) : 0;
   uint64_t to_hello = w->ready_ns > w->activated_ns ? (uint64_t)(w->ready_ns - w->activated_ns) : 0;
@@ -211,16 +216,16 @@ void pp_autoscale_note_dispatch(server *s, pp_worker *w, int64_t enqueued_ns) {
   sb->recent_ns[sb->recent_n % PP_ACTIVATION_RECENT] = (int64_t)took;
   sb->recent_n++;
   w->activated_ns = 0;
-  LOG(s, "activated worker %u (pid %u): HELLO %.2f ms, first request %.2f ms after the decision%s",
+  LOG(op, "activated worker %u (pid %u): HELLO %.2f ms, first request %.2f ms after the decision%s",
       w->index, w->pid, to_hello / 1e6, to_dispatch / 1e6,
       enqueued_ns <= w->ready_ns ? "" : " (it arrived after HELLO)");
 }
 
 /* The ready worker to retire: the one with the fewest busy slots, newest index on ties. */
-static pp_worker *retire_candidate(server *s) {
+static pp_worker *retire_candidate(pp_ops *op) {
   pp_worker *best = NULL;
   for (int i = 0; i < PP_MAX_WORKERS; i++) {
-    pp_worker *w = &s->reg.workers[i];
+    pp_worker *w = &op->workers->reg.workers[i];
     if (w->state != PP_WORKER_READY) continue;
     if (!best || w->busy < best->busy || (w->busy == best->busy && w->index > best->index))
       best = w;
@@ -228,25 +233,26 @@ static pp_worker *retire_candidate(server *s) {
   return best;
 }
 
-void pp_autoscale_tick(server *s) {
-  controller *ct = &s->ctl_state;
-  if (!ct->enabled || s->draining) return;
-  if (s->phased.state != PP_PHASED_IDLE) {
+void pp_autoscale_tick(pp_ops *op) {
+  controller *ct = &op->ctl;
+  if (!ct->enabled || *op->draining) return;
+  if (op->workers->phased.state != PP_PHASED_IDLE) {
     /* The roll owns the worker count until it ends (phased.c logs both ends): no decision is
      * made, so none is logged and the controller's state does not assume actions it lacked. */
     return;
   }
-  pp_stats *st = &s->stats;
+  pp_stats *st = &op->core->stats;
   int64_t now = pp_now_ns();
   uint32_t ready = 0, booting, retiring;
   /* A SPAWN the shepherd never answered with FORKED (it could not fork) must not count as
    * booting forever, or the settled gate would block scaling up for good. */
-  if (s->spawns_pending && now - s->last_spawn_ns > 30000000000LL) {
+  if (op->workers->spawns_pending && now - op->workers->last_spawn_ns > 30000000000LL) {
     fprintf(stderr,
             "[puma-plus] %u requested worker(s) never forked in 30 s; not waiting for them\n",
-            s->spawns_pending);
-    if (s->workers_wanted >= s->spawns_pending) s->workers_wanted -= s->spawns_pending;
-    s->spawns_pending = 0;
+            op->workers->spawns_pending);
+    if (op->workers->workers_wanted >= op->workers->spawns_pending)
+      op->workers->workers_wanted -= op->workers->spawns_pending;
+    op->workers->spawns_pending = 0;
   }
   pp_standby *sb = &ct->standby;
   if (sb->pending && now - sb->last_request_ns > 60000000000LL) {
@@ -256,21 +262,22 @@ void pp_autoscale_tick(server *s) {
     sb->pending = 0;
   }
   for (int i = 0; i < PP_MAX_WORKERS; i++)
-    ready += s->reg.workers[i].state == PP_WORKER_READY && s->reg.workers[i].slots > 0;
-  booting = pp_registry_count(&s->reg, PP_WORKER_BOOTING) + s->spawns_pending;
-  retiring = pp_registry_count(&s->reg, PP_WORKER_RETIRING);
+    ready += op->workers->reg.workers[i].state == PP_WORKER_READY &&
+             op->workers->reg.workers[i].slots > 0;
+  booting = pp_registry_count(&op->workers->reg, PP_WORKER_BOOTING) + op->workers->spawns_pending;
+  retiring = pp_registry_count(&op->workers->reg, PP_WORKER_RETIRING);
 
   pp_obs_input in;
   memset(&in, 0, sizeof in);
   in.tick = ct->tick;
   in.now_ns = now;
-  in.window_ns = s->cfg->tick_ns;
+  in.window_ns = op->cfg->tick_ns;
   in.queue_window = &st->queue.window;
   in.service_window = &st->service.window;
   in.service_lifetime = &st->service.lifetime;
-  in.queue_len = s->queue.len;
-  in.slots_ready = s->reg.slots_ready;
-  in.slots_busy = s->reg.slots_busy;
+  in.queue_len = op->core->queue.len;
+  in.slots_ready = op->workers->reg.slots_ready;
+  in.slots_busy = op->workers->reg.slots_busy;
   in.workers_ready = ready;
   in.workers_booting = booting;
   in.workers_retiring = retiring;
@@ -278,11 +285,12 @@ void pp_autoscale_tick(server *s) {
    * the tick (docs/CONTROL.md section 9): its CPU time plus its threads' run-queue wait, so a
    * worker bound by its GVL on a machine with fewer free cores than workers still reads near
    * one core; -1 for one sampled once only, which the builder skips. */
-  in.threads_per_worker = s->slots_shape ? s->slots_shape : pp_config_slots_initial(s->cfg);
+  in.threads_per_worker =
+      op->workers->slots_shape ? op->workers->slots_shape : pp_config_slots_initial(op->cfg);
   static int64_t worker_cpu[PP_MAX_WORKERS];
   uint32_t n_cpu = 0;
-  for (uint32_t i = 0; i < s->reg.high && n_cpu < PP_MAX_WORKERS; i++) {
-    const pp_worker *w = &s->reg.workers[i];
+  for (uint32_t i = 0; i < op->workers->reg.high && n_cpu < PP_MAX_WORKERS; i++) {
+    const pp_worker *w = &op->workers->reg.workers[i];
     if (w->state != PP_WORKER_READY || w->slots == 0) continue;
     worker_cpu[n_cpu++] = w->cpu_delta_ns < 0 ? -1 : w->cpu_delta_ns + w->wait_delta_ns;
   }
@@ -294,8 +302,8 @@ void pp_autoscale_tick(server *s) {
   in.timeouts = st->timeouts_window;
   in.service_cpu_mean_ns = st->cpu_count ? st->cpu_sum_ns / (int64_t)st->cpu_count : PP_UNKNOWN_NS;
   in.gvl_wait_ns = st->gvl_count ? st->gvl_sum_ns / (int64_t)st->gvl_count : PP_UNKNOWN_NS;
-  in.mem_per_worker_bytes = pp_workers_mean_pss(s); /* section 8: serving workers' mean PSS */
-  in.workers_standby = pp_registry_count(&s->reg, PP_WORKER_PARKED);
+  in.mem_per_worker_bytes = pp_workers_mean_pss(op); /* section 8: serving workers' mean PSS */
+  in.workers_standby = pp_registry_count(&op->workers->reg, PP_WORKER_PARKED);
   in.workers_standby_booting = sb->pending;
 
   static pp_declog_record rec;
@@ -319,9 +327,9 @@ void pp_autoscale_tick(server *s) {
     uint32_t activate =
         rec.decision.activate < rec.decision.count ? rec.decision.activate : rec.decision.count;
     for (uint32_t i = 0; i < activate; i++) {
-      pp_worker *w = longest_parked(s);
+      pp_worker *w = longest_parked(op);
       if (w) {
-        pp_shepherd_activate(s, w, rec.time_ns);
+        pp_shepherd_activate(op->srv, w, rec.time_ns);
       } else {
         sb->activations_missed++;
         forks++;
@@ -329,30 +337,30 @@ void pp_autoscale_tick(server *s) {
     }
     forks += rec.decision.count - activate;
     if (forks) {
-      s->workers_wanted += forks;
-      pp_shepherd_spawn(s, forks);
+      op->workers->workers_wanted += forks;
+      pp_shepherd_spawn(op->srv, forks);
     }
   }
-  if (rec.decision.standby_spawn) pp_shepherd_standby(s, rec.decision.standby_spawn);
+  if (rec.decision.standby_spawn) pp_shepherd_standby(op->srv, rec.decision.standby_spawn);
   switch (rec.decision.action) {
   case PP_ACTION_RETIRE_WORKER:
     for (uint32_t i = 0; i < rec.decision.count; i++) {
-      pp_worker *w = retire_candidate(s);
+      pp_worker *w = retire_candidate(op);
       if (!w) break;
-      if (s->workers_wanted) s->workers_wanted--;
-      pp_shepherd_retire(s, w);
+      if (op->workers->workers_wanted) op->workers->workers_wanted--;
+      pp_shepherd_retire(op->srv, w);
     }
     break;
   case PP_ACTION_SET_SLOTS:
     /* every serving worker gets SLOTS; workers started later get it when their monitor
      * connection arrives (workers/wlink.c) */
-    pp_wlink_set_slots_all(s, rec.decision.count);
+    pp_wlink_set_slots_all(op->srv, rec.decision.count);
     break;
   default: break; /* spawns above; add_thread/remove_thread are refused at start */
   }
   ct->shedding = rec.decision.shed;
   ct->shed_budget_ns = rec.decision.shed_budget_ns;
-  if (rec.decision.action != PP_ACTION_NONE && !s->cfg->quiet)
+  if (rec.decision.action != PP_ACTION_NONE && !op->cfg->quiet)
     fprintf(stderr, "[puma-plus] tick %llu %s\n", (unsigned long long)rec.tick,
             rec.decision.reason);
   if (ct->log) {

@@ -21,7 +21,7 @@
 
 struct wconn {
   uv_pipe_t pipe;
-  pp_qnode link; /* in srv->wconns */
+  pp_qnode link; /* in the workers' wconns */
   server *srv;
   pp_wire_decoder dec;
   pp_buf rbuf;
