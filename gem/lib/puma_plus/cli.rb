@@ -115,7 +115,6 @@ module PumaPlus
         s[:threads_min] = Integer(min, exception: false) or raise UsageError, "--threads #{@flags[:threads]}: expected MIN:MAX"
         s[:threads_max] = Integer(max, exception: false) or raise UsageError, "--threads #{@flags[:threads]}: expected MIN:MAX"
         raise UsageError, "--threads: max must be at least 1" if s[:threads_max] < 1
-        s[:threads_set] = true
       end
       s[:workers] = @flags[:workers] if @flags[:workers]
       raise UsageError, "--workers must be at least 1" if s[:workers] < 1
@@ -141,11 +140,7 @@ module PumaPlus
       cmd = [server_path, "-app", s[:rackup], "-workers", s[:workers].to_s, "-threads", s[:threads_max].to_s]
       # puma's `threads MIN, MAX`: the run-time floor (the server's default is 1).
       cmd.push("-min-threads", s[:threads_min].to_s) if s[:threads_min] > 1
-      # A written `threads MIN, MAX` (config, RAILS_MAX_THREADS, --threads) means MAX is the
-      # ceiling unless max_slots raises it; with none written, an autoscaled server may grow
-      # slots up to its policy's slots.max (docs/CONFIG.md).
-      ceiling = s[:max_slots] || (s[:threads_set] ? s[:threads_max] : nil)
-      cmd.push("-max-slots", ceiling.to_s) if ceiling
+      cmd.push("-max-slots", s[:max_slots].to_s) if s[:max_slots]
       cmd.push("-fibers", s[:fiber_slots].to_s) if s[:fiber_slots]
       tls_pair = nil
       s[:binds].each do |url|
