@@ -17,11 +17,13 @@ DIR = __dir__
 TYPES = {
   "HELLO" => 0x01, "REQUEST" => 0x10, "BODY" => 0x11, "BODY_END" => 0x12, "CANCEL" => 0x13,
   "HIJACKED" => 0x15, "RESPONSE_HEAD" => 0x20, "RESPONSE_BODY" => 0x21, "RESPONSE_END" => 0x22,
-  "HIJACK" => 0x23,
+  "HIJACK" => 0x23, "EARLY_HINTS" => 0x26,
   "SPAWN" => 0x30, "RETIRE" => 0x31, "STOP" => 0x32, "READY" => 0x33, "FORKED" => 0x34,
   "EXITED" => 0x35,
   # the worker's monitor connection (request timeouts, heartbeats)
   "TIMEOUT" => 0x16, "HEARTBEAT_INTERVAL" => 0x17, "HEARTBEAT" => 0x24,
+  # run-time concurrency: the target slot count (monitor), end one idle slot (its connection)
+  "SLOTS" => 0x18, "SLOT_CLOSE" => 0x19,
   # a restarted shepherd learns the workers it did not fork
   "ADOPT" => 0x39, "ADOPTED_EXITED" => 0x3A,
   "STANDBY" => 0x36, "PARKED" => 0x37, "ACTIVATE" => 0x38
@@ -149,6 +151,15 @@ good("response-head-no-headers", *head(8, 204, []))
 good("response-head-status-999", *head(U64_BIG, 999, [["X-Odd", ""]]))
 good("response-head-status-100", *head(1, 100, []))
 
+# EARLY_HINTS: RESPONSE_HEAD's layout without the status (a 103's fields)
+def hints(id, headers)
+  [{ "type" => "EARLY_HINTS", "request_id" => id, "headers" => headers }, u64(id) + pairs(headers)]
+end
+good("early-hints", *hints(7, [["link", "</style.css>; rel=preload; as=style"]]))
+good("early-hints-multi-value",
+     *hints(U64_BIG, [["link", "</a.js>; rel=preload; as=script"], ["link", "</b.css>; rel=preload; as=style"]]))
+good("early-hints-no-headers", *hints(1, []))
+
 good("response-body", *chunk_frame("RESPONSE_BODY", 7, "hello"))
 good("response-body-empty", *chunk_frame("RESPONSE_BODY", 7, ""))
 good("response-body-binary", *chunk_frame("RESPONSE_BODY", 9, (0..255).to_a.reverse.pack("C*")))
@@ -187,6 +198,11 @@ good("parked", { "type" => "PARKED", "pid" => 4010, "worker_index" => 2, "boot_n
 good("parked-max", { "type" => "PARKED", "pid" => U32_MAX, "worker_index" => U32_MAX,
                      "boot_ns" => U64_BIG }, u32(U32_MAX) + u32(U32_MAX) + u64(U64_BIG))
 good("activate", { "type" => "ACTIVATE", "pid" => 4010 }, u32(4010))
+
+# ---- run-time concurrency: SLOTS (monitor connection), SLOT_CLOSE (slot connection) ------
+good("slots", { "type" => "SLOTS", "count" => 200 }, u32(200))
+good("slots-max", { "type" => "SLOTS", "count" => U32_MAX }, u32(U32_MAX))
+good("slot-close", { "type" => "SLOT_CLOSE", "thread_index" => 7 }, u32(7))
 
 # ---- monitor connection: TIMEOUT / HEARTBEAT_INTERVAL / HEARTBEAT ------------------------
 good("timeout", { "type" => "TIMEOUT", "request_id" => 77, "thread_index" => 2 }, u64(77) + u32(2))
@@ -242,6 +258,10 @@ bad("bad-response-end-short", "length_mismatch", "RESPONSE_END payload 40 bytes,
     header(0x22, 40) + u64(1) * 5)
 bad("bad-parked-short", "length_mismatch", "PARKED payload 12 bytes (no boot_ns low half), fields need 16",
     header(0x37, 12) + u32(1) + u32(0) + u32(0))
+bad("bad-slots-short", "length_mismatch", "SLOTS payload 2 bytes, fields need 4",
+    header(0x18, 2) + u8(0) + u8(5))
+bad("bad-slot-close-empty", "length_mismatch", "SLOT_CLOSE payload 0 bytes, fields need 4",
+    header(0x19, 0))
 bad("bad-activate-long", "length_mismatch", "ACTIVATE payload 8 bytes, fields need 4",
     header(0x38, 8) + u32(1) + u32(0))
 bad("bad-type-0x3f", "unknown_type", "type 0x3F (after the last control-channel type) does not exist", header(0x3F, 4) + u32(1))
@@ -264,6 +284,11 @@ bad("bad-request-value-huge", "length_mismatch", "REQUEST env value length 0xfff
 p = u64(1) + u16(200) + u32(1) + bytes("Content-Type")
 bad("bad-head-pair-missing-value", "length_mismatch",
     "RESPONSE_HEAD pair with a key and no value", header(0x20, p.bytesize) + p)
+p = u64(1) + u32(1) + bytes("link")
+bad("bad-early-hints-pair-missing-value", "length_mismatch",
+    "EARLY_HINTS pair with a key and no value", header(0x26, p.bytesize) + p)
+bad("bad-early-hints-short", "length_mismatch", "EARLY_HINTS payload 8 bytes, fields need 12",
+    header(0x26, 8) + u64(1))
 bad("bad-timeout-short", "length_mismatch", "TIMEOUT payload 8 bytes, fields need 12",
     header(0x16, 8) + u64(1))
 bad("bad-heartbeat-long", "length_mismatch", "HEARTBEAT payload 17 bytes, fields need 16",

@@ -14,6 +14,7 @@ void pp_config_defaults(pp_config *c) {
   c->app = "config.ru";
   c->workers = 1;
   c->threads = 5;
+  c->min_threads = 1;
   /* The control app is off unless -control names a place (as puma's control app is off
    * unless activated): two servers on one host never collide on it. */
   pp_addr_parse(&c->control, "127.0.0.1:9293");
@@ -127,7 +128,13 @@ void pp_config_usage(FILE *out) {
         "\n"
         "  -app FILE              rackup file to serve (default config.ru)\n"
         "  -workers N             Ruby worker processes at start (default 1)\n"
-        "  -threads N             threads (= connections) per worker (default 5)\n"
+        "  -threads N             threads (= connections, slots) per worker at start (default 5)\n"
+        "  -min-threads N         fewest slots per worker at run time (default 1)\n"
+        "  -max-slots N           most slots per worker at run time, for I/O-bound apps up to\n"
+        "                         4096 (default: the starting count; with -autoscale the\n"
+        "                         policy's slots.max)\n"
+        "  -fibers N              slots are fibers (async gem), N per worker at start; the\n"
+        "                         app must be fiber-safe (docs/RACK.md)\n"
         "  -listen ADDR           HTTP listener, repeatable: HOST:PORT, [V6]:PORT, :PORT,\n"
         "                         unix:/PATH or /PATH (default 127.0.0.1:9292)\n"
         "  -listen-tls ADDR       HTTPS listener (TLS 1.2+, ALPN h2 and http/1.1), repeatable\n"
@@ -135,6 +142,11 @@ void pp_config_usage(FILE *out) {
         "                         as -listen-tls. TCP responses then carry Alt-Svc for it\n"
         "  -h3-retry              QUIC address validation: Retry before keeping any state\n"
         "  -no-alt-svc            do not advertise the HTTP/3 listener with Alt-Svc\n"
+        "  -early-hints           offer rack.early_hints: the app's 103 Early Hints are sent\n"
+        "                         (HTTP/1.1, HTTP/2, HTTP/3; puma's early_hints)\n"
+        "  -request-start MODE    X-Request-Start t=<us since the epoch> of the moment the\n"
+        "                         request was queued, in the env: keep (default: added when\n"
+        "                         the request has none), replace (a client's is dropped), off\n"
         "  -tls-cert FILE         certificate chain (PEM) for -listen-tls; without it a\n"
         "                         development certificate is generated in the runtime dir\n"
         "  -tls-key FILE          private key (PEM) for -tls-cert\n"
@@ -189,6 +201,9 @@ void pp_config_usage(FILE *out) {
         "  -target-queue-p95 DUR  policy target_queue_p95 (overrides the file)\n"
         "  -shed                  policy shed.enabled = true (503 when the wait is hopeless)\n"
         "  -decision-log FILE     JSONL decision log, one line per tick (SIGHUP reopens)\n"
+        "  -print-policy          print the policy these flags resolve to (-policy, -shed,\n"
+        "                         -min-workers ...) with the admission rule's effective\n"
+        "                         values, and exit (puma-plus --dry-run shows it)\n"
         "  -help, --help          this text\n"
         "\n"
         "DUR: 30s, 250ms, 100us, 1m (bare number = seconds). SIZE: 1048576, 64k, 1MiB.\n",
@@ -230,7 +245,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     /* boolean flags */
     if (!strcmp(key, "quiet") || !strcmp(key, "autoscale") || !strcmp(key, "shed") ||
         !strcmp(key, "h2c") || !strcmp(key, "no-h2") || !strcmp(key, "h3-retry") ||
-        !strcmp(key, "no-alt-svc")) {
+        !strcmp(key, "no-alt-svc") || !strcmp(key, "print-policy") || !strcmp(key, "early-hints")) {
       int on = 1;
       if (value) {
         if (!strcmp(value, "true") || !strcmp(value, "1"))
@@ -254,6 +269,10 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
         c->h3_retry = on;
       else if (!strcmp(key, "no-alt-svc"))
         c->no_alt_svc = on;
+      else if (!strcmp(key, "print-policy"))
+        c->print_policy = on;
+      else if (!strcmp(key, "early-hints"))
+        c->early_hints = on;
       else
         c->shed = on;
       continue;
@@ -273,6 +292,12 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       bad = parse_u32(value, &c->workers, 1, 256);
     else if (!strcmp(key, "threads"))
       bad = parse_u32(value, &c->threads, 1, 1024);
+    else if (!strcmp(key, "min-threads"))
+      bad = parse_u32(value, &c->min_threads, 1, PP_MAX_SLOTS);
+    else if (!strcmp(key, "max-slots"))
+      bad = parse_u32(value, &c->max_slots, 1, PP_MAX_SLOTS);
+    else if (!strcmp(key, "fibers"))
+      bad = parse_u32(value, &c->fibers, 0, PP_MAX_SLOTS);
     else if (!strcmp(key, "listen")) {
       if (default_listen) c->listen_count = 0, default_listen = 0;
       if (c->listen_count >= PP_MAX_LISTEN) {
@@ -298,7 +323,16 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       c->tls_cert = value;
     else if (!strcmp(key, "tls-key"))
       c->tls_key = value;
-    else if (!strcmp(key, "h2-max-streams"))
+    else if (!strcmp(key, "request-start")) {
+      if (!strcmp(value, "keep"))
+        c->request_start = PP_REQUEST_START_KEEP;
+      else if (!strcmp(value, "replace"))
+        c->request_start = PP_REQUEST_START_REPLACE;
+      else if (!strcmp(value, "off"))
+        c->request_start = PP_REQUEST_START_OFF;
+      else
+        bad = 1;
+    } else if (!strcmp(key, "h2-max-streams"))
       bad = parse_u32(value, &c->h2_max_streams, 1, 1000);
     else if (!strcmp(key, "control")) {
       if (!strcmp(value, "off") || !*value)
@@ -382,6 +416,16 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       snprintf(err, err_len, "-%s: invalid value \"%s\"", key, value);
       return -1;
     }
+  }
+  uint32_t initial = pp_config_slots_initial(c);
+  c->max_slots_given = c->max_slots != 0;
+  if (!c->max_slots) c->max_slots = initial;
+  if (c->min_threads > initial || initial > c->max_slots) {
+    snprintf(err, err_len,
+             "slots per worker: -min-threads %u <= starting count %u (-%s) <= -max-slots %u "
+             "does not hold",
+             c->min_threads, initial, c->fibers ? "fibers" : "threads", c->max_slots);
+    return -1;
   }
   if (!c->tls_cert != !c->tls_key) {
     snprintf(err, err_len, "-tls-cert and -tls-key go together (or neither: a development cert)");

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #define PP_MAX_LISTEN 16
+#define PP_MAX_SLOTS  4096 /* slots per worker process, the most -max-slots allows */
 
 /* -max-body-size 0 (and the default, as puma's http_content_length_limit nil): no limit. A
  * large finite number rather than UINT64_MAX, so that the parsers' chunk-size arithmetic
@@ -24,10 +25,22 @@ typedef struct pp_addr {
   char text[300];    /* as given, for logs */
 } pp_addr;
 
+/* -request-start: X-Request-Start "t=<microseconds since the epoch>" of T2b in the env (the
+ * same values as pp_env_conninfo's request_start). */
+#define PP_REQUEST_START_KEEP    0 /* added when the request has none; a proxy's is kept */
+#define PP_REQUEST_START_REPLACE 1 /* always the server's; a client's is dropped */
+#define PP_REQUEST_START_OFF     2 /* never added; a client's passes as sent */
+
 typedef struct pp_config {
   const char *app;  /* -app: the rackup file */
   uint32_t workers; /* -workers */
   uint32_t threads; /* -threads */
+  /* Slots per worker at run time (docs/SERVER.md "Slots at run time"): a worker starts with
+   * -threads slots (or -fibers); SLOTS / SLOT_CLOSE keep it within [min_threads, max_slots]. */
+  uint32_t min_threads; /* -min-threads (default 1) */
+  uint32_t max_slots;   /* -max-slots (default: the starting count; with -autoscale, slots.max) */
+  int max_slots_given;  /* -max-slots was on the command line */
+  uint32_t fibers;      /* -fibers N: slots are fibers, N per worker at start (0: threads) */
   pp_addr listen[PP_MAX_LISTEN];
   int listen_count; /* -listen (repeatable) */
   pp_addr listen_tls[PP_MAX_LISTEN];
@@ -36,6 +49,8 @@ typedef struct pp_config {
   int listen_h3_count;     /* -listen-h3 (repeatable): HTTP/3 over QUIC (UDP) */
   int h3_retry;            /* -h3-retry: address validation by Retry before any state */
   int no_alt_svc;          /* -no-alt-svc: no Alt-Svc header for the HTTP/3 listener */
+  int request_start;       /* -request-start: PP_REQUEST_START_KEEP (default), _REPLACE, _OFF */
+  int early_hints;         /* -early-hints: offer rack.early_hints (103) to the app */
   const char *tls_cert;    /* -tls-cert (PEM, chain included; NULL: a development cert) */
   const char *tls_key;     /* -tls-key */
   int h2c;                 /* -h2c: cleartext HTTP/2 (prior knowledge, Upgrade) on -listen */
@@ -82,6 +97,7 @@ typedef struct pp_config {
   const char *max_workers;      /* -max-workers */
   const char *target_queue_p95; /* -target-queue-p95 */
   int shed;                     /* -shed: turn on admission control (policy shed.enabled) */
+  int print_policy;             /* -print-policy: print the resolved policy and exit */
   const char *decision_log;     /* -decision-log */
 } pp_config;
 
@@ -89,6 +105,11 @@ void pp_config_defaults(pp_config *c);
 
 /* Parses argv (argv[0] skipped). Returns 0, 1 if --help/-help was given (usage printed to
  * `out`), or -1 with a one-line message in err. Strings point into argv. */
+/* The slots a worker starts with: -fibers when set, else -threads. */
+static inline uint32_t pp_config_slots_initial(const pp_config *c) {
+  return c->fibers ? c->fibers : c->threads;
+}
+
 int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_len, FILE *out);
 
 /* "host:port", "[v6]:port", ":port", "unix:/path", "/path" or "./path". 0 or -1. */

@@ -67,6 +67,16 @@ struct pp_worker {
    * out), and whether the server has killed it (request timeout or silent heartbeat). */
   int64_t heartbeat_ns;
   int64_t heap_live_slots; /* from its last HEARTBEAT (GC.stat), -1 unknown */
+  uint32_t slots_target;   /* run-time slot target last sent (SLOTS); 0: never set */
+  /* CPU time (utime + stime, /proc/PID/stat) sampled each tick, and its share of one core
+   * over the last tick (-1 until two samples): near 1 GVL-bound, small waiting on I/O. */
+  uint64_t cpu_ns;
+  int64_t cpu_sampled_ns; /* when cpu_ns was read; 0 never */
+  double cpu_share;
+  int64_t cpu_delta_ns;  /* CPU time over the last tick in ns (-1 until two samples) */
+  uint64_t wait_ns;      /* its threads' run-queue wait (schedstat), summed over live threads */
+  int64_t wait_delta_ns; /* run-queue wait over the last tick in ns (0 when unknown) */
+  double demand_share;   /* (CPU + run-queue wait) over the last tick, a share of one core */
   int killed;
   /* Standby workers (docs/CONTROL.md section 8): when PARKED arrived, and the decision time of
    * its activation until the first request dispatched to it has been timed (then 0). */
@@ -92,6 +102,11 @@ pp_worker *pp_registry_find(pp_registry *r, uint32_t pid);
 pp_worker *pp_registry_add(pp_registry *r, uint32_t pid, uint32_t index, int64_t now_ns);
 /* A connection of worker pid said HELLO: link the slot idle, make the worker READY. Returns the
  * worker, or NULL if the registry is full. */
+/* Reads worker w's CPU time (/proc/PID/stat) and its threads' run-queue wait (schedstat) at
+ * now_ns; from the second reading on, sets cpu_delta_ns, cpu_share, wait_delta_ns and
+ * demand_share over the time since the one before. A failed read leaves w as it was. */
+void pp_worker_sample_cpu(pp_worker *w, int64_t now_ns);
+
 pp_worker *pp_registry_attach(pp_registry *r, pp_slot *s, uint32_t pid, uint32_t worker_index,
                               uint32_t thread_index, int64_t now_ns);
 /* The slot's connection closed. Returns its worker (still registered). */

@@ -9,53 +9,70 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/process/server_int.h"
+#include "server/base/clock.h"
+#include "server/base/log.h"
+#include "server/proto/env.h"
 #include "server/workers/wlink.h"
 
-static void send_request(server *s, pp_exchange *r, wconn *w);
+static void send_request(pp_core *c, pp_exchange *r, wconn *w);
 
-void pp_dispatch_push(pp_exchange *r) {
-  server *s = r->srv;
-  r->t2b = pp_now_ns();
-  r->state = PP_X_QUEUED;
-  s->stats.arrivals++;
-  s->stats.arrivals_window++;
-  if (r->t2b > r->t2) pp_hist_window_record(&s->stats.body_wait, (uint64_t)(r->t2b - r->t2));
-  pp_queue_push(&s->queue, &r->qlink);
-  pp_dispatch_all(s);
+void pp_core_init(pp_core *c, server *srv, const pp_hooks *hooks, pp_net *net,
+                  pp_exchange_pool *xpool, pp_registry *reg, const pp_policy *policy,
+                  const int *shedding) {
+  pp_queue_init(&c->queue);
+  pp_admit_state_init(&c->admit);
+  c->srv = srv;
+  c->hooks = hooks;
+  c->net = net;
+  c->xpool = xpool;
+  c->reg = reg;
+  c->policy = policy;
+  c->shedding = shedding;
+  xpool->up = c;
 }
 
-/* The admission rule's second look (codel sheds a request that waited past the budget):
+void pp_dispatch_push(pp_exchange *r) {
+  pp_core *c = PP_CORE_OF(r);
+  r->t2b = pp_now_ns();
+  r->state = PP_X_QUEUED;
+  c->stats.arrivals++;
+  c->stats.arrivals_window++;
+  if (r->t2b > r->t2) pp_hist_window_record(&c->stats.body_wait, (uint64_t)(r->t2b - r->t2));
+  pp_queue_push(&c->queue, &r->qlink);
+  pp_dispatch_all(c);
+}
+
+/* The admission rule's second look (codel past the budget, controlled past its standing cap):
  * 1 if r was answered 503 instead of dispatched. */
-static int shed_at_dequeue(server *s, pp_exchange *r) {
-  controller *ct = &s->ctl_state;
-  if (!ct->policy.shed_enabled) return 0;
+static int shed_at_dequeue(pp_core *c, pp_exchange *r) {
+  if (!c->policy->shed_enabled) return 0;
   pp_admit_input in;
-  pp_dispatch_admit_input(s, &in); /* the queue without r */
-  if (pp_admit_dequeue(&s->admit, &ct->policy, &in, (uint64_t)(in.now_ns - r->t2b)) !=
-      PP_ADMIT_SHED)
-    return 0;
-  s->stats.shed++;
-  s->stats.shed_window++;
+  pp_dispatch_admit_input(c, &in); /* the queue without r */
+  int was_standing = c->admit.standing;
+  pp_admit_verdict v = pp_admit_dequeue(&c->admit, c->policy, &in, (uint64_t)(in.now_ns - r->t2b));
+  pp_dispatch_admit_note(c, was_standing, &in);
+  if (v != PP_ADMIT_SHED) return 0;
+  c->stats.shed++;
+  c->stats.shed_window++;
   if (r->owner)
-    r->ops->fail(r, 503, "503 Service Unavailable: waited past the shed budget (shed)\n");
+    r->ops->fail(r, 503, "503 Service Unavailable: waited past the admission wait limit (shed)\n");
   else
-    pp_exchange_release(s, r);
+    pp_exchange_release(c->xpool, r);
   return 1;
 }
 
-void pp_dispatch_all(server *s) {
-  while (s->queue.len && pp_registry_has_idle(&s->reg)) {
-    pp_exchange *r = PP_CONTAINER_OF(pp_queue_pop(&s->queue), pp_exchange, qlink);
-    if (shed_at_dequeue(s, r)) continue;
-    pp_slot *slot = pp_registry_take(&s->reg);
+void pp_dispatch_all(pp_core *c) {
+  while (c->queue.len && pp_registry_has_idle(c->reg)) {
+    pp_exchange *r = PP_CONTAINER_OF(pp_queue_pop(&c->queue), pp_exchange, qlink);
+    if (shed_at_dequeue(c, r)) continue;
+    pp_slot *slot = pp_registry_take(c->reg);
     if (!slot) { /* cannot happen: a slot was idle */
-      pp_queue_push(&s->queue, &r->qlink);
+      pp_queue_push(&c->queue, &r->qlink);
       return;
     }
-    if (slot->worker->activated_ns && s->hooks.activated_dispatch)
-      s->hooks.activated_dispatch(s, slot->worker, r->t2b);
-    send_request(s, r, slot->data);
+    if (slot->worker->activated_ns && c->hooks->activated_dispatch)
+      c->hooks->activated_dispatch(c->srv, slot->worker, r->t2b);
+    send_request(c, r, slot->data);
   }
 }
 
@@ -65,16 +82,16 @@ static void on_request_written(uv_write_t *wr, int status) {
   r->writes--;
   if (r->release_pending && r->writes == 0) {
     r->release_pending = 0;
-    pp_exchange_release(r->srv, r);
+    pp_exchange_release(r->pool, r);
   }
 }
 
 void pp_dispatch_send_body(pp_exchange *r, const uint8_t *data, size_t len) {
-  server *s = r->srv;
+  pp_core *c = PP_CORE_OF(r);
   wconn *w = r->w;
   while (len) {
     size_t n = len > PP_WIRE_MAX_BODY_CHUNK ? PP_WIRE_MAX_BODY_CHUNK : len;
-    wchunk *k = pp_chunk_get(&s->net, n + 16);
+    wchunk *k = pp_chunk_get(c->net, n + 16);
     pp_wire_put_header(k->data, PP_WIRE_BODY, (uint32_t)(8 + n));
     pp_wire_put_u64(k->data + 8, r->id);
     memcpy(k->data + 16, data, n);
@@ -87,7 +104,7 @@ void pp_dispatch_send_body(pp_exchange *r, const uint8_t *data, size_t len) {
 
 /* A frame with only a request id (BODY_END, CANCEL) to the worker running r. */
 static void send_id_frame(pp_exchange *r, uint8_t type) {
-  wchunk *k = pp_chunk_get(&r->srv->net, 0);
+  wchunk *k = pp_chunk_get(PP_CORE_OF(r)->net, 0);
   pp_wire_frame f;
   memset(&f, 0, sizeof f);
   f.type = type;
@@ -104,14 +121,20 @@ void pp_dispatch_send_cancel(pp_exchange *r) {
   send_id_frame(r, PP_WIRE_CANCEL);
 }
 
-static void send_request(server *s, pp_exchange *r, wconn *w) {
+static void send_request(pp_core *c, pp_exchange *r, wconn *w) {
   r->t3 = pp_now_ns();
   uint64_t queue_ns = (uint64_t)(r->t3 - r->t2b);
-  pp_hist_window_record(&s->stats.queue, queue_ns);
+  pp_hist_window_record(&c->stats.queue, queue_ns);
   r->head.len = r->queue_key_end;
   size_t n = pp_fmt_u64(r->queue_digits, queue_ns);
   pp_buf_append_u32(&r->head, (uint32_t)n);
   pp_buf_append(&r->head, r->queue_digits, (size_t)n);
+  if (r->add_request_start) {
+    /* X-Request-Start of T2b: the realtime offset was taken at the last second (wallclock.h) */
+    char v[24] = "t=";
+    size_t vn = pp_fmt_u64(v + 2, (uint64_t)pp_wallclock_epoch_us(c->wall, r->t2b));
+    pp_env_put_pair(&r->head, "HTTP_X_REQUEST_START", 20, v, vn + 2);
+  }
   uint8_t *h = r->head.data;
   size_t body_len = r->streaming ? 0 : r->body.len - 4;
   size_t payload = r->head.len - 8 + 4 + body_len;
@@ -120,7 +143,8 @@ static void send_request(server *s, pp_exchange *r, wconn *w) {
   pp_wire_put_u64(h + 16, (uint64_t)r->t2b);
   pp_wire_put_u64(h + 24, (uint64_t)r->t3);
   h[32] = (uint8_t)((r->streaming ? PP_WIRE_FLAG_BODY_STREAMS : 0) |
-                    (r->hijackable ? PP_WIRE_FLAG_HIJACKABLE : 0));
+                    (r->hijackable ? PP_WIRE_FLAG_HIJACKABLE : 0) |
+                    (r->early_hints ? PP_WIRE_FLAG_EARLY_HINTS : 0));
   uv_buf_t bufs[2];
   bufs[0] = uv_buf_init((char *)r->head.data, (unsigned)r->head.len);
   if (r->streaming) {
@@ -146,21 +170,28 @@ static void send_request(server *s, pp_exchange *r, wconn *w) {
   pp_exchange_unbudget(r); /* its buffered body is on its way to the worker */
 }
 
-void pp_dispatch_admit_input(server *s, pp_admit_input *in) {
+void pp_dispatch_admit_input(const pp_core *c, pp_admit_input *in) {
   memset(in, 0, sizeof *in);
   in->now_ns = pp_now_ns();
-  in->queue_len = s->queue.len;
-  in->slots_ready = s->reg.slots_ready;
-  in->slots_busy = s->reg.slots_busy;
-  in->service_mean_ns = pp_hist_mean(&s->stats.service.lifetime);
-  if (s->stats.service_last.count) in->service_mean_ns = pp_hist_mean(&s->stats.service_last);
-  pp_qnode *head = pp_queue_peek(&s->queue);
+  in->queue_len = c->queue.len;
+  in->slots_ready = c->reg->slots_ready;
+  in->slots_busy = c->reg->slots_busy;
+  in->service_mean_ns = pp_hist_mean(&c->stats.service.lifetime);
+  if (c->stats.service_last.count) in->service_mean_ns = pp_hist_mean(&c->stats.service_last);
+  pp_qnode *head = pp_queue_peek(&c->queue);
   in->oldest_enqueue_ns = head ? PP_CONTAINER_OF(head, pp_exchange, qlink)->t2b : INT64_MIN;
-  in->shedding = s->ctl_state.shedding;
+  in->shedding = *c->shedding;
 }
 
-uint64_t pp_dispatch_predicted_wait(server *s) {
+void pp_dispatch_admit_note(const pp_core *c, int was_standing, const pp_admit_input *in) {
+  if (c->admit.standing == was_standing) return;
+  char reason[256];
+  pp_admit_reason(&c->admit, c->policy, in, reason, sizeof reason);
+  pp_log(c->xpool->cfg, 1, "admission: %s", reason); /* rare and worth seeing: even with -quiet */
+}
+
+uint64_t pp_dispatch_predicted_wait(const pp_core *c) {
   pp_admit_input in;
-  pp_dispatch_admit_input(s, &in);
-  return pp_admit_predicted_wait(&s->admit, &s->ctl_state.policy, &in);
+  pp_dispatch_admit_input(c, &in);
+  return pp_admit_predicted_wait(&c->admit, c->policy, &in);
 }

@@ -7,17 +7,20 @@
 #include <string.h>
 
 #include "server/core/dispatch.h"
-#include "server/process/server_int.h"
+#include "server/base/clock.h"
+#include "server/proto/env.h"
 #include "server/workers/wlink.h"
 
-int pp_exchange_admit(server *s) {
-  controller *ct = &s->ctl_state;
-  if (!ct->policy.shed_enabled) return 0;
+int pp_exchange_admit(pp_core *c) {
+  if (!c->policy->shed_enabled) return 0;
   pp_admit_input in;
-  pp_dispatch_admit_input(s, &in);
-  if (pp_admit_arrival(&s->admit, &ct->policy, &in) == PP_ADMIT_SHED) {
-    s->stats.shed++;
-    s->stats.shed_window++;
+  pp_dispatch_admit_input(c, &in);
+  int was_standing = c->admit.standing;
+  pp_admit_verdict v = pp_admit_arrival(&c->admit, c->policy, &in);
+  pp_dispatch_admit_note(c, was_standing, &in);
+  if (v == PP_ADMIT_SHED) {
+    c->stats.shed++;
+    c->stats.shed_window++;
     return 503;
   }
   return 0;
@@ -34,7 +37,7 @@ void pp_exchange_env_end(pp_exchange *x, uint32_t pairs, int64_t content_length)
   pp_env_put_pair(&x->head, "puma_plus.queue_ns", 18, "", 0);
   x->head.len -= 4; /* the value (length + digits) is appended at dispatch */
   x->queue_key_end = x->head.len;
-  pp_wire_put_u32(x->head.data + 33, pairs + 1);
+  pp_wire_put_u32(x->head.data + 33, pairs + 1 + (x->add_request_start ? 1 : 0));
   pp_buf_reserve(&x->body, 4);
   x->body.len = 4;
   if (content_length > (int64_t)PP_BODY_BUFFER_LIMIT) x->streaming = 1;
@@ -47,10 +50,10 @@ void pp_exchange_body_in(pp_exchange *x, const uint8_t *data, size_t len) {
   }
   pp_buf_append(&x->body, data, len);
   x->budgeted += len;
-  x->srv->body_buffered += len;
+  x->pool->body_buffered += len;
   if (x->state == PP_X_BODY &&
-      (x->body.len - 4 >= PP_BODY_BUFFER_LIMIT || pp_exchange_over_budget(x->srv))) {
-    if (x->body.len - 4 < PP_BODY_BUFFER_LIMIT) x->srv->stats.body_budget_streamed++;
+      (x->body.len - 4 >= PP_BODY_BUFFER_LIMIT || pp_exchange_over_budget(x->pool))) {
+    if (x->body.len - 4 < PP_BODY_BUFFER_LIMIT) PP_CORE_OF(x)->stats.body_budget_streamed++;
     x->streaming = 1;
     pp_dispatch_push(x);
   }
@@ -69,12 +72,12 @@ void pp_exchange_body_done(pp_exchange *x) {
 }
 
 int pp_exchange_can_take_body(pp_exchange *x) {
-  server *s = x->srv;
-  if (x->state == PP_X_BODY && !x->budgeted && pp_exchange_over_budget(s)) {
+  pp_core *c = PP_CORE_OF(x);
+  if (x->state == PP_X_BODY && !x->budgeted && pp_exchange_over_budget(x->pool)) {
     /* an upload not yet buffering waits unread until the total has room */
     if (!x->blink.next) {
-      pp_queue_push(&s->body_waiters, &x->blink);
-      s->stats.body_budget_waits++;
+      pp_queue_push(&x->pool->body_waiters, &x->blink);
+      c->stats.body_budget_waits++;
     }
     return 0;
   }
@@ -86,28 +89,28 @@ int pp_exchange_can_take_body(pp_exchange *x) {
 }
 
 void pp_exchange_abandon(pp_exchange *x) {
-  server *s = x->srv;
+  pp_core *c = PP_CORE_OF(x);
   x->owner = NULL;
   switch (x->state) {
   case PP_X_QUEUED:
-    pp_queue_remove(&s->queue, &x->qlink);
-    s->stats.cancelled_queued++;
-    s->stats.timeouts_window++;
-    pp_exchange_release(s, x);
+    pp_queue_remove(&c->queue, &x->qlink);
+    c->stats.cancelled_queued++;
+    c->stats.timeouts_window++;
+    pp_exchange_release(x->pool, x);
     break;
   case PP_X_RUNNING:
     if (x->w) pp_wlink_resume(x->w); /* nobody reads this response any more */
     if (!x->cancelled && x->w) {
       x->cancelled = 1;
-      s->stats.cancelled_running++;
-      s->stats.timeouts_window++;
+      c->stats.cancelled_running++;
+      c->stats.timeouts_window++;
       pp_dispatch_send_cancel(x);
     }
     /* freed when RESPONSE_END arrives (or the worker connection closes); a worker already
      * gone (the owner was answering its loss) leaves nothing to wait for */
-    if (!x->w) pp_exchange_release(s, x);
+    if (!x->w) pp_exchange_release(x->pool, x);
     break;
-  default: pp_exchange_release(s, x); break;
+  default: pp_exchange_release(x->pool, x); break;
   }
 }
 
@@ -128,6 +131,6 @@ void pp_exchange_stream_end(pp_exchange *x) {
 
 void pp_exchange_stream_closed(pp_exchange *x, uint64_t error_code) {
   if (x->state == PP_X_RESPONDED && error_code == 0 && x->t1)
-    pp_hist_window_record(&x->srv->stats.total, (uint64_t)(pp_now_ns() - x->t1));
+    pp_hist_window_record(&PP_CORE_OF(x)->stats.total, (uint64_t)(pp_now_ns() - x->t1));
   pp_exchange_abandon(x);
 }

@@ -8,11 +8,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/core/core.h"
 #include "server/exchange/exchange.h"
 
 /* Admission control: 0 to go on, or 503 when the predicted wait is over the shed budget
  * (counted). Called once per request, before the env is built. */
-int pp_exchange_admit(server *s);
+int pp_exchange_admit(pp_core *c);
 
 /* Starts the REQUEST frame prefix: header, id, t2b, t3, flags, pair count. */
 void pp_exchange_env_begin(pp_exchange *x);

@@ -5,12 +5,19 @@
 
 #include <string.h>
 
-#include "server/process/server_int.h"
+#include "server/base/alloc.h"
 
-pp_exchange *pp_exchange_get(server *s, const pp_exchange_ops *ops, void *owner) {
-  pp_exchange *x = s->free_exchanges;
+void pp_exchange_pool_init(pp_exchange_pool *p, const pp_config *cfg, server *srv) {
+  memset(p, 0, sizeof *p);
+  p->cfg = cfg;
+  p->srv = srv;
+  pp_queue_init(&p->body_waiters);
+}
+
+pp_exchange *pp_exchange_get(pp_exchange_pool *p, const pp_exchange_ops *ops, void *owner) {
+  pp_exchange *x = p->free_exchanges;
   if (x) {
-    s->free_exchanges = x->next_free;
+    p->free_exchanges = x->next_free;
   } else {
     x = pp_xmalloc(sizeof *x);
     memset(x, 0, sizeof *x);
@@ -26,32 +33,33 @@ pp_exchange *pp_exchange_get(server *s, const pp_exchange_ops *ops, void *owner)
   x->head.len = 0;
   x->body.len = 0;
   x->resp_overflow.len = 0;
-  x->srv = s;
+  x->srv = p->srv;
+  x->pool = p;
   x->ops = ops;
   x->owner = owner;
-  s->live_requests++;
+  p->live_requests++;
   return x;
 }
 
-int pp_exchange_over_budget(const server *s) {
-  uint64_t budget = s->cfg->max_buffered_body_total;
-  return budget && s->body_buffered >= budget;
+int pp_exchange_over_budget(const pp_exchange_pool *p) {
+  uint64_t budget = p->cfg->max_buffered_body_total;
+  return budget && p->body_buffered >= budget;
 }
 
 void pp_exchange_unbudget(pp_exchange *x) {
-  server *s = x->srv;
-  if (x->blink.next) pp_queue_remove(&s->body_waiters, &x->blink);
+  pp_exchange_pool *p = x->pool;
+  if (x->blink.next) pp_queue_remove(&p->body_waiters, &x->blink);
   if (!x->budgeted) return;
-  s->body_buffered -= x->budgeted;
+  p->body_buffered -= x->budgeted;
   x->budgeted = 0;
   /* wake waiting uploads while there is room (each may take more before the next wakes) */
-  while (!pp_exchange_over_budget(s) && s->body_waiters.len) {
-    pp_exchange *w = PP_CONTAINER_OF(pp_queue_pop(&s->body_waiters), pp_exchange, blink);
+  while (!pp_exchange_over_budget(p) && p->body_waiters.len) {
+    pp_exchange *w = PP_CONTAINER_OF(pp_queue_pop(&p->body_waiters), pp_exchange, blink);
     if (w->owner) w->ops->body_writable(w);
   }
 }
 
-void pp_exchange_release(server *s, pp_exchange *x) {
+void pp_exchange_release(pp_exchange_pool *p, pp_exchange *x) {
   pp_exchange_unbudget(x);
   if (x->writes > 0) {
     x->release_pending = 1;
@@ -63,21 +71,21 @@ void pp_exchange_release(server *s, pp_exchange *x) {
   if (x->body.cap > PP_EXCHANGE_KEEP_BODY) pp_buf_dispose(&x->body);
   if (x->head.cap > 262144) pp_buf_dispose(&x->head);
   if (x->resp_overflow.cap > 262144) pp_buf_dispose(&x->resp_overflow);
-  x->next_free = s->free_exchanges;
-  s->free_exchanges = x;
-  s->live_requests--;
+  x->next_free = p->free_exchanges;
+  p->free_exchanges = x;
+  p->live_requests--;
   /* drain check deferred to the drain timer */
 }
 
-void pp_exchange_count_status(server *s, int status) {
+void pp_exchange_count_status(pp_exchange_pool *p, int status) {
   if (status < 200)
-    s->stats.status_1xx++;
+    p->status_1xx++;
   else if (status < 300)
-    s->stats.status_2xx++;
+    p->status_2xx++;
   else if (status < 400)
-    s->stats.status_3xx++;
+    p->status_3xx++;
   else if (status < 500)
-    s->stats.status_4xx++;
+    p->status_4xx++;
   else
-    s->stats.status_5xx++;
+    p->status_5xx++;
 }

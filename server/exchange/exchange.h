@@ -45,6 +45,7 @@
 #include <uv.h>
 
 #include "server/base/buf.h"
+#include "server/base/config.h"
 #include "server/base/queue.h"
 #include "server/proto/wire.h"
 
@@ -55,6 +56,7 @@
 #define PP_EXCHANGE_KEEP_BODY (64u << 10)  /* a pooled exchange keeps a body buffer up to this */
 
 typedef struct server server;
+typedef struct pp_exchange_pool pp_exchange_pool;
 typedef struct wconn wconn;
 typedef struct pp_exchange pp_exchange;
 
@@ -82,28 +84,34 @@ typedef struct pp_exchange_ops {
    * over with pp_wlink_hijacked (at once or once the flush completed), or answers
    * PP_WIRE_HIJACK_REFUSED. Once handed over, x->owner is NULL. */
   void (*hijack)(pp_exchange *x);
+  /* The worker sent EARLY_HINTS (before RESPONSE_HEAD, on a request dispatched with the
+   * REQUEST flag EARLY_HINTS; NULL: never offered): the owner writes a 103 with f->pairs. */
+  void (*early_hints)(pp_exchange *x, const pp_wire_frame *f);
 } pp_exchange_ops;
 
 struct pp_exchange {
   pp_qnode qlink; /* in the queue while PP_X_QUEUED */
   pp_exchange *next_free;
-  server *srv;
+  server *srv;            /* the pool's srv */
+  pp_exchange_pool *pool; /* the pool it came from */
   uint64_t id;
   pp_exchange_state state;
   const pp_exchange_ops *ops;
   void *owner; /* the session glue's connection or stream; NULL once abandoned */
   wconn *w;    /* while running */
   int streaming, body_done, head_method, cancelled, head_sent;
-  int hijackable;          /* REQUEST carries PP_WIRE_FLAG_HIJACKABLE (h1 without TLS) */
-  int hijack_seen;         /* the worker sent HIJACK (at most once) */
-  int hijack_wait;         /* h1: handing over once the client's pending writes are done */
+  int hijackable;  /* REQUEST carries PP_WIRE_FLAG_HIJACKABLE (h1 without TLS) */
+  int early_hints; /* REQUEST carries PP_WIRE_FLAG_EARLY_HINTS (-early-hints, not HTTP/1.0) */
+  int hijack_seen; /* the worker sent HIJACK (at most once) */
+  int hijack_wait; /* h1: handing over once the client's pending writes are done */
   int64_t t1, t2, t2b, t3; /* first byte, headers, runnable, dispatched */
   pp_buf head;             /* REQUEST frame up to and including the queue_ns key */
   size_t queue_key_end;
-  pp_buf body;         /* [u32 length][body bytes] */
-  uv_write_t wreq;     /* the REQUEST write */
-  int writes;          /* REQUEST writes in flight referencing head/body */
-  int release_pending; /* free when writes reaches 0 */
+  int add_request_start; /* dispatch appends HTTP_X_REQUEST_START (t= T2b in us since the epoch) */
+  pp_buf body;           /* [u32 length][body bytes] */
+  uv_write_t wreq;       /* the REQUEST write */
+  int writes;            /* REQUEST writes in flight referencing head/body */
+  int release_pending;   /* free when writes reaches 0 */
   uint8_t len_zero[4];
   char queue_digits[24];
   /* Session-private response state (the exchange layer never reads these). */
@@ -116,25 +124,42 @@ struct pp_exchange {
   pp_qnode olink;           /* h2: in the connection's list of streams */
   uint64_t body_unconsumed; /* h2: request-body bytes not yet released to flow control */
   uint64_t budgeted;        /* body bytes counted in the server's buffered-body total */
-  pp_qnode blink;           /* in srv->body_waiters while its upload waits for the budget */
+  pp_qnode blink;           /* in the pool's body_waiters while its upload waits for the budget */
 };
 
+/* The exchange layer's own context: the pool of free exchanges, the count of live ones, and
+ * the aggregate body budget (-max-buffered-body-total). struct server holds one (s->xpool). */
+struct pp_exchange_pool {
+  const pp_config *cfg; /* -max-buffered-body-total */
+  server *srv;          /* handed back in each exchange's x->srv; never read here */
+  void *up; /* the context of the layer that drives the exchanges (core/'s), never read here */
+  pp_exchange *free_exchanges;
+  uint64_t body_buffered; /* request-body bytes buffered before dispatch, all exchanges */
+  pp_queue body_waiters;  /* exchanges whose uploads wait for -max-buffered-body-total */
+  uint32_t live_requests; /* requests allocated (any state) */
+  /* responses by status class, every protocol's (pp_exchange_count_status) */
+  uint64_t status_1xx, status_2xx, status_3xx, status_4xx, status_5xx;
+};
+
+/* Sets up an empty pool: cfg for the body budget, srv handed back in x->srv. */
+void pp_exchange_pool_init(pp_exchange_pool *p, const pp_config *cfg, server *srv);
+
 /* A cleared exchange from the pool (its buffers kept), owned by `owner` with `ops`. */
-pp_exchange *pp_exchange_get(server *s, const pp_exchange_ops *ops, void *owner);
+pp_exchange *pp_exchange_get(pp_exchange_pool *p, const pp_exchange_ops *ops, void *owner);
 
 /* Returns x to the pool once no write references its buffers. The owner calls it when the
  * response is flushed (or the exchange never reached dispatch). */
-void pp_exchange_release(server *s, pp_exchange *x);
+void pp_exchange_release(pp_exchange_pool *p, pp_exchange *x);
 
 /* The aggregate body budget (-max-buffered-body-total): x's buffered bytes leave the server's
  * total (at dispatch, or when x ends), and uploads that waited for room resume. */
 void pp_exchange_unbudget(pp_exchange *x);
 
 /* The buffered-body total is at -max-buffered-body-total (0: no limit, never). */
-int pp_exchange_over_budget(const server *s);
+int pp_exchange_over_budget(const pp_exchange_pool *p);
 
 /* Counts one response status in its class (1xx ... 5xx) for /stats: every protocol's
  * responses, the worker's and the ones the session answers itself. */
-void pp_exchange_count_status(server *s, int status);
+void pp_exchange_count_status(pp_exchange_pool *p, int status);
 
 #endif

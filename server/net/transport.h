@@ -30,8 +30,7 @@ struct listener {
     uv_handle_t handle;
     uv_stream_t stream;
   } h;
-  server
-      *srv; /* the owner's (process/server.c sets it): handed back to on_accept, never read here */
+  void *owner; /* the owner's context (process/server.c sets it: the sessions'), never read here */
   listener_kind kind;
   pp_addr addr;
   int open;

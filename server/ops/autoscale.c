@@ -7,7 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/process/server_int.h"
+#include "server/base/clock.h"
+#include "server/base/log.h"
+#include "server/ops/ops.h"
+#include "server/workers/shepherd.h"
+#include "server/workers/wlink.h"
 
 static int read_file(const char *path, pp_buf *out) {
   FILE *f = fopen(path, "rb");
@@ -32,8 +36,8 @@ static int set_field(pp_policy *p, const char *field, const char *value, const c
   return 0;
 }
 
-void pp_autoscale_log_header(server *s) {
-  controller *ct = &s->ctl_state;
+void pp_autoscale_log_header(pp_ops *op) {
+  controller *ct = &op->ctl;
   if (!ct->log) return;
   static pp_declog_header h;
   static char line[PP_DECLOG_LINE_MAX];
@@ -45,12 +49,10 @@ void pp_autoscale_log_header(server *s) {
   }
 }
 
-int pp_autoscale_init(server *s) {
-  controller *ct = &s->ctl_state;
-  pp_config *cfg = s->cfg;
-  memset(ct, 0, sizeof *ct);
-  ct->enabled = cfg->autoscale;
-  pp_policy_defaults(&ct->policy);
+/* The policy these flags resolve to: the defaults, the -policy file, then the flags that
+ * override it; validated, with the server's own refusals. 0, or -1 after printing why. */
+static int load_policy(pp_config *cfg, pp_policy *p) {
+  pp_policy_defaults(p);
   if (cfg->policy_file) {
     pp_buf text;
     pp_buf_init(&text);
@@ -60,7 +62,7 @@ int pp_autoscale_init(server *s) {
     }
     pp_policy_error err;
     memset(&err, 0, sizeof err);
-    int rc = pp_policy_parse(&ct->policy, (const char *)text.data, text.len, &err);
+    int rc = pp_policy_parse(p, (const char *)text.data, text.len, &err);
     pp_buf_dispose(&text);
     if (rc != 0) {
       fprintf(stderr, "puma-plus-server: %s:%d:%d: %s%s%s\n", cfg->policy_file, err.line,
@@ -68,36 +70,96 @@ int pp_autoscale_init(server *s) {
       return -1;
     }
   }
-  if (cfg->min_workers && set_field(&ct->policy, "min_workers", cfg->min_workers, "-min-workers"))
-    return -1;
-  if (cfg->max_workers && set_field(&ct->policy, "max_workers", cfg->max_workers, "-max-workers"))
-    return -1;
-  if (cfg->standby && !ct->enabled) {
+  if (cfg->min_workers && set_field(p, "min_workers", cfg->min_workers, "-min-workers")) return -1;
+  if (cfg->max_workers && set_field(p, "max_workers", cfg->max_workers, "-max-workers")) return -1;
+  if (cfg->standby && !cfg->autoscale) {
     fprintf(stderr,
             "puma-plus-server: -standby %s: standby workers need -autoscale (the "
             "controller activates them)\n",
             cfg->standby);
     return -1;
   }
-  if (cfg->standby && set_field(&ct->policy, "standby", cfg->standby, "-standby")) return -1;
+  if (cfg->standby && set_field(p, "standby", cfg->standby, "-standby")) return -1;
   if (cfg->target_queue_p95 &&
-      set_field(&ct->policy, "target_queue_p95", cfg->target_queue_p95, "-target-queue-p95"))
+      set_field(p, "target_queue_p95", cfg->target_queue_p95, "-target-queue-p95"))
     return -1;
-  if (cfg->shed && set_field(&ct->policy, "shed.enabled", "true", "-shed")) return -1;
+  if (cfg->shed && set_field(p, "shed.enabled", "true", "-shed")) return -1;
+  /* Slots per worker (rule 4b): -min-threads raises the policy's floor; an explicit -max-slots
+   * caps its ceiling; without one, an autoscaled server may grow slots up to slots.max. */
+  if (cfg->autoscale && p->slots_enabled) {
+    char v[16];
+    if (cfg->min_threads > p->min_slots) {
+      snprintf(v, sizeof v, "%u", cfg->min_threads);
+      if (set_field(p, "slots.min", v, "-min-threads")) return -1;
+    }
+    if (cfg->max_slots_given) {
+      if (cfg->max_slots < p->max_slots) {
+        snprintf(v, sizeof v, "%u", cfg->max_slots);
+        if (set_field(p, "slots.max", v, "-max-slots")) return -1;
+      }
+    } else if (p->max_slots > cfg->max_slots) {
+      cfg->max_slots = p->max_slots < PP_MAX_SLOTS ? p->max_slots : PP_MAX_SLOTS;
+    }
+  }
   pp_policy_error err;
   memset(&err, 0, sizeof err);
-  if (pp_policy_validate(&ct->policy, &err) != 0) {
+  if (pp_policy_validate(p, &err) != 0) {
     fprintf(stderr, "puma-plus-server: policy: %s%s%s\n", err.field, err.field[0] ? ": " : "",
             err.message);
     return -1;
   }
-  if (ct->enabled && ct->policy.threads_enabled) {
+  if (p->shed_enabled && p->shed_rule == PP_SHED_RULE_CONTROLLED_LIFO) {
+    /* Newest-first service is modelled in pp-sim only (docs/CONTROL.md section 7). */
+    fprintf(stderr, "puma-plus-server: policy: shed.rule: controlled-lifo is a simulator variant "
+                    "(this server's queue is first in, first out); use controlled\n");
+    return -1;
+  }
+  if (cfg->autoscale && p->threads_enabled) {
     /* decide() could ask for add_thread/remove_thread, which this server cannot carry out
      * (threads per worker are fixed), and would then prefer threads over workers forever. */
     fprintf(stderr, "puma-plus-server: policy: threads.enabled: thread scaling is not supported "
                     "by this server (threads per worker are fixed by -threads); set it to false\n");
     return -1;
   }
+  return 0;
+}
+
+int pp_server_print_policy(pp_config *cfg, FILE *out) {
+  pp_policy p;
+  if (load_policy(cfg, &p) != 0) return 2;
+  char text[2048];
+  if (pp_policy_canonical(&p, text, sizeof text) < 0) return 2;
+  fprintf(out, "policy: %s (hash %016llx)\n", cfg->policy_file ? cfg->policy_file : "(defaults)",
+          (unsigned long long)pp_policy_hash(&p));
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+    fprintf(out, "  %s\n", line);
+  double budget_s = (double)pp_policy_shed_budget_ns(&p) / 1e9;
+  fprintf(out, "admission: shed.enabled %s, shed.rule %s, budget %.3gs%s\n",
+          p.shed_enabled ? "true" : "false", pp_shed_rule_name(p.shed_rule), budget_s,
+          p.shed_budget_ns ? "" : " (auto: max(shed.slo, shed.client_timeout / 2))");
+  if (p.shed_rule == PP_SHED_RULE_CONTROLLED || p.shed_rule == PP_SHED_RULE_CONTROLLED_CODEL) {
+    if (p.shed_standing_wait_ns)
+      fprintf(out, "  standing queue: waits capped at %.3gms (shed.standing_wait)",
+              (double)p.shed_standing_wait_ns / 1e6);
+    else
+      fprintf(out,
+              "  standing queue: waits capped at max(2 x the measured mean service time, "
+              "%.3gms = 1.5 x target_queue_p95) (shed.standing_wait auto; %.3gms for the first "
+              "term until a service time is measured)",
+              (double)(p.target_queue_p95_ns + p.target_queue_p95_ns / 2) / 1e6,
+              (double)p.shed_target_ns / 1e6);
+    fprintf(out, ", at most the budget; ends %.3gms after the last shed (shed.interval)\n",
+            (double)p.shed_interval_ns / 1e6);
+  }
+  return 0;
+}
+
+int pp_autoscale_init(pp_ops *op) {
+  controller *ct = &op->ctl;
+  pp_config *cfg = op->cfg;
+  memset(ct, 0, sizeof *ct);
+  ct->enabled = cfg->autoscale;
+  if (load_policy(cfg, &ct->policy) != 0) return -1;
   pp_hist_init(&ct->standby.dispatch);
   pp_hist_init(&ct->standby.hello);
   pp_hist_init(&ct->standby.first_request);
@@ -108,10 +170,12 @@ int pp_autoscale_init(server *s) {
   }
   if (ct->enabled) {
     cfg->tick_ns = ct->policy.tick_ns; /* the controller's period is the policy's */
-    if (s->workers_wanted < ct->policy.min_workers) s->workers_wanted = ct->policy.min_workers;
-    if (s->workers_wanted > ct->policy.max_workers) s->workers_wanted = ct->policy.max_workers;
+    if (op->workers->workers_wanted < ct->policy.min_workers)
+      op->workers->workers_wanted = ct->policy.min_workers;
+    if (op->workers->workers_wanted > ct->policy.max_workers)
+      op->workers->workers_wanted = ct->policy.max_workers;
   }
-  pp_ctl_state_init(&ct->state, &ct->policy, s->workers_wanted, cfg->threads);
+  pp_ctl_state_init(&ct->state, &ct->policy, op->workers->workers_wanted, cfg->threads);
   if (cfg->decision_log) {
     ct->log_path = cfg->decision_log;
     ct->log = fopen(cfg->decision_log, "a");
@@ -120,24 +184,24 @@ int pp_autoscale_init(server *s) {
               strerror(errno));
       return -1;
     }
-    pp_autoscale_log_header(s);
+    pp_autoscale_log_header(op);
   }
   return 0;
 }
 
 /* The parked standby worker to activate: the longest parked (docs/CONTROL.md section 8). */
-static pp_worker *longest_parked(server *s) {
+static pp_worker *longest_parked(pp_ops *op) {
   pp_worker *best = NULL;
-  for (uint32_t i = 0; i < s->reg.high; i++) {
-    pp_worker *w = &s->reg.workers[i];
+  for (uint32_t i = 0; i < op->workers->reg.high; i++) {
+    pp_worker *w = &op->workers->reg.workers[i];
     if (w->state == PP_WORKER_PARKED && (!best || w->parked_ns < best->parked_ns)) best = w;
   }
   return best;
 }
 
-void pp_autoscale_note_dispatch(server *s, pp_worker *w, int64_t enqueued_ns) {
+void pp_autoscale_note_dispatch(pp_ops *op, pp_worker *w, int64_t enqueued_ns) {
   if (!w || !w->activated_ns) return;
-  pp_standby *sb = &s->ctl_state.standby;
+  pp_standby *sb = &op->ctl.standby;
   int64_t now = pp_now_ns();
   uint64_t to_dispatch = now > w->activated_ns ? (uint64_t)(now - w->activated_ns) : 0;
   uint64_t to_hello = w->ready_ns > w->activated_ns ? (uint64_t)(w->ready_ns - w->activated_ns) : 0;
@@ -152,16 +216,16 @@ void pp_autoscale_note_dispatch(server *s, pp_worker *w, int64_t enqueued_ns) {
   sb->recent_ns[sb->recent_n % PP_ACTIVATION_RECENT] = (int64_t)took;
   sb->recent_n++;
   w->activated_ns = 0;
-  LOG(s, "activated worker %u (pid %u): HELLO %.2f ms, first request %.2f ms after the decision%s",
+  LOG(op, "activated worker %u (pid %u): HELLO %.2f ms, first request %.2f ms after the decision%s",
       w->index, w->pid, to_hello / 1e6, to_dispatch / 1e6,
       enqueued_ns <= w->ready_ns ? "" : " (it arrived after HELLO)");
 }
 
 /* The ready worker to retire: the one with the fewest busy slots, newest index on ties. */
-static pp_worker *retire_candidate(server *s) {
+static pp_worker *retire_candidate(pp_ops *op) {
   pp_worker *best = NULL;
   for (int i = 0; i < PP_MAX_WORKERS; i++) {
-    pp_worker *w = &s->reg.workers[i];
+    pp_worker *w = &op->workers->reg.workers[i];
     if (w->state != PP_WORKER_READY) continue;
     if (!best || w->busy < best->busy || (w->busy == best->busy && w->index > best->index))
       best = w;
@@ -169,25 +233,26 @@ static pp_worker *retire_candidate(server *s) {
   return best;
 }
 
-void pp_autoscale_tick(server *s) {
-  controller *ct = &s->ctl_state;
-  if (!ct->enabled || s->draining) return;
-  if (s->phased.state != PP_PHASED_IDLE) {
+void pp_autoscale_tick(pp_ops *op) {
+  controller *ct = &op->ctl;
+  if (!ct->enabled || *op->draining) return;
+  if (op->workers->phased.state != PP_PHASED_IDLE) {
     /* The roll owns the worker count until it ends (phased.c logs both ends): no decision is
      * made, so none is logged and the controller's state does not assume actions it lacked. */
     return;
   }
-  pp_stats *st = &s->stats;
+  pp_stats *st = &op->core->stats;
   int64_t now = pp_now_ns();
   uint32_t ready = 0, booting, retiring;
   /* A SPAWN the shepherd never answered with FORKED (it could not fork) must not count as
    * booting forever, or the settled gate would block scaling up for good. */
-  if (s->spawns_pending && now - s->last_spawn_ns > 30000000000LL) {
+  if (op->workers->spawns_pending && now - op->workers->last_spawn_ns > 30000000000LL) {
     fprintf(stderr,
             "[puma-plus] %u requested worker(s) never forked in 30 s; not waiting for them\n",
-            s->spawns_pending);
-    if (s->workers_wanted >= s->spawns_pending) s->workers_wanted -= s->spawns_pending;
-    s->spawns_pending = 0;
+            op->workers->spawns_pending);
+    if (op->workers->workers_wanted >= op->workers->spawns_pending)
+      op->workers->workers_wanted -= op->workers->spawns_pending;
+    op->workers->spawns_pending = 0;
   }
   pp_standby *sb = &ct->standby;
   if (sb->pending && now - sb->last_request_ns > 60000000000LL) {
@@ -197,33 +262,48 @@ void pp_autoscale_tick(server *s) {
     sb->pending = 0;
   }
   for (int i = 0; i < PP_MAX_WORKERS; i++)
-    ready += s->reg.workers[i].state == PP_WORKER_READY && s->reg.workers[i].slots > 0;
-  booting = pp_registry_count(&s->reg, PP_WORKER_BOOTING) + s->spawns_pending;
-  retiring = pp_registry_count(&s->reg, PP_WORKER_RETIRING);
+    ready += op->workers->reg.workers[i].state == PP_WORKER_READY &&
+             op->workers->reg.workers[i].slots > 0;
+  booting = pp_registry_count(&op->workers->reg, PP_WORKER_BOOTING) + op->workers->spawns_pending;
+  retiring = pp_registry_count(&op->workers->reg, PP_WORKER_RETIRING);
 
   pp_obs_input in;
   memset(&in, 0, sizeof in);
   in.tick = ct->tick;
   in.now_ns = now;
-  in.window_ns = s->cfg->tick_ns;
+  in.window_ns = op->cfg->tick_ns;
   in.queue_window = &st->queue.window;
   in.service_window = &st->service.window;
   in.service_lifetime = &st->service.lifetime;
-  in.queue_len = s->queue.len;
-  in.slots_ready = s->reg.slots_ready;
-  in.slots_busy = s->reg.slots_busy;
+  in.queue_len = op->core->queue.len;
+  in.slots_ready = op->workers->reg.slots_ready;
+  in.slots_busy = op->workers->reg.slots_busy;
   in.workers_ready = ready;
   in.workers_booting = booting;
   in.workers_retiring = retiring;
-  in.threads_per_worker = s->cfg->threads;
+  /* The slot count the workers were told (SLOTS), and each serving worker's CPU demand over
+   * the tick (docs/CONTROL.md section 9): its CPU time plus its threads' run-queue wait, so a
+   * worker bound by its GVL on a machine with fewer free cores than workers still reads near
+   * one core; -1 for one sampled once only, which the builder skips. */
+  in.threads_per_worker =
+      op->workers->slots_shape ? op->workers->slots_shape : pp_config_slots_initial(op->cfg);
+  static int64_t worker_cpu[PP_MAX_WORKERS];
+  uint32_t n_cpu = 0;
+  for (uint32_t i = 0; i < op->workers->reg.high && n_cpu < PP_MAX_WORKERS; i++) {
+    const pp_worker *w = &op->workers->reg.workers[i];
+    if (w->state != PP_WORKER_READY || w->slots == 0) continue;
+    worker_cpu[n_cpu++] = w->cpu_delta_ns < 0 ? -1 : w->cpu_delta_ns + w->wait_delta_ns;
+  }
+  in.worker_cpu_ns = worker_cpu;
+  in.n_worker_cpu = n_cpu;
   in.arrivals = st->arrivals_window;
   in.completions = st->completions_window;
   in.shed = st->shed_window;
   in.timeouts = st->timeouts_window;
   in.service_cpu_mean_ns = st->cpu_count ? st->cpu_sum_ns / (int64_t)st->cpu_count : PP_UNKNOWN_NS;
   in.gvl_wait_ns = st->gvl_count ? st->gvl_sum_ns / (int64_t)st->gvl_count : PP_UNKNOWN_NS;
-  in.mem_per_worker_bytes = pp_workers_mean_pss(s); /* section 8: serving workers' mean PSS */
-  in.workers_standby = pp_registry_count(&s->reg, PP_WORKER_PARKED);
+  in.mem_per_worker_bytes = pp_workers_mean_pss(op); /* section 8: serving workers' mean PSS */
+  in.workers_standby = pp_registry_count(&op->workers->reg, PP_WORKER_PARKED);
   in.workers_standby_booting = sb->pending;
 
   static pp_declog_record rec;
@@ -247,9 +327,9 @@ void pp_autoscale_tick(server *s) {
     uint32_t activate =
         rec.decision.activate < rec.decision.count ? rec.decision.activate : rec.decision.count;
     for (uint32_t i = 0; i < activate; i++) {
-      pp_worker *w = longest_parked(s);
+      pp_worker *w = longest_parked(op);
       if (w) {
-        pp_shepherd_activate(s, w, rec.time_ns);
+        pp_shepherd_activate(op->srv, w, rec.time_ns);
       } else {
         sb->activations_missed++;
         forks++;
@@ -257,25 +337,30 @@ void pp_autoscale_tick(server *s) {
     }
     forks += rec.decision.count - activate;
     if (forks) {
-      s->workers_wanted += forks;
-      pp_shepherd_spawn(s, forks);
+      op->workers->workers_wanted += forks;
+      pp_shepherd_spawn(op->srv, forks);
     }
   }
-  if (rec.decision.standby_spawn) pp_shepherd_standby(s, rec.decision.standby_spawn);
+  if (rec.decision.standby_spawn) pp_shepherd_standby(op->srv, rec.decision.standby_spawn);
   switch (rec.decision.action) {
   case PP_ACTION_RETIRE_WORKER:
     for (uint32_t i = 0; i < rec.decision.count; i++) {
-      pp_worker *w = retire_candidate(s);
+      pp_worker *w = retire_candidate(op);
       if (!w) break;
-      if (s->workers_wanted) s->workers_wanted--;
-      pp_shepherd_retire(s, w);
+      if (op->workers->workers_wanted) op->workers->workers_wanted--;
+      pp_shepherd_retire(op->srv, w);
     }
     break;
-  default: break; /* spawns above; thread changes are not actuated (threads are fixed) */
+  case PP_ACTION_SET_SLOTS:
+    /* every serving worker gets SLOTS; workers started later get it when their monitor
+     * connection arrives (workers/wlink.c) */
+    pp_wlink_set_slots_all(op->srv, rec.decision.count);
+    break;
+  default: break; /* spawns above; add_thread/remove_thread are refused at start */
   }
   ct->shedding = rec.decision.shed;
   ct->shed_budget_ns = rec.decision.shed_budget_ns;
-  if (rec.decision.action != PP_ACTION_NONE && !s->cfg->quiet)
+  if (rec.decision.action != PP_ACTION_NONE && !op->cfg->quiet)
     fprintf(stderr, "[puma-plus] tick %llu %s\n", (unsigned long long)rec.tick,
             rec.decision.reason);
   if (ct->log) {

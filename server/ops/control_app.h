@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "server/base/buf.h"
+#include "server/ops/ops.h"
 #include "server/session/local_app.h"
 
 /* The request and response types are the local app's (session/local_app.h). */
@@ -18,10 +19,6 @@ typedef pp_local_request pp_control_request;
 typedef pp_local_response pp_control_response;
 
 /* Answers one control request into *out (which it initialises). */
-void pp_control_app(server *s, const pp_control_request *rq, pp_control_response *out);
-
-/* The control app as the -control listener's local app (process/server.c hands it over):
- * pp_control_app, and pp_dashboard_subscribe for /stats/stream. */
-extern const pp_local_app pp_control_local_app;
+void pp_control_app(pp_ops *op, const pp_control_request *rq, pp_control_response *out);
 
 #endif

@@ -12,11 +12,13 @@
 
 #include "server/session/conn.h"
 #include "server/base/prom.h"
-#include "server/process/server_int.h"
+#include "server/base/clock.h"
+#include "server/base/log.h"
+#include "server/ops/ops.h"
 
-static void remember_decision(server *s) {
-  pp_dashboard *d = &s->dash;
-  controller *ct = &s->ctl_state;
+static void remember_decision(pp_ops *op) {
+  pp_dashboard *d = &op->dash;
+  controller *ct = &op->ctl;
   if (!ct->have_last || (d->have_seen && ct->tick == d->seen_ctl_tick)) return;
   const pp_decision *dec = &ct->last;
   int first = !d->have_seen;
@@ -41,12 +43,12 @@ static void remember_decision(server *s) {
 
 /* The current event: id, type and the /stats JSON on one data line (compact JSON has no raw
  * newline: jansson escapes them inside strings). */
-static void build_event(server *s, pp_buf *ev) {
+static void build_event(pp_ops *op, pp_buf *ev) {
   ev->len = 0;
   char head[64];
-  int n = snprintf(head, sizeof head, "id: %" PRIu64 "\nevent: stats\ndata: ", s->dash.ticks);
+  int n = snprintf(head, sizeof head, "id: %" PRIu64 "\nevent: stats\ndata: ", op->dash.ticks);
   pp_buf_append(ev, head, (size_t)n);
-  pp_stats_json(s, 0, ev);
+  pp_stats_json(op, 0, ev);
   while (ev->len && ev->data[ev->len - 1] == '\n')
     ev->len--;
   pp_buf_append(ev, "\n\n", 2);
@@ -62,29 +64,29 @@ static void send_to(client *c, const void *data, size_t len) {
   c->sse_last_write_ns = pp_now_ns();
 }
 
-void pp_dashboard_tick(server *s) {
-  pp_dashboard *d = &s->dash;
+void pp_dashboard_tick(pp_ops *op) {
+  pp_dashboard *d = &op->dash;
   d->ticks++;
-  remember_decision(s);
+  remember_decision(op);
   int built = 0;
-  pp_qnode *n = s->clients.head.next;
-  while (n != &s->clients.head) {
+  pp_qnode *n = op->sess->clients.head.next;
+  while (n != &op->sess->clients.head) {
     client *c = PP_CONTAINER_OF(n, client, link);
     n = n->next;
     if (!is_subscriber(c)) continue;
-    if (s->draining) { /* EventSource reconnects; the drain does not wait for streams */
+    if (*op->draining) { /* EventSource reconnects; the drain does not wait for streams */
       c->sse_ops->close(c, 1);
       continue;
     }
     if (c->write_bytes > PP_DASH_MAX_PENDING) {
       d->slow_closed++;
-      LOG(s, "client %s: /stats/stream subscriber %zu bytes behind, closed", c->remote,
+      LOG(op, "client %s: /stats/stream subscriber %zu bytes behind, closed", c->remote,
           c->write_bytes);
       c->sse_ops->close(c, 0);
       continue;
     }
     if (!built) {
-      build_event(s, &d->event);
+      build_event(op, &d->event);
       built = 1;
     }
     send_to(c, d->event.data, d->event.len);
@@ -93,26 +95,26 @@ void pp_dashboard_tick(server *s) {
 }
 
 static void on_heartbeat(uv_timer_t *t) {
-  server *s = t->data;
+  pp_ops *op = t->data;
   int64_t now = pp_now_ns();
   char line[64];
-  int len = snprintf(line, sizeof line, ": heartbeat %" PRIu64 "\n\n", s->dash.ticks);
-  pp_qnode *n = s->clients.head.next;
-  while (n != &s->clients.head) {
+  int len = snprintf(line, sizeof line, ": heartbeat %" PRIu64 "\n\n", op->dash.ticks);
+  pp_qnode *n = op->sess->clients.head.next;
+  while (n != &op->sess->clients.head) {
     client *c = PP_CONTAINER_OF(n, client, link);
     n = n->next;
     if (!is_subscriber(c)) continue;
-    if (s->draining) {
+    if (*op->draining) {
       c->sse_ops->close(c, 1);
       continue;
     }
     if (now - c->sse_last_write_ns < (int64_t)c->sse_heartbeat_s * 1000000000LL) continue;
     send_to(c, line, (size_t)len);
-    s->dash.heartbeats++;
+    op->dash.heartbeats++;
   }
 }
 
-void pp_dashboard_stream_prelude(server *s, pp_buf *out) {
+void pp_dashboard_stream_prelude(pp_ops *op, pp_buf *out) {
   char head[128];
   int n = snprintf(head, sizeof head,
                    "retry: %d\n: puma-plus /stats/stream: one stats event per tick\n\n",
@@ -120,39 +122,39 @@ void pp_dashboard_stream_prelude(server *s, pp_buf *out) {
   pp_buf_append(out, head, (size_t)n);
   pp_buf ev;
   pp_buf_init(&ev);
-  build_event(s, &ev);
+  build_event(op, &ev);
   pp_buf_append(out, ev.data, ev.len);
   pp_buf_dispose(&ev);
 }
 
-void pp_dashboard_subscribe(server *s, client *c, uint32_t heartbeat_s, const pp_sse_ops *ops) {
-  pp_dashboard *d = &s->dash;
+void pp_dashboard_subscribe(pp_ops *op, client *c, uint32_t heartbeat_s, const pp_sse_ops *ops) {
+  pp_dashboard *d = &op->dash;
   c->sse_ops = ops;
   c->sse_heartbeat_s = heartbeat_s ? heartbeat_s : PP_DASH_HEARTBEAT_DEFAULT;
   c->sse_last_write_ns = pp_now_ns();
   d->subscribers_total++;
   if (!d->heartbeat_started) {
-    uv_timer_init(s->loop, &d->heartbeat_timer);
-    d->heartbeat_timer.data = s;
+    uv_timer_init(op->loop, &d->heartbeat_timer);
+    d->heartbeat_timer.data = op;
     uv_timer_start(&d->heartbeat_timer, on_heartbeat, 1000, 1000);
     uv_unref((uv_handle_t *)&d->heartbeat_timer); /* never what keeps the loop alive */
     d->heartbeat_started = 1;
   }
 }
 
-uint32_t pp_dashboard_subscribers(server *s) {
+uint32_t pp_dashboard_subscribers(pp_ops *op) {
   uint32_t count = 0;
-  for (pp_qnode *n = s->clients.head.next; n != &s->clients.head; n = n->next)
+  for (pp_qnode *n = op->sess->clients.head.next; n != &op->sess->clients.head; n = n->next)
     count += is_subscriber(PP_CONTAINER_OF(n, client, link));
   return count;
 }
 
 /* /stats "stream": the /stats/stream subscribers and what was written to them. */
-void pp_dashboard_stats_json(server *s, json_t *root) {
-  pp_dashboard *d = &s->dash;
+void pp_dashboard_stats_json(pp_ops *op, json_t *root) {
+  pp_dashboard *d = &op->dash;
   json_t *sse = json_object();
   json_object_set_new(sse, "ticks", json_integer((json_int_t)d->ticks));
-  json_object_set_new(sse, "subscribers", json_integer(pp_dashboard_subscribers(s)));
+  json_object_set_new(sse, "subscribers", json_integer(pp_dashboard_subscribers(op)));
   json_object_set_new(sse, "subscribers_total", json_integer((json_int_t)d->subscribers_total));
   json_object_set_new(sse, "events", json_integer((json_int_t)d->events));
   json_object_set_new(sse, "heartbeats", json_integer((json_int_t)d->heartbeats));
@@ -161,7 +163,7 @@ void pp_dashboard_stats_json(server *s, json_t *root) {
 }
 
 /* /metrics: the subscribers open now. */
-void pp_dashboard_metrics(server *s, pp_buf *out) {
+void pp_dashboard_metrics(pp_ops *op, pp_buf *out) {
   pp_prom_gauge(out, "puma_plus_stream_subscribers", "Open /stats/stream subscribers.",
-                pp_dashboard_subscribers(s));
+                pp_dashboard_subscribers(op));
 }

@@ -12,10 +12,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/base/clock.h"
 #include "server/base/prom.h"
-#include "server/process/server_int.h"
+#include "server/ops/ops.h"
 #include "server/base/procmem.h"
 #include "server/core/dispatch.h"
+#include "server/ops/dashboard.h"
+#include "server/session/h3conn.h"
+#include "server/workers/phased.h"
+#include "server/workers/wlink.h"
 
 static void iso8601(time_t t, char *out, size_t n) {
   struct tm tm;
@@ -43,10 +48,18 @@ int pp_proc_mem_read(uint32_t pid, pp_proc_mem *out) {
   return pp_smaps_rollup_read(pid, &out->rss, &out->pss, &out->uss);
 }
 
-int64_t pp_workers_mean_pss(server *s) {
+void pp_stats_sample_cpu(pp_ops *op, int64_t now_ns) {
+  for (uint32_t i = 0; i < op->workers->reg.high; i++) {
+    pp_worker *w = &op->workers->reg.workers[i];
+    if (w->state == PP_WORKER_FREE || w->state == PP_WORKER_PARKED) continue;
+    pp_worker_sample_cpu(w, now_ns);
+  }
+}
+
+int64_t pp_workers_mean_pss(pp_ops *op) {
   uint64_t sum = 0, n = 0;
-  for (uint32_t i = 0; i < s->reg.high; i++) {
-    pp_worker *w = &s->reg.workers[i];
+  for (uint32_t i = 0; i < op->workers->reg.high; i++) {
+    pp_worker *w = &op->workers->reg.workers[i];
     pp_proc_mem m;
     if (w->state != PP_WORKER_READY || pp_proc_mem_read(w->pid, &m) != 0) continue;
     sum += m.pss;
@@ -80,21 +93,21 @@ static const char *worker_state_name(pp_worker_state st) {
 }
 
 /* puma's top-level fields. */
-static void json_head(server *s, json_t *root) {
+static void json_head(pp_ops *op, json_t *root) {
   char ts[32];
-  iso8601(s->started_at, ts, sizeof ts);
-  uint32_t ready = pp_registry_count(&s->reg, PP_WORKER_READY);
-  uint32_t booting = pp_registry_count(&s->reg, PP_WORKER_BOOTING);
+  iso8601(*op->started_at, ts, sizeof ts);
+  uint32_t ready = pp_registry_count(&op->workers->reg, PP_WORKER_READY);
+  uint32_t booting = pp_registry_count(&op->workers->reg, PP_WORKER_BOOTING);
   json_object_set_new(root, "started_at", json_string(ts));
   json_object_set_new(root, "workers", json_integer(ready + booting));
-  json_object_set_new(root, "phase", json_integer(s->reg.phase));
+  json_object_set_new(root, "phase", json_integer(op->workers->reg.phase));
   json_object_set_new(root, "booted_workers", json_integer(ready));
   /* as puma's: workers of an earlier phase (a phased restart replaces them) */
-  json_object_set_new(root, "old_workers", json_integer(pp_phased_old_workers(s)));
+  json_object_set_new(root, "old_workers", json_integer(pp_phased_old_workers(op->srv)));
 }
 
 /* The workers (puma's worker_status) and the memory of every process. */
-static void json_workers(server *s, json_t *root) {
+static void json_workers(pp_ops *op, json_t *root) {
   /* Memory (docs/SERVER.md): every process read once, so the sums are exactly the parts. */
   pp_proc_mem by_state[5], all_workers, mem;
   memset(by_state, 0, sizeof by_state);
@@ -106,7 +119,7 @@ static void json_workers(server *s, json_t *root) {
   int64_t mono_now = pp_now_ns();
   time_t wall_now = time(NULL);
   for (int i = 0; i < PP_MAX_WORKERS; i++) {
-    pp_worker *w = &s->reg.workers[i];
+    pp_worker *w = &op->workers->reg.workers[i];
     if (w->state == PP_WORKER_FREE) continue;
     json_t *o = json_object();
     char started[32];
@@ -140,7 +153,7 @@ static void json_workers(server *s, json_t *root) {
     json_object_set_new(ls, "backlog", json_integer(0)); /* the one queue is server-wide */
     json_object_set_new(ls, "running", json_integer(w->slots));
     json_object_set_new(ls, "pool_capacity", json_integer(w->slots - w->busy));
-    json_object_set_new(ls, "max_threads", json_integer(s->cfg->threads));
+    json_object_set_new(ls, "max_threads", json_integer(op->cfg->max_slots));
     json_object_set_new(ls, "requests_count", json_integer((json_int_t)w->requests));
     json_object_set_new(ls, "busy_threads", json_integer(w->busy));
     /* GC.stat(:heap_live_slots) from its last heartbeat: null until one says it */
@@ -148,9 +161,23 @@ static void json_workers(server *s, json_t *root) {
                         w->heap_live_slots >= 0 ? json_integer((json_int_t)w->heap_live_slots)
                                                 : json_null());
     json_object_set_new(o, "last_status", ls);
+    /* Run-time slots (docs/SERVER.md "Slots at run time") and the process's CPU time, whose
+     * change per tick is its share of one core (docs/DESIGN.md 3b). */
+    json_object_set_new(o, "slots", json_integer(w->slots));
+    json_object_set_new(o, "slots_target", json_integer(pp_wlink_slots_target(op->srv, w)));
+    uint64_t cpu_ns;
+    json_object_set_new(o, "cpu_ns",
+                        pp_proc_cpu_read(w->pid, &cpu_ns) == 0 ? json_integer((json_int_t)cpu_ns)
+                                                               : json_null());
+    json_object_set_new(o, "cpu_share", w->cpu_share >= 0 ? json_real(w->cpu_share) : json_null());
+    json_object_set_new(o, "cpu_demand_share",
+                        w->demand_share >= 0 ? json_real(w->demand_share) : json_null());
     json_array_append_new(ws, o);
   }
   json_object_set_new(root, "worker_status", ws);
+  json_object_set_new(root, "slots_per_worker",
+                      json_integer(op->workers->slots_shape ? op->workers->slots_shape
+                                                            : pp_config_slots_initial(op->cfg)));
   json_t *mo = json_object();
   json_object_set_new(mo, "source", json_string("/proc/PID/smaps_rollup"));
   json_object_set_new(mo, "workers_measured", json_integer(mem_known));
@@ -158,7 +185,8 @@ static void json_workers(server *s, json_t *root) {
   json_object_set_new(mo, "serving", mem_json(&by_state[PP_WORKER_READY]));
   json_object_set_new(mo, "parked", mem_json(&by_state[PP_WORKER_PARKED]));
   pp_proc_mem shepherd, self, ruby = all_workers, total;
-  int have_shepherd = s->shepherd_alive && pp_proc_mem_read(s->shepherd_pid, &shepherd) == 0;
+  int have_shepherd =
+      op->workers->shepherd_alive && pp_proc_mem_read(op->workers->shepherd_pid, &shepherd) == 0;
   int have_self = pp_proc_mem_read((uint32_t)getpid(), &self) == 0;
   json_object_set_new(mo, "shepherd", have_shepherd ? mem_json(&shepherd) : json_null());
   if (have_shepherd) mem_add(&ruby, &shepherd);
@@ -171,16 +199,16 @@ static void json_workers(server *s, json_t *root) {
 }
 
 /* The queue: depth, slots, the latency windows, arrivals and completions. */
-static void json_queue(server *s, json_t *root) {
-  pp_stats *st = &s->stats;
+static void json_queue(pp_ops *op, json_t *root) {
+  pp_stats *st = &op->core->stats;
   json_t *q = json_object();
-  json_object_set_new(q, "depth", json_integer(s->queue.len));
-  json_object_set_new(q, "slots_ready", json_integer(s->reg.slots_ready));
-  json_object_set_new(q, "slots_busy", json_integer(s->reg.slots_busy));
-  json_object_set_new(q, "window_seconds", json_real((double)s->cfg->tick_ns / 1e9));
+  json_object_set_new(q, "depth", json_integer(op->core->queue.len));
+  json_object_set_new(q, "slots_ready", json_integer(op->workers->reg.slots_ready));
+  json_object_set_new(q, "slots_busy", json_integer(op->workers->reg.slots_busy));
+  json_object_set_new(q, "window_seconds", json_real((double)op->cfg->tick_ns / 1e9));
   json_object_set_new(q, "window", summary(&st->queue_last));
   json_object_set_new(q, "lifetime", summary(&st->queue.lifetime));
-  uint64_t wait = pp_dispatch_predicted_wait(s);
+  uint64_t wait = pp_dispatch_predicted_wait(op->core);
   json_object_set_new(q, "predicted_wait_ms",
                       wait == UINT64_MAX ? json_null() : json_real(ms(wait)));
   json_t *svc = json_object();
@@ -204,9 +232,29 @@ static void json_queue(server *s, json_t *root) {
       json_real(st->last_window_ns ? (double)st->completions_last * 1e9 / (double)st->last_window_ns
                                    : 0));
   json_object_set_new(q, "shed", json_integer((json_int_t)st->shed));
+  {
+    pp_admit_input in;
+    pp_dispatch_admit_input(op->core, &in);
+    char reason[256];
+    pp_admit_reason(&op->core->admit, &op->ctl.policy, &in, reason, sizeof reason);
+    json_t *ad = json_object();
+    json_object_set_new(ad, "rule", json_string(pp_shed_rule_name(op->ctl.policy.shed_rule)));
+    json_object_set_new(ad, "standing", json_boolean(op->core->admit.standing));
+    json_object_set_new(ad, "standing_periods",
+                        json_integer((json_int_t)op->core->admit.standing_entries));
+    json_object_set_new(ad, "standing_wait_ms",
+                        json_real(ms(pp_admit_standing_wait(&op->ctl.policy, &in))));
+    json_object_set_new(ad, "shed_at_arrival",
+                        json_integer((json_int_t)op->core->admit.shed_at_arrival));
+    json_object_set_new(ad, "shed_at_dequeue",
+                        json_integer((json_int_t)op->core->admit.shed_at_dequeue));
+    json_object_set_new(ad, "reason", json_string(reason));
+    json_object_set_new(q, "admission", ad);
+  }
   json_object_set_new(q, "cancelled_queued", json_integer((json_int_t)st->cancelled_queued));
   json_object_set_new(q, "cancelled_running", json_integer((json_int_t)st->cancelled_running));
   json_object_set_new(q, "hijacked", json_integer((json_int_t)st->hijacked));
+  json_object_set_new(q, "slots_closed", json_integer((json_int_t)st->slots_closed));
   json_object_set_new(q, "gvl_wait_mean_ms",
                       st->gvl_count ? json_real(ms((uint64_t)st->gvl_sum_ns / st->gvl_count))
                                     : json_null());
@@ -217,16 +265,16 @@ static void json_queue(server *s, json_t *root) {
 }
 
 /* The requests and their endings, and liveness (timeouts, kills, the shepherd). */
-static void json_requests(server *s, json_t *root) {
-  pp_stats *st = &s->stats;
+static void json_requests(pp_ops *op, json_t *root) {
+  pp_stats *st = &op->core->stats;
   json_t *rq = json_object();
   json_object_set_new(rq, "total", json_integer((json_int_t)st->requests));
   json_object_set_new(rq, "responses", json_integer((json_int_t)st->responses));
-  json_object_set_new(rq, "status_1xx", json_integer((json_int_t)st->status_1xx));
-  json_object_set_new(rq, "status_2xx", json_integer((json_int_t)st->status_2xx));
-  json_object_set_new(rq, "status_3xx", json_integer((json_int_t)st->status_3xx));
-  json_object_set_new(rq, "status_4xx", json_integer((json_int_t)st->status_4xx));
-  json_object_set_new(rq, "status_5xx", json_integer((json_int_t)st->status_5xx));
+  json_object_set_new(rq, "status_1xx", json_integer((json_int_t)op->xpool->status_1xx));
+  json_object_set_new(rq, "status_2xx", json_integer((json_int_t)op->xpool->status_2xx));
+  json_object_set_new(rq, "status_3xx", json_integer((json_int_t)op->xpool->status_3xx));
+  json_object_set_new(rq, "status_4xx", json_integer((json_int_t)op->xpool->status_4xx));
+  json_object_set_new(rq, "status_5xx", json_integer((json_int_t)op->xpool->status_5xx));
   json_object_set_new(rq, "refused", json_integer((json_int_t)st->refused));
   json_object_set_new(rq, "bad_gateway", json_integer((json_int_t)st->errors_502));
   json_object_set_new(rq, "app_errors_500", json_integer((json_int_t)st->errors_500));
@@ -234,31 +282,38 @@ static void json_requests(server *s, json_t *root) {
   json_object_set_new(rq, "connections_accepted",
                       json_integer((json_int_t)st->connections_accepted));
   json_object_set_new(rq, "connections_refused", json_integer((json_int_t)st->connections_refused));
-  json_object_set_new(rq, "connections_open", json_integer(s->clients.len));
-  json_object_set_new(rq, "max_connections", json_integer(s->max_connections));
+  json_object_set_new(rq, "connections_open", json_integer(op->sess->clients.len));
+  json_object_set_new(rq, "max_connections", json_integer(op->sess->max_connections));
   json_object_set_new(rq, "worker_restarts", json_integer((json_int_t)st->worker_restarts));
-  json_object_set_new(rq, "body_buffered_bytes", json_integer((json_int_t)s->body_buffered));
+  json_object_set_new(rq, "body_buffered_bytes",
+                      json_integer((json_int_t)op->xpool->body_buffered));
   json_object_set_new(rq, "max_buffered_body_total",
-                      json_integer((json_int_t)s->cfg->max_buffered_body_total));
+                      json_integer((json_int_t)op->cfg->max_buffered_body_total));
   json_object_set_new(rq, "body_budget_waits", json_integer((json_int_t)st->body_budget_waits));
   json_object_set_new(rq, "body_budget_streamed",
                       json_integer((json_int_t)st->body_budget_streamed));
   json_object_set_new(rq, "request_timeouts", json_integer((json_int_t)st->request_timeouts));
   json_object_set_new(root, "requests", rq);
+  /* the control app's own traffic (/stats, /metrics, /dashboard, ...): in none of the above */
+  json_t *ctl = json_object();
+  json_object_set_new(ctl, "requests", json_integer((json_int_t)st->control_requests));
+  json_object_set_new(ctl, "responses", json_integer((json_int_t)st->control_responses));
+  json_object_set_new(root, "control", ctl);
 
   /* Liveness: request timeouts' kills, heartbeats, shepherd supervision. */
   json_t *lv = json_object();
   json_object_set_new(lv, "request_timeout_ms",
-                      json_real((double)s->cfg->request_timeout_ns / 1e6));
+                      json_real((double)op->cfg->request_timeout_ns / 1e6));
   json_object_set_new(lv, "worker_kill_grace_ms",
-                      json_real((double)s->cfg->worker_kill_grace_ns / 1e6));
-  json_object_set_new(lv, "worker_timeout_ms", json_real((double)s->cfg->worker_timeout_ns / 1e6));
+                      json_real((double)op->cfg->worker_kill_grace_ns / 1e6));
+  json_object_set_new(lv, "worker_timeout_ms", json_real((double)op->cfg->worker_timeout_ns / 1e6));
   json_object_set_new(lv, "workers_killed_timeout",
                       json_integer((json_int_t)st->workers_killed_timeout));
   json_object_set_new(lv, "workers_killed_heartbeat",
                       json_integer((json_int_t)st->workers_killed_heartbeat));
-  json_object_set_new(lv, "shepherd_pid", json_integer(s->shepherd_alive ? s->shepherd_pid : 0));
-  json_object_set_new(lv, "shepherd_alive", json_boolean(s->shepherd_alive));
+  json_object_set_new(lv, "shepherd_pid",
+                      json_integer(op->workers->shepherd_alive ? op->workers->shepherd_pid : 0));
+  json_object_set_new(lv, "shepherd_alive", json_boolean(op->workers->shepherd_alive));
   json_object_set_new(lv, "shepherd_restarts", json_integer((json_int_t)st->shepherd_restarts));
   json_object_set_new(lv, "workers_adopted", json_integer((json_int_t)st->workers_adopted));
   json_object_set_new(lv, "orphans_reaped", json_integer((json_int_t)st->orphans_reaped));
@@ -266,17 +321,17 @@ static void json_requests(server *s, json_t *root) {
 }
 
 /* The controller: autoscaling, standby, shedding and its recent decisions. */
-static void json_controller(server *s, json_t *root) {
-  uint32_t ready = pp_registry_count(&s->reg, PP_WORKER_READY);
-  uint32_t booting = pp_registry_count(&s->reg, PP_WORKER_BOOTING);
-  uint32_t retiring = pp_registry_count(&s->reg, PP_WORKER_RETIRING);
-  uint32_t parked = pp_registry_count(&s->reg, PP_WORKER_PARKED);
-  controller *ct = &s->ctl_state;
+static void json_controller(pp_ops *op, json_t *root) {
+  uint32_t ready = pp_registry_count(&op->workers->reg, PP_WORKER_READY);
+  uint32_t booting = pp_registry_count(&op->workers->reg, PP_WORKER_BOOTING);
+  uint32_t retiring = pp_registry_count(&op->workers->reg, PP_WORKER_RETIRING);
+  uint32_t parked = pp_registry_count(&op->workers->reg, PP_WORKER_PARKED);
+  controller *ct = &op->ctl;
   json_t *co = json_object();
   json_object_set_new(co, "autoscale", json_boolean(ct->enabled));
-  json_object_set_new(co, "workers_wanted", json_integer(s->workers_wanted));
+  json_object_set_new(co, "workers_wanted", json_integer(op->workers->workers_wanted));
   json_object_set_new(co, "workers_ready", json_integer(ready));
-  json_object_set_new(co, "workers_booting", json_integer(booting + s->spawns_pending));
+  json_object_set_new(co, "workers_booting", json_integer(booting + op->workers->spawns_pending));
   json_object_set_new(co, "workers_retiring", json_integer(retiring));
   const pp_standby *sb = &ct->standby;
   json_object_set_new(co, "standby", json_integer(sb->k));
@@ -302,7 +357,7 @@ static void json_controller(server *s, json_t *root) {
     json_object_set_new(co, "last_action", json_null());
     json_object_set_new(co, "last_reason", json_null());
   }
-  pp_dashboard *d = &s->dash;
+  pp_dashboard *d = &op->dash;
   json_t *decs = json_array(); /* newest first */
   for (uint32_t i = 0; i < d->decisions_len; i++) {
     const pp_dash_decision *e =
@@ -322,21 +377,34 @@ static void json_controller(server *s, json_t *root) {
   json_object_set_new(root, "controller", co);
 }
 
-typedef void (*json_part)(server *s, json_t *root);
+typedef void (*json_part)(pp_ops *op, json_t *root);
+
+/* The parts of the layers below whose functions take their own context, or still the server. */
+static void json_phased(pp_ops *op, json_t *root) {
+  pp_phased_stats_json(op->srv, root);
+}
+static void json_h2(pp_ops *op, json_t *root) {
+  pp_h2conn_stats_json(op->sess, root);
+}
+static void json_h3(pp_ops *op, json_t *root) {
+  pp_h3conn_stats_json(op->sess, root);
+}
+static void json_tls(pp_ops *op, json_t *root) {
+  pp_conn_tls_stats_json(op->sess, root);
+}
 
 /* The /stats document, in this order; each part is written by the module whose data it is
  * (phased.c, h2conn.c, h3conn.c, conn.c, dashboard.c), the rest here from the registry, the
  * queue, the counters and the controller. */
 static const json_part stats_parts[] = {
-    json_head,       pp_phased_stats_json,    json_workers,         json_queue,
-    json_requests,   pp_h2conn_stats_json,    pp_h3conn_stats_json, pp_conn_tls_stats_json,
-    json_controller, pp_dashboard_stats_json,
+    json_head, json_phased, json_workers, json_queue,      json_requests,
+    json_h2,   json_h3,     json_tls,     json_controller, pp_dashboard_stats_json,
 };
 
-void pp_stats_json(server *s, int pretty, pp_buf *out) {
+void pp_stats_json(pp_ops *op, int pretty, pp_buf *out) {
   json_t *root = json_object();
   for (size_t i = 0; i < sizeof stats_parts / sizeof stats_parts[0]; i++)
-    stats_parts[i](s, root);
+    stats_parts[i](op, root);
   char *text = json_dumps(root, (pretty ? JSON_INDENT(2) : JSON_COMPACT) | JSON_REAL_PRECISION(10));
   pp_buf_append_str(out, text);
   pp_buf_append(out, "\n", 1);
@@ -368,8 +436,8 @@ static void prom_hist(pp_buf *b, const char *name, const char *help, const pp_hi
 }
 
 /* The latency histograms, the queue, the workers and the standby activations. */
-static void metrics_core(server *s, pp_buf *out) {
-  pp_stats *st = &s->stats;
+static void metrics_core(pp_ops *op, pp_buf *out) {
+  pp_stats *st = &op->core->stats;
   prom_hist(out, "puma_plus_queue_seconds", "Queue time (T3 - T2b) of dispatched requests.",
             &st->queue.lifetime);
   prom_hist(out, "puma_plus_service_seconds",
@@ -382,46 +450,113 @@ static void metrics_core(server *s, pp_buf *out) {
       out, "puma_plus_body_wait_seconds",
       "Time spent waiting for request body bytes (buffered before T2b, or reported by the worker).",
       &st->body_wait.lifetime);
-  pp_prom_gauge(out, "puma_plus_queue_depth", "Runnable requests waiting (L).", s->queue.len);
-  uint64_t wait = pp_dispatch_predicted_wait(s);
+  pp_prom_gauge(out, "puma_plus_queue_depth", "Runnable requests waiting (L).",
+                op->core->queue.len);
+  uint64_t wait = pp_dispatch_predicted_wait(op->core);
   pp_prom_gauge(out, "puma_plus_predicted_wait_seconds",
                 "Predicted wait of a request arriving now (-1: no capacity).",
                 wait == UINT64_MAX ? -1.0 : (double)wait / 1e9);
   pp_prom_gauge(out, "puma_plus_slots_ready", "Connected worker threads (capacity).",
-                s->reg.slots_ready);
+                op->workers->reg.slots_ready);
   pp_prom_gauge(out, "puma_plus_slots_busy", "Worker threads running a request.",
-                s->reg.slots_busy);
+                op->workers->reg.slots_busy);
+  pp_prom_gauge(
+      out, "puma_plus_slots_per_worker",
+      "Slots per worker the server asks for (pp_wlink_set_slots_all, else the starting count).",
+      op->workers->slots_shape ? op->workers->slots_shape : pp_config_slots_initial(op->cfg));
+  pp_prom_appendf(out,
+                  "# HELP puma_plus_worker_slots Connected slots of each worker process.\n# TYPE "
+                  "puma_plus_worker_slots gauge\n");
+  for (uint32_t i = 0; i < op->workers->reg.high; i++) {
+    pp_worker *w = &op->workers->reg.workers[i];
+    if (w->state == PP_WORKER_FREE) continue;
+    pp_prom_appendf(out, "puma_plus_worker_slots{index=\"%u\",pid=\"%u\"} %u\n", w->index, w->pid,
+                    w->slots);
+  }
+  pp_prom_appendf(
+      out, "# HELP puma_plus_worker_slots_target Slot target of each worker process.\n# TYPE "
+           "puma_plus_worker_slots_target gauge\n");
+  for (uint32_t i = 0; i < op->workers->reg.high; i++) {
+    pp_worker *w = &op->workers->reg.workers[i];
+    if (w->state == PP_WORKER_FREE) continue;
+    pp_prom_appendf(out, "puma_plus_worker_slots_target{index=\"%u\",pid=\"%u\"} %u\n", w->index,
+                    w->pid, pp_wlink_slots_target(op->srv, w));
+  }
+  pp_prom_appendf(out,
+                  "# HELP puma_plus_worker_cpu_seconds_total CPU time (user + system) of each "
+                  "worker process, from /proc/PID/stat.\n# TYPE puma_plus_worker_cpu_seconds_total "
+                  "counter\n");
+  for (uint32_t i = 0; i < op->workers->reg.high; i++) {
+    pp_worker *w = &op->workers->reg.workers[i];
+    uint64_t cpu_ns;
+    if (w->state == PP_WORKER_FREE || pp_proc_cpu_read(w->pid, &cpu_ns) != 0) continue;
+    pp_prom_appendf(out, "puma_plus_worker_cpu_seconds_total{index=\"%u\",pid=\"%u\"} %.3f\n",
+                    w->index, w->pid, (double)cpu_ns / 1e9);
+  }
+  pp_prom_appendf(out,
+                  "# HELP puma_plus_worker_cpu_share CPU time of each worker process over the last "
+                  "tick, as a share of one core.\n# TYPE puma_plus_worker_cpu_share gauge\n");
+  for (uint32_t i = 0; i < op->workers->reg.high; i++) {
+    pp_worker *w = &op->workers->reg.workers[i];
+    if (w->state == PP_WORKER_FREE || w->cpu_share < 0) continue;
+    pp_prom_appendf(out, "puma_plus_worker_cpu_share{index=\"%u\",pid=\"%u\"} %.4f\n", w->index,
+                    w->pid, w->cpu_share);
+  }
+  pp_prom_appendf(out, "# HELP puma_plus_worker_cpu_demand_share CPU time plus run-queue wait of "
+                       "each worker process's threads over the last tick, as a share of one "
+                       "core (what the controller reads).\n# TYPE "
+                       "puma_plus_worker_cpu_demand_share gauge\n");
+  for (uint32_t i = 0; i < op->workers->reg.high; i++) {
+    pp_worker *w = &op->workers->reg.workers[i];
+    if (w->state == PP_WORKER_FREE || w->demand_share < 0) continue;
+    pp_prom_appendf(out, "puma_plus_worker_cpu_demand_share{index=\"%u\",pid=\"%u\"} %.4f\n",
+                    w->index, w->pid, w->demand_share);
+  }
+  pp_prom_counter(out, "puma_plus_slots_closed_total",
+                  "Slots taken back at run time (SLOT_CLOSE sent).", st->slots_closed);
   pp_prom_appendf(
       out, "# HELP puma_plus_workers Worker processes by state.\n# TYPE puma_plus_workers gauge\n");
   pp_prom_appendf(out, "puma_plus_workers{state=\"ready\"} %u\n",
-                  pp_registry_count(&s->reg, PP_WORKER_READY));
+                  pp_registry_count(&op->workers->reg, PP_WORKER_READY));
   pp_prom_appendf(out, "puma_plus_workers{state=\"booting\"} %u\n",
-                  pp_registry_count(&s->reg, PP_WORKER_BOOTING));
+                  pp_registry_count(&op->workers->reg, PP_WORKER_BOOTING));
   pp_prom_appendf(out, "puma_plus_workers{state=\"retiring\"} %u\n",
-                  pp_registry_count(&s->reg, PP_WORKER_RETIRING));
+                  pp_registry_count(&op->workers->reg, PP_WORKER_RETIRING));
   pp_prom_appendf(out, "puma_plus_workers{state=\"parked\"} %u\n",
-                  pp_registry_count(&s->reg, PP_WORKER_PARKED));
+                  pp_registry_count(&op->workers->reg, PP_WORKER_PARKED));
   prom_hist(
       out, "puma_plus_standby_activation_seconds",
       "Standby activation: controller decision to the first request dispatched to the worker.",
-      &s->ctl_state.standby.dispatch);
+      &op->ctl.standby.dispatch);
   pp_prom_gauge(out, "puma_plus_workers_wanted",
                 "Workers the server keeps alive (the controller's target when autoscaling).",
-                s->workers_wanted);
+                op->workers->workers_wanted);
 }
 
 /* Responses, requests and their endings, liveness, connections, the controller. */
-static void metrics_requests(server *s, pp_buf *out) {
-  pp_stats *st = &s->stats;
+static void metrics_requests(pp_ops *op, pp_buf *out) {
+  pp_stats *st = &op->core->stats;
   pp_prom_appendf(out, "# HELP puma_plus_responses_total Responses by status class.\n# TYPE "
                        "puma_plus_responses_total counter\n");
-  pp_prom_appendf(out, "puma_plus_responses_total{class=\"1xx\"} %" PRIu64 "\n", st->status_1xx);
-  pp_prom_appendf(out, "puma_plus_responses_total{class=\"2xx\"} %" PRIu64 "\n", st->status_2xx);
-  pp_prom_appendf(out, "puma_plus_responses_total{class=\"3xx\"} %" PRIu64 "\n", st->status_3xx);
-  pp_prom_appendf(out, "puma_plus_responses_total{class=\"4xx\"} %" PRIu64 "\n", st->status_4xx);
-  pp_prom_appendf(out, "puma_plus_responses_total{class=\"5xx\"} %" PRIu64 "\n", st->status_5xx);
-  pp_prom_counter(out, "puma_plus_requests_total", "Requests whose headers were parsed.",
+  pp_prom_appendf(out, "puma_plus_responses_total{class=\"1xx\"} %" PRIu64 "\n",
+                  op->xpool->status_1xx);
+  pp_prom_appendf(out, "puma_plus_responses_total{class=\"2xx\"} %" PRIu64 "\n",
+                  op->xpool->status_2xx);
+  pp_prom_appendf(out, "puma_plus_responses_total{class=\"3xx\"} %" PRIu64 "\n",
+                  op->xpool->status_3xx);
+  pp_prom_appendf(out, "puma_plus_responses_total{class=\"4xx\"} %" PRIu64 "\n",
+                  op->xpool->status_4xx);
+  pp_prom_appendf(out, "puma_plus_responses_total{class=\"5xx\"} %" PRIu64 "\n",
+                  op->xpool->status_5xx);
+  pp_prom_counter(out, "puma_plus_requests_total",
+                  "Requests to the app whose headers were parsed (not the control app's).",
                   st->requests);
+  pp_prom_counter(out, "puma_plus_control_requests_total",
+                  "Requests to the control app (/stats, /metrics, /dashboard, ...).",
+                  st->control_requests);
+  pp_prom_counter(out, "puma_plus_control_responses_total",
+                  "Responses of the control app (in no puma_plus_responses_total class).",
+                  st->control_responses);
   pp_prom_counter(out, "puma_plus_refused_total",
                   "Requests refused by the HTTP parser (400, 413, 414, 431, 501, ...).",
                   st->refused);
@@ -455,15 +590,15 @@ static void metrics_requests(server *s, pp_buf *out) {
                   "Shepherds started again after the shepherd died.", st->shepherd_restarts);
   pp_prom_counter(out, "puma_plus_connections_total", "Client connections accepted.",
                   st->connections_accepted);
-  controller *ct = &s->ctl_state;
+  controller *ct = &op->ctl;
   pp_prom_gauge(out, "puma_plus_autoscale_enabled", "1 when the controller runs.", ct->enabled);
   pp_prom_gauge(out, "puma_plus_shedding", "1 while admission control is on.", ct->shedding);
   pp_prom_counter(out, "puma_plus_controller_ticks_total", "Controller ticks.", ct->tick);
 }
 
 /* The controller's last decision. */
-static void metrics_last_action(server *s, pp_buf *out) {
-  controller *ct = &s->ctl_state;
+static void metrics_last_action(pp_ops *op, pp_buf *out) {
+  controller *ct = &op->ctl;
   if (ct->have_last)
     pp_prom_appendf(
         out,
@@ -473,13 +608,17 @@ static void metrics_last_action(server *s, pp_buf *out) {
         pp_action_name(ct->last.action));
 }
 
-typedef void (*metrics_part)(server *s, pp_buf *out);
+typedef void (*metrics_part)(pp_ops *op, pp_buf *out);
+
+static void metrics_phased(pp_ops *op, pp_buf *out) {
+  pp_phased_metrics(op->srv, out);
+}
 
 /* The /metrics text, in this order; phased.c and dashboard.c write their own lines. */
-static const metrics_part metrics_parts[] = {metrics_core, pp_phased_metrics, metrics_requests,
+static const metrics_part metrics_parts[] = {metrics_core, metrics_phased, metrics_requests,
                                              pp_dashboard_metrics, metrics_last_action};
 
-void pp_stats_metrics(server *s, pp_buf *out) {
+void pp_stats_metrics(pp_ops *op, pp_buf *out) {
   for (size_t i = 0; i < sizeof metrics_parts / sizeof metrics_parts[0]; i++)
-    metrics_parts[i](s, out);
+    metrics_parts[i](op, out);
 }

@@ -257,17 +257,18 @@ void pp_lifecycle_exit(server *s) {
 /* ---------------------------------------------------------------- ready, status, watchdog */
 
 static void status_text(server *s, char *out, size_t len) {
-  pp_stats *st = &s->stats;
-  uint32_t ready = pp_registry_count(&s->reg, PP_WORKER_READY);
-  uint32_t booting = pp_registry_count(&s->reg, PP_WORKER_BOOTING);
+  pp_stats *st = &s->core.stats;
+  uint32_t ready = pp_registry_count(&s->workers.reg, PP_WORKER_READY);
+  uint32_t booting = pp_registry_count(&s->workers.reg, PP_WORKER_BOOTING);
   char p95[48] = "none";
   if (st->queue_last.count)
     snprintf(p95, sizeof p95, "%.1f ms", pp_hist_percentile(&st->queue_last, 95) / 1e6);
   snprintf(out, len,
            "STATUS=workers %u ready, %u booting; threads %u idle of %u; queue p95 %s over the "
            "last %.0f s (%llu requests), %u queued",
-           ready, booting, s->reg.slots_ready - s->reg.slots_busy, s->reg.slots_ready, p95,
-           s->cfg->tick_ns / 1e9, (unsigned long long)st->queue_last.count, s->queue.len);
+           ready, booting, s->workers.reg.slots_ready - s->workers.reg.slots_busy,
+           s->workers.reg.slots_ready, p95, s->cfg->tick_ns / 1e9,
+           (unsigned long long)st->queue_last.count, s->core.queue.len);
 }
 
 static void on_status(uv_timer_t *t) {
@@ -297,7 +298,7 @@ static void became_ready(server *s) {
     char ready[640];
     snprintf(ready, sizeof ready, "READY=1\n%s", msg);
     notify(s, ready);
-    LOG(s, "ready: %u workers", pp_registry_count(&s->reg, PP_WORKER_READY));
+    LOG(s, "ready: %u workers", pp_registry_count(&s->workers.reg, PP_WORKER_READY));
   }
   uint64_t tick_ms = s->cfg->tick_ns / 1000000 ? s->cfg->tick_ns / 1000000 : 1;
   uv_timer_start(&l->ready_timer, on_status, tick_ms, tick_ms);
@@ -308,8 +309,9 @@ static void became_ready(server *s) {
 static int check_ready(server *s) {
   if (s->life.ready) return 1;
   if (s->draining) return 0;
-  uint32_t want = s->workers_wanted;
-  if (pp_registry_count(&s->reg, PP_WORKER_READY) >= want && (want == 0 || s->reg.slots_ready))
+  uint32_t want = s->workers.workers_wanted;
+  if (pp_registry_count(&s->workers.reg, PP_WORKER_READY) >= want &&
+      (want == 0 || s->workers.reg.slots_ready))
     became_ready(s);
   return s->life.ready;
 }
@@ -381,8 +383,8 @@ void pp_lifecycle_draining(server *s) {
     kill((pid_t)s->life.child_pid, SIGTERM);
   }
   char msg[200];
-  snprintf(msg, sizeof msg, "STOPPING=1\nSTATUS=draining: %u queued, %u in flight", s->queue.len,
-           s->reg.slots_busy);
+  snprintf(msg, sizeof msg, "STOPPING=1\nSTATUS=draining: %u queued, %u in flight",
+           s->core.queue.len, s->workers.reg.slots_busy);
   notify(s, msg);
 }
 
@@ -504,9 +506,9 @@ long pp_restart_begin(server *s, char *msg, size_t msg_len) {
     snprintf(msg, msg_len, "the server is draining");
     return -1;
   }
-  if (s->phased.state != PP_PHASED_IDLE) {
+  if (s->workers.phased.state != PP_PHASED_IDLE) {
     snprintf(msg, msg_len, "a phased restart is in progress (%s)",
-             pp_phased_state_name(s->phased.state));
+             pp_phased_state_name(s->workers.phased.state));
     return -1;
   }
   if (!check_ready(s)) {

@@ -22,6 +22,7 @@
 
 #include "server/core/dispatch.h"
 #include "server/ops/control_app.h"
+#include "server/ops/dashboard.h"
 #include "server/process/server_int.h"
 
 /* ---------------------------------------------------------------- drain and exit */
@@ -31,10 +32,10 @@ static void cleanup_files(server *s) {
    * same unix listeners: they stay. Unix sockets from systemd belong to systemd; the ones a
    * hot restart handed us are ours. */
   int shared_dir = s->life.handed_over && s->cfg->runtime_dir;
-  if (s->socket_path[0] && !shared_dir) unlink(s->socket_path);
+  if (s->workers.socket_path[0] && !shared_dir) unlink(s->workers.socket_path);
   if (s->tls_dev_cert[0] && !shared_dir) unlink(s->tls_dev_cert);
   if (s->tls_dev_key[0] && !shared_dir) unlink(s->tls_dev_key);
-  if (s->own_runtime_dir) rmdir(s->runtime_dir);
+  if (s->workers.own_runtime_dir) rmdir(s->workers.runtime_dir);
   for (int i = 0; i < s->net.listener_count; i++)
     if (s->net.listeners[i].addr.is_unix && !s->life.handed_over &&
         (!s->net.listeners[i].inherited || s->life.restarted))
@@ -43,9 +44,9 @@ static void cleanup_files(server *s) {
 }
 
 void pp_server_exit(server *s, int code) {
-  if (s->shepherd_alive) kill((pid_t)s->shepherd_pid, SIGTERM);
+  if (s->workers.shepherd_alive) kill((pid_t)s->workers.shepherd_pid, SIGTERM);
   cleanup_files(s);
-  if (s->ctl_state.log) fclose(s->ctl_state.log);
+  if (s->ops.ctl.log) fclose(s->ops.ctl.log);
   fflush(stderr);
   exit(code);
 }
@@ -57,8 +58,8 @@ void pp_drain_check(server *s) {
   if (pp_now_ns() - s->drain_started_ns < PP_DRAIN_GRACE_MS * 1000000LL) return;
   /* after the grace: idle connections close; the drain ends when no request is left */
   int partial = 0;
-  pp_qnode *n = s->clients.head.next;
-  while (n != &s->clients.head) {
+  pp_qnode *n = s->sess.clients.head.next;
+  while (n != &s->sess.clients.head) {
     client *c = PP_CONTAINER_OF(n, client, link);
     n = n->next;
     if (c->closing || c->discarding) continue;
@@ -71,9 +72,9 @@ void pp_drain_check(server *s) {
     else if (c->ls->kind == LISTEN_HTTP && !c->req)
       partial = 1;
   }
-  if (s->queue.len || s->live_requests || partial) return;
+  if (s->core.queue.len || s->xpool.live_requests || partial) return;
   /* QUIC connections close after their GOAWAY; wait briefly so clients see a clean close */
-  if (pp_h3conn_live(s) && pp_now_ns() - s->drain_started_ns < 1000000000LL) return;
+  if (pp_h3conn_live(&s->sess) && pp_now_ns() - s->drain_started_ns < 1000000000LL) return;
   pp_shepherd_stop(s);
 }
 
@@ -82,8 +83,8 @@ static void on_drain_timer(uv_timer_t *t) {
   int64_t now = pp_now_ns();
   if (!s->stopping) {
     if (now - s->drain_started_ns > (int64_t)s->cfg->drain_timeout_ns) {
-      LOG_ERR(s, "drain timeout: %u queued, %u live requests dropped", s->queue.len,
-              s->live_requests);
+      LOG_ERR(s, "drain timeout: %u queued, %u live requests dropped", s->core.queue.len,
+              s->xpool.live_requests);
       s->exit_code = 0;
       pp_shepherd_stop(s);
     } else {
@@ -91,7 +92,7 @@ static void on_drain_timer(uv_timer_t *t) {
     }
   } else if (now - s->stop_sent_ns > 8000000000LL) {
     LOG_ERR(s, "shepherd did not exit in time; killing it");
-    kill((pid_t)s->shepherd_pid, SIGKILL);
+    kill((pid_t)s->workers.shepherd_pid, SIGKILL);
     pp_server_exit(s, s->exit_code);
   }
 }
@@ -100,14 +101,14 @@ static void begin_drain(server *s) {
   if (s->draining) return;
   s->draining = 1;
   s->drain_started_ns = pp_now_ns();
-  LOG_ERR(s, "draining: no new connections; %u queued, %u in flight", s->queue.len,
-          s->reg.slots_busy);
+  LOG_ERR(s, "draining: no new connections; %u queued, %u in flight", s->core.queue.len,
+          s->workers.reg.slots_busy);
   pp_phased_abort(s, "the server began to drain");
   pp_lifecycle_draining(s);
   pp_listeners_close_http(&s->net, s->life.handed_over);
-  pp_h3conn_drain(s);
-  pp_qnode *n = s->clients.head.next;
-  while (n != &s->clients.head) { /* HTTP/2 connections: GOAWAY, then their streams finish */
+  pp_h3conn_drain(&s->sess);
+  pp_qnode *n = s->sess.clients.head.next;
+  while (n != &s->sess.clients.head) { /* HTTP/2 connections: GOAWAY, then their streams finish */
     client *c = PP_CONTAINER_OF(n, client, link);
     n = n->next;
     if (c->h2 && !c->closing) pp_h2conn_drain(c);
@@ -129,22 +130,22 @@ static void on_signal(uv_signal_t *h, int signum) {
     pp_server_exit(s, 0);
   } else if (signum == SIGHUP) {
     pp_lifecycle_reloading(s, 1);
-    if (s->tls_enabled && !s->tls_dev_cert[0]) {
+    if (s->sess.tls_enabled && !s->tls_dev_cert[0]) {
       char err[512];
-      if (pp_tls_ctx_reload(&s->tls_ctx, err, sizeof err) == 0)
+      if (pp_tls_ctx_reload(&s->sess.tls_ctx, err, sizeof err) == 0)
         LOG_ERR(s, "SIGHUP: reloaded the TLS certificate %s", s->cfg->tls_cert);
       else
         LOG_ERR(s, "SIGHUP: TLS certificate not reloaded, the old one stays: %s", err);
     }
-    if (s->ctl_state.log && s->ctl_state.log_path) {
-      FILE *f = fopen(s->ctl_state.log_path, "a");
+    if (s->ops.ctl.log && s->ops.ctl.log_path) {
+      FILE *f = fopen(s->ops.ctl.log_path, "a");
       if (f) {
-        fclose(s->ctl_state.log);
-        s->ctl_state.log = f;
-        pp_autoscale_log_header(s);
-        LOG(s, "SIGHUP: reopened %s", s->ctl_state.log_path);
+        fclose(s->ops.ctl.log);
+        s->ops.ctl.log = f;
+        pp_autoscale_log_header(&s->ops);
+        LOG(s, "SIGHUP: reopened %s", s->ops.ctl.log_path);
       } else {
-        LOG_ERR(s, "SIGHUP: cannot reopen %s: %s", s->ctl_state.log_path, strerror(errno));
+        LOG_ERR(s, "SIGHUP: cannot reopen %s: %s", s->ops.ctl.log_path, strerror(errno));
       }
     }
     pp_lifecycle_reloading(s, 0);
@@ -157,15 +158,16 @@ static void on_signal(uv_signal_t *h, int signum) {
 
 static void on_tick(uv_timer_t *t) {
   server *s = t->data;
-  pp_stats *st = &s->stats;
+  pp_stats *st = &s->core.stats;
   st->queue_last = st->queue.window;
   st->service_last = st->service.window;
   st->ttfb_last = st->ttfb.window;
   st->arrivals_last = st->arrivals_window;
   st->completions_last = st->completions_window;
   st->last_window_ns = s->cfg->tick_ns;
-  pp_autoscale_tick(s);
-  pp_dashboard_tick(s); /* sees this tick's windows and decision */
+  pp_stats_sample_cpu(&s->ops, pp_now_ns()); /* per-worker CPU share of the tick, before deciding */
+  pp_autoscale_tick(&s->ops);
+  pp_dashboard_tick(&s->ops); /* sees this tick's windows and decision */
   pp_hist_window_roll(&st->queue);
   pp_hist_window_roll(&st->service);
   pp_hist_window_roll(&st->ttfb);
@@ -174,14 +176,34 @@ static void on_tick(uv_timer_t *t) {
   st->arrivals_window = st->completions_window = st->shed_window = st->timeouts_window = 0;
   /* After a spike of connections, the structs and buffers freed beyond the pools sit in the
    * heap's middle, where free() alone never returns them: hand those pages back. */
-  if (s->tls_enabled) pp_conn_trim_idle(s, pp_now_ns(), 1000000000);
-  if (s->freed_bytes_since_trim >= 4u << 20) {
+  if (s->sess.tls_enabled) pp_conn_trim_idle(&s->sess, pp_now_ns(), 1000000000);
+  if (s->sess.freed_bytes_since_trim >= 4u << 20) {
     malloc_trim(0);
-    s->freed_bytes_since_trim = 0;
+    s->sess.freed_bytes_since_trim = 0;
   }
 }
 
 /* ---------------------------------------------------------------- startup */
+
+/* The worker link's slot_free hook: the core dispatches queued requests. */
+static void on_slot_free(server *s) {
+  pp_dispatch_all(&s->core);
+}
+
+/* Dispatch's activated_dispatch hook: the controller records the activation latency. */
+static void on_activated_dispatch(server *s, pp_worker *w, int64_t enqueued_ns) {
+  pp_autoscale_note_dispatch(&s->ops, w, enqueued_ns);
+}
+
+/* The control app (ops/) as the -control listener's local app: pp_control_app, and
+ * pp_dashboard_subscribe for /stats/stream, each given the ops layer's context. */
+static void control_handle(server *s, const pp_local_request *rq, pp_local_response *out) {
+  pp_control_app(&s->ops, rq, out);
+}
+static void control_subscribe(server *s, client *c, uint32_t heartbeat_s, const pp_sse_ops *ops) {
+  pp_dashboard_subscribe(&s->ops, c, heartbeat_s, ops);
+}
+static const pp_local_app control_local_app = {control_handle, control_subscribe};
 
 static void server_init(server *s, pp_config *cfg) {
   memset(s, 0, sizeof *s);
@@ -190,42 +212,47 @@ static void server_init(server *s, pp_config *cfg) {
   s->net.loop = s->loop;
   s->net.cfg = cfg;
   s->started_at = time(NULL);
-  s->hooks.slot_free = pp_dispatch_all;
+  s->hooks.slot_free = on_slot_free;
   s->hooks.drain_progress = pp_drain_check;
-  s->hooks.activated_dispatch = pp_autoscale_note_dispatch;
+  s->hooks.activated_dispatch = on_activated_dispatch;
   s->hooks.exit = pp_server_exit;
   s->hooks.stop_soon = pp_lifecycle_stop_soon;
   s->hooks.hot_restart = pp_restart_begin;
   s->hooks.reloading = pp_lifecycle_reloading_for;
-  s->workers_wanted = cfg->workers;
-  pp_h1_limits_default(&s->limits);
-  s->limits.max_header_bytes = cfg->max_header_bytes;
-  s->limits.max_uri_bytes = cfg->max_uri_bytes;
-  s->limits.max_headers = cfg->max_headers;
-  s->limits.max_body_bytes = cfg->max_body_bytes;
-  s->max_connections = cfg->max_connections;
-  if (!s->max_connections) {
+  s->workers.workers_wanted = cfg->workers;
+  pp_h1_limits_default(&s->sess.limits);
+  s->sess.limits.max_header_bytes = cfg->max_header_bytes;
+  s->sess.limits.max_uri_bytes = cfg->max_uri_bytes;
+  s->sess.limits.max_headers = cfg->max_headers;
+  s->sess.limits.max_body_bytes = cfg->max_body_bytes;
+  s->sess.max_connections = cfg->max_connections;
+  if (!s->sess.max_connections) {
     struct rlimit rl;
     uint64_t nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
-    s->max_connections =
+    s->sess.max_connections =
         nofile > 256 ? (uint32_t)(nofile > 10000128 ? 10000000 : nofile - 128) : 128;
   }
-  pp_queue_init(&s->queue);
-  pp_queue_init(&s->body_waiters);
-  pp_queue_init(&s->clients);
-  pp_queue_init(&s->wconns);
-  pp_registry_init(&s->reg);
-  pp_admit_state_init(&s->admit);
-  pp_wire_decoder_init(&s->ctl_dec);
-  pp_buf_init(&s->ctl_rbuf);
-  pp_hist_window_init(&s->stats.queue);
-  pp_hist_window_init(&s->stats.service);
-  pp_hist_window_init(&s->stats.ttfb);
-  pp_hist_window_init(&s->stats.total);
-  pp_hist_window_init(&s->stats.body_wait);
-  pp_hist_init(&s->stats.queue_last);
-  pp_hist_init(&s->stats.service_last);
-  pp_hist_init(&s->stats.ttfb_last);
+  pp_exchange_pool_init(&s->xpool, cfg, s);
+  pp_core_init(&s->core, s, &s->hooks, &s->net, &s->xpool, &s->workers.reg, &s->ops.ctl.policy,
+               &s->ops.ctl.shedding);
+  pp_ops_init(&s->ops, s, s->loop, cfg, &s->hooks, &s->xpool, &s->workers, &s->core, &s->sess,
+              &s->draining, &s->stopping, &s->started_at);
+  pp_sessions_init(&s->sess, s, s->loop, cfg, &s->net, &s->xpool, &s->core, &s->hooks,
+                   &s->draining);
+  s->sess.wall = &s->wall;
+  s->core.wall = &s->wall;
+  pp_queue_init(&s->workers.wconns);
+  pp_registry_init(&s->workers.reg);
+  pp_wire_decoder_init(&s->workers.ctl_dec);
+  pp_buf_init(&s->workers.ctl_rbuf);
+  pp_hist_window_init(&s->core.stats.queue);
+  pp_hist_window_init(&s->core.stats.service);
+  pp_hist_window_init(&s->core.stats.ttfb);
+  pp_hist_window_init(&s->core.stats.total);
+  pp_hist_window_init(&s->core.stats.body_wait);
+  pp_hist_init(&s->core.stats.queue_last);
+  pp_hist_init(&s->core.stats.service_last);
+  pp_hist_init(&s->core.stats.ttfb_last);
 }
 
 /* The runtime directory (given, or a fresh one under XDG_RUNTIME_DIR or /tmp) and the
@@ -233,29 +260,29 @@ static void server_init(server *s, pp_config *cfg) {
 static int open_runtime(server *s) {
   pp_config *cfg = s->cfg;
   if (cfg->runtime_dir) {
-    snprintf(s->runtime_dir, sizeof s->runtime_dir, "%s", cfg->runtime_dir);
-    mkdir(s->runtime_dir, 0700);
+    snprintf(s->workers.runtime_dir, sizeof s->workers.runtime_dir, "%s", cfg->runtime_dir);
+    mkdir(s->workers.runtime_dir, 0700);
   } else {
     const char *base = getenv("XDG_RUNTIME_DIR");
     if (!base || access(base, W_OK) != 0) base = "/tmp";
-    snprintf(s->runtime_dir, sizeof s->runtime_dir, "%s/puma-plus.XXXXXX", base);
-    if (!mkdtemp(s->runtime_dir)) {
-      LOG_ERR(s, "mkdtemp %s: %s", s->runtime_dir, strerror(errno));
+    snprintf(s->workers.runtime_dir, sizeof s->workers.runtime_dir, "%s/puma-plus.XXXXXX", base);
+    if (!mkdtemp(s->workers.runtime_dir)) {
+      LOG_ERR(s, "mkdtemp %s: %s", s->workers.runtime_dir, strerror(errno));
       return 1;
     }
-    s->own_runtime_dir = 1;
+    s->workers.own_runtime_dir = 1;
   }
-  if (snprintf(s->socket_path, sizeof s->socket_path, "%s/workers.sock", s->runtime_dir) >=
-      (int)sizeof s->socket_path) {
-    LOG_ERR(s, "-runtime-dir %s: path too long", s->runtime_dir);
+  if (snprintf(s->workers.socket_path, sizeof s->workers.socket_path, "%s/workers.sock",
+               s->workers.runtime_dir) >= (int)sizeof s->workers.socket_path) {
+    LOG_ERR(s, "-runtime-dir %s: path too long", s->workers.runtime_dir);
     return 1;
   }
-  int rc = pp_wlink_listen(s, s->socket_path);
+  int rc = pp_wlink_listen(s, s->workers.socket_path);
   if (rc < 0) {
-    LOG_ERR(s, "worker socket %s: %s", s->socket_path, uv_strerror(rc));
+    LOG_ERR(s, "worker socket %s: %s", s->workers.socket_path, uv_strerror(rc));
     return 1;
   }
-  s->worker_listener_open = 1;
+  s->workers.worker_listener_open = 1;
   return 0;
 }
 
@@ -268,8 +295,9 @@ static int open_tls(server *s) {
   const char *cert = cfg->tls_cert, *key = cfg->tls_key;
   if (!cert) {
     char fp[PP_TLS_FINGERPRINT_LEN];
-    if (pp_tls_dev_cert(s->runtime_dir, s->tls_dev_cert, sizeof s->tls_dev_cert, s->tls_dev_key,
-                        sizeof s->tls_dev_key, fp, sizeof fp, err, sizeof err) < 0) {
+    if (pp_tls_dev_cert(s->workers.runtime_dir, s->tls_dev_cert, sizeof s->tls_dev_cert,
+                        s->tls_dev_key, sizeof s->tls_dev_key, fp, sizeof fp, err,
+                        sizeof err) < 0) {
       LOG_ERR(s, "TLS: cannot generate a development certificate: %s", err);
       return -1;
     }
@@ -280,11 +308,11 @@ static int open_tls(server *s) {
             "development only; pass -tls-cert and -tls-key in production.",
             cert, key, fp);
   }
-  if (pp_tls_ctx_init(&s->tls_ctx, cert, key, !cfg->no_h2, err, sizeof err) < 0) {
+  if (pp_tls_ctx_init(&s->sess.tls_ctx, cert, key, !cfg->no_h2, err, sizeof err) < 0) {
     LOG_ERR(s, "TLS: %s", err);
     return -1;
   }
-  s->tls_enabled = 1;
+  s->sess.tls_enabled = 1;
   return 0;
 }
 
@@ -294,14 +322,15 @@ static int open_listener(server *s, listener *ls) {
   int fd = pp_lifecycle_take_inherited(s, ls);
   if (fd == -2) return -1;
   ls->on_accept = pp_conn_accept;
-  ls->srv = s;
+  ls->owner = &s->sess;
   return pp_listener_open(&s->net, ls, fd, s->life.defer_accept);
 }
 
 static int open_listeners(server *s) {
   pp_config *cfg = s->cfg;
   if (open_tls(s) < 0) return -1;
-  if (cfg->listen_h3_count && pp_h3conn_open_all(s, s->tls_ctx.cert_file, s->tls_ctx.key_file) < 0)
+  if (cfg->listen_h3_count &&
+      pp_h3conn_open_all(&s->sess, s->sess.tls_ctx.cert_file, s->sess.tls_ctx.key_file) < 0)
     return -1;
   for (int i = 0; i < cfg->listen_tls_count; i++) {
     listener *ls = &s->net.listeners[s->net.listener_count++];
@@ -322,11 +351,23 @@ static int open_listeners(server *s) {
     listener *ls = &s->net.listeners[s->net.listener_count++];
     ls->addr = cfg->control;
     ls->kind = LISTEN_CONTROL;
-    ls->local_app = &pp_control_local_app;
+    ls->local_app = &control_local_app;
     snprintf(ls->name, sizeof ls->name, "control");
     if (open_listener(s, ls) < 0) return -1;
   }
   return 0;
+}
+
+/* The Date value: both clocks read once a second, just after each realtime second begins
+ * (re-armed each time, so the timer never drifts across a boundary). */
+static void on_date_timer(uv_timer_t *t) {
+  server *s = t->data;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  pp_wallclock_set(&s->wall, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, pp_now_ns());
+  uv_update_time(s->loop);
+  uv_timer_start(&s->date_timer, on_date_timer, (uint64_t)(1000000000 - ts.tv_nsec) / 1000000 + 1,
+                 0);
 }
 
 static void start_signals_and_timers(server *s) {
@@ -341,10 +382,13 @@ static void start_signals_and_timers(server *s) {
   uv_signal_start(&s->sig_hup, on_signal, SIGHUP);
   uv_timer_init(s->loop, &s->tick_timer);
   uv_timer_init(s->loop, &s->drain_timer);
-  uv_timer_init(s->loop, &s->respawn_timer);
-  s->tick_timer.data = s->drain_timer.data = s->respawn_timer.data = s;
+  uv_timer_init(s->loop, &s->workers.respawn_timer);
+  s->tick_timer.data = s->drain_timer.data = s->workers.respawn_timer.data = s;
   uint64_t tick_ms = s->cfg->tick_ns / 1000000 ? s->cfg->tick_ns / 1000000 : 1;
   uv_timer_start(&s->tick_timer, on_tick, tick_ms, tick_ms);
+  uv_timer_init(s->loop, &s->date_timer);
+  s->date_timer.data = s;
+  on_date_timer(&s->date_timer);
 }
 
 int pp_server_run_argv(pp_config *cfg, int argc, char **argv) {
@@ -368,7 +412,7 @@ int pp_server_run_argv(pp_config *cfg, int argc, char **argv) {
                "PUMA_PLUS_GEM_DIR");
     return 2;
   }
-  if (pp_autoscale_init(s) < 0) return 2;
+  if (pp_autoscale_init(&s->ops) < 0) return 2;
   int rc = open_runtime(s);
   if (rc == 0 && open_listeners(s) < 0) rc = 1;
   if (rc == 0 && pp_lifecycle_check_inherited(s) < 0) rc = 1;

@@ -24,6 +24,7 @@
 
 #define PP_WIRE_FLAG_BODY_STREAMS 0x01u /* REQUEST flags bit 0 */
 #define PP_WIRE_FLAG_HIJACKABLE   0x02u /* REQUEST flags bit 1: HIJACK may be sent */
+#define PP_WIRE_FLAG_EARLY_HINTS  0x04u /* REQUEST flags bit 2: EARLY_HINTS may be sent */
 #define PP_WIRE_CAP_GVL           0x01u /* HELLO capabilities bit 0 */
 #define PP_WIRE_CAP_CPU           0x02u /* HELLO capabilities bit 1 */
 
@@ -36,11 +37,14 @@ typedef enum pp_wire_type {
   PP_WIRE_HIJACKED = 0x15,           /* 0x14 stays unassigned */
   PP_WIRE_TIMEOUT = 0x16,            /* monitor connection: interrupt a request */
   PP_WIRE_HEARTBEAT_INTERVAL = 0x17, /* monitor connection: the heartbeat period */
+  PP_WIRE_SLOTS = 0x18,              /* monitor connection: the worker's target slot count */
+  PP_WIRE_SLOT_CLOSE = 0x19,         /* slot connection: end this slot (it is idle) */
   PP_WIRE_RESPONSE_HEAD = 0x20,
   PP_WIRE_RESPONSE_BODY = 0x21,
   PP_WIRE_RESPONSE_END = 0x22,
   PP_WIRE_HIJACK = 0x23,
-  PP_WIRE_HEARTBEAT = 0x24, /* monitor connection: the worker process is alive */
+  PP_WIRE_HEARTBEAT = 0x24,   /* monitor connection: the worker process is alive */
+  PP_WIRE_EARLY_HINTS = 0x26, /* worker -> server: a 103 before the RESPONSE_HEAD */
   PP_WIRE_SPAWN = 0x30,
   PP_WIRE_RETIRE = 0x31,
   PP_WIRE_STOP = 0x32,
@@ -114,7 +118,7 @@ typedef struct pp_wire_frame {
   uint32_t pid; /* HELLO, RETIRE, READY, FORKED, EXITED, HEARTBEAT, ADOPT*, PARKED, ACTIVATE */
   uint32_t worker_index;   /* HELLO, FORKED, HEARTBEAT, ADOPT, PARKED */
   int64_t heap_live_slots; /* HEARTBEAT: the worker's GC.stat(:heap_live_slots), -1 unknown */
-  uint32_t thread_index;   /* HELLO, TIMEOUT */
+  uint32_t thread_index;   /* HELLO, TIMEOUT, SLOT_CLOSE */
   uint32_t capabilities;
   /* REQUEST, BODY, BODY_END, CANCEL, HIJACKED, TIMEOUT, RESPONSE_*, HIJACK */
   uint64_t request_id;
@@ -130,7 +134,7 @@ typedef struct pp_wire_frame {
   /* RESPONSE_END */
   uint64_t t4_ns, t5_ns, body_read_ns;
   int64_t gvl_wait_ns, cpu_ns;
-  /* SPAWN, STANDBY */
+  /* SPAWN, STANDBY, SLOTS */
   uint32_t count;
   /* STOP */
   uint32_t grace_ms;

@@ -9,8 +9,26 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "server/process/server_int.h"
+#include "server/base/alloc.h"
+#include "server/base/clock.h"
+#include "server/base/log.h"
+#include "server/core/dispatch.h"
+#include "server/workers/wlink.h"
 #include "server/proto/tls.h"
+
+void pp_sessions_init(pp_sessions *s, server *srv, uv_loop_t *loop, const pp_config *cfg,
+                      pp_net *net, pp_exchange_pool *xpool, pp_core *core, const pp_hooks *hooks,
+                      const int *draining) {
+  pp_queue_init(&s->clients);
+  s->srv = srv;
+  s->loop = loop;
+  s->cfg = cfg;
+  s->net = net;
+  s->xpool = xpool;
+  s->core = core;
+  s->hooks = hooks;
+  s->draining = draining;
+}
 
 /* The read buffer of a connection that holds none (c->rbuf is never NULL, so that
  * `rbuf + rpos` with nothing buffered stays well defined). */
@@ -18,12 +36,12 @@ static uint8_t no_rbuf[1];
 
 static void rbuf_acquire(client *c) {
   if (c->rbuf != no_rbuf) return;
-  server *s = c->srv;
+  pp_sessions *s = c->sess;
   c->rbuf = s->rbuf_pool_n ? s->rbuf_pool[--s->rbuf_pool_n] : pp_xmalloc(PP_CLIENT_RBUF);
   c->rpos = c->rlen = 0;
 }
 
-static void rbuf_put(server *s, uint8_t *b) {
+static void rbuf_put(pp_sessions *s, uint8_t *b) {
   if (s->rbuf_pool_n < (int)(sizeof s->rbuf_pool / sizeof s->rbuf_pool[0]))
     s->rbuf_pool[s->rbuf_pool_n++] = b;
   else
@@ -32,14 +50,14 @@ static void rbuf_put(server *s, uint8_t *b) {
 
 void pp_conn_rbuf_release(client *c) {
   if (c->rbuf == no_rbuf || c->rpos != c->rlen || c->in_parse) return;
-  rbuf_put(c->srv, c->rbuf);
+  rbuf_put(c->sess, c->rbuf);
   c->rbuf = no_rbuf;
   c->rpos = c->rlen = 0;
 }
 
 static void on_client_closed(uv_handle_t *h) {
   client *c = h->data;
-  server *s = c->srv;
+  pp_sessions *s = c->sess;
   if (c->rbuf != no_rbuf) rbuf_put(s, c->rbuf), c->rbuf = no_rbuf;
   c->rpos = c->rlen = 0;
   pp_h1_dispose(&c->h1); /* here, never while a parser callback may still run */
@@ -49,7 +67,7 @@ static void on_client_closed(uv_handle_t *h) {
     free(c->tls);
     c->tls = NULL;
   }
-  if (c->out) pp_chunk_put(&s->net, c->out), c->out = NULL;
+  if (c->out) pp_chunk_put(s->net, c->out), c->out = NULL;
   if (s->free_clients_n < PP_FREE_CLIENTS_MAX) {
     c->next_free = s->free_clients;
     s->free_clients = c;
@@ -62,7 +80,7 @@ static void on_client_closed(uv_handle_t *h) {
     free(c);
     s->freed_bytes_since_trim += sizeof *c;
   }
-  if (s->draining && s->hooks.drain_progress) s->hooks.drain_progress(s);
+  if (*s->draining && s->hooks->drain_progress) s->hooks->drain_progress(s->srv);
 }
 
 static void on_timer_closed(uv_handle_t *h) {
@@ -71,7 +89,7 @@ static void on_timer_closed(uv_handle_t *h) {
 }
 
 void pp_conn_detach(client *c) {
-  if (c->out) pp_chunk_put(&c->srv->net, c->out), c->out = NULL;
+  if (c->out) pp_chunk_put(c->sess->net, c->out), c->out = NULL;
   uv_read_stop(&c->h.stream);
   uv_timer_stop(&c->timer);
   uv_close((uv_handle_t *)&c->timer, on_timer_closed);
@@ -86,15 +104,15 @@ void pp_conn_close(client *c) {
     pp_wlink_hijacked(c->req, PP_WIRE_HIJACK_GONE, NULL, NULL, 0, NULL, NULL);
   }
   if (c->tls && !c->tls_ready && pp_tls_conn_cause(c->tls) == PP_TLS_CAUSE_NONE)
-    c->srv->stats.tls_incomplete++; /* timed out or dropped before the handshake ended */
+    c->sess->core->stats.tls_incomplete++; /* timed out or dropped before the handshake ended */
   if (c->req) {
     pp_exchange *x = c->req;
     c->req = NULL;
     pp_exchange_abandon(x);
   }
   if (c->proto && c->proto->abandon) c->proto->abandon(c);
-  if (c->out) pp_chunk_put(&c->srv->net, c->out), c->out = NULL;
-  pp_queue_remove(&c->srv->clients, &c->link);
+  if (c->out) pp_chunk_put(c->sess->net, c->out), c->out = NULL;
+  pp_queue_remove(&c->sess->clients, &c->link);
   uv_read_stop(&c->h.stream);
   uv_timer_stop(&c->timer);
   uv_close((uv_handle_t *)&c->timer, on_timer_closed);
@@ -146,7 +164,7 @@ static void write_chunk(client *c, wchunk *k) {
   uv_buf_t b = uv_buf_init((char *)k->data, (unsigned)k->len);
   int rc = pp_write_or_queue(&c->h.stream, &k->wr, &b, 1, on_client_write);
   if (rc <= 0) {
-    pp_chunk_put(&c->srv->net, k);
+    pp_chunk_put(c->sess->net, k);
     if (rc < 0)
       pp_conn_close(c);
     else
@@ -164,7 +182,7 @@ static void write_chunk(client *c, wchunk *k) {
 static void send_wire(client *c) {
   size_t off = 0;
   while (off < c->tls_wire.len && !c->closing) {
-    wchunk *k = pp_chunk_get(&c->srv->net, 0);
+    wchunk *k = pp_chunk_get(c->sess->net, 0);
     size_t n = c->tls_wire.len - off < k->cap ? c->tls_wire.len - off : k->cap;
     memcpy(k->data, c->tls_wire.data + off, n);
     k->len = n;
@@ -179,14 +197,14 @@ void pp_conn_flush(client *c) {
   if (!k) return;
   c->out = NULL;
   if (k->len == 0 || c->closing) {
-    pp_chunk_put(&c->srv->net, k);
+    pp_chunk_put(c->sess->net, k);
     return;
   }
   if (c->tls) {
     int rc = pp_tls_conn_write(c->tls, k->data, k->len, &c->tls_wire);
-    pp_chunk_put(&c->srv->net, k);
+    pp_chunk_put(c->sess->net, k);
     if (rc < 0) {
-      LOG(c->srv, "client %s: TLS write: %s", c->remote, pp_tls_strerror(rc));
+      LOG(c->sess, "client %s: TLS write: %s", c->remote, pp_tls_strerror(rc));
       pp_conn_close(c);
       return;
     }
@@ -200,7 +218,7 @@ void pp_conn_out(client *c, const void *data, size_t len) {
   const uint8_t *p = data;
   while (len) {
     if (c->out && c->out->len == c->out->cap) pp_conn_flush(c);
-    if (!c->out) c->out = pp_chunk_get(&c->srv->net, len > PP_CHUNK_CAP ? len : 0);
+    if (!c->out) c->out = pp_chunk_get(c->sess->net, len > PP_CHUNK_CAP ? len : 0);
     size_t n = c->out->cap - c->out->len;
     if (n > len) n = len;
     memcpy(c->out->data + c->out->len, p, n);
@@ -230,7 +248,7 @@ static void on_client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     return;
   }
   if (c->tls) { /* ciphertext: decrypted at once in on_client_read, so one buffer serves all */
-    *buf = uv_buf_init((char *)c->srv->tls_rbuf, PP_TLS_READ_BUF);
+    *buf = uv_buf_init((char *)c->sess->tls_rbuf, PP_TLS_READ_BUF);
     return;
   }
   rbuf_acquire(c);
@@ -269,13 +287,13 @@ void pp_conn_take_plain(client *c) {
 /* Ciphertext arrived: decrypt, send what the handshake produced, and start the session
  * ALPN chose once the handshake is done. 0 to go on, -1 if the connection is closing. */
 static int tls_read(client *c, const uint8_t *data, size_t len) {
-  server *s = c->srv;
+  pp_sessions *s = c->sess;
   int rc = pp_tls_conn_feed(c->tls, data, len, &c->tls_plain, &c->tls_wire);
   send_wire(c);
   if (c->closing) return -1;
   if (rc < 0) {
     pp_tls_cause cause = pp_tls_conn_cause(c->tls);
-    s->stats.tls_failures[cause < PP_TLS_CAUSE_COUNT ? cause : 0]++;
+    s->core->stats.tls_failures[cause < PP_TLS_CAUSE_COUNT ? cause : 0]++;
     LOG(s, "client %s: TLS %s: %s", c->remote, pp_tls_cause_name(cause),
         c->tls->reason ? c->tls->reason : pp_tls_strerror(rc));
     pp_conn_close_graceful(c); /* after the alert OpenSSL queued, if any */
@@ -283,7 +301,7 @@ static int tls_read(client *c, const uint8_t *data, size_t len) {
   }
   if (!c->tls_ready && pp_tls_conn_handshake_done(c->tls)) {
     c->tls_ready = 1;
-    s->stats.tls_handshakes++;
+    s->core->stats.tls_handshakes++;
     const char *alpn = pp_tls_conn_alpn(c->tls);
     if (alpn && !strcmp(alpn, "h2")) {
       pp_h2conn_start(c, NULL, NULL, 0);
@@ -299,7 +317,7 @@ static void on_client_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
   if (nread < 0) {
     if (c->tls && !c->tls_ready && pp_tls_conn_cause(c->tls) == PP_TLS_CAUSE_NONE) {
       pp_tls_cause cause = pp_tls_conn_eof(c->tls); /* counted once: the cause is sticky */
-      if (cause != PP_TLS_CAUSE_NONE) c->srv->stats.tls_failures[cause]++;
+      if (cause != PP_TLS_CAUSE_NONE) c->sess->core->stats.tls_failures[cause]++;
     }
     c->eof = 1;
     /* EOF or reset. With a request in flight the client has gone away: it leaves the queue,
@@ -324,7 +342,7 @@ static void on_client_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
 }
 
 /* A client struct from the pool with its stream handle initialised (not yet connected). */
-static client *client_new(server *s, listener *ls) {
+static client *client_new(pp_sessions *s, listener *ls) {
   client *c = s->free_clients;
   if (c) {
     s->free_clients = c->next_free;
@@ -343,7 +361,7 @@ static client *client_new(server *s, listener *ls) {
   c->h2out = h2out, c->h2out.len = 0;
   c->h2hdrs = h2hdrs, c->h2hdrs.len = 0;
   pp_queue_init(&c->streams);
-  c->srv = s;
+  c->sess = s;
   c->ls = ls;
   if (ls->addr.is_unix)
     uv_pipe_init(s->loop, &c->h.pipe, 0);
@@ -356,15 +374,15 @@ static client *client_new(server *s, listener *ls) {
 /* A client whose stream could not be connected: release it through the close callbacks. */
 static void client_discard(client *c) {
   c->closing = 1;
-  uv_timer_init(c->srv->loop, &c->timer);
+  uv_timer_init(c->sess->loop, &c->timer);
   c->timer.data = c;
   uv_close((uv_handle_t *)&c->timer, on_timer_closed);
 }
 
 /* The stream is connected: start serving it. */
 static void client_start(client *c) {
-  server *s = c->srv;
-  s->stats.connections_accepted++;
+  pp_sessions *s = c->sess;
+  s->core->stats.connections_accepted++;
   if (!c->ls->addr.is_unix) {
     uv_tcp_nodelay(&c->h.tcp, 1);
     struct sockaddr_storage ss;
@@ -389,14 +407,18 @@ static void client_start(client *c) {
 
 /* Over -max-connections: the connection is accepted (so the kernel's backlog does not fill)
  * and refused at once: a 503 on cleartext HTTP, a plain close on TLS (no handshake spent). */
-static void refuse_connection(server *s, listener *ls, client *c) {
-  s->stats.connections_refused++;
+static void refuse_connection(pp_sessions *s, listener *ls, client *c) {
+  s->core->stats.connections_refused++;
   uv_os_fd_t fd;
   if (!ls->tls && uv_fileno(&c->h.handle, &fd) == 0) {
-    static const char msg[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
-                              "Content-Length: 41\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
-                              "503 Service Unavailable: too many clients\n";
-    ssize_t n = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    char msg[256];
+    int len =
+        snprintf(msg, sizeof msg,
+                 "HTTP/1.1 503 Service Unavailable\r\nDate: %s\r\nContent-Type: text/plain\r\n"
+                 "Content-Length: 41\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+                 "503 Service Unavailable: too many clients\n",
+                 s->wall->date);
+    ssize_t n = send(fd, msg, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)n; /* best effort: the connection is closed either way */
     shutdown(fd, SHUT_WR);
   }
@@ -404,11 +426,11 @@ static void refuse_connection(server *s, listener *ls, client *c) {
 }
 
 void pp_conn_accept(listener *ls, int fd) {
-  server *s = ls->srv;
+  pp_sessions *s = ls->owner;
   /* Draining takes no new HTTP connection (it stays in the listen backlog until drain closes
    * the listener); the control app still answers (/ready says 503 draining to the balancer's
    * health check, /stats shows the drain). Drain's own backlog pass (fd >= 0) is served. */
-  if (fd < 0 && s->draining && ls->kind != LISTEN_CONTROL) return;
+  if (fd < 0 && *s->draining && ls->kind != LISTEN_CONTROL) return;
   client *c = client_new(s, ls);
   int rc;
   if (fd < 0)
@@ -437,7 +459,7 @@ void pp_conn_accept(listener *ls, int fd) {
   client_start(c);
 }
 
-void pp_conn_trim_idle(server *s, int64_t now, int64_t idle_ns) {
+void pp_conn_trim_idle(pp_sessions *s, int64_t now, int64_t idle_ns) {
   for (pp_qnode *n = s->clients.head.next; n != &s->clients.head; n = n->next) {
     client *c = PP_CONTAINER_OF(n, client, link);
     if (c->closing || !c->tls || !c->tls_ready || c->tls_trimmed) continue;
@@ -471,8 +493,8 @@ int pp_conn_timer_common(client *c) {
     return 1;
   }
   if (c->writes_in_flight > 0) {
-    LOG(c->srv, "client %s: write timeout%s", c->remote, c->h2 ? " (HTTP/2)" : "");
-    c->srv->stats.timeouts++;
+    LOG(c->sess, "client %s: write timeout%s", c->remote, c->h2 ? " (HTTP/2)" : "");
+    c->sess->core->stats.timeouts++;
     pp_conn_close(c);
     return 1;
   }
@@ -480,8 +502,8 @@ int pp_conn_timer_common(client *c) {
 }
 
 /* /stats "tls": handshakes, failures by cause, certificate reloads. */
-void pp_conn_tls_stats_json(server *s, json_t *root) {
-  pp_stats *st = &s->stats;
+void pp_conn_tls_stats_json(pp_sessions *s, json_t *root) {
+  pp_stats *st = &s->core->stats;
   json_t *tls = json_object();
   json_object_set_new(tls, "enabled", json_boolean(s->tls_enabled));
   json_object_set_new(tls, "handshakes", json_integer((json_int_t)st->tls_handshakes));

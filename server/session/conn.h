@@ -18,6 +18,11 @@
 #include "server/exchange/exchange.h"
 #include "server/core/exchange_owner.h"
 #include "server/proto/http1.h"
+#include "server/proto/tls.h"
+#include "server/base/config.h"
+#include "server/base/hooks.h"
+#include "server/base/wallclock.h"
+#include "server/core/core.h"
 #include "server/base/queue.h"
 #include "server/net/transport.h"
 
@@ -25,6 +30,7 @@
 #define PP_FREE_CLIENTS_MAX 1024  /* closed client structs kept for reuse */
 
 typedef struct client client;
+typedef struct pp_sessions pp_sessions;
 
 /* The protocol on a client connection, set by the session glue that owns it (h1conn.c at
  * start, h2conn.c when the connection switches to HTTP/2): conn.c calls the stream's events
@@ -53,8 +59,8 @@ struct client {
     uv_stream_t stream;
   } h;
   client *next_free;
-  pp_qnode link; /* in srv->clients */
-  server *srv;
+  pp_qnode link;     /* in sess->clients */
+  pp_sessions *sess; /* the session layer's context */
   listener *ls;
   const pp_client_proto *proto; /* NULL until the session glue starts */
   pp_h1 h1;
@@ -98,6 +104,45 @@ struct client {
   const struct pp_sse_ops *sse_ops; /* how dashboard.c writes to it (h1conn.c's) */
 };
 
+#define PP_TLS_READ_BUF 65536 /* ciphertext read at once (decrypted before the next read) */
+
+/* The session layer's own context: the client connections and their pools, the HTTP/1.1
+ * limits, TLS and the HTTP/3 listeners. struct server holds one (s->sess). */
+struct pp_sessions {
+  pp_h1_limits limits;
+  pp_queue clients;
+  uint32_t max_connections; /* client connections open at most (-max-connections) */
+  client *free_clients;
+  uint32_t free_clients_n; /* at most PP_FREE_CLIENTS_MAX kept: a spike's structs are freed */
+  uint64_t freed_bytes_since_trim; /* freed beyond the pools since the last malloc_trim */
+  /* Read buffers of connections that have no unparsed bytes (conn.c): an idle keep-alive
+   * connection holds none, a busy one takes one from here when bytes arrive. */
+  uint8_t *rbuf_pool[64];
+  int rbuf_pool_n;
+  char alt_svc[64]; /* the Alt-Svc value while an HTTP/3 listener is open, else "" */
+  struct pp_h3_listener *h3[PP_MAX_LISTEN]; /* -listen-h3 (h3conn.c) */
+  int h3_count;
+  pp_tls_ctx tls_ctx; /* for -listen-tls (tls_enabled) */
+  int tls_enabled;
+  uint8_t tls_rbuf[PP_TLS_READ_BUF];
+  /* Handed in at set-up (pp_sessions_init): the lower layers' contexts, and what the session
+   * reads of the process above it. */
+  uv_loop_t *loop;
+  const pp_config *cfg;
+  pp_net *net;
+  pp_exchange_pool *xpool;
+  pp_core *core;
+  const pp_hooks *hooks;    /* drain_progress */
+  const int *draining;      /* the process is draining: no keep-alive, GOAWAY */
+  server *srv;              /* handed to the hooks and the local app; never read here */
+  const pp_wallclock *wall; /* the Date value (base/wallclock.h), kept by the process layer */
+};
+
+/* Sets up s's lists and what it is handed (conn.c). */
+void pp_sessions_init(pp_sessions *s, server *srv, uv_loop_t *loop, const pp_config *cfg,
+                      pp_net *net, pp_exchange_pool *xpool, pp_core *core, const pp_hooks *hooks,
+                      const int *draining);
+
 /* conn.c: the stream. */
 
 /* A new connection on ls: accepted from the listener (fd < 0) or an already accepted
@@ -114,7 +159,7 @@ void pp_conn_close(client *c);
 void pp_conn_close_graceful(client *c);
 /* Full hijack: c's descriptor now belongs to a worker. Gives up the handle without a
  * shutdown (closing our copy of the descriptor sends nothing to the peer) and returns c to
- * the pool. c must already be off srv->clients and marked closing. */
+ * the pool. c must already be off sess->clients and marked closing. */
 void pp_conn_detach(client *c);
 /* Starts or stops reading as the read buffer and state allow. */
 void pp_conn_update_reading(client *c);
@@ -130,7 +175,7 @@ void pp_conn_rbuf_release(client *c);
 
 /* Every controller tick: TLS connections idle for at least idle_ns give OpenSSL's record
  * buffers back (about 34 KiB each). */
-void pp_conn_trim_idle(server *s, int64_t now, int64_t idle_ns);
+void pp_conn_trim_idle(pp_sessions *s, int64_t now, int64_t idle_ns);
 
 /* TLS: moves decrypted bytes into rbuf as far as it has room (no-op without TLS). */
 void pp_conn_take_plain(client *c);
@@ -155,7 +200,7 @@ int pp_h2conn_start(client *c, pp_exchange *upgraded, const uint8_t *settings, s
 void pp_h2conn_drain(client *c);
 
 /* /stats parts (ops/stats.c puts them in order): "tls" (conn.c), "http2" (h2conn.c). */
-void pp_conn_tls_stats_json(server *s, json_t *root);
-void pp_h2conn_stats_json(server *s, json_t *root);
+void pp_conn_tls_stats_json(pp_sessions *s, json_t *root);
+void pp_h2conn_stats_json(pp_sessions *s, json_t *root);
 
 #endif

@@ -23,7 +23,11 @@
 #include "server/session/h2h3.h"
 #include "server/proto/env.h"
 #include "server/proto/h2.h"
-#include "server/process/server_int.h"
+#include "server/base/alloc.h"
+#include "server/base/clock.h"
+#include "server/base/log.h"
+#include "server/core/dispatch.h"
+#include "server/workers/wlink.h"
 
 static const pp_exchange_ops h2_ops;
 
@@ -51,20 +55,25 @@ static void release_body(client *c, pp_exchange *x) {
 
 static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
   client *c = h->data;
-  server *s = c->srv;
-  s->stats.requests++;
-  int refuse = pp_exchange_admit(s);
+  pp_sessions *s = c->sess;
+  s->core->stats.requests++;
+  int refuse = pp_exchange_admit(s->core);
   if (refuse) return refuse; /* answered by the session, counted as shed */
-  pp_exchange *x = pp_exchange_get(s, &h2_ops, c);
+  pp_exchange *x = pp_exchange_get(s->xpool, &h2_ops, c);
   x->t1 = x->t2 = pp_now_ns();
   x->keep_alive = 1;
   x->head_method = rq->method_len == 4 && !memcmp(rq->method, "HEAD", 4);
   x->stream_id = rq->stream_id;
-  x->id = ++s->next_request_id;
+  x->id = ++s->core->next_request_id;
   x->state = PP_X_BODY;
+  x->early_hints = s->cfg->early_hints;
 
-  pp_env_conninfo ci = {c->remote, c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
-                        c->ls->addr.port_text, c->tls ? "https" : "http"};
+  pp_env_conninfo ci = {c->remote,
+                        c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
+                        c->ls->addr.port_text,
+                        c->tls ? "https" : "http",
+                        s->cfg->request_start,
+                        &x->add_request_start};
   pp_h2h3_env(x, &c->h2hdrs, "HTTP/2", &ci,
               &(pp_h2h3_request){rq->method, rq->method_len, rq->path, rq->path_len, rq->authority,
                                  rq->authority_len, rq->headers, rq->header_count,
@@ -124,7 +133,7 @@ static void h2_pump(client *c) {
     c->h2out.len = 0;
     ssize_t n = pp_h2_output(c->h2, &c->h2out, H2_OUT_STEP);
     if (n < 0) {
-      LOG_ERR(c->srv, "client %s: HTTP/2 output: %s", c->remote, pp_h2_strerror((int)n));
+      LOG_ERR(c->sess, "client %s: HTTP/2 output: %s", c->remote, pp_h2_strerror((int)n));
       pp_conn_close(c);
       return;
     }
@@ -147,7 +156,7 @@ static void h2_pump(client *c) {
 
 /* Adds what the session counted since the last call to the server's counters. */
 static void account(client *c) {
-  pp_stats *st = &c->srv->stats;
+  pp_stats *st = &c->sess->core->stats;
   const pp_h2_stats *now = &c->h2->stats;
   pp_h2_stats *seen = c->h2_seen;
   st->h2_streams += now->streams_opened - seen->streams_opened;
@@ -169,7 +178,7 @@ static void h2_process(client *c) {
     c->in_parse = 0;
     c->rpos = c->rlen = 0;
     if (n < 0) {
-      LOG(c->srv, "client %s: HTTP/2: %s", c->remote, pp_h2_strerror((int)n));
+      LOG(c->sess, "client %s: HTTP/2: %s", c->remote, pp_h2_strerror((int)n));
       c->close_after_write = 1;
     }
     pp_conn_take_plain(c); /* TLS: the next decrypted bytes */
@@ -202,7 +211,7 @@ static void on_h2_timer(uv_timer_t *t) {
 
 static void h2_arm_timer(client *c) {
   if (c->closing) return;
-  pp_config *cfg = c->srv->cfg;
+  const pp_config *cfg = c->sess->cfg;
   uint64_t ms;
   if (c->discarding)
     ms = 2000;
@@ -220,13 +229,14 @@ static void h2_arm_timer(client *c) {
 /* ---------------------------------------------------------------- lifecycle */
 
 int pp_h2conn_start(client *c, pp_exchange *upgraded, const uint8_t *settings, size_t len) {
-  server *s = c->srv;
+  pp_sessions *s = c->sess;
   pp_h2 *h = pp_xmalloc(sizeof *h);
   pp_h2_limits lim;
   pp_h2_limits_default(&lim);
   lim.max_concurrent_streams = s->cfg->h2_max_streams;
   lim.max_header_list = s->cfg->max_header_bytes;
   lim.max_body_bytes = s->cfg->max_body_bytes;
+  lim.date = s->wall->date;
   int rc = upgraded
                ? pp_h2_init_upgrade(h, &h2_callbacks, &lim, c, settings, len, upgraded->head_method)
                : pp_h2_init(h, &h2_callbacks, &lim, c);
@@ -238,7 +248,7 @@ int pp_h2conn_start(client *c, pp_exchange *upgraded, const uint8_t *settings, s
   c->proto = &h2_proto;
   c->h2_seen = pp_xmalloc(sizeof *c->h2_seen);
   memset(c->h2_seen, 0, sizeof *c->h2_seen);
-  s->stats.h2_connections++;
+  s->core->stats.h2_connections++;
   uv_timer_stop(&c->timer); /* re-armed with on_h2_timer by h2_pump */
   if (upgraded) {
     pp_conn_out(
@@ -250,7 +260,7 @@ int pp_h2conn_start(client *c, pp_exchange *upgraded, const uint8_t *settings, s
     pp_queue_push(&c->streams, &upgraded->olink);
     pp_h2_set_stream_data(h, 1, upgraded);
   }
-  if (s->draining) pp_h2_goaway(h);
+  if (*s->draining) pp_h2_goaway(h);
   h2_process(c); /* bytes already read (the preface) go to the session */
   return 0;
 }
@@ -285,35 +295,41 @@ static int h2_idle(const client *c) {
 /* ---------------------------------------------------------------- response events */
 
 static void local_response(client *c, pp_exchange *x, int status, const char *msg) {
-  pp_h2_header hd[2] = {
+  pp_h2_header hd[4] = {
       {(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10},
-      {(const uint8_t *)"alt-svc", 7, (const uint8_t *)c->srv->alt_svc, strlen(c->srv->alt_svc)}};
-  pp_h2_respond(c->h2, x->stream_id, status, hd, c->srv->alt_svc[0] ? 2 : 1, 0);
+      {(const uint8_t *)"date", 4, (const uint8_t *)c->sess->wall->date, PP_HTTP_DATE_LEN}};
+  size_t n = 2;
+  if (status == 503) /* shed at dequeue by admission control */
+    hd[n++] = (pp_h2_header){(const uint8_t *)"retry-after", 11, (const uint8_t *)"1", 1};
+  if (c->sess->alt_svc[0])
+    hd[n++] = (pp_h2_header){(const uint8_t *)"alt-svc", 7, (const uint8_t *)c->sess->alt_svc,
+                             strlen(c->sess->alt_svc)};
+  pp_h2_respond(c->h2, x->stream_id, status, hd, n, 0);
   pp_h2_send_data(c->h2, x->stream_id, (const uint8_t *)msg, strlen(msg));
   pp_h2_send_end(c->h2, x->stream_id);
-  pp_exchange_count_status(c->srv, status);
-  c->srv->stats.responses++;
+  pp_exchange_count_status(c->sess->xpool, status);
+  c->sess->core->stats.responses++;
 }
 
 static void x_head(pp_exchange *x, const pp_wire_frame *f) {
   client *c = x->owner;
-  server *s = c->srv;
+  pp_sessions *s = c->sess;
   int status = f->status;
   x->resp_no_body = x->head_method || status < 200 || status == 204 || status == 304;
-  size_t n = pp_h2h3_headers(s->alt_svc, &f->pairs, &c->h2hdrs);
+  size_t n = pp_h2h3_headers(s->alt_svc, s->wall->date, &f->pairs, &c->h2hdrs);
   if (pp_h2_respond(c->h2, x->stream_id, status, (const pp_h2_header *)c->h2hdrs.data, n,
                     x->resp_no_body) < 0) {
     /* a status HTTP/2 cannot carry (101, or outside 100..599): the app's error */
     LOG_ERR(s, "client %s: stream %d: the app's status %d cannot be sent over HTTP/2", c->remote,
             (int)x->stream_id, status);
     local_response(c, x, 500, "500 Internal Server Error\n");
-    s->stats.errors_500++;
+    s->core->stats.errors_500++;
     x->resp_no_body = 1;
     return;
   }
-  pp_exchange_count_status(s, status);
-  s->stats.responses++;
-  pp_hist_window_record(&s->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
+  pp_exchange_count_status(s->xpool, status);
+  s->core->stats.responses++;
+  pp_hist_window_record(&s->core->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
 }
 
 static void x_body(pp_exchange *x, const uint8_t *data, size_t len) {
@@ -325,7 +341,7 @@ static void x_body(pp_exchange *x, const uint8_t *data, size_t len) {
 static void x_end(pp_exchange *x) {
   client *c = x->owner;
   if (!x->head_sent) {
-    c->srv->stats.errors_500++;
+    c->sess->core->stats.errors_500++;
     x->head_sent = 1;
     local_response(c, x, 500, "500 Internal Server Error\n");
   } else if (!x->resp_no_body) {
@@ -361,12 +377,20 @@ static void x_body_writable(pp_exchange *x) {
   h2_pump(c);
 }
 
+/* 103 Early Hints: interim HEADERS on the stream (pp_h2_respond with a 1xx). */
+static void x_early_hints(pp_exchange *x, const pp_wire_frame *f) {
+  client *c = x->owner;
+  size_t n = pp_h2h3_headers("", NULL, &f->pairs, &c->h2hdrs);
+  if (pp_h2_respond(c->h2, x->stream_id, 103, (const pp_h2_header *)c->h2hdrs.data, n, 0) == 0)
+    pp_exchange_count_status(c->sess->xpool, 103);
+}
+
 static const pp_exchange_ops h2_ops = {x_head,  x_body,          x_end, x_fail,
-                                       x_flush, x_body_writable, NULL};
+                                       x_flush, x_body_writable, NULL,  x_early_hints};
 
 /* /stats "http2": the counters summed over connections. */
-void pp_h2conn_stats_json(server *s, json_t *root) {
-  pp_stats *st = &s->stats;
+void pp_h2conn_stats_json(pp_sessions *s, json_t *root) {
+  pp_stats *st = &s->core->stats;
   json_t *h2 = json_object();
   json_object_set_new(h2, "connections", json_integer((json_int_t)st->h2_connections));
   json_object_set_new(h2, "upgrades", json_integer((json_int_t)st->h2c_upgrades));

@@ -39,14 +39,18 @@
 
 #include "server/proto/env.h"
 #include "server/proto/h3.h"
-#include "server/process/server_int.h"
+#include "server/base/alloc.h"
+#include "server/base/clock.h"
+#include "server/base/log.h"
+#include "server/core/dispatch.h"
+#include "server/session/conn.h"
 
 #define H3_READ_BATCH   64
 #define H3_CANCELLED    0x10c /* H3_REQUEST_CANCELLED */
 #define H3_INTERNAL_ERR 0x102 /* H3_INTERNAL_ERROR */
 
 typedef struct pp_h3_listener {
-  server *srv;
+  pp_sessions *sess;
   pp_addr addr;
   int fd;
   int family;
@@ -269,10 +273,10 @@ static void on_conn_open(pp_h3_server *srv, pp_h3_conn *conn) {
   pp_queue_init(&hc->streams);
   pp_buf_init(&hc->hdrs);
   sockaddr_text(&conn->remote, hc->remote, sizeof hc->remote);
-  uv_timer_init(l->srv->loop, &hc->timer);
+  uv_timer_init(l->sess->loop, &hc->timer);
   hc->timer.data = hc;
   conn->data = hc;
-  l->srv->stats.h3_connections++;
+  l->sess->core->stats.h3_connections++;
 }
 
 static void on_timer_closed(uv_handle_t *h) {
@@ -321,20 +325,22 @@ static void release_body(h3_conn *hc, pp_exchange *x) {
 
 static int on_request(pp_h3_conn *conn, const pp_h3_request *rq, void **stream_data) {
   h3_conn *hc = conn->data;
-  server *s = hc->l->srv;
-  s->stats.requests++;
-  int refuse = pp_exchange_admit(s);
+  pp_sessions *s = hc->l->sess;
+  s->core->stats.requests++;
+  int refuse = pp_exchange_admit(s->core);
   if (refuse) return refuse;
-  pp_exchange *x = pp_exchange_get(s, &h3_ops, hc);
+  pp_exchange *x = pp_exchange_get(s->xpool, &h3_ops, hc);
   x->t1 = x->t2 = pp_now_ns();
   x->keep_alive = 1;
   x->head_method = rq->method_len == 4 && !memcmp(rq->method, "HEAD", 4);
   x->stream_id = rq->stream_id;
-  x->id = ++s->next_request_id;
+  x->id = ++s->core->next_request_id;
   x->state = PP_X_BODY;
+  x->early_hints = s->cfg->early_hints;
   char port[8];
   snprintf(port, sizeof port, "%d", hc->l->addr.port);
-  pp_env_conninfo ci = {hc->remote, hc->l->addr.host, port, "https"};
+  pp_env_conninfo ci = {hc->remote, hc->l->addr.host,      port,
+                        "https",    s->cfg->request_start, &x->add_request_start};
   pp_h2h3_env(x, &hc->hdrs, "HTTP/3", &ci,
               &(pp_h2h3_request){rq->method, rq->method_len, rq->path, rq->path_len, rq->authority,
                                  rq->authority_len, rq->headers, rq->header_count,
@@ -445,39 +451,42 @@ static const pp_h3_callbacks h3_callbacks = {on_conn_open,  on_conn_close,  on_r
 /* ---------------------------------------------------------------- response events */
 
 static void local_response(h3_conn *hc, pp_exchange *x, int status, const char *msg) {
-  server *s = hc->l->srv;
-  pp_h2_header hd[2] = {
+  pp_sessions *s = hc->l->sess;
+  pp_h2_header hd[3] = {
       {(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10},
-      {(const uint8_t *)"alt-svc", 7, (const uint8_t *)s->alt_svc, strlen(s->alt_svc)}};
-  pp_h3_respond(hc->conn, x->stream_id, status, hd, s->alt_svc[0] ? 2 : 1, 0);
+      {(const uint8_t *)"date", 4, (const uint8_t *)s->wall->date, PP_HTTP_DATE_LEN}};
+  size_t n = 2;
+  if (status == 503) /* shed at dequeue by admission control */
+    hd[n++] = (pp_h2_header){(const uint8_t *)"retry-after", 11, (const uint8_t *)"1", 1};
+  pp_h3_respond(hc->conn, x->stream_id, status, hd, n, 0); /* never alt-svc on HTTP/3 */
   pp_h3_send_data(hc->conn, x->stream_id, (const uint8_t *)msg, strlen(msg));
   pp_h3_send_end(hc->conn, x->stream_id);
-  pp_exchange_count_status(s, status);
-  s->stats.responses++;
+  pp_exchange_count_status(s->xpool, status);
+  s->core->stats.responses++;
 }
 
 static void x_head(pp_exchange *x, const pp_wire_frame *f) {
   h3_conn *hc = x->owner;
-  server *s = hc->l->srv;
+  pp_sessions *s = hc->l->sess;
   if (!hc->conn) return;
   int status = f->status;
   x->resp_no_body = x->head_method || status < 200 || status == 204 || status == 304;
   char saved = s->alt_svc[0];
   s->alt_svc[0] = 0; /* never on HTTP/3 responses */
-  size_t n = pp_h2h3_headers(s->alt_svc, &f->pairs, &hc->hdrs);
+  size_t n = pp_h2h3_headers(s->alt_svc, s->wall->date, &f->pairs, &hc->hdrs);
   s->alt_svc[0] = saved;
   if (pp_h3_respond(hc->conn, x->stream_id, status, (const pp_h2_header *)hc->hdrs.data, n,
                     x->resp_no_body) < 0) {
     LOG_ERR(s, "client %s: stream %lld: the app's status %d cannot be sent over HTTP/3", hc->remote,
             (long long)x->stream_id, status);
-    s->stats.errors_500++;
+    s->core->stats.errors_500++;
     local_response(hc, x, 500, "500 Internal Server Error\n");
     x->resp_no_body = 1;
     return;
   }
-  pp_exchange_count_status(s, status);
-  s->stats.responses++;
-  pp_hist_window_record(&s->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
+  pp_exchange_count_status(s->xpool, status);
+  s->core->stats.responses++;
+  pp_hist_window_record(&s->core->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
 }
 
 static void x_body(pp_exchange *x, const uint8_t *data, size_t len) {
@@ -503,7 +512,7 @@ static void x_end(pp_exchange *x) {
   x->state = PP_X_RESPONDED;
   if (!hc->conn) return;
   if (!x->head_sent) {
-    hc->l->srv->stats.errors_500++;
+    hc->l->sess->core->stats.errors_500++;
     x->head_sent = 1;
     local_response(hc, x, 500, "500 Internal Server Error\n");
   } else if (!x->resp_no_body) {
@@ -542,8 +551,17 @@ static void x_body_writable(pp_exchange *x) {
   drain_out(hc->l);
 }
 
+/* 103 Early Hints: an interim HEADERS frame on the stream (pp_h3_respond with a 1xx). */
+static void x_early_hints(pp_exchange *x, const pp_wire_frame *f) {
+  h3_conn *hc = x->owner;
+  if (!hc->conn) return;
+  size_t n = pp_h2h3_headers("", NULL, &f->pairs, &hc->hdrs);
+  if (pp_h3_respond(hc->conn, x->stream_id, 103, (const pp_h2_header *)hc->hdrs.data, n, 0) == 0)
+    pp_exchange_count_status(hc->l->sess->xpool, 103);
+}
+
 static const pp_exchange_ops h3_ops = {x_head,  x_body,          x_end, x_fail,
-                                       x_flush, x_body_writable, NULL};
+                                       x_flush, x_body_writable, NULL,  x_early_hints};
 
 /* ---------------------------------------------------------------- listeners */
 
@@ -600,12 +618,12 @@ sys:
   return -1;
 }
 
-int pp_h3conn_open_all(server *s, const char *cert, const char *key) {
-  pp_config *cfg = s->cfg;
+int pp_h3conn_open_all(pp_sessions *s, const char *cert, const char *key) {
+  const pp_config *cfg = s->cfg;
   for (int i = 0; i < cfg->listen_h3_count; i++) {
     pp_h3_listener *l = pp_xmalloc(sizeof *l);
     memset(l, 0, sizeof *l);
-    l->srv = s;
+    l->sess = s;
     l->fd = -1;
     l->addr = cfg->listen_h3[i];
     char err[256];
@@ -619,6 +637,7 @@ int pp_h3conn_open_all(server *s, const char *cert, const char *key) {
     hc.cert_file = cert;
     hc.key_file = key;
     hc.retry = cfg->h3_retry;
+    hc.date = s->wall->date;
     hc.limits.max_streams_bidi = cfg->h2_max_streams;
     /* conn_window stays 0: the sum of the stream windows, so requests waiting for a worker
      * never hold the credit of the running ones. Body pieces fill one pooled worker-link chunk
@@ -653,7 +672,7 @@ int pp_h3conn_open_all(server *s, const char *cert, const char *key) {
   return 0;
 }
 
-void pp_h3conn_drain(server *s) {
+void pp_h3conn_drain(pp_sessions *s) {
   s->alt_svc[0] = 0; /* the listener is going away: stop advertising it */
   for (int i = 0; i < s->h3_count; i++) {
     pp_h3_listener *l = s->h3[i];
@@ -662,14 +681,14 @@ void pp_h3conn_drain(server *s) {
   }
 }
 
-size_t pp_h3conn_live(server *s) {
+size_t pp_h3conn_live(pp_sessions *s) {
   size_t n = 0;
   for (int i = 0; i < s->h3_count; i++)
     n += pp_h3_server_conn_count(&s->h3[i]->h3);
   return n;
 }
 
-void pp_h3conn_stats(server *s, pp_h3_stats *sum) {
+void pp_h3conn_stats(pp_sessions *s, pp_h3_stats *sum) {
   memset(sum, 0, sizeof *sum);
   for (int i = 0; i < s->h3_count; i++) {
     const uint64_t *src = (const uint64_t *)&s->h3[i]->h3.stats;
@@ -680,7 +699,7 @@ void pp_h3conn_stats(server *s, pp_h3_stats *sum) {
 }
 
 /* /stats "http3": the endpoints' counters summed over the listeners. */
-void pp_h3conn_stats_json(server *s, json_t *root) {
+void pp_h3conn_stats_json(pp_sessions *s, json_t *root) {
   json_t *h3 = json_object();
   pp_h3_stats h3s;
   pp_h3conn_stats(s, &h3s);

@@ -32,25 +32,25 @@ const char *pp_phased_state_name(pp_phased_state st) {
 
 uint32_t pp_phased_old_workers(const server *s) {
   uint32_t n = 0;
-  for (uint32_t i = 0; i < s->reg.high; i++) {
-    const pp_worker *w = &s->reg.workers[i];
-    if (w->state != PP_WORKER_FREE && w->generation < s->reg.phase) n++;
+  for (uint32_t i = 0; i < s->workers.reg.high; i++) {
+    const pp_worker *w = &s->workers.reg.workers[i];
+    if (w->state != PP_WORKER_FREE && w->generation < s->workers.reg.phase) n++;
   }
   return n;
 }
 
 int pp_phased_owns_pid(const server *s, uint32_t pid) {
-  return s->phased.probe_alive && s->phased.probe_pid == pid;
+  return s->workers.phased.probe_alive && s->workers.phased.probe_pid == pid;
 }
 
 int pp_phased_swap_planned(server *s) {
-  if (!s->phased.swap_planned) return 0;
-  s->phased.swap_planned = 0;
+  if (!s->workers.phased.swap_planned) return 0;
+  s->workers.phased.swap_planned = 0;
   return 1;
 }
 
 static void finish(server *s, const char *result, const char *error) {
-  pp_phased *ph = &s->phased;
+  pp_phased *ph = &s->workers.phased;
   uv_timer_stop(&ph->timer);
   ph->state = PP_PHASED_IDLE;
   ph->last_duration_s = (double)(pp_now_ns() - ph->started_ns) / 1e9;
@@ -65,7 +65,7 @@ static void finish(server *s, const char *result, const char *error) {
     LOG_ERR(s,
             "phased restart: phase %u complete in %.1f s: %u old worker(s) replaced; the "
             "autoscaler resumes",
-            s->reg.phase, ph->last_duration_s, ph->workers_replaced);
+            s->workers.reg.phase, ph->last_duration_s, ph->workers_replaced);
   }
   s->hooks.reloading(s, 0, NULL);
 }
@@ -74,16 +74,16 @@ static void finish(server *s, const char *result, const char *error) {
 
 static void on_probe_closed(uv_handle_t *h) {
   server *s = h->data;
-  s->phased.handles_closing--;
+  s->workers.phased.handles_closing--;
 }
 
 static void probe_close(server *s, uv_handle_t *h) {
-  s->phased.handles_closing++;
+  s->workers.phased.handles_closing++;
   uv_close(h, on_probe_closed);
 }
 
 static void probe_close_pipes(server *s) {
-  pp_phased *ph = &s->phased;
+  pp_phased *ph = &s->workers.phased;
   if (ph->probe_ctl_open) {
     ph->probe_ctl_open = 0;
     uv_read_stop((uv_stream_t *)&ph->probe_ctl);
@@ -92,7 +92,7 @@ static void probe_close_pipes(server *s) {
 }
 
 static void probe_send_stop(server *s) {
-  pp_phased *ph = &s->phased;
+  pp_phased *ph = &s->workers.phased;
   if (!ph->probe_ctl_open) return;
   pp_wire_frame f;
   memset(&f, 0, sizeof f);
@@ -112,14 +112,15 @@ static void probe_settle(server *s);
 static void on_probe_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   server *s = h->data;
   (void)suggested;
-  pp_buf_reserve(&s->phased.probe_rbuf, 4096);
-  *buf = uv_buf_init((char *)s->phased.probe_rbuf.data + s->phased.probe_rbuf.len,
-                     (unsigned)(s->phased.probe_rbuf.cap - s->phased.probe_rbuf.len));
+  pp_buf_reserve(&s->workers.phased.probe_rbuf, 4096);
+  *buf =
+      uv_buf_init((char *)s->workers.phased.probe_rbuf.data + s->workers.phased.probe_rbuf.len,
+                  (unsigned)(s->workers.phased.probe_rbuf.cap - s->workers.phased.probe_rbuf.len));
 }
 
 static void on_probe_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   server *s = st->data;
-  pp_phased *ph = &s->phased;
+  pp_phased *ph = &s->workers.phased;
   (void)buf;
   if (nread < 0) {
     uv_read_stop(st);
@@ -155,12 +156,12 @@ static void on_probe_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
 static void on_err_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   server *s = h->data;
   (void)suggested;
-  *buf = uv_buf_init(s->phased.probe_err_buf, sizeof s->phased.probe_err_buf);
+  *buf = uv_buf_init(s->workers.phased.probe_err_buf, sizeof s->workers.phased.probe_err_buf);
 }
 
 static void on_err_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   server *s = st->data;
-  pp_phased *ph = &s->phased;
+  pp_phased *ph = &s->workers.phased;
   if (nread < 0) {
     ph->probe_err_open = 0;
     probe_close(s, (uv_handle_t *)st);
@@ -189,7 +190,7 @@ static void on_err_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
 /* The probe exited and its stderr was read to the end (or 1 s passed: something it started
  * may hold the pipe), so its error line, if any, is known: swap, or abort. */
 static void probe_settle(server *s) {
-  pp_phased *ph = &s->phased;
+  pp_phased *ph = &s->workers.phased;
   if (ph->state != PP_PHASED_PROBING || ph->probe_alive || ph->probe_settled) return;
   ph->probe_settled = 1;
   int64_t status = ph->probe_status;
@@ -217,7 +218,7 @@ static void on_settle_timer(uv_timer_t *t) {
 
 static void on_probe_exit(uv_process_t *p, int64_t status, int sig) {
   server *s = p->data;
-  pp_phased *ph = &s->phased;
+  pp_phased *ph = &s->workers.phased;
   ph->probe_alive = 0;
   ph->probe_status = status;
   ph->probe_sig = sig;
@@ -232,7 +233,7 @@ static void on_probe_exit(uv_process_t *p, int64_t status, int sig) {
 
 static void on_probe_timeout(uv_timer_t *t) {
   server *s = t->data;
-  pp_phased *ph = &s->phased;
+  pp_phased *ph = &s->workers.phased;
   if (ph->state != PP_PHASED_PROBING || !ph->probe_alive) return;
   char why[256];
   snprintf(why, sizeof why,
@@ -246,7 +247,7 @@ static void on_probe_timeout(uv_timer_t *t) {
 
 /* The same command line as shepherd.c's shepherd_launch, with --workers 0 (keep in step). */
 static int probe_launch(server *s, char *msg, size_t msg_len) {
-  pp_phased *ph = &s->phased;
+  pp_phased *ph = &s->workers.phased;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
     snprintf(msg, msg_len, "socketpair: %s", strerror(errno));
@@ -302,16 +303,16 @@ static int probe_launch(server *s, char *msg, size_t msg_len) {
 /* ---------------------------------------------------------------- swap and roll */
 
 static void roll_step(server *s) {
-  pp_phased *ph = &s->phased;
+  pp_phased *ph = &s->workers.phased;
   if (ph->state != PP_PHASED_ROLLING) return;
   /* Wait for the new shepherd: SPAWN goes over its control channel. */
-  if (ph->swap_planned || !s->shepherd_alive || !s->ctl_open) return;
-  uint32_t phase = s->reg.phase, threads = s->cfg->threads;
-  uint32_t old_live = 0, old_retiring = 0, new_ready = 0, new_booting = s->spawns_pending;
+  if (ph->swap_planned || !s->workers.shepherd_alive || !s->workers.ctl_open) return;
+  uint32_t phase = s->workers.reg.phase, threads = s->cfg->threads;
+  uint32_t old_live = 0, old_retiring = 0, new_ready = 0, new_booting = s->workers.spawns_pending;
   uint32_t live = 0;
   pp_worker *victim = NULL;
-  for (uint32_t i = 0; i < s->reg.high; i++) {
-    pp_worker *w = &s->reg.workers[i];
+  for (uint32_t i = 0; i < s->workers.reg.high; i++) {
+    pp_worker *w = &s->workers.reg.workers[i];
     if (w->state == PP_WORKER_FREE) continue;
     int old = w->generation < phase;
     if (w->state == PP_WORKER_RETIRING) {
@@ -343,12 +344,12 @@ static void roll_step(server *s) {
       snprintf(why, sizeof why,
                "a new worker was not ready within %lld s; %u old worker(s) keep serving",
                ROLL_STEP_MAX_NS / 1000000000LL, old_live);
-      if (s->spawns_pending) s->spawns_pending = 0;
+      if (s->workers.spawns_pending) s->workers.spawns_pending = 0;
       finish(s, "aborted", why);
     }
     return;
   }
-  if (live > s->workers_wanted) {
+  if (live > s->workers.workers_wanted) {
     /* One more than wanted is ready: one old worker can go without losing capacity. */
     ph->roll_spawned = 0;
     ph->roll_failures = 0;
@@ -388,9 +389,9 @@ static void on_swap_retry(uv_timer_t *t) {
  * it too. Its workers survive the SIGKILL (the server is their subreaper); shepherd.c starts
  * the new one at once (pp_phased_swap_planned) and it ADOPTs them. */
 static void swap_shepherd(server *s) {
-  pp_phased *ph = &s->phased;
+  pp_phased *ph = &s->workers.phased;
   if (s->draining || s->stopping) return;
-  if (s->spawns_pending || s->ctl_closing) {
+  if (s->workers.spawns_pending || s->workers.ctl_closing) {
     /* A FORKED in flight from the old shepherd would be lost with its control channel. */
     if (pp_now_ns() - ph->started_ns > ROLL_STEP_MAX_NS) {
       finish(s, "aborted",
@@ -402,19 +403,20 @@ static void swap_shepherd(server *s) {
     return;
   }
   ph->state = PP_PHASED_ROLLING;
-  s->reg.phase++;
+  s->workers.reg.phase++;
   ph->roll_spawned = 0;
   ph->roll_failures = 0;
   ph->old_workers_at_start = pp_phased_old_workers(s);
-  if (s->shepherd_alive) {
+  if (s->workers.shepherd_alive) {
     ph->swap_planned = 1;
     LOG_ERR(s,
             "phased restart: phase %u: replacing the shepherd (pid %u) with one that loads the "
             "new code; %u old worker(s) keep serving",
-            s->reg.phase, s->shepherd_pid, ph->old_workers_at_start);
-    kill((pid_t)s->shepherd_pid, SIGKILL);
+            s->workers.reg.phase, s->workers.shepherd_pid, ph->old_workers_at_start);
+    kill((pid_t)s->workers.shepherd_pid, SIGKILL);
   } else {
-    LOG_ERR(s, "phased restart: phase %u: the next shepherd loads the new code", s->reg.phase);
+    LOG_ERR(s, "phased restart: phase %u: the next shepherd loads the new code",
+            s->workers.reg.phase);
   }
   uv_timer_start(&ph->timer, on_roll_timer, ROLL_POLL_MS, ROLL_POLL_MS);
 }
@@ -422,10 +424,10 @@ static void swap_shepherd(server *s) {
 /* ---------------------------------------------------------------- start, abort */
 
 long pp_phased_begin(server *s, char *msg, size_t msg_len) {
-  pp_phased *ph = &s->phased;
+  pp_phased *ph = &s->workers.phased;
   if (ph->state != PP_PHASED_IDLE) {
     snprintf(msg, msg_len, "a phased restart is already in progress (%s, phase %u)",
-             pp_phased_state_name(ph->state), s->reg.phase);
+             pp_phased_state_name(ph->state), s->workers.reg.phase);
     return -1;
   }
   if (s->draining || s->stopping || s->life.handed_over) {
@@ -437,13 +439,14 @@ long pp_phased_begin(server *s, char *msg, size_t msg_len) {
     return -1;
   }
   /* Ready as lifecycle.c's poll would say now (its poll may not have run yet). */
-  int ready = s->life.ready || (pp_registry_count(&s->reg, PP_WORKER_READY) >= s->workers_wanted &&
-                                s->reg.slots_ready > 0);
-  if (!ready || !s->shepherd_ever_ready) {
+  int ready = s->life.ready ||
+              (pp_registry_count(&s->workers.reg, PP_WORKER_READY) >= s->workers.workers_wanted &&
+               s->workers.reg.slots_ready > 0);
+  if (!ready || !s->workers.shepherd_ever_ready) {
     snprintf(msg, msg_len, "the workers are not ready yet");
     return -1;
   }
-  if (!s->shepherd_alive || !s->ctl_open) {
+  if (!s->workers.shepherd_alive || !s->workers.ctl_open) {
     snprintf(msg, msg_len, "the shepherd is being restarted; try again");
     return -1;
   }
@@ -461,13 +464,13 @@ long pp_phased_begin(server *s, char *msg, size_t msg_len) {
   LOG_ERR(s,
           "phased restart: probe shepherd pid %u loads the new code of %s (phase %u now); the "
           "autoscaler is suspended until the restart ends",
-          ph->probe_pid, s->cfg->app, s->reg.phase);
+          ph->probe_pid, s->cfg->app, s->workers.reg.phase);
   uv_timer_start(&ph->timer, on_probe_timeout, PROBE_TIMEOUT_MS, 0);
   return (long)ph->probe_pid;
 }
 
 void pp_phased_abort(server *s, const char *why) {
-  pp_phased *ph = &s->phased;
+  pp_phased *ph = &s->workers.phased;
   if (ph->state == PP_PHASED_IDLE) return;
   if (ph->probe_alive) kill((pid_t)ph->probe_pid, SIGKILL);
   ph->swap_planned = 0;
@@ -482,7 +485,7 @@ static void on_usr1(uv_signal_t *h, int signum) {
 }
 
 void pp_phased_init(server *s) {
-  pp_phased *ph = &s->phased;
+  pp_phased *ph = &s->workers.phased;
   snprintf(ph->last_result, sizeof ph->last_result, "none");
   pp_buf_init(&ph->probe_rbuf);
   uv_timer_init(s->loop, &ph->timer);
@@ -495,7 +498,7 @@ void pp_phased_init(server *s) {
 
 /* /stats "phased_restart" (docs/SERVER.md). */
 void pp_phased_stats_json(server *s, json_t *root) {
-  const pp_phased *ph = &s->phased;
+  const pp_phased *ph = &s->workers.phased;
   json_t *pr = json_object();
   json_object_set_new(pr, "state", json_string(pp_phased_state_name(ph->state)));
   if (ph->started_at) {
@@ -521,13 +524,13 @@ void pp_phased_stats_json(server *s, json_t *root) {
 /* /metrics: the phase, the old workers and the phased restarts. */
 void pp_phased_metrics(server *s, pp_buf *out) {
   pp_prom_gauge(out, "puma_plus_phase", "The worker generation; each phased restart adds one.",
-                s->reg.phase);
+                s->workers.reg.phase);
   pp_prom_gauge(out, "puma_plus_old_workers", "Workers of an earlier phase (being replaced).",
                 pp_phased_old_workers(s));
   pp_prom_appendf(out, "# HELP puma_plus_phased_restarts_total Phased restarts by result.\n# TYPE "
                        "puma_plus_phased_restarts_total counter\n");
   pp_prom_appendf(out, "puma_plus_phased_restarts_total{result=\"ok\"} %" PRIu64 "\n",
-                  s->phased.completed);
+                  s->workers.phased.completed);
   pp_prom_appendf(out, "puma_plus_phased_restarts_total{result=\"aborted\"} %" PRIu64 "\n",
-                  s->phased.aborted);
+                  s->workers.phased.aborted);
 }

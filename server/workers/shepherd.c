@@ -24,10 +24,10 @@ static void on_ctl_write(uv_write_t *wr, int status) {
 }
 
 static void ctl_send(server *s, const pp_wire_frame *f) {
-  if (!s->ctl_open) return;
+  if (!s->workers.ctl_open) return;
   wchunk *k = pp_chunk_get(&s->net, 0);
   k->len = (size_t)pp_wire_encode(f, k->data, k->cap);
-  pp_chunk_send(&s->net, (uv_stream_t *)&s->ctl, k, on_ctl_write);
+  pp_chunk_send(&s->net, (uv_stream_t *)&s->workers.ctl, k, on_ctl_write);
 }
 
 void pp_shepherd_spawn(server *s, uint32_t n) {
@@ -35,13 +35,13 @@ void pp_shepherd_spawn(server *s, uint32_t n) {
   memset(&f, 0, sizeof f);
   f.type = PP_WIRE_SPAWN;
   f.count = n;
-  s->spawns_pending += n;
-  s->last_spawn_ns = pp_now_ns();
+  s->workers.spawns_pending += n;
+  s->workers.last_spawn_ns = pp_now_ns();
   ctl_send(s, &f);
 }
 
 void pp_shepherd_standby(server *s, uint32_t n) {
-  pp_standby *sb = &s->ctl_state.standby;
+  pp_standby *sb = &s->ops.ctl.standby;
   if (!sb->enabled || !n) return;
   pp_wire_frame f;
   memset(&f, 0, sizeof f);
@@ -53,7 +53,7 @@ void pp_shepherd_standby(server *s, uint32_t n) {
 }
 
 void pp_shepherd_activate(server *s, pp_worker *w, int64_t decided_ns) {
-  pp_standby *sb = &s->ctl_state.standby;
+  pp_standby *sb = &s->ops.ctl.standby;
   if (!sb->enabled || w->state != PP_WORKER_PARKED) return;
   pp_wire_frame f;
   memset(&f, 0, sizeof f);
@@ -64,7 +64,7 @@ void pp_shepherd_activate(server *s, pp_worker *w, int64_t decided_ns) {
   w->state = PP_WORKER_BOOTING;
   w->activated_ns = decided_ns;
   w->forked_ns = pp_now_ns();
-  s->workers_wanted++;
+  s->workers.workers_wanted++;
   sb->activations++;
   LOG(s, "activating standby worker %u (pid %u), parked %.0f ms", w->index, w->pid,
       (pp_now_ns() - w->parked_ns) / 1e6);
@@ -72,16 +72,16 @@ void pp_shepherd_activate(server *s, pp_worker *w, int64_t decided_ns) {
 
 /* PARKED: a standby worker booted and waits. Its HELLOs will carry worker_index. */
 static void on_parked(server *s, const pp_wire_frame *f, int64_t now) {
-  pp_standby *sb = &s->ctl_state.standby;
+  pp_standby *sb = &s->ops.ctl.standby;
   if (sb->pending) sb->pending--;
   sb->parked_total++;
-  pp_worker *w = pp_registry_find(&s->reg, f->pid);
+  pp_worker *w = pp_registry_find(&s->workers.reg, f->pid);
   if (w) {
     LOG_ERR(s, "PARKED for pid %u, which is already a %s worker; ignored", f->pid,
             w->state == PP_WORKER_PARKED ? "parked" : "serving");
     return;
   }
-  w = pp_registry_add(&s->reg, f->pid, f->worker_index, now);
+  w = pp_registry_add(&s->workers.reg, f->pid, f->worker_index, now);
   if (!w) {
     LOG_ERR(s, "worker registry full: standby pid %u not tracked", f->pid);
     return;
@@ -104,20 +104,22 @@ void pp_shepherd_retire_if_drained(server *s, pp_worker *w) {
 }
 
 void pp_shepherd_retire(server *s, pp_worker *w) {
-  pp_registry_retire(&s->reg, w);
+  pp_registry_retire(&s->workers.reg, w);
   pp_shepherd_retire_if_drained(s, w);
 }
 
 /* Asks for as many workers as are missing from workers_wanted. */
 static void respawn_missing(server *s) {
   if (s->stopping || s->draining) return;
-  if (!s->shepherd_alive || !s->ctl_open) return; /* the restarted shepherd will catch up */
-  uint32_t alive = pp_registry_count(&s->reg, PP_WORKER_READY) +
-                   pp_registry_count(&s->reg, PP_WORKER_BOOTING) + s->spawns_pending;
-  if (alive < s->workers_wanted) {
-    s->stats.worker_restarts++;
-    LOG(s, "respawning (%u of %u workers alive)", alive, s->workers_wanted);
-    pp_shepherd_spawn(s, s->workers_wanted - alive);
+  if (!s->workers.shepherd_alive || !s->workers.ctl_open)
+    return; /* the restarted shepherd will catch up */
+  uint32_t alive = pp_registry_count(&s->workers.reg, PP_WORKER_READY) +
+                   pp_registry_count(&s->workers.reg, PP_WORKER_BOOTING) +
+                   s->workers.spawns_pending;
+  if (alive < s->workers.workers_wanted) {
+    s->core.stats.worker_restarts++;
+    LOG(s, "respawning (%u of %u workers alive)", alive, s->workers.workers_wanted);
+    pp_shepherd_spawn(s, s->workers.workers_wanted - alive);
   }
 }
 
@@ -126,8 +128,8 @@ static void on_respawn_timer(uv_timer_t *t) {
 }
 
 static void on_exited(server *s, const pp_wire_frame *f, int64_t now) {
-  pp_worker *w = pp_registry_find(&s->reg, f->pid);
-  pp_standby *sb = &s->ctl_state.standby;
+  pp_worker *w = pp_registry_find(&s->workers.reg, f->pid);
+  pp_standby *sb = &s->ops.ctl.standby;
   if (!w && sb->pending) {
     /* A pid the server never heard of: a standby worker that died before it parked (standby
      * forks send no FORKED). The controller refills the pool. */
@@ -136,7 +138,7 @@ static void on_exited(server *s, const pp_wire_frame *f, int64_t now) {
     return;
   }
   if (w && w->state == PP_WORKER_PARKED) {
-    pp_registry_remove(&s->reg, w);
+    pp_registry_remove(&s->workers.reg, w);
     if (!s->stopping)
       LOG_ERR(s, "parked standby worker pid %u exited (status %d)", f->pid, f->exit_status);
     return;
@@ -146,7 +148,7 @@ static void on_exited(server *s, const pp_wire_frame *f, int64_t now) {
   if (w) {
     /* its connections are closed (or closing); detach whatever is left */
     pp_wlink_close_pid(s, f->pid);
-    pp_registry_remove(&s->reg, w);
+    pp_registry_remove(&s->workers.reg, w);
   }
   if (f->exit_status < 0)
     LOG_ERR(s, "worker pid %u exited by signal %d", f->pid, -f->exit_status);
@@ -157,14 +159,15 @@ static void on_exited(server *s, const pp_wire_frame *f, int64_t now) {
    * (100 ms doubling to 5 s), so an app that cannot boot does not fork in a tight loop. */
   int young = w_forked_ns && now - w_forked_ns < 1000000000LL;
   if (!young)
-    s->respawn_delay_ms = 0;
+    s->workers.respawn_delay_ms = 0;
   else
-    s->respawn_delay_ms = s->respawn_delay_ms ? s->respawn_delay_ms * 2 : 100;
-  if (s->respawn_delay_ms > 5000) s->respawn_delay_ms = 5000;
-  if (s->respawn_delay_ms) {
+    s->workers.respawn_delay_ms =
+        s->workers.respawn_delay_ms ? s->workers.respawn_delay_ms * 2 : 100;
+  if (s->workers.respawn_delay_ms > 5000) s->workers.respawn_delay_ms = 5000;
+  if (s->workers.respawn_delay_ms) {
     LOG_ERR(s, "worker died %.0f ms after its fork; respawning in %u ms", (now - w_forked_ns) / 1e6,
-            s->respawn_delay_ms);
-    uv_timer_start(&s->respawn_timer, on_respawn_timer, s->respawn_delay_ms, 0);
+            s->workers.respawn_delay_ms);
+    uv_timer_start(&s->workers.respawn_timer, on_respawn_timer, s->workers.respawn_delay_ms, 0);
   } else {
     respawn_missing(s);
   }
@@ -174,18 +177,18 @@ static void ctl_frame(server *s, const pp_wire_frame *f) {
   int64_t now = pp_now_ns();
   switch (f->type) {
   case PP_WIRE_READY:
-    s->boot_ns = f->boot_ns;
-    s->shepherd_ever_ready = 1;
+    s->workers.boot_ns = f->boot_ns;
+    s->workers.shepherd_ever_ready = 1;
     LOG(s, "shepherd (pid %u) loaded the app in %.1f ms", f->pid, f->boot_ns / 1e6);
     break;
   case PP_WIRE_FORKED:
-    if (s->spawns_pending) s->spawns_pending--;
-    pp_registry_add(&s->reg, f->pid, f->worker_index, now);
+    if (s->workers.spawns_pending) s->workers.spawns_pending--;
+    pp_registry_add(&s->workers.reg, f->pid, f->worker_index, now);
     LOG(s, "worker %u forked (pid %u)", f->worker_index, f->pid);
     break;
   case PP_WIRE_EXITED: on_exited(s, f, now); break;
   case PP_WIRE_PARKED:
-    if (s->ctl_state.standby.enabled)
+    if (s->ops.ctl.standby.enabled)
       on_parked(s, f, now);
     else /* a shepherd started without --standby never sends it */
       LOG_ERR(s, "control channel: PARKED from a shepherd started without --standby");
@@ -199,9 +202,9 @@ static void ctl_frame(server *s, const pp_wire_frame *f) {
 static void on_ctl_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   server *s = h->data;
   (void)suggested;
-  pp_buf_reserve(&s->ctl_rbuf, 4096);
-  *buf = uv_buf_init((char *)s->ctl_rbuf.data + s->ctl_rbuf.len,
-                     (unsigned)(s->ctl_rbuf.cap - s->ctl_rbuf.len));
+  pp_buf_reserve(&s->workers.ctl_rbuf, 4096);
+  *buf = uv_buf_init((char *)s->workers.ctl_rbuf.data + s->workers.ctl_rbuf.len,
+                     (unsigned)(s->workers.ctl_rbuf.cap - s->workers.ctl_rbuf.len));
 }
 
 static void on_ctl_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
@@ -212,40 +215,40 @@ static void on_ctl_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
     uv_read_stop(st);
     return;
   }
-  s->ctl_rbuf.len += (size_t)nread;
+  s->workers.ctl_rbuf.len += (size_t)nread;
   size_t pos = 0;
   for (;;) {
     pp_wire_frame f;
     size_t need;
-    ssize_t n =
-        pp_wire_decode(&s->ctl_dec, s->ctl_rbuf.data + pos, s->ctl_rbuf.len - pos, &f, &need);
+    ssize_t n = pp_wire_decode(&s->workers.ctl_dec, s->workers.ctl_rbuf.data + pos,
+                               s->workers.ctl_rbuf.len - pos, &f, &need);
     if (n < 0) {
       LOG_ERR(s, "control channel: protocol error: %s", pp_wire_strerror((int)n));
       uv_read_stop(st);
       return;
     }
     if (n == 0) {
-      if (need > s->ctl_rbuf.cap - pos) pp_buf_reserve(&s->ctl_rbuf, need);
+      if (need > s->workers.ctl_rbuf.cap - pos) pp_buf_reserve(&s->workers.ctl_rbuf, need);
       break;
     }
     pos += (size_t)n;
     ctl_frame(s, &f);
   }
-  pp_buf_consume(&s->ctl_rbuf, pos);
+  pp_buf_consume(&s->workers.ctl_rbuf, pos);
 }
 
 static void shepherd_lost(server *s, int64_t status, int sig);
 
 static void on_shepherd_exit(uv_process_t *p, int64_t status, int sig) {
   server *s = p->data;
-  s->shepherd_alive = 0;
+  s->workers.shepherd_alive = 0;
   uv_close((uv_handle_t *)p, NULL);
   if (s->stopping) {
     LOG(s, "shepherd exited; bye");
     s->hooks.exit(s, s->exit_code);
     return;
   }
-  if (!s->shepherd_ever_ready) {
+  if (!s->workers.shepherd_ever_ready) {
     /* The first shepherd never loaded the app (a broken config.ru, a missing gem): a
      * restart would fail the same way, so this is a start-up error. */
     LOG_ERR(s, "shepherd exited before loading the app (status %lld, signal %d); stopping",
@@ -266,7 +269,9 @@ int pp_shepherd_find_gem(server *s, const char *argv0) {
   if (!dir) dir = getenv("PUMA_PLUS_GEM_DIR");
   char probe[2 * PATH_MAX];
   if (dir) {
-    if (snprintf(s->gem_dir, sizeof s->gem_dir, "%s", dir) >= (int)sizeof s->gem_dir) return -1;
+    if (snprintf(s->workers.gem_dir, sizeof s->workers.gem_dir, "%s", dir) >=
+        (int)sizeof s->workers.gem_dir)
+      return -1;
     if (snprintf(probe, sizeof probe, "%s/exe/puma-plus-shepherd", dir) >= (int)sizeof probe)
       return -1;
     return file_exists(probe) ? 0 : -1;
@@ -290,7 +295,9 @@ int pp_shepherd_find_gem(server *s, const char *argv0) {
     if (snprintf(probe, sizeof probe, "%s%s", exe, rel[i]) >= (int)sizeof probe) continue;
     char real[PATH_MAX];
     const char *found = realpath(probe, real) ? real : probe;
-    if (snprintf(s->gem_dir, sizeof s->gem_dir, "%s", found) >= (int)sizeof s->gem_dir) continue;
+    if (snprintf(s->workers.gem_dir, sizeof s->workers.gem_dir, "%s", found) >=
+        (int)sizeof s->workers.gem_dir)
+      continue;
     return 0;
   }
 #ifdef PP_SOURCE_GEM_DIR
@@ -298,7 +305,8 @@ int pp_shepherd_find_gem(server *s, const char *argv0) {
   if (snprintf(probe, sizeof probe, "%s/exe/puma-plus-shepherd", PP_SOURCE_GEM_DIR) <
           (int)sizeof probe &&
       file_exists(probe) &&
-      snprintf(s->gem_dir, sizeof s->gem_dir, "%s", PP_SOURCE_GEM_DIR) < (int)sizeof s->gem_dir)
+      snprintf(s->workers.gem_dir, sizeof s->workers.gem_dir, "%s", PP_SOURCE_GEM_DIR) <
+          (int)sizeof s->workers.gem_dir)
     return 0;
 #endif
   return -1;
@@ -308,9 +316,9 @@ static void on_ctl_closed(uv_handle_t *h);
 
 void pp_shepherd_cmd_init(server *s, pp_shepherd_cmd *c, uint32_t workers,
                           const uint32_t *standby) {
-  snprintf(c->libdir, sizeof c->libdir, "-I%s/lib", s->gem_dir);
-  snprintf(c->exe, sizeof c->exe, "%s/exe/puma-plus-shepherd", s->gem_dir);
-  snprintf(c->threads, sizeof c->threads, "%u", s->cfg->threads);
+  snprintf(c->libdir, sizeof c->libdir, "-I%s/lib", s->workers.gem_dir);
+  snprintf(c->exe, sizeof c->exe, "%s/exe/puma-plus-shepherd", s->workers.gem_dir);
+  snprintf(c->threads, sizeof c->threads, "%u", pp_config_slots_initial(s->cfg));
   snprintf(c->workers, sizeof c->workers, "%u", workers);
   c->standby[0] = 0;
   c->extdir[0] = 0;
@@ -322,7 +330,7 @@ void pp_shepherd_cmd_init(server *s, pp_shepherd_cmd *c, uint32_t workers,
    * path, so in-tree runs (make run, the tests, pp-bench) use the C codec as an installed gem
    * does, not the pure-Ruby one (PUMA_PLUS_PURE_RUBY=1 still forces that). */
   char probe[8300], here[PATH_MAX], source[PATH_MAX];
-  if (realpath(s->gem_dir, here) && realpath(PP_SOURCE_GEM_DIR, source) &&
+  if (realpath(s->workers.gem_dir, here) && realpath(PP_SOURCE_GEM_DIR, source) &&
       strcmp(here, source) == 0 &&
       snprintf(probe, sizeof probe, "%s/puma_plus/puma_plus_ext.so", PP_BUILD_EXT_LIB) <
           (int)sizeof probe &&
@@ -334,12 +342,13 @@ void pp_shepherd_cmd_init(server *s, pp_shepherd_cmd *c, uint32_t workers,
   a[n++] = c->libdir, a[n++] = c->exe;
   a[n++] = "--app", a[n++] = (char *)s->cfg->app;
   a[n++] = "--threads", a[n++] = c->threads;
-  a[n++] = "--socket", a[n++] = s->socket_path;
+  a[n++] = "--socket", a[n++] = s->workers.socket_path;
   a[n++] = "--workers", a[n++] = c->workers;
   if (standby) { /* docs/CONTROL.md section 8: the flag negotiates the standby frames */
     snprintf(c->standby, sizeof c->standby, "%u", *standby);
     a[n++] = "--standby", a[n++] = c->standby;
   }
+  if (s->cfg->fibers) a[n++] = "--fibers"; /* the --threads slots are fibers */
   a[n] = NULL;
 }
 
@@ -350,11 +359,11 @@ static int shepherd_launch(server *s, uint32_t initial) {
     LOG_ERR(s, "socketpair: %s", strerror(errno));
     return -1;
   }
-  uv_pipe_init(s->loop, &s->ctl, 0);
-  s->ctl.data = s;
-  uv_pipe_open(&s->ctl, sv[0]);
-  s->ctl_open = 1;
-  pp_standby *sb = &s->ctl_state.standby;
+  uv_pipe_init(s->loop, &s->workers.ctl, 0);
+  s->workers.ctl.data = s;
+  uv_pipe_open(&s->workers.ctl, sv[0]);
+  s->workers.ctl_open = 1;
+  pp_standby *sb = &s->ops.ctl.standby;
   pp_shepherd_cmd cmd;
   pp_shepherd_cmd_init(s, &cmd, initial, sb->enabled ? &sb->k : NULL);
   if (sb->enabled) {
@@ -373,38 +382,38 @@ static int shepherd_launch(server *s, uint32_t initial) {
   opt.exit_cb = on_shepherd_exit;
   opt.stdio = stdio;
   opt.stdio_count = 4;
-  s->shepherd.data = s;
-  int rc = uv_spawn(s->loop, &s->shepherd, &opt);
+  s->workers.shepherd.data = s;
+  int rc = uv_spawn(s->loop, &s->workers.shepherd, &opt);
   close(sv[1]);
   if (rc < 0) {
     LOG_ERR(s, "cannot start the shepherd (%s %s): %s", s->cfg->ruby, cmd.exe, uv_strerror(rc));
-    s->ctl_open = 0;
-    s->ctl_closing = 1;
-    uv_close((uv_handle_t *)&s->ctl, on_ctl_closed);
+    s->workers.ctl_open = 0;
+    s->workers.ctl_closing = 1;
+    uv_close((uv_handle_t *)&s->workers.ctl, on_ctl_closed);
     return -1;
   }
-  s->shepherd_alive = 1;
-  s->shepherd_pid = (uint32_t)s->shepherd.pid;
-  s->shepherd_started_ns = pp_now_ns();
-  s->spawns_pending = initial; /* the shepherd forks --workers at start */
-  s->last_spawn_ns = pp_now_ns();
-  LOG(s, "shepherd pid %d: %s %s%s%s %s --app %s --threads %s --socket %s --workers %s%s%s",
-      s->shepherd.pid, s->cfg->ruby, cmd.extdir, cmd.extdir[0] ? " " : "", cmd.libdir, cmd.exe,
-      s->cfg->app, cmd.threads, s->socket_path, cmd.workers, sb->enabled ? " --standby " : "",
-      cmd.standby);
-  uv_read_start((uv_stream_t *)&s->ctl, on_ctl_alloc, on_ctl_read);
+  s->workers.shepherd_alive = 1;
+  s->workers.shepherd_pid = (uint32_t)s->workers.shepherd.pid;
+  s->workers.shepherd_started_ns = pp_now_ns();
+  s->workers.spawns_pending = initial; /* the shepherd forks --workers at start */
+  s->workers.last_spawn_ns = pp_now_ns();
+  LOG(s, "shepherd pid %d: %s %s%s%s %s --app %s --threads %s --socket %s --workers %s%s%s%s",
+      s->workers.shepherd.pid, s->cfg->ruby, cmd.extdir, cmd.extdir[0] ? " " : "", cmd.libdir,
+      cmd.exe, s->cfg->app, cmd.threads, s->workers.socket_path, cmd.workers,
+      sb->enabled ? " --standby " : "", cmd.standby, s->cfg->fibers ? " --fibers" : "");
+  uv_read_start((uv_stream_t *)&s->workers.ctl, on_ctl_alloc, on_ctl_read);
   return 0;
 }
 
 int pp_shepherd_start(server *s) {
-  return shepherd_launch(s, s->workers_wanted);
+  return shepherd_launch(s, s->workers.workers_wanted);
 }
 
 void pp_shepherd_stop(server *s) {
   if (s->stopping) return;
   s->stopping = 1;
   s->stop_sent_ns = pp_now_ns();
-  if (!s->shepherd_alive) s->hooks.exit(s, s->exit_code);
+  if (!s->workers.shepherd_alive) s->hooks.exit(s, s->exit_code);
   pp_wire_frame f;
   memset(&f, 0, sizeof f);
   f.type = PP_WIRE_STOP;
@@ -430,36 +439,36 @@ void pp_shepherd_stop(server *s) {
 
 static void on_ctl_closed(uv_handle_t *h) {
   server *s = h->data;
-  s->ctl_closing = 0;
+  s->workers.ctl_closing = 0;
 }
 
 static void shepherd_restart(server *s);
 
 static void on_shepherd_timer(uv_timer_t *t) {
   server *s = t->data;
-  if (s->stopping || s->draining || s->shepherd_alive) return;
-  if (s->ctl_closing) { /* the old control pipe's close callback has not run yet */
-    uv_timer_start(&s->shepherd_timer, on_shepherd_timer, 10, 0);
+  if (s->stopping || s->draining || s->workers.shepherd_alive) return;
+  if (s->workers.ctl_closing) { /* the old control pipe's close callback has not run yet */
+    uv_timer_start(&s->workers.shepherd_timer, on_shepherd_timer, 10, 0);
     return;
   }
   shepherd_restart(s);
 }
 
 static void shepherd_lost(server *s, int64_t status, int sig) {
-  int64_t lived = pp_now_ns() - s->shepherd_started_ns;
-  if (s->ctl_open) {
-    s->ctl_open = 0;
-    s->ctl_closing = 1;
-    uv_read_stop((uv_stream_t *)&s->ctl);
-    uv_close((uv_handle_t *)&s->ctl, on_ctl_closed);
+  int64_t lived = pp_now_ns() - s->workers.shepherd_started_ns;
+  if (s->workers.ctl_open) {
+    s->workers.ctl_open = 0;
+    s->workers.ctl_closing = 1;
+    uv_read_stop((uv_stream_t *)&s->workers.ctl);
+    uv_close((uv_handle_t *)&s->workers.ctl, on_ctl_closed);
   }
-  s->spawns_pending = 0; /* a dead shepherd forks nothing more */
+  s->workers.spawns_pending = 0; /* a dead shepherd forks nothing more */
   if (!s->draining && pp_phased_swap_planned(s)) {
     /* A phased restart killed it: its successor loads the new code, now. */
     LOG_ERR(s, "phased restart: the old shepherd (pid %u) is gone; starting one with the new code",
-            s->shepherd_pid);
-    s->shepherd_planned_restart = 1;
-    uv_timer_start(&s->shepherd_timer, on_shepherd_timer, 0, 0);
+            s->workers.shepherd_pid);
+    s->workers.shepherd_planned_restart = 1;
+    uv_timer_start(&s->workers.shepherd_timer, on_shepherd_timer, 0, 0);
     return;
   }
   if (s->draining) {
@@ -468,40 +477,43 @@ static void shepherd_lost(server *s, int64_t status, int sig) {
     return;
   }
   if (lived < SHEPHERD_YOUNG_NS)
-    s->shepherd_restart_delay_ms =
-        s->shepherd_restart_delay_ms ? s->shepherd_restart_delay_ms * 2 : SHEPHERD_RESTART_MIN_MS;
+    s->workers.shepherd_restart_delay_ms = s->workers.shepherd_restart_delay_ms
+                                               ? s->workers.shepherd_restart_delay_ms * 2
+                                               : SHEPHERD_RESTART_MIN_MS;
   else
-    s->shepherd_restart_delay_ms = SHEPHERD_RESTART_MIN_MS;
-  if (s->shepherd_restart_delay_ms > SHEPHERD_RESTART_MAX_MS)
-    s->shepherd_restart_delay_ms = SHEPHERD_RESTART_MAX_MS;
-  uint32_t live = pp_registry_count(&s->reg, PP_WORKER_READY) +
-                  pp_registry_count(&s->reg, PP_WORKER_BOOTING) +
-                  pp_registry_count(&s->reg, PP_WORKER_RETIRING);
+    s->workers.shepherd_restart_delay_ms = SHEPHERD_RESTART_MIN_MS;
+  if (s->workers.shepherd_restart_delay_ms > SHEPHERD_RESTART_MAX_MS)
+    s->workers.shepherd_restart_delay_ms = SHEPHERD_RESTART_MAX_MS;
+  uint32_t live = pp_registry_count(&s->workers.reg, PP_WORKER_READY) +
+                  pp_registry_count(&s->workers.reg, PP_WORKER_BOOTING) +
+                  pp_registry_count(&s->workers.reg, PP_WORKER_RETIRING);
   LOG_ERR(s,
           "shepherd (pid %u) exited unexpectedly (status %lld, signal %d) after %.1f s; %u "
           "worker(s) keep serving; starting a new shepherd in %u ms",
-          s->shepherd_pid, (long long)status, sig, (double)lived / 1e9, live,
-          s->shepherd_restart_delay_ms);
-  uv_timer_start(&s->shepherd_timer, on_shepherd_timer, s->shepherd_restart_delay_ms, 0);
+          s->workers.shepherd_pid, (long long)status, sig, (double)lived / 1e9, live,
+          s->workers.shepherd_restart_delay_ms);
+  uv_timer_start(&s->workers.shepherd_timer, on_shepherd_timer,
+                 s->workers.shepherd_restart_delay_ms, 0);
 }
 
 static void shepherd_restart(server *s) {
-  pp_wire_decoder_init(&s->ctl_dec);
-  s->ctl_rbuf.len = 0;
-  int planned = s->shepherd_planned_restart;
-  s->shepherd_planned_restart = 0;
-  if (!planned) s->stats.shepherd_restarts++;
+  pp_wire_decoder_init(&s->workers.ctl_dec);
+  s->workers.ctl_rbuf.len = 0;
+  int planned = s->workers.shepherd_planned_restart;
+  s->workers.shepherd_planned_restart = 0;
+  if (!planned) s->core.stats.shepherd_restarts++;
   if (shepherd_launch(s, 0) < 0) {
-    s->shepherd_restart_delay_ms = SHEPHERD_RESTART_MAX_MS;
+    s->workers.shepherd_restart_delay_ms = SHEPHERD_RESTART_MAX_MS;
     LOG_ERR(s, "starting a new shepherd failed; trying again in %u ms",
-            s->shepherd_restart_delay_ms);
-    uv_timer_start(&s->shepherd_timer, on_shepherd_timer, s->shepherd_restart_delay_ms, 0);
+            s->workers.shepherd_restart_delay_ms);
+    uv_timer_start(&s->workers.shepherd_timer, on_shepherd_timer,
+                   s->workers.shepherd_restart_delay_ms, 0);
     return;
   }
   /* Before it forks anything: the workers it inherits (by index), then what is missing. */
   uint32_t adopted = 0;
-  for (uint32_t i = 0; i < s->reg.high; i++) {
-    pp_worker *w = &s->reg.workers[i];
+  for (uint32_t i = 0; i < s->workers.reg.high; i++) {
+    pp_worker *w = &s->workers.reg.workers[i];
     if (w->state == PP_WORKER_FREE || w->killed) continue;
     pp_wire_frame f;
     memset(&f, 0, sizeof f);
@@ -516,13 +528,13 @@ static void shepherd_restart(server *s) {
       pp_shepherd_retire_if_drained(s, w);
     }
   }
-  s->stats.workers_adopted += adopted;
+  s->core.stats.workers_adopted += adopted;
   if (planned)
-    LOG_ERR(s, "phased restart: new shepherd (pid %u) adopts %u live worker(s)", s->shepherd_pid,
-            adopted);
+    LOG_ERR(s, "phased restart: new shepherd (pid %u) adopts %u live worker(s)",
+            s->workers.shepherd_pid, adopted);
   else
-    LOG_ERR(s, "new shepherd (pid %u, restart %llu) adopts %u live worker(s)", s->shepherd_pid,
-            (unsigned long long)s->stats.shepherd_restarts, adopted);
+    LOG_ERR(s, "new shepherd (pid %u, restart %llu) adopts %u live worker(s)",
+            s->workers.shepherd_pid, (unsigned long long)s->core.stats.shepherd_restarts, adopted);
   respawn_missing(s);
 }
 
@@ -541,19 +553,19 @@ void pp_shepherd_reap_orphans(server *s) {
     memset(&info, 0, sizeof info);
     /* Peek first (WNOWAIT): the shepherd's own exit belongs to libuv's uv_process_t. */
     if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0 || info.si_pid == 0) return;
-    if (s->shepherd_alive && (uint32_t)info.si_pid == s->shepherd_pid) return;
+    if (s->workers.shepherd_alive && (uint32_t)info.si_pid == s->workers.shepherd_pid) return;
     if (pp_phased_owns_pid(s, (uint32_t)info.si_pid)) return; /* libuv's too */
     int status = 0;
     pid_t pid = waitpid(info.si_pid, &status, WNOHANG);
     if (pid <= 0) return;
     int32_t code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-    s->stats.orphans_reaped++;
-    pp_worker *w = pp_registry_find(&s->reg, (uint32_t)pid);
+    s->core.stats.orphans_reaped++;
+    pp_worker *w = pp_registry_find(&s->workers.reg, (uint32_t)pid);
     if (!w) {
       LOG(s, "reaped pid %d (not a worker; reparented to the server)", (int)pid);
       continue;
     }
-    if (s->ctl_open) {
+    if (s->workers.ctl_open) {
       pp_wire_frame f;
       memset(&f, 0, sizeof f);
       f.type = PP_WIRE_ADOPTED_EXITED;
@@ -575,10 +587,10 @@ void pp_shepherd_supervise_init(server *s) {
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
     LOG_ERR(s, "prctl(PR_SET_CHILD_SUBREAPER): %s: a dead shepherd's workers cannot be adopted",
             strerror(errno));
-  uv_timer_init(s->loop, &s->shepherd_timer);
-  s->shepherd_timer.data = s;
-  uv_signal_init(s->loop, &s->sig_chld);
-  s->sig_chld.data = s;
-  uv_signal_start(&s->sig_chld, on_sigchld, SIGCHLD);
-  uv_unref((uv_handle_t *)&s->sig_chld);
+  uv_timer_init(s->loop, &s->workers.shepherd_timer);
+  s->workers.shepherd_timer.data = s;
+  uv_signal_init(s->loop, &s->workers.sig_chld);
+  s->workers.sig_chld.data = s;
+  uv_signal_start(&s->workers.sig_chld, on_sigchld, SIGCHLD);
+  uv_unref((uv_handle_t *)&s->workers.sig_chld);
 }

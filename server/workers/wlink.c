@@ -15,6 +15,9 @@
 #include "server/process/server_int.h"
 
 static void on_worker_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+static void slots_reconcile(server *s, uint32_t pid);
+static void slot_close_now(wconn *w);
+static void slots_shape_to_new_worker(server *s, pp_worker *wk, wconn *m);
 
 static void on_worker_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   wconn *w = h->data;
@@ -45,24 +48,25 @@ void pp_wlink_close(wconn *w, const char *reason) {
   if (r) {
     r->w = NULL;
     if (r->owner && !r->cancelled) {
-      s->stats.errors_502++;
+      s->core.stats.errors_502++;
       r->ops->fail(r, 502, "502 Bad Gateway: the worker running this request died\n");
     } else {
       r->owner = NULL;
-      pp_exchange_release(s, r);
+      pp_exchange_release(&s->xpool, r);
     }
   }
-  if (w->hello && !w->monitor) pp_registry_detach(&s->reg, &w->slot);
+  if (w->hello && !w->monitor) pp_registry_detach(&s->workers.reg, &w->slot);
+  if (w->slot_closed) slots_reconcile(s, w->pid);
   w->timed_out_id = 0;
-  pp_queue_remove(&s->wconns, &w->link);
+  pp_queue_remove(&s->workers.wconns, &w->link);
   uv_read_stop((uv_stream_t *)&w->pipe);
   uv_close((uv_handle_t *)&w->pipe, on_wconn_closed);
   if (s->draining && s->hooks.drain_progress) s->hooks.drain_progress(s);
 }
 
 void pp_wlink_close_pid(server *s, uint32_t pid) {
-  pp_qnode *n = s->wconns.head.next;
-  while (n != &s->wconns.head) {
+  pp_qnode *n = s->workers.wconns.head.next;
+  while (n != &s->workers.wconns.head) {
     wconn *wc = PP_CONTAINER_OF(n, wconn, link);
     n = n->next;
     if (wc->hello && wc->pid == pid) pp_wlink_close(wc, "its worker exited");
@@ -182,15 +186,24 @@ static int on_hello(wconn *w, const pp_wire_frame *f) {
   w->hello = 1;
   w->pid = f->pid;
   w->slot.data = w;
-  pp_worker *wk = pp_registry_find(&s->reg, f->pid);
+  pp_worker *wk = pp_registry_find(&s->workers.reg, f->pid);
   int was_ready = wk && wk->state == PP_WORKER_READY;
-  wk = pp_registry_attach(&s->reg, &w->slot, f->pid, f->worker_index, f->thread_index, pp_now_ns());
+  wk = pp_registry_attach(&s->workers.reg, &w->slot, f->pid, f->worker_index, f->thread_index,
+                          pp_now_ns());
   if (!wk) {
     pp_wlink_close(w, "worker registry full");
     return -1;
   }
-  if (!was_ready && wk->state == PP_WORKER_READY)
+  if (!was_ready && wk->state == PP_WORKER_READY) {
     LOG(s, "worker %u (pid %u) ready", f->worker_index, f->pid);
+    /* the first CPU reading now, so the controller's next tick already has a delta */
+    if (!wk->cpu_sampled_ns) pp_worker_sample_cpu(wk, pp_now_ns());
+  }
+  /* A slot dialled for a target since lowered (SLOTS and SLOT_CLOSE crossed): end it now. */
+  if (wk->slots_target && wk->slots > wk->slots_target && wk->state == PP_WORKER_READY) {
+    slot_close_now(w);
+    return 0;
+  }
   s->hooks.slot_free(s);
   return 0;
 }
@@ -201,19 +214,21 @@ static void on_response_end(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
   uint64_t service = 0;
   if (f->t5_ns > f->t4_ns) service = f->t5_ns - f->t4_ns;
   service = service > f->body_read_ns ? service - f->body_read_ns : 0;
-  pp_hist_window_record(&s->stats.service, service);
-  if (f->body_read_ns) pp_hist_window_record(&s->stats.body_wait, f->body_read_ns);
-  if (f->gvl_wait_ns >= 0) s->stats.gvl_sum_ns += f->gvl_wait_ns, s->stats.gvl_count++;
-  if (f->cpu_ns >= 0) s->stats.cpu_sum_ns += f->cpu_ns, s->stats.cpu_count++;
-  s->stats.completions++;
-  s->stats.completions_window++;
-  pp_admit_complete(&s->admit, &s->ctl_state.policy, pp_now_ns());
+  pp_hist_window_record(&s->core.stats.service, service);
+  if (f->body_read_ns) pp_hist_window_record(&s->core.stats.body_wait, f->body_read_ns);
+  if (f->gvl_wait_ns >= 0) s->core.stats.gvl_sum_ns += f->gvl_wait_ns, s->core.stats.gvl_count++;
+  if (f->cpu_ns >= 0) s->core.stats.cpu_sum_ns += f->cpu_ns, s->core.stats.cpu_count++;
+  s->core.stats.completions++;
+  s->core.stats.completions_window++;
+  pp_admit_complete(&s->core.admit, &s->ops.ctl.policy, pp_now_ns());
   w->req = NULL;
   r->w = NULL;
   /* Backpressure was against this response's client; the next request may go elsewhere. */
   pp_wlink_resume(w);
-  pp_registry_release(&s->reg, &w->slot);
-  pp_shepherd_retire_if_drained(s, w->slot.worker);
+  pp_worker *wk = w->slot.worker;
+  pp_registry_release(&s->workers.reg, &w->slot);
+  if (w->slot_closing) slot_close_now(w); /* the target was lowered while it ran */
+  pp_shepherd_retire_if_drained(s, wk);
   /* The freed slot gets its next request before this response goes to its client: the
    * worker thread starts on it one client write sooner. */
   s->hooks.slot_free(s);
@@ -221,7 +236,7 @@ static void on_response_end(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
     r->ops->end(r);
   } else {
     r->owner = NULL;
-    pp_exchange_release(s, r);
+    pp_exchange_release(&s->xpool, r);
   }
   s->hooks.slot_free(s);
 }
@@ -234,7 +249,8 @@ static int wconn_frame(wconn *w, const pp_wire_frame *f) {
   if (w->monitor) return monitor_frame(w, f);
   if (!w->req && w->timed_out_id && f->request_id == w->timed_out_id &&
       (f->type == PP_WIRE_RESPONSE_HEAD || f->type == PP_WIRE_RESPONSE_BODY ||
-       f->type == PP_WIRE_RESPONSE_END || f->type == PP_WIRE_HIJACK))
+       f->type == PP_WIRE_RESPONSE_END || f->type == PP_WIRE_HIJACK ||
+       f->type == PP_WIRE_EARLY_HINTS))
     return timed_out_frame(w, f);
   pp_exchange *r = w->req;
   switch (f->type) {
@@ -242,6 +258,7 @@ static int wconn_frame(wconn *w, const pp_wire_frame *f) {
   case PP_WIRE_RESPONSE_BODY:
   case PP_WIRE_RESPONSE_END:
   case PP_WIRE_HIJACK:
+  case PP_WIRE_EARLY_HINTS:
     if (!r || r->id != f->request_id) {
       pp_wlink_close(w, "response for a request that is not running on this connection");
       return -1;
@@ -256,6 +273,15 @@ static int wconn_frame(wconn *w, const pp_wire_frame *f) {
   }
   if (f->type == PP_WIRE_HIJACK) return on_hijack(w, r);
   int live = r->owner && !r->cancelled;
+  if (f->type == PP_WIRE_EARLY_HINTS) {
+    if (r->head_sent) {
+      pp_wlink_close(w, "EARLY_HINTS after RESPONSE_HEAD");
+      return -1;
+    }
+    /* not offered (no REQUEST flag) or nobody to tell: dropped */
+    if (live && r->early_hints && r->ops->early_hints) r->ops->early_hints(r, f);
+    return 0;
+  }
   if (f->type == PP_WIRE_RESPONSE_HEAD) {
     if (r->head_sent) {
       pp_wlink_close(w, "second RESPONSE_HEAD");
@@ -324,7 +350,7 @@ static void on_worker_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
     if (n < 0) {
       char why[128];
       snprintf(why, sizeof why, "protocol error: %s", pp_wire_strerror((int)n));
-      w->srv->stats.worker_protocol_errors++;
+      w->srv->core.stats.worker_protocol_errors++;
       pp_wlink_close(w, why);
       return;
     }
@@ -376,17 +402,151 @@ static void on_worker_connection(uv_stream_t *ls, int status) {
     uv_close((uv_handle_t *)&w->pipe, on_wconn_closed);
     return;
   }
-  pp_queue_push(&s->wconns, &w->link);
+  pp_queue_push(&s->workers.wconns, &w->link);
   uv_read_start((uv_stream_t *)&w->pipe, on_worker_alloc, on_worker_read);
 }
 
 int pp_wlink_listen(server *s, const char *path) {
   unlink(path);
-  uv_pipe_init(s->loop, &s->worker_listener, 0);
-  s->worker_listener.data = s;
-  int rc = uv_pipe_bind(&s->worker_listener, path);
-  if (rc == 0) rc = uv_listen((uv_stream_t *)&s->worker_listener, 1024, on_worker_connection);
+  uv_pipe_init(s->loop, &s->workers.worker_listener, 0);
+  s->workers.worker_listener.data = s;
+  int rc = uv_pipe_bind(&s->workers.worker_listener, path);
+  if (rc == 0)
+    rc = uv_listen((uv_stream_t *)&s->workers.worker_listener, 1024, on_worker_connection);
   return rc;
+}
+
+/* ---------------------------------------------------------------- run-time slots
+ *
+ * docs/PROTOCOL.md "SLOTS, SLOT_CLOSE". The server owns the choice of which slots end: only
+ * it knows which are idle, so a REQUEST never crosses a closing slot. */
+
+static wconn *monitor_of(server *s, uint32_t pid);
+static void send_small(wconn *w, const pp_wire_frame *f);
+
+uint32_t pp_wlink_slots_target(const server *s, const pp_worker *wk) {
+  return wk->slots_target ? wk->slots_target : pp_config_slots_initial(s->cfg);
+}
+
+/* SLOT_CLOSE on idle slot connection w: no longer capacity; the worker's EOF follows. */
+static void slot_close_now(wconn *w) {
+  server *s = w->srv;
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_SLOT_CLOSE;
+  f.thread_index = w->slot.thread_index;
+  w->slot_closing = 0;
+  w->slot_closed = 1;
+  pp_registry_detach(&s->workers.reg, &w->slot);
+  send_small(w, &f);
+  s->core.stats.slots_closed++;
+}
+
+static uint32_t slots_clamp(const pp_config *c, uint32_t count) {
+  if (count < c->min_threads) count = c->min_threads;
+  if (count > c->max_slots) count = c->max_slots;
+  return count;
+}
+
+static void send_slots(wconn *m, uint32_t count) {
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_SLOTS;
+  f.count = count;
+  send_small(m, &f);
+}
+
+/* A closed slot's EOF: if the worker now has fewer slots than its target (a SLOTS that raised
+ * it was read before the SLOT_CLOSEs that lowered it), tell it the target again. */
+static void slots_reconcile(server *s, uint32_t pid) {
+  pp_worker *wk = pp_registry_find(&s->workers.reg, pid);
+  if (!wk || !wk->slots_target || wk->state != PP_WORKER_READY || s->draining || s->stopping)
+    return;
+  /* Slots dialled but not yet said HELLO are not counted here; SLOTS is idempotent (the worker
+   * dials target - live), so asking again is harmless. */
+  if (wk->slots >= wk->slots_target) return;
+  wconn *m = monitor_of(s, pid);
+  if (m) send_slots(m, wk->slots_target);
+}
+
+int pp_wlink_set_slots(server *s, pp_worker *wk, uint32_t count, const char **why) {
+  const pp_config *c = s->cfg;
+  if (s->draining || s->stopping) {
+    *why = "the server is draining";
+    return -1;
+  }
+  if (!wk || wk->state != PP_WORKER_READY) {
+    *why = "the worker is not serving";
+    return -1;
+  }
+  wconn *m = monitor_of(s, wk->pid);
+  if (!m) {
+    *why = "the worker has no monitor connection";
+    return -1;
+  }
+  count = slots_clamp(c, count);
+  uint32_t before = pp_wlink_slots_target(s, wk);
+  wk->slots_target = count;
+  /* The slots that stay: connected, not closed and not about to be. A slot marked to close
+   * after its request is kept instead when the target went up again. */
+  uint32_t keep = 0;
+  for (pp_qnode *n = s->workers.wconns.head.next; n != &s->workers.wconns.head; n = n->next) {
+    wconn *w = PP_CONTAINER_OF(n, wconn, link);
+    if (w->closing || w->monitor || !w->hello || w->slot_closed || w->pid != wk->pid) continue;
+    if (w->slot_closing && keep < count) w->slot_closing = 0;
+    if (!w->slot_closing) keep++;
+  }
+  send_slots(m, count);
+  if (keep > count) {
+    uint32_t excess = keep - count;
+    /* Idle slots first (they end now), then busy ones after their request. */
+    for (int pass = 0; pass < 2 && excess; pass++) {
+      pp_qnode *n = s->workers.wconns.head.next;
+      while (n != &s->workers.wconns.head && excess) {
+        wconn *w = PP_CONTAINER_OF(n, wconn, link);
+        n = n->next;
+        if (w->closing || w->monitor || !w->hello || w->slot_closed || w->slot_closing ||
+            w->pid != wk->pid)
+          continue;
+        if (pass == 0 && !w->slot.busy) {
+          slot_close_now(w);
+          excess--;
+        } else if (pass == 1) {
+          w->slot_closing = 1;
+          excess--;
+        }
+      }
+    }
+  }
+  if (count != before)
+    LOG(s, "worker %u (pid %u): slots %u -> %u (%u connected)", wk->index, wk->pid, before, count,
+        wk->slots);
+  s->hooks.slot_free(s);
+  return (int)count;
+}
+
+uint32_t pp_wlink_set_slots_all(server *s, uint32_t count) {
+  count = slots_clamp(s->cfg, count);
+  s->workers.slots_shape = count;
+  for (uint32_t i = 0; i < s->workers.reg.high; i++) {
+    pp_worker *wk = &s->workers.reg.workers[i];
+    const char *why;
+    if (wk->state == PP_WORKER_READY) pp_wlink_set_slots(s, wk, count, &why);
+  }
+  return count;
+}
+
+/* A worker's monitor connection said HEARTBEAT: if a shape was set for all workers, this one
+ * (forked or activated after it) is told too. */
+static void slots_shape_to_new_worker(server *s, pp_worker *wk, wconn *m) {
+  if (!s->workers.slots_shape || wk->slots_target == s->workers.slots_shape) return;
+  const char *why;
+  if (wk->state == PP_WORKER_READY) {
+    pp_wlink_set_slots(s, wk, s->workers.slots_shape, &why);
+  } else { /* no slot connected yet: those above the target are closed as they say HELLO */
+    wk->slots_target = s->workers.slots_shape;
+    send_slots(m, s->workers.slots_shape);
+  }
 }
 
 /* ---------------------------------------------------------------- liveness and timeouts
@@ -400,7 +560,7 @@ int pp_wlink_listen(server *s, const char *path) {
  * cheaper than a timer per request and costs nothing on the request path. */
 
 static wconn *monitor_of(server *s, uint32_t pid) {
-  for (pp_qnode *n = s->wconns.head.next; n != &s->wconns.head; n = n->next) {
+  for (pp_qnode *n = s->workers.wconns.head.next; n != &s->workers.wconns.head; n = n->next) {
     wconn *wc = PP_CONTAINER_OF(n, wconn, link);
     if (wc->monitor && !wc->closing && wc->pid == pid) return wc;
   }
@@ -429,7 +589,7 @@ static int on_monitor_hello(wconn *w, const pp_wire_frame *f) {
   w->hello = 1;
   w->monitor = 1;
   w->pid = f->pid;
-  pp_worker *wk = pp_registry_add(&s->reg, f->pid, f->worker_index, pp_now_ns());
+  pp_worker *wk = pp_registry_add(&s->workers.reg, f->pid, f->worker_index, pp_now_ns());
   if (!wk) {
     pp_wlink_close(w, "worker registry full");
     return -1;
@@ -442,6 +602,7 @@ static int on_monitor_hello(wconn *w, const pp_wire_frame *f) {
   out.interval_ms = heartbeat_interval_ms(s);
   out.monitor_flags = s->cfg->request_timeout_ns ? PP_WIRE_MONITOR_REQUEST_TIMEOUTS : 0;
   send_small(w, &out);
+  slots_shape_to_new_worker(s, wk, w);
   return 0;
 }
 
@@ -454,7 +615,7 @@ static int monitor_frame(wconn *w, const pp_wire_frame *f) {
     pp_wlink_close(w, why);
     return -1;
   }
-  pp_worker *wk = pp_registry_find(&s->reg, w->pid);
+  pp_worker *wk = pp_registry_find(&s->workers.reg, w->pid);
   if (wk) wk->heartbeat_ns = pp_now_ns(), wk->heap_live_slots = f->heap_live_slots;
   return 0;
 }
@@ -476,9 +637,11 @@ static int timed_out_frame(wconn *w, const pp_wire_frame *f) {
   LOG(s, "worker %u (pid %u): the thread of timed-out request %" PRIu64 " is free again",
       w->slot.worker ? w->slot.worker->index : 0, w->pid, w->timed_out_id);
   w->timed_out_id = 0;
-  pp_admit_complete(&s->admit, &s->ctl_state.policy, pp_now_ns());
-  pp_registry_release(&s->reg, &w->slot);
-  pp_shepherd_retire_if_drained(s, w->slot.worker);
+  pp_admit_complete(&s->core.admit, &s->ops.ctl.policy, pp_now_ns());
+  pp_worker *wk = w->slot.worker;
+  pp_registry_release(&s->workers.reg, &w->slot);
+  if (w->slot_closing) slot_close_now(w);
+  pp_shepherd_retire_if_drained(s, wk);
   s->hooks.slot_free(s);
   return 0;
 }
@@ -489,7 +652,7 @@ static int timed_out_frame(wconn *w, const pp_wire_frame *f) {
 static void request_timed_out(wconn *w, int64_t now) {
   server *s = w->srv;
   pp_exchange *r = w->req;
-  s->stats.request_timeouts++;
+  s->core.stats.request_timeouts++;
   LOG_ERR(s,
           "request %" PRIu64 " ran past -request-timeout (%.0f ms on worker pid %u thread %u): "
           "%s, interrupting it",
@@ -513,7 +676,7 @@ static void request_timed_out(wconn *w, int64_t now) {
     r->ops->fail(r, 504, "504 Gateway Timeout: the app ran past the request timeout\n");
   } else {
     r->owner = NULL;
-    pp_exchange_release(s, r);
+    pp_exchange_release(&s->xpool, r);
   }
 }
 
@@ -525,8 +688,8 @@ void pp_wlink_kill_worker(server *s, pp_worker *wk, const char *why) {
   int gone = kill((pid_t)pid, SIGKILL) < 0 && errno == ESRCH;
   /* Its requests are lost now, not when the kernel has closed its sockets: answer them 502
    * and stop dispatching to it. The exit report (EXITED, or the reaper) respawns. */
-  pp_qnode *n = s->wconns.head.next;
-  while (n != &s->wconns.head) {
+  pp_qnode *n = s->workers.wconns.head.next;
+  while (n != &s->workers.wconns.head) {
     wconn *wc = PP_CONTAINER_OF(n, wconn, link);
     n = n->next;
     if (wc->hello && wc->pid == pid) pp_wlink_close(wc, "its worker is being killed");
@@ -542,8 +705,8 @@ void pp_wlink_kill_worker(server *s, pp_worker *wk, const char *why) {
 void pp_wlink_watch(server *s, int64_t now) {
   if (s->stopping) return;
   uint64_t rt = s->cfg->request_timeout_ns;
-  pp_qnode *n = s->wconns.head.next;
-  while (n != &s->wconns.head) {
+  pp_qnode *n = s->workers.wconns.head.next;
+  while (n != &s->workers.wconns.head) {
     wconn *w = PP_CONTAINER_OF(n, wconn, link);
     n = n->next;
     if (w->closing || w->monitor) continue;
@@ -553,22 +716,22 @@ void pp_wlink_watch(server *s, int64_t now) {
     int handed_over = r && r->hijack_seen && !r->owner && !r->cancelled;
     if (rt && r && r->t3 && !handed_over && now - r->t3 >= (int64_t)rt) request_timed_out(w, now);
     if (!w->req && w->timed_out_id && now >= w->timed_out_deadline_ns) {
-      pp_worker *wk = w->slot.worker ? w->slot.worker : pp_registry_find(&s->reg, w->pid);
+      pp_worker *wk = w->slot.worker ? w->slot.worker : pp_registry_find(&s->workers.reg, w->pid);
       if (wk && !wk->killed) {
         char why[160];
         snprintf(why, sizeof why,
                  "timed-out request %" PRIu64 " still holds thread %u after -worker-kill-grace",
                  w->timed_out_id, w->slot.thread_index);
-        s->stats.workers_killed_timeout++;
+        s->core.stats.workers_killed_timeout++;
         pp_wlink_kill_worker(s, wk, why);
-        n = s->wconns.head.next; /* the kill closed connections: walk again */
+        n = s->workers.wconns.head.next; /* the kill closed connections: walk again */
       }
     }
   }
   /* -worker-boot-timeout: a forked worker none of whose threads said HELLO in time. */
   uint64_t bt = s->cfg->worker_boot_timeout_ns;
-  for (uint32_t i = 0; bt && i < s->reg.high; i++) {
-    pp_worker *wk = &s->reg.workers[i];
+  for (uint32_t i = 0; bt && i < s->workers.reg.high; i++) {
+    pp_worker *wk = &s->workers.reg.workers[i];
     if (wk->state != PP_WORKER_BOOTING || wk->killed || !wk->forked_ns) continue;
     if (now - wk->forked_ns <= (int64_t)bt) continue;
     char why[128];
@@ -578,14 +741,14 @@ void pp_wlink_watch(server *s, int64_t now) {
   }
   uint64_t wt = s->cfg->worker_timeout_ns;
   if (!wt) return;
-  for (uint32_t i = 0; i < s->reg.high; i++) {
-    pp_worker *wk = &s->reg.workers[i];
+  for (uint32_t i = 0; i < s->workers.reg.high; i++) {
+    pp_worker *wk = &s->workers.reg.workers[i];
     if (wk->state == PP_WORKER_FREE || wk->killed || !wk->heartbeat_ns) continue;
     if (now - wk->heartbeat_ns <= (int64_t)wt) continue;
     char why[128];
     snprintf(why, sizeof why, "no heartbeat for %.1f s (-worker-timeout %.1f s)",
              (double)(now - wk->heartbeat_ns) / 1e9, (double)wt / 1e9);
-    s->stats.workers_killed_heartbeat++;
+    s->core.stats.workers_killed_heartbeat++;
     pp_wlink_kill_worker(s, wk, why);
   }
 }
@@ -604,7 +767,7 @@ void pp_wlink_watch_start(server *s) {
     shortest = s->cfg->worker_kill_grace_ns;
   if (shortest && shortest / 20000000 < period_ms) period_ms = shortest / 20000000;
   if (period_ms < 5) period_ms = 5;
-  uv_timer_init(s->loop, &s->watch_timer);
-  s->watch_timer.data = s;
-  uv_timer_start(&s->watch_timer, on_watch_timer, period_ms, period_ms);
+  uv_timer_init(s->loop, &s->workers.watch_timer);
+  s->workers.watch_timer.data = s;
+  uv_timer_start(&s->workers.watch_timer, on_watch_timer, period_ms, period_ms);
 }

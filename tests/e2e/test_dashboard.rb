@@ -29,6 +29,10 @@ class TestDashboard < Minitest::Test
   TOKEN = "dash-7f3a"
 
   POLICY = <<~YAML
+    # slots per worker stay fixed: this I/O-bound load would rightly grow slots (rule 4b,
+    # e2e_autoscale_slots) where this test exercises the process actuator
+    slots:
+      enabled: false
     tick: 500ms
     min_workers: 1
     max_workers: 2

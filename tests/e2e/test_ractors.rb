@@ -37,6 +37,42 @@ class TestRactors < Minitest::Test
     srv&.stop
   end
 
+  def control_post(srv, path)
+    Timeout.timeout(10) do
+      s = TCPSocket.new("127.0.0.1", srv.control_port)
+      s.write("POST #{path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+      head, body = s.read.split("\r\n\r\n", 2)
+      s.close
+      [head[%r{\AHTTP/1\.1 (\d+)}, 1].to_i, body]
+    end
+  end
+
+  # The run-time actuator: POST /slots (what the controller's set_slots uses) under load sends
+  # SLOTS to the worker, which starts Ractors; they dial in and serve.
+  def test_ractors_added_at_run_time_under_load
+    srv = E2E::Server.new(app: APP, workers: 1, threads: 2, extra: ["-max-slots", "8"],
+                          env: { "PUMA_PLUS_RACTORS" => "2" })
+    load = Array.new(8) { Thread.new { get(srv.port, "/mix/0/400") } }
+    sleep 0.2
+    t0 = srv.now
+    status, body = control_post(srv, "/slots?worker=0&count=6")
+    assert_equal 200, status, body
+    until srv.stats["worker_status"].first["slots"] == 6
+      flunk("slots stayed at #{srv.stats['worker_status'].first['slots']}\n#{srv.log}") if srv.now - t0 > 10
+      sleep 0.005
+    end
+    took_ms = (srv.now - t0) * 1000
+    warn format("POST /slots 2 -> 6 Ractors, until 6 connected: %.1f ms", took_ms)
+    assert_equal [200] * 8, load.map { |t| t.value.dig(0, 0) }, srv.log
+    rs = Array.new(6) { Thread.new { get(srv.port, "/mix/0/300") } }.map(&:value)
+    assert_equal [200] * 6, rs.map { |r| r.dig(0, 0) }
+    names = rs.map { |r| r.dig(0, 2)[/ractor=(\S+)/, 1] }.uniq.sort
+    assert_equal (0..5).map { |i| "slot-#{i}" }, names, "the 4 new Ractors serve too"
+    assert_equal 6, srv.stats["queue"]["slots_ready"]
+  ensure
+    srv&.stop
+  end
+
   def test_not_shareable_app_refused_at_boot
     refused(BAD, %r{app \(CountingMiddleware\) → @lock \(Thread::Mutex\) is a Thread::Mutex: Ractor.make_shareable cannot share})
   end

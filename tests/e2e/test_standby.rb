@@ -11,6 +11,10 @@ require_relative "helper"
 
 class TestStandby < Minitest::Test
   POLICY = <<~YAML
+    # slots per worker stay fixed: this I/O-bound load would rightly grow slots (rule 4b,
+    # e2e_autoscale_slots) where this test exercises the process actuator
+    slots:
+      enabled: false
     tick: 250ms
     min_workers: 1
     max_workers: 6
@@ -155,7 +159,9 @@ class TestStandby < Minitest::Test
       assert_operator r.dig("obs", "workers_standby"), :>=, r.dig("decision", "activate")
     end
     assert(recs.any? { |r| r.dig("decision", "standby_spawn").to_i.positive? }, "no replacement in the log")
-    assert_equal [2], recs.map { |r| r["v"] }.uniq, "every tick of a standby policy is a version 2 line"
+    # version 3 since the server measures each worker's CPU (the v3 fields; v3 keeps v2's)
+    assert_equal [3], recs.map { |r| r["v"] }.uniq, "every tick of a standby policy is a version 3 line"
+    assert(recs.all? { |r| r["obs"].key?("cpu_share_max") }, "every tick carries the workers' CPU share")
     assert_operator recs.first.dig("obs", "workers_standby").to_i + recs.first.dig("obs", "workers_standby_booting").to_i,
                     :>=, 1, "the first tick already sees the pool (parked or booting)"
     assert(recs.any? { |r| r.dig("obs", "mem_per_worker_bytes").to_i.positive? }, "mem_per_worker_bytes measured")

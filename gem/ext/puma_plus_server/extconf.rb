@@ -33,7 +33,8 @@ need_tool("pkg-config", "pkg-config")
 LIBRARIES = { "libuv" => "libuv1-dev", "jansson" => "libjansson-dev", "yaml-0.1" => "libyaml-dev",
               "libnghttp2" => "libnghttp2-dev", "openssl" => "libssl-dev",
               "libngtcp2" => "libngtcp2-dev", "libngtcp2_crypto_gnutls" => "libngtcp2-crypto-gnutls-dev",
-              "libnghttp3" => "libnghttp3-dev", "gnutls" => "libgnutls28-dev" }.freeze
+              "libnghttp3" => "libnghttp3-dev", "gnutls" => "libgnutls28-dev",
+              "zlib" => "zlib1g-dev" }.freeze
 missing = LIBRARIES.reject { |pc, _| system("pkg-config", "--exists", pc) }
 unless missing.empty?
   abort "puma-plus: missing C libraries: " +

@@ -2,6 +2,7 @@
 
 require "uri"
 
+require "open3"
 require "optparse"
 require "shellwords"
 require "socket"
@@ -59,14 +60,16 @@ module PumaPlus
     def parse_flags
       parser = OptionParser.new do |o|
         o.banner = "usage: puma-plus [options] [rackup file] [-- puma-plus-server flags]\n" \
-                   "       puma-plus ctl [-C FILE | -S STATE | --control-url URL -T TOKEN] stats|status|restart|stop|phased-restart"
+                   "       puma-plus ctl [-C FILE | -S STATE | --control-url URL -T TOKEN] stats|status|restart|stop|phased-restart|slots W N"
         o.on("-C", "--config PATH", "config file (default #{DEFAULT_CONFIG} if it exists)") { |v| @flags[:config] = v }
         o.on("-b", "--bind URL", "tcp://HOST:PORT, unix://PATH or ssl://HOST:PORT?cert=F&key=F (repeatable)") { |v| (@flags[:binds] ||= []) << v }
         o.on("-p", "--port PORT", Integer, "same as --bind tcp://0.0.0.0:PORT") { |v| (@flags[:binds] ||= []) << "tcp://0.0.0.0:#{v}" }
         o.on("--default-bind URL", "bind there only when neither the file nor --bind gives one (the Rack handler's default)") do |v|
           (@flags[:default_binds] ||= []) << v
         end
-        o.on("-t", "--threads INT", "MIN:MAX threads per worker (puma-plus runs MAX)") { |v| @flags[:threads] = v }
+        o.on("-t", "--threads INT", "MIN:MAX threads per worker (starts with MAX; MIN is the run-time floor)") { |v| @flags[:threads] = v }
+        o.on("--max-slots N", Integer, "most slots per worker at run time (-max-slots)") { |v| @flags[:max_slots] = v }
+        o.on("--fibers N", Integer, "slots are fibers (async gem), N per worker at start (-fibers)") { |v| @flags[:fiber_slots] = v }
         o.on("-w", "--workers COUNT", Integer, "worker processes at start") { |v| @flags[:workers] = v }
         o.on("--ractors N", Integer, "N Ractor slots per worker instead of threads (experimental)") { |v| @flags[:ractors] = v }
         o.on("-e", "--environment ENV", "RACK_ENV (default development)") { |v| @flags[:environment] = v }
@@ -117,6 +120,13 @@ module PumaPlus
       end
       s[:workers] = @flags[:workers] if @flags[:workers]
       raise UsageError, "--workers must be at least 1" if s[:workers] < 1
+      s[:max_slots] = @flags[:max_slots] if @flags[:max_slots]
+      raise UsageError, "--max-slots must be 1..4096" if s[:max_slots] && !(1..4096).cover?(s[:max_slots])
+
+      s[:fiber_slots] = @flags[:fiber_slots] if @flags[:fiber_slots]
+      raise UsageError, "--fibers must be 0..4096" if s[:fiber_slots] && !(0..4096).cover?(s[:fiber_slots])
+
+      s[:fiber_slots] = nil if s[:fiber_slots]&.zero?
 
       s[:ractors] = @flags[:ractors] if @flags[:ractors]
       raise UsageError, "--ractors must be at least 1" if s[:ractors] && s[:ractors] < 1
@@ -135,6 +145,10 @@ module PumaPlus
 
     def server_command(s)
       cmd = [server_path, "-app", s[:rackup], "-workers", s[:workers].to_s, "-threads", s[:threads_max].to_s]
+      # puma's `threads MIN, MAX`: the run-time floor (the server's default is 1).
+      cmd.push("-min-threads", s[:threads_min].to_s) if s[:threads_min] > 1
+      cmd.push("-max-slots", s[:max_slots].to_s) if s[:max_slots]
+      cmd.push("-fibers", s[:fiber_slots].to_s) if s[:fiber_slots]
       tls_pair = nil
       s[:binds].each do |url|
         if url.start_with?("ssl://")
@@ -165,6 +179,7 @@ module PumaPlus
       cmd.push("-worker-timeout", "#{s[:worker_timeout_ms] / 1000}s") if s[:worker_timeout_ms]
       cmd.push("-worker-boot-timeout", "#{s[:worker_boot_timeout_ms] / 1000}s") if s[:worker_boot_timeout_ms]
       cmd.push("-max-keep-alive", s[:max_keep_alive].to_s) if s[:max_keep_alive]
+      cmd.push("-early-hints") if s[:early_hints]
       cmd.push("-quiet") if s[:quiet]
       if s[:autoscale_min]
         cmd.push("-autoscale", "-min-workers", s[:autoscale_min].to_s, "-max-workers", s[:autoscale_max].to_s)
@@ -274,6 +289,23 @@ module PumaPlus
 
       io.puts("env: #{env.map { |k, v| "#{k}=#{v}" }.join(' ')}")
       io.puts("exec: #{Shellwords.join(command)}")
+      print_policy(io, command)
+    end
+
+    # The controller's and admission control's policy as the server would resolve it (its
+    # -print-policy: the -policy file, -shed and the other overriding flags, every field, and
+    # the admission rule's effective values). Skipped when the server binary is not there.
+    def print_policy(io, command)
+      return unless File.file?(command.first) && File.executable?(command.first)
+
+      out, err, status = Open3.capture3(*command, "-print-policy")
+      if status.success?
+        io.print(out)
+      else
+        io.puts("policy: error: #{err.strip}")
+      end
+    rescue SystemCallError => e
+      io.puts("policy: cannot run #{command.first}: #{e.message}")
     end
   end
 end

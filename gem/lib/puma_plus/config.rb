@@ -14,14 +14,14 @@ module PumaPlus
     class Error < StandardError; end
 
     DEFAULTS = {
-      binds: [], threads_min: 0, threads_max: 5, workers: 1, environment: nil,
+      binds: [], threads_min: 0, threads_max: 5, max_slots: nil, fiber_slots: nil, workers: 1, environment: nil,
       rackup: "config.ru", control_url: nil, control_token: nil,
       autoscale_min: nil, autoscale_max: nil, autoscale_target_queue_p95_ms: nil,
       header_timeout_s: nil, keepalive_timeout_s: nil, drain_timeout_s: nil, max_body_size: nil,
       request_timeout_ms: nil, worker_kill_grace_ms: nil, worker_timeout_ms: nil,
       quiet: false, directory: nil, stdout_redirect: nil, stderr_redirect: nil, redirect_append: false,
       pidfile: nil, state_path: nil, activated_sockets: nil, tag: nil, max_keep_alive: nil,
-      worker_boot_timeout_ms: nil, ractors: nil
+      worker_boot_timeout_ms: nil, early_hints: false, ractors: nil
     }.freeze
 
     HOOKS = %i[before_fork before_worker_boot before_worker_shutdown before_worker_fork after_worker_fork
@@ -57,7 +57,7 @@ module PumaPlus
       "debug" => [:unsupported, "no debug mode"],
       "default_host" => [:supported, "the host `port` binds when none is given (0.0.0.0, as puma)"],
       "drain_on_shutdown" => [:mapped, "always: SIGTERM drains what is queued and in flight"],
-      "early_hints" => [:unsupported, "no 103 Early Hints (rack.early_hints)"],
+      "early_hints" => [:supported, "`-early-hints`: `rack.early_hints` in the env; the app's hints go out at once as a `103 Early Hints` on HTTP/1.1 (never to an HTTP/1.0 client), HTTP/2 and HTTP/3. Off unless set, as in puma"],
       "enable_keep_alives" => [:unsupported, "keep-alive is always on; bound it with persistent_timeout"],
       "environment" => [:supported, "RACK_ENV of the server, shepherd and workers"],
       "extra_runtime_dependencies" => [:unsupported, "only for prune_bundler, which puma-plus does not need"],
@@ -113,7 +113,7 @@ module PumaPlus
       "directory" => [:supported, "the command changes to it before it reads the rackup file and execs"],
       "supported_http_methods" => [:unsupported, "the server accepts every method its HTTP parser knows"],
       "tag" => [:supported, "in the process titles of the shepherd and the workers (default: the directory's name, as puma); passed as PUMA_PLUS_TAG"],
-      "threads" => [:supported, "`-threads MAX`: MAX threads (= server connections) per worker; MIN is not used"],
+      "threads" => [:supported, "`-threads MAX -min-threads MIN`: a worker starts with MAX threads (= server connections, slots); at run time its slots stay within MIN..MAX (MAX..`max_slots` when that is set)"],
       "wait_for_less_busy_worker" => [:mapped, "always: one queue, dispatched to any idle thread of any worker"],
       "worker_boot_timeout" => [:supported, "`-worker-boot-timeout Ns`: a forked worker none of whose threads has connected within it is killed and replaced; default 60, as puma"],
       "worker_check_interval" => [:unsupported, "the server sets the heartbeat period itself: a quarter of worker_timeout, between 100 ms and 5 s"],
@@ -147,6 +147,13 @@ module PumaPlus
       if max
         s[:threads_max] = Integer(max.strip, exception: false) or raise Error, "threads from the environment: #{max.inspect} is not an Integer"
         raise Error, "threads from the environment: must be at least 1" if s[:threads_max] < 1
+      end
+      # puma 8 reads the floor from PUMA_MIN_THREADS, else MIN_THREADS (here: the run-time
+      # floor of slots, -min-threads).
+      min = [env["PUMA_MIN_THREADS"], env["MIN_THREADS"]].find { |v| v && !v.strip.empty? }
+      if min
+        s[:threads_min] = Integer(min.strip, exception: false) or raise Error, "threads from the environment: #{min.inspect} is not an Integer"
+        raise Error, "threads from the environment: min must be at least 0" if s[:threads_min].negative?
       end
       if (port = env["PORT"]) && !port.strip.empty?
         port = Integer(port.strip, exception: false) or raise Error, "PORT=#{env['PORT'].inspect} is not a port number"
@@ -304,7 +311,25 @@ module PumaPlus
 
         set[:threads_min] = min
         set[:threads_max] = max
-        note("threads: puma-plus runs exactly max (#{max}) threads per worker; min #{min} is not used") if min != max
+        note("threads: a worker starts with max (#{max}) threads; min #{min} is the floor when slots change at run time") if min != max
+      end
+
+      # puma-plus: the most slots a worker may have at run time (-max-slots), above `threads`
+      # max for I/O-bound apps (hundreds per process; docs/SERVER.md "Slots at run time").
+      def max_slots(count)
+        count = Integer(count)
+        raise Error, where("max_slots: must be 1..4096") unless (1..4096).cover?(count)
+
+        set[:max_slots] = count
+      end
+
+      # puma-plus: the slots are fibers under the async gem's Fiber scheduler, `count` per
+      # worker at start (-fibers; docs/RACK.md "Fiber slots"); nil or 0 turns it off.
+      def fiber_slots(count)
+        count = count.nil? ? 0 : Integer(count)
+        raise Error, where("fiber_slots: must be 0..4096") unless (0..4096).cover?(count)
+
+        set[:fiber_slots] = count.zero? ? nil : count
       end
 
       def workers(count)
@@ -400,6 +425,9 @@ module PumaPlus
 
         @config.lowlevel_error_handler = handler
       end
+
+      # puma: early_hints(answer = true).
+      def early_hints(answer = true) = set[:early_hints] = answer ? true : false
 
       # puma: max_keep_alive(num_of_requests).
       def max_keep_alive(count)

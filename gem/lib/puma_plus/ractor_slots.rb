@@ -143,7 +143,7 @@ module PumaPlus
       $stderr.puts("puma-plus worker #{Process.pid}: Ractor slot #{slot_index} died: #{e.class}: #{e.message}\n  " +
                    Array(e.backtrace).join("\n  "))
     ensure
-      IO.for_fd(done_fd, autoclose: false).write_nonblock("d", exception: false)
+      IO.for_fd(done_fd, autoclose: false).write("#{slot_index}\n")
     end
 
     # The body of one slot Ractor: its connection, reconnecting after an aborted response, and
@@ -190,7 +190,7 @@ module PumaPlus
         end
         lock.synchronize { state[:conn] = nil }
         sock.close
-        break unless result == :aborted && !state[:stopping]
+        break unless result == :aborted && !state[:stopping] # :closed (SLOT_CLOSE), :eof: the slot ends
       end
       nil
     ensure
@@ -224,47 +224,37 @@ module PumaPlus
       sock
     end
 
-    # A worker process whose slots are Ractors. The monitor connection, SIGTERM and the
-    # shepherd's life pipe are handled as in Worker; per-thread hooks (before_thread_start,
-    # before_thread_exit) do not run: the config is not shareable (docs/RACK.md).
+    # A worker process whose slots are Ractors: Worker's run loop, monitor connection and
+    # SLOTS handling, with each slot started as a Ractor instead of a thread. SLOTS on the
+    # monitor connection (the controller's run-time slot actuator) thus starts Ractors too;
+    # SLOT_CLOSE ends one (its Connection returns :closed and the Ractor ends). Per-thread hooks
+    # (before_thread_start, before_thread_exit) do not run: the config is not shareable.
     class Worker < PumaPlus::Worker
-      def run
-        stop_r, stop_w = IO.pipe
-        @done_r, @done_w = IO.pipe
-        trap("TERM") { stop_w.write_nonblock(".", exception: false) }
-        @stop_w = stop_w
-        version = defined?(::Rack::VERSION) ? ::Rack::VERSION : [1, 3]
-        version = Ractor.make_shareable(version.dup)
-        @ractors = Array.new(@thread_count) do |i|
-          # Each slot's end is one byte on @done_w (by descriptor: an IO is not shareable), not
-          # Ractor#take: in Ruby 3.1 two threads of one Ractor each in #take wait as one and
-          # one never wakes, and Ractor.select over ended Ractors raised Ractor::ClosedError.
-          Ractor.new(@app, @socket_path, @worker_index, i, version, @thread_count, @done_w.fileno,
-                     name: "slot-#{i}") do |*args|
-            PumaPlus::RactorSlots.slot_run(*args)
-          end
-        end
-        monitor = Thread.new { monitor_main }
-        watch = [stop_r, @done_r, @life_pipe].compact
-        ended = 0
-        while ended < @thread_count
-          ready = IO.select(watch)[0]
-          ended += (@done_r.read_nonblock(256, exception: false) || "").bytesize if ready.include?(@done_r)
-          shepherd_gone?(watch) if @life_pipe && ready.include?(@life_pipe)
-          next unless ready.include?(stop_r)
+      def initialize(*, **)
+        super
+        @ractors = {} # slot index => Ractor
+        # A slot Ractor writes "INDEX\n" here as it ends (by descriptor: an IO is not
+        # shareable), not Ractor#take: in Ruby 3.1 two threads of one Ractor each in #take wait
+        # as one and one never wakes, and Ractor.select over ended Ractors raised
+        # Ractor::ClosedError ("The outgoing-port is already closed").
+        @ended_r, @ended_w = IO.pipe
+        @rack_version = Ractor.make_shareable((defined?(::Rack::VERSION) ? ::Rack::VERSION : [1, 3]).dup)
+        @reaper = nil
+      end
 
-          stop
-          break
-        end
-        monitor.kill
-        0
+      def run
+        @reaper = Thread.new { reap_slots }
+        super
       ensure
-        trap("TERM", "DEFAULT")
+        @reaper&.kill
       end
 
       def stop
-        @stopping = true
-        @ractors&.each do |r|
+        rs = @lock.synchronize do
+          @stopping = true
+          @ractors.values
+        end
+        rs.each do |r|
           r.send(:stop)
         rescue Ractor::ClosedError
           nil
@@ -273,8 +263,30 @@ module PumaPlus
 
       private
 
+      def start_slot(index)
+        r = Ractor.new(@app, @socket_path, @worker_index, index, @rack_version, [@target, 2].max,
+                       @ended_w.fileno, name: "slot-#{index}") do |*args|
+          PumaPlus::RactorSlots.slot_run(*args)
+        end
+        @lock.synchronize { @ractors[index] = r }
+      end
+
+      def reap_slots
+        buf = +""
+        loop do
+          buf << @ended_r.readpartial(256)
+          while (nl = buf.index("\n"))
+            index = Integer(buf.slice!(0, nl + 1).chomp)
+            @lock.synchronize { @ractors.delete(index) }
+            slot_ended(index)
+          end
+        end
+      rescue IOError
+        nil
+      end
+
       def interrupt(frame)
-        r = @ractors && @ractors[frame.thread_index]
+        r = @lock.synchronize { @ractors[frame.thread_index] }
         r&.send([:timeout, frame.request_id])
       rescue Ractor::ClosedError
         nil

@@ -30,11 +30,14 @@ module PumaPlus
     HIJACKED = 0x15
     TIMEOUT = 0x16
     HEARTBEAT_INTERVAL = 0x17
+    SLOTS = 0x18
+    SLOT_CLOSE = 0x19
     RESPONSE_HEAD = 0x20
     RESPONSE_BODY = 0x21
     RESPONSE_END = 0x22
     HIJACK = 0x23
     HEARTBEAT = 0x24
+    EARLY_HINTS = 0x26
     SPAWN = 0x30
     RETIRE = 0x31
     STOP = 0x32
@@ -52,6 +55,7 @@ module PumaPlus
     CAP_CPU_TIME = 2
     FLAG_BODY_STREAMS = 1
     FLAG_HIJACKABLE = 2
+    FLAG_EARLY_HINTS = 4
     # HEARTBEAT_INTERVAL monitor_flags: the server may send TIMEOUT (-request-timeout is set).
     MONITOR_REQUEST_TIMEOUTS = 1
 
@@ -74,7 +78,9 @@ module PumaPlus
       TIMEOUT => ["TIMEOUT", Timeout], HEARTBEAT_INTERVAL => ["HEARTBEAT_INTERVAL", HeartbeatInterval],
       HEARTBEAT => ["HEARTBEAT", Heartbeat], ADOPT => ["ADOPT", Adopt],
       ADOPTED_EXITED => ["ADOPTED_EXITED", AdoptedExited],
-      STANDBY => ["STANDBY", Standby], PARKED => ["PARKED", Parked], ACTIVATE => ["ACTIVATE", Activate]
+      STANDBY => ["STANDBY", Standby], PARKED => ["PARKED", Parked], ACTIVATE => ["ACTIVATE", Activate],
+      SLOTS => ["SLOTS", Slots], SLOT_CLOSE => ["SLOT_CLOSE", SlotClose],
+      EARLY_HINTS => ["EARLY_HINTS", EarlyHints]
     })
     TYPE_OF_CLASS = TYPES.to_h { |type, (_, klass)| [klass, type] }.freeze
 
@@ -85,7 +91,8 @@ module PumaPlus
       STOP => [4, "N"], READY => [12, "NQ>"], FORKED => [8, "NN"], EXITED => [8, "Nl>"],
       TIMEOUT => [12, "Q>N"], HEARTBEAT_INTERVAL => [8, "NN"], HEARTBEAT => [16, "NNq>"],
       ADOPT => [8, "NN"], ADOPTED_EXITED => [8, "Nl>"],
-      STANDBY => [4, "N"], PARKED => [16, "NNQ>"], ACTIVATE => [4, "N"]
+      STANDBY => [4, "N"], PARKED => [16, "NNQ>"], ACTIVATE => [4, "N"],
+      SLOTS => [4, "N"], SLOT_CLOSE => [4, "N"]
     })
 
     BINARY = Encoding::BINARY
@@ -136,6 +143,7 @@ module PumaPlus
       case type
       when REQUEST then env_proto ? decode_request_env(payload, env_proto) : decode_request(payload)
       when RESPONSE_HEAD then decode_response_head(payload)
+      when EARLY_HINTS then decode_early_hints(payload)
       when BODY then Body.new(*decode_chunk(type, payload))
       when RESPONSE_BODY then ResponseBody.new(*decode_chunk(type, payload))
       when HIJACKED then decode_hijacked(payload)
@@ -199,6 +207,15 @@ module PumaPlus
       ResponseHead.new(id, status, headers)
     end
 
+    def decode_early_hints(payload)
+      len = payload.bytesize
+      mismatch(EARLY_HINTS, len, "at least 12") if len < 12
+      id = payload.unpack1("Q>")
+      headers, pos = decode_pairs(EARLY_HINTS, payload, 8)
+      mismatch(EARLY_HINTS, len, "#{pos} (trailing bytes)") if pos != len
+      EarlyHints.new(id, headers)
+    end
+
     def decode_hijacked(payload)
       mismatch(HIJACKED, payload.bytesize, "at least 9") if payload.bytesize < 9
       id, result = payload.unpack("Q>C")
@@ -260,7 +277,7 @@ module PumaPlus
         case frame
         when Hello, BodyEnd, Cancel, Hijack, ResponseEnd, Spawn, Retire, Stop, Ready, Forked, Exited,
              Timeout, HeartbeatInterval, Heartbeat, Adopt, AdoptedExited,
-             Standby, Parked, Activate
+             Standby, Parked, Activate, Slots, SlotClose
           frame.to_a.pack(FIXED[type][1])
         when Request
           buf = [frame.request_id, frame.t2b_ns, frame.t3_ns, frame.flags].pack("Q>Q>Q>C")
@@ -268,6 +285,8 @@ module PumaPlus
           append_bytes(buf, frame.body)
         when ResponseHead
           append_pairs([frame.request_id, frame.status].pack("Q>n"), frame.headers)
+        when EarlyHints
+          append_pairs([frame.request_id].pack("Q>"), frame.headers)
         when Body, ResponseBody
           [frame.request_id].pack("Q>") << bin(frame.chunk)
         when Hijacked
@@ -319,6 +338,19 @@ module PumaPlus
       out
     end
 
+    # Appends an EARLY_HINTS (a 103's fields; REQUEST flag FLAG_EARLY_HINTS only) to `out`.
+    # `flat` is [key, value, key, value, ...] of Strings.
+    def append_early_hints(out, request_id, flat)
+      start = out.bytesize
+      out << "\0\0\0\0\0\0\0\0".b << [request_id, flat.size / 2].pack("Q>N")
+      flat.each { |s| out << [s.bytesize].pack("N") << bin(s) }
+      length = out.bytesize - start - HEADER_SIZE
+      raise ArgumentError, "early hints of #{length} bytes over #{MAX_PAYLOAD}" if length > MAX_PAYLOAD
+
+      out[start, HEADER_SIZE] = header(EARLY_HINTS, length)
+      out
+    end
+
     # Appends a RESPONSE_HEAD to `out` from a Rack response's headers, flattened as
     # Response.flatten_headers does (the C codec writes them without the flat Array).
     def append_response_headers(out, request_id, status, headers)
@@ -351,7 +383,8 @@ module PumaPlus
     # and, when the gem's C extension is built (ext/puma_plus), native_NAME. Wire.codec=
     # points NAME at one set; the worker uses :native when it is there.
     HOT = %i[decode_request decode_request_env decode_request_at append_response_head
-             append_response_headers append_response_body append_response_end].freeze
+             append_response_headers append_response_body append_response_end
+             append_early_hints].freeze
     HOT.each { |m| singleton_class.send(:alias_method, :"ruby_#{m}", m) }
 
     def self.native_available? = respond_to?(:native_decode_request)

@@ -46,7 +46,7 @@ static void o_end(pp_exchange *x) {
   note("end");
   x->state = PP_X_RESPONDED;
   x->owner = NULL;
-  pp_exchange_release(x->srv, x); /* the owner is done at once (no client to flush to) */
+  pp_exchange_release(x->pool, x); /* the owner is done at once (no client to flush to) */
 }
 static void o_fail(pp_exchange *x, int status, const char *msg) {
   (void)msg;
@@ -55,7 +55,7 @@ static void o_fail(pp_exchange *x, int status, const char *msg) {
   note("fail");
   x->state = PP_X_RESPONDED;
   x->owner = NULL;
-  pp_exchange_release(x->srv, x);
+  pp_exchange_release(x->pool, x);
 }
 static size_t o_flush(pp_exchange *x) {
   (void)x;
@@ -67,7 +67,7 @@ static void o_body_writable(pp_exchange *x) {
   note("body_writable");
 }
 static const pp_exchange_ops fake_ops = {o_head,  o_body,          o_end, o_fail,
-                                         o_flush, o_body_writable, NULL};
+                                         o_flush, o_body_writable, NULL,  NULL};
 static int fake_owner; /* its address is the owner pointer */
 
 static int saw(const char *what) {
@@ -130,9 +130,9 @@ static void worker_connect(void) {
   f.version = PP_WIRE_VERSION;
   f.pid = 4242;
   worker_send(&f);
-  for (int i = 0; i < 500 && !pp_registry_has_idle(&srv.reg); i++)
+  for (int i = 0; i < 500 && !pp_registry_has_idle(&srv.workers.reg); i++)
     spin(1);
-  CU_ASSERT_FATAL(pp_registry_has_idle(&srv.reg));
+  CU_ASSERT_FATAL(pp_registry_has_idle(&srv.workers.reg));
 }
 
 static void worker_disconnect(void) {
@@ -145,8 +145,8 @@ static void worker_disconnect(void) {
 /* ---------------------------------------------------------------- helpers */
 
 static pp_exchange *new_exchange(const char *path, size_t body) {
-  pp_exchange *x = pp_exchange_get(&srv, &fake_ops, &fake_owner);
-  x->id = ++srv.next_request_id;
+  pp_exchange *x = pp_exchange_get(&srv.xpool, &fake_ops, &fake_owner);
+  x->id = ++srv.core.next_request_id;
   x->t1 = x->t2 = pp_now_ns();
   x->state = PP_X_BODY;
   pp_exchange_env_begin(x);
@@ -189,7 +189,7 @@ static void respond(uint64_t id, int status, const char *body) {
 static void test_dispatch_and_response(void) {
   worker_connect();
   reset_events();
-  uint32_t live = srv.live_requests;
+  uint32_t live = srv.xpool.live_requests;
   pp_exchange *x = new_exchange("/a", 0);
   uint64_t id = x->id;
   pp_exchange_body_done(x); /* runnable: dispatched at once to the idle slot */
@@ -213,31 +213,31 @@ static void test_dispatch_and_response(void) {
   CU_ASSERT(head >= 0 && head < body && body < end);
   CU_ASSERT_EQUAL(last_status, 201);
   CU_ASSERT_EQUAL(body_seen.len, 5);
-  CU_ASSERT_EQUAL(srv.live_requests, live);
-  CU_ASSERT(pp_registry_has_idle(&srv.reg)); /* the slot is free again */
+  CU_ASSERT_EQUAL(srv.xpool.live_requests, live);
+  CU_ASSERT(pp_registry_has_idle(&srv.workers.reg)); /* the slot is free again */
   worker_disconnect();
 }
 
 static void test_abandon_queued_leaves_the_queue(void) {
   reset_events();
-  uint64_t before = srv.stats.cancelled_queued;
-  uint32_t live = srv.live_requests;
+  uint64_t before = srv.core.stats.cancelled_queued;
+  uint32_t live = srv.xpool.live_requests;
   pp_exchange *x = new_exchange("/q", 0); /* no worker connected: stays queued */
   pp_exchange_body_done(x);
   CU_ASSERT_EQUAL(x->state, PP_X_QUEUED);
-  CU_ASSERT_EQUAL(srv.queue.len, 1);
+  CU_ASSERT_EQUAL(srv.core.queue.len, 1);
   pp_exchange_abandon(x);
-  CU_ASSERT_EQUAL(srv.queue.len, 0);
-  CU_ASSERT_EQUAL(srv.stats.cancelled_queued, before + 1);
-  CU_ASSERT_EQUAL(srv.live_requests, live);
+  CU_ASSERT_EQUAL(srv.core.queue.len, 0);
+  CU_ASSERT_EQUAL(srv.core.stats.cancelled_queued, before + 1);
+  CU_ASSERT_EQUAL(srv.xpool.live_requests, live);
   CU_ASSERT_EQUAL(n_events, 0); /* no callback after abandon */
 }
 
 static void test_abandon_running_sends_cancel(void) {
   worker_connect();
   reset_events();
-  uint64_t before = srv.stats.cancelled_running;
-  uint32_t live = srv.live_requests;
+  uint64_t before = srv.core.stats.cancelled_running;
+  uint32_t live = srv.xpool.live_requests;
   pp_exchange *x = new_exchange("/r", 0);
   uint64_t id = x->id;
   pp_exchange_body_done(x);
@@ -245,16 +245,16 @@ static void test_abandon_running_sends_cancel(void) {
   CU_ASSERT_FATAL(worker_recv(&f));
   CU_ASSERT_EQUAL(f.type, PP_WIRE_REQUEST);
   pp_exchange_abandon(x);
-  CU_ASSERT_EQUAL(srv.stats.cancelled_running, before + 1);
+  CU_ASSERT_EQUAL(srv.core.stats.cancelled_running, before + 1);
   CU_ASSERT_FATAL(worker_recv(&f));
   CU_ASSERT_EQUAL(f.type, PP_WIRE_CANCEL);
   CU_ASSERT_EQUAL(f.request_id, id);
   /* still held by dispatch until the worker answers; then freed with no callback */
-  CU_ASSERT_EQUAL(srv.live_requests, live + 1);
+  CU_ASSERT_EQUAL(srv.xpool.live_requests, live + 1);
   respond(id, 200, "late");
-  for (int i = 0; i < 200 && srv.live_requests != live; i++)
+  for (int i = 0; i < 200 && srv.xpool.live_requests != live; i++)
     spin(1);
-  CU_ASSERT_EQUAL(srv.live_requests, live);
+  CU_ASSERT_EQUAL(srv.xpool.live_requests, live);
   CU_ASSERT_EQUAL(n_events, 0);
   worker_disconnect();
 }
@@ -262,7 +262,7 @@ static void test_abandon_running_sends_cancel(void) {
 static void test_worker_lost_is_a_502(void) {
   worker_connect();
   reset_events();
-  uint32_t live = srv.live_requests;
+  uint32_t live = srv.xpool.live_requests;
   pp_exchange *x = new_exchange("/lost", 0);
   pp_exchange_body_done(x);
   pp_wire_frame f;
@@ -270,7 +270,7 @@ static void test_worker_lost_is_a_502(void) {
   worker_disconnect(); /* the worker dies with the request running */
   CU_ASSERT(saw("fail"));
   CU_ASSERT_EQUAL(last_status, 502);
-  CU_ASSERT_EQUAL(srv.live_requests, live);
+  CU_ASSERT_EQUAL(srv.xpool.live_requests, live);
 }
 
 static void test_streamed_body(void) {
@@ -391,8 +391,8 @@ static pid_t fake_worker_process(void) {
 /* The registry entry of a fake worker goes (as its EXITED would remove it), so that a later
  * test's watch never looks at it. */
 static void forget_worker(uint32_t pid) {
-  pp_worker *w = pp_registry_find(&srv.reg, pid);
-  if (w) pp_registry_remove(&srv.reg, w);
+  pp_worker *w = pp_registry_find(&srv.workers.reg, pid);
+  if (w) pp_registry_remove(&srv.workers.reg, w);
 }
 
 static int killed_by_sigkill(pid_t pid) {
@@ -412,8 +412,8 @@ static void test_request_timeout_answers_504_and_interrupts(void) {
   cfg.request_timeout_ns = 40000000;
   cfg.worker_kill_grace_ns = 60000000000ull;
   reset_events();
-  uint64_t before = srv.stats.request_timeouts;
-  uint32_t live = srv.live_requests;
+  uint64_t before = srv.core.stats.request_timeouts;
+  uint32_t live = srv.xpool.live_requests;
   pid_t pid = fake_worker_process();
   int thread = dial(PP_WIRE_HELLO, (uint32_t)pid, 3);
   int monitor = dial(PP_WIRE_HEARTBEAT, (uint32_t)pid, 0);
@@ -422,7 +422,7 @@ static void test_request_timeout_answers_504_and_interrupts(void) {
   CU_ASSERT_FATAL(fd_recv(monitor, &f, mbuf, sizeof mbuf));
   CU_ASSERT_EQUAL(f.type, PP_WIRE_HEARTBEAT_INTERVAL);
   CU_ASSERT_EQUAL(f.interval_ms, 5000); /* a quarter of 60 s, at most 5 s */
-  pp_worker *wk = pp_registry_find(&srv.reg, (uint32_t)pid);
+  pp_worker *wk = pp_registry_find(&srv.workers.reg, (uint32_t)pid);
   CU_ASSERT_FATAL(wk != NULL);
   CU_ASSERT(wk->heartbeat_ns > 0);
 
@@ -437,18 +437,18 @@ static void test_request_timeout_answers_504_and_interrupts(void) {
   WATCH_UNTIL(saw("fail"));
   CU_ASSERT(pp_now_ns() - t0 >= 30000000); /* not before the deadline (from T3) */
   CU_ASSERT_EQUAL(last_status, 504);
-  CU_ASSERT_EQUAL(srv.stats.request_timeouts, before + 1);
+  CU_ASSERT_EQUAL(srv.core.stats.request_timeouts, before + 1);
   CU_ASSERT_FATAL(fd_recv(monitor, &f, mbuf, sizeof mbuf));
   CU_ASSERT_EQUAL(f.type, PP_WIRE_TIMEOUT);
   CU_ASSERT_EQUAL(f.request_id, id);
   CU_ASSERT_EQUAL(f.thread_index, 3);
-  CU_ASSERT(!pp_registry_has_idle(&srv.reg)); /* the thread still holds it */
-  CU_ASSERT_EQUAL(srv.live_requests, live);   /* the exchange itself is gone */
+  CU_ASSERT(!pp_registry_has_idle(&srv.workers.reg)); /* the thread still holds it */
+  CU_ASSERT_EQUAL(srv.xpool.live_requests, live);     /* the exchange itself is gone */
 
   fd_respond_end(thread, id); /* the interrupted app's 500: discarded */
-  for (int i = 0; i < 500 && !pp_registry_has_idle(&srv.reg); i++)
+  for (int i = 0; i < 500 && !pp_registry_has_idle(&srv.workers.reg); i++)
     spin(1);
-  CU_ASSERT(pp_registry_has_idle(&srv.reg));
+  CU_ASSERT(pp_registry_has_idle(&srv.workers.reg));
   CU_ASSERT(!saw("head"));
   CU_ASSERT_EQUAL(n_fails, 1);
 
@@ -478,7 +478,7 @@ static void test_kill_after_the_grace(void) {
   cfg.request_timeout_ns = 30000000;
   cfg.worker_kill_grace_ns = 30000000;
   reset_events();
-  uint64_t kills = srv.stats.workers_killed_timeout, bad = srv.stats.errors_502;
+  uint64_t kills = srv.core.stats.workers_killed_timeout, bad = srv.core.stats.errors_502;
   pid_t pid = fake_worker_process();
   int t0fd = dial(PP_WIRE_HELLO, (uint32_t)pid, 0);
   int t1fd = dial(PP_WIRE_HELLO, (uint32_t)pid, 1);
@@ -496,13 +496,13 @@ static void test_kill_after_the_grace(void) {
   WATCH_UNTIL(n_fails == 2);
   CU_ASSERT_EQUAL(n_fails, 2);
   CU_ASSERT_EQUAL(fail_statuses[1], 502);
-  CU_ASSERT_EQUAL(srv.stats.workers_killed_timeout, kills + 1);
-  CU_ASSERT_EQUAL(srv.stats.errors_502, bad + 1);
-  pp_worker *wk = pp_registry_find(&srv.reg, (uint32_t)pid);
+  CU_ASSERT_EQUAL(srv.core.stats.workers_killed_timeout, kills + 1);
+  CU_ASSERT_EQUAL(srv.core.stats.errors_502, bad + 1);
+  pp_worker *wk = pp_registry_find(&srv.workers.reg, (uint32_t)pid);
   CU_ASSERT(wk && wk->killed && wk->slots == 0);
   CU_ASSERT(killed_by_sigkill(pid));
   pp_wlink_watch(&srv, pp_now_ns() + 1000000000LL); /* killed once */
-  CU_ASSERT_EQUAL(srv.stats.workers_killed_timeout, kills + 1);
+  CU_ASSERT_EQUAL(srv.core.stats.workers_killed_timeout, kills + 1);
   close(t0fd);
   close(t1fd);
   spin(50);
@@ -515,7 +515,7 @@ static void test_silent_heartbeat_kills(void) {
   cfg.request_timeout_ns = 0;
   cfg.worker_timeout_ns = 500000000;
   reset_events();
-  uint64_t kills = srv.stats.workers_killed_heartbeat;
+  uint64_t kills = srv.core.stats.workers_killed_heartbeat;
   pid_t pid = fake_worker_process();
   int monitor = dial(PP_WIRE_HEARTBEAT, (uint32_t)pid, 0);
   int thread = dial(PP_WIRE_HELLO, (uint32_t)pid, 0);
@@ -523,7 +523,7 @@ static void test_silent_heartbeat_kills(void) {
   pp_wire_frame f;
   CU_ASSERT_FATAL(fd_recv(monitor, &f, mbuf, sizeof mbuf));
   CU_ASSERT_EQUAL(f.interval_ms, 125); /* a quarter of 500 ms */
-  pp_worker *wk = pp_registry_find(&srv.reg, (uint32_t)pid);
+  pp_worker *wk = pp_registry_find(&srv.workers.reg, (uint32_t)pid);
   CU_ASSERT_FATAL(wk != NULL);
   int64_t now = pp_now_ns();
   pp_wlink_watch(&srv, now + 400000000); /* within the timeout */
@@ -539,10 +539,10 @@ static void test_silent_heartbeat_kills(void) {
   CU_ASSERT(wk->heartbeat_ns > before_beat);
   pp_wlink_watch(&srv, wk->heartbeat_ns + 450000000); /* refreshed: still alive */
   CU_ASSERT(!wk->killed);
-  pp_worker *no_monitor = pp_registry_find(&srv.reg, 4242); /* earlier tests' worker */
+  pp_worker *no_monitor = pp_registry_find(&srv.workers.reg, 4242); /* earlier tests' worker */
   pp_wlink_watch(&srv, wk->heartbeat_ns + 600000000);
   CU_ASSERT(wk->killed);
-  CU_ASSERT_EQUAL(srv.stats.workers_killed_heartbeat, kills + 1);
+  CU_ASSERT_EQUAL(srv.core.stats.workers_killed_heartbeat, kills + 1);
   CU_ASSERT(no_monitor == NULL || !no_monitor->killed);
   CU_ASSERT(killed_by_sigkill(pid));
   /* A silent worker that is already gone (no such process) is forgotten as an EXITED would
@@ -552,11 +552,11 @@ static void test_silent_heartbeat_kills(void) {
   waitpid(dead, NULL, 0);
   int m_dead = dial(PP_WIRE_HEARTBEAT, (uint32_t)dead, 0);
   CU_ASSERT_FATAL(fd_recv(m_dead, &f, mbuf, sizeof mbuf));
-  pp_worker *ghost = pp_registry_find(&srv.reg, (uint32_t)dead);
+  pp_worker *ghost = pp_registry_find(&srv.workers.reg, (uint32_t)dead);
   CU_ASSERT_FATAL(ghost != NULL);
   pp_wlink_watch(&srv, ghost->heartbeat_ns + 600000000);
-  CU_ASSERT_PTR_NULL(pp_registry_find(&srv.reg, (uint32_t)dead));
-  CU_ASSERT_EQUAL(srv.stats.workers_killed_heartbeat, kills + 2);
+  CU_ASSERT_PTR_NULL(pp_registry_find(&srv.workers.reg, (uint32_t)dead));
+  CU_ASSERT_EQUAL(srv.core.stats.workers_killed_heartbeat, kills + 2);
   close(m_dead);
   /* Any frame but HEARTBEAT on a monitor connection is a protocol error: it closes. */
   forget_worker((uint32_t)pid);
@@ -576,6 +576,134 @@ static void test_silent_heartbeat_kills(void) {
   spin(50);
 }
 
+/* Nonzero when a frame (or EOF) is waiting on fd after the loop turned a little. */
+static int has_bytes(int fd) {
+  spin(20);
+  char c;
+  return recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK) >= 0;
+}
+
+static void expect_frame(int fd, uint8_t type, uint32_t value) {
+  uint8_t buf[256];
+  pp_wire_frame f;
+  CU_ASSERT_FATAL(fd_recv(fd, &f, buf, sizeof buf));
+  CU_ASSERT_EQUAL(f.type, type);
+  CU_ASSERT_EQUAL(type == PP_WIRE_SLOTS ? f.count : f.thread_index, value);
+}
+
+static uint64_t dispatch_one(int fd) {
+  pp_exchange *x = new_exchange("/run", 0);
+  uint64_t id = x->id;
+  pp_exchange_body_done(x);
+  uint8_t buf[65536];
+  pp_wire_frame f;
+  CU_ASSERT_FATAL(fd_recv(fd, &f, buf, sizeof buf));
+  CU_ASSERT_EQUAL(f.type, PP_WIRE_REQUEST);
+  CU_ASSERT_EQUAL(f.request_id, id);
+  return id;
+}
+
+/* Run-time slots (pp_wlink_set_slots, docs/PROTOCOL.md "SLOTS, SLOT_CLOSE"): the target goes
+ * to the monitor (SLOTS), clamped to -min-threads..-max-slots; idle slots above it get
+ * SLOT_CLOSE at once and stop being capacity, busy ones right after their RESPONSE_END; a slot
+ * that says HELLO above the target is closed at once; a closed slot's EOF with the worker
+ * under its target sends SLOTS again; a worker without a monitor cannot take a target. */
+static void test_slots_actuator(void) {
+  cfg.min_threads = 1;
+  cfg.max_slots = 8;
+  reset_events();
+  uint64_t closed0 = srv.core.stats.slots_closed;
+  const uint32_t pid = 5151;
+  int monitor = dial(PP_WIRE_HEARTBEAT, pid, 0);
+  expect_frame(monitor, PP_WIRE_HEARTBEAT_INTERVAL, 0);
+  int t0 = dial(PP_WIRE_HELLO, pid, 0);
+  pp_worker *wk = pp_registry_find(&srv.workers.reg, pid);
+  CU_ASSERT_FATAL(wk != NULL && wk->state == PP_WORKER_READY);
+  uint64_t id0 = dispatch_one(t0); /* t0 busy */
+  int t1 = dial(PP_WIRE_HELLO, pid, 1), t2 = dial(PP_WIRE_HELLO, pid, 2);
+  CU_ASSERT_EQUAL(wk->slots, 3);
+  CU_ASSERT_EQUAL(pp_wlink_slots_target(&srv, wk), 5); /* never set: the starting count */
+
+  const char *why = NULL;
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, wk, 0, &why), 1); /* clamped to -min-threads */
+  expect_frame(monitor, PP_WIRE_SLOTS, 1);
+  expect_frame(t1, PP_WIRE_SLOT_CLOSE, 1); /* the idle ones, at once */
+  expect_frame(t2, PP_WIRE_SLOT_CLOSE, 2);
+  CU_ASSERT_EQUAL(wk->slots, 1);
+  CU_ASSERT_EQUAL(srv.workers.reg.slots_ready, 1);
+  CU_ASSERT(!has_bytes(t0)); /* the busy one is the one kept */
+  close(t1), close(t2);
+  spin(20);
+  CU_ASSERT(!has_bytes(monitor)); /* at its target: no SLOTS again */
+
+  int t3 = dial(PP_WIRE_HELLO, pid, 3); /* dialled for an older, higher target */
+  expect_frame(t3, PP_WIRE_SLOT_CLOSE, 3);
+  CU_ASSERT_EQUAL(wk->slots, 1);
+  close(t3);
+  CU_ASSERT(!has_bytes(monitor)); /* its EOF finds the worker at its target */
+
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, wk, 99, &why), 8); /* clamped to -max-slots */
+  expect_frame(monitor, PP_WIRE_SLOTS, 8);
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, wk, 3, &why), 3);
+  expect_frame(monitor, PP_WIRE_SLOTS, 3);
+  int t4 = dial(PP_WIRE_HELLO, pid, 4), t5 = dial(PP_WIRE_HELLO, pid, 5);
+  CU_ASSERT_EQUAL(wk->slots, 3);
+  uint64_t id4 = dispatch_one(t4), id5 = dispatch_one(t5); /* all three busy */
+
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, wk, 1, &why), 1);
+  expect_frame(monitor, PP_WIRE_SLOTS, 1);
+  CU_ASSERT(!has_bytes(t0) && !has_bytes(t4) && !has_bytes(t5)); /* nothing while busy */
+  CU_ASSERT_EQUAL(wk->slots, 3);
+  fd_respond_end(t0, id0);
+  fd_respond_end(t4, id4);
+  fd_respond_end(t5, id5);
+  spin(50);
+  CU_ASSERT_EQUAL(n_events >= 3, 1);
+  int fds[3] = {t0, t4, t5}, closing = 0, kept = -1;
+  for (int i = 0; i < 3; i++) {
+    if (has_bytes(fds[i])) {
+      uint8_t buf[256];
+      pp_wire_frame f;
+      CU_ASSERT_FATAL(fd_recv(fds[i], &f, buf, sizeof buf));
+      CU_ASSERT_EQUAL(f.type, PP_WIRE_SLOT_CLOSE);
+      closing++;
+    } else {
+      kept = fds[i];
+    }
+  }
+  CU_ASSERT_EQUAL(closing, 2); /* each after its RESPONSE_END */
+  CU_ASSERT_EQUAL(wk->slots, 1);
+  CU_ASSERT_EQUAL(srv.workers.reg.slots_ready, 1);
+  CU_ASSERT(pp_registry_has_idle(&srv.workers.reg));
+  CU_ASSERT_EQUAL(srv.core.stats.slots_closed, closed0 + 5);
+
+  /* The target goes up before the worker has read the two SLOT_CLOSEs: their EOFs find it
+   * under target, and SLOTS is sent again for each. */
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, wk, 3, &why), 3);
+  expect_frame(monitor, PP_WIRE_SLOTS, 3);
+  for (int i = 0; i < 3; i++)
+    if (fds[i] != kept) close(fds[i]);
+  expect_frame(monitor, PP_WIRE_SLOTS, 3);
+  expect_frame(monitor, PP_WIRE_SLOTS, 3);
+
+  /* No monitor connection: no target. */
+  int lone = dial(PP_WIRE_HELLO, 6161, 0);
+  pp_worker *other = pp_registry_find(&srv.workers.reg, 6161);
+  CU_ASSERT_FATAL(other != NULL);
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, other, 2, &why), -1);
+  CU_ASSERT_STRING_EQUAL(why, "the worker has no monitor connection");
+
+  close(lone), close(kept), close(monitor);
+  spin(50);
+  forget_worker(pid);
+  forget_worker(6161);
+  cfg.max_slots = 0;
+}
+
+static void slot_free(server *s) {
+  pp_dispatch_all(&s->core);
+}
+
 static int suite_init(void) {
   pp_config_defaults(&cfg);
   cfg.quiet = 1;
@@ -583,20 +711,21 @@ static int suite_init(void) {
   srv.cfg = &cfg;
   srv.loop = uv_default_loop();
   /* what process/server.c hands the worker link: the core's dispatch */
-  srv.hooks.slot_free = pp_dispatch_all;
-  pp_queue_init(&srv.queue);
-  pp_queue_init(&srv.clients);
-  pp_queue_init(&srv.wconns);
-  pp_registry_init(&srv.reg);
-  pp_admit_state_init(&srv.admit);
-  pp_hist_window_init(&srv.stats.queue);
-  pp_hist_window_init(&srv.stats.service);
-  pp_hist_window_init(&srv.stats.ttfb);
-  pp_hist_window_init(&srv.stats.total);
-  pp_hist_window_init(&srv.stats.body_wait);
+  srv.hooks.slot_free = slot_free;
+  pp_exchange_pool_init(&srv.xpool, &cfg, &srv);
+  pp_core_init(&srv.core, &srv, &srv.hooks, &srv.net, &srv.xpool, &srv.workers.reg,
+               &srv.ops.ctl.policy, &srv.ops.ctl.shedding);
+  pp_queue_init(&srv.sess.clients);
+  pp_queue_init(&srv.workers.wconns);
+  pp_registry_init(&srv.workers.reg);
+  pp_hist_window_init(&srv.core.stats.queue);
+  pp_hist_window_init(&srv.core.stats.service);
+  pp_hist_window_init(&srv.core.stats.ttfb);
+  pp_hist_window_init(&srv.core.stats.total);
+  pp_hist_window_init(&srv.core.stats.body_wait);
   pp_buf_init(&body_seen);
-  uv_timer_init(srv.loop, &srv.respawn_timer); /* a forgotten worker's respawn may arm it */
-  srv.respawn_timer.data = &srv;
+  uv_timer_init(srv.loop, &srv.workers.respawn_timer); /* a forgotten worker's respawn may arm it */
+  srv.workers.respawn_timer.data = &srv;
   snprintf(sock_path, sizeof sock_path, "/tmp/pp-test-exchange-%d.sock", (int)getpid());
   return pp_wlink_listen(&srv, sock_path) == 0 ? 0 : -1;
 }
@@ -620,6 +749,8 @@ int main(void) {
   CU_add_test(s, "a thread that keeps a timed-out request: killed after the grace",
               test_kill_after_the_grace);
   CU_add_test(s, "a silent heartbeat kills the worker", test_silent_heartbeat_kills);
+  CU_add_test(s, "slots at run time: SLOTS, SLOT_CLOSE idle now and busy after the response",
+              test_slots_actuator);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();

@@ -16,15 +16,20 @@ static void fresh(void) {
   memset(&srv, 0, sizeof srv);
   pp_config_defaults(&cfg);
   srv.cfg = &cfg;
-  pp_queue_init(&srv.clients);
-  pp_queue_init(&srv.queue);
-  pp_policy_defaults(&srv.ctl_state.policy);
-  srv.ctl_state.enabled = 1;
+  pp_sessions_init(&srv.sess, &srv, srv.loop, &cfg, &srv.net, &srv.xpool, &srv.core, &srv.hooks,
+                   &srv.draining);
+  pp_exchange_pool_init(&srv.xpool, &cfg, &srv);
+  pp_core_init(&srv.core, &srv, &srv.hooks, &srv.net, &srv.xpool, &srv.workers.reg,
+               &srv.ops.ctl.policy, &srv.ops.ctl.shedding);
+  pp_ops_init(&srv.ops, &srv, srv.loop, &cfg, &srv.hooks, &srv.xpool, &srv.workers, &srv.core,
+              &srv.sess, &srv.draining, &srv.stopping, &srv.started_at);
+  pp_policy_defaults(&srv.ops.ctl.policy);
+  srv.ops.ctl.enabled = 1;
 }
 
 /* One server tick in which the controller decided (action, count, shed). */
 static void tick_with(pp_action action, uint32_t count, int shed, const char *reason) {
-  controller *ct = &srv.ctl_state;
+  controller *ct = &srv.ops.ctl;
   memset(&ct->last, 0, sizeof ct->last);
   ct->last.action = action;
   ct->last.count = count;
@@ -32,19 +37,19 @@ static void tick_with(pp_action action, uint32_t count, int shed, const char *re
   snprintf(ct->last.reason, sizeof ct->last.reason, "%s", reason);
   ct->have_last = 1;
   ct->tick++; /* as pp_autoscale_tick counts it */
-  pp_dashboard_tick(&srv);
+  pp_dashboard_tick(&srv.ops);
 }
 
 static const pp_dash_decision *newest(uint32_t i) {
-  pp_dashboard *d = &srv.dash;
+  pp_dashboard *d = &srv.ops.dash;
   return &d->decisions[(d->decisions_head + PP_DASH_DECISIONS - 1 - i) % PP_DASH_DECISIONS];
 }
 
 static void test_which_decisions_are_kept(void) {
   fresh();
-  pp_dashboard_tick(&srv); /* no controller decision yet (e.g. -autoscale off) */
-  CU_ASSERT_EQUAL(srv.dash.ticks, 1);
-  CU_ASSERT_EQUAL(srv.dash.decisions_len, 0);
+  pp_dashboard_tick(&srv.ops); /* no controller decision yet (e.g. -autoscale off) */
+  CU_ASSERT_EQUAL(srv.ops.dash.ticks, 1);
+  CU_ASSERT_EQUAL(srv.ops.dash.decisions_len, 0);
   tick_with(PP_ACTION_NONE, 0, 0, "none: steady");         /* tick 0: the first is kept */
   tick_with(PP_ACTION_NONE, 0, 0, "none: steady again");   /* 1: dropped */
   tick_with(PP_ACTION_SPAWN_WORKER, 2, 0, "spawn x2");     /* 2: kept */
@@ -52,8 +57,8 @@ static void test_which_decisions_are_kept(void) {
   tick_with(PP_ACTION_NONE, 0, 1, "none: still shedding"); /* 4: dropped */
   tick_with(PP_ACTION_RETIRE_WORKER, 1, 1, "retire x1");   /* 5: kept */
   tick_with(PP_ACTION_NONE, 0, 0, "none: shedding off");   /* 6: shed flips back: kept */
-  CU_ASSERT_EQUAL(srv.dash.ticks, 8);
-  CU_ASSERT_EQUAL_FATAL(srv.dash.decisions_len, 5);
+  CU_ASSERT_EQUAL(srv.ops.dash.ticks, 8);
+  CU_ASSERT_EQUAL_FATAL(srv.ops.dash.decisions_len, 5);
   uint64_t ticks[] = {6, 5, 3, 2, 0}; /* newest first, numbered as in the decision log */
   const char *reasons[] = {"none: shedding off", "retire x1", "none: shedding on", "spawn x2",
                            "none: steady"};
@@ -70,10 +75,10 @@ static void test_a_tick_without_a_decision_adds_nothing(void) {
   fresh();
   tick_with(PP_ACTION_SPAWN_WORKER, 1, 0, "spawn x1");
   /* draining: pp_autoscale_tick returns early, ct->tick and ct->last stay as they were */
-  pp_dashboard_tick(&srv);
-  pp_dashboard_tick(&srv);
-  CU_ASSERT_EQUAL(srv.dash.decisions_len, 1);
-  CU_ASSERT_EQUAL(srv.dash.ticks, 3);
+  pp_dashboard_tick(&srv.ops);
+  pp_dashboard_tick(&srv.ops);
+  CU_ASSERT_EQUAL(srv.ops.dash.decisions_len, 1);
+  CU_ASSERT_EQUAL(srv.ops.dash.ticks, 3);
 }
 
 static void test_ring_keeps_the_newest(void) {
@@ -83,14 +88,14 @@ static void test_ring_keeps_the_newest(void) {
     snprintf(reason, sizeof reason, "spawn #%d", i);
     tick_with(PP_ACTION_SPAWN_WORKER, 1, 0, reason);
   }
-  CU_ASSERT_EQUAL(srv.dash.decisions_len, PP_DASH_DECISIONS);
+  CU_ASSERT_EQUAL(srv.ops.dash.decisions_len, PP_DASH_DECISIONS);
   CU_ASSERT_EQUAL(newest(0)->tick, 3 * PP_DASH_DECISIONS + 4);
   CU_ASSERT_EQUAL(newest(PP_DASH_DECISIONS - 1)->tick, 2 * PP_DASH_DECISIONS + 5);
 
   /* /stats: controller.decisions newest first, and the stream counters */
   pp_buf out;
   pp_buf_init(&out);
-  pp_stats_json(&srv, 0, &out);
+  pp_stats_json(&srv.ops, 0, &out);
   json_error_t err;
   json_t *root = json_loadb((const char *)out.data, out.len, 0, &err);
   CU_ASSERT_PTR_NOT_NULL_FATAL(root);

@@ -1,0 +1,55 @@
+/* The workers layer's own context (workers/): the worker listener and the worker
+ * connections, the registry of workers, the shepherd and its control pipe, the spawn
+ * bookkeeping and the phased restart. struct server holds one (s->workers). */
+#ifndef PP_WORKERS_H
+#define PP_WORKERS_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "server/base/buf.h"
+#include "server/base/queue.h"
+#include "server/proto/wire.h"
+#include "server/workers/phased.h"
+
+typedef struct pp_workers {
+  uv_pipe_t worker_listener;
+  int worker_listener_open;
+  char runtime_dir[256];
+  int own_runtime_dir;
+  char socket_path[300];
+  char gem_dir[2 * 4096];
+
+  uv_pipe_t ctl; /* the shepherd's control pipe */
+  int ctl_open;
+  pp_wire_decoder ctl_dec;
+  pp_buf ctl_rbuf;
+  uv_process_t shepherd;
+  int shepherd_alive;
+  uint32_t shepherd_pid;
+  uint64_t boot_ns;
+
+  uv_timer_t respawn_timer;
+  uv_timer_t watch_timer; /* wlink.c: request deadlines, kill grace, heartbeats */
+  /* Shepherd supervision (shepherd.c): restart with backoff, reap adopted workers. */
+  uv_timer_t shepherd_timer;
+  uv_signal_t sig_chld;
+  uint32_t shepherd_restart_delay_ms;
+  int64_t shepherd_started_ns;
+  int ctl_closing;         /* the old control pipe is closing (re-init after its close callback) */
+  int shepherd_ever_ready; /* a shepherd has loaded the app once: from then on, supervise */
+  int shepherd_planned_restart; /* the next shepherd replaces one a phased restart killed */
+  uint32_t respawn_delay_ms;    /* backoff for workers that die young */
+
+  pp_registry reg;
+  pp_queue wconns;
+  uint32_t workers_wanted; /* the count the server keeps alive (respawn target) */
+  uint32_t slots_shape;    /* slots per worker set for all (pp_wlink_set_slots_all); 0: the
+                              starting count. Workers that connect later are told it. */
+  uint32_t spawns_pending; /* SPAWNed but not yet FORKED */
+  int64_t last_spawn_ns;   /* when the last SPAWN was sent */
+
+  pp_phased phased; /* SIGUSR1, POST /phased-restart (phased.c) */
+} pp_workers;
+
+#endif
