@@ -69,6 +69,13 @@ class TestRactors < Minitest::Test
     names = rs.map { |r| r.dig(0, 2)[/ractor=(\S+)/, 1] }.uniq.sort
     assert_equal (0..5).map { |i| "slot-#{i}" }, names, "the 4 new Ractors serve too"
     assert_equal 6, srv.stats["queue"]["slots_ready"]
+    # Back to 2: SLOT_CLOSE ends 4 Ractors (their Connection returns :closed); the rest serve.
+    assert_equal 200, control_post(srv, "/slots?worker=0&count=2")[0]
+    deadline = srv.now + 10
+    sleep 0.02 until srv.stats["worker_status"].first["slots"] == 2 || srv.now > deadline
+    assert_equal 2, srv.stats["worker_status"].first["slots"], srv.log
+    assert_equal [200] * 4, Array.new(4) { Thread.new { get(srv.port, "/hello") } }.map { |t| t.value.dig(0, 0) }
+    refute_match(/died|Error/, srv.log, "no slot Ractor failed")
   ensure
     srv&.stop
   end
