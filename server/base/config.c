@@ -19,6 +19,7 @@ void pp_config_defaults(pp_config *c) {
   pp_addr_parse(&c->control, "127.0.0.1:9293");
   c->control_enabled = 0;
   c->ruby = "ruby";
+  c->access_log_format = PP_ACCESS_LOG_COMBINED;
   c->backlog = 1024;
   c->h2_max_streams = 100;
   c->max_header_bytes = 32768;
@@ -189,6 +190,10 @@ void pp_config_usage(FILE *out) {
         "  -target-queue-p95 DUR  policy target_queue_p95 (overrides the file)\n"
         "  -shed                  policy shed.enabled = true (503 when the wait is hopeless)\n"
         "  -decision-log FILE     JSONL decision log, one line per tick (SIGHUP reopens)\n"
+        "  -access-log PATH|-     an access log line per response (\"-\": stdout; SIGHUP\n"
+        "                         reopens); default none\n"
+        "  -access-log-format F   common, combined (default: combined + queue, service,\n"
+        "                         duration, worker, request id) or json (JSON lines)\n"
         "  -help, --help          this text\n"
         "\n"
         "DUR: 30s, 250ms, 100us, 1m (bare number = seconds). SIZE: 1048576, 64k, 1MiB.\n",
@@ -374,7 +379,18 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       c->target_queue_p95 = value;
     else if (!strcmp(key, "decision-log"))
       c->decision_log = value;
-    else {
+    else if (!strcmp(key, "access-log"))
+      bad = !*value, c->access_log = value;
+    else if (!strcmp(key, "access-log-format")) {
+      if (!strcmp(value, "common"))
+        c->access_log_format = PP_ACCESS_LOG_COMMON;
+      else if (!strcmp(value, "combined"))
+        c->access_log_format = PP_ACCESS_LOG_COMBINED;
+      else if (!strcmp(value, "json"))
+        c->access_log_format = PP_ACCESS_LOG_JSON;
+      else
+        bad = 1;
+    } else {
       snprintf(err, err_len, "unknown flag -%s (see --help)", key);
       return -1;
     }

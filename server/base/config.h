@@ -83,7 +83,15 @@ typedef struct pp_config {
   const char *target_queue_p95; /* -target-queue-p95 */
   int shed;                     /* -shed: turn on admission control (policy shed.enabled) */
   const char *decision_log;     /* -decision-log */
+
+  /* The access log (issue 26, ops/access_log.c). */
+  const char *access_log; /* -access-log PATH, or "-" for stdout; NULL: none */
+  int access_log_format;  /* -access-log-format: PP_ACCESS_LOG_COMBINED (default) ... */
 } pp_config;
+
+#define PP_ACCESS_LOG_COMMON   0 /* NCSA common log format */
+#define PP_ACCESS_LOG_COMBINED 1 /* NCSA combined, then queue/service/duration/worker/id */
+#define PP_ACCESS_LOG_JSON     2 /* one JSON object a line */
 
 void pp_config_defaults(pp_config *c);
 

@@ -117,6 +117,12 @@ struct pp_exchange {
   uint64_t body_unconsumed; /* h2: request-body bytes not yet released to flow control */
   uint64_t budgeted;        /* body bytes counted in the server's buffered-body total */
   pp_qnode blink;           /* in srv->body_waiters while its upload waits for the budget */
+  /* For the access log (hooks.request_done), set by whoever knows them: */
+  int status;          /* the status sent (the session); 0: none yet */
+  uint64_t resp_bytes; /* response body bytes handed to the connection (the session) */
+  int64_t service_ns;  /* the worker's service time (the worker link); 0 also when none */
+  int32_t worker;      /* the worker index + 1 that served it (the worker link); 0: none */
+  int logged;          /* hooks.request_done was called for it (or the session logged it) */
 };
 
 /* A cleared exchange from the pool (its buffers kept), owned by `owner` with `ops`. */
@@ -125,6 +131,11 @@ pp_exchange *pp_exchange_get(server *s, const pp_exchange_ops *ops, void *owner)
 /* Returns x to the pool once no write references its buffers. The owner calls it when the
  * response is flushed (or the exchange never reached dispatch). */
 void pp_exchange_release(server *s, pp_exchange *x);
+
+/* Hands x's access-log record to hooks.request_done (when one is set and x was not logged
+ * yet); pp_exchange_release calls it. A session that answered x itself before its env was
+ * built logs it with its own record instead and sets x->logged. */
+void pp_exchange_log(server *s, pp_exchange *x);
 
 /* The aggregate body budget (-max-buffered-body-total): x's buffered bytes leave the server's
  * total (at dispatch, or when x ends), and uploads that waited for room resume. */

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/ops/access_log.h"
 #include "server/base/prom.h"
 #include "server/process/server_int.h"
 #include "server/base/procmem.h"
@@ -322,6 +323,10 @@ static void json_controller(server *s, json_t *root) {
   json_object_set_new(root, "controller", co);
 }
 
+static void json_access_log(server *s, json_t *root) {
+  pp_access_log_stats_json(s->access_log, root);
+}
+
 typedef void (*json_part)(server *s, json_t *root);
 
 /* The /stats document, in this order; each part is written by the module whose data it is
@@ -330,7 +335,7 @@ typedef void (*json_part)(server *s, json_t *root);
 static const json_part stats_parts[] = {
     json_head,       pp_phased_stats_json,    json_workers,         json_queue,
     json_requests,   pp_h2conn_stats_json,    pp_h3conn_stats_json, pp_conn_tls_stats_json,
-    json_controller, pp_dashboard_stats_json,
+    json_controller, pp_dashboard_stats_json, json_access_log,
 };
 
 void pp_stats_json(server *s, int pretty, pp_buf *out) {
@@ -473,11 +478,16 @@ static void metrics_last_action(server *s, pp_buf *out) {
         pp_action_name(ct->last.action));
 }
 
+static void metrics_access_log(server *s, pp_buf *out) {
+  pp_access_log_metrics(s->access_log, out);
+}
+
 typedef void (*metrics_part)(server *s, pp_buf *out);
 
 /* The /metrics text, in this order; phased.c and dashboard.c write their own lines. */
-static const metrics_part metrics_parts[] = {metrics_core, pp_phased_metrics, metrics_requests,
-                                             pp_dashboard_metrics, metrics_last_action};
+static const metrics_part metrics_parts[] = {metrics_core,        pp_phased_metrics,
+                                             metrics_requests,    pp_dashboard_metrics,
+                                             metrics_last_action, metrics_access_log};
 
 void pp_stats_metrics(server *s, pp_buf *out) {
   for (size_t i = 0; i < sizeof metrics_parts / sizeof metrics_parts[0]; i++)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "server/core/dispatch.h"
+#include "server/ops/access_log.h"
 #include "server/ops/control_app.h"
 #include "server/process/server_int.h"
 
@@ -45,6 +46,10 @@ static void cleanup_files(server *s) {
 void pp_server_exit(server *s, int code) {
   if (s->shepherd_alive) kill((pid_t)s->shepherd_pid, SIGTERM);
   cleanup_files(s);
+  if (s->access_log) {
+    s->hooks.request_done = NULL;
+    pp_access_log_close(s->access_log); /* writes what is buffered */
+  }
   if (s->ctl_state.log) fclose(s->ctl_state.log);
   fflush(stderr);
   exit(code);
@@ -147,6 +152,7 @@ static void on_signal(uv_signal_t *h, int signum) {
         LOG_ERR(s, "SIGHUP: cannot reopen %s: %s", s->ctl_state.log_path, strerror(errno));
       }
     }
+    if (s->access_log) pp_access_log_reopen(s->access_log);
     pp_lifecycle_reloading(s, 0);
   } else {
     begin_drain(s);
@@ -369,6 +375,11 @@ int pp_server_run_argv(pp_config *cfg, int argc, char **argv) {
     return 2;
   }
   if (pp_autoscale_init(s) < 0) return 2;
+  if (cfg->access_log) {
+    if (!(s->access_log = pp_access_log_open(s->loop, cfg))) return 2;
+    s->hooks.request_done = pp_access_log_record;
+    s->hooks.request_done_ctx = s->access_log;
+  }
   int rc = open_runtime(s);
   if (rc == 0 && open_listeners(s) < 0) rc = 1;
   if (rc == 0 && pp_lifecycle_check_inherited(s) < 0) rc = 1;

@@ -179,6 +179,7 @@ struct server {
   pp_hooks hooks;    /* what the lower layers call back into (process/server.c sets them) */
   pp_lifecycle life; /* systemd, inherited sockets, hot restart, pid/state files (lifecycle.c) */
   pp_phased phased;  /* SIGUSR1, POST /phased-restart (phased.c) */
+  struct pp_access_log *access_log; /* -access-log (ops/access_log.c), NULL: none */
 };
 
 /* server.c: lifecycle */

@@ -54,7 +54,11 @@ static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
   server *s = c->srv;
   s->stats.requests++;
   int refuse = pp_exchange_admit(s);
-  if (refuse) return refuse; /* answered by the session, counted as shed */
+  if (refuse) { /* answered by the session, counted as shed */
+    pp_h2h3_log_refused(&s->hooks, c->remote, "HTTP/2", refuse, rq->method, rq->method_len,
+                        rq->path, rq->path_len);
+    return refuse;
+  }
   pp_exchange *x = pp_exchange_get(s, &h2_ops, c);
   x->t1 = x->t2 = pp_now_ns();
   x->keep_alive = 1;
@@ -293,6 +297,7 @@ static void local_response(client *c, pp_exchange *x, int status, const char *ms
   pp_h2_send_end(c->h2, x->stream_id);
   pp_exchange_count_status(c->srv, status);
   c->srv->stats.responses++;
+  x->status = status, x->resp_bytes = strlen(msg);
 }
 
 static void x_head(pp_exchange *x, const pp_wire_frame *f) {
@@ -312,6 +317,7 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
     return;
   }
   pp_exchange_count_status(s, status);
+  x->status = status;
   s->stats.responses++;
   pp_hist_window_record(&s->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
 }
@@ -320,6 +326,7 @@ static void x_body(pp_exchange *x, const uint8_t *data, size_t len) {
   client *c = x->owner;
   if (x->resp_no_body || !len) return;
   pp_h2_send_data(c->h2, x->stream_id, data, len);
+  x->resp_bytes += len;
 }
 
 static void x_end(pp_exchange *x) {

@@ -324,7 +324,11 @@ static int on_request(pp_h3_conn *conn, const pp_h3_request *rq, void **stream_d
   server *s = hc->l->srv;
   s->stats.requests++;
   int refuse = pp_exchange_admit(s);
-  if (refuse) return refuse;
+  if (refuse) {
+    pp_h2h3_log_refused(&s->hooks, hc->remote, "HTTP/3", refuse, rq->method, rq->method_len,
+                        rq->path, rq->path_len);
+    return refuse;
+  }
   pp_exchange *x = pp_exchange_get(s, &h3_ops, hc);
   x->t1 = x->t2 = pp_now_ns();
   x->keep_alive = 1;
@@ -454,6 +458,7 @@ static void local_response(h3_conn *hc, pp_exchange *x, int status, const char *
   pp_h3_send_end(hc->conn, x->stream_id);
   pp_exchange_count_status(s, status);
   s->stats.responses++;
+  x->status = status, x->resp_bytes = strlen(msg);
 }
 
 static void x_head(pp_exchange *x, const pp_wire_frame *f) {
@@ -476,6 +481,7 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
     return;
   }
   pp_exchange_count_status(s, status);
+  x->status = status;
   s->stats.responses++;
   pp_hist_window_record(&s->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
 }
@@ -483,6 +489,7 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
 static void x_body(pp_exchange *x, const uint8_t *data, size_t len) {
   h3_conn *hc = x->owner;
   if (x->resp_no_body || !len || !hc->conn) return;
+  x->resp_bytes += len;
   if (!x->resp_overflow.len) {
     size_t n = send_some(hc, x, data, len);
     data += n, len -= n;
