@@ -388,6 +388,9 @@ class TestConfig < Minitest::Test
       "first_data_timeout 10\npersistent_timeout 5\nforce_shutdown_after 40\nworker_shutdown_timeout 9" =>
         ["-header-timeout", "10s", "-keepalive-timeout", "5s", "-drain-timeout", "40s"],
       "http_content_length_limit 1024\nquiet" => ["-max-body-size", "1024", "-quiet"],
+      "log_requests" => ["-access-log", "-"],
+      "log_requests path: 'log/a.log', format: :json" => ["-access-log", "log/a.log", "-access-log-format", "json"],
+      "log_requests\nlog_requests false" => [],
       "workers 0" => [],
       "cluster { workers 4 }\nsingle { workers 9 }" => [],
       "set_default_host '127.0.0.2'\nport 7000" => ["-listen", "127.0.0.2:7000"],

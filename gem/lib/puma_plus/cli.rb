@@ -159,6 +159,8 @@ module PumaPlus
       cmd.push("-worker-boot-timeout", "#{s[:worker_boot_timeout_ms] / 1000}s") if s[:worker_boot_timeout_ms]
       cmd.push("-max-keep-alive", s[:max_keep_alive].to_s) if s[:max_keep_alive]
       cmd.push("-quiet") if s[:quiet]
+      cmd.push("-access-log", s[:access_log]) if s[:access_log]
+      cmd.push("-access-log-format", s[:access_log_format]) if s[:access_log] && s[:access_log_format]
       if s[:autoscale_min]
         cmd.push("-autoscale", "-min-workers", s[:autoscale_min].to_s, "-max-workers", s[:autoscale_max].to_s)
         cmd.push("-target-queue-p95", "#{s[:autoscale_target_queue_p95_ms]}ms") if s[:autoscale_target_queue_p95_ms]

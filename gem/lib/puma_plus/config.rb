@@ -21,7 +21,7 @@ module PumaPlus
       request_timeout_ms: nil, worker_kill_grace_ms: nil, worker_timeout_ms: nil,
       quiet: false, directory: nil, stdout_redirect: nil, stderr_redirect: nil, redirect_append: false,
       pidfile: nil, state_path: nil, activated_sockets: nil, tag: nil, max_keep_alive: nil,
-      worker_boot_timeout_ms: nil
+      worker_boot_timeout_ms: nil, access_log: nil, access_log_format: nil
     }.freeze
 
     HOOKS = %i[before_fork before_worker_boot before_worker_shutdown before_worker_fork after_worker_fork
@@ -72,7 +72,7 @@ module PumaPlus
       "io_selector_backend" => [:unsupported, "no Ruby reactor: the C server owns the sockets (libuv)"],
       "load" => [:supported, "evaluates another config file (relative to the current directory)"],
       "log_formatter" => [:unsupported, "the server's log lines are its own"],
-      "log_requests" => [:unsupported, "the server writes no access log; the app's logger (e.g. Rails) logs requests"],
+      "log_requests" => [:mapped, "`-access-log -`: one line per response on stdout (NCSA combined, then queue, service and total time, worker, request id); `log_requests path: \"log/access.log\", format: :json` (or `:common`) for a file (SIGHUP reopens it) or JSON lines; `log_requests false` for none"],
       "lowlevel_error_handler" => [:supported, "called in the worker with (exception, env, status) (or fewer, by its arity) when the app raises or returns an invalid response; its Rack response is sent instead of the 500 (docs/RACK.md). Malformed requests, for which puma also calls it (400, 501), are answered by the C front end without Ruby"],
       "max_fast_inline" => [:unsupported, "no Ruby-side keep-alive loop: the server owns connections"],
       "max_io_threads" => [:unsupported, "no IO threads"],
@@ -407,6 +407,21 @@ module PumaPlus
         raise Error, where("worker_boot_timeout: must be at least 1 second") if seconds < 1
 
         set[:worker_boot_timeout_ms] = seconds * 1000
+      end
+
+      # puma: log_requests(which = true), the request log on stdout. puma-plus adds path: (a
+      # file, "-" for stdout) and format: (:combined, :common, :json).
+      def log_requests(which = true, path: nil, format: nil)
+        unless which
+          set[:access_log] = set[:access_log_format] = nil
+          return
+        end
+        format = format&.to_s
+        if format && !%w[combined common json].include?(format)
+          raise Error, where("log_requests: format: #{format.inspect}: expected :combined, :common or :json")
+        end
+        set[:access_log] = path ? path.to_s : "-"
+        set[:access_log_format] = format
       end
 
       def preload_app!(*)
