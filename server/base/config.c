@@ -39,10 +39,25 @@ void pp_config_defaults(pp_config *c) {
   c->tick_ns = 1000000000;
 }
 
-int pp_addr_parse(pp_addr *a, const char *text) {
+int pp_addr_parse(pp_addr *a, const char *full) {
   memset(a, 0, sizeof *a);
-  if (strlen(text) >= sizeof a->text) return -1;
-  strcpy(a->text, text);
+  if (strlen(full) >= sizeof a->text) return -1;
+  strcpy(a->text, full);
+  /* options after the address: ",proxy=v1", ",proxy=v2", ",proxy=any" */
+  char text[sizeof a->text];
+  strcpy(text, full);
+  char *opt = strchr(text, ',');
+  if (opt) {
+    *opt++ = 0;
+    if (!strcmp(opt, "proxy=v1"))
+      a->proxy = 1;
+    else if (!strcmp(opt, "proxy=v2"))
+      a->proxy = 2;
+    else if (!strcmp(opt, "proxy=any"))
+      a->proxy = 3;
+    else
+      return -1;
+  }
   const char *path = NULL;
   if (strncmp(text, "unix:", 5) == 0)
     path = text + 5;
@@ -131,7 +146,10 @@ void pp_config_usage(FILE *out) {
         "  -threads N             threads (= connections) per worker (default 5)\n"
         "  -listen ADDR           HTTP listener, repeatable: HOST:PORT, [V6]:PORT, :PORT,\n"
         "                         unix:/PATH or /PATH (default 127.0.0.1:9292)\n"
+        "                         ADDR,proxy=v1|v2|any: the peer (a proxy) sends a PROXY\n"
+        "                         protocol header first; its client becomes REMOTE_ADDR\n"
         "  -listen-tls ADDR       HTTPS listener (TLS 1.2+, ALPN h2 and http/1.1), repeatable\n"
+        "                         (,proxy=... as -listen)\n"
         "  -listen-h3 ADDR        HTTP/3 (QUIC over UDP) listener, repeatable; same certificate\n"
         "                         as -listen-tls. TCP responses then carry Alt-Svc for it\n"
         "  -h3-retry              QUIC address validation: Retry before keeping any state\n"
@@ -297,7 +315,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
         return -1;
       }
       bad = pp_addr_parse(&c->listen_h3[c->listen_h3_count], value) ||
-            c->listen_h3[c->listen_h3_count].is_unix;
+            c->listen_h3[c->listen_h3_count].is_unix || c->listen_h3[c->listen_h3_count].proxy;
       c->listen_h3_count++;
     } else if (!strcmp(key, "tls-cert"))
       c->tls_cert = value;
@@ -309,7 +327,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       if (!strcmp(value, "off") || !*value)
         c->control_enabled = 0;
       else
-        c->control_enabled = 1, bad = pp_addr_parse(&c->control, value);
+        c->control_enabled = 1, bad = pp_addr_parse(&c->control, value) || c->control.proxy;
     } else if (!strcmp(key, "control-token"))
       c->control_token = value;
     else if (!strcmp(key, "gem-dir"))

@@ -22,6 +22,8 @@ typedef struct pp_addr {
   char port_text[8]; /* port in decimal, NUL-terminated (the Rack env's SERVER_PORT) */
   char path[108];    /* unix socket path */
   char text[300];    /* as given, for logs */
+  unsigned proxy;    /* ",proxy=v1|v2|any": the PROXY versions required first (proto/proxy.h
+                      * PP_PROXY_V1 | PP_PROXY_V2); 0: none */
 } pp_addr;
 
 typedef struct pp_config {

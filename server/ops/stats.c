@@ -234,6 +234,8 @@ static void json_requests(server *s, json_t *root) {
   json_object_set_new(rq, "timeouts", json_integer((json_int_t)st->timeouts));
   json_object_set_new(rq, "connections_accepted",
                       json_integer((json_int_t)st->connections_accepted));
+  json_object_set_new(rq, "proxy_headers", json_integer((json_int_t)st->proxy_headers));
+  json_object_set_new(rq, "proxy_rejected", json_integer((json_int_t)st->proxy_rejected));
   json_object_set_new(rq, "connections_refused", json_integer((json_int_t)st->connections_refused));
   json_object_set_new(rq, "connections_open", json_integer(s->clients.len));
   json_object_set_new(rq, "max_connections", json_integer(s->max_connections));
@@ -460,6 +462,11 @@ static void metrics_requests(server *s, pp_buf *out) {
                   "Shepherds started again after the shepherd died.", st->shepherd_restarts);
   pp_prom_counter(out, "puma_plus_connections_total", "Client connections accepted.",
                   st->connections_accepted);
+  pp_prom_counter(out, "puma_plus_proxy_headers_total",
+                  "PROXY protocol headers accepted on listeners with ,proxy=.", st->proxy_headers);
+  pp_prom_counter(out, "puma_plus_proxy_rejected_total",
+                  "Connections closed for a missing or malformed PROXY protocol header.",
+                  st->proxy_rejected);
   controller *ct = &s->ctl_state;
   pp_prom_gauge(out, "puma_plus_autoscale_enabled", "1 when the controller runs.", ct->enabled);
   pp_prom_gauge(out, "puma_plus_shedding", "1 while admission control is on.", ct->shedding);

@@ -62,6 +62,8 @@ typedef struct pp_stats {
   uint64_t h2_streams, h2_peer_resets, h2_stream_errors, h2_refused_streams, h2_protocol_errors,
       h2_connection_errors, h2_flood_closes;
   uint64_t tls_handshakes, tls_incomplete;
+  uint64_t proxy_headers;  /* PROXY protocol headers accepted (listeners with ,proxy=) */
+  uint64_t proxy_rejected; /* connections closed for a missing or malformed PROXY header */
   uint64_t tls_failures[PP_TLS_CAUSE_COUNT]; /* by pp_tls_cause */
   int64_t gvl_sum_ns, cpu_sum_ns;
   uint64_t gvl_count, cpu_count;
