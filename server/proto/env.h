@@ -26,6 +26,13 @@ typedef struct pp_env_conninfo {
   const char *server_name; /* used when the request has no Host */
   const char *server_port;
   const char *url_scheme; /* "http" or "https" */
+  /* -remote-addr-header: when the peer (remote_addr) is in trusted, REMOTE_ADDR is the
+   * right-most address of this field's comma-separated list that is not in trusted (all
+   * trusted: the left-most); a list with an entry that is not an address is ignored. NULL:
+   * REMOTE_ADDR is remote_addr. */
+  const char *addr_header;
+  const struct pp_cidr *trusted;
+  int trusted_count;
 } pp_env_conninfo;
 
 typedef struct pp_env_request {

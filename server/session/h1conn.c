@@ -283,8 +283,13 @@ static int on_h1_headers(pp_h1 *h) {
     return 0;
   }
   pp_exchange_env_begin(r);
-  pp_h1_conninfo ci = {c->remote, c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
-                       c->ls->addr.port_text, c->tls ? "https" : "http"};
+  pp_h1_conninfo ci = {c->remote,
+                       c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
+                       c->ls->addr.port_text,
+                       c->tls ? "https" : "http",
+                       s->cfg->remote_addr_header,
+                       s->cfg->trusted,
+                       s->cfg->trusted_count};
   uint32_t pairs = pp_h1_build_env(h, &ci, r->id, &r->head);
   pp_exchange_env_end(r, pairs, h->has_content_length ? (int64_t)h->content_length : -1);
   int has_body = (h->has_content_length && h->content_length > 0) || h->chunked;

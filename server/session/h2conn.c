@@ -67,8 +67,13 @@ static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
   x->id = ++s->next_request_id;
   x->state = PP_X_BODY;
 
-  pp_env_conninfo ci = {c->remote, c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
-                        c->ls->addr.port_text, c->tls ? "https" : "http"};
+  pp_env_conninfo ci = {c->remote,
+                        c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
+                        c->ls->addr.port_text,
+                        c->tls ? "https" : "http",
+                        s->cfg->remote_addr_header,
+                        s->cfg->trusted,
+                        s->cfg->trusted_count};
   pp_h2h3_env(x, &c->h2hdrs, "HTTP/2", &ci,
               &(pp_h2h3_request){rq->method, rq->method_len, rq->path, rq->path_len, rq->authority,
                                  rq->authority_len, rq->headers, rq->header_count,

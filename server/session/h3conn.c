@@ -338,7 +338,9 @@ static int on_request(pp_h3_conn *conn, const pp_h3_request *rq, void **stream_d
   x->state = PP_X_BODY;
   char port[8];
   snprintf(port, sizeof port, "%d", hc->l->addr.port);
-  pp_env_conninfo ci = {hc->remote, hc->l->addr.host, port, "https"};
+  pp_env_conninfo ci = {
+      hc->remote,      hc->l->addr.host,     port, "https", s->cfg->remote_addr_header,
+      s->cfg->trusted, s->cfg->trusted_count};
   pp_h2h3_env(x, &hc->hdrs, "HTTP/3", &ci,
               &(pp_h2h3_request){rq->method, rq->method_len, rq->path, rq->path_len, rq->authority,
                                  rq->authority_len, rq->headers, rq->header_count,

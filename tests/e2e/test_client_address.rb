@@ -26,7 +26,8 @@ class TestClientAddress < Minitest::Test
     @srv = E2E::Server.new(app: ENV_APP, workers: 1, threads: 4,
                            extra: ["-listen", "127.0.0.1:#{@v1},proxy=v1", "-listen", "127.0.0.1:#{@v2},proxy=v2",
                                    "-listen-tls", "127.0.0.1:#{@any_tls},proxy=any",
-                                   "-access-log", @log, "-access-log-format", "json"])
+                                   "-access-log", @log, "-access-log-format", "json",
+                                   "-remote-addr-header", "X-Forwarded-For", "-trusted-proxies", "127.0.0.2,10.0.0.0/8"])
   end
 
   def teardown
@@ -131,6 +132,27 @@ class TestClientAddress < Minitest::Test
       assert_match(%r{\AHTTP/1\.1 200 }, resp)
       assert_equal want, JSON.parse(resp.split("\r\n\r\n", 2)[1])["REMOTE_ADDR"]
     end
+  end
+
+  # -remote-addr-header X-Forwarded-For -trusted-proxies 127.0.0.2,10.0.0.0/8: believed from
+  # 127.0.0.2 (the right-most untrusted entry), ignored from 127.0.0.1 (a spoofed header).
+  def test_forwarded_header_from_trusted_peers_only
+    req = "GET /env HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 6.6.6.6, 203.0.113.50, 10.1.2.3\r\n" \
+          "Connection: close\r\n\r\n"
+    env_from = lambda do |local, port = @srv.port, prefix = ""|
+      s = Socket.tcp("127.0.0.1", port, local)
+      s.write(prefix + req)
+      resp = Timeout.timeout(10) { s.read }
+      s.close
+      JSON.parse(resp.split("\r\n\r\n", 2)[1])
+    end
+    env = env_from.call("127.0.0.2")
+    assert_equal "203.0.113.50", env["REMOTE_ADDR"]
+    assert_equal "6.6.6.6, 203.0.113.50, 10.1.2.3", env["HTTP_X_FORWARDED_FOR"], "the header itself is kept"
+    assert_equal "127.0.0.1", env_from.call("127.0.0.1")["REMOTE_ADDR"], "spoofed: the peer is not trusted"
+    # the peer a PROXY header names is what is trusted (or not)
+    assert_equal "203.0.113.50", env_from.call("127.0.0.1", @v1, "PROXY TCP4 10.0.0.9 127.0.0.1 1 2\r\n")["REMOTE_ADDR"]
+    assert_equal "192.0.2.1", env_from.call("127.0.0.1", @v1, "PROXY TCP4 192.0.2.1 127.0.0.1 1 2\r\n")["REMOTE_ADDR"]
   end
 
   def test_through_haproxy_send_proxy_v1_and_v2

@@ -19,7 +19,7 @@ typedef struct owner {
 static void env_text(pp_h1 *h, owner *o) {
   pp_buf env;
   pp_buf_init(&env);
-  pp_h1_conninfo ci = {"10.0.0.1", "listen.host", "9292", "http"};
+  pp_h1_conninfo ci = {"10.0.0.1", "listen.host", "9292", "http", NULL, NULL, 0};
   uint32_t count = pp_h1_build_env(h, &ci, 7, &env);
   pp_wire_pairs pairs = {env.data, env.len, count};
   pp_wire_pairs_iter it;
