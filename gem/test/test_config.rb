@@ -391,6 +391,11 @@ class TestConfig < Minitest::Test
       "log_requests" => ["-access-log", "-"],
       "log_requests path: 'log/a.log', format: :json" => ["-access-log", "log/a.log", "-access-log-format", "json"],
       "log_requests\nlog_requests false" => [],
+      "port 7000\nset_remote_address proxy_protocol: :v2" => ["-listen", "0.0.0.0:7000,proxy=v2"],
+      "set_remote_address header: 'X-Forwarded-For'" => ["-remote-addr-header", "X-Forwarded-For"],
+      "set_remote_address header: 'X-Real-IP', trusted: ['10.0.0.0/8', '::1']" =>
+        ["-remote-addr-header", "X-Real-IP", "-trusted-proxies", "10.0.0.0/8,::1"],
+      "set_remote_address header: 'X-Real-IP'\nset_remote_address :socket" => [],
       "workers 0" => [],
       "cluster { workers 4 }\nsingle { workers 9 }" => [],
       "set_default_host '127.0.0.2'\nport 7000" => ["-listen", "127.0.0.2:7000"],

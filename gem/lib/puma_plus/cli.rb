@@ -137,9 +137,10 @@ module PumaPlus
           end
 
           tls_pair ||= pair
-          cmd.push("-listen-tls", addr)
+          cmd.push("-listen-tls", s[:proxy_protocol] ? "#{addr},proxy=#{s[:proxy_protocol]}" : addr)
         else
-          cmd.push("-listen", listen_address(url))
+          addr = listen_address(url)
+          cmd.push("-listen", s[:proxy_protocol] ? "#{addr},proxy=#{s[:proxy_protocol]}" : addr)
         end
       end
       cmd.push("-tls-cert", tls_pair[0], "-tls-key", tls_pair[1]) if tls_pair
@@ -159,6 +160,8 @@ module PumaPlus
       cmd.push("-worker-boot-timeout", "#{s[:worker_boot_timeout_ms] / 1000}s") if s[:worker_boot_timeout_ms]
       cmd.push("-max-keep-alive", s[:max_keep_alive].to_s) if s[:max_keep_alive]
       cmd.push("-quiet") if s[:quiet]
+      cmd.push("-remote-addr-header", s[:remote_addr_header]) if s[:remote_addr_header]
+      cmd.push("-trusted-proxies", s[:trusted_proxies]) if s[:remote_addr_header] && s[:trusted_proxies]
       cmd.push("-access-log", s[:access_log]) if s[:access_log]
       cmd.push("-access-log-format", s[:access_log_format]) if s[:access_log] && s[:access_log_format]
       if s[:autoscale_min]

@@ -21,7 +21,8 @@ module PumaPlus
       request_timeout_ms: nil, worker_kill_grace_ms: nil, worker_timeout_ms: nil,
       quiet: false, directory: nil, stdout_redirect: nil, stderr_redirect: nil, redirect_append: false,
       pidfile: nil, state_path: nil, activated_sockets: nil, tag: nil, max_keep_alive: nil,
-      worker_boot_timeout_ms: nil, access_log: nil, access_log_format: nil
+      worker_boot_timeout_ms: nil, access_log: nil, access_log_format: nil,
+      proxy_protocol: nil, remote_addr_header: nil, trusted_proxies: nil
     }.freeze
 
     HOOKS = %i[before_fork before_worker_boot before_worker_shutdown before_worker_fork after_worker_fork
@@ -101,7 +102,7 @@ module PumaPlus
       "raise_exception_on_sigterm" => [:unsupported, "SIGTERM drains; nothing is raised in the app"],
       "restart_command" => [:unsupported, "the hot restart re-execs the server binary at the path it was started with, with the same arguments"],
       "set_default_host" => [:supported, "the host `port` binds when none is given"],
-      "set_remote_address" => [:unsupported, "REMOTE_ADDR is the peer's address; no PROXY protocol or header source"],
+      "set_remote_address" => [:supported, "`:socket` (the default); `proxy_protocol: :v1` (or `:v2`, `:any`: HAProxy's send-proxy-v2) → `,proxy=v1` on every listener; `header: \"X-Forwarded-For\"` → `-remote-addr-header`: believed only from `trusted:` peers (default loopback; `-trusted-proxies`), the right-most untrusted address of the list. `:localhost` and `value:` are refused with a reason"],
       "shutdown_debug" => [:unsupported, "no thread dump at shutdown"],
       "silence_fork_callback_warning" => [:mapped, "accepted: there is no such warning"],
       "silence_single_worker_warning" => [:mapped, "accepted: there is no such warning"],
@@ -422,6 +423,33 @@ module PumaPlus
         end
         set[:access_log] = path ? path.to_s : "-"
         set[:access_log_format] = format
+      end
+
+      # puma: set_remote_address(:socket | :localhost | {proxy_protocol: :v1} | {header: NAME} |
+      # {value: ...}). puma-plus adds proxy_protocol: :v2 / :any and header's trusted: list.
+      def set_remote_address(val = :socket)
+        case val
+        when :socket, "socket"
+          set[:proxy_protocol] = set[:remote_addr_header] = set[:trusted_proxies] = nil
+        when Hash
+          val = val.transform_keys(&:to_sym)
+          unknown = val.keys - %i[proxy_protocol header trusted]
+          raise Error, where("set_remote_address: #{unknown.first.inspect} is not supported (proxy_protocol:, header:, trusted:)") unless unknown.empty?
+
+          if (v = val[:proxy_protocol])
+            raise Error, where("set_remote_address: proxy_protocol: #{v.inspect}: expected :v1, :v2 or :any") unless %w[v1 v2 any].include?(v.to_s)
+
+            set[:proxy_protocol] = v.to_s
+          end
+          if (h = val[:header])
+            raise Error, where("set_remote_address: header: #{h.inspect} is not a header name") unless h.to_s.match?(/\A[A-Za-z0-9-]+\z/)
+
+            set[:remote_addr_header] = h.to_s
+            set[:trusted_proxies] = Array(val[:trusted]).map(&:to_s).join(",") if val[:trusted]
+          end
+        else
+          raise Error, where("set_remote_address #{val.inspect}: not supported (:socket, proxy_protocol: or header:)")
+        end
       end
 
       def preload_app!(*)
