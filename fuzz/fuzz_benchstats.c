@@ -1,4 +1,5 @@
-/* Fuzz target for pp-bench's readers of a server's /stats (bench/harness.h, bench/soak.h).
+/* Fuzz target for pp-bench's readers of a server's /stats (bench/harness/harness.h,
+ * bench/soak/soak.h).
  *
  * Input: a /stats response body (any bytes, taken up to the first NUL as the C string the
  * sampler reads); captured /stats documents are seeds. Properties:
@@ -12,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/harness.h"
-#include "bench/soak.h"
+#include "bench/harness/harness.h"
+#include "bench/soak/soak.h"
 
 #include "fuzz/check.h"
 

@@ -2,19 +2,19 @@
  *
  * Not a test: built on demand (cmake --build build --target fuzz-gen-h3) and run as
  * build/fuzz/fuzz-gen-h3 fuzz/corpus/h3; the result is committed. The client is the in-process
- * test client of server/tests/test_h3.c (server/tests/h3_test_client.h: ngtcp2 0.12 + GnuTLS,
- * nghttp3 0.8, ALPN h3), the same file, with this program's hooks: every datagram it sends is
- * recorded (h3c_on_send) and bodiless requests are answered after each one the server took
- * (h3c_after_recv). It talks to an in-process pp_h3_server
- * configured exactly as the fuzz target's (secret 0x5a..., the same deterministic config.rand
- * restarted per session, the clock starting at 1000 s, the same addresses), and every datagram
- * the client sends is recorded in the target's input format: mode byte, then per datagram a
- * control byte (milliseconds since the previous one, capped at 63; bit 6 for the second client
- * address), a big-endian u16 length and the bytes. Because the server's connection IDs come
- * from that deterministic rand, a replayed seed routes its later datagrams (Handshake, 1-RTT)
- * to the connection its Initial created, and the second Initial of the Retry seed carries a
- * token the target's server accepts. Those later packets do not decrypt in the target (the
- * handshake's ephemeral keys are GnuTLS's fresh randomness), which is expected.
+ * test client of server/tests/proto/test_h3.c (server/tests/h3_test_client.h, over the QUIC client
+ * kit quic_client/: ngtcp2 0.12 + GnuTLS, nghttp3 0.8, ALPN h3), the same file, with this program's
+ * hooks: every datagram it sends is recorded (h3c_on_send) and bodiless requests are answered after
+ * each one the server took (h3c_after_recv). It talks to an in-process pp_h3_server configured
+ * exactly as the fuzz target's (secret 0x5a..., the same deterministic config.rand restarted per
+ * session, the clock starting at 1000 s, the same addresses), and every datagram the client sends
+ * is recorded in the target's input format: mode byte, then per datagram a control byte
+ * (milliseconds since the previous one, capped at 63; bit 6 for the second client address), a
+ * big-endian u16 length and the bytes. Because the server's connection IDs come from that
+ * deterministic rand, a replayed seed routes its later datagrams (Handshake, 1-RTT) to the
+ * connection its Initial created, and the second Initial of the Retry seed carries a token the
+ * target's server accepts. Those later packets do not decrypt in the target (the handshake's
+ * ephemeral keys are GnuTLS's fresh randomness), which is expected.
  *
  * The hand-made seeds (garbage, short and truncated Initials, a bad version, unknown CIDs) are
  * written here too, derived from a real Initial where they need one. The client's own

@@ -22,6 +22,8 @@ TYPES = {
   "EXITED" => 0x35,
   # the worker's monitor connection (request timeouts, heartbeats)
   "TIMEOUT" => 0x16, "HEARTBEAT_INTERVAL" => 0x17, "HEARTBEAT" => 0x24,
+  # run-time concurrency: the target slot count (monitor), end one idle slot (its connection)
+  "SLOTS" => 0x18, "SLOT_CLOSE" => 0x19,
   # a restarted shepherd learns the workers it did not fork
   "ADOPT" => 0x39, "ADOPTED_EXITED" => 0x3A,
   "STANDBY" => 0x36, "PARKED" => 0x37, "ACTIVATE" => 0x38
@@ -188,6 +190,11 @@ good("parked-max", { "type" => "PARKED", "pid" => U32_MAX, "worker_index" => U32
                      "boot_ns" => U64_BIG }, u32(U32_MAX) + u32(U32_MAX) + u64(U64_BIG))
 good("activate", { "type" => "ACTIVATE", "pid" => 4010 }, u32(4010))
 
+# ---- run-time concurrency: SLOTS (monitor connection), SLOT_CLOSE (slot connection) ------
+good("slots", { "type" => "SLOTS", "count" => 200 }, u32(200))
+good("slots-max", { "type" => "SLOTS", "count" => U32_MAX }, u32(U32_MAX))
+good("slot-close", { "type" => "SLOT_CLOSE", "thread_index" => 7 }, u32(7))
+
 # ---- monitor connection: TIMEOUT / HEARTBEAT_INTERVAL / HEARTBEAT ------------------------
 good("timeout", { "type" => "TIMEOUT", "request_id" => 77, "thread_index" => 2 }, u64(77) + u32(2))
 good("timeout-max", { "type" => "TIMEOUT", "request_id" => U64_BIG, "thread_index" => U32_MAX },
@@ -242,6 +249,10 @@ bad("bad-response-end-short", "length_mismatch", "RESPONSE_END payload 40 bytes,
     header(0x22, 40) + u64(1) * 5)
 bad("bad-parked-short", "length_mismatch", "PARKED payload 12 bytes (no boot_ns low half), fields need 16",
     header(0x37, 12) + u32(1) + u32(0) + u32(0))
+bad("bad-slots-short", "length_mismatch", "SLOTS payload 2 bytes, fields need 4",
+    header(0x18, 2) + u8(0) + u8(5))
+bad("bad-slot-close-empty", "length_mismatch", "SLOT_CLOSE payload 0 bytes, fields need 4",
+    header(0x19, 0))
 bad("bad-activate-long", "length_mismatch", "ACTIVATE payload 8 bytes, fields need 4",
     header(0x38, 8) + u32(1) + u32(0))
 bad("bad-type-0x3f", "unknown_type", "type 0x3F (after the last control-channel type) does not exist", header(0x3F, 4) + u32(1))

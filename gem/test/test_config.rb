@@ -39,12 +39,12 @@ class TestConfig < Minitest::Test
       status, out, = cli("--dry-run", "--server", "/opt/pps")
       assert_equal 0, status
       exec_line = out[/^exec: (.*)$/, 1]
-      assert_equal "/opt/pps -app config.ru -workers 3 -threads 8 -listen 0.0.0.0:8080 -listen unix:/tmp/x.sock " \
+      assert_equal "/opt/pps -app config.ru -workers 3 -threads 8 -min-threads 2 -listen 0.0.0.0:8080 -listen unix:/tmp/x.sock " \
                    "-control 127.0.0.1:9393 -control-token t0k -autoscale -min-workers 1 -max-workers 6 " \
                    "-target-queue-p95 50ms -gem-dir #{PumaPlus::CLI::GEM_DIR}", exec_line
       assert_match(/^env: RACK_ENV=production PUMA_PLUS_CONFIG=#{Regexp.escape(File.realpath(dir))}\/config\/puma-plus.rb$/, out)
       assert_match(/hooks: before_fork ×1, before_worker_boot ×1/, out)
-      assert_match(/note: .*puma-plus.rb:3: threads: puma-plus runs exactly max \(8\)/, out)
+      assert_match(/note: .*puma-plus.rb:3: threads: a worker starts with max \(8\) threads; min 2 is the floor/, out)
     end
   end
 
@@ -52,7 +52,7 @@ class TestConfig < Minitest::Test
     with_config("workers 3\nthreads 1, 2\n") do
       _, out, = cli("--dry-run", "--server", "s", "-w", "5", "-t", "4:6", "-b", "tcp://[::1]:9000",
                     "-e", "staging", "--control-url", "off", "app.ru", "--", "-quiet")
-      assert_equal ["s", "-app", "app.ru", "-workers", "5", "-threads", "6", "-listen", "[::1]:9000", "-control", "off",
+      assert_equal ["s", "-app", "app.ru", "-workers", "5", "-threads", "6", "-min-threads", "4", "-listen", "[::1]:9000", "-control", "off",
                     "-gem-dir", PumaPlus::CLI::GEM_DIR, "-quiet"], Shellwords.split(out[/^exec: (.*)$/, 1])
       assert_match(/RACK_ENV=staging/, out)
     end
@@ -298,7 +298,7 @@ class TestConfig < Minitest::Test
       status, out, err = cli("--server", "/nonexistent/puma-plus-server")
       assert_equal 127, status, "exec of a missing server fails cleanly"
       assert_equal "", out
-      assert_match(/note: .*threads: puma-plus runs exactly max/, err)
+      assert_match(/note: .*threads: a worker starts with max \(4\) threads/, err)
       assert_match(/unsupported: .*:2: idle_timeout/, err)
       assert_match(%r{cannot run /nonexistent/puma-plus-server}, err)
     end
@@ -344,7 +344,28 @@ class TestConfig < Minitest::Test
     # the file's directives override the environment; a file bind replaces PORT's
     with_config("workers 2\nthreads 4, 4\nport 5000, '127.0.0.1'\n") do
       _, out, = cli("--dry-run", "--server", "s", env: { "WEB_CONCURRENCY" => "3", "RAILS_MAX_THREADS" => "7", "PORT" => "4000" })
-      assert_match(/^exec: s -app config.ru -workers 2 -threads 4 -listen 127.0.0.1:5000 -gem-dir /, out)
+      assert_match(/^exec: s -app config.ru -workers 2 -threads 4 -min-threads 4 -listen 127.0.0.1:5000 -gem-dir /, out)
+    end
+  end
+
+  # Run-time slots: puma's `threads MIN, MAX` bounds them, `max_slots` raises the ceiling for
+  # I/O-bound apps and `fiber_slots` makes them fibers; the flags override the file.
+  def test_slot_directives_map_to_server_flags
+    with_config("threads 2, 5\nmax_slots 300\nfiber_slots 40\n") do
+      _, out, = cli("--dry-run", "--server", "s")
+      assert_match(/^exec: s -app config.ru -workers 1 -threads 5 -min-threads 2 -max-slots 300 -fibers 40 -gem-dir /, out)
+      _, out, = cli("--dry-run", "--server", "s", "--max-slots", "100", "--fibers", "0")
+      assert_match(/^exec: s -app config.ru -workers 1 -threads 5 -min-threads 2 -max-slots 100 -gem-dir /, out)
+    end
+    # puma 8's environment floor: PUMA_MIN_THREADS, else MIN_THREADS
+    with_config("") do
+      _, out, = cli("--dry-run", "--server", "s", env: { "PUMA_MIN_THREADS" => "3", "MIN_THREADS" => "1", "RAILS_MAX_THREADS" => "6" })
+      assert_match(/^exec: s -app config.ru -workers 1 -threads 6 -min-threads 3 -gem-dir /, out)
+    end
+    with_config("max_slots 5000\n") do
+      status, _, err = cli("--dry-run", "--server", "s")
+      assert_equal 2, status
+      assert_match(/puma-plus.rb:1: max_slots: must be 1..4096/, err)
     end
   end
 

@@ -316,6 +316,95 @@ class TestShepherd < Minitest::Test
     send_control(W::Stop.new(1000))
   end
 
+  # Run-time slots (docs/PROTOCOL.md "SLOTS, SLOT_CLOSE"): SLOTS on the monitor connection
+  # starts the missing slots, each a new connection with the lowest free thread_index;
+  # SLOT_CLOSE ends that slot (EOF, never dialled again) while the others serve on, also one
+  # whose request was running when the target went down; SLOTS at or below the live count
+  # starts nothing.
+  def test_slots_grow_and_slot_close_ends_one
+    start(workers: 1, threads: 2)
+    pid = forked(1)[0].pid
+    conns = accept(2)
+    assert_equal [0, 1], conns.map { |_, h| h.thread_index }.sort
+    monitor = monitor_of(pid)
+    monitor.write(W.encode(W::Slots.new(5)))
+    grown = accept(3)
+    assert_equal [2, 3, 4], grown.map { |_, h| h.thread_index }.sort
+    assert(grown.all? { |_, h| h.pid == pid })
+    all = conns + grown
+    # five slots serve five sleeping requests at once
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    all.each_with_index { |(sock, _), i| sock.write(FakeServer.request(100 + i, "GET", "/sleep/300")) }
+    all.each_with_index { |(sock, _), i| assert_equal 200, FakeServer.read_response(sock, 100 + i)[:head].status }
+    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0, :<, 0.9, "concurrently, not one after another"
+
+    # end slots 1 and 3: their connections close; the others still serve
+    by_index = all.to_h { |sock, h| [h.thread_index, sock] }
+    [1, 3].each { |i| by_index[i].write(W.encode(W::SlotClose.new(i))) }
+    [1, 3].each { |i| assert_equal :eof, FakeServer.read_frame(by_index[i]), stderr }
+    [0, 2, 4].each do |i|
+      by_index[i].write(FakeServer.request(200 + i, "GET", "/hello"))
+      assert_equal "pid=#{pid}", FakeServer.read_response(by_index[i], 200 + i)[:body]
+    end
+    # SLOTS 3 with three live slots: nothing is dialled
+    monitor.write(W.encode(W::Slots.new(3)))
+    assert_nil IO.select([@listener], nil, nil, 0.3), "no new connection for a target already met"
+    # SLOTS 4: one more, taking the lowest free index (1)
+    monitor.write(W.encode(W::Slots.new(4)))
+    (sock1, hello1), = accept(1)
+    assert_equal 1, hello1.thread_index
+    sock1.write(FakeServer.request(300, "GET", "/hello"))
+    assert_equal 200, FakeServer.read_response(sock1, 300)[:head].status
+    # SLOT_CLOSE right after a RESPONSE_END (as the server sends it to a slot whose request ran
+    # while the target went down): the slot ends, the worker keeps its other slots.
+    by_index[4].write(FakeServer.request(301, "GET", "/sleep/200"))
+    assert_equal 200, FakeServer.read_response(by_index[4], 301)[:head].status
+    by_index[4].write(W.encode(W::SlotClose.new(4)))
+    assert_equal :eof, FakeServer.read_frame(by_index[4])
+    assert alive?(pid)
+    send_control(W::Stop.new(1000))
+  end
+
+  # --fibers needs the async gem in the app's environment; without it the shepherd says so at
+  # boot and exits (no silent fallback to threads). The async gem is hidden here by an
+  # `async.rb` first on the load path that fails as a missing gem does, so the test does not
+  # depend on what this Ruby has installed; tests/e2e/test_slots.rb runs fiber slots with the
+  # pinned async.
+  def test_fibers_without_the_async_gem_fail_at_boot
+    hide = File.join(@dir, "hide")
+    FileUtils.mkdir_p(hide)
+    File.write(File.join(hide, "async.rb"), "raise LoadError, 'cannot load such file -- async'\n")
+    @stderr_path = File.join(@dir, "stderr.log")
+    @pid = Process.spawn({ "RUBYLIB" => hide }, RbConfig.ruby, EXE, "--app", File.join(@dir, "config.ru"),
+                         "--threads", "4", "--socket", @socket_path, "--workers", "1", "--fibers",
+                         3 => @child_end, err: @stderr_path, out: File::NULL)
+    @child_end.close
+    _, status = Process.wait2(@pid)
+    @pid = nil
+    assert_equal 1, status.exitstatus
+    assert_match(/fiber slots \(-fibers\) need the async gem/, stderr)
+  end
+
+  # --fibers with an app whose ActiveSupport isolation level is :thread: the shepherd warns at
+  # boot (the app here stands in for Rails with a stub of that one method; async is stubbed
+  # as present, so no worker is asked for).
+  def test_fibers_warn_about_thread_isolation
+    stub = File.join(@dir, "stub")
+    FileUtils.mkdir_p(stub)
+    File.write(File.join(stub, "async.rb"), "# stub: present\n")
+    File.write(File.join(@dir, "config.ru"), <<~RUBY)
+      module ActiveSupport
+        class IsolatedExecutionState
+          def self.isolation_level = :thread
+        end
+      end
+      run ->(env) { [200, {}, ["ok"]] }
+    RUBY
+    start(workers: 0, threads: 4, env: { "RUBYLIB" => stub }, extra: ["--fibers"])
+    assert_match(/warning: fiber slots with ActiveSupport's isolation_level :thread/, stderr)
+    send_control(W::Stop.new(1000))
+  end
+
   # The monitor connection's EOF means the server is gone: the worker stops (its idle threads
   # close their connections) although its request connections are still open.
   def test_monitor_eof_stops_the_worker

@@ -14,6 +14,7 @@ void pp_config_defaults(pp_config *c) {
   c->app = "config.ru";
   c->workers = 1;
   c->threads = 5;
+  c->min_threads = 1;
   /* The control app is off unless -control names a place (as puma's control app is off
    * unless activated): two servers on one host never collide on it. */
   pp_addr_parse(&c->control, "127.0.0.1:9293");
@@ -197,7 +198,12 @@ void pp_config_usage(FILE *out) {
         "\n"
         "  -app FILE              rackup file to serve (default config.ru)\n"
         "  -workers N             Ruby worker processes at start (default 1)\n"
-        "  -threads N             threads (= connections) per worker (default 5)\n"
+        "  -threads N             threads (= connections, slots) per worker at start (default 5)\n"
+        "  -min-threads N         fewest slots per worker at run time (default 1)\n"
+        "  -max-slots N           most slots per worker at run time, for I/O-bound apps up to\n"
+        "                         4096 (default: the starting count)\n"
+        "  -fibers N              slots are fibers (async gem), N per worker at start; the\n"
+        "                         app must be fiber-safe (docs/RACK.md)\n"
         "  -listen ADDR           HTTP listener, repeatable: HOST:PORT, [V6]:PORT, :PORT,\n"
         "                         unix:/PATH or /PATH (default 127.0.0.1:9292)\n"
         "                         ADDR,proxy=v1|v2|any: the peer (a proxy) sends a PROXY\n"
@@ -355,6 +361,12 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       bad = parse_u32(value, &c->workers, 1, 256);
     else if (!strcmp(key, "threads"))
       bad = parse_u32(value, &c->threads, 1, 1024);
+    else if (!strcmp(key, "min-threads"))
+      bad = parse_u32(value, &c->min_threads, 1, PP_MAX_SLOTS);
+    else if (!strcmp(key, "max-slots"))
+      bad = parse_u32(value, &c->max_slots, 1, PP_MAX_SLOTS);
+    else if (!strcmp(key, "fibers"))
+      bad = parse_u32(value, &c->fibers, 0, PP_MAX_SLOTS);
     else if (!strcmp(key, "listen")) {
       if (default_listen) c->listen_count = 0, default_listen = 0;
       if (c->listen_count >= PP_MAX_LISTEN) {
@@ -487,6 +499,15 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       snprintf(err, err_len, "-%s: invalid value \"%s\"", key, value);
       return -1;
     }
+  }
+  uint32_t initial = pp_config_slots_initial(c);
+  if (!c->max_slots) c->max_slots = initial;
+  if (c->min_threads > initial || initial > c->max_slots) {
+    snprintf(err, err_len,
+             "slots per worker: -min-threads %u <= starting count %u (-%s) <= -max-slots %u "
+             "does not hold",
+             c->min_threads, initial, c->fibers ? "fibers" : "threads", c->max_slots);
+    return -1;
   }
   if (!c->tls_cert != !c->tls_key) {
     snprintf(err, err_len, "-tls-cert and -tls-key go together (or neither: a development cert)");

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #define PP_MAX_LISTEN 16
+#define PP_MAX_SLOTS  4096 /* slots per worker process, the most -max-slots allows */
 
 /* -max-body-size 0 (and the default, as puma's http_content_length_limit nil): no limit. A
  * large finite number rather than UINT64_MAX, so that the parsers' chunk-size arithmetic
@@ -38,6 +39,11 @@ typedef struct pp_config {
   const char *app;  /* -app: the rackup file */
   uint32_t workers; /* -workers */
   uint32_t threads; /* -threads */
+  /* Slots per worker at run time (docs/SERVER.md "Slots at run time"): a worker starts with
+   * -threads slots (or -fibers); SLOTS / SLOT_CLOSE keep it within [min_threads, max_slots]. */
+  uint32_t min_threads; /* -min-threads (default 1) */
+  uint32_t max_slots;   /* -max-slots (default: the starting count) */
+  uint32_t fibers;      /* -fibers N: slots are fibers, N per worker at start (0: threads) */
   pp_addr listen[PP_MAX_LISTEN];
   int listen_count; /* -listen (repeatable) */
   pp_addr listen_tls[PP_MAX_LISTEN];
@@ -112,6 +118,11 @@ void pp_config_defaults(pp_config *c);
 
 /* Parses argv (argv[0] skipped). Returns 0, 1 if --help/-help was given (usage printed to
  * `out`), or -1 with a one-line message in err. Strings point into argv. */
+/* The slots a worker starts with: -fibers when set, else -threads. */
+static inline uint32_t pp_config_slots_initial(const pp_config *c) {
+  return c->fibers ? c->fibers : c->threads;
+}
+
 int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_len, FILE *out);
 
 /* "host:port", "[v6]:port", ":port", "unix:/path", "/path" or "./path". 0 or -1. */

@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 /* 0, or -1 when the file cannot be read or lacks a field (the process is gone). */
 static inline int pp_smaps_rollup_read(unsigned pid, uint64_t *rss, uint64_t *pss, uint64_t *uss) {
@@ -33,6 +35,30 @@ static inline int pp_smaps_rollup_read(unsigned pid, uint64_t *rss, uint64_t *ps
   *rss = r;
   *pss = p;
   *uss = clean + dirty;
+  return 0;
+}
+
+/* A process's CPU time (utime + stime, all its threads) from /proc/PID/stat, in nanoseconds:
+ * the per-worker signal of docs/DESIGN.md 3b (its change per tick is a share of one core).
+ * 0, or -1 when the file cannot be read or parsed (the process is gone). */
+static inline int pp_proc_cpu_read(unsigned pid, uint64_t *cpu_ns) {
+  char path[64], line[1024];
+  *cpu_ns = 0;
+  snprintf(path, sizeof path, "/proc/%u/stat", pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return -1;
+  size_t n = fread(line, 1, sizeof line - 1, f);
+  fclose(f);
+  line[n] = 0;
+  /* comm (field 2) may hold spaces and parentheses: fields 3.. start after the last ')' */
+  const char *p = strrchr(line, ')');
+  unsigned long long utime, stime;
+  if (!p ||
+      sscanf(p + 1, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu", &utime, &stime) != 2)
+    return -1;
+  long hz = sysconf(_SC_CLK_TCK);
+  if (hz <= 0) hz = 100;
+  *cpu_ns = (utime + stime) * (1000000000ull / (uint64_t)hz);
   return 0;
 }
 

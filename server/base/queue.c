@@ -56,6 +56,8 @@ pp_worker *pp_registry_add(pp_registry *r, uint32_t pid, uint32_t index, int64_t
     w->state = PP_WORKER_BOOTING;
     w->pid = pid;
     w->heap_live_slots = -1;
+    w->cpu_share = -1;
+    w->cpu_delta_ns = -1;
     w->index = index;
     w->forked_ns = now_ns;
     w->generation = r->phase;

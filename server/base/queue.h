@@ -67,6 +67,13 @@ struct pp_worker {
    * out), and whether the server has killed it (request timeout or silent heartbeat). */
   int64_t heartbeat_ns;
   int64_t heap_live_slots; /* from its last HEARTBEAT (GC.stat), -1 unknown */
+  uint32_t slots_target;   /* run-time slot target last sent (SLOTS); 0: never set */
+  /* CPU time (utime + stime, /proc/PID/stat) sampled each tick, and its share of one core
+   * over the last tick (-1 until two samples): near 1 GVL-bound, small waiting on I/O. */
+  uint64_t cpu_ns;
+  int64_t cpu_sampled_ns; /* when cpu_ns was read; 0 never */
+  double cpu_share;
+  int64_t cpu_delta_ns; /* CPU time over the last tick in ns (-1 until two samples) */
   int killed;
   /* Standby workers (docs/CONTROL.md section 8): when PARKED arrived, and the decision time of
    * its activation until the first request dispatched to it has been timed (then 0). */

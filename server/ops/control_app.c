@@ -97,6 +97,81 @@ static void lifecycle_verb(server *s, const pp_control_request *rq, int restart,
   pp_buf_append_str(&out->body, body);
 }
 
+/* A query parameter as a whole number 0..max (-1: absent or not one). */
+static long query_u32(const char *query, size_t qlen, const char *name, unsigned long max) {
+  size_t vlen;
+  const char *v = query_param(query, qlen, name, &vlen);
+  char tmp[16], *end;
+  if (!v || !vlen || vlen >= sizeof tmp || v[0] < '0' || v[0] > '9') return -1;
+  memcpy(tmp, v, vlen);
+  tmp[vlen] = 0;
+  unsigned long n = strtoul(tmp, &end, 10);
+  return *end || n > max ? -1 : (long)n;
+}
+
+/* POST /slots?worker=N&count=K: worker index N's slot target becomes K, clamped to
+ * [-min-threads, -max-slots] (pp_wlink_set_slots); without worker=, every worker's and later
+ * ones' (pp_wlink_set_slots_all). docs/SERVER.md "Slots at run time". For tests and operators;
+ * the autoscale glue calls the same functions. Answers JSON. */
+static void slots_verb(server *s, const pp_control_request *rq, const char *query, size_t qlen,
+                       pp_control_response *out) {
+  char body[256];
+  if (!rq->post) {
+    text(out, 405, "405 Method Not Allowed (POST)\n");
+    out->allow = "POST";
+    return;
+  }
+  size_t vlen;
+  int all = query_param(query, qlen, "worker", &vlen) == NULL;
+  long index = all ? 0 : query_u32(query, qlen, "worker", PP_MAX_WORKERS - 1);
+  long count = query_u32(query, qlen, "count", PP_MAX_SLOTS);
+  if (index < 0 || count < 1) {
+    text(out, 400,
+         "400 Bad Request: POST /slots?count=K or /slots?worker=INDEX&count=K (K from 1)\n");
+    return;
+  }
+  out->content_type = "application/json";
+  if (all && (s->draining || s->stopping)) {
+    out->status = 409;
+    pp_buf_append_str(&out->body, "{\"status\":\"error\",\"error\":\"the server is draining\"}\n");
+    return;
+  }
+  if (all) { /* every worker, and those that connect later */
+    uint32_t set = pp_wlink_set_slots_all(s, (uint32_t)count);
+    out->status = 200;
+    snprintf(body, sizeof body,
+             "{\"status\":\"ok\",\"slots_per_worker\":%u,\"requested\":%ld,\"slots_ready\":%u}\n",
+             set, count, s->reg.slots_ready);
+    pp_buf_append_str(&out->body, body);
+    return;
+  }
+  pp_worker *wk = NULL;
+  for (uint32_t i = 0; i < s->reg.high && !wk; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    if (w->state == PP_WORKER_READY && w->index == (uint32_t)index) wk = w;
+  }
+  if (!wk) {
+    out->status = 404;
+    snprintf(body, sizeof body,
+             "{\"status\":\"error\",\"error\":\"no serving worker with index %ld\"}\n", index);
+    pp_buf_append_str(&out->body, body);
+    return;
+  }
+  const char *why = "";
+  int set = pp_wlink_set_slots(s, wk, (uint32_t)count, &why);
+  if (set < 0) {
+    out->status = 409;
+    snprintf(body, sizeof body, "{\"status\":\"error\",\"error\":\"%s\"}\n", why);
+  } else {
+    out->status = 200;
+    snprintf(body, sizeof body,
+             "{\"status\":\"ok\",\"worker\":%ld,\"pid\":%u,\"slots_target\":%d,"
+             "\"requested\":%ld,\"slots\":%u}\n",
+             index, wk->pid, set, count, wk->slots);
+  }
+  pp_buf_append_str(&out->body, body);
+}
+
 /* GET /dashboard and GET /stats/stream (dashboard.h). 1 if the path was one of them. */
 static int dashboard_routes(server *s, const pp_control_request *rq, const char *url,
                             size_t path_len, const char *query, size_t qlen,
@@ -165,10 +240,13 @@ void pp_control_app(server *s, const pp_control_request *rq, pp_control_response
   int is_restart = path_len == 8 && !memcmp(url, "/restart", 8);
   int is_stop = path_len == 5 && !memcmp(url, "/stop", 5);
   int is_phased = path_len == 15 && !memcmp(url, "/phased-restart", 15);
+  int is_slots = path_len == 6 && !memcmp(url, "/slots", 6);
   if (!token_ok(s, rq, query, qlen)) {
     text(out, 401, "401 Unauthorized: a control token is required\n");
   } else if (is_restart || is_stop || is_phased) {
     lifecycle_verb(s, rq, is_phased ? 2 : is_restart, out);
+  } else if (is_slots) {
+    slots_verb(s, rq, query, qlen, out);
   } else if (!rq->get_or_head) {
     text(out, 405, "405 Method Not Allowed\n");
     out->allow = "GET, HEAD";
@@ -188,6 +266,6 @@ void pp_control_app(server *s, const pp_control_request *rq, pp_control_response
   } else {
     text(out, 404,
          "404 Not Found (try /stats, /stats?pretty=1, /metrics, /ready, /dashboard, /stats/stream, "
-         "POST /restart, POST /phased-restart or POST /stop)\n");
+         "POST /restart, POST /phased-restart, POST /stop or POST /slots)\n");
   }
 }

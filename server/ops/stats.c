@@ -44,6 +44,21 @@ int pp_proc_mem_read(uint32_t pid, pp_proc_mem *out) {
   return pp_smaps_rollup_read(pid, &out->rss, &out->pss, &out->uss);
 }
 
+void pp_stats_sample_cpu(server *s, int64_t now_ns) {
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    uint64_t cpu;
+    if (w->state == PP_WORKER_FREE || w->state == PP_WORKER_PARKED) continue;
+    if (pp_proc_cpu_read(w->pid, &cpu) != 0) continue;
+    if (w->cpu_sampled_ns && now_ns > w->cpu_sampled_ns && cpu >= w->cpu_ns) {
+      w->cpu_delta_ns = (int64_t)(cpu - w->cpu_ns);
+      w->cpu_share = (double)w->cpu_delta_ns / (double)(now_ns - w->cpu_sampled_ns);
+    }
+    w->cpu_ns = cpu;
+    w->cpu_sampled_ns = now_ns;
+  }
+}
+
 int64_t pp_workers_mean_pss(server *s) {
   uint64_t sum = 0, n = 0;
   for (uint32_t i = 0; i < s->reg.high; i++) {
@@ -141,7 +156,7 @@ static void json_workers(server *s, json_t *root) {
     json_object_set_new(ls, "backlog", json_integer(0)); /* the one queue is server-wide */
     json_object_set_new(ls, "running", json_integer(w->slots));
     json_object_set_new(ls, "pool_capacity", json_integer(w->slots - w->busy));
-    json_object_set_new(ls, "max_threads", json_integer(s->cfg->threads));
+    json_object_set_new(ls, "max_threads", json_integer(s->cfg->max_slots));
     json_object_set_new(ls, "requests_count", json_integer((json_int_t)w->requests));
     json_object_set_new(ls, "busy_threads", json_integer(w->busy));
     /* GC.stat(:heap_live_slots) from its last heartbeat: null until one says it */
@@ -149,9 +164,21 @@ static void json_workers(server *s, json_t *root) {
                         w->heap_live_slots >= 0 ? json_integer((json_int_t)w->heap_live_slots)
                                                 : json_null());
     json_object_set_new(o, "last_status", ls);
+    /* Run-time slots (docs/SERVER.md "Slots at run time") and the process's CPU time, whose
+     * change per tick is its share of one core (docs/DESIGN.md 3b). */
+    json_object_set_new(o, "slots", json_integer(w->slots));
+    json_object_set_new(o, "slots_target", json_integer(pp_wlink_slots_target(s, w)));
+    uint64_t cpu_ns;
+    json_object_set_new(o, "cpu_ns",
+                        pp_proc_cpu_read(w->pid, &cpu_ns) == 0 ? json_integer((json_int_t)cpu_ns)
+                                                               : json_null());
+    json_object_set_new(o, "cpu_share", w->cpu_share >= 0 ? json_real(w->cpu_share) : json_null());
     json_array_append_new(ws, o);
   }
   json_object_set_new(root, "worker_status", ws);
+  json_object_set_new(
+      root, "slots_per_worker",
+      json_integer(s->slots_shape ? s->slots_shape : pp_config_slots_initial(s->cfg)));
   json_t *mo = json_object();
   json_object_set_new(mo, "source", json_string("/proc/PID/smaps_rollup"));
   json_object_set_new(mo, "workers_measured", json_integer(mem_known));
@@ -208,6 +235,7 @@ static void json_queue(server *s, json_t *root) {
   json_object_set_new(q, "cancelled_queued", json_integer((json_int_t)st->cancelled_queued));
   json_object_set_new(q, "cancelled_running", json_integer((json_int_t)st->cancelled_running));
   json_object_set_new(q, "hijacked", json_integer((json_int_t)st->hijacked));
+  json_object_set_new(q, "slots_closed", json_integer((json_int_t)st->slots_closed));
   json_object_set_new(q, "gvl_wait_mean_ms",
                       st->gvl_count ? json_real(ms((uint64_t)st->gvl_sum_ns / st->gvl_count))
                                     : json_null());
@@ -398,6 +426,50 @@ static void metrics_core(server *s, pp_buf *out) {
                 s->reg.slots_ready);
   pp_prom_gauge(out, "puma_plus_slots_busy", "Worker threads running a request.",
                 s->reg.slots_busy);
+  pp_prom_gauge(
+      out, "puma_plus_slots_per_worker",
+      "Slots per worker the server asks for (pp_wlink_set_slots_all, else the starting count).",
+      s->slots_shape ? s->slots_shape : pp_config_slots_initial(s->cfg));
+  pp_prom_appendf(out,
+                  "# HELP puma_plus_worker_slots Connected slots of each worker process.\n# TYPE "
+                  "puma_plus_worker_slots gauge\n");
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    if (w->state == PP_WORKER_FREE) continue;
+    pp_prom_appendf(out, "puma_plus_worker_slots{index=\"%u\",pid=\"%u\"} %u\n", w->index, w->pid,
+                    w->slots);
+  }
+  pp_prom_appendf(
+      out, "# HELP puma_plus_worker_slots_target Slot target of each worker process.\n# TYPE "
+           "puma_plus_worker_slots_target gauge\n");
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    if (w->state == PP_WORKER_FREE) continue;
+    pp_prom_appendf(out, "puma_plus_worker_slots_target{index=\"%u\",pid=\"%u\"} %u\n", w->index,
+                    w->pid, pp_wlink_slots_target(s, w));
+  }
+  pp_prom_appendf(out,
+                  "# HELP puma_plus_worker_cpu_seconds_total CPU time (user + system) of each "
+                  "worker process, from /proc/PID/stat.\n# TYPE puma_plus_worker_cpu_seconds_total "
+                  "counter\n");
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    uint64_t cpu_ns;
+    if (w->state == PP_WORKER_FREE || pp_proc_cpu_read(w->pid, &cpu_ns) != 0) continue;
+    pp_prom_appendf(out, "puma_plus_worker_cpu_seconds_total{index=\"%u\",pid=\"%u\"} %.3f\n",
+                    w->index, w->pid, (double)cpu_ns / 1e9);
+  }
+  pp_prom_appendf(out,
+                  "# HELP puma_plus_worker_cpu_share CPU time of each worker process over the last "
+                  "tick, as a share of one core.\n# TYPE puma_plus_worker_cpu_share gauge\n");
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    if (w->state == PP_WORKER_FREE || w->cpu_share < 0) continue;
+    pp_prom_appendf(out, "puma_plus_worker_cpu_share{index=\"%u\",pid=\"%u\"} %.4f\n", w->index,
+                    w->pid, w->cpu_share);
+  }
+  pp_prom_counter(out, "puma_plus_slots_closed_total",
+                  "Slots taken back at run time (SLOT_CLOSE sent).", st->slots_closed);
   pp_prom_appendf(
       out, "# HELP puma_plus_workers Worker processes by state.\n# TYPE puma_plus_workers gauge\n");
   pp_prom_appendf(out, "puma_plus_workers{state=\"ready\"} %u\n",

@@ -170,6 +170,7 @@ static void on_tick(uv_timer_t *t) {
   st->arrivals_last = st->arrivals_window;
   st->completions_last = st->completions_window;
   st->last_window_ns = s->cfg->tick_ns;
+  pp_stats_sample_cpu(s, pp_now_ns()); /* per-worker CPU share of the tick, before deciding */
   pp_autoscale_tick(s);
   pp_dashboard_tick(s); /* sees this tick's windows and decision */
   pp_hist_window_roll(&st->queue);

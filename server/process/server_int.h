@@ -49,7 +49,8 @@ typedef struct pp_stats {
   uint64_t status_1xx, status_2xx, status_3xx, status_4xx, status_5xx;
   uint64_t refused; /* requests answered by the parser (4xx/5xx) */
   uint64_t cancelled_queued, cancelled_running, shed, errors_502, errors_500;
-  uint64_t hijacked; /* requests whose client socket went to the worker (full hijack) */
+  uint64_t hijacked;     /* requests whose client socket went to the worker (full hijack) */
+  uint64_t slots_closed; /* SLOT_CLOSE frames sent (run-time slots taken back) */
   uint64_t timeouts, worker_restarts, worker_protocol_errors;
   uint64_t body_budget_waits, body_budget_streamed; /* -max-buffered-body-total at work */
   uint64_t request_timeouts;         /* requests answered 504 (or cut) by -request-timeout */
@@ -145,6 +146,8 @@ struct server {
   uint32_t live_requests;   /* requests allocated (any state) */
   uint32_t max_connections; /* client connections open at most (-max-connections) */
   uint32_t workers_wanted;  /* the count the server keeps alive (respawn target) */
+  uint32_t slots_shape;     /* slots per worker set for all (pp_wlink_set_slots_all); 0: the
+                               starting count. Workers that connect later are told it. */
   uint32_t spawns_pending;  /* SPAWNed but not yet FORKED */
   int64_t last_spawn_ns;    /* when the last SPAWN was sent */
 
@@ -218,6 +221,9 @@ typedef struct pp_proc_mem {
 /* stats.c: 0, or -1 when the file cannot be read or parsed (the process is gone). */
 int pp_proc_mem_read(uint32_t pid, pp_proc_mem *out);
 /* stats.c: the mean PSS of the ready workers, -1 when none could be read. */
+/* Reads each worker's CPU time (/proc/PID/stat) and sets its cpu_share over the time since
+ * the last sample (the tick calls it, before the controller). */
+void pp_stats_sample_cpu(server *s, int64_t now_ns);
 int64_t pp_workers_mean_pss(server *s);
 
 #endif

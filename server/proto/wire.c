@@ -20,6 +20,8 @@ static const struct {
     {PP_WIRE_HIJACKED, "HIJACKED"},
     {PP_WIRE_TIMEOUT, "TIMEOUT"},
     {PP_WIRE_HEARTBEAT_INTERVAL, "HEARTBEAT_INTERVAL"},
+    {PP_WIRE_SLOTS, "SLOTS"},
+    {PP_WIRE_SLOT_CLOSE, "SLOT_CLOSE"},
     {PP_WIRE_RESPONSE_HEAD, "RESPONSE_HEAD"},
     {PP_WIRE_RESPONSE_BODY, "RESPONSE_BODY"},
     {PP_WIRE_RESPONSE_END, "RESPONSE_END"},
@@ -202,7 +204,9 @@ ssize_t pp_wire_decode(pp_wire_decoder *d, const uint8_t *buf, size_t len, pp_wi
     out->cpu_ns = (int64_t)get64(&c);
     break;
   case PP_WIRE_SPAWN:
-  case PP_WIRE_STANDBY: out->count = get32(&c); break;
+  case PP_WIRE_STANDBY:
+  case PP_WIRE_SLOTS: out->count = get32(&c); break;
+  case PP_WIRE_SLOT_CLOSE: out->thread_index = get32(&c); break;
   case PP_WIRE_RETIRE:
   case PP_WIRE_ACTIVATE: out->pid = get32(&c); break;
   case PP_WIRE_STOP: out->grace_ms = get32(&c); break;
@@ -266,7 +270,9 @@ static ssize_t payload_size(const pp_wire_frame *f) {
   case PP_WIRE_RETIRE:
   case PP_WIRE_STOP:
   case PP_WIRE_STANDBY:
-  case PP_WIRE_ACTIVATE: return 4;
+  case PP_WIRE_ACTIVATE:
+  case PP_WIRE_SLOTS:
+  case PP_WIRE_SLOT_CLOSE: return 4;
   case PP_WIRE_PARKED: return 16;
   case PP_WIRE_READY: return 12;
   case PP_WIRE_FORKED:
@@ -357,7 +363,9 @@ ssize_t pp_wire_encode(const pp_wire_frame *f, uint8_t *buf, size_t cap) {
     p = put64(p, (uint64_t)f->cpu_ns);
     break;
   case PP_WIRE_SPAWN:
-  case PP_WIRE_STANDBY: p = put32(p, f->count); break;
+  case PP_WIRE_STANDBY:
+  case PP_WIRE_SLOTS: p = put32(p, f->count); break;
+  case PP_WIRE_SLOT_CLOSE: p = put32(p, f->thread_index); break;
   case PP_WIRE_RETIRE:
   case PP_WIRE_ACTIVATE: p = put32(p, f->pid); break;
   case PP_WIRE_STOP: p = put32(p, f->grace_ms); break;

@@ -36,6 +36,8 @@ typedef enum pp_wire_type {
   PP_WIRE_HIJACKED = 0x15,           /* 0x14 stays unassigned */
   PP_WIRE_TIMEOUT = 0x16,            /* monitor connection: interrupt a request */
   PP_WIRE_HEARTBEAT_INTERVAL = 0x17, /* monitor connection: the heartbeat period */
+  PP_WIRE_SLOTS = 0x18,              /* monitor connection: the worker's target slot count */
+  PP_WIRE_SLOT_CLOSE = 0x19,         /* slot connection: end this slot (it is idle) */
   PP_WIRE_RESPONSE_HEAD = 0x20,
   PP_WIRE_RESPONSE_BODY = 0x21,
   PP_WIRE_RESPONSE_END = 0x22,
@@ -114,7 +116,7 @@ typedef struct pp_wire_frame {
   uint32_t pid; /* HELLO, RETIRE, READY, FORKED, EXITED, HEARTBEAT, ADOPT*, PARKED, ACTIVATE */
   uint32_t worker_index;   /* HELLO, FORKED, HEARTBEAT, ADOPT, PARKED */
   int64_t heap_live_slots; /* HEARTBEAT: the worker's GC.stat(:heap_live_slots), -1 unknown */
-  uint32_t thread_index;   /* HELLO, TIMEOUT */
+  uint32_t thread_index;   /* HELLO, TIMEOUT, SLOT_CLOSE */
   uint32_t capabilities;
   /* REQUEST, BODY, BODY_END, CANCEL, HIJACKED, TIMEOUT, RESPONSE_*, HIJACK */
   uint64_t request_id;
@@ -130,7 +132,7 @@ typedef struct pp_wire_frame {
   /* RESPONSE_END */
   uint64_t t4_ns, t5_ns, body_read_ns;
   int64_t gvl_wait_ns, cpu_ns;
-  /* SPAWN, STANDBY */
+  /* SPAWN, STANDBY, SLOTS */
   uint32_t count;
   /* STOP */
   uint32_t grace_ms;

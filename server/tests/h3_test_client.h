@@ -1,8 +1,10 @@
-/* The in-process HTTP/3 test client of server/tests/test_h3.c and fuzz/gen_h3_corpus.c (one
+/* The in-process HTTP/3 test client of server/tests/proto/test_h3.c and fuzz/gen_h3_corpus.c (one
  * copy; included by exactly one .c file of each program, its functions are static).
  *
- * A real client: ngtcp2 0.12 with the GnuTLS crypto backend and an nghttp3 0.8 client
- * connection, ALPN h3 (client_alpn), not verifying the certificate. Datagrams go between up to
+ * A real client: the project's QUIC client kit (quic_client/quic_client.h: ngtcp2 0.12 with the
+ * GnuTLS crypto backend and an nghttp3 0.8 client connection), ALPN h3 (client_alpn), not
+ * verifying the certificate; `qc`, `h3` and `handshake_done` of a client name the kit session's
+ * (set when it creates them), so tests read them directly. Datagrams go between up to
  * four clients and one pp_h3_server in memory: client_write() hands what a client sends to
  * pp_h3_server_recv, deliver() drains the server's out queue into the client whose address it
  * names, pump() runs both until quiet on the fake clock. client_request() opens a request
@@ -16,22 +18,15 @@
 #define PP_H3_TEST_CLIENT_H
 
 #include <arpa/inet.h>
-#include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <nghttp3/nghttp3.h>
 #include <ngtcp2/ngtcp2.h>
-#include <ngtcp2/ngtcp2_crypto.h>
-#include <ngtcp2/ngtcp2_crypto_gnutls.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "quic_client/quic_client.h"
 #include "server/base/buf.h"
 #include "server/proto/h3.h"
-
-#define PRIORITY                                                                                   \
-  "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"        \
-  "+AES-128-CCM:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1:+GROUP-SECP521R1:"      \
-  "%DISABLE_TLS13_COMPAT_MODE"
 
 typedef struct cstream {
   int64_t id;
@@ -43,11 +38,10 @@ typedef struct cstream {
 } cstream;
 
 typedef struct client {
-  ngtcp2_conn *qc;
-  nghttp3_conn *h3;
-  gnutls_session_t tls;
+  pp_qc_session s;  /* the connection (the kit's); s.data = this client */
+  ngtcp2_conn *qc;  /* s.qc */
+  nghttp3_conn *h3; /* s.h3, once the handshake completed */
   gnutls_certificate_credentials_t cred;
-  ngtcp2_crypto_conn_ref ref;
   struct sockaddr_in addr;
   int handshake_done, got_goaway, mute, deaf, tamper_token, write_err;
   int64_t goaway_id;
@@ -78,18 +72,6 @@ static int cli_recv_new_token(ngtcp2_conn *qc, const ngtcp2_vec *token, void *ud
   return 0;
 }
 
-static void cli_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) {
-  (void)ctx;
-  gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
-}
-static int cli_new_cid(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *token, size_t cidlen, void *ud) {
-  (void)qc, (void)ud;
-  uint8_t id[NGTCP2_MAX_CIDLEN];
-  gnutls_rnd(GNUTLS_RND_RANDOM, id, cidlen);
-  ngtcp2_cid_init(cid, id, cidlen);
-  gnutls_rnd(GNUTLS_RND_RANDOM, token, NGTCP2_STATELESS_RESET_TOKENLEN);
-  return 0;
-}
 static cstream *cs_of(client *c, int64_t id) {
   for (int i = 0; i < c->nstreams; i++)
     if (c->streams[i].id == id) return &c->streams[i];
@@ -159,78 +141,32 @@ static int h3_shutdown(nghttp3_conn *h3, int64_t id, void *ud) {
   return 0;
 }
 
-static int cli_handshake_completed(ngtcp2_conn *qc, void *ud) {
-  client *c = ud;
-  c->handshake_done = 1;
-  static const nghttp3_callbacks cbs = {
-      .stream_close = h3_stream_close,
-      .recv_data = h3_recv_data,
-      .deferred_consume = h3_deferred_consume,
-      .recv_header = h3_recv_header,
-      .stop_sending = h3_stop_sending,
-      .end_stream = h3_end_stream,
-      .reset_stream = h3_reset_stream,
-      .shutdown = h3_shutdown,
-  };
-  nghttp3_settings settings;
-  nghttp3_settings_default(&settings);
-  if (nghttp3_conn_client_new(&c->h3, &cbs, &settings, NULL, c) != 0) return -1;
-  int64_t ctrl, enc, dec;
-  if (ngtcp2_conn_open_uni_stream(qc, &ctrl, NULL) ||
-      nghttp3_conn_bind_control_stream(c->h3, ctrl) ||
-      ngtcp2_conn_open_uni_stream(qc, &enc, NULL) || ngtcp2_conn_open_uni_stream(qc, &dec, NULL) ||
-      nghttp3_conn_bind_qpack_streams(c->h3, enc, dec))
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-  return 0;
-}
-static int cli_recv_stream_data(ngtcp2_conn *qc, uint32_t flags, int64_t id, uint64_t off,
-                                const uint8_t *data, size_t len, void *ud, void *sud) {
-  (void)off, (void)sud;
-  client *c = ud;
-  if (!c->h3) return 0;
-  nghttp3_ssize n =
-      nghttp3_conn_read_stream(c->h3, id, data, len, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
-  if (n < 0) return NGTCP2_ERR_CALLBACK_FAILURE;
-  ngtcp2_conn_extend_max_stream_offset(qc, id, (uint64_t)n);
-  ngtcp2_conn_extend_max_offset(qc, (uint64_t)n);
-  return 0;
-}
-static int cli_acked(ngtcp2_conn *qc, int64_t id, uint64_t off, uint64_t len, void *ud, void *sud) {
-  (void)qc, (void)off, (void)sud;
-  client *c = ud;
-  return c->h3 && nghttp3_conn_add_ack_offset(c->h3, id, len) ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
-}
-static int cli_stream_close(ngtcp2_conn *qc, uint32_t flags, int64_t id, uint64_t code, void *ud,
-                            void *sud) {
-  (void)qc, (void)sud;
-  client *c = ud;
-  if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET)) code = NGHTTP3_H3_NO_ERROR;
-  if (c->h3) nghttp3_conn_close_stream(c->h3, id, code);
-  return 0;
-}
-static int cli_stream_reset(ngtcp2_conn *qc, int64_t id, uint64_t fs, uint64_t code, void *ud,
-                            void *sud) {
-  (void)qc, (void)fs, (void)code, (void)sud;
-  client *c = ud;
-  if (c->h3) nghttp3_conn_shutdown_stream_read(c->h3, id);
-  return 0;
-}
-static int cli_extend_msd(ngtcp2_conn *qc, int64_t id, uint64_t max, void *ud, void *sud) {
-  (void)qc, (void)max, (void)sud;
-  client *c = ud;
-  if (c->h3) nghttp3_conn_unblock_stream(c->h3, id);
-  return 0;
-}
-static ngtcp2_conn *cli_get_conn(ngtcp2_crypto_conn_ref *ref) {
-  return ((client *)ref->user_data)->qc;
-}
+static const nghttp3_callbacks client_h3_callbacks = {
+    .stream_close = h3_stream_close,
+    .recv_data = h3_recv_data,
+    .deferred_consume = h3_deferred_consume,
+    .recv_header = h3_recv_header,
+    .stop_sending = h3_stop_sending,
+    .end_stream = h3_end_stream,
+    .reset_stream = h3_reset_stream,
+    .shutdown = h3_shutdown,
+};
 
+/* The client's current path: its address may change (a migration test moves it), so this is
+ * built from c->addr each time rather than from the kit's copy of the first path. */
 static void client_path(client *c, ngtcp2_path *p) {
   p->local.addr = (ngtcp2_sockaddr *)&c->addr;
   p->local.addrlen = sizeof c->addr;
   p->remote.addr = (ngtcp2_sockaddr *)&srv_addr;
   p->remote.addrlen = sizeof srv_addr;
   p->user_data = NULL;
+}
+
+/* The kit started HTTP/3 (or failed to): the client's names for it. */
+static void cli_on_handshake(pp_qc_session *s) {
+  client *c = s->data;
+  c->handshake_done = 1;
+  c->h3 = s->h3;
 }
 
 static client *client_new(int idx) {
@@ -242,41 +178,9 @@ static client *client_new(int idx) {
   inet_pton(AF_INET, "10.0.0.2", &c->addr.sin_addr);
   pp_buf_init(&c->first);
   pp_buf_init(&c->record);
-  uint8_t d[18], s[16];
-  gnutls_rnd(GNUTLS_RND_RANDOM, d, sizeof d);
-  gnutls_rnd(GNUTLS_RND_RANDOM, s, sizeof s);
-  ngtcp2_cid dcid, scid;
-  ngtcp2_cid_init(&dcid, d, sizeof d);
-  ngtcp2_cid_init(&scid, s, sizeof s);
-  static const ngtcp2_callbacks cbs = {
-      .client_initial = ngtcp2_crypto_client_initial_cb,
-      .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
-      .handshake_completed = cli_handshake_completed,
-      .encrypt = ngtcp2_crypto_encrypt_cb,
-      .decrypt = ngtcp2_crypto_decrypt_cb,
-      .hp_mask = ngtcp2_crypto_hp_mask_cb,
-      .recv_stream_data = cli_recv_stream_data,
-      .acked_stream_data_offset = cli_acked,
-      .stream_close = cli_stream_close,
-      .recv_retry = ngtcp2_crypto_recv_retry_cb,
-      .rand = cli_rand,
-      .get_new_connection_id = cli_new_cid,
-      .update_key = ngtcp2_crypto_update_key_cb,
-      .stream_reset = cli_stream_reset,
-      .extend_max_stream_data = cli_extend_msd,
-      .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
-      .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
-      .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
-      .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
-      .recv_new_token = cli_recv_new_token,
-  };
-  ngtcp2_settings settings;
-  ngtcp2_settings_default(&settings);
-  settings.initial_ts = now;
-  if (use_token && new_token.len) {
-    settings.token.base = new_token.data;
-    settings.token.len = new_token.len;
-  }
+  ngtcp2_callbacks cbs;
+  pp_qc_client_callbacks(&cbs);
+  cbs.recv_new_token = cli_recv_new_token;
   ngtcp2_transport_params params;
   ngtcp2_transport_params_default(&params);
   params.initial_max_streams_uni = 3;
@@ -284,22 +188,26 @@ static client *client_new(int idx) {
   params.initial_max_stream_data_uni = 1 << 20;
   params.initial_max_data = 16 << 20;
   params.max_idle_timeout = 60 * NGTCP2_SECONDS;
-  ngtcp2_path path;
-  client_path(c, &path);
-  CU_ASSERT_FATAL(ngtcp2_conn_client_new(&c->qc, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &cbs,
-                                         &settings, &params, NULL, c) == 0);
   CU_ASSERT_FATAL(gnutls_certificate_allocate_credentials(&c->cred) == 0);
-  CU_ASSERT_FATAL(gnutls_init(&c->tls, GNUTLS_CLIENT) == 0);
-  CU_ASSERT_FATAL(gnutls_priority_set_direct(c->tls, PRIORITY, NULL) == 0);
-  CU_ASSERT_FATAL(ngtcp2_crypto_gnutls_configure_client_session(c->tls) == 0);
-  c->ref.get_conn = cli_get_conn;
-  c->ref.user_data = c;
-  gnutls_session_set_ptr(c->tls, &c->ref);
-  CU_ASSERT_FATAL(gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, c->cred) == 0);
-  gnutls_datum_t alpn = {(unsigned char *)(uintptr_t)client_alpn, (unsigned)strlen(client_alpn)};
-  gnutls_alpn_set_protocols(c->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY);
-  gnutls_server_name_set(c->tls, GNUTLS_NAME_DNS, "localhost", 9);
-  ngtcp2_conn_set_tls_native_handle(c->qc, c->tls);
+  const pp_qc_client_config cfg = {
+      .local = (const struct sockaddr *)&c->addr,
+      .local_len = sizeof c->addr,
+      .remote = (const struct sockaddr *)&srv_addr,
+      .remote_len = sizeof srv_addr,
+      .params = &params,
+      .initial_ts = now,
+      .token = use_token ? new_token.data : NULL,
+      .token_len = use_token ? new_token.len : 0,
+      .callbacks = &cbs,
+      .cred = c->cred,
+      .alpn = client_alpn,
+      .sni = "localhost",
+  };
+  c->s.h3_callbacks = &client_h3_callbacks;
+  c->s.data = c;
+  c->s.on_handshake = cli_on_handshake;
+  CU_ASSERT_FATAL(pp_qc_client_new(&c->s, &cfg) == 0);
+  c->qc = c->s.qc;
   return c;
 }
 
@@ -309,9 +217,7 @@ static void client_free(client *c) {
     pp_buf_dispose(&c->streams[i].body);
     pp_buf_dispose(&c->streams[i].hdrs);
   }
-  if (c->h3) nghttp3_conn_del(c->h3);
-  ngtcp2_conn_del(c->qc);
-  gnutls_deinit(c->tls);
+  pp_qc_session_dispose(&c->s);
   gnutls_certificate_free_credentials(c->cred);
   pp_buf_dispose(&c->first);
   pp_buf_dispose(&c->record);

@@ -17,8 +17,9 @@
  *
  * Prints one summary line (ok, failed, bytes, seconds) and a line per failed stream on stderr;
  * exits 0 when every stream got status 200 and exactly its own bytes back, 1 otherwise, 2 on
- * usage errors. The client is ngtcp2 0.12 + GnuTLS + nghttp3 0.8, ALPN h3, and does NOT verify
- * the server certificate (loopback development certificates). */
+ * usage errors. The client is the project's QUIC client kit (quic_client/quic_client.h: ngtcp2
+ * 0.12 + GnuTLS + nghttp3 0.8, ALPN h3) on blocking-free UDP sockets and poll(2), and does NOT
+ * verify the server certificate (loopback development certificates). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,8 +28,6 @@
 #include <netdb.h>
 #include <nghttp3/nghttp3.h>
 #include <ngtcp2/ngtcp2.h>
-#include <ngtcp2/ngtcp2_crypto.h>
-#include <ngtcp2/ngtcp2_crypto_gnutls.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,10 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PRIORITY                                                                                   \
-  "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"        \
-  "+AES-128-CCM:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1:+GROUP-SECP521R1:"      \
-  "%DISABLE_TLS13_COMPAT_MODE"
+#include "quic_client/quic_client.h"
 
 #define POOL_SIZE   (8u << 20)
 #define MAX_CONNS   64
@@ -66,13 +62,8 @@ typedef struct ustream {
 
 typedef struct uconn {
   int idx, fd;
-  ngtcp2_conn *qc;
-  nghttp3_conn *h3;
-  gnutls_session_t tls;
-  ngtcp2_crypto_conn_ref ref;
-  struct sockaddr_storage local, remote;
-  socklen_t local_len, remote_len;
-  int handshake_done, submitted, dead, want_out;
+  pp_qc_session s; /* the QUIC connection and its HTTP/3 session; s.data = this uconn */
+  int submitted, dead, want_out;
   char dead_why[96];
   ustream streams[MAX_STREAMS];
   int nstreams;
@@ -147,16 +138,16 @@ static int h3_recv_data(nghttp3_conn *h3, int64_t id, const uint8_t *data, size_
     }
     s->got += len;
   }
-  ngtcp2_conn_extend_max_stream_offset(c->qc, id, len);
-  ngtcp2_conn_extend_max_offset(c->qc, len);
+  ngtcp2_conn_extend_max_stream_offset(c->s.qc, id, len);
+  ngtcp2_conn_extend_max_offset(c->s.qc, len);
   return 0;
 }
 
 static int h3_deferred_consume(nghttp3_conn *h3, int64_t id, size_t n, void *ud, void *sud) {
   (void)h3, (void)sud;
   uconn *c = ud;
-  ngtcp2_conn_extend_max_stream_offset(c->qc, id, n);
-  ngtcp2_conn_extend_max_offset(c->qc, n);
+  ngtcp2_conn_extend_max_stream_offset(c->s.qc, id, n);
+  ngtcp2_conn_extend_max_offset(c->s.qc, n);
   return 0;
 }
 
@@ -176,13 +167,13 @@ static int h3_stream_close(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud
 
 static int h3_stop_sending(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
   (void)h3, (void)sud;
-  ngtcp2_conn_shutdown_stream_read(((uconn *)ud)->qc, id, code);
+  ngtcp2_conn_shutdown_stream_read(((uconn *)ud)->s.qc, id, code);
   return 0;
 }
 
 static int h3_reset_stream(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
   (void)h3, (void)sud;
-  ngtcp2_conn_shutdown_stream_write(((uconn *)ud)->qc, id, code);
+  ngtcp2_conn_shutdown_stream_write(((uconn *)ud)->s.qc, id, code);
   return 0;
 }
 
@@ -201,103 +192,17 @@ static nghttp3_ssize read_body(nghttp3_conn *h3, int64_t id, nghttp3_vec *vec, s
   return 1;
 }
 
-/* ---- ngtcp2 callbacks ---- */
-
-static int cli_handshake_completed(ngtcp2_conn *qc, void *ud) {
-  uconn *c = ud;
-  c->handshake_done = 1;
-  static const nghttp3_callbacks cbs = {
-      .stream_close = h3_stream_close,
-      .recv_data = h3_recv_data,
-      .deferred_consume = h3_deferred_consume,
-      .recv_header = h3_recv_header,
-      .stop_sending = h3_stop_sending,
-      .end_stream = h3_end_stream,
-      .reset_stream = h3_reset_stream,
-  };
-  nghttp3_settings settings;
-  nghttp3_settings_default(&settings);
-  if (nghttp3_conn_client_new(&c->h3, &cbs, &settings, NULL, c) != 0)
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-  int64_t ctrl, enc, dec;
-  if (ngtcp2_conn_open_uni_stream(qc, &ctrl, NULL) ||
-      nghttp3_conn_bind_control_stream(c->h3, ctrl) ||
-      ngtcp2_conn_open_uni_stream(qc, &enc, NULL) || ngtcp2_conn_open_uni_stream(qc, &dec, NULL) ||
-      nghttp3_conn_bind_qpack_streams(c->h3, enc, dec))
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-  return 0;
-}
-
-static int cli_recv_stream_data(ngtcp2_conn *qc, uint32_t flags, int64_t id, uint64_t off,
-                                const uint8_t *data, size_t len, void *ud, void *sud) {
-  (void)off, (void)sud;
-  uconn *c = ud;
-  if (!c->h3) return 0;
-  nghttp3_ssize n =
-      nghttp3_conn_read_stream(c->h3, id, data, len, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
-  if (n < 0) return NGTCP2_ERR_CALLBACK_FAILURE;
-  ngtcp2_conn_extend_max_stream_offset(qc, id, (uint64_t)n);
-  ngtcp2_conn_extend_max_offset(qc, (uint64_t)n);
-  return 0;
-}
-
-static int cli_acked(ngtcp2_conn *qc, int64_t id, uint64_t off, uint64_t len, void *ud, void *sud) {
-  (void)qc, (void)off, (void)sud;
-  uconn *c = ud;
-  return c->h3 && nghttp3_conn_add_ack_offset(c->h3, id, len) ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
-}
-
-static int cli_stream_close(ngtcp2_conn *qc, uint32_t flags, int64_t id, uint64_t code, void *ud,
-                            void *sud) {
-  (void)qc, (void)sud;
-  uconn *c = ud;
-  if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET)) code = NGHTTP3_H3_NO_ERROR;
-  if (c->h3) nghttp3_conn_close_stream(c->h3, id, code);
-  return 0;
-}
-
-static int cli_stream_reset(ngtcp2_conn *qc, int64_t id, uint64_t fs, uint64_t code, void *ud,
-                            void *sud) {
-  (void)qc, (void)fs, (void)code, (void)sud;
-  uconn *c = ud;
-  if (c->h3) nghttp3_conn_shutdown_stream_read(c->h3, id);
-  return 0;
-}
-
-static int cli_extend_msd(ngtcp2_conn *qc, int64_t id, uint64_t max, void *ud, void *sud) {
-  (void)qc, (void)max, (void)sud;
-  uconn *c = ud;
-  if (c->h3) nghttp3_conn_unblock_stream(c->h3, id);
-  return 0;
-}
-
-static void cli_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) {
-  (void)ctx;
-  gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
-}
-
-static int cli_new_cid(ngtcp2_conn *qc, ngtcp2_cid *cid, uint8_t *token, size_t cidlen, void *ud) {
-  (void)qc, (void)ud;
-  uint8_t id[NGTCP2_MAX_CIDLEN];
-  gnutls_rnd(GNUTLS_RND_RANDOM, id, cidlen);
-  ngtcp2_cid_init(cid, id, cidlen);
-  gnutls_rnd(GNUTLS_RND_RANDOM, token, NGTCP2_STATELESS_RESET_TOKENLEN);
-  return 0;
-}
-
-static ngtcp2_conn *cli_get_conn(ngtcp2_crypto_conn_ref *ref) {
-  return ((uconn *)ref->user_data)->qc;
-}
+static const nghttp3_callbacks h3_callbacks = {
+    .stream_close = h3_stream_close,
+    .recv_data = h3_recv_data,
+    .deferred_consume = h3_deferred_consume,
+    .recv_header = h3_recv_header,
+    .stop_sending = h3_stop_sending,
+    .end_stream = h3_end_stream,
+    .reset_stream = h3_reset_stream,
+};
 
 /* ---- connections ---- */
-
-static void path_of(uconn *c, ngtcp2_path *p) {
-  p->local.addr = (ngtcp2_sockaddr *)&c->local;
-  p->local.addrlen = c->local_len;
-  p->remote.addr = (ngtcp2_sockaddr *)&c->remote;
-  p->remote.addrlen = c->remote_len;
-  p->user_data = NULL;
-}
 
 static int conn_open(uconn *c, const struct addrinfo *ai) {
   c->fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -306,40 +211,9 @@ static int conn_open(uconn *c, const struct addrinfo *ai) {
   setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
   setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
   if (connect(c->fd, ai->ai_addr, ai->ai_addrlen) != 0) return -1;
-  memcpy(&c->remote, ai->ai_addr, ai->ai_addrlen);
-  c->remote_len = ai->ai_addrlen;
-  c->local_len = sizeof c->local;
-  getsockname(c->fd, (struct sockaddr *)&c->local, &c->local_len);
-  uint8_t d[18], s[16];
-  gnutls_rnd(GNUTLS_RND_RANDOM, d, sizeof d);
-  gnutls_rnd(GNUTLS_RND_RANDOM, s, sizeof s);
-  ngtcp2_cid dcid, scid;
-  ngtcp2_cid_init(&dcid, d, sizeof d);
-  ngtcp2_cid_init(&scid, s, sizeof s);
-  static const ngtcp2_callbacks cbs = {
-      .client_initial = ngtcp2_crypto_client_initial_cb,
-      .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
-      .handshake_completed = cli_handshake_completed,
-      .encrypt = ngtcp2_crypto_encrypt_cb,
-      .decrypt = ngtcp2_crypto_decrypt_cb,
-      .hp_mask = ngtcp2_crypto_hp_mask_cb,
-      .recv_stream_data = cli_recv_stream_data,
-      .acked_stream_data_offset = cli_acked,
-      .stream_close = cli_stream_close,
-      .recv_retry = ngtcp2_crypto_recv_retry_cb,
-      .rand = cli_rand,
-      .get_new_connection_id = cli_new_cid,
-      .update_key = ngtcp2_crypto_update_key_cb,
-      .stream_reset = cli_stream_reset,
-      .extend_max_stream_data = cli_extend_msd,
-      .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
-      .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
-      .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
-      .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
-  };
-  ngtcp2_settings settings;
-  ngtcp2_settings_default(&settings);
-  settings.initial_ts = now_ns();
+  struct sockaddr_storage local;
+  socklen_t local_len = sizeof local;
+  getsockname(c->fd, (struct sockaddr *)&local, &local_len);
   ngtcp2_transport_params params;
   ngtcp2_transport_params_default(&params);
   params.initial_max_streams_uni = 3;
@@ -347,28 +221,25 @@ static int conn_open(uconn *c, const struct addrinfo *ai) {
   params.initial_max_stream_data_uni = 1 << 20;
   params.initial_max_data = 32 << 20;
   params.max_idle_timeout = 60 * NGTCP2_SECONDS;
-  ngtcp2_path path;
-  path_of(c, &path);
-  if (ngtcp2_conn_client_new(&c->qc, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &cbs, &settings,
-                             &params, NULL, c) != 0 ||
-      gnutls_init(&c->tls, GNUTLS_CLIENT) != 0 ||
-      gnutls_priority_set_direct(c->tls, PRIORITY, NULL) != 0 ||
-      ngtcp2_crypto_gnutls_configure_client_session(c->tls) != 0 ||
-      gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, cred) != 0)
-    return -1;
-  c->ref.get_conn = cli_get_conn;
-  c->ref.user_data = c;
-  gnutls_session_set_ptr(c->tls, &c->ref);
-  gnutls_datum_t alpn = {(unsigned char *)"h3", 2};
-  gnutls_alpn_set_protocols(c->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY);
-  gnutls_server_name_set(c->tls, GNUTLS_NAME_DNS, "localhost", 9);
-  ngtcp2_conn_set_tls_native_handle(c->qc, c->tls);
-  return 0;
+  const pp_qc_client_config cfg = {
+      .local = (const struct sockaddr *)&local,
+      .local_len = local_len,
+      .remote = ai->ai_addr,
+      .remote_len = ai->ai_addrlen,
+      .params = &params,
+      .initial_ts = now_ns(),
+      .cred = cred,
+      .alpn = "h3",
+      .sni = "localhost",
+  };
+  c->s.h3_callbacks = &h3_callbacks;
+  c->s.data = c;
+  return pp_qc_client_new(&c->s, &cfg) == 0 ? 0 : -1;
 }
 
 /* Opens every stream of c once HTTP/3 is up. */
 static void submit_all(uconn *c) {
-  if (c->submitted || !c->h3) return;
+  if (c->submitted || !c->s.h3) return;
   c->submitted = 1;
   char cl[32];
   snprintf(cl, sizeof cl, "%zu", body_size);
@@ -391,7 +262,7 @@ static void submit_all(uconn *c) {
       for (int k = 0; k < 32; k++)
         snprintf(s->want_hex + 2 * k, 3, "%02x", md[k]);
     }
-    if (ngtcp2_conn_open_bidi_stream(c->qc, &s->id, NULL) != 0) {
+    if (ngtcp2_conn_open_bidi_stream(c->s.qc, &s->id, NULL) != 0) {
       kill_conn(c, "no stream credit for all streams", 0);
       return;
     }
@@ -406,13 +277,13 @@ static void submit_all(uconn *c) {
                         NV("content-length", cl)};
 #undef NV
     static const nghttp3_data_reader dr = {read_body};
-    if (nghttp3_conn_submit_request(c->h3, s->id, nva, sizeof nva / sizeof *nva, &dr, s) != 0) {
+    if (nghttp3_conn_submit_request(c->s.h3, s->id, nva, sizeof nva / sizeof *nva, &dr, s) != 0) {
       kill_conn(c, "nghttp3_conn_submit_request failed", 0);
       return;
     }
     if (incremental) {
       nghttp3_pri pri = {NGHTTP3_DEFAULT_URGENCY, 1};
-      nghttp3_conn_set_stream_priority(c->h3, s->id, &pri);
+      nghttp3_conn_set_stream_priority(c->s.h3, s->id, &pri);
     }
   }
 }
@@ -423,43 +294,17 @@ static void conn_write(uconn *c) {
   c->want_out = 0;
   uint64_t ts = now_ns();
   for (int guard = 0; guard < 4096; guard++) {
-    int64_t sid = -1;
-    int fin = 0;
-    nghttp3_vec vec[16];
-    nghttp3_ssize veccnt = 0;
-    if (c->h3 && ngtcp2_conn_get_max_data_left(c->qc)) {
-      veccnt = nghttp3_conn_writev_stream(c->h3, &sid, &fin, vec, 16);
-      if (veccnt < 0) {
-        kill_conn(c, "nghttp3_conn_writev_stream", (int)veccnt);
-        return;
-      }
-    }
     uint8_t buf[1452];
-    ngtcp2_path_storage ps;
-    ngtcp2_path_storage_zero(&ps);
-    ngtcp2_pkt_info pi;
-    ngtcp2_ssize ndatalen = -1;
-    uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
-    ngtcp2_ssize n =
-        ngtcp2_conn_writev_stream(c->qc, &ps.path, &pi, buf, sizeof buf, &ndatalen, flags, sid,
-                                  (const ngtcp2_vec *)vec, (size_t)veccnt, ts);
+    int h3_error;
+    ngtcp2_ssize n = pp_qc_write_packet(&c->s, buf, sizeof buf, ts, &h3_error);
+    if (h3_error) {
+      kill_conn(c, "nghttp3_conn_writev_stream", h3_error);
+      return;
+    }
     if (n < 0) {
-      if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
-        nghttp3_conn_block_stream(c->h3, sid);
-        continue;
-      }
-      if (n == NGTCP2_ERR_STREAM_SHUT_WR) {
-        nghttp3_conn_shutdown_stream_write(c->h3, sid);
-        continue;
-      }
-      if (n == NGTCP2_ERR_WRITE_MORE) {
-        nghttp3_conn_add_write_offset(c->h3, sid, (size_t)ndatalen);
-        continue;
-      }
       kill_conn(c, "ngtcp2_conn_writev_stream", (int)n);
       return;
     }
-    if (ndatalen >= 0 && sid >= 0) nghttp3_conn_add_write_offset(c->h3, sid, (size_t)ndatalen);
     if (n == 0) break;
     if (send(c->fd, buf, (size_t)n, 0) < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -469,7 +314,7 @@ static void conn_write(uconn *c) {
       /* ECONNREFUSED etc.: QUIC treats it as loss; the idle timeout ends a dead server */
     }
   }
-  ngtcp2_conn_update_pkt_tx_time(c->qc, ts);
+  ngtcp2_conn_update_pkt_tx_time(c->s.qc, ts);
 }
 
 static void conn_read(uconn *c) {
@@ -478,9 +323,9 @@ static void conn_read(uconn *c) {
     ssize_t n = recv(c->fd, buf, sizeof buf, 0);
     if (n < 0) break;
     ngtcp2_path path;
-    path_of(c, &path);
+    pp_qc_session_path(&c->s, &path);
     ngtcp2_pkt_info pi = {0};
-    int rv = ngtcp2_conn_read_pkt(c->qc, &path, &pi, buf, (size_t)n, now_ns());
+    int rv = ngtcp2_conn_read_pkt(c->s.qc, &path, &pi, buf, (size_t)n, now_ns());
     if (rv != 0) {
       kill_conn(c, ngtcp2_strerror(rv), rv);
       return;
@@ -571,7 +416,7 @@ int main(int argc, char **argv) {
       pfd[i].events = (short)(c->dead ? 0 : POLLIN | (c->want_out ? POLLOUT : 0));
       pfd[i].revents = 0;
       if (!c->dead) {
-        uint64_t e = ngtcp2_conn_get_expiry(c->qc);
+        uint64_t e = ngtcp2_conn_get_expiry(c->s.qc);
         if (e < next) next = e;
       }
     }
@@ -584,8 +429,8 @@ int main(int argc, char **argv) {
       uconn *c = &conns[i];
       if (c->dead) continue;
       if (pfd[i].revents & (POLLIN | POLLERR)) conn_read(c);
-      if (!c->dead && ngtcp2_conn_get_expiry(c->qc) <= t) {
-        int rv = ngtcp2_conn_handle_expiry(c->qc, t);
+      if (!c->dead && ngtcp2_conn_get_expiry(c->s.qc) <= t) {
+        int rv = ngtcp2_conn_handle_expiry(c->s.qc, t);
         if (rv != 0) kill_conn(c, ngtcp2_strerror(rv), rv);
       }
     }

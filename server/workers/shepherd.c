@@ -310,7 +310,7 @@ void pp_shepherd_cmd_init(server *s, pp_shepherd_cmd *c, uint32_t workers,
                           const uint32_t *standby) {
   snprintf(c->libdir, sizeof c->libdir, "-I%s/lib", s->gem_dir);
   snprintf(c->exe, sizeof c->exe, "%s/exe/puma-plus-shepherd", s->gem_dir);
-  snprintf(c->threads, sizeof c->threads, "%u", s->cfg->threads);
+  snprintf(c->threads, sizeof c->threads, "%u", pp_config_slots_initial(s->cfg));
   snprintf(c->workers, sizeof c->workers, "%u", workers);
   c->standby[0] = 0;
   c->extdir[0] = 0;
@@ -340,6 +340,7 @@ void pp_shepherd_cmd_init(server *s, pp_shepherd_cmd *c, uint32_t workers,
     snprintf(c->standby, sizeof c->standby, "%u", *standby);
     a[n++] = "--standby", a[n++] = c->standby;
   }
+  if (s->cfg->fibers) a[n++] = "--fibers"; /* the --threads slots are fibers */
   a[n] = NULL;
 }
 
@@ -388,10 +389,10 @@ static int shepherd_launch(server *s, uint32_t initial) {
   s->shepherd_started_ns = pp_now_ns();
   s->spawns_pending = initial; /* the shepherd forks --workers at start */
   s->last_spawn_ns = pp_now_ns();
-  LOG(s, "shepherd pid %d: %s %s%s%s %s --app %s --threads %s --socket %s --workers %s%s%s",
+  LOG(s, "shepherd pid %d: %s %s%s%s %s --app %s --threads %s --socket %s --workers %s%s%s%s",
       s->shepherd.pid, s->cfg->ruby, cmd.extdir, cmd.extdir[0] ? " " : "", cmd.libdir, cmd.exe,
       s->cfg->app, cmd.threads, s->socket_path, cmd.workers, sb->enabled ? " --standby " : "",
-      cmd.standby);
+      cmd.standby, s->cfg->fibers ? " --fibers" : "");
   uv_read_start((uv_stream_t *)&s->ctl, on_ctl_alloc, on_ctl_read);
   return 0;
 }

@@ -19,11 +19,11 @@ int pp_shepherd_find_gem(server *s, const char *argv0);
 int pp_shepherd_start(server *s);
 
 /* The shepherd's command line (the server <-> gem contract, docs/PROTOCOL.md): ruby -I<gem>/lib
- * <gem>/exe/puma-plus-shepherd --app --threads --socket --workers N [--standby K]. One builder
- * for the real shepherd and the phased restart's probe, so the two cannot drift apart. */
+ * <gem>/exe/puma-plus-shepherd --app --threads --socket --workers N [--standby K] [--fibers]. One
+ * builder for the real shepherd and the phased restart's probe, so the two cannot drift apart. */
 typedef struct pp_shepherd_cmd {
   char libdir[8300], extdir[8300], exe[8300], threads[16], workers[16], standby[16];
-  char *args[15];
+  char *args[17];
 } pp_shepherd_cmd;
 /* `standby` NULL: no --standby flag. */
 void pp_shepherd_cmd_init(server *s, pp_shepherd_cmd *c, uint32_t workers, const uint32_t *standby);

@@ -15,6 +15,9 @@
 #include "server/process/server_int.h"
 
 static void on_worker_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+static void slots_reconcile(server *s, uint32_t pid);
+static void slot_close_now(wconn *w);
+static void slots_shape_to_new_worker(server *s, pp_worker *wk, wconn *m);
 
 static void on_worker_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   wconn *w = h->data;
@@ -53,6 +56,7 @@ void pp_wlink_close(wconn *w, const char *reason) {
     }
   }
   if (w->hello && !w->monitor) pp_registry_detach(&s->reg, &w->slot);
+  if (w->slot_closed) slots_reconcile(s, w->pid);
   w->timed_out_id = 0;
   pp_queue_remove(&s->wconns, &w->link);
   uv_read_stop((uv_stream_t *)&w->pipe);
@@ -191,6 +195,11 @@ static int on_hello(wconn *w, const pp_wire_frame *f) {
   }
   if (!was_ready && wk->state == PP_WORKER_READY)
     LOG(s, "worker %u (pid %u) ready", f->worker_index, f->pid);
+  /* A slot dialled for a target since lowered (SLOTS and SLOT_CLOSE crossed): end it now. */
+  if (wk->slots_target && wk->slots > wk->slots_target && wk->state == PP_WORKER_READY) {
+    slot_close_now(w);
+    return 0;
+  }
   s->hooks.slot_free(s);
   return 0;
 }
@@ -214,8 +223,10 @@ static void on_response_end(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
   r->w = NULL;
   /* Backpressure was against this response's client; the next request may go elsewhere. */
   pp_wlink_resume(w);
+  pp_worker *wk = w->slot.worker;
   pp_registry_release(&s->reg, &w->slot);
-  pp_shepherd_retire_if_drained(s, w->slot.worker);
+  if (w->slot_closing) slot_close_now(w); /* the target was lowered while it ran */
+  pp_shepherd_retire_if_drained(s, wk);
   /* The freed slot gets its next request before this response goes to its client: the
    * worker thread starts on it one client write sooner. */
   s->hooks.slot_free(s);
@@ -391,6 +402,139 @@ int pp_wlink_listen(server *s, const char *path) {
   return rc;
 }
 
+/* ---------------------------------------------------------------- run-time slots
+ *
+ * docs/PROTOCOL.md "SLOTS, SLOT_CLOSE". The server owns the choice of which slots end: only
+ * it knows which are idle, so a REQUEST never crosses a closing slot. */
+
+static wconn *monitor_of(server *s, uint32_t pid);
+static void send_small(wconn *w, const pp_wire_frame *f);
+
+uint32_t pp_wlink_slots_target(const server *s, const pp_worker *wk) {
+  return wk->slots_target ? wk->slots_target : pp_config_slots_initial(s->cfg);
+}
+
+/* SLOT_CLOSE on idle slot connection w: no longer capacity; the worker's EOF follows. */
+static void slot_close_now(wconn *w) {
+  server *s = w->srv;
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_SLOT_CLOSE;
+  f.thread_index = w->slot.thread_index;
+  w->slot_closing = 0;
+  w->slot_closed = 1;
+  pp_registry_detach(&s->reg, &w->slot);
+  send_small(w, &f);
+  s->stats.slots_closed++;
+}
+
+static uint32_t slots_clamp(const pp_config *c, uint32_t count) {
+  if (count < c->min_threads) count = c->min_threads;
+  if (count > c->max_slots) count = c->max_slots;
+  return count;
+}
+
+static void send_slots(wconn *m, uint32_t count) {
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_SLOTS;
+  f.count = count;
+  send_small(m, &f);
+}
+
+/* A closed slot's EOF: if the worker now has fewer slots than its target (a SLOTS that raised
+ * it was read before the SLOT_CLOSEs that lowered it), tell it the target again. */
+static void slots_reconcile(server *s, uint32_t pid) {
+  pp_worker *wk = pp_registry_find(&s->reg, pid);
+  if (!wk || !wk->slots_target || wk->state != PP_WORKER_READY || s->draining || s->stopping)
+    return;
+  /* Slots dialled but not yet said HELLO are not counted here; SLOTS is idempotent (the worker
+   * dials target - live), so asking again is harmless. */
+  if (wk->slots >= wk->slots_target) return;
+  wconn *m = monitor_of(s, pid);
+  if (m) send_slots(m, wk->slots_target);
+}
+
+int pp_wlink_set_slots(server *s, pp_worker *wk, uint32_t count, const char **why) {
+  const pp_config *c = s->cfg;
+  if (s->draining || s->stopping) {
+    *why = "the server is draining";
+    return -1;
+  }
+  if (!wk || wk->state != PP_WORKER_READY) {
+    *why = "the worker is not serving";
+    return -1;
+  }
+  wconn *m = monitor_of(s, wk->pid);
+  if (!m) {
+    *why = "the worker has no monitor connection";
+    return -1;
+  }
+  count = slots_clamp(c, count);
+  uint32_t before = pp_wlink_slots_target(s, wk);
+  wk->slots_target = count;
+  /* The slots that stay: connected, not closed and not about to be. A slot marked to close
+   * after its request is kept instead when the target went up again. */
+  uint32_t keep = 0;
+  for (pp_qnode *n = s->wconns.head.next; n != &s->wconns.head; n = n->next) {
+    wconn *w = PP_CONTAINER_OF(n, wconn, link);
+    if (w->closing || w->monitor || !w->hello || w->slot_closed || w->pid != wk->pid) continue;
+    if (w->slot_closing && keep < count) w->slot_closing = 0;
+    if (!w->slot_closing) keep++;
+  }
+  send_slots(m, count);
+  if (keep > count) {
+    uint32_t excess = keep - count;
+    /* Idle slots first (they end now), then busy ones after their request. */
+    for (int pass = 0; pass < 2 && excess; pass++) {
+      pp_qnode *n = s->wconns.head.next;
+      while (n != &s->wconns.head && excess) {
+        wconn *w = PP_CONTAINER_OF(n, wconn, link);
+        n = n->next;
+        if (w->closing || w->monitor || !w->hello || w->slot_closed || w->slot_closing ||
+            w->pid != wk->pid)
+          continue;
+        if (pass == 0 && !w->slot.busy) {
+          slot_close_now(w);
+          excess--;
+        } else if (pass == 1) {
+          w->slot_closing = 1;
+          excess--;
+        }
+      }
+    }
+  }
+  if (count != before)
+    LOG(s, "worker %u (pid %u): slots %u -> %u (%u connected)", wk->index, wk->pid, before, count,
+        wk->slots);
+  s->hooks.slot_free(s);
+  return (int)count;
+}
+
+uint32_t pp_wlink_set_slots_all(server *s, uint32_t count) {
+  count = slots_clamp(s->cfg, count);
+  s->slots_shape = count;
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *wk = &s->reg.workers[i];
+    const char *why;
+    if (wk->state == PP_WORKER_READY) pp_wlink_set_slots(s, wk, count, &why);
+  }
+  return count;
+}
+
+/* A worker's monitor connection said HEARTBEAT: if a shape was set for all workers, this one
+ * (forked or activated after it) is told too. */
+static void slots_shape_to_new_worker(server *s, pp_worker *wk, wconn *m) {
+  if (!s->slots_shape || wk->slots_target == s->slots_shape) return;
+  const char *why;
+  if (wk->state == PP_WORKER_READY) {
+    pp_wlink_set_slots(s, wk, s->slots_shape, &why);
+  } else { /* no slot connected yet: those above the target are closed as they say HELLO */
+    wk->slots_target = s->slots_shape;
+    send_slots(m, s->slots_shape);
+  }
+}
+
 /* ---------------------------------------------------------------- liveness and timeouts
  *
  * Each worker process dials one monitor connection (first frame HEARTBEAT, docs/PROTOCOL.md
@@ -444,6 +588,7 @@ static int on_monitor_hello(wconn *w, const pp_wire_frame *f) {
   out.interval_ms = heartbeat_interval_ms(s);
   out.monitor_flags = s->cfg->request_timeout_ns ? PP_WIRE_MONITOR_REQUEST_TIMEOUTS : 0;
   send_small(w, &out);
+  slots_shape_to_new_worker(s, wk, w);
   return 0;
 }
 
@@ -479,8 +624,10 @@ static int timed_out_frame(wconn *w, const pp_wire_frame *f) {
       w->slot.worker ? w->slot.worker->index : 0, w->pid, w->timed_out_id);
   w->timed_out_id = 0;
   pp_admit_complete(&s->admit, &s->ctl_state.policy, pp_now_ns());
+  pp_worker *wk = w->slot.worker;
   pp_registry_release(&s->reg, &w->slot);
-  pp_shepherd_retire_if_drained(s, w->slot.worker);
+  if (w->slot_closing) slot_close_now(w);
+  pp_shepherd_retire_if_drained(s, wk);
   s->hooks.slot_free(s);
   return 0;
 }

@@ -28,6 +28,10 @@ struct wconn {
   pp_slot slot;
   pp_exchange *req;
   int hello, closing, paused;
+  /* Run-time slots (docs/PROTOCOL.md "SLOTS, SLOT_CLOSE"): SLOT_CLOSE goes out after the
+   * running request's RESPONSE_END (slot_closing); SLOT_CLOSE was sent, the slot is no
+   * longer capacity and the worker's EOF is expected (slot_closed). */
+  int slot_closing, slot_closed;
   int monitor; /* the worker process's monitor connection (HEARTBEAT first; no slot) */
   uint32_t pid;
   /* A request that ran past -request-timeout: answered 504 by the server, the worker told
@@ -61,6 +65,21 @@ void pp_wlink_resume(wconn *w);
 void pp_wlink_close(wconn *w, const char *reason);
 /* Closes every connection of the worker with this pid (it exited). */
 void pp_wlink_close_pid(server *s, uint32_t pid);
+
+/* Sets worker wk's slot target, clamped to [-min-threads, -max-slots]: SLOTS on its monitor
+ * connection (the worker dials what is missing; each new connection is capacity when its
+ * HELLO arrives) and SLOT_CLOSE to the slots above the target, idle ones at once, busy ones
+ * after their RESPONSE_END (docs/PROTOCOL.md "SLOTS, SLOT_CLOSE"). The actuator of the
+ * autoscale glue and of POST /slots. Returns the target set, or -1 with *why set when the
+ * worker cannot take one (not serving, no monitor connection to tell it, the server
+ * draining). */
+int pp_wlink_set_slots(server *s, pp_worker *wk, uint32_t count, const char **why);
+/* The slot target of every serving worker (pp_wlink_set_slots each) and of the workers that
+ * connect from now on (forked, respawned or activated later: told with SLOTS when their monitor
+ * connection says HEARTBEAT). The autoscale glue's set_slots. Returns the target, clamped. */
+uint32_t pp_wlink_set_slots_all(server *s, uint32_t count);
+/* The slot target of wk: what was last set, else the count workers start with. */
+uint32_t pp_wlink_slots_target(const server *s, const pp_worker *wk);
 
 /* Starts the watch timer: request deadlines (-request-timeout), the kill grace after one
  * (-worker-kill-grace) and worker heartbeats (-worker-timeout). Called once at start. */

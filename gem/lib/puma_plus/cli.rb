@@ -58,14 +58,16 @@ module PumaPlus
     def parse_flags
       parser = OptionParser.new do |o|
         o.banner = "usage: puma-plus [options] [rackup file] [-- puma-plus-server flags]\n" \
-                   "       puma-plus ctl [-C FILE | -S STATE | --control-url URL -T TOKEN] stats|status|restart|stop|phased-restart"
+                   "       puma-plus ctl [-C FILE | -S STATE | --control-url URL -T TOKEN] stats|status|restart|stop|phased-restart|slots W N"
         o.on("-C", "--config PATH", "config file (default #{DEFAULT_CONFIG} if it exists)") { |v| @flags[:config] = v }
         o.on("-b", "--bind URL", "tcp://HOST:PORT, unix://PATH or ssl://HOST:PORT?cert=F&key=F (repeatable)") { |v| (@flags[:binds] ||= []) << v }
         o.on("-p", "--port PORT", Integer, "same as --bind tcp://0.0.0.0:PORT") { |v| (@flags[:binds] ||= []) << "tcp://0.0.0.0:#{v}" }
         o.on("--default-bind URL", "bind there only when neither the file nor --bind gives one (the Rack handler's default)") do |v|
           (@flags[:default_binds] ||= []) << v
         end
-        o.on("-t", "--threads INT", "MIN:MAX threads per worker (puma-plus runs MAX)") { |v| @flags[:threads] = v }
+        o.on("-t", "--threads INT", "MIN:MAX threads per worker (starts with MAX; MIN is the run-time floor)") { |v| @flags[:threads] = v }
+        o.on("--max-slots N", Integer, "most slots per worker at run time (-max-slots)") { |v| @flags[:max_slots] = v }
+        o.on("--fibers N", Integer, "slots are fibers (async gem), N per worker at start (-fibers)") { |v| @flags[:fiber_slots] = v }
         o.on("-w", "--workers COUNT", Integer, "worker processes at start") { |v| @flags[:workers] = v }
         o.on("-e", "--environment ENV", "RACK_ENV (default development)") { |v| @flags[:environment] = v }
         o.on("--control-url URL", "control app (/stats, /metrics): tcp://HOST:PORT, HOST:PORT, unix://PATH or off") { |v| @flags[:control_url] = v }
@@ -115,6 +117,13 @@ module PumaPlus
       end
       s[:workers] = @flags[:workers] if @flags[:workers]
       raise UsageError, "--workers must be at least 1" if s[:workers] < 1
+      s[:max_slots] = @flags[:max_slots] if @flags[:max_slots]
+      raise UsageError, "--max-slots must be 1..4096" if s[:max_slots] && !(1..4096).cover?(s[:max_slots])
+
+      s[:fiber_slots] = @flags[:fiber_slots] if @flags[:fiber_slots]
+      raise UsageError, "--fibers must be 0..4096" if s[:fiber_slots] && !(0..4096).cover?(s[:fiber_slots])
+
+      s[:fiber_slots] = nil if s[:fiber_slots]&.zero?
 
       s[:rackup] = @flags[:rackup] if @flags[:rackup]
       s[:control_url] = @flags[:control_url] if @flags[:control_url]
@@ -128,6 +137,10 @@ module PumaPlus
 
     def server_command(s)
       cmd = [server_path, "-app", s[:rackup], "-workers", s[:workers].to_s, "-threads", s[:threads_max].to_s]
+      # puma's `threads MIN, MAX`: the run-time floor (the server's default is 1).
+      cmd.push("-min-threads", s[:threads_min].to_s) if s[:threads_min] > 1
+      cmd.push("-max-slots", s[:max_slots].to_s) if s[:max_slots]
+      cmd.push("-fibers", s[:fiber_slots].to_s) if s[:fiber_slots]
       tls_pair = nil
       s[:binds].each do |url|
         if url.start_with?("ssl://")

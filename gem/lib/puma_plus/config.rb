@@ -14,7 +14,7 @@ module PumaPlus
     class Error < StandardError; end
 
     DEFAULTS = {
-      binds: [], threads_min: 0, threads_max: 5, workers: 1, environment: nil,
+      binds: [], threads_min: 0, threads_max: 5, max_slots: nil, fiber_slots: nil, workers: 1, environment: nil,
       rackup: "config.ru", control_url: nil, control_token: nil,
       autoscale_min: nil, autoscale_max: nil, autoscale_target_queue_p95_ms: nil,
       header_timeout_s: nil, keepalive_timeout_s: nil, drain_timeout_s: nil, max_body_size: nil,
@@ -114,7 +114,7 @@ module PumaPlus
       "directory" => [:supported, "the command changes to it before it reads the rackup file and execs"],
       "supported_http_methods" => [:unsupported, "the server accepts every method its HTTP parser knows"],
       "tag" => [:supported, "in the process titles of the shepherd and the workers (default: the directory's name, as puma); passed as PUMA_PLUS_TAG"],
-      "threads" => [:supported, "`-threads MAX`: MAX threads (= server connections) per worker; MIN is not used"],
+      "threads" => [:supported, "`-threads MAX -min-threads MIN`: a worker starts with MAX threads (= server connections, slots); at run time its slots stay within MIN..MAX (MAX..`max_slots` when that is set)"],
       "wait_for_less_busy_worker" => [:mapped, "always: one queue, dispatched to any idle thread of any worker"],
       "worker_boot_timeout" => [:supported, "`-worker-boot-timeout Ns`: a forked worker none of whose threads has connected within it is killed and replaced; default 60, as puma"],
       "worker_check_interval" => [:unsupported, "the server sets the heartbeat period itself: a quarter of worker_timeout, between 100 ms and 5 s"],
@@ -148,6 +148,13 @@ module PumaPlus
       if max
         s[:threads_max] = Integer(max.strip, exception: false) or raise Error, "threads from the environment: #{max.inspect} is not an Integer"
         raise Error, "threads from the environment: must be at least 1" if s[:threads_max] < 1
+      end
+      # puma 8 reads the floor from PUMA_MIN_THREADS, else MIN_THREADS (here: the run-time
+      # floor of slots, -min-threads).
+      min = [env["PUMA_MIN_THREADS"], env["MIN_THREADS"]].find { |v| v && !v.strip.empty? }
+      if min
+        s[:threads_min] = Integer(min.strip, exception: false) or raise Error, "threads from the environment: #{min.inspect} is not an Integer"
+        raise Error, "threads from the environment: min must be at least 0" if s[:threads_min].negative?
       end
       if (port = env["PORT"]) && !port.strip.empty?
         port = Integer(port.strip, exception: false) or raise Error, "PORT=#{env['PORT'].inspect} is not a port number"
@@ -297,7 +304,25 @@ module PumaPlus
 
         set[:threads_min] = min
         set[:threads_max] = max
-        note("threads: puma-plus runs exactly max (#{max}) threads per worker; min #{min} is not used") if min != max
+        note("threads: a worker starts with max (#{max}) threads; min #{min} is the floor when slots change at run time") if min != max
+      end
+
+      # puma-plus: the most slots a worker may have at run time (-max-slots), above `threads`
+      # max for I/O-bound apps (hundreds per process; docs/SERVER.md "Slots at run time").
+      def max_slots(count)
+        count = Integer(count)
+        raise Error, where("max_slots: must be 1..4096") unless (1..4096).cover?(count)
+
+        set[:max_slots] = count
+      end
+
+      # puma-plus: the slots are fibers under the async gem's Fiber scheduler, `count` per
+      # worker at start (-fibers; docs/RACK.md "Fiber slots"); nil or 0 turns it off.
+      def fiber_slots(count)
+        count = count.nil? ? 0 : Integer(count)
+        raise Error, where("fiber_slots: must be 0..4096") unless (0..4096).cover?(count)
+
+        set[:fiber_slots] = count.zero? ? nil : count
       end
 
       def workers(count)

@@ -17,7 +17,8 @@ module PumaPlus
   # the server built (decoded straight into it), and a small response goes out in one write.
   #
   # #run returns why the connection ended: :eof (the server closed it, or the worker is
-  # stopping), :protocol_error (the server broke the protocol; logged), or :aborted (the app
+  # stopping), :closed (SLOT_CLOSE: the server ended this slot), :protocol_error (the server
+  # broke the protocol; logged), or :aborted (the app
   # failed after part of its response was on the wire: the connection is closed so that the
   # server answers 502 instead of passing on a truncated body; the caller may reconnect).
   class Connection
@@ -57,14 +58,18 @@ module PumaPlus
 
     # `proto_env` is the worker's frozen prototype env (see Worker.prototype_env); `log` takes
     # #puts.
-    def initialize(app, sock, proto_env, worker_index:, thread_index:, log: $stderr)
+    # `fiber`: the connection is a fiber slot under a Fiber scheduler (Worker, fibers:): its
+    # socket stays non-blocking so that every wait yields to the scheduler, and #stop wakes it
+    # by shutting down the read side instead of Thread#raise (its thread hosts other slots).
+    def initialize(app, sock, proto_env, worker_index:, thread_index:, log: $stderr, fiber: false)
       @app = app
       @sock = sock
+      @fiber = fiber
       # Blocking mode (Ruby makes sockets non-blocking): the wait for the next REQUEST is then
       # one read(2) that sleeps in the kernel, GVL released, instead of read (EAGAIN), poll,
       # read. Thread#raise still wakes it (EINTR). poll_cancel's read_nonblock puts the socket
       # back in non-blocking mode; it works either way.
-      sock.nonblock = false if sock.respond_to?(:nonblock=)
+      sock.nonblock = false if !fiber && sock.respond_to?(:nonblock=)
       # The descriptor #send_out writes to directly (a socket, the C codec loaded), or nil.
       @send_fd = sock.fileno if sock.is_a?(BasicSocket) && Wire.respond_to?(:native_send_nowait)
       @worker_index = worker_index
@@ -105,6 +110,8 @@ module PumaPlus
     # request is never interrupted and an idle connection closes at once.
     def stop
       @stopping = true
+      return stop_fiber if @fiber
+
       thread = @thread
       thread.raise(StopRequested) if thread&.alive?
     rescue ThreadError
@@ -121,13 +128,29 @@ module PumaPlus
 
         @timed_out_id = request_id
         @cancelled = true # a streaming body or poll_cancel sees the end, as for a CANCEL
+        # A fiber slot's thread runs other slots: no exception is raised into it (docs/RACK.md
+        # "Fiber slots"); the request ends when the app returns, its response discarded.
+        return true if @fiber
+
         thread = @thread
         thread.raise(RequestTimeout, timeout_message(request_id)) if @in_app && thread&.alive?
         true
       end
     end
 
+    # The fiber slot's #stop: an idle connection's pending read ends (EOF) when its read side is
+    # shut down; a busy one sees @stopping after its request.
+    def stop_fiber
+      @sock.shutdown(Socket::SHUT_RD) if @idle && !@sock.closed?
+    rescue IOError, SystemCallError
+      nil
+    end
+
     def run
+      # A fiber slot gets no Thread#raise (its thread hosts other slots), and must not push
+      # interrupt masks: they are per thread, and fibers would pop each other's.
+      return serve if @fiber
+
       # RequestTimeout is only let through inside #interruptible (the app's code).
       Thread.handle_interrupt(StopRequested => :never, RequestTimeout => :never) { serve }
     rescue StopRequested
@@ -146,7 +169,7 @@ module PumaPlus
         @idle = true
         return :eof if @stopping
 
-        frame = Thread.handle_interrupt(STOP_ON_BLOCKING) { read_frame }
+        frame = @fiber ? read_frame : Thread.handle_interrupt(STOP_ON_BLOCKING) { read_frame }
         @idle = false
         return :eof unless frame
 
@@ -157,6 +180,13 @@ module PumaPlus
         when Wire::Body, Wire::BodyEnd, Wire::Cancel
           # Left over from a finished request (body the app did not read, a late CANCEL).
           next
+        when Wire::SlotClose
+          # The server ends this slot (docs/PROTOCOL.md "SLOTS, SLOT_CLOSE"): it sends nothing
+          # more here; the caller closes the connection and does not dial again.
+          if frame.thread_index != @thread_index
+            @log.puts("puma-plus worker #{Process.pid}/#{@thread_index}: SLOT_CLOSE for slot #{frame.thread_index}; ending this one")
+          end
+          return :closed
         else
           raise Wire::ProtocolError.new(:unexpected, "#{Wire.frame_name(frame)} frame on a worker connection")
         end
@@ -251,7 +281,7 @@ module PumaPlus
 
     def write_out(out)
       # Never interrupted in the middle of a frame: a timeout waits for the write to finish.
-      if PumaPlus.request_timeouts?
+      if PumaPlus.request_timeouts? && !@fiber
         Thread.handle_interrupt(TIMEOUT_NEVER) { send_out(out) }
       else
         send_out(out)
@@ -555,7 +585,9 @@ module PumaPlus
     # before app.call started is raised on entry (raise_pending, inside the caller's rescue);
     # one raised just as the block ended is taken here, so it never reaches the next request.
     def interruptible(raise_pending: true)
-      return yield unless PumaPlus.request_timeouts? # the server never sends TIMEOUT
+      # The server never sends TIMEOUT, or a fiber slot (never interrupted, and masks are per
+      # thread).
+      return yield if !PumaPlus.request_timeouts? || @fiber
 
       entered = false
       @interrupt_lock.synchronize do

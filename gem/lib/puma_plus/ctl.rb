@@ -12,7 +12,7 @@ module PumaPlus
   # --control-url / --control-token, else the config file (-C, default config/puma-plus.rb),
   # else tcp://127.0.0.1:9293 (where activate_control_app with no argument listens), no token.
   class Ctl
-    VERBS = %w[stats status restart stop phased-restart].freeze
+    VERBS = %w[stats status restart stop phased-restart slots].freeze
     DEFAULT_URL = "tcp://127.0.0.1:9293"
     # Said when nothing answers at DEFAULT_URL, which no config, flag or state file named.
     NO_CONTROL_HINT = ", or it runs without a control app: a server has none unless " \
@@ -39,6 +39,7 @@ module PumaPlus
       when "restart" then restart(url, token)
       when "stop" then stop(url, token)
       when "phased-restart" then phased_restart(url, token)
+      when "slots" then slots(url, token)
       end
     rescue OptionParser::ParseError, Config::Error => e
       @err.puts("puma-plus ctl: #{e.message}")
@@ -59,6 +60,14 @@ module PumaPlus
         o.on("-T", "--control-token TOKEN", "the control app's token") { |v| @opts[:control_token] = v }
       end
       rest = parser.parse(@argv)
+      if rest.first == "slots" # slots WORKER COUNT
+        unless rest.size == 3 && rest[1..].all? { |a| a.match?(/\A\d+\z/) }
+          raise OptionParser::InvalidArgument, "usage: slots WORKER_INDEX COUNT (whole numbers), got #{rest[1..].inspect}"
+        end
+
+        @slots = rest[1..].map { |a| Integer(a, 10) }
+        return "slots"
+      end
       raise OptionParser::InvalidArgument, "expected one verb (#{VERBS.join(', ')}), got #{rest.inspect}" unless rest.size == 1
       raise OptionParser::InvalidArgument, "unknown verb #{rest.first.inspect} (#{VERBS.join(', ')})" unless VERBS.include?(rest.first)
 
@@ -160,6 +169,16 @@ module PumaPlus
       @out.puts("phased restart: probe shepherd pid #{r['probe_pid']} is loading the new code; the workers " \
                 "of phase #{r['phase']} are then replaced one at a time (watch /stats phase, old_workers " \
                 "and phased_restart)")
+      0
+    end
+
+    # POST /slots: worker WORKER's slot target (docs/SERVER.md "Slots at run time").
+    def slots(url, token)
+      worker, count = @slots
+      r = JSON.parse(checked(url, token, "POST", "/slots?worker=#{worker}&count=#{count}"))
+      clamped = r["slots_target"] == count ? "" : " (#{count} clamped to -min-threads..-max-slots)"
+      @out.puts("worker #{r['worker']} (pid #{r['pid']}): slot target #{r['slots_target']}#{clamped}; " \
+                "#{r['slots']} connected now")
       0
     end
 

@@ -25,7 +25,7 @@ module PumaPlus
   # threads then dial in and HELLO as any worker's do. STANDBY forks are queued and made one
   # per loop turn, so a frame that arrives meanwhile (an ACTIVATE) waits for at most one fork.
   class Shepherd
-    USAGE = "usage: puma-plus-shepherd --app CONFIG_RU --threads N --socket PATH --workers N [--standby K]"
+    USAGE = "usage: puma-plus-shepherd --app CONFIG_RU --threads N --socket PATH --workers N [--standby K] [--fibers]"
     # Grace for workers when the server vanished or the shepherd itself got SIGTERM.
     ORPHAN_GRACE_MS = 5_000
     TERM_GRACE_MS = 30_000
@@ -38,7 +38,7 @@ module PumaPlus
     PARKED_BYTE = "p"
     WAKE_BYTE = "a"
 
-    Options = Struct.new(:app, :threads, :socket, :workers, :control_fd, :config, :standby)
+    Options = Struct.new(:app, :threads, :socket, :workers, :control_fd, :config, :standby, :fibers)
 
     def self.parse(argv)
       opts = Options.new(nil, nil, nil, nil, 3, ENV.fetch("PUMA_PLUS_CONFIG", nil), nil)
@@ -50,6 +50,7 @@ module PumaPlus
         o.on("--workers N", Integer) { |v| opts.workers = v }
         o.on("--standby K", Integer, "keep K standby workers parked; enables STANDBY/ACTIVATE") { |v| opts.standby = v }
         o.on("--control-fd FD", Integer, "control channel fd (default 3)") { |v| opts.control_fd = v }
+        o.on("--fibers", "the --threads slots are fibers on one thread per worker (the async gem)") { opts.fibers = true }
       end.parse!(argv)
       missing = %i[app threads socket workers].select { |k| opts[k].nil? }
       raise OptionParser::MissingArgument, missing.map { |k| "--#{k}" }.join(", ") unless missing.empty?
@@ -103,6 +104,7 @@ module PumaPlus
       @config = load_config
       boot_started = monotonic_ns
       @app = load_app
+      load_fiber_scheduler if @opts.fibers
       @tag = ProcTitle.tag(@config)
       retitle
       send_frame(Wire::Ready.new(Process.pid, monotonic_ns - boot_started))
@@ -142,6 +144,28 @@ module PumaPlus
     rescue ScriptError, StandardError => e
       log("cannot load #{@opts.app}: #{e.class}: #{e.message}\n  #{Array(e.backtrace).first(10).join("\n  ")}")
       exit(1)
+    end
+
+    # --fibers: the async gem (Falcon's Fiber scheduler) is loaded before any fork, with the app.
+    # Without it the shepherd exits at boot, saying so: never a silent fallback to threads.
+    def load_fiber_scheduler
+      require_relative "fiber_slots"
+      warn_thread_isolation
+    rescue LoadError => e
+      log("fiber slots (-fibers) need the async gem (add `gem \"async\"` to the app's Gemfile): #{e.message}")
+      exit(1)
+    end
+
+    # An app that keeps per-request state per thread shares it between the fiber slots of a
+    # worker (docs/RACK.md "Fiber slots"). Rails says which it does: say so at boot.
+    def warn_thread_isolation
+      return unless defined?(::ActiveSupport::IsolatedExecutionState) &&
+                    ::ActiveSupport::IsolatedExecutionState.respond_to?(:isolation_level) &&
+                    ::ActiveSupport::IsolatedExecutionState.isolation_level == :thread
+
+      log("warning: fiber slots with ActiveSupport's isolation_level :thread: the fiber slots of a worker " \
+          "share per-request state (CurrentAttributes, the ActiveRecord connection); set " \
+          "config.active_support.isolation_level = :fiber (docs/RACK.md \"Fiber slots\")")
     end
 
     def loop_until_stopped
@@ -343,7 +367,7 @@ module PumaPlus
         @config&.run_hooks(:before_worker_boot, index)
         AppHooks.install(@config, log: @log) # lowlevel_error_handler, out_of_band
         yield if block_given?
-        status = Worker.new(@app, socket_path: @opts.socket, threads: @opts.threads,
+        status = Worker.new(@app, socket_path: @opts.socket, threads: @opts.threads, fibers: @opts.fibers,
                                   worker_index: index, life_pipe: @life_r, log: @log, config: @config).run
         @config&.run_hooks(:before_worker_shutdown, index)
       rescue Exception => e # rubocop:disable Lint/RescueException

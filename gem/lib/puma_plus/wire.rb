@@ -30,6 +30,8 @@ module PumaPlus
     HIJACKED = 0x15
     TIMEOUT = 0x16
     HEARTBEAT_INTERVAL = 0x17
+    SLOTS = 0x18
+    SLOT_CLOSE = 0x19
     RESPONSE_HEAD = 0x20
     RESPONSE_BODY = 0x21
     RESPONSE_END = 0x22
@@ -73,7 +75,8 @@ module PumaPlus
       TIMEOUT => ["TIMEOUT", Timeout], HEARTBEAT_INTERVAL => ["HEARTBEAT_INTERVAL", HeartbeatInterval],
       HEARTBEAT => ["HEARTBEAT", Heartbeat], ADOPT => ["ADOPT", Adopt],
       ADOPTED_EXITED => ["ADOPTED_EXITED", AdoptedExited],
-      STANDBY => ["STANDBY", Standby], PARKED => ["PARKED", Parked], ACTIVATE => ["ACTIVATE", Activate]
+      STANDBY => ["STANDBY", Standby], PARKED => ["PARKED", Parked], ACTIVATE => ["ACTIVATE", Activate],
+      SLOTS => ["SLOTS", Slots], SLOT_CLOSE => ["SLOT_CLOSE", SlotClose]
     }.freeze
     TYPE_OF_CLASS = TYPES.to_h { |type, (_, klass)| [klass, type] }.freeze
 
@@ -84,7 +87,8 @@ module PumaPlus
       STOP => [4, "N"], READY => [12, "NQ>"], FORKED => [8, "NN"], EXITED => [8, "Nl>"],
       TIMEOUT => [12, "Q>N"], HEARTBEAT_INTERVAL => [8, "NN"], HEARTBEAT => [16, "NNq>"],
       ADOPT => [8, "NN"], ADOPTED_EXITED => [8, "Nl>"],
-      STANDBY => [4, "N"], PARKED => [16, "NNQ>"], ACTIVATE => [4, "N"]
+      STANDBY => [4, "N"], PARKED => [16, "NNQ>"], ACTIVATE => [4, "N"],
+      SLOTS => [4, "N"], SLOT_CLOSE => [4, "N"]
     }.freeze
 
     BINARY = Encoding::BINARY
@@ -259,7 +263,7 @@ module PumaPlus
         case frame
         when Hello, BodyEnd, Cancel, Hijack, ResponseEnd, Spawn, Retire, Stop, Ready, Forked, Exited,
              Timeout, HeartbeatInterval, Heartbeat, Adopt, AdoptedExited,
-             Standby, Parked, Activate
+             Standby, Parked, Activate, Slots, SlotClose
           frame.to_a.pack(FIXED[type][1])
         when Request
           buf = [frame.request_id, frame.t2b_ns, frame.t3_ns, frame.flags].pack("Q>Q>Q>C")

@@ -160,6 +160,36 @@ static void test_timeouts_of_requests_and_workers(void) {
   CU_ASSERT(strstr(err, "-worker-kill-grace: invalid value") != NULL);
 }
 
+/* Run-time slots: -min-threads <= the starting count (-fibers, else -threads) <= -max-slots,
+ * -max-slots defaulting to the starting count. */
+static void test_slot_bounds(void) {
+  pp_config c;
+  char err[256];
+  char *none[] = {"x"};
+  CU_ASSERT_EQUAL(parse(&c, err, 1, none), 0);
+  CU_ASSERT_EQUAL(c.min_threads, 1);
+  CU_ASSERT_EQUAL(c.max_slots, 5);
+  CU_ASSERT_EQUAL(c.fibers, 0);
+  CU_ASSERT_EQUAL(pp_config_slots_initial(&c), 5);
+  char *up[] = {"x", "-threads", "5", "-min-threads", "2", "-max-slots", "300"};
+  CU_ASSERT_EQUAL(parse(&c, err, 7, up), 0);
+  CU_ASSERT_EQUAL(c.min_threads, 2);
+  CU_ASSERT_EQUAL(c.max_slots, 300);
+  char *fib[] = {"x", "-fibers", "64"};
+  CU_ASSERT_EQUAL(parse(&c, err, 3, fib), 0);
+  CU_ASSERT_EQUAL(pp_config_slots_initial(&c), 64);
+  CU_ASSERT_EQUAL(c.max_slots, 64);
+  char *low[] = {"x", "-threads", "4", "-min-threads", "6"};
+  CU_ASSERT_EQUAL(parse(&c, err, 5, low), -1);
+  CU_ASSERT(strstr(err, "-min-threads 6") != NULL);
+  char *high[] = {"x", "-threads", "8", "-max-slots", "4"};
+  CU_ASSERT_EQUAL(parse(&c, err, 5, high), -1);
+  CU_ASSERT(strstr(err, "-max-slots 4") != NULL);
+  char *huge[] = {"x", "-max-slots", "5000"};
+  CU_ASSERT_EQUAL(parse(&c, err, 3, huge), -1);
+  CU_ASSERT(strstr(err, "-max-slots") != NULL);
+}
+
 static void test_pid_and_state_files(void) {
   pp_config c;
   char err[256];
@@ -209,6 +239,7 @@ int main(void) {
               test_timeouts_of_requests_and_workers);
   CU_add_test(s, "-pidfile and -state-path", test_pid_and_state_files);
   CU_add_test(s, "-access-log and -access-log-format", test_access_log_flags);
+  CU_add_test(s, "-min-threads, -max-slots, -fibers", test_slot_bounds);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();

@@ -576,6 +576,130 @@ static void test_silent_heartbeat_kills(void) {
   spin(50);
 }
 
+/* Nonzero when a frame (or EOF) is waiting on fd after the loop turned a little. */
+static int has_bytes(int fd) {
+  spin(20);
+  char c;
+  return recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK) >= 0;
+}
+
+static void expect_frame(int fd, uint8_t type, uint32_t value) {
+  uint8_t buf[256];
+  pp_wire_frame f;
+  CU_ASSERT_FATAL(fd_recv(fd, &f, buf, sizeof buf));
+  CU_ASSERT_EQUAL(f.type, type);
+  CU_ASSERT_EQUAL(type == PP_WIRE_SLOTS ? f.count : f.thread_index, value);
+}
+
+static uint64_t dispatch_one(int fd) {
+  pp_exchange *x = new_exchange("/run", 0);
+  uint64_t id = x->id;
+  pp_exchange_body_done(x);
+  uint8_t buf[65536];
+  pp_wire_frame f;
+  CU_ASSERT_FATAL(fd_recv(fd, &f, buf, sizeof buf));
+  CU_ASSERT_EQUAL(f.type, PP_WIRE_REQUEST);
+  CU_ASSERT_EQUAL(f.request_id, id);
+  return id;
+}
+
+/* Run-time slots (pp_wlink_set_slots, docs/PROTOCOL.md "SLOTS, SLOT_CLOSE"): the target goes
+ * to the monitor (SLOTS), clamped to -min-threads..-max-slots; idle slots above it get
+ * SLOT_CLOSE at once and stop being capacity, busy ones right after their RESPONSE_END; a slot
+ * that says HELLO above the target is closed at once; a closed slot's EOF with the worker
+ * under its target sends SLOTS again; a worker without a monitor cannot take a target. */
+static void test_slots_actuator(void) {
+  cfg.min_threads = 1;
+  cfg.max_slots = 8;
+  reset_events();
+  uint64_t closed0 = srv.stats.slots_closed;
+  const uint32_t pid = 5151;
+  int monitor = dial(PP_WIRE_HEARTBEAT, pid, 0);
+  expect_frame(monitor, PP_WIRE_HEARTBEAT_INTERVAL, 0);
+  int t0 = dial(PP_WIRE_HELLO, pid, 0);
+  pp_worker *wk = pp_registry_find(&srv.reg, pid);
+  CU_ASSERT_FATAL(wk != NULL && wk->state == PP_WORKER_READY);
+  uint64_t id0 = dispatch_one(t0); /* t0 busy */
+  int t1 = dial(PP_WIRE_HELLO, pid, 1), t2 = dial(PP_WIRE_HELLO, pid, 2);
+  CU_ASSERT_EQUAL(wk->slots, 3);
+  CU_ASSERT_EQUAL(pp_wlink_slots_target(&srv, wk), 5); /* never set: the starting count */
+
+  const char *why = NULL;
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, wk, 0, &why), 1); /* clamped to -min-threads */
+  expect_frame(monitor, PP_WIRE_SLOTS, 1);
+  expect_frame(t1, PP_WIRE_SLOT_CLOSE, 1); /* the idle ones, at once */
+  expect_frame(t2, PP_WIRE_SLOT_CLOSE, 2);
+  CU_ASSERT_EQUAL(wk->slots, 1);
+  CU_ASSERT_EQUAL(srv.reg.slots_ready, 1);
+  CU_ASSERT(!has_bytes(t0)); /* the busy one is the one kept */
+  close(t1), close(t2);
+  spin(20);
+  CU_ASSERT(!has_bytes(monitor)); /* at its target: no SLOTS again */
+
+  int t3 = dial(PP_WIRE_HELLO, pid, 3); /* dialled for an older, higher target */
+  expect_frame(t3, PP_WIRE_SLOT_CLOSE, 3);
+  CU_ASSERT_EQUAL(wk->slots, 1);
+  close(t3);
+  CU_ASSERT(!has_bytes(monitor)); /* its EOF finds the worker at its target */
+
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, wk, 99, &why), 8); /* clamped to -max-slots */
+  expect_frame(monitor, PP_WIRE_SLOTS, 8);
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, wk, 3, &why), 3);
+  expect_frame(monitor, PP_WIRE_SLOTS, 3);
+  int t4 = dial(PP_WIRE_HELLO, pid, 4), t5 = dial(PP_WIRE_HELLO, pid, 5);
+  CU_ASSERT_EQUAL(wk->slots, 3);
+  uint64_t id4 = dispatch_one(t4), id5 = dispatch_one(t5); /* all three busy */
+
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, wk, 1, &why), 1);
+  expect_frame(monitor, PP_WIRE_SLOTS, 1);
+  CU_ASSERT(!has_bytes(t0) && !has_bytes(t4) && !has_bytes(t5)); /* nothing while busy */
+  CU_ASSERT_EQUAL(wk->slots, 3);
+  fd_respond_end(t0, id0);
+  fd_respond_end(t4, id4);
+  fd_respond_end(t5, id5);
+  spin(50);
+  CU_ASSERT_EQUAL(n_events >= 3, 1);
+  int fds[3] = {t0, t4, t5}, closing = 0, kept = -1;
+  for (int i = 0; i < 3; i++) {
+    if (has_bytes(fds[i])) {
+      uint8_t buf[256];
+      pp_wire_frame f;
+      CU_ASSERT_FATAL(fd_recv(fds[i], &f, buf, sizeof buf));
+      CU_ASSERT_EQUAL(f.type, PP_WIRE_SLOT_CLOSE);
+      closing++;
+    } else {
+      kept = fds[i];
+    }
+  }
+  CU_ASSERT_EQUAL(closing, 2); /* each after its RESPONSE_END */
+  CU_ASSERT_EQUAL(wk->slots, 1);
+  CU_ASSERT_EQUAL(srv.reg.slots_ready, 1);
+  CU_ASSERT(pp_registry_has_idle(&srv.reg));
+  CU_ASSERT_EQUAL(srv.stats.slots_closed, closed0 + 5);
+
+  /* The target goes up before the worker has read the two SLOT_CLOSEs: their EOFs find it
+   * under target, and SLOTS is sent again for each. */
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, wk, 3, &why), 3);
+  expect_frame(monitor, PP_WIRE_SLOTS, 3);
+  for (int i = 0; i < 3; i++)
+    if (fds[i] != kept) close(fds[i]);
+  expect_frame(monitor, PP_WIRE_SLOTS, 3);
+  expect_frame(monitor, PP_WIRE_SLOTS, 3);
+
+  /* No monitor connection: no target. */
+  int lone = dial(PP_WIRE_HELLO, 6161, 0);
+  pp_worker *other = pp_registry_find(&srv.reg, 6161);
+  CU_ASSERT_FATAL(other != NULL);
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, other, 2, &why), -1);
+  CU_ASSERT_STRING_EQUAL(why, "the worker has no monitor connection");
+
+  close(lone), close(kept), close(monitor);
+  spin(50);
+  forget_worker(pid);
+  forget_worker(6161);
+  cfg.max_slots = 0;
+}
+
 static int suite_init(void) {
   pp_config_defaults(&cfg);
   cfg.quiet = 1;
@@ -620,6 +744,8 @@ int main(void) {
   CU_add_test(s, "a thread that keeps a timed-out request: killed after the grace",
               test_kill_after_the_grace);
   CU_add_test(s, "a silent heartbeat kills the worker", test_silent_heartbeat_kills);
+  CU_add_test(s, "slots at run time: SLOTS, SLOT_CLOSE idle now and busy after the response",
+              test_slots_actuator);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();

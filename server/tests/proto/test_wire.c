@@ -103,11 +103,12 @@ static void test_roundtrip_all_types(void) {
   f.gvl_wait_ns = -1, f.cpu_ns = 12345;
   roundtrip(&f);
 
-  int u32_types[] = {PP_WIRE_SPAWN, PP_WIRE_RETIRE, PP_WIRE_STOP, PP_WIRE_STANDBY,
-                     PP_WIRE_ACTIVATE};
-  for (int i = 0; i < 5; i++) {
+  int u32_types[] = {PP_WIRE_SPAWN,    PP_WIRE_RETIRE, PP_WIRE_STOP,      PP_WIRE_STANDBY,
+                     PP_WIRE_ACTIVATE, PP_WIRE_SLOTS,  PP_WIRE_SLOT_CLOSE};
+  for (int i = 0; i < 7; i++) {
     memset(&f, 0, sizeof f);
     f.type = (uint8_t)u32_types[i], f.count = 2, f.pid = 2, f.grace_ms = 2;
+    if (f.type == PP_WIRE_SLOT_CLOSE) f.count = 0, f.thread_index = 2;
     roundtrip(&f);
   }
   memset(&f, 0, sizeof f);
@@ -433,8 +434,8 @@ static void test_random_input_never_crashes(void) {
     for (size_t i = 0; i < len; i++)
       buf[i] = (uint8_t)NEXT();
     /* mostly plausible headers: a known type, zero reserved, a small length */
-    static const uint8_t types[] = {0x01, 0x10, 0x11, 0x12, 0x13, 0x16, 0x17, 0x20,
-                                    0x21, 0x22, 0x24, 0x30, 0x31, 0x32, 0x33, 0x34,
+    static const uint8_t types[] = {0x01, 0x10, 0x11, 0x12, 0x13, 0x16, 0x17, 0x18, 0x19,
+                                    0x20, 0x21, 0x22, 0x24, 0x30, 0x31, 0x32, 0x33, 0x34,
                                     0x35, 0x36, 0x37, 0x38, 0x39, 0x3a, 0x14, 0x00};
     buf[0] = types[NEXT() % sizeof types];
     if (NEXT() % 8) buf[1] = buf[2] = buf[3] = 0;

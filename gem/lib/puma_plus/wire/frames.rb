@@ -38,5 +38,9 @@ module PumaPlus
     Standby = Struct.new(:count)
     Parked = Struct.new(:pid, :worker_index, :boot_ns)
     Activate = Struct.new(:pid)
+    # Run-time concurrency (docs/PROTOCOL.md "SLOTS, SLOT_CLOSE"): the worker's target slot
+    # count (monitor connection); end this idle slot (its own connection).
+    Slots = Struct.new(:count)
+    SlotClose = Struct.new(:thread_index)
   end
 end
