@@ -43,6 +43,8 @@ struct pp_access_log {
 
 /* ---------------------------------------------------------------- formatting */
 
+#define LIT(out, lit) pp_buf_append(out, lit, sizeof lit - 1) /* a string literal */
+
 typedef struct fields {
   const char *remote, *method, *target, *protocol, *referer, *agent;
   size_t remote_len, method_len, target_len, protocol_len, referer_len, agent_len;
@@ -70,21 +72,33 @@ static void from_env(const pp_access_rec *r, fields *f) {
   }
 }
 
-/* Appends s, escaped for a double-quoted field: JSON's rules (json) or Apache's (\" \\ \xHH). */
+/* Bytes that need escaping in a quoted field: 1 in both formats (quote, backslash, control
+ * bytes, DEL), 2 only outside JSON (bytes >= 0x80: Apache writes \xHH, JSON keeps UTF-8). */
+static const uint8_t ESC[256] = {
+    [0 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1, [0x7f] = 1, [0x80 ... 0xff] = 2,
+};
+
+/* Appends s, escaped for a double-quoted field: JSON's rules (json) or Apache's (\" \\ \xHH).
+ * Runs of plain bytes are copied at once (the common case: nothing to escape). */
 static void put_escaped(pp_buf *out, const char *s, size_t n, int json) {
-  pp_buf_reserve(out, n * 6 + 1);
-  char *p = (char *)out->data + out->len;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)s[i];
-    if (ch == '"' || ch == '\\') {
-      *p++ = '\\', *p++ = (char)ch;
-    } else if (ch < 0x20 || ch == 0x7f || (!json && ch >= 0x80)) {
-      p += json ? sprintf(p, "\\u%04x", ch) : sprintf(p, "\\x%02x", ch);
-    } else {
-      *p++ = (char)ch;
-    }
+  const uint8_t stop = json ? 1 : 3; /* the ESC bits that need escaping */
+  size_t i = 0;
+  while (i < n) {
+    size_t run = i;
+    while (run < n && !(ESC[(uint8_t)s[run]] & stop))
+      run++;
+    pp_buf_append(out, s + i, run - i);
+    if (run == n) return;
+    unsigned char ch = (unsigned char)s[run];
+    char e[8];
+    int k;
+    if (ch == '"' || ch == '\\')
+      e[0] = '\\', e[1] = (char)ch, k = 2;
+    else
+      k = json ? snprintf(e, sizeof e, "\\u%04x", ch) : snprintf(e, sizeof e, "\\x%02x", ch);
+    pp_buf_append(out, e, (size_t)k);
+    i = run + 1;
   }
-  out->len = (size_t)((uint8_t *)p - out->data);
 }
 
 static void put_str_or_dash(pp_buf *out, const char *s, size_t n) {
@@ -149,7 +163,7 @@ void pp_access_log_format(int format, const pp_access_rec *r, int64_t wall_ns, i
   int64_t duration = r->t1 && r->t_end >= r->t1 ? r->t_end - r->t1 : -1;
   int64_t queue = r->t3 && r->t2b && r->t3 >= r->t2b ? r->t3 - r->t2b : -1;
   if (format == PP_ACCESS_LOG_JSON) {
-    pp_buf_append_str(out, "{\"time\":\"");
+    LIT(out, "{\"time\":\"");
     pp_buf_append_str(out, time_text(&tc, sec, 1));
     char ms[6] = {'.',
                   (char)('0' + wall / 100000000 % 10),
@@ -160,53 +174,53 @@ void pp_access_log_format(int format, const pp_access_rec *r, int64_t wall_ns, i
     pp_buf_append(out, ms, 6);
 #define JSTR(key, s, n)                                                                            \
   do {                                                                                             \
-    pp_buf_append_str(out, ",\"" key "\":");                                                       \
+    LIT(out, ",\"" key "\":");                                                                     \
     if (s) {                                                                                       \
       pp_buf_append(out, "\"", 1);                                                                 \
       put_escaped(out, s, n, 1);                                                                   \
       pp_buf_append(out, "\"", 1);                                                                 \
     } else {                                                                                       \
-      pp_buf_append_str(out, "null");                                                              \
+      LIT(out, "null");                                                                            \
     }                                                                                              \
   } while (0)
     JSTR("remote", f.remote, f.remote_len);
     JSTR("method", f.method, f.method_len);
     JSTR("path", f.target, f.target_len);
     JSTR("protocol", f.protocol, f.protocol_len);
-    pp_buf_append_str(out, ",\"status\":");
+    LIT(out, ",\"status\":");
     if (r->status)
       put_u64(out, (uint64_t)r->status);
     else
-      pp_buf_append_str(out, "null");
-    pp_buf_append_str(out, ",\"bytes\":");
+      LIT(out, "null");
+    LIT(out, ",\"bytes\":");
     put_u64(out, r->bytes);
-    pp_buf_append_str(out, ",\"duration_ms\":");
+    LIT(out, ",\"duration_ms\":");
     put_ms(out, duration, "null");
-    pp_buf_append_str(out, ",\"queue_ms\":");
+    LIT(out, ",\"queue_ms\":");
     put_ms(out, queue, "null");
-    pp_buf_append_str(out, ",\"service_ms\":");
+    LIT(out, ",\"service_ms\":");
     put_ms(out, r->service_ns, "null");
-    pp_buf_append_str(out, ",\"worker\":");
+    LIT(out, ",\"worker\":");
     if (r->worker >= 0)
       put_u64(out, (uint64_t)r->worker);
     else
-      pp_buf_append_str(out, "null");
-    pp_buf_append_str(out, ",\"request_id\":");
+      LIT(out, "null");
+    LIT(out, ",\"request_id\":");
     if (r->id)
       put_u64(out, r->id);
     else
-      pp_buf_append_str(out, "null");
+      LIT(out, "null");
     JSTR("referer", f.referer, f.referer_len);
     JSTR("user_agent", f.agent, f.agent_len);
 #undef JSTR
-    pp_buf_append_str(out, "}\n");
+    LIT(out, "}\n");
     return;
   }
   /* NCSA: host ident authuser [date] "request" status bytes */
   put_str_or_dash(out, f.remote, f.remote_len);
-  pp_buf_append_str(out, " - - [");
+  LIT(out, " - - [");
   pp_buf_append_str(out, time_text(&tc, sec, 0));
-  pp_buf_append_str(out, "] \"");
+  LIT(out, "] \"");
   if (f.method && f.target) {
     put_escaped(out, f.method, f.method_len, 0);
     pp_buf_append(out, " ", 1);
@@ -218,7 +232,7 @@ void pp_access_log_format(int format, const pp_access_rec *r, int64_t wall_ns, i
   } else {
     pp_buf_append(out, "-", 1);
   }
-  pp_buf_append_str(out, "\" ");
+  LIT(out, "\" ");
   if (r->status)
     put_u64(out, (uint64_t)r->status);
   else
@@ -229,22 +243,22 @@ void pp_access_log_format(int format, const pp_access_rec *r, int64_t wall_ns, i
   else
     pp_buf_append(out, "-", 1);
   if (format == PP_ACCESS_LOG_COMBINED) {
-    pp_buf_append_str(out, " \"");
+    LIT(out, " \"");
     put_str_or_dash(out, f.referer, f.referer_len);
-    pp_buf_append_str(out, "\" \"");
+    LIT(out, "\" \"");
     put_str_or_dash(out, f.agent, f.agent_len);
-    pp_buf_append_str(out, "\" queue=");
+    LIT(out, "\" queue=");
     put_ms(out, queue, "-");
-    pp_buf_append_str(out, " service=");
+    LIT(out, " service=");
     put_ms(out, r->service_ns, "-");
-    pp_buf_append_str(out, " duration=");
+    LIT(out, " duration=");
     put_ms(out, duration, "-");
-    pp_buf_append_str(out, " worker=");
+    LIT(out, " worker=");
     if (r->worker >= 0)
       put_u64(out, (uint64_t)r->worker);
     else
       pp_buf_append(out, "-", 1);
-    pp_buf_append_str(out, " id=");
+    LIT(out, " id=");
     if (r->id)
       put_u64(out, r->id);
     else

@@ -99,6 +99,24 @@ static void test_without_env(void) {
                          "127.0.0.1 - - [03/Dec/2026:03:00:00 +0000] \"-\" - -\n");
 }
 
+/* UTF-8 stays as it is in JSON, becomes \xHH in the NCSA formats (as Apache writes it). */
+static void test_non_ascii(void) {
+  setenv("TZ", "UTC", 1);
+  pp_access_rec r = {.remote = "1.2.3.4",
+                     .method = "GET",
+                     .method_len = 3,
+                     .target = "/caf\xc3\xa9\\",
+                     .target_len = 7,
+                     .status = 200,
+                     .t_end = MONO,
+                     .service_ns = -1,
+                     .worker = -1};
+  CU_ASSERT_STRING_EQUAL(
+      fmt(PP_ACCESS_LOG_COMMON, &r),
+      "1.2.3.4 - - [03/Dec/2026:03:00:00 +0000] \"GET /caf\\xc3\\xa9\\\\\" 200 -\n");
+  CU_ASSERT(strstr(fmt(PP_ACCESS_LOG_JSON, &r), "\"path\":\"/caf\xc3\xa9\\\\\"") != NULL);
+}
+
 int main(void) {
   pp_buf_init(&env);
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -106,6 +124,7 @@ int main(void) {
   CU_add_test(s, "JSON lines", test_json);
   CU_add_test(s, "common and combined", test_common_and_combined);
   CU_add_test(s, "a record without env pairs", test_without_env);
+  CU_add_test(s, "bytes over 0x7f", test_non_ascii);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();
