@@ -17,7 +17,7 @@ static size_t v2(uint8_t *out, int cmd, uint8_t fam, const uint8_t *rest, size_t
   out[13] = fam;
   out[14] = (uint8_t)(rest_len >> 8);
   out[15] = (uint8_t)rest_len;
-  memcpy(out + 16, rest, rest_len);
+  if (rest_len) memcpy(out + 16, rest, rest_len);
   return 16 + rest_len;
 }
 
