@@ -14,6 +14,20 @@
  *              without a break for shed.interval (a standing queue, as in CoDel and "Fail at
  *              Scale"); while overloaded every arrival that finds no free slot is shed, and a
  *              request taken off the queue after waiting more than the budget is shed.
+ *   controlled (and its two variants, docs/CONTROL.md §7): a burst gets drain's budget; a
+ *              standing queue gets a short cap. Standing once an arrival's wait W is over
+ *              the budget (the burst did not fit: controlled, controlled-lifo) or once the
+ *              oldest waiting request has been over the cap for shed.interval
+ *              (controlled-codel). W for the budget is (L - free + 1) / mu_busy, mu_busy the
+ *              completions per second since requests began to wait (the drain measured
+ *              while saturated), once there have been 2c of them; before that the faster of
+ *              mu and c / S. While standing, an arrival is shed when drain's W is over the
+ *              cap, and a request taken off the queue after waiting more than the cap is
+ *              shed; cap = shed.standing_wait, auto = max(2 x S, 1.5 x target_queue_p95)
+ *              (S: shed.target while unknown; the second term keeps a standing queue visible
+ *              to the controller); at most the budget, at least 1ms. Standing ends once nothing has
+ *              been shed for shed.interval. controlled-lifo also serves newest first while
+ *              standing (pp_admit_lifo).
  *
  * Pure: the caller passes the time and the queue's state; everything the rule remembers is
  * in pp_admit_state, which the caller owns (one per queue). Deterministic for a given
@@ -21,6 +35,7 @@
 #ifndef PP_ADMIT_H
 #define PP_ADMIT_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "control/policy.h"
 
@@ -39,6 +54,16 @@ typedef struct pp_admit_state {
   /* codel */
   int64_t above_since_ns; /* since when the oldest waiting request has been over target */
   int overloaded;         /* codel: a standing queue was detected and has not cleared */
+  /* controlled */
+  int standing;              /* a standing queue: waits are capped at the standing wait */
+  int64_t standing_since_ns; /* when the current standing period began (NEVER if none yet) */
+  int64_t last_shed_ns;      /* the last shed verdict (arrival or dequeue), NEVER if none */
+  uint64_t entry_wait_ns;    /* the wait that started the standing period (for the reason) */
+  uint64_t standing_entries; /* standing periods begun (counter) */
+  /* the current busy period (requests waiting since busy_since_ns), for the burst wait */
+  uint64_t completions;       /* completions ever (pp_admit_complete) */
+  int64_t busy_since_ns;      /* when requests began to wait; NEVER while none waits */
+  uint64_t busy_completions0; /* completions when the busy period began */
   /* counters (for /stats and tests; the rules do not read them) */
   uint64_t accepted, shed_at_arrival, shed_at_dequeue;
 } pp_admit_state;
@@ -88,5 +113,22 @@ double pp_admit_drain_rate(const pp_admit_state *st, const pp_policy *p, const p
  * age (the quantity it watches). For /stats and the reasons; does not change the state. */
 uint64_t pp_admit_predicted_wait(const pp_admit_state *st, const pp_policy *p,
                                  const pp_admit_input *in);
+
+/* The wait cap while a standing queue is detected (controlled rules): shed.standing_wait, or for
+ * auto max(2 x in->service_mean_ns (shed.target when that is 0), 1.5 x target_queue_p95); at
+ * most the budget, never under 1ms. */
+uint64_t pp_admit_standing_wait(const pp_policy *p, const pp_admit_input *in);
+
+/* 1 when the caller should take the newest waiting request next (controlled-lifo while
+ * standing), else 0 (oldest first). Before taking the newest, the caller offers the oldest to
+ * pp_admit_dequeue while it is shed, so stale requests do not sit behind fresh ones. */
+int pp_admit_lifo(const pp_admit_state *st, const pp_policy *p);
+
+/* The admission mode in one line, for logs and /stats: e.g. "standing queue since 12.30s:
+ * drain wait 1.01s broke the budget 1.00s; capping waits at 44.0ms (2 x service 22.0ms)", or
+ * "burst: admitting up to the budget 1.00s". Writes at most cap bytes (NUL-terminated,
+ * truncated if needed); returns the length it wanted, like snprintf. */
+int pp_admit_reason(const pp_admit_state *st, const pp_policy *p, const pp_admit_input *in,
+                    char *buf, size_t cap);
 
 #endif

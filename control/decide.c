@@ -655,6 +655,22 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       if (!st->slots_base) st->slots_base = v.tpw;
       slots_set(&d, st, now, n);
       st->breach_ticks = 0;
+    } else if (sv.known && !gradient && !draining && tpw_eff > v.tpw &&
+               need <= (double)v.expected && (!sv.cooled || !sv.settled) &&
+               o->cpu_share_max < p->slots_cpu_target) {
+      /* The settled gate for slots: they grew (or are connecting) and can still grow, the
+       * workers wait on I/O, and sizing that counts slots at what they can grow to finds
+       * the processes enough: wait for the slots rather than fork. */
+      put_action(&l, PP_ACTION_NONE, 0);
+      put_breach(&l, &v, st->breach_ticks);
+      put(&l, " but slots changed ");
+      put_dur(&l, elapsed_since(now, st->last_slots_ns));
+      put(&l,
+          sv.settled ? " ago (slots.cooldown " : " ago and are still connecting (slots.cooldown ");
+      put_dur(&l, p->slots_cooldown_ns);
+      put(&l, "); ");
+      put_cpu(&l, o);
+      put_context(&l, &v, o, 1);
     } else if (o->workers_booting > 0 && act_now) {
       held = "booting";
     } else if (o->workers_booting > 0) {

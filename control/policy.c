@@ -70,6 +70,7 @@ static const field fields[] = {
     FIELD2("shed.interval", F_DURATION, shed_interval_ns),
     FIELD2("shed.client_timeout", F_DURATION, shed_client_timeout_ns),
     FIELD2("shed.slo", F_DURATION, shed_slo_ns),
+    FIELD2("shed.standing_wait", F_BUDGET, shed_standing_wait_ns),
     FIELD3("standby", F_U32, standby),
     FIELD4("slots.enabled", F_BOOL, slots_enabled),
     FIELD4("slots.rule", F_SLOTRULE, slots_rule),
@@ -109,6 +110,7 @@ const char *const pp_policy_field_names[] = {
     "shed.interval",
     "shed.client_timeout",
     "shed.slo",
+    "shed.standing_wait",
     "standby",
     "slots.enabled",
     "slots.rule",
@@ -150,12 +152,13 @@ void pp_policy_defaults(pp_policy *p) {
   p->gvl_wait_max_ns = 5000000ull;
   p->shed_enabled = 0;
   p->shed_budget_ns = 0; /* auto: 10s with the defaults below, format 1's fixed default */
-  p->shed_rule = PP_SHED_RULE_DRAIN;
+  p->shed_rule = PP_SHED_RULE_CONTROLLED;
   p->shed_rate_window_ns = 1000000000ull;
   p->shed_target_ns = 50000000ull;
   p->shed_interval_ns = 500000000ull;
   p->shed_client_timeout_ns = 20000000000ull;
   p->shed_slo_ns = 150000000ull;
+  p->shed_standing_wait_ns = 0; /* auto: 2 x the measured mean service time */
   p->standby = 0;
   p->slots_enabled = 1;
   p->slots_rule = PP_SLOTS_RULE_LITTLE;
@@ -173,7 +176,8 @@ const char *pp_slots_rule_name(uint32_t rule) {
   return rule < N_SLOTS_RULES ? slots_rule_names[rule] : "?";
 }
 
-static const char *const shed_rule_names[] = {"predicted", "drain", "codel"};
+static const char *const shed_rule_names[] = {
+    "predicted", "drain", "codel", "controlled", "controlled-codel", "controlled-lifo"};
 #define N_SHED_RULES (sizeof shed_rule_names / sizeof shed_rule_names[0])
 
 const char *pp_shed_rule_name(uint32_t rule) {
@@ -490,7 +494,7 @@ static int set_field(pp_policy *p, const field *f, const char *value, int line, 
   }
   case F_RULE: {
     rc = PP_CTL_EINVAL;
-    why = "expected one of predicted, drain, codel";
+    why = "expected one of predicted, drain, codel, controlled, controlled-codel, controlled-lifo";
     for (uint32_t k = 0; k < N_SHED_RULES; k++)
       if (strcmp(value, shed_rule_names[k]) == 0) {
         memcpy(base, &k, sizeof k);
@@ -563,7 +567,8 @@ int pp_policy_validate(const pp_policy *p, pp_policy_error *err) {
         "must be greater than 0");
   CHECK(p->shed_enabled == 0 || p->shed_enabled == 1, "shed.enabled", "must be true or false");
   CHECK(p->shed_budget_ns <= DURATION_MAX_NS, "shed.budget", "is too large");
-  CHECK(p->shed_rule < N_SHED_RULES, "shed.rule", "must be predicted, drain or codel");
+  CHECK(p->shed_rule < N_SHED_RULES, "shed.rule",
+        "must be predicted, drain, codel, controlled, controlled-codel or controlled-lifo");
   CHECK(p->shed_rate_window_ns > 0 && p->shed_rate_window_ns <= DURATION_MAX_NS, "shed.rate_window",
         "must be greater than 0");
   CHECK(p->shed_target_ns > 0 && p->shed_target_ns <= DURATION_MAX_NS, "shed.target",
@@ -576,6 +581,7 @@ int pp_policy_validate(const pp_policy *p, pp_policy_error *err) {
         "must be greater than 0");
   CHECK(p->shed_slo_ns < p->shed_client_timeout_ns, "shed.slo",
         "must be less than shed.client_timeout");
+  CHECK(p->shed_standing_wait_ns <= DURATION_MAX_NS, "shed.standing_wait", "is too large");
   CHECK(p->standby <= STANDBY_MAX, "standby", "must be at most 64");
   CHECK(p->slots_enabled == 0 || p->slots_enabled == 1, "slots.enabled", "must be true or false");
   CHECK(p->slots_rule < N_SLOTS_RULES, "slots.rule", "must be little or gradient");

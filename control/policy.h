@@ -48,6 +48,9 @@ typedef struct pp_policy {
   uint64_t shed_interval_ns;       /* shed.interval: codel interval (default 500ms) */
   uint64_t shed_client_timeout_ns; /* shed.client_timeout: for budget auto (default 20s) */
   uint64_t shed_slo_ns;            /* shed.slo: for budget auto (default 150ms) */
+  uint64_t shed_standing_wait_ns;  /* shed.standing_wait: wait cap while a standing queue is
+                                      detected (controlled rules); 0 = "auto" = 2 x the measured
+                                      mean service time (default auto) */
 
   /* Standby workers: policy format 3, written in the canonical text only when not default,
    * like format 2; with the default (0) pp_decide behaves exactly as before. */
@@ -79,12 +82,19 @@ const char *pp_slots_rule_name(uint32_t rule);
 
 /* shed.rule values (stored in pp_policy.shed_rule). Semantics: control/admit.h, docs/CONTROL.md. */
 typedef enum pp_shed_rule {
-  PP_SHED_RULE_PREDICTED = 0, /* "predicted": W = (L - free + 1) * S / c, gated by the tick */
-  PP_SHED_RULE_DRAIN = 1,     /* "drain": W = (L - free + 1) / mu, mu measured completions/s */
-  PP_SHED_RULE_CODEL = 2,     /* "codel": a standing queue over shed.target for shed.interval */
+  PP_SHED_RULE_PREDICTED = 0,  /* "predicted": W = (L - free + 1) * S / c, gated by the tick */
+  PP_SHED_RULE_DRAIN = 1,      /* "drain": W = (L - free + 1) / mu, mu measured completions/s */
+  PP_SHED_RULE_CODEL = 2,      /* "codel": a standing queue over shed.target for shed.interval */
+  PP_SHED_RULE_CONTROLLED = 3, /* "controlled": drain's budget for a burst; once the budget is
+                                  broken (a standing queue), waits capped at shed.standing_wait */
+  PP_SHED_RULE_CONTROLLED_CODEL = 4, /* "controlled-codel": the same cap, entered CoDel's way
+                                        (oldest over the cap for shed.interval) */
+  PP_SHED_RULE_CONTROLLED_LIFO = 5,  /* "controlled-lifo": controlled, newest first while
+                                        standing (the caller's queue must support it) */
 } pp_shed_rule;
 
-/* "predicted", "drain", "codel"; "?" for anything else. */
+/* "predicted", "drain", "codel", "controlled", "controlled-codel", "controlled-lifo"; "?" for
+ * anything else. */
 const char *pp_shed_rule_name(uint32_t rule);
 
 /* Where a parse or set failed. line/column are 1-based (0 when not from text). */

@@ -14,5 +14,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "puma-plus-server: %s\n", err);
     return 2;
   }
+  if (cfg.print_policy) return pp_server_print_policy(&cfg, stdout);
   return pp_server_run_argv(&cfg, argc, argv);
 }

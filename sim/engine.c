@@ -334,12 +334,31 @@ static void admit_input(const sim *s, pp_admit_input *in) {
   in->shedding = s->shed_on;
 }
 
+/* 1 if an arrival at t falls in one of the scenario's phases at its highest rate, 2 if also
+ * after that phase's first second. */
+static int in_busy(const sim *s, int64_t t) {
+  const pp_scenario *scn = s->scn;
+  if (scn->process == PP_ARRIVALS_TRACE || scn->n_phases == 0) return 0;
+  double best = -1;
+  for (uint32_t i = 0; i < scn->n_phases; i++)
+    if (scn->phases[i].rate > best) best = scn->phases[i].rate;
+  uint64_t start = 0;
+  for (uint32_t i = 0; i < scn->n_phases; i++) {
+    const pp_phase *ph = &scn->phases[i];
+    if (ph->rate == best && t >= (int64_t)start && t < (int64_t)(start + ph->duration_ns))
+      return t >= (int64_t)start + 1000000000ll ? 2 : 1;
+    start += ph->duration_ns;
+  }
+  return 0;
+}
+
 /* Request seq is answered 503 by admission control (at arrival, or at dequeue). */
 static void shed_request(sim *s, uint32_t seq) {
   req *r = R(s, seq);
   r->status = R_SHED;
   s->finished++;
   s->shed_total++;
+  if (in_busy(s, r->t_arr)) s->res->busy_shed++;
   s->w_shed++;
   s->s_shed++;
   if (s->opt->on_request) {
@@ -403,6 +422,24 @@ static void dispatch(sim *s, uint32_t wi, uint32_t ti, uint32_t seq) {
 /* Pops the next queued request for worker wi (its own queue first in the per-worker model),
  * or UINT32_MAX. */
 static uint32_t next_request(sim *s, worker *w) {
+  if (s->admit_on && s->cfg->queue == PP_QUEUE_FIFO && pp_admit_lifo(&s->admit, &s->policy)) {
+    /* Adaptive LIFO (shed.rule controlled-lifo while standing): the oldest are offered to
+     * admission first while they are past the cap (it sheds them), then the newest runs. */
+    pp_admit_input in;
+    admit_input(s, &in);
+    uint64_t cap = pp_admit_standing_wait(&s->policy, &in);
+    while (s->fifo.len && (uint64_t)(s->now - R(s, s->fifo.v[s->fifo.head])->t_arr) > cap) {
+      uint32_t seq = ring_pop(&s->fifo);
+      s->queued--;
+      if (admit_dequeued(s, seq)) return seq;
+    }
+    while (s->fifo.len) {
+      uint32_t seq = pp_sim_ring_pop_back(&s->fifo);
+      s->queued--;
+      if (admit_dequeued(s, seq)) return seq;
+    }
+    return UINT32_MAX;
+  }
   for (;;) {
     uint32_t seq;
     if (s->cfg->queue == PP_QUEUE_PER_WORKER && w->q.len)
@@ -447,6 +484,12 @@ static void complete(sim *s, uint32_t wi, uint32_t ti) {
   uint64_t lat = (uint64_t)(s->now - r->t_arr);
   pp_hist_record(&s->res->latency, lat);
   if (s->lat_by_seq) s->lat_by_seq[t->req] = (double)lat;
+  int busy = in_busy(s, r->t_arr);
+  if (busy) {
+    pp_hist_record(&s->res->busy_latency, lat);
+    if (busy == 2) pp_hist_record(&s->res->standing_latency, lat);
+    if (lat <= s->scn->client_timeout_ns) s->res->busy_served++;
+  }
   uint64_t svc = (uint64_t)(s->now - r->t_disp);
   pp_hist_record(&s->s_win, svc);
   pp_hist_record(&s->s_life, svc);
@@ -1121,6 +1164,8 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
   memset(out, 0, sizeof *out);
   pp_hist_init(&out->latency);
   pp_hist_init(&out->queue);
+  pp_hist_init(&out->busy_latency);
+  pp_hist_init(&out->standing_latency);
   if (config_index >= scn->n_configs) return PP_SIM_EINVAL;
   pp_sim_options defaults;
   if (!opt) {
@@ -1134,6 +1179,13 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
   s->opt = opt;
   s->res = out;
   s->duration = (int64_t)scn->duration_ns;
+  if (scn->process != PP_ARRIVALS_TRACE) {
+    double best = -1;
+    for (uint32_t i = 0; i < scn->n_phases; i++)
+      if (scn->phases[i].rate > best) best = scn->phases[i].rate;
+    for (uint32_t i = 0; i < scn->n_phases; i++)
+      if (scn->phases[i].rate == best) out->busy_s += (double)scn->phases[i].duration_ns / 1e9;
+  }
   s->policy = opt->policy ? *opt->policy : s->cfg->policy;
   pp_hist_init(&s->q_win);
   pp_hist_init(&s->s_win);

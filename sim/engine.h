@@ -79,6 +79,12 @@ typedef struct pp_sim_result {
   uint64_t events;      /* events processed (for the events/s benchmark) */
   uint64_t activations; /* standby workers activated */
   double avg_standby;   /* standby workers (parked + booting), time-averaged over the duration */
+  /* The overload phases: every phase at the scenario's highest rate (arrival phases only) */
+  pp_hist busy_latency;     /* served requests that arrived in them: intended arrival -> end */
+  pp_hist standing_latency; /* the same, arriving after each such phase's first second */
+  uint64_t busy_served;     /* of those, served within the client timeout */
+  uint64_t busy_shed;       /* arrivals in them answered 503 */
+  double busy_s;            /* their total length in seconds (0: no phases) */
 } pp_sim_result;
 
 /* Runs configuration `config_index` of `scn` (resolved and validated). Returns 0, or

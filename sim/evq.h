@@ -99,4 +99,10 @@ static inline uint32_t pp_sim_ring_pop(pp_sim_ring *r) {
   return v;
 }
 
+/* Takes the newest value; the ring must not be empty. */
+static inline uint32_t pp_sim_ring_pop_back(pp_sim_ring *r) {
+  r->len--;
+  return r->v[(r->head + r->len) % r->cap];
+}
+
 #endif

@@ -293,7 +293,11 @@ static int cmd_run(int argc, char **argv) {
                                 res[n].activations,
                                 res[n].avg_standby,
                                 0,
-                                0};
+                                0,
+                                &res[n].busy_latency,
+                                &res[n].standing_latency,
+                                res[n].busy_served,
+                                res[n].busy_s};
     for (size_t t = 0; t < res[n].n_ticks; t++) {
       items[n].scale_ups += res[n].ticks[t].action == PP_ACTION_SPAWN_WORKER;
       items[n].scale_downs += res[n].ticks[t].action == PP_ACTION_RETIRE_WORKER;

@@ -65,8 +65,9 @@ void pp_report_admission(FILE *out, const pp_report_item *items, size_t n, const
   uint32_t from = 0, to = 0;
   int have_phase = pp_report_busiest_phase(scn, &from, &to) == 0;
   char a[24], b[24], c[24], d[24];
-  fprintf(out, "\nadmission\n%-22s %-9s %8s %8s %7s %9s %9s %9s %9s %7s\n", "config", "rule",
-          "budget", "served", "shed", "busy_rps", "queue95", "queue99", "queuemax", "q99/bud");
+  fprintf(out, "\nadmission\n%-22s %-9s %8s %8s %7s %9s %9s %9s %9s %7s %9s %9s %9s\n", "config",
+          "rule", "budget", "served", "shed", "busy_rps", "queue95", "queue99", "queuemax",
+          "q99/bud", "ovl_good", "ovl_p99", "std_p99");
   for (size_t i = 0; i < n; i++) {
     const pp_summary *s = items[i].summary;
     const pp_policy *p = items[i].policy;
@@ -77,17 +78,28 @@ void pp_report_admission(FILE *out, const pp_report_item *items, size_t n, const
     if (sheds && s->queue_p99_ns >= 0)
       snprintf(ratio, sizeof ratio, "%.2f", s->queue_p99_ns / budget);
     if (rps >= 0) snprintf(rpsbuf, sizeof rpsbuf, "%.1f", rps);
-    fprintf(out, "%-22s %-9s %8s %8llu %7llu %9s %9s %9s %9s %7s\n", items[i].name,
+    char good[16] = "-", ovl[24] = "-", std[24] = "-";
+    if (items[i].busy_latency && items[i].busy_s > 0) {
+      snprintf(good, sizeof good, "%.1f", (double)items[i].busy_served / items[i].busy_s);
+      if (items[i].busy_latency->count)
+        pp_units_format_ns((double)pp_hist_percentile(items[i].busy_latency, 99), ovl, sizeof ovl);
+      if (items[i].standing_latency && items[i].standing_latency->count)
+        pp_units_format_ns((double)pp_hist_percentile(items[i].standing_latency, 99), std,
+                           sizeof std);
+    }
+    fprintf(out, "%-22s %-9s %8s %8llu %7llu %9s %9s %9s %9s %7s %9s %9s %9s\n", items[i].name,
             sheds ? pp_shed_rule_name(p->shed_rule) : "-",
             sheds ? pp_units_format_ns(budget, a, sizeof a) : "-", (unsigned long long)s->completed,
             (unsigned long long)s->shed, rpsbuf, pp_units_format_ns(s->queue_p95_ns, b, sizeof b),
             pp_units_format_ns(s->queue_p99_ns, c, sizeof c),
-            pp_units_format_ns(s->queue_max_ns, d, sizeof d), ratio);
+            pp_units_format_ns(s->queue_max_ns, d, sizeof d), ratio, good, ovl, std);
   }
   if (have_phase)
     fprintf(out,
             "(served requests' queue time, intended arrival to dispatch; busy_rps = served per "
-            "second over the busiest phase, %us-%us)\n",
+            "second over the busiest phase, %us-%us; ovl_good = served within the client timeout "
+            "per second, ovl_p99 = served latency p99, of the requests arriving in every phase "
+            "at the highest rate; std_p99 = the same after each such phase's first second)\n",
             from, to);
 }
 

@@ -15,11 +15,15 @@ typedef struct pp_report_item {
   const pp_summary *summary;
   const pp_timeline_row *timeline;
   size_t timeline_len;
-  const pp_policy *policy; /* the policy it ran (autoscale), NULL for a static config */
-  uint64_t activations;    /* standby workers activated (pp_sim_result.activations) */
-  double avg_standby;      /* standby workers, time-averaged (pp_sim_result.avg_standby) */
-  uint32_t scale_ups;      /* decisions that added workers (spawn_worker ticks) */
-  uint32_t scale_downs;    /* decisions that removed workers (retire_worker ticks) */
+  const pp_policy *policy;         /* the policy it ran (autoscale), NULL for a static config */
+  uint64_t activations;            /* standby workers activated (pp_sim_result.activations) */
+  double avg_standby;              /* standby workers, time-averaged (pp_sim_result.avg_standby) */
+  uint32_t scale_ups;              /* decisions that added workers (spawn_worker ticks) */
+  uint32_t scale_downs;            /* decisions that removed workers (retire_worker ticks) */
+  const pp_hist *busy_latency;     /* pp_sim_result.busy_latency (NULL: not known) */
+  const pp_hist *standing_latency; /* pp_sim_result.standing_latency */
+  uint64_t busy_served;            /* pp_sim_result.busy_served */
+  double busy_s;                   /* pp_sim_result.busy_s */
 } pp_report_item;
 
 /* The comparison table, one row per configuration. */

@@ -309,6 +309,218 @@ static void test_dequeue_only_codel(void) {
   CU_ASSERT_EQUAL(pp_admit_dequeue(&st, &p, &in, 0), PP_ADMIT_ACCEPT);
 }
 
+/* Feeds completions at `rate` per second for 2s before `until` (a warm drain-rate estimator). */
+static void warm(pp_admit_state *st, const pp_policy *p, int64_t until, double rate) {
+  complete_every(st, p, until - 2 * S, until, (int64_t)(1e9 / rate));
+}
+
+/* controlled, burst mode: the budget is judged with the faster of the measured drain and
+ * c / S, so a burst from a quiet server (completions 100/s, slots 8 / 22ms = 364/s) is
+ * admitted up to the budget, where drain alone would shed it; breaking the budget sheds and
+ * starts a standing period. */
+static void test_controlled_burst_absorbed(void) {
+  pp_policy p = policy("shed: {enabled: true, budget: 1s, rule: controlled}");
+  pp_policy d = policy("shed: {enabled: true, budget: 1s, rule: drain}");
+  pp_admit_state st, sd;
+  pp_admit_state_init(&st);
+  pp_admit_state_init(&sd);
+  int64_t t = 10 * S;
+  warm(&st, &p, t, 100);
+  warm(&sd, &d, t, 100);
+  /* 300 waiting, all 8 slots busy: 301 ahead / 364 per s = 0.83s (drain: 301 / 100 = 3s) */
+  pp_admit_input in = input(t, 300, 8, 8, 22 * MS, t - 600 * MS, 0);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_ACCEPT);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&sd, &d, &in), PP_ADMIT_SHED);
+  CU_ASSERT_EQUAL(st.standing, 0);
+  /* a request that waited 900ms in a burst is served: only a standing queue has the cap */
+  in = input(t + MS, 299, 8, 8, 22 * MS, t - 590 * MS, 0);
+  CU_ASSERT_EQUAL(pp_admit_dequeue(&st, &p, &in, 900 * MS), PP_ADMIT_ACCEPT);
+  CU_ASSERT_EQUAL(st.standing, 0);
+  /* 370 waiting: 371 / 364 = 1.02s over the budget: shed, and the queue is standing */
+  in = input(t + 2 * MS, 370, 8, 8, 22 * MS, t - 600 * MS, 0);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_SHED);
+  CU_ASSERT_EQUAL(st.standing, 1);
+  CU_ASSERT_EQUAL(st.standing_entries, 1);
+  CU_ASSERT_EQUAL(st.standing_since_ns, t + 2 * MS);
+  CU_ASSERT(st.entry_wait_ns > 1000 * MS && st.entry_wait_ns < 1030 * MS);
+  CU_ASSERT_EQUAL(st.shed_at_arrival, 1);
+  CU_ASSERT_EQUAL(st.accepted, 1);
+}
+
+/* controlled, burst mode, once requests have waited for 2c completions: the budget is judged
+ * with the completions per second since the busy period began, not with c / S (which a mix of
+ * short requests before the burst makes optimistic, here 8 / 11ms = 727/s against a real drain
+ * of 333/s); an empty queue ends the busy period. */
+static void test_controlled_busy_rate(void) {
+  pp_policy p = policy("shed: {enabled: true, budget: 1s}");
+  pp_admit_state st;
+  pp_admit_state_init(&st);
+  int64_t t = 10 * S;
+  warm(&st, &p, t, 100);
+  pp_admit_input in = input(t, 0, 8, 8, 11 * MS, NEVER, 0); /* no free slot: the period begins */
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_ACCEPT);
+  CU_ASSERT_EQUAL(st.busy_since_ns, t);
+  /* 15 completions in 45ms: fewer than 2c, c / S still judges: 341 / 727 = 0.47s */
+  complete_every(&st, &p, t + 3 * MS, t + 48 * MS, 3 * MS);
+  in = input(t + 48 * MS, 340, 8, 8, 11 * MS, t, 0);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_ACCEPT);
+  /* 50 completions by 150ms (333/s): 341 / 333 = 1.02s breaks the budget */
+  complete_every(&st, &p, t + 48 * MS, t + 151 * MS, 3 * MS);
+  CU_ASSERT_EQUAL(st.completions - st.busy_completions0, 50);
+  in = input(t + 150 * MS, 330, 8, 8, 11 * MS, t, 0); /* 331 / 333 = 0.99s */
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_ACCEPT);
+  in = input(t + 150 * MS, 340, 8, 8, 11 * MS, t, 0);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_SHED);
+  CU_ASSERT_EQUAL(st.standing, 1);
+  /* a dequeue that leaves nobody waiting ends the busy period */
+  pp_admit_state_init(&st);
+  in = input(t, 3, 8, 8, 11 * MS, t, 0);
+  pp_admit_arrival(&st, &p, &in);
+  CU_ASSERT_EQUAL(st.busy_since_ns, t);
+  in = input(t + MS, 0, 8, 8, 11 * MS, NEVER, 0);
+  CU_ASSERT_EQUAL(pp_admit_dequeue(&st, &p, &in, MS), PP_ADMIT_ACCEPT);
+  CU_ASSERT_EQUAL(st.busy_since_ns, NEVER);
+}
+
+/* controlled, standing: arrivals are judged by the measured drain against the cap (2 x S),
+ * requests taken off the queue after waiting more than the cap are shed, a free slot still
+ * takes an arrival; nothing shed for shed.interval ends the standing period, after which the
+ * budget applies again. */
+static void test_controlled_standing_cap_and_recovery(void) {
+  /* target_queue_p95 20ms: the cap is 2 x S = 40ms, over the 30ms the controller must see */
+  pp_policy p =
+      policy("target_queue_p95: 20ms\nshed: {enabled: true, budget: 1s, interval: 500ms}");
+  CU_ASSERT_EQUAL(p.shed_rule, PP_SHED_RULE_CONTROLLED); /* the default rule */
+  pp_admit_state st;
+  pp_admit_state_init(&st);
+  int64_t t = 10 * S;
+  warm(&st, &p, t, 400); /* 400 completions/s */
+  pp_admit_input in = input(t, 500, 8, 8, 20 * MS, t - 900 * MS, 0);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_SHED); /* 501/400: standing */
+  CU_ASSERT_EQUAL(st.standing, 1);
+  CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 40 * MS);
+  /* the stale backlog goes at dequeue: waited 900ms > 40ms */
+  in = input(t + MS, 499, 8, 7, 20 * MS, t - 890 * MS, 0);
+  CU_ASSERT_EQUAL(pp_admit_dequeue(&st, &p, &in, 900 * MS), PP_ADMIT_SHED);
+  CU_ASSERT_EQUAL(pp_admit_dequeue(&st, &p, &in, 41 * MS), PP_ADMIT_SHED);
+  CU_ASSERT_EQUAL(pp_admit_dequeue(&st, &p, &in, 40 * MS), PP_ADMIT_ACCEPT);
+  CU_ASSERT_EQUAL(st.shed_at_dequeue, 2);
+  /* arrivals: 14 waiting = 15 ahead / 400 = 37.5ms, under the cap; 16 = 42.5ms, over */
+  in = input(t + 10 * MS, 14, 8, 8, 20 * MS, t, 0);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_ACCEPT);
+  in = input(t + 10 * MS, 16, 8, 8, 20 * MS, t, 0);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_SHED);
+  in = input(t + 10 * MS, 0, 8, 7, 20 * MS, NEVER, 0); /* a free slot takes it at once */
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_ACCEPT);
+  /* recovery: the last shed was at t + 10ms; 499ms later it still stands, 500ms ends it */
+  in = input(t + 509 * MS, 16, 8, 8, 20 * MS, t + 480 * MS, 0);
+  CU_ASSERT_EQUAL(pp_admit_dequeue(&st, &p, &in, 30 * MS), PP_ADMIT_ACCEPT);
+  CU_ASSERT_EQUAL(st.standing, 1);
+  in = input(t + 510 * MS, 16, 8, 8, 20 * MS, t + 480 * MS, 0);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_ACCEPT); /* 42.5ms: budget again */
+  CU_ASSERT_EQUAL(st.standing, 0);
+  in = input(t + 511 * MS, 300, 8, 8, 20 * MS, t, 0);
+  CU_ASSERT_EQUAL(pp_admit_dequeue(&st, &p, &in, 700 * MS), PP_ADMIT_ACCEPT);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_ACCEPT); /* 301/400 = 0.75s */
+  CU_ASSERT_EQUAL(st.standing_entries, 1);
+  /* disabled: never sheds, never stands */
+  pp_policy off = policy("shed: {enabled: false}");
+  pp_admit_state so;
+  pp_admit_state_init(&so);
+  in = input(t, 100000, 8, 8, 20 * MS, 0, 0);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&so, &off, &in), PP_ADMIT_ACCEPT);
+  CU_ASSERT_EQUAL(pp_admit_dequeue(&so, &off, &in, 100 * S), PP_ADMIT_ACCEPT);
+  CU_ASSERT_EQUAL(so.standing, 0);
+}
+
+/* shed.standing_wait: explicit, auto from S and never under 1.5 x target_queue_p95,
+ * shed.target while S is unknown, 1ms floor, the budget as ceiling. */
+static void test_standing_wait(void) {
+  pp_admit_input in = input(S, 0, 8, 0, 22 * MS, NEVER, 0);
+  pp_policy p = policy("target_queue_p95: 20ms\nshed: {enabled: true}");
+  CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 44 * MS);
+  /* auto keeps the standing queue visible to the controller: at least 1.5 x target_queue_p95
+   * (the default 50ms: 75ms) */
+  p = policy("shed: {enabled: true}");
+  CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 75 * MS);
+  in.service_mean_ns = 60 * MS;
+  CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 120 * MS);
+  in.service_mean_ns = 22 * MS;
+  p = policy("shed: {enabled: true, standing_wait: 30ms}");
+  CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 30 * MS);
+  p = policy("target_queue_p95: 20ms\nshed: {enabled: true, target: 70ms}");
+  in.service_mean_ns = 0;
+  CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 70 * MS);
+  p = policy("target_queue_p95: 200us\nshed: {enabled: true}");
+  in.service_mean_ns = 100000; /* 100us: 200us (and 300us for the controller), floored */
+  CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 1 * MS);
+  p = policy("shed: {enabled: true, budget: 300ms}");
+  in.service_mean_ns = 200 * MS; /* 400ms: capped at the budget */
+  CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 300 * MS);
+  p = policy("shed: {enabled: true, budget: 300ms, standing_wait: 1s}");
+  CU_ASSERT_EQUAL(pp_admit_standing_wait(&p, &in), 300 * MS);
+}
+
+/* controlled-codel stands once the oldest has been over the cap for shed.interval (drain's
+ * budget still applies before that, without standing); controlled-lifo asks for newest first
+ * only while standing. */
+static void test_controlled_variants(void) {
+  pp_policy p = policy("target_queue_p95: 20ms\nshed: {enabled: true, budget: 1s, "
+                       "rule: controlled-codel, interval: 100ms}");
+  pp_admit_state st;
+  pp_admit_state_init(&st);
+  int64_t t = 10 * S;
+  warm(&st, &p, t, 400);
+  pp_admit_input in = input(t, 20, 8, 8, 20 * MS, t - 50 * MS, 0); /* oldest 50ms > cap 40ms */
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_ACCEPT);
+  in = input(t + 99 * MS, 20, 8, 8, 20 * MS, t - 50 * MS, 0);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_ACCEPT);
+  CU_ASSERT_EQUAL(st.standing, 0);
+  in = input(t + 100 * MS, 20, 8, 8, 20 * MS, t - 50 * MS, 0);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_SHED); /* 21/400 = 52ms > 40ms */
+  CU_ASSERT_EQUAL(st.standing, 1);
+  CU_ASSERT_EQUAL(pp_admit_lifo(&st, &p), 0);
+  pp_policy l = policy("target_queue_p95: 20ms\nshed: {enabled: true, budget: 1s, "
+                       "rule: controlled-lifo}");
+  pp_admit_state sl;
+  pp_admit_state_init(&sl);
+  warm(&sl, &l, t, 400);
+  CU_ASSERT_EQUAL(pp_admit_lifo(&sl, &l), 0);
+  in = input(t, 500, 8, 8, 20 * MS, t - 900 * MS, 0);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&sl, &l, &in), PP_ADMIT_SHED);
+  CU_ASSERT_EQUAL(pp_admit_lifo(&sl, &l), 1);
+}
+
+/* The one-line reason, in both modes, and snprintf-like truncation. */
+static void test_controlled_reason(void) {
+  pp_policy p = policy("target_queue_p95: 20ms\nshed: {enabled: true, budget: 1s}");
+  pp_admit_state st;
+  pp_admit_state_init(&st);
+  char buf[256];
+  pp_admit_input in = input(12300 * MS, 0, 8, 0, 22 * MS, NEVER, 0);
+  pp_admit_reason(&st, &p, &in, buf, sizeof buf);
+  CU_ASSERT_STRING_EQUAL(buf, "burst: admitting up to the budget 1.00s");
+  in = input(12300 * MS, 400, 8, 8, 22 * MS, 11 * S, 0);
+  CU_ASSERT_EQUAL(pp_admit_arrival(&st, &p, &in), PP_ADMIT_SHED);
+  int n = pp_admit_reason(&st, &p, &in, buf, sizeof buf);
+  CU_ASSERT_STRING_EQUAL(buf, "standing queue since 12.30s: drain wait 1.10s broke the budget "
+                              "1.00s; capping waits at 44.0ms (2 x service 22.0ms)");
+  CU_ASSERT_EQUAL((size_t)n, strlen(buf));
+  char small[11];
+  CU_ASSERT_EQUAL(pp_admit_reason(&st, &p, &in, small, sizeof small), n);
+  CU_ASSERT_STRING_EQUAL(small, "standing q");
+  pp_policy d = policy("shed: {enabled: true, budget: 2s, rule: drain}");
+  pp_admit_reason(&st, &d, &in, buf, sizeof buf);
+  CU_ASSERT_STRING_EQUAL(buf, "drain: budget 2.00s");
+  pp_policy dflt = policy("shed: {enabled: true, budget: 1s}");
+  pp_admit_reason(&st, &dflt, &in, buf, sizeof buf);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(buf, "; capping waits at 75.0ms (1.5 x target_queue_p95, so the controller sees it)"));
+  pp_policy off = policy("shed: {enabled: false}");
+  pp_admit_reason(&st, &off, &in, buf, sizeof buf);
+  CU_ASSERT_STRING_EQUAL(buf, "shedding disabled");
+}
+
 int pp_test_register(void) {
   static const test_case cases[] = {
       {"arrival verdicts of every rule", test_arrival_table},
@@ -317,6 +529,12 @@ int pp_test_register(void) {
       {"drain-rate estimator on Poisson completions", test_drain_rate_poisson},
       {"codel interval logic", test_codel_interval},
       {"dequeue sheds only under codel", test_dequeue_only_codel},
+      {"controlled: a burst within the budget is absorbed", test_controlled_burst_absorbed},
+      {"controlled: the busy period's drain rate judges the budget", test_controlled_busy_rate},
+      {"controlled: standing cap and recovery", test_controlled_standing_cap_and_recovery},
+      {"controlled: standing wait", test_standing_wait},
+      {"controlled: codel and lifo variants", test_controlled_variants},
+      {"controlled: reason text", test_controlled_reason},
       {NULL, NULL},
   };
   return register_suite("admit", cases);

@@ -898,6 +898,39 @@ static void test_slots_taken_back(void) {
   CU_ASSERT_NOT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SET_SLOTS);
 }
 
+/* The settled gate for slots: right after a growth, while the new slots still connect (or
+ * within slots.cooldown), a breach of an I/O-bound worker that could grow further waits for
+ * them instead of forking; a worker near one core does not wait. */
+static void test_slots_settling_holds_forks(void) {
+  setup(1, 5);
+  /* a closed loop: 40 clients, 500 ms each, 5 slots: the arrival rate shows only 10 rps */
+  pp_observation o = mkc(20, 1, 5, 10, 500 * MS, 900 * MS, 35, 5, 0.02, 300000);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL_FATAL(d.action, PP_ACTION_SET_SLOTS);
+  uint32_t grown = d.count;
+  CU_ASSERT(grown > 5 && grown < 40);
+  /* next tick: the queue is still there and only 12 of the new slots have connected */
+  o = mkc(21, 1, grown, 24, 500 * MS, 990 * MS, 18, 12, 0.02, 300000);
+  o.slots_ready = 12;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "but slots changed 1.00s ago and are still connecting"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "workers at 2% of a core"));
+  /* settled and cooled: it grows again, from the arrivals the new slots let in */
+  o = mkc(22, 1, grown, 40, 500 * MS, 990 * MS, 18, grown, 0.03, 300000);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT(d.count > grown);
+  /* a worker near one core never waits on slots: it forks */
+  setup(1, 5);
+  st.last_slots_ns = 20 * (int64_t)S;
+  st.slots_base = 5;
+  o = mkc(21, 1, 5, 40, 500 * MS, 990 * MS, 18, 5, 0.95, 300000);
+  o.slots_ready = 3;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+}
+
 /* Service time inflating after a slot increase reverts it, and caps later growth there. */
 static void test_slots_inflation_reverts(void) {
   setup(1, 5);
@@ -1073,6 +1106,7 @@ int pp_test_register(void) {
       {"slots: CPU-bound adds processes, not slots", test_slots_cpu_bound_spawns},
       {"slots: taken back (CPU, calm, processes added)", test_slots_taken_back},
       {"slots: inflation after an increase reverts it", test_slots_inflation_reverts},
+      {"slots: a breach waits for slots still settling", test_slots_settling_holds_forks},
       {"slots: bounds, cooldown, settled gate", test_slots_bounds_and_gates},
       {"slots: the gradient design", test_slots_gradient},
       {"slots: unknown GVL wait stays unknown; measured wait means processes", test_slots_gvl_wait},

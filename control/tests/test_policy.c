@@ -187,7 +187,7 @@ static void test_field_names(void) {
   size_t n = 0;
   for (const char *const *f = pp_policy_field_names; *f; f++)
     n++;
-  CU_ASSERT_EQUAL(n, 35);
+  CU_ASSERT_EQUAL(n, 36);
   pp_policy p;
   pp_policy_defaults(&p);
   char buf[2048];
@@ -209,7 +209,8 @@ static void test_field_names(void) {
 /* Policy format 2 (the admission fields) keeps format 1's canonical text and hash: the text
  * a format-1 writer produced for its defaults (as in every recorded log's header) parses to a
  * policy whose canonical text is that very text, and hashes to the hash it was logged with.
- * It reads with format 2's default rule (drain): pp_decide never reads it. */
+ * It reads with the default rule (controlled since issue 27; drain before): pp_decide never
+ * reads it. */
 static void test_format1_text_keeps_hash(void) {
   static const char *const v1_defaults =
       "tick: 1000000000ns\nmin_workers: 1\nmax_workers: 8\nmax_step: 4\ncores: 0\n"
@@ -226,7 +227,7 @@ static void test_format1_text_keeps_hash(void) {
   CU_ASSERT_EQUAL(pp_policy_canonical(&p, buf, sizeof buf), (int)strlen(v1_defaults));
   CU_ASSERT_STRING_EQUAL(buf, v1_defaults);
   CU_ASSERT_EQUAL(pp_policy_hash(&p), 0x199b97413f3e1126ull);
-  CU_ASSERT_EQUAL(p.shed_rule, PP_SHED_RULE_DRAIN);
+  CU_ASSERT_EQUAL(p.shed_rule, PP_SHED_RULE_CONTROLLED);
   /* Format 2's defaults differ from format 1's only in shed.budget: auto (10s all the same). */
   pp_policy d;
   pp_policy_defaults(&d);
@@ -245,23 +246,31 @@ static void test_shed_fields(void) {
     uint64_t budget_field, effective_budget;
     const char *canonical_part; /* a line the canonical text must hold ("" for none) */
   } cases[] = {
-      {"shed: {enabled: true}\n", PP_SHED_RULE_DRAIN, 0, 10000000000ull, "shed.budget: auto\n"},
+      {"shed: {enabled: true}\n", PP_SHED_RULE_CONTROLLED, 0, 10000000000ull,
+       "shed.budget: auto\n"},
       {"shed: {budget: 1s, rule: drain}\n", PP_SHED_RULE_DRAIN, 1000000000ull, 1000000000ull,
-       "shed.budget: 1000000000ns\n"},
+       "shed.rule: drain\n"},
       {"shed.rule: codel\nshed.target: 5ms\nshed.interval: 100ms\n", PP_SHED_RULE_CODEL, 0,
        10000000000ull, "shed.interval: 100000000ns\n"},
       {"shed: {rule: predicted}\n", PP_SHED_RULE_PREDICTED, 0, 10000000000ull,
        "shed.rule: predicted\n"},
-      {"shed: {rule: drain}\n", PP_SHED_RULE_DRAIN, 0, 10000000000ull, ""},
+      {"shed: {rule: controlled}\n", PP_SHED_RULE_CONTROLLED, 0, 10000000000ull, ""},
+      {"shed: {rule: controlled-codel}\n", PP_SHED_RULE_CONTROLLED_CODEL, 0, 10000000000ull,
+       "shed.rule: controlled-codel\n"},
+      {"shed: {rule: controlled-lifo}\n", PP_SHED_RULE_CONTROLLED_LIFO, 0, 10000000000ull,
+       "shed.rule: controlled-lifo\n"},
       /* auto = max(slo, client_timeout / 2) */
-      {"shed: {client_timeout: 2s}\n", PP_SHED_RULE_DRAIN, 0, 1000000000ull,
+      {"shed: {client_timeout: 2s}\n", PP_SHED_RULE_CONTROLLED, 0, 1000000000ull,
        "shed.client_timeout: 2000000000ns\n"},
-      {"shed: {client_timeout: 300ms, slo: 200ms}\n", PP_SHED_RULE_DRAIN, 0, 200000000ull,
+      {"shed: {client_timeout: 300ms, slo: 200ms}\n", PP_SHED_RULE_CONTROLLED, 0, 200000000ull,
        "shed.slo: 200000000ns\n"},
-      {"shed: {budget: auto, client_timeout: 30s}\n", PP_SHED_RULE_DRAIN, 0, 15000000000ull,
+      {"shed: {budget: auto, client_timeout: 30s}\n", PP_SHED_RULE_CONTROLLED, 0, 15000000000ull,
        "shed.budget: auto\n"},
-      {"shed: {rate_window: 250ms}\n", PP_SHED_RULE_DRAIN, 0, 10000000000ull,
+      {"shed: {rate_window: 250ms}\n", PP_SHED_RULE_CONTROLLED, 0, 10000000000ull,
        "shed.rate_window: 250000000ns\n"},
+      {"shed: {standing_wait: 30ms}\n", PP_SHED_RULE_CONTROLLED, 0, 10000000000ull,
+       "shed.standing_wait: 30000000ns\n"},
+      {"shed: {standing_wait: auto}\n", PP_SHED_RULE_CONTROLLED, 0, 10000000000ull, ""},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     pp_policy p, q;
@@ -274,8 +283,11 @@ static void test_shed_fields(void) {
     int n = pp_policy_canonical(&p, buf, sizeof buf);
     CU_ASSERT_FATAL(n > 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, cases[i].canonical_part));
-    if (cases[i].rule == PP_SHED_RULE_DRAIN) {
+    if (cases[i].rule == PP_SHED_RULE_CONTROLLED) {
       CU_ASSERT_PTR_NULL(strstr(buf, "shed.rule"));
+    }
+    if (strstr(cases[i].text, "standing_wait: auto")) {
+      CU_ASSERT_PTR_NULL(strstr(buf, "standing_wait"));
     }
     CU_ASSERT_EQUAL_FATAL(pp_policy_parse(&q, buf, (size_t)n, &e), 0);
     CU_ASSERT_EQUAL(memcmp(&p, &q, sizeof p), 0);

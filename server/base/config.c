@@ -201,7 +201,8 @@ void pp_config_usage(FILE *out) {
         "  -threads N             threads (= connections, slots) per worker at start (default 5)\n"
         "  -min-threads N         fewest slots per worker at run time (default 1)\n"
         "  -max-slots N           most slots per worker at run time, for I/O-bound apps up to\n"
-        "                         4096 (default: the starting count)\n"
+        "                         4096 (default: the starting count; with -autoscale the\n"
+        "                         policy's slots.max)\n"
         "  -fibers N              slots are fibers (async gem), N per worker at start; the\n"
         "                         app must be fiber-safe (docs/RACK.md)\n"
         "  -listen ADDR           HTTP listener, repeatable: HOST:PORT, [V6]:PORT, :PORT,\n"
@@ -277,6 +278,9 @@ void pp_config_usage(FILE *out) {
         "                         reopens); default none\n"
         "  -access-log-format F   common, combined (default: combined + queue, service,\n"
         "                         duration, worker, request id) or json (JSON lines)\n"
+        "  -print-policy          print the policy these flags resolve to (-policy, -shed,\n"
+        "                         -min-workers ...) with the admission rule's effective\n"
+        "                         values, and exit (puma-plus --dry-run shows it)\n"
         "  -help, --help          this text\n"
         "\n"
         "DUR: 30s, 250ms, 100us, 1m (bare number = seconds). SIZE: 1048576, 64k, 1MiB.\n",
@@ -318,7 +322,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     /* boolean flags */
     if (!strcmp(key, "quiet") || !strcmp(key, "autoscale") || !strcmp(key, "shed") ||
         !strcmp(key, "h2c") || !strcmp(key, "no-h2") || !strcmp(key, "h3-retry") ||
-        !strcmp(key, "no-alt-svc")) {
+        !strcmp(key, "no-alt-svc") || !strcmp(key, "print-policy")) {
       int on = 1;
       if (value) {
         if (!strcmp(value, "true") || !strcmp(value, "1"))
@@ -342,6 +346,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
         c->h3_retry = on;
       else if (!strcmp(key, "no-alt-svc"))
         c->no_alt_svc = on;
+      else if (!strcmp(key, "print-policy"))
+        c->print_policy = on;
       else
         c->shed = on;
       continue;
@@ -501,6 +507,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     }
   }
   uint32_t initial = pp_config_slots_initial(c);
+  c->max_slots_given = c->max_slots != 0;
   if (!c->max_slots) c->max_slots = initial;
   if (c->min_threads > initial || initial > c->max_slots) {
     snprintf(err, err_len,

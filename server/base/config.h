@@ -42,7 +42,8 @@ typedef struct pp_config {
   /* Slots per worker at run time (docs/SERVER.md "Slots at run time"): a worker starts with
    * -threads slots (or -fibers); SLOTS / SLOT_CLOSE keep it within [min_threads, max_slots]. */
   uint32_t min_threads; /* -min-threads (default 1) */
-  uint32_t max_slots;   /* -max-slots (default: the starting count) */
+  uint32_t max_slots;   /* -max-slots (default: the starting count; with -autoscale, slots.max) */
+  int max_slots_given;  /* -max-slots was on the command line */
   uint32_t fibers;      /* -fibers N: slots are fibers, N per worker at start (0: threads) */
   pp_addr listen[PP_MAX_LISTEN];
   int listen_count; /* -listen (repeatable) */
@@ -98,6 +99,7 @@ typedef struct pp_config {
   const char *max_workers;      /* -max-workers */
   const char *target_queue_p95; /* -target-queue-p95 */
   int shed;                     /* -shed: turn on admission control (policy shed.enabled) */
+  int print_policy;             /* -print-policy: print the resolved policy and exit */
   const char *decision_log;     /* -decision-log */
 
   /* Client addresses behind proxies (docs/SERVER.md "Client addresses"). */

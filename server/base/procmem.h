@@ -1,9 +1,12 @@
 /* A process's memory from /proc/PID/smaps_rollup: RSS, PSS and USS (Private_Clean +
- * Private_Dirty). Header-only, shared by the server's /stats (stats.c) and pp-bench's
- * samples (bench/harness.c), which must measure the same way. */
+ * Private_Dirty), and its CPU time and run-queue wait. Header-only, shared by the server's
+ * /stats and controller (ops/stats.c, workers/wlink.c) and pp-bench's samples
+ * (bench/harness/proc.c), which must measure the same way. */
 #ifndef PP_PROCMEM_H
 #define PP_PROCMEM_H
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -60,6 +63,39 @@ static inline int pp_proc_cpu_read(unsigned pid, uint64_t *cpu_ns) {
   if (hz <= 0) hz = 100;
   *cpu_ns = (utime + stime) * (1000000000ull / (uint64_t)hz);
   return 0;
+}
+
+/* A process's time on a CPU and time runnable but waiting for one (the run queue), summed over
+ * its threads, from /proc/PID/task/TID/schedstat (ns). Their sum over a tick is the process's CPU
+ * demand: a worker bound by Ruby's GVL demands about one core even when the machine gives it
+ * less (more workers than cores, a busy neighbour), which utime + stime alone cannot show; a
+ * worker that waits on I/O demands little either way. One read per thread: a worker of 1,000
+ * thread slots costs 1,000 small reads per tick. 0, or -1 when the process is gone. */
+static inline int pp_proc_sched_read(unsigned pid, uint64_t *run_ns, uint64_t *wait_ns) {
+  char path[96], line[128];
+  *run_ns = *wait_ns = 0;
+  snprintf(path, sizeof path, "/proc/%u/task", pid);
+  DIR *d = opendir(path);
+  if (!d) return -1;
+  struct dirent *e;
+  int seen = 0;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    snprintf(path, sizeof path, "/proc/%u/task/%.16s/schedstat", pid, e->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue; /* the thread ended meanwhile */
+    ssize_t n = read(fd, line, sizeof line - 1);
+    close(fd);
+    if (n <= 0) continue;
+    line[n] = 0;
+    unsigned long long run, wait;
+    if (sscanf(line, "%llu %llu", &run, &wait) != 2) continue;
+    *run_ns += run;
+    *wait_ns += wait;
+    seen++;
+  }
+  closedir(d);
+  return seen ? 0 : -1;
 }
 
 #endif

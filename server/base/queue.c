@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "server/base/procmem.h"
+
 void pp_queue_init(pp_queue *q) {
   q->head.prev = q->head.next = &q->head;
   q->len = 0;
@@ -57,6 +59,9 @@ pp_worker *pp_registry_add(pp_registry *r, uint32_t pid, uint32_t index, int64_t
     w->pid = pid;
     w->heap_live_slots = -1;
     w->cpu_share = -1;
+    w->demand_share = -1;
+    w->wait_ns = 0;
+    w->wait_delta_ns = 0;
     w->cpu_delta_ns = -1;
     w->index = index;
     w->forked_ns = now_ns;
@@ -155,4 +160,21 @@ uint32_t pp_registry_count(const pp_registry *r, pp_worker_state state) {
   for (uint32_t i = 0; i < r->high; i++)
     n += r->workers[i].state == state;
   return n;
+}
+
+void pp_worker_sample_cpu(pp_worker *w, int64_t now_ns) {
+  uint64_t cpu, run, wait;
+  if (pp_proc_cpu_read(w->pid, &cpu) != 0) return;
+  int have_wait = pp_proc_sched_read(w->pid, &run, &wait) == 0;
+  if (w->cpu_sampled_ns && now_ns > w->cpu_sampled_ns && cpu >= w->cpu_ns) {
+    double span = (double)(now_ns - w->cpu_sampled_ns);
+    w->cpu_delta_ns = (int64_t)(cpu - w->cpu_ns);
+    w->cpu_share = (double)w->cpu_delta_ns / span;
+    /* a thread that ended takes its wait with it: a sum that fell counts as no wait */
+    w->wait_delta_ns = have_wait && wait > w->wait_ns ? (int64_t)(wait - w->wait_ns) : 0;
+    w->demand_share = (double)(w->cpu_delta_ns + w->wait_delta_ns) / span;
+  }
+  w->cpu_ns = cpu;
+  if (have_wait) w->wait_ns = wait;
+  w->cpu_sampled_ns = now_ns;
 }

@@ -73,7 +73,10 @@ struct pp_worker {
   uint64_t cpu_ns;
   int64_t cpu_sampled_ns; /* when cpu_ns was read; 0 never */
   double cpu_share;
-  int64_t cpu_delta_ns; /* CPU time over the last tick in ns (-1 until two samples) */
+  int64_t cpu_delta_ns;  /* CPU time over the last tick in ns (-1 until two samples) */
+  uint64_t wait_ns;      /* its threads' run-queue wait (schedstat), summed over live threads */
+  int64_t wait_delta_ns; /* run-queue wait over the last tick in ns (0 when unknown) */
+  double demand_share;   /* (CPU + run-queue wait) over the last tick, a share of one core */
   int killed;
   /* Standby workers (docs/CONTROL.md section 8): when PARKED arrived, and the decision time of
    * its activation until the first request dispatched to it has been timed (then 0). */
@@ -99,6 +102,11 @@ pp_worker *pp_registry_find(pp_registry *r, uint32_t pid);
 pp_worker *pp_registry_add(pp_registry *r, uint32_t pid, uint32_t index, int64_t now_ns);
 /* A connection of worker pid said HELLO: link the slot idle, make the worker READY. Returns the
  * worker, or NULL if the registry is full. */
+/* Reads worker w's CPU time (/proc/PID/stat) and its threads' run-queue wait (schedstat) at
+ * now_ns; from the second reading on, sets cpu_delta_ns, cpu_share, wait_delta_ns and
+ * demand_share over the time since the one before. A failed read leaves w as it was. */
+void pp_worker_sample_cpu(pp_worker *w, int64_t now_ns);
+
 pp_worker *pp_registry_attach(pp_registry *r, pp_slot *s, uint32_t pid, uint32_t worker_index,
                               uint32_t thread_index, int64_t now_ns);
 /* The slot's connection closed. Returns its worker (still registered). */

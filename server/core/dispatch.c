@@ -25,20 +25,22 @@ void pp_dispatch_push(pp_exchange *r) {
   pp_dispatch_all(s);
 }
 
-/* The admission rule's second look (codel sheds a request that waited past the budget):
+/* The admission rule's second look (codel past the budget, controlled past its standing cap):
  * 1 if r was answered 503 instead of dispatched. */
 static int shed_at_dequeue(server *s, pp_exchange *r) {
   controller *ct = &s->ctl_state;
   if (!ct->policy.shed_enabled) return 0;
   pp_admit_input in;
   pp_dispatch_admit_input(s, &in); /* the queue without r */
-  if (pp_admit_dequeue(&s->admit, &ct->policy, &in, (uint64_t)(in.now_ns - r->t2b)) !=
-      PP_ADMIT_SHED)
-    return 0;
+  int was_standing = s->admit.standing;
+  pp_admit_verdict v =
+      pp_admit_dequeue(&s->admit, &ct->policy, &in, (uint64_t)(in.now_ns - r->t2b));
+  pp_dispatch_admit_note(s, was_standing, &in);
+  if (v != PP_ADMIT_SHED) return 0;
   s->stats.shed++;
   s->stats.shed_window++;
   if (r->owner)
-    r->ops->fail(r, 503, "503 Service Unavailable: waited past the shed budget (shed)\n");
+    r->ops->fail(r, 503, "503 Service Unavailable: waited past the admission wait limit (shed)\n");
   else
     pp_exchange_release(s, r);
   return 1;
@@ -157,6 +159,13 @@ void pp_dispatch_admit_input(server *s, pp_admit_input *in) {
   pp_qnode *head = pp_queue_peek(&s->queue);
   in->oldest_enqueue_ns = head ? PP_CONTAINER_OF(head, pp_exchange, qlink)->t2b : INT64_MIN;
   in->shedding = s->ctl_state.shedding;
+}
+
+void pp_dispatch_admit_note(server *s, int was_standing, const pp_admit_input *in) {
+  if (s->admit.standing == was_standing) return;
+  char reason[256];
+  pp_admit_reason(&s->admit, &s->ctl_state.policy, in, reason, sizeof reason);
+  LOG_ERR(s, "admission: %s", reason); /* rare and worth seeing: even with -quiet */
 }
 
 uint64_t pp_dispatch_predicted_wait(server *s) {

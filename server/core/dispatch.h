@@ -27,5 +27,9 @@ void pp_dispatch_admit_input(server *s, pp_admit_input *in);
 /* The predicted wait of a request arriving now under the policy's rule (UINT64_MAX: no
  * capacity). */
 uint64_t pp_dispatch_predicted_wait(server *s);
+/* After an admission call: logs the rule's one-line reason (pp_admit_reason) when its mode
+ * changed, i.e. a standing queue began or ended; was_standing is pp_admit_state.standing
+ * before the call. */
+void pp_dispatch_admit_note(server *s, int was_standing, const pp_admit_input *in);
 
 #endif

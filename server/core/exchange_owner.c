@@ -15,7 +15,10 @@ int pp_exchange_admit(server *s) {
   if (!ct->policy.shed_enabled) return 0;
   pp_admit_input in;
   pp_dispatch_admit_input(s, &in);
-  if (pp_admit_arrival(&s->admit, &ct->policy, &in) == PP_ADMIT_SHED) {
+  int was_standing = s->admit.standing;
+  pp_admit_verdict v = pp_admit_arrival(&s->admit, &ct->policy, &in);
+  pp_dispatch_admit_note(s, was_standing, &in);
+  if (v == PP_ADMIT_SHED) {
     s->stats.shed++;
     s->stats.shed_window++;
     return 503;

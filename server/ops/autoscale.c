@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "server/process/server_int.h"
+#include "server/workers/wlink.h"
 
 static int read_file(const char *path, pp_buf *out) {
   FILE *f = fopen(path, "rb");
@@ -45,12 +46,10 @@ void pp_autoscale_log_header(server *s) {
   }
 }
 
-int pp_autoscale_init(server *s) {
-  controller *ct = &s->ctl_state;
-  pp_config *cfg = s->cfg;
-  memset(ct, 0, sizeof *ct);
-  ct->enabled = cfg->autoscale;
-  pp_policy_defaults(&ct->policy);
+/* The policy these flags resolve to: the defaults, the -policy file, then the flags that
+ * override it; validated, with the server's own refusals. 0, or -1 after printing why. */
+static int load_policy(pp_config *cfg, pp_policy *p) {
+  pp_policy_defaults(p);
   if (cfg->policy_file) {
     pp_buf text;
     pp_buf_init(&text);
@@ -60,7 +59,7 @@ int pp_autoscale_init(server *s) {
     }
     pp_policy_error err;
     memset(&err, 0, sizeof err);
-    int rc = pp_policy_parse(&ct->policy, (const char *)text.data, text.len, &err);
+    int rc = pp_policy_parse(p, (const char *)text.data, text.len, &err);
     pp_buf_dispose(&text);
     if (rc != 0) {
       fprintf(stderr, "puma-plus-server: %s:%d:%d: %s%s%s\n", cfg->policy_file, err.line,
@@ -68,36 +67,96 @@ int pp_autoscale_init(server *s) {
       return -1;
     }
   }
-  if (cfg->min_workers && set_field(&ct->policy, "min_workers", cfg->min_workers, "-min-workers"))
-    return -1;
-  if (cfg->max_workers && set_field(&ct->policy, "max_workers", cfg->max_workers, "-max-workers"))
-    return -1;
-  if (cfg->standby && !ct->enabled) {
+  if (cfg->min_workers && set_field(p, "min_workers", cfg->min_workers, "-min-workers")) return -1;
+  if (cfg->max_workers && set_field(p, "max_workers", cfg->max_workers, "-max-workers")) return -1;
+  if (cfg->standby && !cfg->autoscale) {
     fprintf(stderr,
             "puma-plus-server: -standby %s: standby workers need -autoscale (the "
             "controller activates them)\n",
             cfg->standby);
     return -1;
   }
-  if (cfg->standby && set_field(&ct->policy, "standby", cfg->standby, "-standby")) return -1;
+  if (cfg->standby && set_field(p, "standby", cfg->standby, "-standby")) return -1;
   if (cfg->target_queue_p95 &&
-      set_field(&ct->policy, "target_queue_p95", cfg->target_queue_p95, "-target-queue-p95"))
+      set_field(p, "target_queue_p95", cfg->target_queue_p95, "-target-queue-p95"))
     return -1;
-  if (cfg->shed && set_field(&ct->policy, "shed.enabled", "true", "-shed")) return -1;
+  if (cfg->shed && set_field(p, "shed.enabled", "true", "-shed")) return -1;
+  /* Slots per worker (rule 4b): -min-threads raises the policy's floor; an explicit -max-slots
+   * caps its ceiling; without one, an autoscaled server may grow slots up to slots.max. */
+  if (cfg->autoscale && p->slots_enabled) {
+    char v[16];
+    if (cfg->min_threads > p->min_slots) {
+      snprintf(v, sizeof v, "%u", cfg->min_threads);
+      if (set_field(p, "slots.min", v, "-min-threads")) return -1;
+    }
+    if (cfg->max_slots_given) {
+      if (cfg->max_slots < p->max_slots) {
+        snprintf(v, sizeof v, "%u", cfg->max_slots);
+        if (set_field(p, "slots.max", v, "-max-slots")) return -1;
+      }
+    } else if (p->max_slots > cfg->max_slots) {
+      cfg->max_slots = p->max_slots < PP_MAX_SLOTS ? p->max_slots : PP_MAX_SLOTS;
+    }
+  }
   pp_policy_error err;
   memset(&err, 0, sizeof err);
-  if (pp_policy_validate(&ct->policy, &err) != 0) {
+  if (pp_policy_validate(p, &err) != 0) {
     fprintf(stderr, "puma-plus-server: policy: %s%s%s\n", err.field, err.field[0] ? ": " : "",
             err.message);
     return -1;
   }
-  if (ct->enabled && ct->policy.threads_enabled) {
+  if (p->shed_enabled && p->shed_rule == PP_SHED_RULE_CONTROLLED_LIFO) {
+    /* Newest-first service is modelled in pp-sim only (docs/CONTROL.md section 7). */
+    fprintf(stderr, "puma-plus-server: policy: shed.rule: controlled-lifo is a simulator variant "
+                    "(this server's queue is first in, first out); use controlled\n");
+    return -1;
+  }
+  if (cfg->autoscale && p->threads_enabled) {
     /* decide() could ask for add_thread/remove_thread, which this server cannot carry out
      * (threads per worker are fixed), and would then prefer threads over workers forever. */
     fprintf(stderr, "puma-plus-server: policy: threads.enabled: thread scaling is not supported "
                     "by this server (threads per worker are fixed by -threads); set it to false\n");
     return -1;
   }
+  return 0;
+}
+
+int pp_server_print_policy(pp_config *cfg, FILE *out) {
+  pp_policy p;
+  if (load_policy(cfg, &p) != 0) return 2;
+  char text[2048];
+  if (pp_policy_canonical(&p, text, sizeof text) < 0) return 2;
+  fprintf(out, "policy: %s (hash %016llx)\n", cfg->policy_file ? cfg->policy_file : "(defaults)",
+          (unsigned long long)pp_policy_hash(&p));
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+    fprintf(out, "  %s\n", line);
+  double budget_s = (double)pp_policy_shed_budget_ns(&p) / 1e9;
+  fprintf(out, "admission: shed.enabled %s, shed.rule %s, budget %.3gs%s\n",
+          p.shed_enabled ? "true" : "false", pp_shed_rule_name(p.shed_rule), budget_s,
+          p.shed_budget_ns ? "" : " (auto: max(shed.slo, shed.client_timeout / 2))");
+  if (p.shed_rule == PP_SHED_RULE_CONTROLLED || p.shed_rule == PP_SHED_RULE_CONTROLLED_CODEL) {
+    if (p.shed_standing_wait_ns)
+      fprintf(out, "  standing queue: waits capped at %.3gms (shed.standing_wait)",
+              (double)p.shed_standing_wait_ns / 1e6);
+    else
+      fprintf(out,
+              "  standing queue: waits capped at max(2 x the measured mean service time, "
+              "%.3gms = 1.5 x target_queue_p95) (shed.standing_wait auto; %.3gms for the first "
+              "term until a service time is measured)",
+              (double)(p.target_queue_p95_ns + p.target_queue_p95_ns / 2) / 1e6,
+              (double)p.shed_target_ns / 1e6);
+    fprintf(out, ", at most the budget; ends %.3gms after the last shed (shed.interval)\n",
+            (double)p.shed_interval_ns / 1e6);
+  }
+  return 0;
+}
+
+int pp_autoscale_init(server *s) {
+  controller *ct = &s->ctl_state;
+  pp_config *cfg = s->cfg;
+  memset(ct, 0, sizeof *ct);
+  ct->enabled = cfg->autoscale;
+  if (load_policy(cfg, &ct->policy) != 0) return -1;
   pp_hist_init(&ct->standby.dispatch);
   pp_hist_init(&ct->standby.hello);
   pp_hist_init(&ct->standby.first_request);
@@ -215,7 +274,20 @@ void pp_autoscale_tick(server *s) {
   in.workers_ready = ready;
   in.workers_booting = booting;
   in.workers_retiring = retiring;
-  in.threads_per_worker = s->cfg->threads;
+  /* The slot count the workers were told (SLOTS), and each serving worker's CPU demand over
+   * the tick (docs/CONTROL.md section 9): its CPU time plus its threads' run-queue wait, so a
+   * worker bound by its GVL on a machine with fewer free cores than workers still reads near
+   * one core; -1 for one sampled once only, which the builder skips. */
+  in.threads_per_worker = s->slots_shape ? s->slots_shape : pp_config_slots_initial(s->cfg);
+  static int64_t worker_cpu[PP_MAX_WORKERS];
+  uint32_t n_cpu = 0;
+  for (uint32_t i = 0; i < s->reg.high && n_cpu < PP_MAX_WORKERS; i++) {
+    const pp_worker *w = &s->reg.workers[i];
+    if (w->state != PP_WORKER_READY || w->slots == 0) continue;
+    worker_cpu[n_cpu++] = w->cpu_delta_ns < 0 ? -1 : w->cpu_delta_ns + w->wait_delta_ns;
+  }
+  in.worker_cpu_ns = worker_cpu;
+  in.n_worker_cpu = n_cpu;
   in.arrivals = st->arrivals_window;
   in.completions = st->completions_window;
   in.shed = st->shed_window;
@@ -271,7 +343,12 @@ void pp_autoscale_tick(server *s) {
       pp_shepherd_retire(s, w);
     }
     break;
-  default: break; /* spawns above; thread changes are not actuated (threads are fixed) */
+  case PP_ACTION_SET_SLOTS:
+    /* every serving worker gets SLOTS; workers started later get it when their monitor
+     * connection arrives (workers/wlink.c) */
+    pp_wlink_set_slots_all(s, rec.decision.count);
+    break;
+  default: break; /* spawns above; add_thread/remove_thread are refused at start */
   }
   ct->shedding = rec.decision.shed;
   ct->shed_budget_ns = rec.decision.shed_budget_ns;

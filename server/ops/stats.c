@@ -47,15 +47,8 @@ int pp_proc_mem_read(uint32_t pid, pp_proc_mem *out) {
 void pp_stats_sample_cpu(server *s, int64_t now_ns) {
   for (uint32_t i = 0; i < s->reg.high; i++) {
     pp_worker *w = &s->reg.workers[i];
-    uint64_t cpu;
     if (w->state == PP_WORKER_FREE || w->state == PP_WORKER_PARKED) continue;
-    if (pp_proc_cpu_read(w->pid, &cpu) != 0) continue;
-    if (w->cpu_sampled_ns && now_ns > w->cpu_sampled_ns && cpu >= w->cpu_ns) {
-      w->cpu_delta_ns = (int64_t)(cpu - w->cpu_ns);
-      w->cpu_share = (double)w->cpu_delta_ns / (double)(now_ns - w->cpu_sampled_ns);
-    }
-    w->cpu_ns = cpu;
-    w->cpu_sampled_ns = now_ns;
+    pp_worker_sample_cpu(w, now_ns);
   }
 }
 
@@ -173,6 +166,8 @@ static void json_workers(server *s, json_t *root) {
                         pp_proc_cpu_read(w->pid, &cpu_ns) == 0 ? json_integer((json_int_t)cpu_ns)
                                                                : json_null());
     json_object_set_new(o, "cpu_share", w->cpu_share >= 0 ? json_real(w->cpu_share) : json_null());
+    json_object_set_new(o, "cpu_demand_share",
+                        w->demand_share >= 0 ? json_real(w->demand_share) : json_null());
     json_array_append_new(ws, o);
   }
   json_object_set_new(root, "worker_status", ws);
@@ -232,6 +227,23 @@ static void json_queue(server *s, json_t *root) {
       json_real(st->last_window_ns ? (double)st->completions_last * 1e9 / (double)st->last_window_ns
                                    : 0));
   json_object_set_new(q, "shed", json_integer((json_int_t)st->shed));
+  {
+    pp_admit_input in;
+    pp_dispatch_admit_input(s, &in);
+    char reason[256];
+    pp_admit_reason(&s->admit, &s->ctl_state.policy, &in, reason, sizeof reason);
+    json_t *ad = json_object();
+    json_object_set_new(ad, "rule", json_string(pp_shed_rule_name(s->ctl_state.policy.shed_rule)));
+    json_object_set_new(ad, "standing", json_boolean(s->admit.standing));
+    json_object_set_new(ad, "standing_periods",
+                        json_integer((json_int_t)s->admit.standing_entries));
+    json_object_set_new(ad, "standing_wait_ms",
+                        json_real(ms(pp_admit_standing_wait(&s->ctl_state.policy, &in))));
+    json_object_set_new(ad, "shed_at_arrival", json_integer((json_int_t)s->admit.shed_at_arrival));
+    json_object_set_new(ad, "shed_at_dequeue", json_integer((json_int_t)s->admit.shed_at_dequeue));
+    json_object_set_new(ad, "reason", json_string(reason));
+    json_object_set_new(q, "admission", ad);
+  }
   json_object_set_new(q, "cancelled_queued", json_integer((json_int_t)st->cancelled_queued));
   json_object_set_new(q, "cancelled_running", json_integer((json_int_t)st->cancelled_running));
   json_object_set_new(q, "hijacked", json_integer((json_int_t)st->hijacked));
@@ -467,6 +479,16 @@ static void metrics_core(server *s, pp_buf *out) {
     if (w->state == PP_WORKER_FREE || w->cpu_share < 0) continue;
     pp_prom_appendf(out, "puma_plus_worker_cpu_share{index=\"%u\",pid=\"%u\"} %.4f\n", w->index,
                     w->pid, w->cpu_share);
+  }
+  pp_prom_appendf(out, "# HELP puma_plus_worker_cpu_demand_share CPU time plus run-queue wait of "
+                       "each worker process's threads over the last tick, as a share of one "
+                       "core (what the controller reads).\n# TYPE "
+                       "puma_plus_worker_cpu_demand_share gauge\n");
+  for (uint32_t i = 0; i < s->reg.high; i++) {
+    pp_worker *w = &s->reg.workers[i];
+    if (w->state == PP_WORKER_FREE || w->demand_share < 0) continue;
+    pp_prom_appendf(out, "puma_plus_worker_cpu_demand_share{index=\"%u\",pid=\"%u\"} %.4f\n",
+                    w->index, w->pid, w->demand_share);
   }
   pp_prom_counter(out, "puma_plus_slots_closed_total",
                   "Slots taken back at run time (SLOT_CLOSE sent).", st->slots_closed);

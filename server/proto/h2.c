@@ -176,12 +176,14 @@ static void answer(pp_h2 *h, pp_h2_stream *s, int status) {
   snprintf(length_text, sizeof length_text, "%d", body_len);
   s->resp.len = s->resp_off = 0;
   if (!s->head) pp_buf_append(&s->resp, body, (size_t)body_len);
-  nghttp2_nv nva[3];
+  nghttp2_nv nva[4];
   nv_add(&nva[0], ":status", status_text, strlen(status_text));
   nv_add(&nva[1], "content-type", "text/plain; charset=utf-8", 25);
   nv_add(&nva[2], "content-length", length_text, strlen(length_text));
+  size_t nv = 3;
+  if (status == 503) nv_add(&nva[nv++], "retry-after", "1", 1); /* admission control's refusal */
   nghttp2_data_provider prd = {.source.ptr = s, .read_callback = pp_h2__read_response};
-  if (nghttp2_submit_response(h->session, s->id, nva, 3, s->head ? NULL : &prd) != 0)
+  if (nghttp2_submit_response(h->session, s->id, nva, nv, s->head ? NULL : &prd) != 0)
     nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
 }
 

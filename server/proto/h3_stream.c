@@ -225,6 +225,9 @@ static void make_nv(nghttp3_nv *nv, const uint8_t *name, size_t nlen, const uint
 }
 
 static int submit_head(pp_h3_conn *c, pp_h3_stream *s, int status, int no_body);
+static void start_fields(pp_h3_server *srv, int status);
+static void add_field(pp_h3_server *srv, size_t name_off, size_t name_len, const uint8_t *v,
+                      size_t vlen);
 
 /* The session answers the stream itself and stops reading its body. */
 static void answer(pp_h3_conn *c, pp_h3_stream *s, int status) {
@@ -242,6 +245,15 @@ static void answer(pp_h3_conn *c, pp_h3_stream *s, int status) {
   srv->scratch.len = srv->nvbuf.len = 0;
   append_body(c, s, (const uint8_t *)body, (size_t)n);
   s->ended = 1;
+  if (status == 503) { /* admission control's refusal: the client may retry after a second */
+    start_fields(srv, status);
+    size_t off = srv->scratch.len;
+    pp_buf_append(&srv->scratch, "content-type", 12);
+    add_field(srv, off, 12, (const uint8_t *)"text/plain", 10);
+    off = srv->scratch.len;
+    pp_buf_append(&srv->scratch, "retry-after", 11);
+    add_field(srv, off, 11, (const uint8_t *)"1", 1);
+  }
   if (submit_head(c, s, status, s->head) != 0) return;
   if (!s->req_fin) {
     s->want_stop = 1;

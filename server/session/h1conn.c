@@ -750,9 +750,13 @@ static void x_fail(pp_exchange *r, int status, const char *msg) {
   client *c = r->owner;
   if (!r->head_sent) {
     r->state = PP_X_RESPONDED;
-    r->resp_close = 1;
+    /* A 503 of admission control at dequeue, for a request whose body was read whole: the
+     * connection stays open as for a 503 at arrival. Anything else closes it. */
+    int keep =
+        status == 503 && (!r->streaming || r->body_done) && r->keep_alive && !c->srv->draining;
+    r->resp_close = !keep;
     simple_response(c, status, "text/plain", status == 503 ? "Retry-After: 1\r\n" : NULL, msg,
-                    strlen(msg), 1, r->head_method);
+                    strlen(msg), !keep, r->head_method);
     r->status = status, r->resp_bytes = r->head_method ? 0 : strlen(msg);
     c->response_done = 1;
     pp_conn_flush(c);

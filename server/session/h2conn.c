@@ -294,10 +294,14 @@ static int h2_idle(const client *c) {
 /* ---------------------------------------------------------------- response events */
 
 static void local_response(client *c, pp_exchange *x, int status, const char *msg) {
-  pp_h2_header hd[2] = {
-      {(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10},
-      {(const uint8_t *)"alt-svc", 7, (const uint8_t *)c->srv->alt_svc, strlen(c->srv->alt_svc)}};
-  pp_h2_respond(c->h2, x->stream_id, status, hd, c->srv->alt_svc[0] ? 2 : 1, 0);
+  pp_h2_header hd[3] = {{(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10}};
+  size_t n = 1;
+  if (status == 503) /* shed at dequeue by admission control */
+    hd[n++] = (pp_h2_header){(const uint8_t *)"retry-after", 11, (const uint8_t *)"1", 1};
+  if (c->srv->alt_svc[0])
+    hd[n++] = (pp_h2_header){(const uint8_t *)"alt-svc", 7, (const uint8_t *)c->srv->alt_svc,
+                             strlen(c->srv->alt_svc)};
+  pp_h2_respond(c->h2, x->stream_id, status, hd, n, 0);
   pp_h2_send_data(c->h2, x->stream_id, (const uint8_t *)msg, strlen(msg));
   pp_h2_send_end(c->h2, x->stream_id);
   pp_exchange_count_status(c->srv, status);

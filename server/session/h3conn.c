@@ -452,10 +452,14 @@ static const pp_h3_callbacks h3_callbacks = {on_conn_open,  on_conn_close,  on_r
 
 static void local_response(h3_conn *hc, pp_exchange *x, int status, const char *msg) {
   server *s = hc->l->srv;
-  pp_h2_header hd[2] = {
-      {(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10},
-      {(const uint8_t *)"alt-svc", 7, (const uint8_t *)s->alt_svc, strlen(s->alt_svc)}};
-  pp_h3_respond(hc->conn, x->stream_id, status, hd, s->alt_svc[0] ? 2 : 1, 0);
+  pp_h2_header hd[3] = {{(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10}};
+  size_t n = 1;
+  if (status == 503) /* shed at dequeue by admission control */
+    hd[n++] = (pp_h2_header){(const uint8_t *)"retry-after", 11, (const uint8_t *)"1", 1};
+  if (s->alt_svc[0])
+    hd[n++] = (pp_h2_header){(const uint8_t *)"alt-svc", 7, (const uint8_t *)s->alt_svc,
+                             strlen(s->alt_svc)};
+  pp_h3_respond(hc->conn, x->stream_id, status, hd, n, 0);
   pp_h3_send_data(hc->conn, x->stream_id, (const uint8_t *)msg, strlen(msg));
   pp_h3_send_end(hc->conn, x->stream_id);
   pp_exchange_count_status(s, status);

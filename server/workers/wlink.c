@@ -193,8 +193,11 @@ static int on_hello(wconn *w, const pp_wire_frame *f) {
     pp_wlink_close(w, "worker registry full");
     return -1;
   }
-  if (!was_ready && wk->state == PP_WORKER_READY)
+  if (!was_ready && wk->state == PP_WORKER_READY) {
     LOG(s, "worker %u (pid %u) ready", f->worker_index, f->pid);
+    /* the first CPU reading now, so the controller's next tick already has a delta */
+    if (!wk->cpu_sampled_ns) pp_worker_sample_cpu(wk, pp_now_ns());
+  }
   /* A slot dialled for a target since lowered (SLOTS and SLOT_CLOSE crossed): end it now. */
   if (wk->slots_target && wk->slots > wk->slots_target && wk->state == PP_WORKER_READY) {
     slot_close_now(w);

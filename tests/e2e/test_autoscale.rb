@@ -114,6 +114,9 @@ class TestAutoscale < Minitest::Test
     FileUtils.rm_rf(dir) if dir
   end
 
+  # rule: drain, the rule that sheds only at arrival: this test is about that path being
+  # immediate. Under the default (controlled) a standing queue also sheds at dequeue, after
+  # a wait by design; test_controlled_sheds_at_dequeue covers that.
   SHED_POLICY = <<~YAML
     tick: 250ms
     min_workers: 1
@@ -122,6 +125,7 @@ class TestAutoscale < Minitest::Test
     shed:
       enabled: true
       budget: 300ms
+      rule: drain
   YAML
 
   # Overload a server that may not grow (max_workers 1, one thread, 200 ms requests at
@@ -160,6 +164,94 @@ class TestAutoscale < Minitest::Test
     assert_equal true, st["controller"]["autoscale"]
   ensure
     srv&.stop
+    FileUtils.rm_rf(dir) if dir
+  end
+
+  # The default rule (controlled) on one 200 ms thread at 20 req/s: the queue breaks the 300 ms
+  # budget, so it is standing and waits are capped at 50 ms (shed.standing_wait); a request
+  # already queued for longer is shed when taken off the queue. Each 503 carries Retry-After;
+  # one shed at dequeue (its body was read) leaves the keep-alive connection open, so a second
+  # request on it is answered; /stats counts both kinds and the standing period.
+  def test_controlled_sheds_at_dequeue
+    dir = Dir.mktmpdir("pp-e2e-controlled")
+    policy = File.join(dir, "policy.yaml")
+    File.write(policy, "shed: {enabled: true, budget: 300ms, standing_wait: 50ms}\n")
+    srv = E2E::Server.new(workers: 1, threads: 1, extra: ["-shed", "-policy", policy])
+    results = Queue.new
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    threads = Array.new(40) do |i|
+      due = t0 + i / 20.0
+      delay = due - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      sleep delay if delay.positive?
+      Thread.new do
+        Timeout.timeout(60) do
+          sock = TCPSocket.new("127.0.0.1", srv.port)
+          reader = E2E::ResponseReader.new(sock)
+          start = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          sock.write("GET /mix/0/200 HTTP/1.1\r\nHost: a\r\n\r\n")
+          first = reader.next_response
+          secs = Process.clock_gettime(Process::CLOCK_MONOTONIC) - start
+          second = nil
+          if first && first[1]["connection"] != "close"
+            sock.write("GET /hello HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            second = reader.next_response
+          end
+          sock.close
+          results << [first, secs, second]
+        end
+      end
+    end
+    threads.each(&:join)
+    rs = Array.new(results.size) { results.pop }
+    assert_equal 40, rs.size
+    statuses = rs.map { |f, _, _| f && f[0] }
+    assert statuses.all? { |st| [200, 503].include?(st) }, statuses.tally.inspect
+    at_arrival = rs.select { |f, _, _| f[0] == 503 && f[2].include?("predicted wait") }
+    at_dequeue = rs.select { |f, _, _| f[0] == 503 && f[2].include?("waited past the admission wait limit") }
+    assert_equal statuses.count(503), at_arrival.size + at_dequeue.size
+    refute_empty at_arrival, "nothing shed at arrival under 4x overload"
+    refute_empty at_dequeue, "nothing shed at dequeue when the queue became standing"
+    (at_arrival + at_dequeue).each do |f, _, _|
+      assert_equal "1", f[1]["retry-after"], "503 without Retry-After"
+    end
+    at_arrival.each { |_, secs, _| assert_operator secs, :<, 0.1, "a 503 at arrival comes at once" }
+    at_dequeue.each do |f, _, second|
+      refute_equal "close", f[1]["connection"], "a 503 at dequeue closed a keep-alive connection"
+      refute_nil second, "no answer to the second request on the connection after a 503 at dequeue"
+      assert_includes [200, 503], second[0]
+    end
+    q = srv.stats["queue"]
+    ad = q["admission"]
+    assert_equal "controlled", ad["rule"]
+    assert_operator ad["standing_periods"], :>=, 1
+    assert_operator ad["shed_at_dequeue"], :>=, at_dequeue.size
+    assert_equal q["shed"], ad["shed_at_arrival"] + ad["shed_at_dequeue"]
+    assert_match(/standing queue|burst/, ad["reason"])
+    assert_match(/admission: standing queue since .* capping waits at 50.0ms/, srv.log)
+  ensure
+    srv&.stop
+    FileUtils.rm_rf(dir) if dir
+  end
+
+  # puma-plus --dry-run shows the policy the server would run with (its -print-policy): every
+  # field, the admission rule's effective values, and the server's refusal of a bad one.
+  def test_dry_run_shows_the_policy
+    dir = Dir.mktmpdir("pp-e2e-dryrun")
+    policy = File.join(dir, "policy.yaml")
+    File.write(policy, "shed: {budget: 1s, standing_wait: 30ms}\n")
+    exe = File.join(E2E::ROOT, "gem/exe/puma-plus")
+    out, err, status = Open3.capture3("ruby", exe, "--dry-run", "--server", E2E::BIN, E2E::MIX,
+                                      "--", "-shed", "-policy", policy)
+    assert status.success?, err
+    assert_match(/^policy: #{Regexp.escape(policy)} \(hash [0-9a-f]{16}\)$/, out)
+    assert_match(/^  shed.enabled: true$/, out)
+    assert_match(/^  shed.standing_wait: 30000000ns$/, out)
+    assert_match(/^admission: shed.enabled true, shed.rule controlled, budget 1s$/, out)
+    assert_match(/standing queue: waits capped at 30ms \(shed.standing_wait\)/, out)
+    File.write(policy, "shed: {enabled: true, rule: controlled-lifo}\n")
+    out, = Open3.capture3("ruby", exe, "--dry-run", "--server", E2E::BIN, E2E::MIX, "--", "-policy", policy)
+    assert_match(/^policy: error: .*controlled-lifo is a simulator variant/, out)
+  ensure
     FileUtils.rm_rf(dir) if dir
   end
 end

@@ -2,6 +2,7 @@
 
 require "uri"
 
+require "open3"
 require "optparse"
 require "shellwords"
 require "socket"
@@ -114,6 +115,7 @@ module PumaPlus
         s[:threads_min] = Integer(min, exception: false) or raise UsageError, "--threads #{@flags[:threads]}: expected MIN:MAX"
         s[:threads_max] = Integer(max, exception: false) or raise UsageError, "--threads #{@flags[:threads]}: expected MIN:MAX"
         raise UsageError, "--threads: max must be at least 1" if s[:threads_max] < 1
+        s[:threads_set] = true
       end
       s[:workers] = @flags[:workers] if @flags[:workers]
       raise UsageError, "--workers must be at least 1" if s[:workers] < 1
@@ -139,7 +141,11 @@ module PumaPlus
       cmd = [server_path, "-app", s[:rackup], "-workers", s[:workers].to_s, "-threads", s[:threads_max].to_s]
       # puma's `threads MIN, MAX`: the run-time floor (the server's default is 1).
       cmd.push("-min-threads", s[:threads_min].to_s) if s[:threads_min] > 1
-      cmd.push("-max-slots", s[:max_slots].to_s) if s[:max_slots]
+      # A written `threads MIN, MAX` (config, RAILS_MAX_THREADS, --threads) means MAX is the
+      # ceiling unless max_slots raises it; with none written, an autoscaled server may grow
+      # slots up to its policy's slots.max (docs/CONFIG.md).
+      ceiling = s[:max_slots] || (s[:threads_set] ? s[:threads_max] : nil)
+      cmd.push("-max-slots", ceiling.to_s) if ceiling
       cmd.push("-fibers", s[:fiber_slots].to_s) if s[:fiber_slots]
       tls_pair = nil
       s[:binds].each do |url|
@@ -285,6 +291,23 @@ module PumaPlus
 
       io.puts("env: #{env.map { |k, v| "#{k}=#{v}" }.join(' ')}")
       io.puts("exec: #{Shellwords.join(command)}")
+      print_policy(io, command)
+    end
+
+    # The controller's and admission control's policy as the server would resolve it (its
+    # -print-policy: the -policy file, -shed and the other overriding flags, every field, and
+    # the admission rule's effective values). Skipped when the server binary is not there.
+    def print_policy(io, command)
+      return unless File.file?(command.first) && File.executable?(command.first)
+
+      out, err, status = Open3.capture3(*command, "-print-policy")
+      if status.success?
+        io.print(out)
+      else
+        io.puts("policy: error: #{err.strip}")
+      end
+    rescue SystemCallError => e
+      io.puts("policy: cannot run #{command.first}: #{e.message}")
     end
   end
 end

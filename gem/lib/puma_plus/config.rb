@@ -148,6 +148,7 @@ module PumaPlus
       if max
         s[:threads_max] = Integer(max.strip, exception: false) or raise Error, "threads from the environment: #{max.inspect} is not an Integer"
         raise Error, "threads from the environment: must be at least 1" if s[:threads_max] < 1
+        s[:threads_set] = true
       end
       # puma 8 reads the floor from PUMA_MIN_THREADS, else MIN_THREADS (here: the run-time
       # floor of slots, -min-threads).
@@ -304,6 +305,7 @@ module PumaPlus
 
         set[:threads_min] = min
         set[:threads_max] = max
+        set[:threads_set] = true
         note("threads: a worker starts with max (#{max}) threads; min #{min} is the floor when slots change at run time") if min != max
       end
 
