@@ -571,6 +571,7 @@ static void x_head(pp_exchange *r, const pp_wire_frame *f) {
     r->resp_no_body = 1; /* the app's body frames are dropped (x_body) */
     r->resp_chunked = 0;
     simple_response(c, 500, "text/plain", NULL, msg, sizeof msg - 1, r->resp_close, r->head_method);
+    r->status = 500, r->resp_bytes = r->head_method ? 0 : sizeof msg - 1;
     s->stats.responses++;
     return;
   }
