@@ -161,6 +161,33 @@ class TestAccessLog < Minitest::Test
     assert_equal got, statuses.tally, "one line per response, with its status"
   end
 
+  # A log that cannot be written (a FIFO nobody reads: the "disk" stalls for good) never
+  # stalls the requests: the writer thread blocks, the buffer fills to its bound, and then
+  # lines are dropped and counted. When the reader goes away the writer's write fails
+  # (counted) and the server still stops cleanly.
+  def test_a_stalled_log_drops_lines_and_never_stalls_requests
+    fifo = File.join(@dir, "stalled.fifo")
+    File.mkfifo(fifo)
+    reader = File.open(fifo, File::RDONLY | File::NONBLOCK) # held open, never read
+    @srv = E2E::Server.new(workers: 1, threads: 4,
+                           extra: ["-access-log", fifo, "-access-log-format", "json"])
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    out, st = Open3.capture2e("h2load", "--h1", "-n", "45000", "-c", "8",
+                              "http://127.0.0.1:#{@srv.port}/hello?#{'p' * 200}")
+    secs = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
+    assert st.success?, out
+    assert_match(/45000 succeeded, 0 failed/, out)
+    al = @srv.stats["access_log"]
+    assert_equal 45_000, al["lines"] + al["dropped"], al.inspect
+    assert_operator al["dropped"], :>, 0, "the bound was reached: #{al.inspect}"
+    assert_operator al["bytes"], :<=, 256 * 1024, "only what the pipe took was written: #{al.inspect}"
+    puts "\n  stalled log: 45000 requests in #{secs.round(1)} s, #{al['lines']} lines buffered or written, " \
+         "#{al['dropped']} dropped, #{al['bytes']} bytes written"
+    reader.close # the writer's next write fails (EPIPE, counted), and the exit is not held up
+    status = @srv.stop
+    refute_nil status, "the server did not exit with its log stalled"
+  end
+
   def test_sighup_reopens_after_a_rename
     start("json")
     base = "http://127.0.0.1:#{@srv.port}"
