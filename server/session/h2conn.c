@@ -109,7 +109,15 @@ static void on_close(pp_h2 *h, int32_t stream_id, void *stream_data, uint32_t er
   pp_exchange_stream_closed(x, error_code);
 }
 
-static const pp_h2_callbacks h2_callbacks = {on_request, on_body, on_body_end, on_close};
+/* The session answered a request itself (431, 501, 413) before it had an exchange. */
+static void on_answered(pp_h2 *h, const pp_h2_request *rq, int status) {
+  client *c = h->data;
+  pp_h2h3_log_refused(&c->srv->hooks, c->remote, "HTTP/2", status, rq->method, rq->method_len,
+                      rq->path, rq->path_len);
+}
+
+static const pp_h2_callbacks h2_callbacks = {on_request, on_body, on_body_end, on_close,
+                                             on_answered};
 
 /* ---------------------------------------------------------------- output */
 

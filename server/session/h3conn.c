@@ -444,9 +444,17 @@ static void on_stream_acked(pp_h3_conn *conn, int64_t stream_id, void *stream_da
   sweep_blocked(hc, x);
 }
 
-static const pp_h3_callbacks h3_callbacks = {on_conn_open,  on_conn_close,  on_request,
-                                             on_body,       on_body_end,    on_close,
-                                             on_conn_timer, on_stream_acked};
+/* The session answered a request itself (431, 400, 501, 413) before it had an exchange. */
+static void on_answered(pp_h3_conn *conn, const pp_h3_request *rq, int status) {
+  h3_conn *hc = conn->data;
+  server *s = hc->l->srv;
+  pp_h2h3_log_refused(&s->hooks, hc->remote, "HTTP/3", status, rq->method, rq->method_len, rq->path,
+                      rq->path_len);
+}
+
+static const pp_h3_callbacks h3_callbacks = {on_conn_open,  on_conn_close,   on_request,
+                                             on_body,       on_body_end,     on_close,
+                                             on_conn_timer, on_stream_acked, on_answered};
 
 /* ---------------------------------------------------------------- response events */
 
