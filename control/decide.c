@@ -300,9 +300,14 @@ static slots_view slots_derive(const pp_policy *p, const pp_ctl_state *st, const
                                const view *v) {
   slots_view sv;
   memset(&sv, 0, sizeof sv);
-  sv.c_req = o->cpu_per_request_ns >= 0    ? (double)o->cpu_per_request_ns
-             : o->service_cpu_mean_ns >= 0 ? (double)o->service_cpu_mean_ns
-                                           : -1;
+  /* CPU per request: the workers' own per-request figure (RESPONSE_END's thread CPU) when they
+   * report it, else the process's CPU over the tick per completion. The latter also counts
+   * what is not a request's (slots starting, GC of other threads), and with few completions in
+   * a tick (a closed-loop load right after slots grew) it overstated c several-fold, so the CPU
+   * bound S / c read 22 slots for a worker at 3% of a core. */
+  sv.c_req = o->service_cpu_mean_ns >= 0  ? (double)o->service_cpu_mean_ns
+             : o->cpu_per_request_ns >= 0 ? (double)o->cpu_per_request_ns
+                                          : -1;
   sv.known = p->slots_enabled && o->cpu_workers > 0 && o->cpu_share_max >= 0 &&
              o->service_mean_ns > 0 && sv.c_req >= 0;
   sv.settled = (uint64_t)o->slots_ready >= (uint64_t)o->workers_ready * v->tpw;

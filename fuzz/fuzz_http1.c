@@ -47,8 +47,15 @@ static void log_u64(owner *o, uint64_t v) {
 /* Property 3: the env is a valid pair list for a REQUEST frame. */
 static void check_env(pp_h1 *h, owner *o) {
   o->env.len = 0;
-  pp_h1_conninfo ci = {"127.0.0.1", "localhost", "9292", (o->request_id & 1) ? "https" : "http",
-                       NULL,        NULL,        0};
+  pp_h1_conninfo ci = {"127.0.0.1",
+                       "localhost",
+                       "9292",
+                       (o->request_id & 1) ? "https" : "http",
+                       (int)(o->request_id % 3),
+                       NULL,
+                       NULL,
+                       NULL,
+                       0};
   uint32_t pairs = pp_h1_build_env(h, &ci, o->request_id, &o->env);
   CHECK(pairs >= 9);
   pp_wire_frame f;

@@ -16,6 +16,8 @@ build/fuzz/fuzz-gen-h3 fuzz/corpus/h3).
 import glob
 import os
 import shutil
+import struct
+import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "fuzz", "corpus")
@@ -265,6 +267,110 @@ def h2():
     write(d, "error-then-more.bin", struct.pack(">H", 24 + len(head)) + head + get * 3)
 
 
+# ---- ws: byte 0 = mode (bit 0 deflate, bit 1 no takeover, bit 2 fragmented echo,
+# bits 3-7 chunking), then client frames ----
+WS_KEY = b"\x37\xfa\x21\x3d"
+
+
+def ws_frame(b0, payload, masked=True, lenenc=0, claimed=None):
+    n = len(payload) if claimed is None else claimed
+    mbit = 0x80 if masked else 0
+    if lenenc == 64 or (lenenc == 0 and n > 0xFFFF):
+        head = bytes([b0, mbit | 127]) + struct.pack(">Q", n)
+    elif lenenc == 16 or (lenenc == 0 and n >= 126):
+        head = bytes([b0, mbit | 126]) + struct.pack(">H", n)
+    else:
+        head = bytes([b0, mbit | n])
+    if not masked:
+        return head + payload
+    return head + WS_KEY + bytes(c ^ WS_KEY[i & 3] for i, c in enumerate(payload))
+
+
+def ws_deflate_msgs(msgs, reset_each=False):
+    """Compresses messages as a client does (raw DEFLATE, sync flush, tail removed)."""
+    z = zlib.compressobj(6, zlib.DEFLATED, -15)
+    out = []
+    for m in msgs:
+        c = z.compress(m) + z.flush(zlib.Z_SYNC_FLUSH)
+        c = c[:-4] if c.endswith(b"\x00\x00\xff\xff") else c
+        out.append(c or b"\x00")
+        if reset_each:
+            z = zlib.compressobj(6, zlib.DEFLATED, -15)
+    return out
+
+
+def ws():
+    d = reset("ws")
+    F = ws_frame
+    seeds = {
+        "text": (0x18, F(0x81, b"Hello")),
+        "binary": (0x18, F(0x82, bytes(range(256)))),
+        "fragments": (0x1C, F(0x01, b"Hel") + F(0x00, b"l") + F(0x80, b"o")),
+        "utf8-split": (0x08, F(0x01, "\u03ba\u1f79".encode()[:1]) + F(0x80, "\u03ba\u1f79".encode()[1:])),
+        "ping-inside": (0x10, F(0x01, b"ab") + F(0x89, b"p") + F(0x80, b"cd")),
+        "pong": (0x00, F(0x8A, b"x")),
+        "close": (0x00, F(0x81, b"a") + F(0x88, b"\x03\xe8bye") + F(0x81, b"late")),
+        "close-empty": (0x00, F(0x88, b"")),
+        "len16": (0x40, F(0x82, b"x" * 300)),
+        "len64": (0x40, F(0x82, b"y" * 10, claimed=70000)),
+        "unmasked": (0x00, F(0x81, b"Hi", masked=False)),
+        "rsv1-no-ext": (0x00, F(0xC1, b"x")),
+        "reserved-opcode": (0x00, F(0x83, b"")),
+        "nonminimal16": (0x00, F(0x82, b"abc", lenenc=16)),
+        "nonminimal64": (0x00, F(0x82, b"abc", lenenc=64)),
+        "msb64": (0x00, F(0x82, b"", lenenc=64, claimed=1 << 63)),
+        "big-ping": (0x00, F(0x89, b"p" * 126)),
+        "frag-ping": (0x00, F(0x09, b"a")),
+        "cont-no-start": (0x00, F(0x80, b"x")),
+        "interleaved": (0x00, F(0x01, b"a") + F(0x81, b"b")),
+        "bad-utf8": (0x00, F(0x81, b"\xed\xa0\x80")),
+        "bad-close-code": (0x00, F(0x88, b"\x03\xed")),
+        "close-1-byte": (0x00, F(0x88, b"\x03")),
+        "too-big": (0x00, F(0x82, b"z" * 4097)),
+    }
+    hello = ws_deflate_msgs([b"Hello, Hello, Hello", b"Hello, Hello, Hello", b""])
+    seeds["deflate"] = (0x19, b"".join(F(0xC1, c) for c in hello))
+    r = ws_deflate_msgs([b"compress me " * 8, b"compress me " * 8], reset_each=True)
+    seeds["deflate-reset"] = (0x1B, b"".join(F(0xC1, c) for c in r))
+    bomb = ws_deflate_msgs([b"\0" * 100000])[0]
+    seeds["deflate-bomb"] = (0x01, F(0xC2, bomb))
+    seeds["deflate-fragments"] = (0x05, F(0x41, b"\xf2\x48\xcd\xc9") + F(0x80, b"\xc9\x07\x00"))
+    for name, (mode, body) in sorted(seeds.items()):
+        write(d, name + ".bin", bytes([mode]) + body)
+
+
+# ---- ws_deflate: an extensions line, then mode and [flags][u16 len][bytes] records ----
+def ws_deflate():
+    d = reset("ws_deflate")
+
+    def rec(flags, data):
+        return bytes([flags]) + struct.pack(">H", len(data)) + data
+
+    lines = [
+        b"permessage-deflate",
+        b"permessage-deflate; client_max_window_bits",
+        b"permessage-deflate; server_no_context_takeover; client_no_context_takeover",
+        b"permessage-deflate; server_max_window_bits=10; client_max_window_bits=12",
+        b'permessage-deflate; client_max_window_bits="10", x-foo',
+        b"permessage-deflate; server_max_window_bits=8, permessage-deflate",
+        b"permessage-deflate; foo",
+        b"permessage-deflate;;",
+    ]
+    text = "Grüße, κόσμε, hello hello hello".encode()
+    valid = rec(0x01, text) + rec(0x08, text) + rec(0x00, bytes(range(200))) + rec(0x01, b"")
+    for i, line in enumerate(lines):
+        mode = 0x10 | (i & 1) | ((i % 8) << 1)
+        write(d, "line%d.bin" % i, line + b"\n" + bytes([mode]) + valid)
+    raw = ws_deflate_msgs([text, text])
+    write(d, "raw-takeover.bin", lines[0] + b"\n" + b"\x0e" + rec(0x01, raw[0]) + rec(0x01, raw[1]))
+    bomb = ws_deflate_msgs([b"\0" * 60000])[0]
+    write(d, "raw-bomb.bin", lines[0] + b"\n" + b"\x0e" + rec(0x00, bomb))
+    write(d, "raw-garbage.bin", lines[0] + b"\n" + b"\x0e" + rec(0x00, b"\xff\xff\xff\xff"))
+    write(d, "raw-bfinal.bin", lines[0] + b"\n" + b"\x0e" + rec(0x01, b"\xf3\x48\xcd\xc9\xc9\x07\x00"))
+    write(d, "raw-empty.bin", lines[0] + b"\n" + b"\x0e" + rec(0x00, b""))
+    write(d, "valid-too-big.bin", lines[0] + b"\n" + b"\x10" + rec(0x00, b"q" * 1025))
+
+
 if __name__ == "__main__":
     http1()
     wire()
@@ -272,6 +378,8 @@ if __name__ == "__main__":
     declog()
     scenario()
     h2()
+    ws()
+    ws_deflate()
     total = 0
     for dp, _, files in os.walk(OUT):
         total += sum(os.path.getsize(os.path.join(dp, f)) for f in files)

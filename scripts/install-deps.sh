@@ -9,7 +9,7 @@ PACKAGES=(
   build-essential cmake pkg-config clang-format clang libclang-rt-14-dev
   libuv1-dev node-llhttp
   libnghttp2-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev
-  libgnutls28-dev libssl-dev
+  libgnutls28-dev libssl-dev zlib1g-dev
   libgsl-dev libsqlite3-dev sqlite3 libyaml-dev libjansson-dev libcunit1-dev
   gnuplot-nox
   ruby ruby-dev ruby-bundler ruby-rack puma ruby-sinatra ruby-minitest ruby-rails ruby-sqlite3 ruby-jbuilder ruby-redis

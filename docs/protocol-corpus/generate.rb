@@ -17,7 +17,7 @@ DIR = __dir__
 TYPES = {
   "HELLO" => 0x01, "REQUEST" => 0x10, "BODY" => 0x11, "BODY_END" => 0x12, "CANCEL" => 0x13,
   "HIJACKED" => 0x15, "RESPONSE_HEAD" => 0x20, "RESPONSE_BODY" => 0x21, "RESPONSE_END" => 0x22,
-  "HIJACK" => 0x23,
+  "HIJACK" => 0x23, "EARLY_HINTS" => 0x26,
   "SPAWN" => 0x30, "RETIRE" => 0x31, "STOP" => 0x32, "READY" => 0x33, "FORKED" => 0x34,
   "EXITED" => 0x35,
   # the worker's monitor connection (request timeouts, heartbeats)
@@ -151,6 +151,15 @@ good("response-head-no-headers", *head(8, 204, []))
 good("response-head-status-999", *head(U64_BIG, 999, [["X-Odd", ""]]))
 good("response-head-status-100", *head(1, 100, []))
 
+# EARLY_HINTS: RESPONSE_HEAD's layout without the status (a 103's fields)
+def hints(id, headers)
+  [{ "type" => "EARLY_HINTS", "request_id" => id, "headers" => headers }, u64(id) + pairs(headers)]
+end
+good("early-hints", *hints(7, [["link", "</style.css>; rel=preload; as=style"]]))
+good("early-hints-multi-value",
+     *hints(U64_BIG, [["link", "</a.js>; rel=preload; as=script"], ["link", "</b.css>; rel=preload; as=style"]]))
+good("early-hints-no-headers", *hints(1, []))
+
 good("response-body", *chunk_frame("RESPONSE_BODY", 7, "hello"))
 good("response-body-empty", *chunk_frame("RESPONSE_BODY", 7, ""))
 good("response-body-binary", *chunk_frame("RESPONSE_BODY", 9, (0..255).to_a.reverse.pack("C*")))
@@ -275,6 +284,11 @@ bad("bad-request-value-huge", "length_mismatch", "REQUEST env value length 0xfff
 p = u64(1) + u16(200) + u32(1) + bytes("Content-Type")
 bad("bad-head-pair-missing-value", "length_mismatch",
     "RESPONSE_HEAD pair with a key and no value", header(0x20, p.bytesize) + p)
+p = u64(1) + u32(1) + bytes("link")
+bad("bad-early-hints-pair-missing-value", "length_mismatch",
+    "EARLY_HINTS pair with a key and no value", header(0x26, p.bytesize) + p)
+bad("bad-early-hints-short", "length_mismatch", "EARLY_HINTS payload 8 bytes, fields need 12",
+    header(0x26, 8) + u64(1))
 bad("bad-timeout-short", "length_mismatch", "TIMEOUT payload 8 bytes, fields need 12",
     header(0x16, 8) + u64(1))
 bad("bad-heartbeat-long", "length_mismatch", "HEARTBEAT payload 17 bytes, fields need 16",

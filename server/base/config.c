@@ -215,6 +215,11 @@ void pp_config_usage(FILE *out) {
         "                         as -listen-tls. TCP responses then carry Alt-Svc for it\n"
         "  -h3-retry              QUIC address validation: Retry before keeping any state\n"
         "  -no-alt-svc            do not advertise the HTTP/3 listener with Alt-Svc\n"
+        "  -early-hints           offer rack.early_hints: the app's 103 Early Hints are sent\n"
+        "                         (HTTP/1.1, HTTP/2, HTTP/3; puma's early_hints)\n"
+        "  -request-start MODE    X-Request-Start t=<us since the epoch> of the moment the\n"
+        "                         request was queued, in the env: keep (default: added when\n"
+        "                         the request has none), replace (a client's is dropped), off\n"
         "  -tls-cert FILE         certificate chain (PEM) for -listen-tls; without it a\n"
         "                         development certificate is generated in the runtime dir\n"
         "  -tls-key FILE          private key (PEM) for -tls-cert\n"
@@ -322,7 +327,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     /* boolean flags */
     if (!strcmp(key, "quiet") || !strcmp(key, "autoscale") || !strcmp(key, "shed") ||
         !strcmp(key, "h2c") || !strcmp(key, "no-h2") || !strcmp(key, "h3-retry") ||
-        !strcmp(key, "no-alt-svc") || !strcmp(key, "print-policy")) {
+        !strcmp(key, "no-alt-svc") || !strcmp(key, "print-policy") || !strcmp(key, "early-hints")) {
       int on = 1;
       if (value) {
         if (!strcmp(value, "true") || !strcmp(value, "1"))
@@ -348,6 +353,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
         c->no_alt_svc = on;
       else if (!strcmp(key, "print-policy"))
         c->print_policy = on;
+      else if (!strcmp(key, "early-hints"))
+        c->early_hints = on;
       else
         c->shed = on;
       continue;
@@ -398,7 +405,16 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       c->tls_cert = value;
     else if (!strcmp(key, "tls-key"))
       c->tls_key = value;
-    else if (!strcmp(key, "h2-max-streams"))
+    else if (!strcmp(key, "request-start")) {
+      if (!strcmp(value, "keep"))
+        c->request_start = PP_REQUEST_START_KEEP;
+      else if (!strcmp(value, "replace"))
+        c->request_start = PP_REQUEST_START_REPLACE;
+      else if (!strcmp(value, "off"))
+        c->request_start = PP_REQUEST_START_OFF;
+      else
+        bad = 1;
+    } else if (!strcmp(key, "h2-max-streams"))
       bad = parse_u32(value, &c->h2_max_streams, 1, 1000);
     else if (!strcmp(key, "control")) {
       if (!strcmp(value, "off") || !*value)

@@ -27,6 +27,12 @@ typedef struct pp_addr {
                       * PP_PROXY_V1 | PP_PROXY_V2); 0: none */
 } pp_addr;
 
+/* -request-start: X-Request-Start "t=<microseconds since the epoch>" of T2b in the env (the
+ * same values as pp_env_conninfo's request_start). */
+#define PP_REQUEST_START_KEEP    0 /* added when the request has none; a proxy's is kept */
+#define PP_REQUEST_START_REPLACE 1 /* always the server's; a client's is dropped */
+#define PP_REQUEST_START_OFF     2 /* never added; a client's passes as sent */
+
 /* An address block of -trusted-proxies: an address and a prefix length. */
 typedef struct pp_cidr {
   int family; /* 4 or 6 */
@@ -53,6 +59,8 @@ typedef struct pp_config {
   int listen_h3_count;     /* -listen-h3 (repeatable): HTTP/3 over QUIC (UDP) */
   int h3_retry;            /* -h3-retry: address validation by Retry before any state */
   int no_alt_svc;          /* -no-alt-svc: no Alt-Svc header for the HTTP/3 listener */
+  int request_start;       /* -request-start: PP_REQUEST_START_KEEP (default), _REPLACE, _OFF */
+  int early_hints;         /* -early-hints: offer rack.early_hints (103) to the app */
   const char *tls_cert;    /* -tls-cert (PEM, chain included; NULL: a development cert) */
   const char *tls_key;     /* -tls-key */
   int h2c;                 /* -h2c: cleartext HTTP/2 (prior knowledge, Upgrade) on -listen */

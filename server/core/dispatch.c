@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "server/proto/env.h"
 #include "server/process/server_int.h"
 #include "server/workers/wlink.h"
 
@@ -114,6 +115,12 @@ static void send_request(server *s, pp_exchange *r, wconn *w) {
   size_t n = pp_fmt_u64(r->queue_digits, queue_ns);
   pp_buf_append_u32(&r->head, (uint32_t)n);
   pp_buf_append(&r->head, r->queue_digits, (size_t)n);
+  if (r->add_request_start) {
+    /* X-Request-Start of T2b: the realtime offset was taken at the last second (wallclock.h) */
+    char v[24] = "t=";
+    size_t vn = pp_fmt_u64(v + 2, (uint64_t)pp_wallclock_epoch_us(&s->wall, r->t2b));
+    pp_env_put_pair(&r->head, "HTTP_X_REQUEST_START", 20, v, vn + 2);
+  }
   uint8_t *h = r->head.data;
   size_t body_len = r->streaming ? 0 : r->body.len - 4;
   size_t payload = r->head.len - 8 + 4 + body_len;
@@ -122,7 +129,8 @@ static void send_request(server *s, pp_exchange *r, wconn *w) {
   pp_wire_put_u64(h + 16, (uint64_t)r->t2b);
   pp_wire_put_u64(h + 24, (uint64_t)r->t3);
   h[32] = (uint8_t)((r->streaming ? PP_WIRE_FLAG_BODY_STREAMS : 0) |
-                    (r->hijackable ? PP_WIRE_FLAG_HIJACKABLE : 0));
+                    (r->hijackable ? PP_WIRE_FLAG_HIJACKABLE : 0) |
+                    (r->early_hints ? PP_WIRE_FLAG_EARLY_HINTS : 0));
   uv_buf_t bufs[2];
   bufs[0] = uv_buf_init((char *)r->head.data, (unsigned)r->head.len);
   if (r->streaming) {

@@ -37,7 +37,7 @@ void pp_exchange_env_end(pp_exchange *x, uint32_t pairs, int64_t content_length)
   pp_env_put_pair(&x->head, "puma_plus.queue_ns", 18, "", 0);
   x->head.len -= 4; /* the value (length + digits) is appended at dispatch */
   x->queue_key_end = x->head.len;
-  pp_wire_put_u32(x->head.data + 33, pairs + 1);
+  pp_wire_put_u32(x->head.data + 33, pairs + 1 + (x->add_request_start ? 1 : 0));
   pp_buf_reserve(&x->body, 4);
   x->body.len = 4;
   if (content_length > (int64_t)PP_BODY_BUFFER_LIMIT) x->streaming = 1;

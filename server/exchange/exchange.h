@@ -82,6 +82,9 @@ typedef struct pp_exchange_ops {
    * over with pp_wlink_hijacked (at once or once the flush completed), or answers
    * PP_WIRE_HIJACK_REFUSED. Once handed over, x->owner is NULL. */
   void (*hijack)(pp_exchange *x);
+  /* The worker sent EARLY_HINTS (before RESPONSE_HEAD, on a request dispatched with the
+   * REQUEST flag EARLY_HINTS; NULL: never offered): the owner writes a 103 with f->pairs. */
+  void (*early_hints)(pp_exchange *x, const pp_wire_frame *f);
 } pp_exchange_ops;
 
 struct pp_exchange {
@@ -94,16 +97,18 @@ struct pp_exchange {
   void *owner; /* the session glue's connection or stream; NULL once abandoned */
   wconn *w;    /* while running */
   int streaming, body_done, head_method, cancelled, head_sent;
-  int hijackable;          /* REQUEST carries PP_WIRE_FLAG_HIJACKABLE (h1 without TLS) */
-  int hijack_seen;         /* the worker sent HIJACK (at most once) */
-  int hijack_wait;         /* h1: handing over once the client's pending writes are done */
+  int hijackable;  /* REQUEST carries PP_WIRE_FLAG_HIJACKABLE (h1 without TLS) */
+  int early_hints; /* REQUEST carries PP_WIRE_FLAG_EARLY_HINTS (-early-hints, not HTTP/1.0) */
+  int hijack_seen; /* the worker sent HIJACK (at most once) */
+  int hijack_wait; /* h1: handing over once the client's pending writes are done */
   int64_t t1, t2, t2b, t3; /* first byte, headers, runnable, dispatched */
   pp_buf head;             /* REQUEST frame up to and including the queue_ns key */
   size_t queue_key_end;
-  pp_buf body;         /* [u32 length][body bytes] */
-  uv_write_t wreq;     /* the REQUEST write */
-  int writes;          /* REQUEST writes in flight referencing head/body */
-  int release_pending; /* free when writes reaches 0 */
+  int add_request_start; /* dispatch appends HTTP_X_REQUEST_START (t= T2b in us since the epoch) */
+  pp_buf body;           /* [u32 length][body bytes] */
+  uv_write_t wreq;       /* the REQUEST write */
+  int writes;            /* REQUEST writes in flight referencing head/body */
+  int release_pending;   /* free when writes reaches 0 */
   uint8_t len_zero[4];
   char queue_digits[24];
   /* Session-private response state (the exchange layer never reads these). */

@@ -288,6 +288,11 @@ static void json_requests(server *s, json_t *root) {
                       json_integer((json_int_t)st->body_budget_streamed));
   json_object_set_new(rq, "request_timeouts", json_integer((json_int_t)st->request_timeouts));
   json_object_set_new(root, "requests", rq);
+  /* the control app's own traffic (/stats, /metrics, /dashboard, ...): in none of the above */
+  json_t *ctl = json_object();
+  json_object_set_new(ctl, "requests", json_integer((json_int_t)st->control_requests));
+  json_object_set_new(ctl, "responses", json_integer((json_int_t)st->control_responses));
+  json_object_set_new(root, "control", ctl);
 
   /* Liveness: request timeouts' kills, heartbeats, shepherd supervision. */
   json_t *lv = json_object();
@@ -521,8 +526,15 @@ static void metrics_requests(server *s, pp_buf *out) {
   pp_prom_appendf(out, "puma_plus_responses_total{class=\"3xx\"} %" PRIu64 "\n", st->status_3xx);
   pp_prom_appendf(out, "puma_plus_responses_total{class=\"4xx\"} %" PRIu64 "\n", st->status_4xx);
   pp_prom_appendf(out, "puma_plus_responses_total{class=\"5xx\"} %" PRIu64 "\n", st->status_5xx);
-  pp_prom_counter(out, "puma_plus_requests_total", "Requests whose headers were parsed.",
+  pp_prom_counter(out, "puma_plus_requests_total",
+                  "Requests to the app whose headers were parsed (not the control app's).",
                   st->requests);
+  pp_prom_counter(out, "puma_plus_control_requests_total",
+                  "Requests to the control app (/stats, /metrics, /dashboard, ...).",
+                  st->control_requests);
+  pp_prom_counter(out, "puma_plus_control_responses_total",
+                  "Responses of the control app (in no puma_plus_responses_total class).",
+                  st->control_responses);
   pp_prom_counter(out, "puma_plus_refused_total",
                   "Requests refused by the HTTP parser (400, 413, 414, 431, 501, ...).",
                   st->refused);

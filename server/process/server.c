@@ -336,6 +336,18 @@ static int open_listeners(server *s) {
   return 0;
 }
 
+/* The Date value: both clocks read once a second, just after each realtime second begins
+ * (re-armed each time, so the timer never drifts across a boundary). */
+static void on_date_timer(uv_timer_t *t) {
+  server *s = t->data;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  pp_wallclock_set(&s->wall, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, pp_now_ns());
+  uv_update_time(s->loop);
+  uv_timer_start(&s->date_timer, on_date_timer, (uint64_t)(1000000000 - ts.tv_nsec) / 1000000 + 1,
+                 0);
+}
+
 static void start_signals_and_timers(server *s) {
   uv_signal_init(s->loop, &s->sig_term);
   uv_signal_init(s->loop, &s->sig_int);
@@ -352,6 +364,9 @@ static void start_signals_and_timers(server *s) {
   s->tick_timer.data = s->drain_timer.data = s->respawn_timer.data = s;
   uint64_t tick_ms = s->cfg->tick_ns / 1000000 ? s->cfg->tick_ns / 1000000 : 1;
   uv_timer_start(&s->tick_timer, on_tick, tick_ms, tick_ms);
+  uv_timer_init(s->loop, &s->date_timer);
+  s->date_timer.data = s;
+  on_date_timer(&s->date_timer);
 }
 
 int pp_server_run_argv(pp_config *cfg, int argc, char **argv) {

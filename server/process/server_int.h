@@ -18,6 +18,7 @@
 #include "server/base/alloc.h"
 #include "server/base/buf.h"
 #include "server/base/clock.h"
+#include "server/base/wallclock.h"
 #include "server/base/hooks.h"
 #include "server/base/log.h"
 #include "server/base/config.h"
@@ -47,7 +48,8 @@ typedef struct pp_stats {
   uint64_t arrivals_window, completions_window, shed_window, timeouts_window;
   uint64_t arrivals_last, completions_last;
   uint64_t status_1xx, status_2xx, status_3xx, status_4xx, status_5xx;
-  uint64_t refused; /* requests answered by the parser (4xx/5xx) */
+  uint64_t refused;                             /* requests answered by the parser (4xx/5xx) */
+  uint64_t control_requests, control_responses; /* the control app's, in none of the above */
   uint64_t cancelled_queued, cancelled_running, shed, errors_502, errors_500;
   uint64_t hijacked;     /* requests whose client socket went to the worker (full hijack) */
   uint64_t slots_closed; /* SLOT_CLOSE frames sent (run-time slots taken back) */
@@ -128,6 +130,8 @@ struct server {
 
   uv_signal_t sig_term, sig_int, sig_quit, sig_hup;
   uv_timer_t tick_timer, drain_timer, respawn_timer;
+  uv_timer_t date_timer;  /* fires at each realtime second: wall (the Date value) */
+  pp_wallclock wall;      /* the Date value and realtime - monotonic (base/wallclock.h) */
   uv_timer_t watch_timer; /* wlink.c: request deadlines, kill grace, heartbeats */
   /* Shepherd supervision (shepherd.c): restart with backoff, reap adopted workers. */
   uv_timer_t shepherd_timer;

@@ -92,7 +92,7 @@ uint32_t pp_env_build(const pp_env_request *rq, const pp_env_conninfo *ci, uint6
   if (hash) path_len = (size_t)(hash - path);
   const char *q = memchr(path, '?', path_len);
   size_t pinfo_len = q ? (size_t)(q - path) : path_len;
-  if (pinfo_len == 1 && path[0] == '*') pinfo_len = 0; /* OPTIONS * */
+  /* the asterisk-form of OPTIONS * is PATH_INFO "*" (Rack 3.2 SPEC; rack/lint.rb) */
   pp_env_put_pair(out, "PATH_INFO", 9, path, pinfo_len), pairs++;
   if (q)
     pp_env_put_pair(out, "QUERY_STRING", 12, q + 1, path_len - pinfo_len - 1), pairs++;
@@ -147,11 +147,16 @@ uint32_t pp_env_build(const pp_env_request *rq, const pp_env_conninfo *ci, uint6
    * joined. Names with '_' are dropped (they would alias a dashed name, as nginx does). */
   uint8_t done[PP_ENV_MAX_FIELDS] = {0};
   uint32_t count = rq->field_count < PP_ENV_MAX_FIELDS ? rq->field_count : PP_ENV_MAX_FIELDS;
+  int request_start_seen = 0;
   for (uint32_t i = 0; i < count; i++) {
     const pp_env_field *fi = &rq->fields[i];
     if (done[i]) continue;
     if (name_is(fi, "content-type") || name_is(fi, "content-length")) continue;
     if (memchr(fi->name, '_', fi->name_len)) continue;
+    if (fi->name_len == 15 && name_is(fi, "x-request-start")) {
+      request_start_seen = 1;
+      if (ci->request_start == 1) continue; /* replace: the server's alone */
+    }
     int cookie = name_is(fi, "cookie");
     /* Key: HTTP_ + upper-cased name with '-' -> '_'. */
     size_t key_len = 5 + fi->name_len;
@@ -184,6 +189,9 @@ uint32_t pp_env_build(const pp_env_request *rq, const pp_env_conninfo *ci, uint6
     pairs++;
   }
 
+  if (ci->request_start_missing)
+    *ci->request_start_missing =
+        ci->request_start == 1 || (ci->request_start == 0 && !request_start_seen);
   pp_env_put_pair(out, "REQUEST_URI", 11, url, url_len), pairs++;
   char id[24];
   size_t n = pp_fmt_u64(id, request_id);

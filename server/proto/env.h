@@ -26,6 +26,12 @@ typedef struct pp_env_conninfo {
   const char *server_name; /* used when the request has no Host */
   const char *server_port;
   const char *url_scheme; /* "http" or "https" */
+  /* X-Request-Start (-request-start): 0 keep (a client's passes; *request_start_missing says
+   * whether it had one), 1 replace (a client's is dropped), 2 off (passes as sent). */
+  int request_start;
+  /* Out, when not NULL: 1 if the server is to add HTTP_X_REQUEST_START (dispatch writes it,
+   * with T2b): the request had none (keep) or it was dropped (replace); else 0. */
+  int *request_start_missing;
   /* -remote-addr-header: when the peer (remote_addr) is in trusted, REMOTE_ADDR is the
    * right-most address of this field's comma-separated list that is not in trusted (all
    * trusted: the left-most); a list with an entry that is not an address is ignored. NULL:

@@ -54,6 +54,7 @@ void pp_h2_limits_default(pp_h2_limits *l) {
   l->conn_window = 1u << 20;
   l->reset_burst = 1000;
   l->reset_rate = 33;
+  l->date = NULL;
 }
 
 static pp_h2 *of(void *user_data) {
@@ -176,12 +177,13 @@ static void answer(pp_h2 *h, pp_h2_stream *s, int status) {
   snprintf(length_text, sizeof length_text, "%d", body_len);
   s->resp.len = s->resp_off = 0;
   if (!s->head) pp_buf_append(&s->resp, body, (size_t)body_len);
-  nghttp2_nv nva[4];
+  nghttp2_nv nva[5];
   nv_add(&nva[0], ":status", status_text, strlen(status_text));
   nv_add(&nva[1], "content-type", "text/plain; charset=utf-8", 25);
   nv_add(&nva[2], "content-length", length_text, strlen(length_text));
   size_t nv = 3;
   if (status == 503) nv_add(&nva[nv++], "retry-after", "1", 1); /* admission control's refusal */
+  if (h->limits.date) nv_add(&nva[nv++], "date", h->limits.date, strlen(h->limits.date));
   nghttp2_data_provider prd = {.source.ptr = s, .read_callback = pp_h2__read_response};
   if (nghttp2_submit_response(h->session, s->id, nva, nv, s->head ? NULL : &prd) != 0)
     nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);

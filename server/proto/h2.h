@@ -80,6 +80,9 @@ typedef struct pp_h2_limits {
                               stop the input at once (PP_H2_EFLOOD): nghttp2's own GOAWAY would
                               only go out at the next output, and until then it keeps opening
                               the streams the flood sends. */
+  const char *date;        /* the Date value (IMF-fixdate) the owner keeps current, sent on the
+                              session's own answers (400, 413, 431, ...); NULL: none. The codec
+                              reads no clock. */
 } pp_h2_limits;
 
 /* Fills *l with the defaults above. */

@@ -119,6 +119,9 @@ typedef struct pp_h3_config {
   pp_h3_limits limits;
   /* Randomness for connection IDs, Retry and ngtcp2 (NULL: gnutls_rnd). */
   void (*rand)(uint8_t *dest, size_t len, void *data);
+  /* The Date value (IMF-fixdate) the owner keeps current, sent on the session's own answers
+   * (400, 413, ...); NULL: none. The codec reads no clock. */
+  const char *date;
 } pp_h3_config;
 
 /* Fills *c with the defaults (no files, zero secret, retry off, default limits). */

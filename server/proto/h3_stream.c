@@ -573,6 +573,11 @@ static int submit_head(pp_h3_conn *c, pp_h3_stream *s, int status, int no_body) 
     size_t off = srv->scratch.len;
     pp_buf_append(&srv->scratch, "content-type", 12);
     add_field(srv, off, 12, (const uint8_t *)"text/plain", 10);
+    if (srv->cfg.date) {
+      off = srv->scratch.len;
+      pp_buf_append(&srv->scratch, "date", 4);
+      add_field(srv, off, 4, (const uint8_t *)srv->cfg.date, strlen(srv->cfg.date));
+    }
   }
   size_t nvlen;
   nghttp3_nv *nva = finish_fields(srv, &nvlen);

@@ -27,6 +27,7 @@ static const struct {
     {PP_WIRE_RESPONSE_END, "RESPONSE_END"},
     {PP_WIRE_HIJACK, "HIJACK"},
     {PP_WIRE_HEARTBEAT, "HEARTBEAT"},
+    {PP_WIRE_EARLY_HINTS, "EARLY_HINTS"},
     {PP_WIRE_SPAWN, "SPAWN"},
     {PP_WIRE_RETIRE, "RETIRE"},
     {PP_WIRE_STOP, "STOP"},
@@ -195,6 +196,10 @@ ssize_t pp_wire_decode(pp_wire_decoder *d, const uint8_t *buf, size_t len, pp_wi
     out->status = get16(&c);
     get_pairs(&c, &out->pairs);
     break;
+  case PP_WIRE_EARLY_HINTS:
+    out->request_id = get64(&c);
+    get_pairs(&c, &out->pairs);
+    break;
   case PP_WIRE_RESPONSE_END:
     out->request_id = get64(&c);
     out->t4_ns = get64(&c);
@@ -265,6 +270,7 @@ static ssize_t payload_size(const pp_wire_frame *f) {
   case PP_WIRE_HIJACK: return 8;
   case PP_WIRE_HIJACKED: return 9 + (ssize_t)f->data_len;
   case PP_WIRE_RESPONSE_HEAD: return 10 + 4 + (ssize_t)f->pairs.len;
+  case PP_WIRE_EARLY_HINTS: return 8 + 4 + (ssize_t)f->pairs.len;
   case PP_WIRE_RESPONSE_END: return 48;
   case PP_WIRE_SPAWN:
   case PP_WIRE_RETIRE:
@@ -351,6 +357,11 @@ ssize_t pp_wire_encode(const pp_wire_frame *f, uint8_t *buf, size_t cap) {
   case PP_WIRE_RESPONSE_HEAD:
     p = put64(p, f->request_id);
     p = put16(p, f->status);
+    p = put32(p, f->pairs.count);
+    p = put_raw(p, f->pairs.data, f->pairs.len);
+    break;
+  case PP_WIRE_EARLY_HINTS:
+    p = put64(p, f->request_id);
     p = put32(p, f->pairs.count);
     p = put_raw(p, f->pairs.data, f->pairs.len);
     break;

@@ -24,6 +24,7 @@
 
 #define PP_WIRE_FLAG_BODY_STREAMS 0x01u /* REQUEST flags bit 0 */
 #define PP_WIRE_FLAG_HIJACKABLE   0x02u /* REQUEST flags bit 1: HIJACK may be sent */
+#define PP_WIRE_FLAG_EARLY_HINTS  0x04u /* REQUEST flags bit 2: EARLY_HINTS may be sent */
 #define PP_WIRE_CAP_GVL           0x01u /* HELLO capabilities bit 0 */
 #define PP_WIRE_CAP_CPU           0x02u /* HELLO capabilities bit 1 */
 
@@ -42,7 +43,8 @@ typedef enum pp_wire_type {
   PP_WIRE_RESPONSE_BODY = 0x21,
   PP_WIRE_RESPONSE_END = 0x22,
   PP_WIRE_HIJACK = 0x23,
-  PP_WIRE_HEARTBEAT = 0x24, /* monitor connection: the worker process is alive */
+  PP_WIRE_HEARTBEAT = 0x24,   /* monitor connection: the worker process is alive */
+  PP_WIRE_EARLY_HINTS = 0x26, /* worker -> server: a 103 before the RESPONSE_HEAD */
   PP_WIRE_SPAWN = 0x30,
   PP_WIRE_RETIRE = 0x31,
   PP_WIRE_STOP = 0x32,

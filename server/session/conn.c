@@ -437,10 +437,14 @@ static void refuse_connection(server *s, listener *ls, client *c) {
   s->stats.connections_refused++;
   uv_os_fd_t fd;
   if (!ls->tls && uv_fileno(&c->h.handle, &fd) == 0) {
-    static const char msg[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
-                              "Content-Length: 41\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
-                              "503 Service Unavailable: too many clients\n";
-    ssize_t n = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    char msg[256];
+    int len =
+        snprintf(msg, sizeof msg,
+                 "HTTP/1.1 503 Service Unavailable\r\nDate: %s\r\nContent-Type: text/plain\r\n"
+                 "Content-Length: 41\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+                 "503 Service Unavailable: too many clients\n",
+                 s->wall.date);
+    ssize_t n = send(fd, msg, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)n; /* best effort: the connection is closed either way */
     shutdown(fd, SHUT_WR);
   }

@@ -66,11 +66,14 @@ static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
   x->stream_id = rq->stream_id;
   x->id = ++s->next_request_id;
   x->state = PP_X_BODY;
+  x->early_hints = s->cfg->early_hints;
 
   pp_env_conninfo ci = {c->remote,
                         c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
                         c->ls->addr.port_text,
                         c->tls ? "https" : "http",
+                        s->cfg->request_start,
+                        &x->add_request_start,
                         s->cfg->remote_addr_header,
                         s->cfg->trusted,
                         s->cfg->trusted_count};
@@ -244,6 +247,7 @@ int pp_h2conn_start(client *c, pp_exchange *upgraded, const uint8_t *settings, s
   lim.max_concurrent_streams = s->cfg->h2_max_streams;
   lim.max_header_list = s->cfg->max_header_bytes;
   lim.max_body_bytes = s->cfg->max_body_bytes;
+  lim.date = s->wall.date;
   int rc = upgraded
                ? pp_h2_init_upgrade(h, &h2_callbacks, &lim, c, settings, len, upgraded->head_method)
                : pp_h2_init(h, &h2_callbacks, &lim, c);
@@ -302,8 +306,10 @@ static int h2_idle(const client *c) {
 /* ---------------------------------------------------------------- response events */
 
 static void local_response(client *c, pp_exchange *x, int status, const char *msg) {
-  pp_h2_header hd[3] = {{(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10}};
-  size_t n = 1;
+  pp_h2_header hd[4] = {
+      {(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10},
+      {(const uint8_t *)"date", 4, (const uint8_t *)c->srv->wall.date, PP_HTTP_DATE_LEN}};
+  size_t n = 2;
   if (status == 503) /* shed at dequeue by admission control */
     hd[n++] = (pp_h2_header){(const uint8_t *)"retry-after", 11, (const uint8_t *)"1", 1};
   if (c->srv->alt_svc[0])
@@ -322,7 +328,7 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
   server *s = c->srv;
   int status = f->status;
   x->resp_no_body = x->head_method || status < 200 || status == 204 || status == 304;
-  size_t n = pp_h2h3_headers(s->alt_svc, &f->pairs, &c->h2hdrs);
+  size_t n = pp_h2h3_headers(s->alt_svc, s->wall.date, &f->pairs, &c->h2hdrs);
   if (pp_h2_respond(c->h2, x->stream_id, status, (const pp_h2_header *)c->h2hdrs.data, n,
                     x->resp_no_body) < 0) {
     /* a status HTTP/2 cannot carry (101, or outside 100..599): the app's error */
@@ -385,8 +391,16 @@ static void x_body_writable(pp_exchange *x) {
   h2_pump(c);
 }
 
+/* 103 Early Hints: interim HEADERS on the stream (pp_h2_respond with a 1xx). */
+static void x_early_hints(pp_exchange *x, const pp_wire_frame *f) {
+  client *c = x->owner;
+  size_t n = pp_h2h3_headers("", NULL, &f->pairs, &c->h2hdrs);
+  if (pp_h2_respond(c->h2, x->stream_id, 103, (const pp_h2_header *)c->h2hdrs.data, n, 0) == 0)
+    pp_exchange_count_status(c->srv, 103);
+}
+
 static const pp_exchange_ops h2_ops = {x_head,  x_body,          x_end, x_fail,
-                                       x_flush, x_body_writable, NULL};
+                                       x_flush, x_body_writable, NULL,  x_early_hints};
 
 /* /stats "http2": the counters summed over connections. */
 void pp_h2conn_stats_json(server *s, json_t *root) {

@@ -3,6 +3,7 @@
 #include "server/session/h2h3.h"
 
 #include <string.h>
+#include <strings.h>
 
 #include "server/base/access.h"
 #include "server/base/clock.h"
@@ -49,15 +50,23 @@ void pp_h2h3_env(pp_exchange *x, pp_buf *scratch, const char *protocol, const pp
   pp_exchange_env_end(x, pairs, rq->has_content_length ? (int64_t)rq->content_length : -1);
 }
 
-size_t pp_h2h3_headers(const char *alt_svc, const pp_wire_pairs *pairs, pp_buf *out) {
+size_t pp_h2h3_headers(const char *alt_svc, const char *date, const pp_wire_pairs *pairs,
+                       pp_buf *out) {
   out->len = 0;
   pp_wire_pairs_iter it;
   pp_wire_pairs_iter_init(&it, pairs);
   const uint8_t *k, *v;
   uint32_t kl, vl;
   size_t n = 0;
+  int has_date = 0;
   while (pp_wire_pairs_next(&it, &k, &kl, &v, &vl)) {
     pp_h2_header hd = {k, kl, v, vl};
+    pp_buf_append(out, &hd, sizeof hd);
+    n++;
+    if (kl == 4 && !strncasecmp((const char *)k, "date", 4)) has_date = 1;
+  }
+  if (date && !has_date) {
+    pp_h2_header hd = {(const uint8_t *)"date", 4, (const uint8_t *)date, strlen(date)};
     pp_buf_append(out, &hd, sizeof hd);
     n++;
   }

@@ -33,9 +33,10 @@ typedef struct pp_h2h3_request {
 void pp_h2h3_env(pp_exchange *x, pp_buf *scratch, const char *protocol, const pp_env_conninfo *ci,
                  const pp_h2h3_request *rq);
 /* The response pairs of a RESPONSE_HEAD as pp_h2_header entries in *out (pointers into the
- * frame), plus alt-svc: alt_svc unless it is "" (s->alt_svc: an HTTP/3 listener is open).
- * Returns the count. */
-size_t pp_h2h3_headers(const char *alt_svc, const pp_wire_pairs *pairs, pp_buf *out);
+ * frame), plus date: date unless it is NULL or the app gave its own, and alt-svc: alt_svc unless it
+ * is "" (s->alt_svc: an HTTP/3 listener is open). Returns the count. */
+size_t pp_h2h3_headers(const char *alt_svc, const char *date, const pp_wire_pairs *pairs,
+                       pp_buf *out);
 /* The access-log record of a request the session refuses at its header section (admission's
  * 503) before it has an exchange: the session answers "<status> <reason>\n" itself. */
 void pp_h2h3_log_refused(const pp_hooks *hooks, const char *remote, const char *protocol,

@@ -336,11 +336,18 @@ static int on_request(pp_h3_conn *conn, const pp_h3_request *rq, void **stream_d
   x->stream_id = rq->stream_id;
   x->id = ++s->next_request_id;
   x->state = PP_X_BODY;
+  x->early_hints = s->cfg->early_hints;
   char port[8];
   snprintf(port, sizeof port, "%d", hc->l->addr.port);
-  pp_env_conninfo ci = {
-      hc->remote,      hc->l->addr.host,     port, "https", s->cfg->remote_addr_header,
-      s->cfg->trusted, s->cfg->trusted_count};
+  pp_env_conninfo ci = {hc->remote,
+                        hc->l->addr.host,
+                        port,
+                        "https",
+                        s->cfg->request_start,
+                        &x->add_request_start,
+                        s->cfg->remote_addr_header,
+                        s->cfg->trusted,
+                        s->cfg->trusted_count};
   pp_h2h3_env(x, &hc->hdrs, "HTTP/3", &ci,
               &(pp_h2h3_request){rq->method, rq->method_len, rq->path, rq->path_len, rq->authority,
                                  rq->authority_len, rq->headers, rq->header_count,
@@ -460,14 +467,13 @@ static const pp_h3_callbacks h3_callbacks = {on_conn_open,  on_conn_close,   on_
 
 static void local_response(h3_conn *hc, pp_exchange *x, int status, const char *msg) {
   server *s = hc->l->srv;
-  pp_h2_header hd[3] = {{(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10}};
-  size_t n = 1;
+  pp_h2_header hd[3] = {
+      {(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10},
+      {(const uint8_t *)"date", 4, (const uint8_t *)s->wall.date, PP_HTTP_DATE_LEN}};
+  size_t n = 2;
   if (status == 503) /* shed at dequeue by admission control */
     hd[n++] = (pp_h2_header){(const uint8_t *)"retry-after", 11, (const uint8_t *)"1", 1};
-  if (s->alt_svc[0])
-    hd[n++] = (pp_h2_header){(const uint8_t *)"alt-svc", 7, (const uint8_t *)s->alt_svc,
-                             strlen(s->alt_svc)};
-  pp_h3_respond(hc->conn, x->stream_id, status, hd, n, 0);
+  pp_h3_respond(hc->conn, x->stream_id, status, hd, n, 0); /* never alt-svc on HTTP/3 */
   pp_h3_send_data(hc->conn, x->stream_id, (const uint8_t *)msg, strlen(msg));
   pp_h3_send_end(hc->conn, x->stream_id);
   pp_exchange_count_status(s, status);
@@ -483,7 +489,7 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
   x->resp_no_body = x->head_method || status < 200 || status == 204 || status == 304;
   char saved = s->alt_svc[0];
   s->alt_svc[0] = 0; /* never on HTTP/3 responses */
-  size_t n = pp_h2h3_headers(s->alt_svc, &f->pairs, &hc->hdrs);
+  size_t n = pp_h2h3_headers(s->alt_svc, s->wall.date, &f->pairs, &hc->hdrs);
   s->alt_svc[0] = saved;
   if (pp_h3_respond(hc->conn, x->stream_id, status, (const pp_h2_header *)hc->hdrs.data, n,
                     x->resp_no_body) < 0) {
@@ -563,8 +569,17 @@ static void x_body_writable(pp_exchange *x) {
   drain_out(hc->l);
 }
 
+/* 103 Early Hints: an interim HEADERS frame on the stream (pp_h3_respond with a 1xx). */
+static void x_early_hints(pp_exchange *x, const pp_wire_frame *f) {
+  h3_conn *hc = x->owner;
+  if (!hc->conn) return;
+  size_t n = pp_h2h3_headers("", NULL, &f->pairs, &hc->hdrs);
+  if (pp_h3_respond(hc->conn, x->stream_id, 103, (const pp_h2_header *)hc->hdrs.data, n, 0) == 0)
+    pp_exchange_count_status(hc->l->srv, 103);
+}
+
 static const pp_exchange_ops h3_ops = {x_head,  x_body,          x_end, x_fail,
-                                       x_flush, x_body_writable, NULL};
+                                       x_flush, x_body_writable, NULL,  x_early_hints};
 
 /* ---------------------------------------------------------------- listeners */
 
@@ -640,6 +655,7 @@ int pp_h3conn_open_all(server *s, const char *cert, const char *key) {
     hc.cert_file = cert;
     hc.key_file = key;
     hc.retry = cfg->h3_retry;
+    hc.date = s->wall.date;
     hc.limits.max_streams_bidi = cfg->h2_max_streams;
     /* conn_window stays 0: the sum of the stream windows, so requests waiting for a worker
      * never hold the credit of the running ones. Body pieces fill one pooled worker-link chunk

@@ -250,7 +250,8 @@ static int wconn_frame(wconn *w, const pp_wire_frame *f) {
   if (w->monitor) return monitor_frame(w, f);
   if (!w->req && w->timed_out_id && f->request_id == w->timed_out_id &&
       (f->type == PP_WIRE_RESPONSE_HEAD || f->type == PP_WIRE_RESPONSE_BODY ||
-       f->type == PP_WIRE_RESPONSE_END || f->type == PP_WIRE_HIJACK))
+       f->type == PP_WIRE_RESPONSE_END || f->type == PP_WIRE_HIJACK ||
+       f->type == PP_WIRE_EARLY_HINTS))
     return timed_out_frame(w, f);
   pp_exchange *r = w->req;
   switch (f->type) {
@@ -258,6 +259,7 @@ static int wconn_frame(wconn *w, const pp_wire_frame *f) {
   case PP_WIRE_RESPONSE_BODY:
   case PP_WIRE_RESPONSE_END:
   case PP_WIRE_HIJACK:
+  case PP_WIRE_EARLY_HINTS:
     if (!r || r->id != f->request_id) {
       pp_wlink_close(w, "response for a request that is not running on this connection");
       return -1;
@@ -272,6 +274,15 @@ static int wconn_frame(wconn *w, const pp_wire_frame *f) {
   }
   if (f->type == PP_WIRE_HIJACK) return on_hijack(w, r);
   int live = r->owner && !r->cancelled;
+  if (f->type == PP_WIRE_EARLY_HINTS) {
+    if (r->head_sent) {
+      pp_wlink_close(w, "EARLY_HINTS after RESPONSE_HEAD");
+      return -1;
+    }
+    /* not offered (no REQUEST flag) or nobody to tell: dropped */
+    if (live && r->early_hints && r->ops->early_hints) r->ops->early_hints(r, f);
+    return 0;
+  }
   if (f->type == PP_WIRE_RESPONSE_HEAD) {
     if (r->head_sent) {
       pp_wlink_close(w, "second RESPONSE_HEAD");

@@ -8,7 +8,11 @@ require_relative "helper"
 
 class TestAutoscale < Minitest::Test
   POLICY = <<~YAML
-    # short ticks and calm period so that the test fits in seconds
+    # short ticks and calm period so that the test fits in seconds; slots per worker stay
+    # fixed (rule 4b would rightly grow slots for this I/O-bound step instead of forking:
+    # e2e_autoscale_slots tests that), so the step exercises the process actuator
+    slots:
+      enabled: false
     tick: 500ms
     min_workers: 1
     max_workers: 3

@@ -333,7 +333,7 @@ class TestH2 < Minitest::Test
   end
 
   def test_rack_env_same_over_h1_and_h2c
-    per_request = %w[puma_plus.request_id puma_plus.queue_ns]
+    per_request = %w[puma_plus.request_id puma_plus.queue_ns HTTP_X_REQUEST_START]
     [[], ["--data-binary", "x=1", "-H", "Content-Type: application/x-www-form-urlencoded"]].each do |post|
       h1 = env_json("--http1.1", *post).reject { |k, _| per_request.include?(k) }
       h2 = env_json("--http2-prior-knowledge", *post).reject { |k, _| per_request.include?(k) }

@@ -281,7 +281,7 @@ class TestHTTP < Minitest::Test
     assert_equal "1", rs[0][1]["x-good"]
     assert_nil rs[0][1]["set-cookie"]
     assert_nil rs[0][1]["x bad"]
-    assert_equal %w[transfer-encoding x-good].sort, rs[0][1].keys.sort
+    assert_equal %w[date transfer-encoding x-good].sort, rs[0][1].keys.sort
     rs = fetch.("/crlf-value") # split into two lines of x-inj by the worker, never a new header
     assert_equal "a, set-cookie: evil=1", rs[0][1]["x-inj"]
     assert_nil rs[0][1]["set-cookie"]
@@ -289,7 +289,7 @@ class TestHTTP < Minitest::Test
       rs = fetch.(path)
       assert_equal 200, rs[0][0], path
       assert_equal "1", rs[0][1]["x-good"], path
-      assert_equal %w[transfer-encoding x-good].sort, rs[0][1].keys.sort, path
+      assert_equal %w[date transfer-encoding x-good].sort, rs[0][1].keys.sort, path
       assert_equal 2, rs.size, path
     end
 

@@ -82,6 +82,35 @@ class TestRails < Minitest::Test
 
   def form_token(html) = CGI.unescapeHTML(html[/name="authenticity_token" value="([^"]+)"/, 1].to_s)
 
+  # The copy of the app gets a page that calls Rails' request.send_early_hints, and its
+  # config/puma-plus.rb puma's `early_hints` directive (the generator's cached app is untouched).
+  def add_early_hints(app)
+    File.write(File.join(app, "app/controllers/hints_controller.rb"), <<~RUBY)
+      class HintsController < ApplicationController
+        def show
+          request.send_early_hints("link" => "</style.css>; rel=preload; as=style")
+          render plain: "hinted\n"
+        end
+      end
+    RUBY
+    routes = File.join(app, "config/routes.rb")
+    File.write(routes, File.read(routes).sub(/^Rails.application.routes.draw do$/, "\\0\n  get \"hints\", to: \"hints#show\""))
+    File.write(File.join(app, "config/puma-plus.rb"), File.read(File.join(app, "config/puma-plus.rb")) + "\nearly_hints\n")
+  end
+
+  # curl -v sees the 103 with the Link before the 200 (HTTP/1.1).
+  def check_early_hints
+    out, err, st = E2E.curl("-v", "http://127.0.0.1:#{@srv.port}/hints")
+    assert st.success?, err
+    assert_equal "hinted\n", out, @srv.log[-3000..]
+    lines = err.lines.map(&:strip)
+    i103 = lines.index { |l| l.start_with?("< HTTP/1.1 103") }
+    i200 = lines.index { |l| l.start_with?("< HTTP/1.1 200") }
+    refute_nil i103, "request.send_early_hints: no 103 seen by curl:\n#{err}"
+    assert_operator i103, :<, i200
+    assert(lines[i103...i200].any? { |l| l.casecmp?("< link: </style.css>; rel=preload; as=style") }, err)
+  end
+
   def check(version, column_env)
     out, status = Open3.capture2e(column_env.merge("GEM_HOME" => nil), "bash", File.join(E2E::ROOT, "scripts/gen-rails-app.sh"), version)
     assert status.success?, "scripts/gen-rails-app.sh #{version} failed:\n#{out}"
@@ -89,6 +118,7 @@ class TestRails < Minitest::Test
     @tmp = Dir.mktmpdir("pp-rails-#{version}-")
     app = File.join(@tmp, "app")
     FileUtils.cp_r(cached, app) # a fresh database for every run
+    add_early_hints(app)
     env = column_env.merge(
       "BUNDLE_GEMFILE" => File.join(app, "Gemfile"), "PUMA_PLUS_SERVER" => File.expand_path(E2E::BIN),
       "SECRET_KEY_BASE" => "pp-e2e-#{'k' * 64}", "RAILS_LOG_TO_STDOUT" => "1", "RAILS_ENV" => "production",
@@ -103,6 +133,7 @@ class TestRails < Minitest::Test
     res = http(:get, "/posts.json")
     assert_equal "200", res.code, @srv.log[-3000..]
     assert_equal version, res["x-pp-rails"][/\A\d+\.\d+/]
+    check_early_hints
     assert_equal [], JSON.parse(res.body), "the scaffold's JSON index of an empty table"
 
     res = http(:get, "/posts")

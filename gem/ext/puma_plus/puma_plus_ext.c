@@ -25,6 +25,7 @@
 #define PP_REQUEST       0x10
 #define KEY_CACHE_MAX    64u /* env keys remembered per connection, by pair index */
 #define PP_RESPONSE_HEAD 0x20
+#define PP_EARLY_HINTS   0x26
 #define PP_RESPONSE_BODY 0x21
 #define PP_RESPONSE_END  0x22
 
@@ -222,6 +223,38 @@ static VALUE native_append_response_head(VALUE self, VALUE out, VALUE request_id
   return out;
 }
 
+/* Wire.native_append_early_hints(out, request_id, flat) → out: RESPONSE_HEAD's layout
+ * without the status (docs/PROTOCOL.md, EARLY_HINTS). */
+static VALUE native_append_early_hints(VALUE self, VALUE out, VALUE request_id, VALUE flat) {
+  (void)self;
+  check_out(out);
+  Check_Type(flat, T_ARRAY);
+  long n = RARRAY_LEN(flat);
+  uint64_t payload = 8 + 4;
+  for (long i = 0; i < n; i++) {
+    VALUE s = RARRAY_AREF(flat, i);
+    StringValue(s);
+    payload += 4 + (uint64_t)RSTRING_LEN(s);
+  }
+  if (payload > PP_MAX_PAYLOAD)
+    rb_raise(rb_eArgError, "early hints of %llu bytes over %u", (unsigned long long)payload,
+             PP_MAX_PAYLOAD);
+  unsigned char fixed[PP_HEADER_SIZE + 12];
+  put_u32(fixed, (uint32_t)PP_EARLY_HINTS << 24);
+  put_u32(fixed + 4, (uint32_t)payload);
+  put_u64(fixed + 8, NUM2ULL(request_id));
+  put_u32(fixed + 16, (uint32_t)(n / 2));
+  rb_str_buf_cat(out, (const char *)fixed, sizeof fixed);
+  for (long i = 0; i < n; i++) {
+    VALUE s = RARRAY_AREF(flat, i);
+    unsigned char len4[4];
+    put_u32(len4, (uint32_t)RSTRING_LEN(s));
+    rb_str_buf_cat(out, (const char *)len4, 4);
+    rb_str_buf_cat(out, RSTRING_PTR(s), RSTRING_LEN(s));
+  }
+  return out;
+}
+
 /* Appends one header pair (u32 length + bytes, twice) to `out`. */
 static void append_pair(VALUE out, VALUE key, const char *value, long value_len) {
   unsigned char len4[4];
@@ -401,5 +434,6 @@ RUBY_FUNC_EXPORTED void Init_puma_plus_ext(void) {
                              native_append_response_headers, 4);
   rb_define_singleton_method(mWire, "native_append_response_body", native_append_response_body, 3);
   rb_define_singleton_method(mWire, "native_append_response_end", native_append_response_end, 7);
+  rb_define_singleton_method(mWire, "native_append_early_hints", native_append_early_hints, 3);
   rb_define_singleton_method(mWire, "native_send_nowait", native_send_nowait, 2);
 }

@@ -178,6 +178,7 @@ module PumaPlus
       cmd.push("-worker-timeout", "#{s[:worker_timeout_ms] / 1000}s") if s[:worker_timeout_ms]
       cmd.push("-worker-boot-timeout", "#{s[:worker_boot_timeout_ms] / 1000}s") if s[:worker_boot_timeout_ms]
       cmd.push("-max-keep-alive", s[:max_keep_alive].to_s) if s[:max_keep_alive]
+      cmd.push("-early-hints") if s[:early_hints]
       cmd.push("-quiet") if s[:quiet]
       cmd.push("-remote-addr-header", s[:remote_addr_header]) if s[:remote_addr_header]
       cmd.push("-trusted-proxies", s[:trusted_proxies]) if s[:remote_addr_header] && s[:trusted_proxies]

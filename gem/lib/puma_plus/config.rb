@@ -21,7 +21,7 @@ module PumaPlus
       request_timeout_ms: nil, worker_kill_grace_ms: nil, worker_timeout_ms: nil,
       quiet: false, directory: nil, stdout_redirect: nil, stderr_redirect: nil, redirect_append: false,
       pidfile: nil, state_path: nil, activated_sockets: nil, tag: nil, max_keep_alive: nil,
-      worker_boot_timeout_ms: nil, access_log: nil, access_log_format: nil,
+      worker_boot_timeout_ms: nil, early_hints: false, access_log: nil, access_log_format: nil,
       proxy_protocol: nil, remote_addr_header: nil, trusted_proxies: nil
     }.freeze
 
@@ -58,7 +58,7 @@ module PumaPlus
       "debug" => [:unsupported, "no debug mode"],
       "default_host" => [:supported, "the host `port` binds when none is given (0.0.0.0, as puma)"],
       "drain_on_shutdown" => [:mapped, "always: SIGTERM drains what is queued and in flight"],
-      "early_hints" => [:unsupported, "no 103 Early Hints (rack.early_hints)"],
+      "early_hints" => [:supported, "`-early-hints`: `rack.early_hints` in the env; the app's hints go out at once as a `103 Early Hints` on HTTP/1.1 (never to an HTTP/1.0 client), HTTP/2 and HTTP/3. Off unless set, as in puma"],
       "enable_keep_alives" => [:unsupported, "keep-alive is always on; bound it with persistent_timeout"],
       "environment" => [:supported, "RACK_ENV of the server, shepherd and workers"],
       "extra_runtime_dependencies" => [:unsupported, "only for prune_bundler, which puma-plus does not need"],
@@ -420,6 +420,9 @@ module PumaPlus
 
         @config.lowlevel_error_handler = handler
       end
+
+      # puma: early_hints(answer = true).
+      def early_hints(answer = true) = set[:early_hints] = answer ? true : false
 
       # puma: max_keep_alive(num_of_requests).
       def max_keep_alive(count)

@@ -34,6 +34,7 @@ module PumaPlus
     HIJACK = "rack.hijack"
     HIJACK_IO = "rack.hijack_io"
     HIJACK_BUFFERED = "puma_plus.hijack_buffered"
+    EARLY_HINTS = "rack.early_hints"
 
     # Raised inside #handle when the response cannot be completed honestly.
     class Aborted < StandardError; end
@@ -87,6 +88,7 @@ module PumaPlus
       @proto_env = proto_env.merge(CANCELLED => @cancel_check).freeze
       @decoder = Wire::Decoder.new(env_proto: @proto_env) # REQUEST env: the Rack env Hash
       @hijack_call = -> { hijack_client }
+      @early_hints_call = ->(headers) { early_hints(headers) }
       @hijack_env = nil # the running request's env while it may be hijacked
       @hijacked = nil # the client socket once handed over
       @idle = false
@@ -323,6 +325,10 @@ module PumaPlus
         env[HIJACK] = @hijack_call
         @hijack_env = env
       end
+      # -early-hints (puma's early_hints) and a protocol that carries a 103: the app's
+      # rack.early_hints call sends EARLY_HINTS at once (before the response).
+      @head_written = false
+      env[EARLY_HINTS] = @early_hints_call if req.flags & Wire::FLAG_EARLY_HINTS != 0
       if req.flags & Wire::FLAG_BODY_STREAMS != 0
         @body_open = true
         input = StreamInput.new(self)
@@ -412,6 +418,7 @@ module PumaPlus
     # Appends the response to @out, writing to the socket as it goes for bodies that stream.
     # Returns nil, or the exception the body raised (the response then is a 500).
     def write_response(id, status, headers, body, env)
+      @head_written = true # no EARLY_HINTS after this (a Streaming Body may still call it)
       out = @out
       written = false
       begin
@@ -475,6 +482,17 @@ module PumaPlus
       ensure
         close_body(body, env)
       end
+    end
+
+    # env["rack.early_hints"].call(headers): a 103 Early Hints with these fields (a Hash as
+    # a Rack response's headers; Rails passes {"link" => "..."}), sent before the response.
+    # After the response head, or with nothing to send, it does nothing.
+    def early_hints(headers)
+      return if @current_id.nil? || @head_written || headers.nil? || headers.empty?
+
+      flat = Response.flatten_headers(headers)
+      write_out(Wire.append_early_hints(+"".b, @current_id, flat))
+      nil
     end
 
     # ---- hijack (docs/PROTOCOL.md "HIJACK, HIJACKED", docs/RACK.md) -----------------------

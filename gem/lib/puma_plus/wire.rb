@@ -37,6 +37,7 @@ module PumaPlus
     RESPONSE_END = 0x22
     HIJACK = 0x23
     HEARTBEAT = 0x24
+    EARLY_HINTS = 0x26
     SPAWN = 0x30
     RETIRE = 0x31
     STOP = 0x32
@@ -54,6 +55,7 @@ module PumaPlus
     CAP_CPU_TIME = 2
     FLAG_BODY_STREAMS = 1
     FLAG_HIJACKABLE = 2
+    FLAG_EARLY_HINTS = 4
     # HEARTBEAT_INTERVAL monitor_flags: the server may send TIMEOUT (-request-timeout is set).
     MONITOR_REQUEST_TIMEOUTS = 1
 
@@ -76,7 +78,8 @@ module PumaPlus
       HEARTBEAT => ["HEARTBEAT", Heartbeat], ADOPT => ["ADOPT", Adopt],
       ADOPTED_EXITED => ["ADOPTED_EXITED", AdoptedExited],
       STANDBY => ["STANDBY", Standby], PARKED => ["PARKED", Parked], ACTIVATE => ["ACTIVATE", Activate],
-      SLOTS => ["SLOTS", Slots], SLOT_CLOSE => ["SLOT_CLOSE", SlotClose]
+      SLOTS => ["SLOTS", Slots], SLOT_CLOSE => ["SLOT_CLOSE", SlotClose],
+      EARLY_HINTS => ["EARLY_HINTS", EarlyHints]
     }.freeze
     TYPE_OF_CLASS = TYPES.to_h { |type, (_, klass)| [klass, type] }.freeze
 
@@ -139,6 +142,7 @@ module PumaPlus
       case type
       when REQUEST then env_proto ? decode_request_env(payload, env_proto) : decode_request(payload)
       when RESPONSE_HEAD then decode_response_head(payload)
+      when EARLY_HINTS then decode_early_hints(payload)
       when BODY then Body.new(*decode_chunk(type, payload))
       when RESPONSE_BODY then ResponseBody.new(*decode_chunk(type, payload))
       when HIJACKED then decode_hijacked(payload)
@@ -200,6 +204,15 @@ module PumaPlus
       headers, pos = decode_pairs(RESPONSE_HEAD, payload, 10)
       mismatch(RESPONSE_HEAD, len, "#{pos} (trailing bytes)") if pos != len
       ResponseHead.new(id, status, headers)
+    end
+
+    def decode_early_hints(payload)
+      len = payload.bytesize
+      mismatch(EARLY_HINTS, len, "at least 12") if len < 12
+      id = payload.unpack1("Q>")
+      headers, pos = decode_pairs(EARLY_HINTS, payload, 8)
+      mismatch(EARLY_HINTS, len, "#{pos} (trailing bytes)") if pos != len
+      EarlyHints.new(id, headers)
     end
 
     def decode_hijacked(payload)
@@ -271,6 +284,8 @@ module PumaPlus
           append_bytes(buf, frame.body)
         when ResponseHead
           append_pairs([frame.request_id, frame.status].pack("Q>n"), frame.headers)
+        when EarlyHints
+          append_pairs([frame.request_id].pack("Q>"), frame.headers)
         when Body, ResponseBody
           [frame.request_id].pack("Q>") << bin(frame.chunk)
         when Hijacked
@@ -322,6 +337,19 @@ module PumaPlus
       out
     end
 
+    # Appends an EARLY_HINTS (a 103's fields; REQUEST flag FLAG_EARLY_HINTS only) to `out`.
+    # `flat` is [key, value, key, value, ...] of Strings.
+    def append_early_hints(out, request_id, flat)
+      start = out.bytesize
+      out << "\0\0\0\0\0\0\0\0".b << [request_id, flat.size / 2].pack("Q>N")
+      flat.each { |s| out << [s.bytesize].pack("N") << bin(s) }
+      length = out.bytesize - start - HEADER_SIZE
+      raise ArgumentError, "early hints of #{length} bytes over #{MAX_PAYLOAD}" if length > MAX_PAYLOAD
+
+      out[start, HEADER_SIZE] = header(EARLY_HINTS, length)
+      out
+    end
+
     # Appends a RESPONSE_HEAD to `out` from a Rack response's headers, flattened as
     # Response.flatten_headers does (the C codec writes them without the flat Array).
     def append_response_headers(out, request_id, status, headers)
@@ -354,7 +382,8 @@ module PumaPlus
     # and, when the gem's C extension is built (ext/puma_plus), native_NAME. Wire.codec=
     # points NAME at one set; the worker uses :native when it is there.
     HOT = %i[decode_request decode_request_env decode_request_at append_response_head
-             append_response_headers append_response_body append_response_end].freeze
+             append_response_headers append_response_body append_response_end
+             append_early_hints].freeze
     HOT.each { |m| singleton_class.send(:alias_method, :"ruby_#{m}", m) }
 
     def self.native_available? = respond_to?(:native_decode_request)

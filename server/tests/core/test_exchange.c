@@ -67,7 +67,7 @@ static void o_body_writable(pp_exchange *x) {
   note("body_writable");
 }
 static const pp_exchange_ops fake_ops = {o_head,  o_body,          o_end, o_fail,
-                                         o_flush, o_body_writable, NULL};
+                                         o_flush, o_body_writable, NULL,  NULL};
 static int fake_owner; /* its address is the owner pointer */
 
 static int saw(const char *what) {

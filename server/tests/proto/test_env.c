@@ -28,7 +28,13 @@ static const char *remote(const char *peer, const char **xff) {
                        .field_count = n,
                        .host_index = -1,
                        .content_type_index = -1};
-  pp_env_conninfo ci = {peer, "h", "80", "http", "x-forwarded-for", trusted, trusted_n};
+  pp_env_conninfo ci = {.remote_addr = peer,
+                        .server_name = "h",
+                        .server_port = "80",
+                        .url_scheme = "http",
+                        .addr_header = "x-forwarded-for",
+                        .trusted = trusted,
+                        .trusted_count = trusted_n};
   pp_buf env;
   pp_buf_init(&env);
   uint32_t count = pp_env_build(&rq, &ci, 1, &env);

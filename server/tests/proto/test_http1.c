@@ -16,10 +16,15 @@ typedef struct owner {
   int expect_continue, keep_alive;
 } owner;
 
+static int g_request_start;         /* the -request-start mode env_text passes */
+static int g_request_start_missing; /* what pp_h1_build_env said of the last request */
+
 static void env_text(pp_h1 *h, owner *o) {
   pp_buf env;
   pp_buf_init(&env);
-  pp_h1_conninfo ci = {"10.0.0.1", "listen.host", "9292", "http", NULL, NULL, 0};
+  pp_h1_conninfo ci = {
+      "10.0.0.1", "listen.host", "9292", "http", g_request_start, &g_request_start_missing,
+      NULL,       NULL,          0};
   uint32_t count = pp_h1_build_env(h, &ci, 7, &env);
   pp_wire_pairs pairs = {env.data, env.len, count};
   pp_wire_pairs_iter it;
@@ -672,10 +677,37 @@ static void test_absolute_form_authority_wins(void) {
   pp_buf_dispose(&o.body);
 }
 
+/* OPTIONS * is PATH_INFO "*" (Rack 3.2 SPEC); X-Request-Start per -request-start mode. */
+static void test_env_asterisk_and_request_start(void) {
+  owner o;
+  CU_ASSERT_EQUAL(parse("OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n", 0, NULL, &o), 0);
+  CU_ASSERT(strstr(o.env, "REQUEST_METHOD=OPTIONS\nSCRIPT_NAME=\nPATH_INFO=*\nQUERY_STRING=\n") !=
+            NULL);
+  CU_ASSERT(strstr(o.env, "REQUEST_URI=*\n") != NULL);
+  CU_ASSERT_EQUAL(g_request_start_missing, 1); /* keep, and none sent */
+  const char *with = "GET / HTTP/1.1\r\nHost: h\r\nX-Request-Start: t=1700000000000000\r\n\r\n";
+  g_request_start = 0; /* keep */
+  CU_ASSERT_EQUAL(parse(with, 0, NULL, &o), 0);
+  CU_ASSERT(strstr(o.env, "HTTP_X_REQUEST_START=t=1700000000000000\n") != NULL);
+  CU_ASSERT_EQUAL(g_request_start_missing, 0);
+  g_request_start = 1; /* replace */
+  CU_ASSERT_EQUAL(parse(with, 0, NULL, &o), 0);
+  CU_ASSERT(strstr(o.env, "X_REQUEST_START") == NULL);
+  CU_ASSERT_EQUAL(g_request_start_missing, 1);
+  g_request_start = 2; /* off */
+  CU_ASSERT_EQUAL(parse(with, 0, NULL, &o), 0);
+  CU_ASSERT(strstr(o.env, "HTTP_X_REQUEST_START=t=1700000000000000\n") != NULL);
+  CU_ASSERT_EQUAL(g_request_start_missing, 0);
+  CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: h\r\n\r\n", 0, NULL, &o), 0);
+  CU_ASSERT_EQUAL(g_request_start_missing, 0); /* off: never added */
+  g_request_start = 0;
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("http1", NULL, NULL);
   CU_add_test(s, "env of a GET, fed in pieces of every size", test_env_get);
+  CU_add_test(s, "env of OPTIONS *, X-Request-Start modes", test_env_asterisk_and_request_start);
   CU_add_test(s, "env of POST, absolute-form, HTTP/1.0, keep-alive", test_env_post_and_forms);
   CU_add_test(s, "chunked body and Expect: 100-continue", test_chunked_and_expect);
   CU_add_test(s, "pipelined requests pause one at a time", test_pipelining);

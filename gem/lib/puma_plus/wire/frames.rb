@@ -15,6 +15,7 @@ module PumaPlus
     # the codec never sees; the reader that took the frame off the socket holds it.
     Hijacked = Struct.new(:request_id, :result, :buffered)
     ResponseHead = Struct.new(:request_id, :status, :headers)
+    EarlyHints = Struct.new(:request_id, :headers) # a 103's fields, before ResponseHead
     ResponseBody = Struct.new(:request_id, :chunk)
     ResponseEnd = Struct.new(:request_id, :t4_ns, :t5_ns, :body_read_ns, :gvl_wait_ns, :cpu_ns)
     Hijack = Struct.new(:request_id)
