@@ -161,7 +161,7 @@ static void on_close(pp_h2 *h, int32_t id, void *stream_data, uint32_t error_cod
   }
 }
 
-static const pp_h2_callbacks callbacks = {on_request, on_body, on_body_end, on_close};
+static const pp_h2_callbacks callbacks = {on_request, on_body, on_body_end, on_close, NULL};
 
 typedef struct outcome {
   ssize_t first_error; /* the first negative feed result, or 0 */

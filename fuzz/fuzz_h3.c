@@ -203,8 +203,8 @@ static void on_close(pp_h3_conn *conn, int64_t id, void *stream_data, uint64_t e
   own.closes++;
 }
 
-static const pp_h3_callbacks callbacks = {on_conn_open, on_conn_close, on_request, on_body,
-                                          on_body_end,  on_close,      NULL,       NULL};
+static const pp_h3_callbacks callbacks = {
+    on_conn_open, on_conn_close, on_request, on_body, on_body_end, on_close, NULL, NULL, NULL};
 
 /* ---- addresses ---- */
 

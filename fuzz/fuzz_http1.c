@@ -52,7 +52,10 @@ static void check_env(pp_h1 *h, owner *o) {
                        "9292",
                        (o->request_id & 1) ? "https" : "http",
                        (int)(o->request_id % 3),
-                       NULL};
+                       NULL,
+                       NULL,
+                       NULL,
+                       0};
   uint32_t pairs = pp_h1_build_env(h, &ci, o->request_id, &o->env);
   CHECK(pairs >= 9);
   pp_wire_frame f;

@@ -101,8 +101,8 @@ static int on_body_end(pp_h3_conn *conn, int64_t id, void *sd) {
 static void on_close(pp_h3_conn *c, int64_t id, void *sd, uint64_t code) {
   (void)c, (void)id, (void)sd, (void)code;
 }
-static const pp_h3_callbacks server_cbs = {NULL,        NULL,     on_request, on_body,
-                                           on_body_end, on_close, NULL,       NULL};
+static const pp_h3_callbacks server_cbs = {NULL,     NULL, on_request, on_body, on_body_end,
+                                           on_close, NULL, NULL,       NULL};
 
 /* ---- the client (server/tests/h3_test_client.h) ---- */
 

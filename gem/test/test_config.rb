@@ -409,6 +409,14 @@ class TestConfig < Minitest::Test
       "first_data_timeout 10\npersistent_timeout 5\nforce_shutdown_after 40\nworker_shutdown_timeout 9" =>
         ["-header-timeout", "10s", "-keepalive-timeout", "5s", "-drain-timeout", "40s"],
       "http_content_length_limit 1024\nquiet" => ["-max-body-size", "1024", "-quiet"],
+      "log_requests" => ["-access-log", "-"],
+      "log_requests path: 'log/a.log', format: :json" => ["-access-log", "log/a.log", "-access-log-format", "json"],
+      "log_requests\nlog_requests false" => [],
+      "port 7000\nset_remote_address proxy_protocol: :v2" => ["-listen", "0.0.0.0:7000,proxy=v2"],
+      "set_remote_address header: 'X-Forwarded-For'" => ["-remote-addr-header", "X-Forwarded-For"],
+      "set_remote_address header: 'X-Real-IP', trusted: ['10.0.0.0/8', '::1']" =>
+        ["-remote-addr-header", "X-Real-IP", "-trusted-proxies", "10.0.0.0/8,::1"],
+      "set_remote_address header: 'X-Real-IP'\nset_remote_address :socket" => [],
       "workers 0" => [],
       "cluster { workers 4 }\nsingle { workers 9 }" => [],
       "set_default_host '127.0.0.2'\nport 7000" => ["-listen", "127.0.0.2:7000"],

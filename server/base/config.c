@@ -20,6 +20,7 @@ void pp_config_defaults(pp_config *c) {
   pp_addr_parse(&c->control, "127.0.0.1:9293");
   c->control_enabled = 0;
   c->ruby = "ruby";
+  c->access_log_format = PP_ACCESS_LOG_COMBINED;
   c->backlog = 1024;
   c->h2_max_streams = 100;
   c->max_header_bytes = 32768;
@@ -39,10 +40,25 @@ void pp_config_defaults(pp_config *c) {
   c->tick_ns = 1000000000;
 }
 
-int pp_addr_parse(pp_addr *a, const char *text) {
+int pp_addr_parse(pp_addr *a, const char *full) {
   memset(a, 0, sizeof *a);
-  if (strlen(text) >= sizeof a->text) return -1;
-  strcpy(a->text, text);
+  if (strlen(full) >= sizeof a->text) return -1;
+  strcpy(a->text, full);
+  /* options after the address: ",proxy=v1", ",proxy=v2", ",proxy=any" */
+  char text[sizeof a->text];
+  strcpy(text, full);
+  char *opt = strchr(text, ',');
+  if (opt) {
+    *opt++ = 0;
+    if (!strcmp(opt, "proxy=v1"))
+      a->proxy = 1;
+    else if (!strcmp(opt, "proxy=v2"))
+      a->proxy = 2;
+    else if (!strcmp(opt, "proxy=any"))
+      a->proxy = 3;
+    else
+      return -1;
+  }
   const char *path = NULL;
   if (strncmp(text, "unix:", 5) == 0)
     path = text + 5;
@@ -73,6 +89,60 @@ int pp_addr_parse(pp_addr *a, const char *text) {
   a->port = (int)port;
   unsigned char tmp[16];
   if (inet_pton(AF_INET, a->host, tmp) != 1 && inet_pton(AF_INET6, a->host, tmp) != 1) return -1;
+  return 0;
+}
+
+/* The address as 4 or 16 bytes (v4-mapped IPv6 as IPv4): its family, or 0. */
+static int addr_bytes(const char *text, size_t len, uint8_t out[16]) {
+  char tmp[64];
+  if (len == 0 || len >= sizeof tmp) return 0;
+  memcpy(tmp, text, len);
+  tmp[len] = 0;
+  if (inet_pton(AF_INET, tmp, out) == 1) return 4;
+  if (inet_pton(AF_INET6, tmp, out) != 1) return 0;
+  static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (!memcmp(out, mapped, 12)) {
+    memmove(out, out + 12, 4);
+    return 4;
+  }
+  return 6;
+}
+
+int pp_cidr_parse(pp_cidr *c, const char *text, size_t len) {
+  memset(c, 0, sizeof *c);
+  const char *slash = memchr(text, '/', len);
+  size_t alen = slash ? (size_t)(slash - text) : len;
+  c->family = addr_bytes(text, alen, c->addr);
+  if (!c->family) return -1;
+  int max = c->family == 4 ? 32 : 128;
+  c->bits = max;
+  if (slash) {
+    const char *d = slash + 1;
+    size_t dl = len - alen - 1;
+    if (dl == 0 || dl > 3) return -1;
+    int v = 0;
+    for (size_t i = 0; i < dl; i++) {
+      if (d[i] < '0' || d[i] > '9') return -1;
+      v = v * 10 + (d[i] - '0');
+    }
+    if (v > max) return -1;
+    c->bits = v;
+  }
+  return 0;
+}
+
+int pp_cidr_match(const pp_cidr *list, int n, const char *addr, size_t len) {
+  uint8_t a[16];
+  int fam = addr_bytes(addr, len, a);
+  if (!fam) return 0;
+  for (int i = 0; i < n; i++) {
+    const pp_cidr *c = &list[i];
+    if (c->family != fam) continue;
+    int full = c->bits / 8, rest = c->bits % 8;
+    if (memcmp(a, c->addr, (size_t)full)) continue;
+    if (rest && ((a[full] ^ c->addr[full]) & (uint8_t)(0xff << (8 - rest)))) continue;
+    return 1;
+  }
   return 0;
 }
 
@@ -137,7 +207,10 @@ void pp_config_usage(FILE *out) {
         "                         app must be fiber-safe (docs/RACK.md)\n"
         "  -listen ADDR           HTTP listener, repeatable: HOST:PORT, [V6]:PORT, :PORT,\n"
         "                         unix:/PATH or /PATH (default 127.0.0.1:9292)\n"
+        "                         ADDR,proxy=v1|v2|any: the peer (a proxy) sends a PROXY\n"
+        "                         protocol header first; its client becomes REMOTE_ADDR\n"
         "  -listen-tls ADDR       HTTPS listener (TLS 1.2+, ALPN h2 and http/1.1), repeatable\n"
+        "                         (,proxy=... as -listen)\n"
         "  -listen-h3 ADDR        HTTP/3 (QUIC over UDP) listener, repeatable; same certificate\n"
         "                         as -listen-tls. TCP responses then carry Alt-Svc for it\n"
         "  -h3-retry              QUIC address validation: Retry before keeping any state\n"
@@ -201,6 +274,15 @@ void pp_config_usage(FILE *out) {
         "  -target-queue-p95 DUR  policy target_queue_p95 (overrides the file)\n"
         "  -shed                  policy shed.enabled = true (503 when the wait is hopeless)\n"
         "  -decision-log FILE     JSONL decision log, one line per tick (SIGHUP reopens)\n"
+        "  -remote-addr-header H  REMOTE_ADDR from this request header (e.g. X-Forwarded-For,\n"
+        "                         its right-most address not in -trusted-proxies) when the\n"
+        "                         peer is a trusted proxy; ignored from any other peer\n"
+        "  -trusted-proxies LIST  addresses or CIDR blocks, comma-separated (default with\n"
+        "                         -remote-addr-header: 127.0.0.0/8,::1)\n"
+        "  -access-log PATH|-     an access log line per response (\"-\": stdout; SIGHUP\n"
+        "                         reopens); default none\n"
+        "  -access-log-format F   common, combined (default: combined + queue, service,\n"
+        "                         duration, worker, request id) or json (JSON lines)\n"
         "  -print-policy          print the policy these flags resolve to (-policy, -shed,\n"
         "                         -min-workers ...) with the admission rule's effective\n"
         "                         values, and exit (puma-plus --dry-run shows it)\n"
@@ -317,7 +399,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
         return -1;
       }
       bad = pp_addr_parse(&c->listen_h3[c->listen_h3_count], value) ||
-            c->listen_h3[c->listen_h3_count].is_unix;
+            c->listen_h3[c->listen_h3_count].is_unix || c->listen_h3[c->listen_h3_count].proxy;
       c->listen_h3_count++;
     } else if (!strcmp(key, "tls-cert"))
       c->tls_cert = value;
@@ -338,7 +420,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       if (!strcmp(value, "off") || !*value)
         c->control_enabled = 0;
       else
-        c->control_enabled = 1, bad = pp_addr_parse(&c->control, value);
+        c->control_enabled = 1, bad = pp_addr_parse(&c->control, value) || c->control.proxy;
     } else if (!strcmp(key, "control-token"))
       c->control_token = value;
     else if (!strcmp(key, "gem-dir"))
@@ -408,7 +490,30 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
       c->target_queue_p95 = value;
     else if (!strcmp(key, "decision-log"))
       c->decision_log = value;
-    else {
+    else if (!strcmp(key, "remote-addr-header"))
+      bad = !*value || strpbrk(value, " :\t") != NULL, c->remote_addr_header = value;
+    else if (!strcmp(key, "trusted-proxies")) {
+      c->trusted_count = 0;
+      for (const char *p = value; !bad && *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        bad = c->trusted_count >= PP_MAX_TRUSTED ||
+              pp_cidr_parse(&c->trusted[c->trusted_count++], p, n) < 0;
+        p += n + (e ? 1 : 0);
+      }
+      bad = bad || !c->trusted_count;
+    } else if (!strcmp(key, "access-log"))
+      bad = !*value, c->access_log = value;
+    else if (!strcmp(key, "access-log-format")) {
+      if (!strcmp(value, "common"))
+        c->access_log_format = PP_ACCESS_LOG_COMMON;
+      else if (!strcmp(value, "combined"))
+        c->access_log_format = PP_ACCESS_LOG_COMBINED;
+      else if (!strcmp(value, "json"))
+        c->access_log_format = PP_ACCESS_LOG_JSON;
+      else
+        bad = 1;
+    } else {
       snprintf(err, err_len, "unknown flag -%s (see --help)", key);
       return -1;
     }
@@ -430,6 +535,11 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
   if (!c->tls_cert != !c->tls_key) {
     snprintf(err, err_len, "-tls-cert and -tls-key go together (or neither: a development cert)");
     return -1;
+  }
+  if (c->remote_addr_header && !c->trusted_count) { /* loopback: a proxy on the same host */
+    pp_cidr_parse(&c->trusted[0], "127.0.0.0/8", 11);
+    pp_cidr_parse(&c->trusted[1], "::1", 3);
+    c->trusted_count = 2;
   }
   if (default_listen && c->listen_count == 0 && c->listen_tls_count == 0 &&
       c->listen_h3_count == 0) {

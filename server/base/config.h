@@ -23,6 +23,8 @@ typedef struct pp_addr {
   char port_text[8]; /* port in decimal, NUL-terminated (the Rack env's SERVER_PORT) */
   char path[108];    /* unix socket path */
   char text[300];    /* as given, for logs */
+  unsigned proxy;    /* ",proxy=v1|v2|any": the PROXY versions required first (proto/proxy.h
+                      * PP_PROXY_V1 | PP_PROXY_V2); 0: none */
 } pp_addr;
 
 /* -request-start: X-Request-Start "t=<microseconds since the epoch>" of T2b in the env (the
@@ -30,6 +32,14 @@ typedef struct pp_addr {
 #define PP_REQUEST_START_KEEP    0 /* added when the request has none; a proxy's is kept */
 #define PP_REQUEST_START_REPLACE 1 /* always the server's; a client's is dropped */
 #define PP_REQUEST_START_OFF     2 /* never added; a client's passes as sent */
+
+/* An address block of -trusted-proxies: an address and a prefix length. */
+typedef struct pp_cidr {
+  int family; /* 4 or 6 */
+  uint8_t addr[16];
+  int bits;
+} pp_cidr;
+#define PP_MAX_TRUSTED 32
 
 typedef struct pp_config {
   const char *app;  /* -app: the rackup file */
@@ -99,7 +109,20 @@ typedef struct pp_config {
   int shed;                     /* -shed: turn on admission control (policy shed.enabled) */
   int print_policy;             /* -print-policy: print the resolved policy and exit */
   const char *decision_log;     /* -decision-log */
+
+  /* Client addresses behind proxies (docs/SERVER.md "Client addresses"). */
+  const char *remote_addr_header;  /* -remote-addr-header NAME (e.g. X-Forwarded-For); NULL: none */
+  pp_cidr trusted[PP_MAX_TRUSTED]; /* -trusted-proxies: peers whose header is believed */
+  int trusted_count;
+
+  /* The access log (issue 26, ops/access_log.c). */
+  const char *access_log; /* -access-log PATH, or "-" for stdout; NULL: none */
+  int access_log_format;  /* -access-log-format: PP_ACCESS_LOG_COMBINED (default) ... */
 } pp_config;
+
+#define PP_ACCESS_LOG_COMMON   0 /* NCSA common log format */
+#define PP_ACCESS_LOG_COMBINED 1 /* NCSA combined, then queue/service/duration/worker/id */
+#define PP_ACCESS_LOG_JSON     2 /* one JSON object a line */
 
 void pp_config_defaults(pp_config *c);
 
@@ -114,6 +137,10 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
 
 /* "host:port", "[v6]:port", ":port", "unix:/path", "/path" or "./path". 0 or -1. */
 int pp_addr_parse(pp_addr *a, const char *text);
+/* "10.0.0.0/8", "::1", "fd00::/8" (no prefix: the one address). 0, or -1. */
+int pp_cidr_parse(pp_cidr *c, const char *text, size_t len);
+/* Is the textual address (IPv4, IPv6; v4-mapped IPv6 as IPv4) in one of the blocks? */
+int pp_cidr_match(const pp_cidr *list, int n, const char *addr, size_t len);
 /* "30s", "250ms", "100us", "5000ns", "1m", bare number = seconds. 0 or -1. */
 int pp_duration_parse(const char *text, uint64_t *ns);
 /* "1048576", "64k", "64KiB", "1m", "1MiB", "1g". 0 or -1. */

@@ -10,6 +10,7 @@
 #include "server/base/queue.h"
 
 typedef struct server server;
+typedef struct pp_access_rec pp_access_rec;
 
 typedef struct pp_hooks {
   /* The worker link (workers/wlink.c): */
@@ -24,6 +25,11 @@ typedef struct pp_hooks {
   /* Dispatch sent a request that became runnable at enqueued_ns to w, the first since w was
    * activated from standby (ops/autoscale.c records the activation latency). */
   void (*activated_dispatch)(server *s, pp_worker *w, int64_t enqueued_ns);
+  /* A request's response is done (an exchange released, or a response the session made
+   * itself before there was one): ops/access_log.c writes its line. NULL when no access log
+   * is configured, so the request path pays one test for it. */
+  void (*request_done)(void *ctx, const pp_access_rec *r);
+  void *request_done_ctx;
 
   /* What the process does for the layers below it (process/server.c, process/lifecycle.c): */
   /* stops the shepherd if alive, removes the server's files, exits the process; never returns */

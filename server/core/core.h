@@ -24,6 +24,8 @@ typedef struct pp_stats {
   uint64_t arrivals_last, completions_last;
   uint64_t refused;                             /* requests answered by the parser (4xx/5xx) */
   uint64_t control_requests, control_responses; /* the control app's, in none of the above */
+  uint64_t proxy_headers;  /* PROXY protocol headers accepted (listeners with ,proxy=) */
+  uint64_t proxy_rejected; /* connections closed for a missing or malformed PROXY header */
   uint64_t cancelled_queued, cancelled_running, shed, errors_502, errors_500;
   uint64_t hijacked;     /* requests whose client socket went to the worker (full hijack) */
   uint64_t slots_closed; /* SLOT_CLOSE frames sent (run-time slots taken back) */

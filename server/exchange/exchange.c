@@ -5,7 +5,9 @@
 
 #include <string.h>
 
+#include "server/base/access.h"
 #include "server/base/alloc.h"
+#include "server/base/clock.h"
 
 void pp_exchange_pool_init(pp_exchange_pool *p, const pp_config *cfg, server *srv) {
   memset(p, 0, sizeof *p);
@@ -59,7 +61,34 @@ void pp_exchange_unbudget(pp_exchange *x) {
   }
 }
 
+void pp_exchange_log(pp_exchange_pool *p, pp_exchange *x) {
+  if (x->logged || !p->hooks || !p->hooks->request_done) return;
+  x->logged = 1;
+  /* The env pairs sit in the REQUEST prefix (header, id, t2b, t3, flags, count) up to the
+   * queue_ns key, which is the last pair and not counted here. An exchange the server
+   * answered itself without building them (the control app's) is not logged. */
+  const size_t start = 8 + 8 + 8 + 8 + 1 + 4;
+  if (x->queue_key_end <= start) return;
+  uint32_t count = pp_wire_get_u32(x->head.data + 33);
+  pp_access_rec r = {
+      .env = x->head.data + start,
+      .env_len = x->queue_key_end - start,
+      .env_count = count ? count - 1 : 0,
+      .status = x->status,
+      .bytes = x->resp_bytes,
+      .id = x->id,
+      .t1 = x->t1,
+      .t2b = x->t2b,
+      .t3 = x->t3,
+      .t_end = pp_now_ns(),
+      .service_ns = x->worker ? x->service_ns : -1,
+      .worker = x->worker - 1,
+  };
+  p->hooks->request_done(p->hooks->request_done_ctx, &r);
+}
+
 void pp_exchange_release(pp_exchange_pool *p, pp_exchange *x) {
+  if (!x->logged) pp_exchange_log(p, x);
   pp_exchange_unbudget(x);
   if (x->writes > 0) {
     x->release_pending = 1;

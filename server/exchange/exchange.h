@@ -46,6 +46,7 @@
 
 #include "server/base/buf.h"
 #include "server/base/config.h"
+#include "server/base/hooks.h"
 #include "server/base/queue.h"
 #include "server/proto/wire.h"
 
@@ -125,6 +126,12 @@ struct pp_exchange {
   uint64_t body_unconsumed; /* h2: request-body bytes not yet released to flow control */
   uint64_t budgeted;        /* body bytes counted in the server's buffered-body total */
   pp_qnode blink;           /* in the pool's body_waiters while its upload waits for the budget */
+  /* For the access log (hooks.request_done), set by whoever knows them: */
+  int status;          /* the status sent (the session); 0: none yet */
+  uint64_t resp_bytes; /* response body bytes handed to the connection (the session) */
+  int64_t service_ns;  /* the worker's service time (the worker link); 0 also when none */
+  int32_t worker;      /* the worker index + 1 that served it (the worker link); 0: none */
+  int logged;          /* hooks.request_done was called for it (or the session logged it) */
 };
 
 /* The exchange layer's own context: the pool of free exchanges, the count of live ones, and
@@ -133,6 +140,7 @@ struct pp_exchange_pool {
   const pp_config *cfg; /* -max-buffered-body-total */
   server *srv;          /* handed back in each exchange's x->srv; never read here */
   void *up; /* the context of the layer that drives the exchanges (core/'s), never read here */
+  const pp_hooks *hooks; /* request_done (the access log), handed in by the process; or NULL */
   pp_exchange *free_exchanges;
   uint64_t body_buffered; /* request-body bytes buffered before dispatch, all exchanges */
   pp_queue body_waiters;  /* exchanges whose uploads wait for -max-buffered-body-total */
@@ -150,6 +158,11 @@ pp_exchange *pp_exchange_get(pp_exchange_pool *p, const pp_exchange_ops *ops, vo
 /* Returns x to the pool once no write references its buffers. The owner calls it when the
  * response is flushed (or the exchange never reached dispatch). */
 void pp_exchange_release(pp_exchange_pool *p, pp_exchange *x);
+
+/* Hands x's access-log record to hooks.request_done (when one is set and x was not logged
+ * yet); pp_exchange_release calls it. A session that answered x itself before its env was
+ * built logs it with its own record instead and sets x->logged. */
+void pp_exchange_log(pp_exchange_pool *p, pp_exchange *x);
 
 /* The aggregate body budget (-max-buffered-body-total): x's buffered bytes leave the server's
  * total (at dispatch, or when x ends), and uploads that waited for room resume. */

@@ -59,6 +59,8 @@ typedef struct pp_ops pp_ops;
 struct pp_ops {
   controller ctl;    /* autoscale.c */
   pp_dashboard dash; /* /stats/stream and the decision history (dashboard.c) */
+  struct pp_access_log
+      *access_log; /* -access-log (access_log.c, opened by the process); NULL: none */
   /* Handed in at set-up (pp_ops_init): the lower layers' contexts it reads and drives, what
    * it reads of the process's state, and the process's hooks. */
   uv_loop_t *loop;

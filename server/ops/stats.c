@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "server/base/clock.h"
+#include "server/ops/access_log.h"
 #include "server/base/prom.h"
 #include "server/ops/ops.h"
 #include "server/base/procmem.h"
@@ -281,6 +282,8 @@ static void json_requests(pp_ops *op, json_t *root) {
   json_object_set_new(rq, "timeouts", json_integer((json_int_t)st->timeouts));
   json_object_set_new(rq, "connections_accepted",
                       json_integer((json_int_t)st->connections_accepted));
+  json_object_set_new(rq, "proxy_headers", json_integer((json_int_t)st->proxy_headers));
+  json_object_set_new(rq, "proxy_rejected", json_integer((json_int_t)st->proxy_rejected));
   json_object_set_new(rq, "connections_refused", json_integer((json_int_t)st->connections_refused));
   json_object_set_new(rq, "connections_open", json_integer(op->sess->clients.len));
   json_object_set_new(rq, "max_connections", json_integer(op->sess->max_connections));
@@ -392,13 +395,17 @@ static void json_h3(pp_ops *op, json_t *root) {
 static void json_tls(pp_ops *op, json_t *root) {
   pp_conn_tls_stats_json(op->sess, root);
 }
+static void json_access_log(pp_ops *op, json_t *root) {
+  pp_access_log_stats_json(op->access_log, root);
+}
 
 /* The /stats document, in this order; each part is written by the module whose data it is
  * (phased.c, h2conn.c, h3conn.c, conn.c, dashboard.c), the rest here from the registry, the
  * queue, the counters and the controller. */
 static const json_part stats_parts[] = {
-    json_head, json_phased, json_workers, json_queue,      json_requests,
-    json_h2,   json_h3,     json_tls,     json_controller, pp_dashboard_stats_json,
+    json_head,       json_phased, json_workers, json_queue,      json_requests,
+    json_h2,         json_h3,     json_tls,     json_controller, pp_dashboard_stats_json,
+    json_access_log,
 };
 
 void pp_stats_json(pp_ops *op, int pretty, pp_buf *out) {
@@ -590,6 +597,11 @@ static void metrics_requests(pp_ops *op, pp_buf *out) {
                   "Shepherds started again after the shepherd died.", st->shepherd_restarts);
   pp_prom_counter(out, "puma_plus_connections_total", "Client connections accepted.",
                   st->connections_accepted);
+  pp_prom_counter(out, "puma_plus_proxy_headers_total",
+                  "PROXY protocol headers accepted on listeners with ,proxy=.", st->proxy_headers);
+  pp_prom_counter(out, "puma_plus_proxy_rejected_total",
+                  "Connections closed for a missing or malformed PROXY protocol header.",
+                  st->proxy_rejected);
   controller *ct = &op->ctl;
   pp_prom_gauge(out, "puma_plus_autoscale_enabled", "1 when the controller runs.", ct->enabled);
   pp_prom_gauge(out, "puma_plus_shedding", "1 while admission control is on.", ct->shedding);
@@ -613,10 +625,14 @@ typedef void (*metrics_part)(pp_ops *op, pp_buf *out);
 static void metrics_phased(pp_ops *op, pp_buf *out) {
   pp_phased_metrics(op->srv, out);
 }
+static void metrics_access_log(pp_ops *op, pp_buf *out) {
+  pp_access_log_metrics(op->access_log, out);
+}
 
 /* The /metrics text, in this order; phased.c and dashboard.c write their own lines. */
-static const metrics_part metrics_parts[] = {metrics_core, metrics_phased, metrics_requests,
-                                             pp_dashboard_metrics, metrics_last_action};
+static const metrics_part metrics_parts[] = {metrics_core,        metrics_phased,
+                                             metrics_requests,    pp_dashboard_metrics,
+                                             metrics_last_action, metrics_access_log};
 
 void pp_stats_metrics(pp_ops *op, pp_buf *out) {
   for (size_t i = 0; i < sizeof metrics_parts / sizeof metrics_parts[0]; i++)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "server/core/dispatch.h"
+#include "server/ops/access_log.h"
 #include "server/ops/control_app.h"
 #include "server/ops/dashboard.h"
 #include "server/process/server_int.h"
@@ -46,6 +47,10 @@ static void cleanup_files(server *s) {
 void pp_server_exit(server *s, int code) {
   if (s->workers.shepherd_alive) kill((pid_t)s->workers.shepherd_pid, SIGTERM);
   cleanup_files(s);
+  if (s->ops.access_log) {
+    s->hooks.request_done = NULL;
+    pp_access_log_close(s->ops.access_log); /* writes what is buffered */
+  }
   if (s->ops.ctl.log) fclose(s->ops.ctl.log);
   fflush(stderr);
   exit(code);
@@ -148,6 +153,7 @@ static void on_signal(uv_signal_t *h, int signum) {
         LOG_ERR(s, "SIGHUP: cannot reopen %s: %s", s->ops.ctl.log_path, strerror(errno));
       }
     }
+    if (s->ops.access_log) pp_access_log_reopen(s->ops.access_log);
     pp_lifecycle_reloading(s, 0);
   } else {
     begin_drain(s);
@@ -241,6 +247,7 @@ static void server_init(server *s, pp_config *cfg) {
                    &s->draining);
   s->sess.wall = &s->wall;
   s->core.wall = &s->wall;
+  s->xpool.hooks = &s->hooks;
   pp_queue_init(&s->workers.wconns);
   pp_registry_init(&s->workers.reg);
   pp_wire_decoder_init(&s->workers.ctl_dec);
@@ -413,6 +420,11 @@ int pp_server_run_argv(pp_config *cfg, int argc, char **argv) {
     return 2;
   }
   if (pp_autoscale_init(&s->ops) < 0) return 2;
+  if (cfg->access_log) {
+    if (!(s->ops.access_log = pp_access_log_open(s->loop, cfg))) return 2;
+    s->hooks.request_done = pp_access_log_record;
+    s->hooks.request_done_ctx = s->ops.access_log;
+  }
   int rc = open_runtime(s);
   if (rc == 0 && open_listeners(s) < 0) rc = 1;
   if (rc == 0 && pp_lifecycle_check_inherited(s) < 0) rc = 1;

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "server/base/config.h"
+
 void pp_env_put_pair(pp_buf *out, const char *key, size_t key_len, const char *value,
                      size_t value_len) {
   pp_buf_reserve(out, 8 + key_len + value_len);
@@ -24,6 +26,45 @@ static void put_cstr(pp_buf *out, const char *key, const char *value) {
 static int name_is(const pp_env_field *f, const char *name) {
   size_t n = strlen(name);
   return f->name_len == n && strncasecmp(f->name, name, n) == 0;
+}
+
+/* -remote-addr-header (see pp_env_conninfo): the client address a trusted proxy forwarded. */
+static void forwarded_addr(const pp_env_request *rq, const pp_env_conninfo *ci, const char **ra,
+                           size_t *ra_len) {
+  if (!pp_cidr_match(ci->trusted, ci->trusted_count, *ra, *ra_len)) return; /* spoofable */
+  size_t hl = strlen(ci->addr_header);
+  const char *pick = NULL, *left = NULL;
+  size_t pick_len = 0, left_len = 0;
+  /* the field lines from the last (the nearest proxy appends) to the first, each list from
+   * its right end */
+  for (uint32_t fi = rq->field_count; fi-- > 0 && !pick;) {
+    const pp_env_field *f = &rq->fields[fi];
+    if (f->name_len != hl || strncasecmp(f->name, ci->addr_header, hl)) continue;
+    size_t end = f->value_len;
+    while (!pick) {
+      size_t start = end;
+      while (start > 0 && f->value[start - 1] != ',')
+        start--;
+      size_t a = start, b = end;
+      while (a < b && (f->value[a] == ' ' || f->value[a] == '\t'))
+        a++;
+      while (b > a && (f->value[b - 1] == ' ' || f->value[b - 1] == '\t'))
+        b--;
+      pp_cidr probe;
+      if (pp_cidr_parse(&probe, f->value + a, b - a) < 0 || memchr(f->value + a, '/', b - a))
+        return; /* not an address: the whole header is ignored */
+      if (!pp_cidr_match(ci->trusted, ci->trusted_count, f->value + a, b - a))
+        pick = f->value + a, pick_len = b - a;
+      else
+        left = f->value + a, left_len = b - a;
+      if (start == 0) break;
+      end = start - 1;
+    }
+  }
+  if (pick)
+    *ra = pick, *ra_len = pick_len;
+  else if (left)
+    *ra = left, *ra_len = left_len;
 }
 
 uint32_t pp_env_build(const pp_env_request *rq, const pp_env_conninfo *ci, uint64_t request_id,
@@ -85,7 +126,10 @@ uint32_t pp_env_build(const pp_env_request *rq, const pp_env_conninfo *ci, uint6
   pp_env_put_pair(out, "SERVER_NAME", 11, sname, sname_len), pairs++;
   pp_env_put_pair(out, "SERVER_PORT", 11, sport, sport_len), pairs++;
   put_cstr(out, "SERVER_PROTOCOL", rq->protocol), pairs++;
-  put_cstr(out, "REMOTE_ADDR", ci->remote_addr), pairs++;
+  const char *ra = ci->remote_addr;
+  size_t ra_len = strlen(ra);
+  if (ci->addr_header) forwarded_addr(rq, ci, &ra, &ra_len);
+  pp_env_put_pair(out, "REMOTE_ADDR", 11, ra, ra_len), pairs++;
   put_cstr(out, "rack.url_scheme", ci->url_scheme), pairs++;
   if (strcmp(ci->url_scheme, "https") == 0) put_cstr(out, "HTTPS", "on"), pairs++;
 

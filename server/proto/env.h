@@ -32,6 +32,13 @@ typedef struct pp_env_conninfo {
   /* Out, when not NULL: 1 if the server is to add HTTP_X_REQUEST_START (dispatch writes it,
    * with T2b): the request had none (keep) or it was dropped (replace); else 0. */
   int *request_start_missing;
+  /* -remote-addr-header: when the peer (remote_addr) is in trusted, REMOTE_ADDR is the
+   * right-most address of this field's comma-separated list that is not in trusted (all
+   * trusted: the left-most); a list with an entry that is not an address is ignored. NULL:
+   * REMOTE_ADDR is remote_addr. */
+  const char *addr_header;
+  const struct pp_cidr *trusted;
+  int trusted_count;
 } pp_env_conninfo;
 
 typedef struct pp_env_request {

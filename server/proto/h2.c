@@ -254,14 +254,17 @@ static void handle_request(pp_h2 *h, pp_h2_stream *s, const nghttp2_frame *frame
   s->head = req.method_len == 4 && memcmp(req.method, "HEAD", 4) == 0;
   if (s->too_large) { /* the pseudo-headers come first, so HEAD is usually known */
     answer(h, s, 431);
+    if (h->cb->on_answered) h->cb->on_answered(h, &req, 431);
     return;
   }
   if (req.method_len == 7 && memcmp(req.method, "CONNECT", 7) == 0) {
     answer(h, s, 501);
+    if (h->cb->on_answered) h->cb->on_answered(h, &req, 501);
     return;
   }
   if (req.has_content_length && req.content_length > h->limits.max_body_bytes) {
     answer(h, s, 413);
+    if (h->cb->on_answered) h->cb->on_answered(h, &req, 413);
     return;
   }
   void *stream_data = NULL;

@@ -127,6 +127,10 @@ typedef struct pp_h2_callbacks {
    * completed normally; CANCEL when the session answered 413 on the owner's behalf or was
    * disposed with the stream open). After it, stream_data is never used again. */
   void (*on_close)(pp_h2 *h, int32_t stream_id, void *stream_data, uint32_t error_code);
+  /* Optional (NULL: none): the session answered a request itself at its header section (431,
+   * 501, 413 from Content-Length), before on_request; req is as far as it was read. For the
+   * owner's record (the access log); the stream gets no other callback. */
+  void (*on_answered)(pp_h2 *h, const pp_h2_request *req, int status);
 } pp_h2_callbacks;
 
 /* Connection counters for /stats. Monotonic over the session's life. */

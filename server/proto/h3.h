@@ -172,6 +172,8 @@ typedef struct pp_h3_callbacks {
    * pp_h3_stream_pending says now. The backpressure signal to resume reading the worker (the
    * owner may call pp_h3_send_data from here). Optional. */
   void (*on_stream_acked)(pp_h3_conn *conn, int64_t stream_id, void *stream_data, size_t pending);
+  /* Optional: as pp_h2_callbacks.on_answered (431, 400, 501, 413 at the header section). */
+  void (*on_answered)(pp_h3_conn *conn, const pp_h3_request *req, int status);
 } pp_h3_callbacks;
 
 /* Server counters for /stats; monotonic. */

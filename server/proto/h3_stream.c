@@ -335,18 +335,22 @@ static int on_end_headers(nghttp3_conn *h3, int64_t stream_id, int fin, void *co
   s->has_cl = req.has_content_length, s->cl = req.content_length;
   if (s->hdr_too_big) {
     answer(c, s, 431);
+    if (srv->cb->on_answered) srv->cb->on_answered(c, &req, 431);
     return 0;
   }
   if (bad_cl || !req.method || !req.path) { /* nghttp3 checks these; belt and braces */
     answer(c, s, 400);
+    if (srv->cb->on_answered) srv->cb->on_answered(c, &req, 400);
     return 0;
   }
   if (req.method_len == 7 && memcmp(req.method, "CONNECT", 7) == 0) {
     answer(c, s, 501);
+    if (srv->cb->on_answered) srv->cb->on_answered(c, &req, 501);
     return 0;
   }
   if (req.has_content_length && req.content_length > srv->cfg.limits.max_body_bytes) {
     answer(c, s, 413);
+    if (srv->cb->on_answered) srv->cb->on_answered(c, &req, 413);
     return 0;
   }
   void *sd = NULL;

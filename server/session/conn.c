@@ -1,6 +1,7 @@
 /* conn: the client stream (see conn.h): accept, read into the connection's buffer, pooled
  * output chunks, close. What the bytes mean is the business of the protocol glue that set
  * c->proto (h1conn.c, h2conn.c). */
+#include "server/proto/proxy.h"
 #include "server/session/conn.h"
 
 #include <stdarg.h>
@@ -311,6 +312,41 @@ static int tls_read(client *c, const uint8_t *data, size_t len) {
   return 0;
 }
 
+/* A listener with ,proxy=: the bytes so far are collected in rbuf (TLS: the ciphertext is
+ * copied there) until the PROXY header is complete. Its client address becomes c->remote
+ * (REMOTE_ADDR); what follows it goes on as the connection's own first bytes. Returns 1 when
+ * the header is done and the rest was handed on, 0 when more is needed or the connection
+ * was closed (missing or malformed header: counted, logged, closed without a response). */
+static int proxy_read(client *c, const uint8_t *data, size_t len) {
+  pp_sessions *s = c->sess;
+  if (c->tls) { /* the plain case read into rbuf already */
+    rbuf_acquire(c);
+    if (len > PP_CLIENT_RBUF - c->rlen) len = PP_CLIENT_RBUF - c->rlen;
+    memcpy(c->rbuf + c->rlen, data, len);
+  }
+  c->rlen += len;
+  pp_proxy_info info;
+  pp_proxy_rc rc = pp_proxy_parse(c->rbuf, c->rlen, c->proxy_wait, &info);
+  if (rc == PP_PROXY_MORE && c->rlen < PP_CLIENT_RBUF) return 0;
+  if (rc != PP_PROXY_DONE) {
+    s->core->stats.proxy_rejected++;
+    LOG(s, "client %s: %s on a PROXY protocol listener (%s): connection closed", c->remote,
+        rc == PP_PROXY_MORE ? "PROXY header too long" : info.error, c->ls->addr.text);
+    pp_conn_close(c);
+    return 0;
+  }
+  s->core->stats.proxy_headers++;
+  c->proxy_wait = 0;
+  if (!info.local) snprintf(c->remote, sizeof c->remote, "%s", info.src);
+  c->rpos = info.header_len;
+  if (c->tls) { /* the ciphertext after the header goes to the TLS filter */
+    size_t rest = c->rlen - c->rpos;
+    c->rpos = c->rlen = 0;
+    if (rest && tls_read(c, c->rbuf + info.header_len, rest) < 0) return 0;
+  }
+  return 1;
+}
+
 static void on_client_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   client *c = st->data;
   if (c->closing) return;
@@ -328,7 +364,14 @@ static void on_client_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
   }
   if (c->discarding || nread == 0) return;
   if (!c->t1 && !c->req && !c->h1.started && c->rpos == c->rlen) c->t1 = pp_now_ns();
-  if (c->tls) {
+  if (c->proxy_wait) {
+    if (!proxy_read(c, (const uint8_t *)buf->base, (size_t)nread)) {
+      if (!c->closing) pp_conn_rbuf_release(c);
+      return;
+    }
+    c->last_progress = pp_now_ns();
+    pp_conn_process(c);
+  } else if (c->tls) {
     if (tls_read(c, (const uint8_t *)buf->base, (size_t)nread) < 0) return;
     c->last_progress = pp_now_ns();
     pp_conn_process(c);
@@ -401,6 +444,7 @@ static void client_start(client *c) {
   }
   uv_timer_init(s->loop, &c->timer);
   c->timer.data = c;
+  c->proxy_wait = c->ls->addr.proxy;
   pp_queue_push(&s->clients, &c->link);
   pp_h1conn_start(c);
 }

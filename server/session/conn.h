@@ -84,6 +84,7 @@ struct client {
   int64_t t1;
   int64_t last_progress;
   char remote[64];
+  unsigned proxy_wait; /* the PROXY versions still expected before the first byte (0: none) */
   /* HTTP/2 (h2conn.c): the session once the connection switched to it, its exchanges,
    * and scratch buffers kept for the connection's life. */
   struct pp_h2 *h2;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "server/base/access.h"
 #include "server/session/conn.h"
 #include "server/session/local_app.h"
 #include "server/proto/h2.h"
@@ -101,6 +102,38 @@ static void h1_on_written(client *c) {
   h1_arm_timer(c);
 }
 
+/* The access-log record of a response the server makes itself for the request being read
+ * (r, or none yet): the request as far as the parser got. r, if any, is then logged. */
+static void log_local(client *c, pp_exchange *r, int status, uint64_t bytes) {
+  pp_sessions *s = c->sess;
+  if (!s->hooks->request_done || (r && r->logged)) return;
+  if (r && r->queue_key_end) { /* its env is built: the exchange's own record */
+    r->status = status, r->resp_bytes = bytes;
+    pp_exchange_log(s->xpool, r);
+    return;
+  }
+  pp_h1 *h = &c->h1;
+  char version[9] = ""; /* as far as the request line was read */
+  if (h->rl_ver_len == 8) memcpy(version, h->rl_version, 8);
+  pp_access_rec rec = {.remote = c->remote,
+                       .protocol = version[0] ? version : NULL,
+                       .status = status,
+                       .bytes = bytes,
+                       .id = r ? r->id : 0,
+                       .t1 = r ? r->t1 : c->t1,
+                       .t_end = pp_now_ns(),
+                       .service_ns = -1,
+                       .worker = -1};
+  if (h->url.len && h->url.off + h->url.len <= h->raw.len) {
+    rec.target = (const char *)h->raw.data + h->url.off;
+    rec.target_len = h->url.len;
+    rec.method = llhttp_method_name((llhttp_method_t)llhttp_get_method(&h->parser));
+    rec.method_len = strlen(rec.method);
+  }
+  if (r) r->logged = 1;
+  s->hooks->request_done(s->hooks->request_done_ctx, &rec);
+}
+
 /* Refuses the current request with status and closes the connection after the response. */
 static void client_fail(client *c, int status, const char *reason) {
   pp_sessions *s = c->sess;
@@ -115,15 +148,16 @@ static void client_fail(client *c, int status, const char *reason) {
   if (status != 503) LOG(s, "client %s: %d %s", c->remote, status, reason ? reason : "");
   s->core->stats.refused++;
   int head_method = r && r->head_method;
+  char body[256];
+  int n = snprintf(body, sizeof body, "%d %s: %s\n", status, pp_http_reason_phrase(status),
+                   reason ? reason : "");
+  log_local(c, r, status, head_method ? 0 : (uint64_t)n);
   if (r) {
     c->req = NULL;
     pp_exchange_abandon(r);
   }
   uv_read_stop(&c->h.stream);
   c->reading = 0;
-  char body[256];
-  int n = snprintf(body, sizeof body, "%d %s: %s\n", status, pp_http_reason_phrase(status),
-                   reason ? reason : "");
   const char *extra = status == 503 ? "Retry-After: 1\r\n" : NULL;
   simple_response(c, status, "text/plain", extra, body, (size_t)n, 1, head_method);
   c->close_after_write = 1;
@@ -263,7 +297,10 @@ static int on_h1_headers(pp_h1 *h) {
                        c->ls->addr.port_text,
                        c->tls ? "https" : "http",
                        s->cfg->request_start,
-                       &r->add_request_start};
+                       &r->add_request_start,
+                       s->cfg->remote_addr_header,
+                       s->cfg->trusted,
+                       s->cfg->trusted_count};
   uint32_t pairs = pp_h1_build_env(h, &ci, r->id, &r->head);
   pp_exchange_env_end(r, pairs, h->has_content_length ? (int64_t)h->content_length : -1);
   int has_body = (h->has_content_length && h->content_length > 0) || h->chunked;
@@ -356,6 +393,7 @@ static void shed_response(client *c) {
                             "(shed)\n";
   simple_response(c, r->local_status, "text/plain", "Retry-After: 1\r\n", msg, sizeof msg - 1,
                   close, r->head_method);
+  log_local(c, r, r->local_status, r->head_method ? 0 : sizeof msg - 1);
   r->state = PP_X_RESPONDED;
   c->response_done = 1;
   pp_conn_flush(c);
@@ -545,6 +583,7 @@ static void x_head(pp_exchange *r, const pp_wire_frame *f) {
     r->resp_no_body = 1; /* the app's body frames are dropped (x_body) */
     r->resp_chunked = 0;
     simple_response(c, 500, "text/plain", NULL, msg, sizeof msg - 1, r->resp_close, r->head_method);
+    r->status = 500, r->resp_bytes = r->head_method ? 0 : sizeof msg - 1;
     s->core->stats.responses++;
     return;
   }
@@ -654,6 +693,7 @@ static void x_head(pp_exchange *r, const pp_wire_frame *f) {
   alt_svc(c);
   pp_conn_out(c, "\r\n", 2);
   pp_exchange_count_status(s->xpool, status);
+  r->status = status;
   s->core->stats.responses++;
   pp_hist_window_record(&s->core->stats.ttfb, (uint64_t)(pp_now_ns() - r->t1));
 }
@@ -688,6 +728,7 @@ static void x_body(pp_exchange *r, const uint8_t *data, size_t len) {
     pp_conn_out(c, p, (size_t)(size + 18 - p));
   }
   pp_conn_out(c, data, len);
+  r->resp_bytes += len;
   if (r->resp_chunked) pp_conn_out(c, "\r\n", 2);
   /* flushed at the end of this read (one write for all the frames it carried) */
 }
@@ -701,6 +742,7 @@ static void x_end(pp_exchange *r) {
     r->head_sent = 1;
     simple_response(c, 500, "text/plain", NULL, msg, sizeof msg - 1, !r->keep_alive,
                     r->head_method);
+    r->status = 500, r->resp_bytes = r->head_method ? 0 : sizeof msg - 1;
     s->core->stats.responses++;
   } else if (r->resp_chunked) {
     pp_conn_out(c, "0\r\n\r\n", 5);
@@ -735,6 +777,7 @@ static void x_fail(pp_exchange *r, int status, const char *msg) {
     r->resp_close = !keep;
     simple_response(c, status, "text/plain", status == 503 ? "Retry-After: 1\r\n" : NULL, msg,
                     strlen(msg), !keep, r->head_method);
+    r->status = status, r->resp_bytes = r->head_method ? 0 : strlen(msg);
     c->response_done = 1;
     pp_conn_flush(c);
     if (c->writes_in_flight == 0) response_complete(c);

@@ -58,7 +58,11 @@ static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
   pp_sessions *s = c->sess;
   s->core->stats.requests++;
   int refuse = pp_exchange_admit(s->core);
-  if (refuse) return refuse; /* answered by the session, counted as shed */
+  if (refuse) { /* answered by the session, counted as shed */
+    pp_h2h3_log_refused(s->hooks, c->remote, "HTTP/2", refuse, rq->method, rq->method_len, rq->path,
+                        rq->path_len);
+    return refuse;
+  }
   pp_exchange *x = pp_exchange_get(s->xpool, &h2_ops, c);
   x->t1 = x->t2 = pp_now_ns();
   x->keep_alive = 1;
@@ -73,7 +77,10 @@ static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
                         c->ls->addr.port_text,
                         c->tls ? "https" : "http",
                         s->cfg->request_start,
-                        &x->add_request_start};
+                        &x->add_request_start,
+                        s->cfg->remote_addr_header,
+                        s->cfg->trusted,
+                        s->cfg->trusted_count};
   pp_h2h3_env(x, &c->h2hdrs, "HTTP/2", &ci,
               &(pp_h2h3_request){rq->method, rq->method_len, rq->path, rq->path_len, rq->authority,
                                  rq->authority_len, rq->headers, rq->header_count,
@@ -109,7 +116,15 @@ static void on_close(pp_h2 *h, int32_t stream_id, void *stream_data, uint32_t er
   pp_exchange_stream_closed(x, error_code);
 }
 
-static const pp_h2_callbacks h2_callbacks = {on_request, on_body, on_body_end, on_close};
+/* The session answered a request itself (431, 501, 413) before it had an exchange. */
+static void on_answered(pp_h2 *h, const pp_h2_request *rq, int status) {
+  client *c = h->data;
+  pp_h2h3_log_refused(c->sess->hooks, c->remote, "HTTP/2", status, rq->method, rq->method_len,
+                      rq->path, rq->path_len);
+}
+
+static const pp_h2_callbacks h2_callbacks = {on_request, on_body, on_body_end, on_close,
+                                             on_answered};
 
 /* ---------------------------------------------------------------- output */
 
@@ -309,6 +324,7 @@ static void local_response(client *c, pp_exchange *x, int status, const char *ms
   pp_h2_send_end(c->h2, x->stream_id);
   pp_exchange_count_status(c->sess->xpool, status);
   c->sess->core->stats.responses++;
+  x->status = status, x->resp_bytes = strlen(msg);
 }
 
 static void x_head(pp_exchange *x, const pp_wire_frame *f) {
@@ -328,6 +344,7 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
     return;
   }
   pp_exchange_count_status(s->xpool, status);
+  x->status = status;
   s->core->stats.responses++;
   pp_hist_window_record(&s->core->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
 }
@@ -336,6 +353,7 @@ static void x_body(pp_exchange *x, const uint8_t *data, size_t len) {
   client *c = x->owner;
   if (x->resp_no_body || !len) return;
   pp_h2_send_data(c->h2, x->stream_id, data, len);
+  x->resp_bytes += len;
 }
 
 static void x_end(pp_exchange *x) {

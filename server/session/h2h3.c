@@ -5,7 +5,11 @@
 #include <string.h>
 #include <strings.h>
 
+#include "server/base/access.h"
+#include "server/base/clock.h"
 #include "server/core/exchange_owner.h"
+#include "server/base/hooks.h"
+#include "server/proto/http_status.h"
 
 void pp_h2h3_env(pp_exchange *x, pp_buf *scratch, const char *protocol, const pp_env_conninfo *ci,
                  const pp_h2h3_request *rq) {
@@ -72,4 +76,24 @@ size_t pp_h2h3_headers(const char *alt_svc, const char *date, const pp_wire_pair
     n++;
   }
   return n;
+}
+
+void pp_h2h3_log_refused(const pp_hooks *hooks, const char *remote, const char *protocol,
+                         int status, const uint8_t *method, size_t method_len, const uint8_t *path,
+                         size_t path_len) {
+  if (!hooks->request_done) return;
+  int64_t now = pp_now_ns();
+  pp_access_rec rec = {.remote = remote,
+                       .protocol = protocol,
+                       .method = (const char *)method,
+                       .method_len = method_len,
+                       .target = (const char *)path,
+                       .target_len = path_len,
+                       .status = status,
+                       .bytes = strlen(pp_http_reason_phrase(status)) + 5,
+                       .t1 = now,
+                       .t_end = now,
+                       .service_ns = -1,
+                       .worker = -1};
+  hooks->request_done(hooks->request_done_ctx, &rec);
 }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "server/base/buf.h"
+#include "server/base/hooks.h"
 #include "server/exchange/exchange.h"
 #include "server/core/exchange_owner.h"
 #include "server/proto/env.h"
@@ -36,5 +37,10 @@ void pp_h2h3_env(pp_exchange *x, pp_buf *scratch, const char *protocol, const pp
  * is "" (s->alt_svc: an HTTP/3 listener is open). Returns the count. */
 size_t pp_h2h3_headers(const char *alt_svc, const char *date, const pp_wire_pairs *pairs,
                        pp_buf *out);
+/* The access-log record of a request the session refuses at its header section (admission's
+ * 503) before it has an exchange: the session answers "<status> <reason>\n" itself. */
+void pp_h2h3_log_refused(const pp_hooks *hooks, const char *remote, const char *protocol,
+                         int status, const uint8_t *method, size_t method_len, const uint8_t *path,
+                         size_t path_len);
 
 #endif

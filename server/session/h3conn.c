@@ -328,7 +328,11 @@ static int on_request(pp_h3_conn *conn, const pp_h3_request *rq, void **stream_d
   pp_sessions *s = hc->l->sess;
   s->core->stats.requests++;
   int refuse = pp_exchange_admit(s->core);
-  if (refuse) return refuse;
+  if (refuse) {
+    pp_h2h3_log_refused(s->hooks, hc->remote, "HTTP/3", refuse, rq->method, rq->method_len,
+                        rq->path, rq->path_len);
+    return refuse;
+  }
   pp_exchange *x = pp_exchange_get(s->xpool, &h3_ops, hc);
   x->t1 = x->t2 = pp_now_ns();
   x->keep_alive = 1;
@@ -339,8 +343,15 @@ static int on_request(pp_h3_conn *conn, const pp_h3_request *rq, void **stream_d
   x->early_hints = s->cfg->early_hints;
   char port[8];
   snprintf(port, sizeof port, "%d", hc->l->addr.port);
-  pp_env_conninfo ci = {hc->remote, hc->l->addr.host,      port,
-                        "https",    s->cfg->request_start, &x->add_request_start};
+  pp_env_conninfo ci = {hc->remote,
+                        hc->l->addr.host,
+                        port,
+                        "https",
+                        s->cfg->request_start,
+                        &x->add_request_start,
+                        s->cfg->remote_addr_header,
+                        s->cfg->trusted,
+                        s->cfg->trusted_count};
   pp_h2h3_env(x, &hc->hdrs, "HTTP/3", &ci,
               &(pp_h2h3_request){rq->method, rq->method_len, rq->path, rq->path_len, rq->authority,
                                  rq->authority_len, rq->headers, rq->header_count,
@@ -444,9 +455,17 @@ static void on_stream_acked(pp_h3_conn *conn, int64_t stream_id, void *stream_da
   sweep_blocked(hc, x);
 }
 
-static const pp_h3_callbacks h3_callbacks = {on_conn_open,  on_conn_close,  on_request,
-                                             on_body,       on_body_end,    on_close,
-                                             on_conn_timer, on_stream_acked};
+/* The session answered a request itself (431, 400, 501, 413) before it had an exchange. */
+static void on_answered(pp_h3_conn *conn, const pp_h3_request *rq, int status) {
+  h3_conn *hc = conn->data;
+  pp_sessions *s = hc->l->sess;
+  pp_h2h3_log_refused(s->hooks, hc->remote, "HTTP/3", status, rq->method, rq->method_len, rq->path,
+                      rq->path_len);
+}
+
+static const pp_h3_callbacks h3_callbacks = {on_conn_open,  on_conn_close,   on_request,
+                                             on_body,       on_body_end,     on_close,
+                                             on_conn_timer, on_stream_acked, on_answered};
 
 /* ---------------------------------------------------------------- response events */
 
@@ -463,6 +482,7 @@ static void local_response(h3_conn *hc, pp_exchange *x, int status, const char *
   pp_h3_send_end(hc->conn, x->stream_id);
   pp_exchange_count_status(s->xpool, status);
   s->core->stats.responses++;
+  x->status = status, x->resp_bytes = strlen(msg);
 }
 
 static void x_head(pp_exchange *x, const pp_wire_frame *f) {
@@ -485,6 +505,7 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
     return;
   }
   pp_exchange_count_status(s->xpool, status);
+  x->status = status;
   s->core->stats.responses++;
   pp_hist_window_record(&s->core->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
 }
@@ -492,6 +513,7 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
 static void x_body(pp_exchange *x, const uint8_t *data, size_t len) {
   h3_conn *hc = x->owner;
   if (x->resp_no_body || !len || !hc->conn) return;
+  x->resp_bytes += len;
   if (!x->resp_overflow.len) {
     size_t n = send_some(hc, x, data, len);
     data += n, len -= n;

@@ -12,6 +12,9 @@
 #   server/tools/instr_per_request.sh build/server/puma-plus-server [N=2000] [protocols...]
 #   protocols: h1 h2c h1-tls h2-tls (default: all four)
 #
+# PP_INSTR_EXTRA="flags" adds server flags (e.g. "-access-log /tmp/a.log" to measure the
+# access log's cost against a run without it).
+#
 # With PP_INSTR_CHECK=FILE it compares each protocol's marginal/req with the baseline in FILE
 # (lines "protocol instructions") and exits 1 when one grew more than 20% (the ctest
 # instr_per_request does this with server/tools/instr_baseline.txt).
@@ -30,7 +33,7 @@ port=$((20000 + RANDOM % 20000)); tport=$((port + 1)); cport=$((port + 2))
 setsid valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --dump-instr=no --compress-strings=no \
   "$bin" -app "$app" -workers 1 -threads 5 -listen "127.0.0.1:$port" \
   -listen-tls "127.0.0.1:$tport" -h2c -control "127.0.0.1:$cport" -runtime-dir "$work/rt" \
-  -quiet -gem-dir "$repo/gem" > "$work/server.log" 2>&1 < /dev/null &
+  -quiet -gem-dir "$repo/gem" ${PP_INSTR_EXTRA:-} > "$work/server.log" 2>&1 < /dev/null &
 pid=$!
 cleanup() { kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT

@@ -215,6 +215,8 @@ static void on_response_end(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
   if (f->t5_ns > f->t4_ns) service = f->t5_ns - f->t4_ns;
   service = service > f->body_read_ns ? service - f->body_read_ns : 0;
   pp_hist_window_record(&s->core.stats.service, service);
+  r->service_ns = (int64_t)service; /* for the access log */
+  if (w->slot.worker) r->worker = (int32_t)w->slot.worker->index + 1;
   if (f->body_read_ns) pp_hist_window_record(&s->core.stats.body_wait, f->body_read_ns);
   if (f->gvl_wait_ns >= 0) s->core.stats.gvl_sum_ns += f->gvl_wait_ns, s->core.stats.gvl_count++;
   if (f->cpu_ns >= 0) s->core.stats.cpu_sum_ns += f->cpu_ns, s->core.stats.cpu_count++;

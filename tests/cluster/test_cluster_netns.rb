@@ -5,7 +5,8 @@
 # pp-bench inside the balancer's namespace.
 #
 #   lb namespace:  HAProxy 127.0.0.1:18080, Prometheus 127.0.0.1:19090, pp-bench
-#   h1..h3:        puma-plus-server on 10.231.K.2:8080 (control app :9293), 1 worker x 4 threads
+#   h1..h3:        puma-plus-server on 10.231.K.2:8080 and :8081 (PROXY protocol v2, which
+#                  HAProxy uses: send-proxy-v2), control app :9293, 1 worker x 4 threads
 #   veth pairs:    lb 10.231.K.1/24 <-> hK 10.231.K.2/24
 #
 # Every address is private to the namespaces the test creates: no traffic reaches the host's
@@ -27,6 +28,7 @@
 #      the same fleet and balancer: per phase within 10% of the measured throughput and 30% of
 #      the measured p99.
 #   4. SIGTERM on one host under load: HAProxy takes it out and no request fails.
+#   5. The hosts' access logs show the real client address (PROXY v2), not HAProxy's.
 #
 #   ruby tests/cluster/test_cluster_netns.rb build/server/puma-plus-server
 require "json"
@@ -174,7 +176,7 @@ module Cluster
 
   def self.haproxy_cfg(dir)
     servers = (1..HOSTS).map do |k|
-      "  server h#{k} #{host_ip(k)}:8080 check port 9293"
+      "  server h#{k} #{host_ip(k)}:8081 check port 9293 send-proxy-v2"
     end.join("\n")
     path = File.join(dir, "haproxy.cfg")
     File.write(path, <<~CFG)
@@ -284,7 +286,9 @@ class TestClusterNetns < Minitest::Test
     native = File.join(C::BUILD, "gem/ext-lib")
     env = Dir.exist?(native) ? { "RUBYLIB" => native } : {}
     C.spawn_in("h#{k}", C.ns(k), [C::SERVER, "-app", app, "-workers", "1", "-threads", "4",
-                                  "-listen", "#{C.host_ip(k)}:8080", "-control", "#{C.host_ip(k)}:9293",
+                                  "-listen", "#{C.host_ip(k)}:8080", "-listen", "#{C.host_ip(k)}:8081,proxy=v2",
+                                  "-control", "#{C.host_ip(k)}:9293",
+                                  "-access-log", File.join(@dir, "h#{k}.access.log"), "-access-log-format", "json",
                                   "-gem-dir", File.join(C::ROOT, "gem"), "-drain-timeout", "10s"],
                File.join(@dir, "h#{k}.log"), env)
   end
@@ -432,5 +436,18 @@ class TestClusterNetns < Minitest::Test
     assert_empty bad.first(5), "requests failed while h3 drained: #{bad.first(5)}"
     assert_operator rows3.size, :>=, 300, "phase 3 sent too few requests"
     assert_empty comparisons, "pp-sim against the measured cluster:\n#{comparisons.join("\n")}"
+    # 5. Client addresses: HAProxy reaches the hosts on :8081 with send-proxy-v2, so their apps
+    # (and access logs) see the client, pp-bench at 127.0.0.1 in the balancer's namespace,
+    # not HAProxy's 10.231.K.1; the one request sent straight to h3's plain :8080 shows
+    # 10.231.3.1. h3's log was written out when it exited; h1's and h2's flush every 200 ms.
+    sleep 0.5
+    recs = (1..C::HOSTS).flat_map do |k|
+      File.readlines(File.join(@dir, "h#{k}.access.log")).map { |l| JSON.parse(l).merge("host" => k) }
+    end
+    by_remote = recs.group_by { |r| r["remote"] }.transform_values(&:size)
+    puts "  access logs: #{recs.size} lines, remote addresses #{by_remote}"
+    assert_operator by_remote.fetch("127.0.0.1", 0), :>=, 300, by_remote.inspect
+    direct = recs.reject { |r| r["remote"] == "127.0.0.1" }
+    assert_equal [[3, "/mix/0/3000", "10.231.3.1"]], direct.map { |r| [r["host"], r["path"], r["remote"]] }
   end
 end

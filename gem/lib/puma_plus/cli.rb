@@ -158,9 +158,10 @@ module PumaPlus
           end
 
           tls_pair ||= pair
-          cmd.push("-listen-tls", addr)
+          cmd.push("-listen-tls", s[:proxy_protocol] ? "#{addr},proxy=#{s[:proxy_protocol]}" : addr)
         else
-          cmd.push("-listen", listen_address(url))
+          addr = listen_address(url)
+          cmd.push("-listen", s[:proxy_protocol] ? "#{addr},proxy=#{s[:proxy_protocol]}" : addr)
         end
       end
       cmd.push("-tls-cert", tls_pair[0], "-tls-key", tls_pair[1]) if tls_pair
@@ -181,6 +182,10 @@ module PumaPlus
       cmd.push("-max-keep-alive", s[:max_keep_alive].to_s) if s[:max_keep_alive]
       cmd.push("-early-hints") if s[:early_hints]
       cmd.push("-quiet") if s[:quiet]
+      cmd.push("-remote-addr-header", s[:remote_addr_header]) if s[:remote_addr_header]
+      cmd.push("-trusted-proxies", s[:trusted_proxies]) if s[:remote_addr_header] && s[:trusted_proxies]
+      cmd.push("-access-log", s[:access_log]) if s[:access_log]
+      cmd.push("-access-log-format", s[:access_log_format]) if s[:access_log] && s[:access_log_format]
       if s[:autoscale_min]
         cmd.push("-autoscale", "-min-workers", s[:autoscale_min].to_s, "-max-workers", s[:autoscale_max].to_s)
         cmd.push("-target-queue-p95", "#{s[:autoscale_target_queue_p95_ms]}ms") if s[:autoscale_target_queue_p95_ms]

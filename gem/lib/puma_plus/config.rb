@@ -21,7 +21,8 @@ module PumaPlus
       request_timeout_ms: nil, worker_kill_grace_ms: nil, worker_timeout_ms: nil,
       quiet: false, directory: nil, stdout_redirect: nil, stderr_redirect: nil, redirect_append: false,
       pidfile: nil, state_path: nil, activated_sockets: nil, tag: nil, max_keep_alive: nil,
-      worker_boot_timeout_ms: nil, early_hints: false, ractors: nil
+      worker_boot_timeout_ms: nil, early_hints: false, access_log: nil, access_log_format: nil,
+      proxy_protocol: nil, remote_addr_header: nil, trusted_proxies: nil, ractors: nil
     }.freeze
 
     HOOKS = %i[before_fork before_worker_boot before_worker_shutdown before_worker_fork after_worker_fork
@@ -72,7 +73,7 @@ module PumaPlus
       "io_selector_backend" => [:unsupported, "no Ruby reactor: the C server owns the sockets (libuv)"],
       "load" => [:supported, "evaluates another config file (relative to the current directory)"],
       "log_formatter" => [:unsupported, "the server's log lines are its own"],
-      "log_requests" => [:unsupported, "the server writes no access log; the app's logger (e.g. Rails) logs requests"],
+      "log_requests" => [:mapped, "`-access-log -`: one line per response on stdout (NCSA combined, then queue, service and total time, worker, request id); `log_requests path: \"log/access.log\", format: :json` (or `:common`) for a file (SIGHUP reopens it) or JSON lines; `log_requests false` for none"],
       "lowlevel_error_handler" => [:supported, "called in the worker with (exception, env, status) (or fewer, by its arity) when the app raises or returns an invalid response; its Rack response is sent instead of the 500 (docs/RACK.md). Malformed requests, for which puma also calls it (400, 501), are answered by the C front end without Ruby"],
       "max_fast_inline" => [:unsupported, "no Ruby-side keep-alive loop: the server owns connections"],
       "max_io_threads" => [:unsupported, "no IO threads"],
@@ -101,7 +102,7 @@ module PumaPlus
       "raise_exception_on_sigterm" => [:unsupported, "SIGTERM drains; nothing is raised in the app"],
       "restart_command" => [:unsupported, "the hot restart re-execs the server binary at the path it was started with, with the same arguments"],
       "set_default_host" => [:supported, "the host `port` binds when none is given"],
-      "set_remote_address" => [:unsupported, "REMOTE_ADDR is the peer's address; no PROXY protocol or header source"],
+      "set_remote_address" => [:supported, "`:socket` (the default); `proxy_protocol: :v1` (or `:v2`, `:any`: HAProxy's send-proxy-v2) → `,proxy=v1` on every listener; `header: \"X-Forwarded-For\"` → `-remote-addr-header`: believed only from `trusted:` peers (default loopback; `-trusted-proxies`), the right-most untrusted address of the list. `:localhost` and `value:` are refused with a reason"],
       "shutdown_debug" => [:unsupported, "no thread dump at shutdown"],
       "silence_fork_callback_warning" => [:mapped, "accepted: there is no such warning"],
       "silence_single_worker_warning" => [:mapped, "accepted: there is no such warning"],
@@ -443,6 +444,48 @@ module PumaPlus
         raise Error, where("worker_boot_timeout: must be at least 1 second") if seconds < 1
 
         set[:worker_boot_timeout_ms] = seconds * 1000
+      end
+
+      # puma: log_requests(which = true), the request log on stdout. puma-plus adds path: (a
+      # file, "-" for stdout) and format: (:combined, :common, :json).
+      def log_requests(which = true, path: nil, format: nil)
+        unless which
+          set[:access_log] = set[:access_log_format] = nil
+          return
+        end
+        format = format&.to_s
+        if format && !%w[combined common json].include?(format)
+          raise Error, where("log_requests: format: #{format.inspect}: expected :combined, :common or :json")
+        end
+        set[:access_log] = path ? path.to_s : "-"
+        set[:access_log_format] = format
+      end
+
+      # puma: set_remote_address(:socket | :localhost | {proxy_protocol: :v1} | {header: NAME} |
+      # {value: ...}). puma-plus adds proxy_protocol: :v2 / :any and header's trusted: list.
+      def set_remote_address(val = :socket)
+        case val
+        when :socket, "socket"
+          set[:proxy_protocol] = set[:remote_addr_header] = set[:trusted_proxies] = nil
+        when Hash
+          val = val.transform_keys(&:to_sym)
+          unknown = val.keys - %i[proxy_protocol header trusted]
+          raise Error, where("set_remote_address: #{unknown.first.inspect} is not supported (proxy_protocol:, header:, trusted:)") unless unknown.empty?
+
+          if (v = val[:proxy_protocol])
+            raise Error, where("set_remote_address: proxy_protocol: #{v.inspect}: expected :v1, :v2 or :any") unless %w[v1 v2 any].include?(v.to_s)
+
+            set[:proxy_protocol] = v.to_s
+          end
+          if (h = val[:header])
+            raise Error, where("set_remote_address: header: #{h.inspect} is not a header name") unless h.to_s.match?(/\A[A-Za-z0-9-]+\z/)
+
+            set[:remote_addr_header] = h.to_s
+            set[:trusted_proxies] = Array(val[:trusted]).map(&:to_s).join(",") if val[:trusted]
+          end
+        else
+          raise Error, where("set_remote_address #{val.inspect}: not supported (:socket, proxy_protocol: or header:)")
+        end
       end
 
       def preload_app!(*)

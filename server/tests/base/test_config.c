@@ -209,6 +209,27 @@ static void test_pid_and_state_files(void) {
   CU_ASSERT(strstr(err, "-state-path needs a value") != NULL);
 }
 
+static void test_access_log_flags(void) {
+  pp_config c;
+  char err[256];
+  char *none[] = {"x"};
+  CU_ASSERT_EQUAL(parse(&c, err, 1, none), 0);
+  CU_ASSERT_PTR_NULL(c.access_log);
+  CU_ASSERT_EQUAL(c.access_log_format, PP_ACCESS_LOG_COMBINED);
+  char *json[] = {"x", "-access-log", "-", "--access-log-format=json"};
+  CU_ASSERT_EQUAL(parse(&c, err, 4, json), 0);
+  CU_ASSERT_STRING_EQUAL(c.access_log, "-");
+  CU_ASSERT_EQUAL(c.access_log_format, PP_ACCESS_LOG_JSON);
+  char *common[] = {"x", "-access-log", "/var/log/a.log", "-access-log-format", "common"};
+  CU_ASSERT_EQUAL(parse(&c, err, 5, common), 0);
+  CU_ASSERT_EQUAL(c.access_log_format, PP_ACCESS_LOG_COMMON);
+  char *bad[] = {"x", "-access-log-format", "apache"};
+  CU_ASSERT_EQUAL(parse(&c, err, 3, bad), -1);
+  CU_ASSERT(strstr(err, "-access-log-format: invalid value \"apache\"") != NULL);
+  char *empty[] = {"x", "-access-log="};
+  CU_ASSERT_EQUAL(parse(&c, err, 2, empty), -1);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("config", NULL, NULL);
@@ -217,6 +238,7 @@ int main(void) {
   CU_add_test(s, "request timeout, kill grace, worker timeout",
               test_timeouts_of_requests_and_workers);
   CU_add_test(s, "-pidfile and -state-path", test_pid_and_state_files);
+  CU_add_test(s, "-access-log and -access-log-format", test_access_log_flags);
   CU_add_test(s, "-min-threads, -max-slots, -fibers", test_slot_bounds);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

@@ -160,7 +160,7 @@ static void on_close(pp_h2 *h, int32_t id, void *sd, uint32_t code) {
   r->close_code = code;
 }
 
-static const pp_h2_callbacks owner_cbs = {on_request, on_body, on_body_end, on_close};
+static const pp_h2_callbacks owner_cbs = {on_request, on_body, on_body_end, on_close, NULL};
 
 static void owner_dispose(owner *o) {
   for (int i = 0; i < o->n; i++)

@@ -119,9 +119,9 @@ static void on_stream_acked(pp_h3_conn *c, int64_t id, void *sd, size_t pending)
   CU_ASSERT_EQUAL(pending, pp_h3_stream_pending(c, id));
 }
 
-static const pp_h3_callbacks server_cbs = {on_conn_open,  on_conn_close,  on_request,
-                                           on_body,       on_body_end,    on_close,
-                                           on_conn_timer, on_stream_acked};
+static const pp_h3_callbacks server_cbs = {on_conn_open,  on_conn_close,   on_request,
+                                           on_body,       on_body_end,     on_close,
+                                           on_conn_timer, on_stream_acked, NULL};
 
 /* ---- the client (server/tests/h3_test_client.h) ---- */
 

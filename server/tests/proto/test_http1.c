@@ -22,8 +22,9 @@ static int g_request_start_missing; /* what pp_h1_build_env said of the last req
 static void env_text(pp_h1 *h, owner *o) {
   pp_buf env;
   pp_buf_init(&env);
-  pp_h1_conninfo ci = {"10.0.0.1", "listen.host",   "9292",
-                       "http",     g_request_start, &g_request_start_missing};
+  pp_h1_conninfo ci = {
+      "10.0.0.1", "listen.host", "9292", "http", g_request_start, &g_request_start_missing,
+      NULL,       NULL,          0};
   uint32_t count = pp_h1_build_env(h, &ci, 7, &env);
   pp_wire_pairs pairs = {env.data, env.len, count};
   pp_wire_pairs_iter it;
