@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "server/base/clock.h"
 #include "server/base/log.h"
@@ -84,6 +85,15 @@ static int load_policy(pp_config *cfg, pp_policy *p) {
       set_field(p, "target_queue_p95", cfg->target_queue_p95, "-target-queue-p95"))
     return -1;
   if (cfg->shed && set_field(p, "shed.enabled", "true", "-shed")) return -1;
+  /* Without a policy file the defaults know the machine: processes are bounded by its cores
+   * (rule 2's cores bound, which scales with each worker's CPU share, so an I/O-bound app is
+   * not held by it). A policy file is taken as written, so pp-sim and the server hash it alike. */
+  if (cfg->autoscale && !cfg->policy_file && p->cores == 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    char v[24];
+    snprintf(v, sizeof v, "%ld", n > 0 ? n : 1);
+    if (set_field(p, "cores", v, "-autoscale")) return -1;
+  }
   /* Slots per worker (rule 4b): -min-threads raises the policy's floor; an explicit -max-slots
    * caps its ceiling; without one, an autoscaled server may grow slots up to slots.max. */
   if (cfg->autoscale && p->slots_enabled) {
