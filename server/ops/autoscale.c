@@ -364,7 +364,7 @@ void pp_autoscale_tick(pp_ops *op) {
   case PP_ACTION_SET_SLOTS:
     /* every serving worker gets SLOTS; workers started later get it when their monitor
      * connection arrives (workers/wlink.c) */
-    pp_wlink_set_slots_all(op->srv, rec.decision.count);
+    pp_wlink_set_slots_all(op->workers, rec.decision.count);
     break;
   default: break; /* spawns above; add_thread/remove_thread are refused at start */
   }

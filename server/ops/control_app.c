@@ -138,7 +138,7 @@ static void slots_verb(pp_ops *op, const pp_control_request *rq, const char *que
     return;
   }
   if (all) { /* every worker, and those that connect later */
-    uint32_t set = pp_wlink_set_slots_all(op->srv, (uint32_t)count);
+    uint32_t set = pp_wlink_set_slots_all(op->workers, (uint32_t)count);
     out->status = 200;
     snprintf(body, sizeof body,
              "{\"status\":\"ok\",\"slots_per_worker\":%u,\"requested\":%ld,\"slots_ready\":%u}\n",
@@ -159,7 +159,7 @@ static void slots_verb(pp_ops *op, const pp_control_request *rq, const char *que
     return;
   }
   const char *why = "";
-  int set = pp_wlink_set_slots(op->srv, wk, (uint32_t)count, &why);
+  int set = pp_wlink_set_slots(op->workers, wk, (uint32_t)count, &why);
   if (set < 0) {
     out->status = 409;
     snprintf(body, sizeof body, "{\"status\":\"error\",\"error\":\"%s\"}\n", why);

@@ -165,7 +165,7 @@ static void json_workers(pp_ops *op, json_t *root) {
     /* Run-time slots (docs/SERVER.md "Slots at run time") and the process's CPU time, whose
      * change per tick is its share of one core (docs/DESIGN.md 3b). */
     json_object_set_new(o, "slots", json_integer(w->slots));
-    json_object_set_new(o, "slots_target", json_integer(pp_wlink_slots_target(op->srv, w)));
+    json_object_set_new(o, "slots_target", json_integer(pp_wlink_slots_target(op->workers, w)));
     uint64_t cpu_ns;
     json_object_set_new(o, "cpu_ns",
                         pp_proc_cpu_read(w->pid, &cpu_ns) == 0 ? json_integer((json_int_t)cpu_ns)
@@ -487,7 +487,7 @@ static void metrics_core(pp_ops *op, pp_buf *out) {
     pp_worker *w = &op->workers->reg.workers[i];
     if (w->state == PP_WORKER_FREE) continue;
     pp_prom_appendf(out, "puma_plus_worker_slots_target{index=\"%u\",pid=\"%u\"} %u\n", w->index,
-                    w->pid, pp_wlink_slots_target(op->srv, w));
+                    w->pid, pp_wlink_slots_target(op->workers, w));
   }
   pp_prom_appendf(out,
                   "# HELP puma_plus_worker_cpu_seconds_total CPU time (user + system) of each "

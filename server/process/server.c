@@ -239,6 +239,8 @@ static void server_init(server *s, pp_config *cfg) {
         nofile > 256 ? (uint32_t)(nofile > 10000128 ? 10000000 : nofile - 128) : 128;
   }
   pp_exchange_pool_init(&s->xpool, cfg, s);
+  pp_workers_init(&s->workers, s, s->loop, cfg, &s->net, &s->xpool, &s->hooks, &s->core.stats,
+                  &s->core.admit, &s->ops.ctl.policy, &s->draining, &s->stopping);
   pp_core_init(&s->core, s, &s->hooks, &s->net, &s->xpool, &s->workers.reg, &s->ops.ctl.policy,
                &s->ops.ctl.shedding);
   pp_ops_init(&s->ops, s, s->loop, cfg, &s->hooks, &s->xpool, &s->workers, &s->core, &s->sess,
@@ -284,7 +286,7 @@ static int open_runtime(server *s) {
     LOG_ERR(s, "-runtime-dir %s: path too long", s->workers.runtime_dir);
     return 1;
   }
-  int rc = pp_wlink_listen(s, s->workers.socket_path);
+  int rc = pp_wlink_listen(&s->workers, s->workers.socket_path);
   if (rc < 0) {
     LOG_ERR(s, "worker socket %s: %s", s->workers.socket_path, uv_strerror(rc));
     return 1;
@@ -436,7 +438,7 @@ int pp_server_run_argv(pp_config *cfg, int argc, char **argv) {
   pp_lifecycle_start(s);
   pp_phased_init(s);
   pp_shepherd_supervise_init(s);
-  pp_wlink_watch_start(s);
+  pp_wlink_watch_start(&s->workers);
   if (pp_shepherd_start(s) < 0) {
     cleanup_files(s);
     return 1;

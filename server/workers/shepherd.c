@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "server/process/server_int.h"
-#include "server/workers/wlink.h"
 
 static void on_ctl_write(uv_write_t *wr, int status) {
   wchunk *k = (wchunk *)wr;
@@ -147,7 +146,7 @@ static void on_exited(server *s, const pp_wire_frame *f, int64_t now) {
   int64_t w_forked_ns = w ? w->forked_ns : 0;
   if (w) {
     /* its connections are closed (or closing); detach whatever is left */
-    pp_wlink_close_pid(s, f->pid);
+    pp_wlink_close_pid(&s->workers, f->pid);
     pp_registry_remove(&s->workers.reg, w);
   }
   if (f->exit_status < 0)

@@ -12,12 +12,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/process/server_int.h"
+#include "server/base/alloc.h"
+#include "server/base/clock.h"
+#include "server/base/log.h"
+#include "server/workers/shepherd.h"
+#include "server/workers/workers.h"
 
 static void on_worker_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
-static void slots_reconcile(server *s, uint32_t pid);
+static void slots_reconcile(pp_workers *ws, uint32_t pid);
 static void slot_close_now(wconn *w);
-static void slots_shape_to_new_worker(server *s, pp_worker *wk, wconn *m);
+static void slots_shape_to_new_worker(pp_workers *ws, pp_worker *wk, wconn *m);
 
 static void on_worker_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   wconn *w = h->data;
@@ -39,34 +43,34 @@ static void on_wconn_closed(uv_handle_t *h) {
 }
 
 void pp_wlink_close(wconn *w, const char *reason) {
-  server *s = w->srv;
+  pp_workers *ws = w->ws;
   if (w->closing) return;
   w->closing = 1;
-  if (reason) LOG(s, "worker connection (pid %u): closed: %s", w->pid, reason);
+  if (reason) LOG(ws, "worker connection (pid %u): closed: %s", w->pid, reason);
   pp_exchange *r = w->req;
   w->req = NULL;
   if (r) {
     r->w = NULL;
     if (r->owner && !r->cancelled) {
-      s->core.stats.errors_502++;
+      ws->stats->errors_502++;
       r->ops->fail(r, 502, "502 Bad Gateway: the worker running this request died\n");
     } else {
       r->owner = NULL;
-      pp_exchange_release(&s->xpool, r);
+      pp_exchange_release(ws->xpool, r);
     }
   }
-  if (w->hello && !w->monitor) pp_registry_detach(&s->workers.reg, &w->slot);
-  if (w->slot_closed) slots_reconcile(s, w->pid);
+  if (w->hello && !w->monitor) pp_registry_detach(&ws->reg, &w->slot);
+  if (w->slot_closed) slots_reconcile(ws, w->pid);
   w->timed_out_id = 0;
-  pp_queue_remove(&s->workers.wconns, &w->link);
+  pp_queue_remove(&ws->wconns, &w->link);
   uv_read_stop((uv_stream_t *)&w->pipe);
   uv_close((uv_handle_t *)&w->pipe, on_wconn_closed);
-  if (s->draining && s->hooks.drain_progress) s->hooks.drain_progress(s);
+  if (*ws->draining && ws->hooks->drain_progress) ws->hooks->drain_progress(ws->srv);
 }
 
-void pp_wlink_close_pid(server *s, uint32_t pid) {
-  pp_qnode *n = s->workers.wconns.head.next;
-  while (n != &s->workers.wconns.head) {
+void pp_wlink_close_pid(pp_workers *ws, uint32_t pid) {
+  pp_qnode *n = ws->wconns.head.next;
+  while (n != &ws->wconns.head) {
     wconn *wc = PP_CONTAINER_OF(n, wconn, link);
     n = n->next;
     if (wc->hello && wc->pid == pid) pp_wlink_close(wc, "its worker exited");
@@ -88,7 +92,7 @@ static void on_worker_write(uv_write_t *wr, int status) {
 
 int pp_wlink_send(wconn *w, wchunk *k) {
   k->owner = w;
-  return pp_chunk_send(&w->srv->net, (uv_stream_t *)&w->pipe, k, on_worker_write);
+  return pp_chunk_send(w->ws->net, (uv_stream_t *)&w->pipe, k, on_worker_write);
 }
 
 int pp_wlink_writev(wconn *w, uv_write_t *req, uv_buf_t *bufs, unsigned n, uv_write_cb cb) {
@@ -140,7 +144,7 @@ int pp_wlink_hijacked(pp_exchange *x, int result, uv_stream_t *client, const uin
                : uv_write(&hw->wr, (uv_stream_t *)&w->pipe, &b, 1, on_hijacked_written);
   if (rc < 0) {
     free(hw);
-    LOG(w->srv, "worker connection (pid %u): HIJACKED not sent: %s", w->pid, uv_strerror(rc));
+    LOG(w->ws, "worker connection (pid %u): HIJACKED not sent: %s", w->pid, uv_strerror(rc));
     pp_wlink_close(w, "write failed");
     return rc;
   }
@@ -171,7 +175,7 @@ void pp_wlink_assign(wconn *w, pp_exchange *x) {
 static int on_monitor_hello(wconn *w, const pp_wire_frame *f);
 
 static int on_hello(wconn *w, const pp_wire_frame *f) {
-  server *s = w->srv;
+  pp_workers *ws = w->ws;
   if (f->type == PP_WIRE_HEARTBEAT) return on_monitor_hello(w, f);
   if (f->type != PP_WIRE_HELLO) {
     pp_wlink_close(w, "first frame is not HELLO");
@@ -186,16 +190,16 @@ static int on_hello(wconn *w, const pp_wire_frame *f) {
   w->hello = 1;
   w->pid = f->pid;
   w->slot.data = w;
-  pp_worker *wk = pp_registry_find(&s->workers.reg, f->pid);
+  pp_worker *wk = pp_registry_find(&ws->reg, f->pid);
   int was_ready = wk && wk->state == PP_WORKER_READY;
-  wk = pp_registry_attach(&s->workers.reg, &w->slot, f->pid, f->worker_index, f->thread_index,
-                          pp_now_ns());
+  wk =
+      pp_registry_attach(&ws->reg, &w->slot, f->pid, f->worker_index, f->thread_index, pp_now_ns());
   if (!wk) {
     pp_wlink_close(w, "worker registry full");
     return -1;
   }
   if (!was_ready && wk->state == PP_WORKER_READY) {
-    LOG(s, "worker %u (pid %u) ready", f->worker_index, f->pid);
+    LOG(ws, "worker %u (pid %u) ready", f->worker_index, f->pid);
     /* the first CPU reading now, so the controller's next tick already has a delta */
     if (!wk->cpu_sampled_ns) pp_worker_sample_cpu(wk, pp_now_ns());
   }
@@ -204,43 +208,43 @@ static int on_hello(wconn *w, const pp_wire_frame *f) {
     slot_close_now(w);
     return 0;
   }
-  s->hooks.slot_free(s);
+  ws->hooks->slot_free(ws->srv);
   return 0;
 }
 
 /* RESPONSE_END: the slot is free again; the owner completes the response. */
 static void on_response_end(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
-  server *s = w->srv;
+  pp_workers *ws = w->ws;
   uint64_t service = 0;
   if (f->t5_ns > f->t4_ns) service = f->t5_ns - f->t4_ns;
   service = service > f->body_read_ns ? service - f->body_read_ns : 0;
-  pp_hist_window_record(&s->core.stats.service, service);
+  pp_hist_window_record(&ws->stats->service, service);
   r->service_ns = (int64_t)service; /* for the access log */
   if (w->slot.worker) r->worker = (int32_t)w->slot.worker->index + 1;
-  if (f->body_read_ns) pp_hist_window_record(&s->core.stats.body_wait, f->body_read_ns);
-  if (f->gvl_wait_ns >= 0) s->core.stats.gvl_sum_ns += f->gvl_wait_ns, s->core.stats.gvl_count++;
-  if (f->cpu_ns >= 0) s->core.stats.cpu_sum_ns += f->cpu_ns, s->core.stats.cpu_count++;
-  s->core.stats.completions++;
-  s->core.stats.completions_window++;
-  pp_admit_complete(&s->core.admit, &s->ops.ctl.policy, pp_now_ns());
+  if (f->body_read_ns) pp_hist_window_record(&ws->stats->body_wait, f->body_read_ns);
+  if (f->gvl_wait_ns >= 0) ws->stats->gvl_sum_ns += f->gvl_wait_ns, ws->stats->gvl_count++;
+  if (f->cpu_ns >= 0) ws->stats->cpu_sum_ns += f->cpu_ns, ws->stats->cpu_count++;
+  ws->stats->completions++;
+  ws->stats->completions_window++;
+  pp_admit_complete(ws->admit, ws->policy, pp_now_ns());
   w->req = NULL;
   r->w = NULL;
   /* Backpressure was against this response's client; the next request may go elsewhere. */
   pp_wlink_resume(w);
   pp_worker *wk = w->slot.worker;
-  pp_registry_release(&s->workers.reg, &w->slot);
+  pp_registry_release(&ws->reg, &w->slot);
   if (w->slot_closing) slot_close_now(w); /* the target was lowered while it ran */
-  pp_shepherd_retire_if_drained(s, wk);
+  pp_shepherd_retire_if_drained(ws->srv, wk);
   /* The freed slot gets its next request before this response goes to its client: the
    * worker thread starts on it one client write sooner. */
-  s->hooks.slot_free(s);
+  ws->hooks->slot_free(ws->srv);
   if (r->owner && !r->cancelled) {
     r->ops->end(r);
   } else {
     r->owner = NULL;
-    pp_exchange_release(&s->xpool, r);
+    pp_exchange_release(ws->xpool, r);
   }
-  s->hooks.slot_free(s);
+  ws->hooks->slot_free(ws->srv);
 }
 
 static int monitor_frame(wconn *w, const pp_wire_frame *f);
@@ -352,7 +356,7 @@ static void on_worker_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
     if (n < 0) {
       char why[128];
       snprintf(why, sizeof why, "protocol error: %s", pp_wire_strerror((int)n));
-      w->srv->core.stats.worker_protocol_errors++;
+      w->ws->stats->worker_protocol_errors++;
       pp_wlink_close(w, why);
       return;
     }
@@ -391,30 +395,29 @@ static void on_worker_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
 }
 
 static void on_worker_connection(uv_stream_t *ls, int status) {
-  server *s = ls->data;
+  pp_workers *ws = ls->data;
   if (status < 0) return;
   wconn *w = pp_xmalloc(sizeof *w);
   memset(w, 0, sizeof *w);
-  w->srv = s;
+  w->ws = ws;
   pp_wire_decoder_init(&w->dec);
   pp_buf_init(&w->rbuf);
-  uv_pipe_init(s->loop, &w->pipe, 1); /* IPC: full hijack sends descriptors (uv_write2) */
+  uv_pipe_init(ws->loop, &w->pipe, 1); /* IPC: full hijack sends descriptors (uv_write2) */
   w->pipe.data = w;
   if (uv_accept(ls, (uv_stream_t *)&w->pipe) < 0) {
     uv_close((uv_handle_t *)&w->pipe, on_wconn_closed);
     return;
   }
-  pp_queue_push(&s->workers.wconns, &w->link);
+  pp_queue_push(&ws->wconns, &w->link);
   uv_read_start((uv_stream_t *)&w->pipe, on_worker_alloc, on_worker_read);
 }
 
-int pp_wlink_listen(server *s, const char *path) {
+int pp_wlink_listen(pp_workers *ws, const char *path) {
   unlink(path);
-  uv_pipe_init(s->loop, &s->workers.worker_listener, 0);
-  s->workers.worker_listener.data = s;
-  int rc = uv_pipe_bind(&s->workers.worker_listener, path);
-  if (rc == 0)
-    rc = uv_listen((uv_stream_t *)&s->workers.worker_listener, 1024, on_worker_connection);
+  uv_pipe_init(ws->loop, &ws->worker_listener, 0);
+  ws->worker_listener.data = ws;
+  int rc = uv_pipe_bind(&ws->worker_listener, path);
+  if (rc == 0) rc = uv_listen((uv_stream_t *)&ws->worker_listener, 1024, on_worker_connection);
   return rc;
 }
 
@@ -423,25 +426,25 @@ int pp_wlink_listen(server *s, const char *path) {
  * docs/PROTOCOL.md "SLOTS, SLOT_CLOSE". The server owns the choice of which slots end: only
  * it knows which are idle, so a REQUEST never crosses a closing slot. */
 
-static wconn *monitor_of(server *s, uint32_t pid);
+static wconn *monitor_of(pp_workers *ws, uint32_t pid);
 static void send_small(wconn *w, const pp_wire_frame *f);
 
-uint32_t pp_wlink_slots_target(const server *s, const pp_worker *wk) {
-  return wk->slots_target ? wk->slots_target : pp_config_slots_initial(s->cfg);
+uint32_t pp_wlink_slots_target(const pp_workers *ws, const pp_worker *wk) {
+  return wk->slots_target ? wk->slots_target : pp_config_slots_initial(ws->cfg);
 }
 
 /* SLOT_CLOSE on idle slot connection w: no longer capacity; the worker's EOF follows. */
 static void slot_close_now(wconn *w) {
-  server *s = w->srv;
+  pp_workers *ws = w->ws;
   pp_wire_frame f;
   memset(&f, 0, sizeof f);
   f.type = PP_WIRE_SLOT_CLOSE;
   f.thread_index = w->slot.thread_index;
   w->slot_closing = 0;
   w->slot_closed = 1;
-  pp_registry_detach(&s->workers.reg, &w->slot);
+  pp_registry_detach(&ws->reg, &w->slot);
   send_small(w, &f);
-  s->core.stats.slots_closed++;
+  ws->stats->slots_closed++;
 }
 
 static uint32_t slots_clamp(const pp_config *c, uint32_t count) {
@@ -460,20 +463,20 @@ static void send_slots(wconn *m, uint32_t count) {
 
 /* A closed slot's EOF: if the worker now has fewer slots than its target (a SLOTS that raised
  * it was read before the SLOT_CLOSEs that lowered it), tell it the target again. */
-static void slots_reconcile(server *s, uint32_t pid) {
-  pp_worker *wk = pp_registry_find(&s->workers.reg, pid);
-  if (!wk || !wk->slots_target || wk->state != PP_WORKER_READY || s->draining || s->stopping)
+static void slots_reconcile(pp_workers *ws, uint32_t pid) {
+  pp_worker *wk = pp_registry_find(&ws->reg, pid);
+  if (!wk || !wk->slots_target || wk->state != PP_WORKER_READY || *ws->draining || *ws->stopping)
     return;
   /* Slots dialled but not yet said HELLO are not counted here; SLOTS is idempotent (the worker
    * dials target - live), so asking again is harmless. */
   if (wk->slots >= wk->slots_target) return;
-  wconn *m = monitor_of(s, pid);
+  wconn *m = monitor_of(ws, pid);
   if (m) send_slots(m, wk->slots_target);
 }
 
-int pp_wlink_set_slots(server *s, pp_worker *wk, uint32_t count, const char **why) {
-  const pp_config *c = s->cfg;
-  if (s->draining || s->stopping) {
+int pp_wlink_set_slots(pp_workers *ws, pp_worker *wk, uint32_t count, const char **why) {
+  const pp_config *c = ws->cfg;
+  if (*ws->draining || *ws->stopping) {
     *why = "the server is draining";
     return -1;
   }
@@ -481,18 +484,18 @@ int pp_wlink_set_slots(server *s, pp_worker *wk, uint32_t count, const char **wh
     *why = "the worker is not serving";
     return -1;
   }
-  wconn *m = monitor_of(s, wk->pid);
+  wconn *m = monitor_of(ws, wk->pid);
   if (!m) {
     *why = "the worker has no monitor connection";
     return -1;
   }
   count = slots_clamp(c, count);
-  uint32_t before = pp_wlink_slots_target(s, wk);
+  uint32_t before = pp_wlink_slots_target(ws, wk);
   wk->slots_target = count;
   /* The slots that stay: connected, not closed and not about to be. A slot marked to close
    * after its request is kept instead when the target went up again. */
   uint32_t keep = 0;
-  for (pp_qnode *n = s->workers.wconns.head.next; n != &s->workers.wconns.head; n = n->next) {
+  for (pp_qnode *n = ws->wconns.head.next; n != &ws->wconns.head; n = n->next) {
     wconn *w = PP_CONTAINER_OF(n, wconn, link);
     if (w->closing || w->monitor || !w->hello || w->slot_closed || w->pid != wk->pid) continue;
     if (w->slot_closing && keep < count) w->slot_closing = 0;
@@ -503,8 +506,8 @@ int pp_wlink_set_slots(server *s, pp_worker *wk, uint32_t count, const char **wh
     uint32_t excess = keep - count;
     /* Idle slots first (they end now), then busy ones after their request. */
     for (int pass = 0; pass < 2 && excess; pass++) {
-      pp_qnode *n = s->workers.wconns.head.next;
-      while (n != &s->workers.wconns.head && excess) {
+      pp_qnode *n = ws->wconns.head.next;
+      while (n != &ws->wconns.head && excess) {
         wconn *w = PP_CONTAINER_OF(n, wconn, link);
         n = n->next;
         if (w->closing || w->monitor || !w->hello || w->slot_closed || w->slot_closing ||
@@ -521,33 +524,33 @@ int pp_wlink_set_slots(server *s, pp_worker *wk, uint32_t count, const char **wh
     }
   }
   if (count != before)
-    LOG(s, "worker %u (pid %u): slots %u -> %u (%u connected)", wk->index, wk->pid, before, count,
+    LOG(ws, "worker %u (pid %u): slots %u -> %u (%u connected)", wk->index, wk->pid, before, count,
         wk->slots);
-  s->hooks.slot_free(s);
+  ws->hooks->slot_free(ws->srv);
   return (int)count;
 }
 
-uint32_t pp_wlink_set_slots_all(server *s, uint32_t count) {
-  count = slots_clamp(s->cfg, count);
-  s->workers.slots_shape = count;
-  for (uint32_t i = 0; i < s->workers.reg.high; i++) {
-    pp_worker *wk = &s->workers.reg.workers[i];
+uint32_t pp_wlink_set_slots_all(pp_workers *ws, uint32_t count) {
+  count = slots_clamp(ws->cfg, count);
+  ws->slots_shape = count;
+  for (uint32_t i = 0; i < ws->reg.high; i++) {
+    pp_worker *wk = &ws->reg.workers[i];
     const char *why;
-    if (wk->state == PP_WORKER_READY) pp_wlink_set_slots(s, wk, count, &why);
+    if (wk->state == PP_WORKER_READY) pp_wlink_set_slots(ws, wk, count, &why);
   }
   return count;
 }
 
 /* A worker's monitor connection said HEARTBEAT: if a shape was set for all workers, this one
  * (forked or activated after it) is told too. */
-static void slots_shape_to_new_worker(server *s, pp_worker *wk, wconn *m) {
-  if (!s->workers.slots_shape || wk->slots_target == s->workers.slots_shape) return;
+static void slots_shape_to_new_worker(pp_workers *ws, pp_worker *wk, wconn *m) {
+  if (!ws->slots_shape || wk->slots_target == ws->slots_shape) return;
   const char *why;
   if (wk->state == PP_WORKER_READY) {
-    pp_wlink_set_slots(s, wk, s->workers.slots_shape, &why);
+    pp_wlink_set_slots(ws, wk, ws->slots_shape, &why);
   } else { /* no slot connected yet: those above the target are closed as they say HELLO */
-    wk->slots_target = s->workers.slots_shape;
-    send_slots(m, s->workers.slots_shape);
+    wk->slots_target = ws->slots_shape;
+    send_slots(m, ws->slots_shape);
   }
 }
 
@@ -561,8 +564,8 @@ static void slots_shape_to_new_worker(server *s, pp_worker *wk, wconn *m) {
  * -worker-timeout. Connections are workers x threads (hundreds at most), so a linear pass is
  * cheaper than a timer per request and costs nothing on the request path. */
 
-static wconn *monitor_of(server *s, uint32_t pid) {
-  for (pp_qnode *n = s->workers.wconns.head.next; n != &s->workers.wconns.head; n = n->next) {
+static wconn *monitor_of(pp_workers *ws, uint32_t pid) {
+  for (pp_qnode *n = ws->wconns.head.next; n != &ws->wconns.head; n = n->next) {
     wconn *wc = PP_CONTAINER_OF(n, wconn, link);
     if (wc->monitor && !wc->closing && wc->pid == pid) return wc;
   }
@@ -571,7 +574,7 @@ static wconn *monitor_of(server *s, uint32_t pid) {
 
 /* A small frame on w (HEARTBEAT_INTERVAL, TIMEOUT, HIJACKED GONE) in a pooled chunk. */
 static void send_small(wconn *w, const pp_wire_frame *f) {
-  wchunk *k = pp_chunk_get(&w->srv->net, 0);
+  wchunk *k = pp_chunk_get(w->ws->net, 0);
   k->len = (size_t)pp_wire_encode(f, k->data, k->cap);
   pp_wlink_send(w, k);
 }
@@ -579,19 +582,19 @@ static void send_small(wconn *w, const pp_wire_frame *f) {
 /* The heartbeat period the worker is told: a quarter of the timeout, within 100 ms .. 5 s
  * (puma checks in every 5 s); with the timeout off, 5 s (its heartbeats then only show in
  * /stats). */
-static uint32_t heartbeat_interval_ms(const server *s) {
-  uint64_t t = s->cfg->worker_timeout_ns / 4000000;
-  if (!s->cfg->worker_timeout_ns || t > 5000) t = 5000;
+static uint32_t heartbeat_interval_ms(const pp_workers *ws) {
+  uint64_t t = ws->cfg->worker_timeout_ns / 4000000;
+  if (!ws->cfg->worker_timeout_ns || t > 5000) t = 5000;
   if (t < 100) t = 100;
   return (uint32_t)t;
 }
 
 static int on_monitor_hello(wconn *w, const pp_wire_frame *f) {
-  server *s = w->srv;
+  pp_workers *ws = w->ws;
   w->hello = 1;
   w->monitor = 1;
   w->pid = f->pid;
-  pp_worker *wk = pp_registry_add(&s->workers.reg, f->pid, f->worker_index, pp_now_ns());
+  pp_worker *wk = pp_registry_add(&ws->reg, f->pid, f->worker_index, pp_now_ns());
   if (!wk) {
     pp_wlink_close(w, "worker registry full");
     return -1;
@@ -601,15 +604,15 @@ static int on_monitor_hello(wconn *w, const pp_wire_frame *f) {
   pp_wire_frame out;
   memset(&out, 0, sizeof out);
   out.type = PP_WIRE_HEARTBEAT_INTERVAL;
-  out.interval_ms = heartbeat_interval_ms(s);
-  out.monitor_flags = s->cfg->request_timeout_ns ? PP_WIRE_MONITOR_REQUEST_TIMEOUTS : 0;
+  out.interval_ms = heartbeat_interval_ms(ws);
+  out.monitor_flags = ws->cfg->request_timeout_ns ? PP_WIRE_MONITOR_REQUEST_TIMEOUTS : 0;
   send_small(w, &out);
-  slots_shape_to_new_worker(s, wk, w);
+  slots_shape_to_new_worker(ws, wk, w);
   return 0;
 }
 
 static int monitor_frame(wconn *w, const pp_wire_frame *f) {
-  server *s = w->srv;
+  pp_workers *ws = w->ws;
   if (f->type != PP_WIRE_HEARTBEAT || f->pid != w->pid) {
     char why[96];
     snprintf(why, sizeof why, "unexpected frame %s on a monitor connection",
@@ -617,7 +620,7 @@ static int monitor_frame(wconn *w, const pp_wire_frame *f) {
     pp_wlink_close(w, why);
     return -1;
   }
-  pp_worker *wk = pp_registry_find(&s->workers.reg, w->pid);
+  pp_worker *wk = pp_registry_find(&ws->reg, w->pid);
   if (wk) wk->heartbeat_ns = pp_now_ns(), wk->heap_live_slots = f->heap_live_slots;
   return 0;
 }
@@ -625,7 +628,7 @@ static int monitor_frame(wconn *w, const pp_wire_frame *f) {
 /* Frames of a request the server already answered because it timed out: discarded; its
  * RESPONSE_END frees the slot (the thread was interrupted or finished). */
 static int timed_out_frame(wconn *w, const pp_wire_frame *f) {
-  server *s = w->srv;
+  pp_workers *ws = w->ws;
   if (f->type == PP_WIRE_HIJACK) { /* the client is gone as far as the app is concerned */
     pp_wire_frame out;
     memset(&out, 0, sizeof out);
@@ -636,15 +639,15 @@ static int timed_out_frame(wconn *w, const pp_wire_frame *f) {
     return 0;
   }
   if (f->type != PP_WIRE_RESPONSE_END) return 0;
-  LOG(s, "worker %u (pid %u): the thread of timed-out request %" PRIu64 " is free again",
+  LOG(ws, "worker %u (pid %u): the thread of timed-out request %" PRIu64 " is free again",
       w->slot.worker ? w->slot.worker->index : 0, w->pid, w->timed_out_id);
   w->timed_out_id = 0;
-  pp_admit_complete(&s->core.admit, &s->ops.ctl.policy, pp_now_ns());
+  pp_admit_complete(ws->admit, ws->policy, pp_now_ns());
   pp_worker *wk = w->slot.worker;
-  pp_registry_release(&s->workers.reg, &w->slot);
+  pp_registry_release(&ws->reg, &w->slot);
   if (w->slot_closing) slot_close_now(w);
-  pp_shepherd_retire_if_drained(s, wk);
-  s->hooks.slot_free(s);
+  pp_shepherd_retire_if_drained(ws->srv, wk);
+  ws->hooks->slot_free(ws->srv);
   return 0;
 }
 
@@ -652,10 +655,10 @@ static int timed_out_frame(wconn *w, const pp_wire_frame *f) {
  * response), the worker gets TIMEOUT on its monitor connection, and the slot stays busy until
  * the thread lets go (RESPONSE_END) or the grace ends. */
 static void request_timed_out(wconn *w, int64_t now) {
-  server *s = w->srv;
+  pp_workers *ws = w->ws;
   pp_exchange *r = w->req;
-  s->core.stats.request_timeouts++;
-  LOG_ERR(s,
+  ws->stats->request_timeouts++;
+  LOG_ERR(ws,
           "request %" PRIu64 " ran past -request-timeout (%.0f ms on worker pid %u thread %u): "
           "%s, interrupting it",
           r->id, (double)(now - r->t3) / 1e6, w->pid, w->slot.thread_index,
@@ -663,9 +666,9 @@ static void request_timed_out(wconn *w, int64_t now) {
   w->req = NULL;
   r->w = NULL;
   w->timed_out_id = r->id;
-  w->timed_out_deadline_ns = now + (int64_t)s->cfg->worker_kill_grace_ns;
+  w->timed_out_deadline_ns = now + (int64_t)ws->cfg->worker_kill_grace_ns;
   pp_wlink_resume(w); /* nobody reads this response any more */
-  wconn *m = monitor_of(s, w->pid);
+  wconn *m = monitor_of(ws, w->pid);
   if (m) {
     pp_wire_frame f;
     memset(&f, 0, sizeof f);
@@ -678,20 +681,20 @@ static void request_timed_out(wconn *w, int64_t now) {
     r->ops->fail(r, 504, "504 Gateway Timeout: the app ran past the request timeout\n");
   } else {
     r->owner = NULL;
-    pp_exchange_release(&s->xpool, r);
+    pp_exchange_release(ws->xpool, r);
   }
 }
 
-void pp_wlink_kill_worker(server *s, pp_worker *wk, const char *why) {
+void pp_wlink_kill_worker(pp_workers *ws, pp_worker *wk, const char *why) {
   if (!wk || wk->killed || !wk->pid) return;
   wk->killed = 1;
   uint32_t pid = wk->pid;
-  LOG_ERR(s, "killing worker %u (pid %u): %s", wk->index, pid, why);
+  LOG_ERR(ws, "killing worker %u (pid %u): %s", wk->index, pid, why);
   int gone = kill((pid_t)pid, SIGKILL) < 0 && errno == ESRCH;
   /* Its requests are lost now, not when the kernel has closed its sockets: answer them 502
    * and stop dispatching to it. The exit report (EXITED, or the reaper) respawns. */
-  pp_qnode *n = s->workers.wconns.head.next;
-  while (n != &s->workers.wconns.head) {
+  pp_qnode *n = ws->wconns.head.next;
+  while (n != &ws->wconns.head) {
     wconn *wc = PP_CONTAINER_OF(n, wconn, link);
     n = n->next;
     if (wc->hello && wc->pid == pid) pp_wlink_close(wc, "its worker is being killed");
@@ -699,16 +702,16 @@ void pp_wlink_kill_worker(server *s, pp_worker *wk, const char *why) {
   /* No such process: it exited and nobody will report it (it never was, or no longer is, a
    * child anyone reaps for us): forget it now, as an EXITED would, so it is replaced. */
   if (gone) {
-    LOG_ERR(s, "worker pid %u was already gone", pid);
-    pp_shepherd_worker_gone(s, pid, -SIGKILL);
+    LOG_ERR(ws, "worker pid %u was already gone", pid);
+    pp_shepherd_worker_gone(ws->srv, pid, -SIGKILL);
   }
 }
 
-void pp_wlink_watch(server *s, int64_t now) {
-  if (s->stopping) return;
-  uint64_t rt = s->cfg->request_timeout_ns;
-  pp_qnode *n = s->workers.wconns.head.next;
-  while (n != &s->workers.wconns.head) {
+void pp_wlink_watch(pp_workers *ws, int64_t now) {
+  if (*ws->stopping) return;
+  uint64_t rt = ws->cfg->request_timeout_ns;
+  pp_qnode *n = ws->wconns.head.next;
+  while (n != &ws->wconns.head) {
     wconn *w = PP_CONTAINER_OF(n, wconn, link);
     n = n->next;
     if (w->closing || w->monitor) continue;
@@ -718,58 +721,58 @@ void pp_wlink_watch(server *s, int64_t now) {
     int handed_over = r && r->hijack_seen && !r->owner && !r->cancelled;
     if (rt && r && r->t3 && !handed_over && now - r->t3 >= (int64_t)rt) request_timed_out(w, now);
     if (!w->req && w->timed_out_id && now >= w->timed_out_deadline_ns) {
-      pp_worker *wk = w->slot.worker ? w->slot.worker : pp_registry_find(&s->workers.reg, w->pid);
+      pp_worker *wk = w->slot.worker ? w->slot.worker : pp_registry_find(&ws->reg, w->pid);
       if (wk && !wk->killed) {
         char why[160];
         snprintf(why, sizeof why,
                  "timed-out request %" PRIu64 " still holds thread %u after -worker-kill-grace",
                  w->timed_out_id, w->slot.thread_index);
-        s->core.stats.workers_killed_timeout++;
-        pp_wlink_kill_worker(s, wk, why);
-        n = s->workers.wconns.head.next; /* the kill closed connections: walk again */
+        ws->stats->workers_killed_timeout++;
+        pp_wlink_kill_worker(ws, wk, why);
+        n = ws->wconns.head.next; /* the kill closed connections: walk again */
       }
     }
   }
   /* -worker-boot-timeout: a forked worker none of whose threads said HELLO in time. */
-  uint64_t bt = s->cfg->worker_boot_timeout_ns;
-  for (uint32_t i = 0; bt && i < s->workers.reg.high; i++) {
-    pp_worker *wk = &s->workers.reg.workers[i];
+  uint64_t bt = ws->cfg->worker_boot_timeout_ns;
+  for (uint32_t i = 0; bt && i < ws->reg.high; i++) {
+    pp_worker *wk = &ws->reg.workers[i];
     if (wk->state != PP_WORKER_BOOTING || wk->killed || !wk->forked_ns) continue;
     if (now - wk->forked_ns <= (int64_t)bt) continue;
     char why[128];
     snprintf(why, sizeof why, "not connected %.1f s after its fork (-worker-boot-timeout %.1f s)",
              (double)(now - wk->forked_ns) / 1e9, (double)bt / 1e9);
-    pp_wlink_kill_worker(s, wk, why);
+    pp_wlink_kill_worker(ws, wk, why);
   }
-  uint64_t wt = s->cfg->worker_timeout_ns;
+  uint64_t wt = ws->cfg->worker_timeout_ns;
   if (!wt) return;
-  for (uint32_t i = 0; i < s->workers.reg.high; i++) {
-    pp_worker *wk = &s->workers.reg.workers[i];
+  for (uint32_t i = 0; i < ws->reg.high; i++) {
+    pp_worker *wk = &ws->reg.workers[i];
     if (wk->state == PP_WORKER_FREE || wk->killed || !wk->heartbeat_ns) continue;
     if (now - wk->heartbeat_ns <= (int64_t)wt) continue;
     char why[128];
     snprintf(why, sizeof why, "no heartbeat for %.1f s (-worker-timeout %.1f s)",
              (double)(now - wk->heartbeat_ns) / 1e9, (double)wt / 1e9);
-    s->core.stats.workers_killed_heartbeat++;
-    pp_wlink_kill_worker(s, wk, why);
+    ws->stats->workers_killed_heartbeat++;
+    pp_wlink_kill_worker(ws, wk, why);
   }
 }
 
 static void on_watch_timer(uv_timer_t *t) {
-  server *s = t->data;
-  pp_wlink_watch(s, pp_now_ns());
-  pp_shepherd_reap_orphans(s);
+  pp_workers *ws = t->data;
+  pp_wlink_watch(ws, pp_now_ns());
+  pp_shepherd_reap_orphans(ws->srv);
 }
 
-void pp_wlink_watch_start(server *s) {
+void pp_wlink_watch_start(pp_workers *ws) {
   /* A few passes per shortest deadline: a request times out within ~5% of its limit. */
   uint64_t period_ms = 100;
-  uint64_t shortest = s->cfg->request_timeout_ns;
-  if (s->cfg->worker_kill_grace_ns && (!shortest || s->cfg->worker_kill_grace_ns < shortest))
-    shortest = s->cfg->worker_kill_grace_ns;
+  uint64_t shortest = ws->cfg->request_timeout_ns;
+  if (ws->cfg->worker_kill_grace_ns && (!shortest || ws->cfg->worker_kill_grace_ns < shortest))
+    shortest = ws->cfg->worker_kill_grace_ns;
   if (shortest && shortest / 20000000 < period_ms) period_ms = shortest / 20000000;
   if (period_ms < 5) period_ms = 5;
-  uv_timer_init(s->loop, &s->workers.watch_timer);
-  s->workers.watch_timer.data = s;
-  uv_timer_start(&s->workers.watch_timer, on_watch_timer, period_ms, period_ms);
+  uv_timer_init(ws->loop, &ws->watch_timer);
+  ws->watch_timer.data = ws;
+  uv_timer_start(&ws->watch_timer, on_watch_timer, period_ms, period_ms);
 }

@@ -6,7 +6,8 @@
  * Each worker process also dials one monitor connection (HEARTBEAT first, never a slot):
  * the watch (pp_wlink_watch) times requests out (-request-timeout, 504 + TIMEOUT), kills a
  * worker whose timed-out thread outlives -worker-kill-grace, and one whose heartbeat is
- * silent past -worker-timeout. */
+ * silent past -worker-timeout. It works on the layer's context (pp_workers, workers.h) and
+ * what that was handed at set-up, never on struct server. */
 #ifndef PP_WLINK_H
 #define PP_WLINK_H
 
@@ -19,10 +20,12 @@
 #include "server/net/transport.h"
 #include "server/proto/wire.h"
 
+typedef struct pp_workers pp_workers;
+
 struct wconn {
   uv_pipe_t pipe;
-  pp_qnode link; /* in the workers' wconns */
-  server *srv;
+  pp_qnode link;         /* in the workers' wconns */
+  struct pp_workers *ws; /* the layer context it belongs to */
   pp_wire_decoder dec;
   pp_buf rbuf;
   pp_slot slot;
@@ -42,7 +45,7 @@ struct wconn {
 };
 
 /* Starts accepting worker connections on the server's worker socket. 0 or a libuv error. */
-int pp_wlink_listen(server *s, const char *path);
+int pp_wlink_listen(pp_workers *ws, const char *path);
 /* x now runs on w. */
 void pp_wlink_assign(wconn *w, pp_exchange *x);
 /* Sends one chunk (returned to the pool when written). <0: the write failed. */
@@ -64,7 +67,7 @@ void pp_wlink_resume(wconn *w);
 /* Closes w; an exchange running on it gets worker_lost (or is freed if abandoned). */
 void pp_wlink_close(wconn *w, const char *reason);
 /* Closes every connection of the worker with this pid (it exited). */
-void pp_wlink_close_pid(server *s, uint32_t pid);
+void pp_wlink_close_pid(pp_workers *ws, uint32_t pid);
 
 /* Sets worker wk's slot target, clamped to [-min-threads, -max-slots]: SLOTS on its monitor
  * connection (the worker dials what is missing; each new connection is capacity when its
@@ -73,21 +76,21 @@ void pp_wlink_close_pid(server *s, uint32_t pid);
  * autoscale glue and of POST /slots. Returns the target set, or -1 with *why set when the
  * worker cannot take one (not serving, no monitor connection to tell it, the server
  * draining). */
-int pp_wlink_set_slots(server *s, pp_worker *wk, uint32_t count, const char **why);
+int pp_wlink_set_slots(pp_workers *ws, pp_worker *wk, uint32_t count, const char **why);
 /* The slot target of every serving worker (pp_wlink_set_slots each) and of the workers that
  * connect from now on (forked, respawned or activated later: told with SLOTS when their monitor
  * connection says HEARTBEAT). The autoscale glue's set_slots. Returns the target, clamped. */
-uint32_t pp_wlink_set_slots_all(server *s, uint32_t count);
+uint32_t pp_wlink_set_slots_all(pp_workers *ws, uint32_t count);
 /* The slot target of wk: what was last set, else the count workers start with. */
-uint32_t pp_wlink_slots_target(const server *s, const pp_worker *wk);
+uint32_t pp_wlink_slots_target(const pp_workers *ws, const pp_worker *wk);
 
 /* Starts the watch timer: request deadlines (-request-timeout), the kill grace after one
  * (-worker-kill-grace) and worker heartbeats (-worker-timeout). Called once at start. */
-void pp_wlink_watch_start(server *s);
+void pp_wlink_watch_start(pp_workers *ws);
 /* One pass of the watch (the timer calls it; exposed for the shepherd's reaper). */
-void pp_wlink_watch(server *s, int64_t now_ns);
+void pp_wlink_watch(pp_workers *ws, int64_t now_ns);
 /* SIGKILLs worker wk (once), closes its connections at once (its in-flight requests get 502)
  * and counts why; the shepherd (or the server's reaper) reports the exit, which respawns. */
-void pp_wlink_kill_worker(server *s, pp_worker *wk, const char *why);
+void pp_wlink_kill_worker(pp_workers *ws, pp_worker *wk, const char *why);
 
 #endif

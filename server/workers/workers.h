@@ -1,14 +1,21 @@
 /* The workers layer's own context (workers/): the worker listener and the worker
  * connections, the registry of workers, the shepherd and its control pipe, the spawn
- * bookkeeping and the phased restart. struct server holds one (s->workers). */
+ * bookkeeping and the phased restart, and what it is handed of the other layers at set-up
+ * (pp_workers_init). struct server holds one (s->workers). */
 #ifndef PP_WORKERS_H
 #define PP_WORKERS_H
 
 #include <stdint.h>
 #include <uv.h>
 
+#include "control/admit.h"
 #include "server/base/buf.h"
+#include "server/base/config.h"
+#include "server/base/hooks.h"
 #include "server/base/queue.h"
+#include "server/exchange/exchange.h"
+#include "server/net/transport.h"
+#include "server/proto/stats.h"
 #include "server/proto/wire.h"
 #include "server/workers/phased.h"
 
@@ -50,6 +57,31 @@ typedef struct pp_workers {
   int64_t last_spawn_ns;   /* when the last SPAWN was sent */
 
   pp_phased phased; /* SIGUSR1, POST /phased-restart (phased.c) */
+
+  /* Handed in at set-up (process/server.c): the lower layers' contexts it drives, and what it
+   * reads or bumps of the layers above it, as plain pointers. */
+  uv_loop_t *loop;
+  const pp_config *cfg;
+  pp_net *net;             /* write chunks (wlink.c) */
+  pp_exchange_pool *xpool; /* exchanges released when their worker is lost */
+  const pp_hooks *hooks;   /* slot_free, drain_progress */
+  server *srv;             /* handed to the hooks and to shepherd.c; never read here */
+  pp_stats *stats;         /* the counters (held in the core's context) */
+  pp_admit_state *admit;   /* the admission rule's memory (core/): a completion updates it */
+  const pp_policy *policy; /* the controller's policy (ops/) */
+  const int *draining;     /* the server's drain and stop flags (process/) */
+  const int *stopping;
 } pp_workers;
+
+/* Hands ws what it reaches outside its own layer (the fields above). */
+static inline void pp_workers_init(pp_workers *ws, server *srv, uv_loop_t *loop,
+                                   const pp_config *cfg, pp_net *net, pp_exchange_pool *xpool,
+                                   const pp_hooks *hooks, pp_stats *stats, pp_admit_state *admit,
+                                   const pp_policy *policy, const int *draining,
+                                   const int *stopping) {
+  ws->srv = srv, ws->loop = loop, ws->cfg = cfg, ws->net = net, ws->xpool = xpool;
+  ws->hooks = hooks, ws->stats = stats, ws->admit = admit, ws->policy = policy;
+  ws->draining = draining, ws->stopping = stopping;
+}
 
 #endif

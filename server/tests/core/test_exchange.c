@@ -374,7 +374,7 @@ static void fd_respond_end(int fd, uint64_t id) {
 /* Runs the watch (as its timer would) until cond or ~2 s. */
 #define WATCH_UNTIL(cond)                                                                          \
   for (int turn_ = 0; turn_ < 2000 && !(cond); turn_++) {                                          \
-    pp_wlink_watch(&srv, pp_now_ns());                                                             \
+    pp_wlink_watch(&srv.workers, pp_now_ns());                                                     \
     spin(1);                                                                                       \
   }
 
@@ -432,7 +432,7 @@ static void test_request_timeout_answers_504_and_interrupts(void) {
   CU_ASSERT_FATAL(fd_recv(thread, &f, tbuf, sizeof tbuf));
   CU_ASSERT_EQUAL(f.type, PP_WIRE_REQUEST);
   int64_t t0 = pp_now_ns();
-  pp_wlink_watch(&srv, t0); /* not yet */
+  pp_wlink_watch(&srv.workers, t0); /* not yet */
   CU_ASSERT(!saw("fail"));
   WATCH_UNTIL(saw("fail"));
   CU_ASSERT(pp_now_ns() - t0 >= 30000000); /* not before the deadline (from T3) */
@@ -501,7 +501,7 @@ static void test_kill_after_the_grace(void) {
   pp_worker *wk = pp_registry_find(&srv.workers.reg, (uint32_t)pid);
   CU_ASSERT(wk && wk->killed && wk->slots == 0);
   CU_ASSERT(killed_by_sigkill(pid));
-  pp_wlink_watch(&srv, pp_now_ns() + 1000000000LL); /* killed once */
+  pp_wlink_watch(&srv.workers, pp_now_ns() + 1000000000LL); /* killed once */
   CU_ASSERT_EQUAL(srv.core.stats.workers_killed_timeout, kills + 1);
   close(t0fd);
   close(t1fd);
@@ -526,7 +526,7 @@ static void test_silent_heartbeat_kills(void) {
   pp_worker *wk = pp_registry_find(&srv.workers.reg, (uint32_t)pid);
   CU_ASSERT_FATAL(wk != NULL);
   int64_t now = pp_now_ns();
-  pp_wlink_watch(&srv, now + 400000000); /* within the timeout */
+  pp_wlink_watch(&srv.workers, now + 400000000); /* within the timeout */
   CU_ASSERT(!wk->killed);
   memset(&f, 0, sizeof f);
   f.type = PP_WIRE_HEARTBEAT;
@@ -537,10 +537,10 @@ static void test_silent_heartbeat_kills(void) {
   for (int i = 0; i < 200 && wk->heartbeat_ns == before_beat; i++)
     spin(1);
   CU_ASSERT(wk->heartbeat_ns > before_beat);
-  pp_wlink_watch(&srv, wk->heartbeat_ns + 450000000); /* refreshed: still alive */
+  pp_wlink_watch(&srv.workers, wk->heartbeat_ns + 450000000); /* refreshed: still alive */
   CU_ASSERT(!wk->killed);
   pp_worker *no_monitor = pp_registry_find(&srv.workers.reg, 4242); /* earlier tests' worker */
-  pp_wlink_watch(&srv, wk->heartbeat_ns + 600000000);
+  pp_wlink_watch(&srv.workers, wk->heartbeat_ns + 600000000);
   CU_ASSERT(wk->killed);
   CU_ASSERT_EQUAL(srv.core.stats.workers_killed_heartbeat, kills + 1);
   CU_ASSERT(no_monitor == NULL || !no_monitor->killed);
@@ -554,7 +554,7 @@ static void test_silent_heartbeat_kills(void) {
   CU_ASSERT_FATAL(fd_recv(m_dead, &f, mbuf, sizeof mbuf));
   pp_worker *ghost = pp_registry_find(&srv.workers.reg, (uint32_t)dead);
   CU_ASSERT_FATAL(ghost != NULL);
-  pp_wlink_watch(&srv, ghost->heartbeat_ns + 600000000);
+  pp_wlink_watch(&srv.workers, ghost->heartbeat_ns + 600000000);
   CU_ASSERT_PTR_NULL(pp_registry_find(&srv.workers.reg, (uint32_t)dead));
   CU_ASSERT_EQUAL(srv.core.stats.workers_killed_heartbeat, kills + 2);
   close(m_dead);
@@ -622,10 +622,10 @@ static void test_slots_actuator(void) {
   uint64_t id0 = dispatch_one(t0); /* t0 busy */
   int t1 = dial(PP_WIRE_HELLO, pid, 1), t2 = dial(PP_WIRE_HELLO, pid, 2);
   CU_ASSERT_EQUAL(wk->slots, 3);
-  CU_ASSERT_EQUAL(pp_wlink_slots_target(&srv, wk), 5); /* never set: the starting count */
+  CU_ASSERT_EQUAL(pp_wlink_slots_target(&srv.workers, wk), 5); /* never set: the starting count */
 
   const char *why = NULL;
-  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, wk, 0, &why), 1); /* clamped to -min-threads */
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv.workers, wk, 0, &why), 1); /* clamped to -min-threads */
   expect_frame(monitor, PP_WIRE_SLOTS, 1);
   expect_frame(t1, PP_WIRE_SLOT_CLOSE, 1); /* the idle ones, at once */
   expect_frame(t2, PP_WIRE_SLOT_CLOSE, 2);
@@ -642,15 +642,15 @@ static void test_slots_actuator(void) {
   close(t3);
   CU_ASSERT(!has_bytes(monitor)); /* its EOF finds the worker at its target */
 
-  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, wk, 99, &why), 8); /* clamped to -max-slots */
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv.workers, wk, 99, &why), 8); /* clamped to -max-slots */
   expect_frame(monitor, PP_WIRE_SLOTS, 8);
-  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, wk, 3, &why), 3);
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv.workers, wk, 3, &why), 3);
   expect_frame(monitor, PP_WIRE_SLOTS, 3);
   int t4 = dial(PP_WIRE_HELLO, pid, 4), t5 = dial(PP_WIRE_HELLO, pid, 5);
   CU_ASSERT_EQUAL(wk->slots, 3);
   uint64_t id4 = dispatch_one(t4), id5 = dispatch_one(t5); /* all three busy */
 
-  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, wk, 1, &why), 1);
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv.workers, wk, 1, &why), 1);
   expect_frame(monitor, PP_WIRE_SLOTS, 1);
   CU_ASSERT(!has_bytes(t0) && !has_bytes(t4) && !has_bytes(t5)); /* nothing while busy */
   CU_ASSERT_EQUAL(wk->slots, 3);
@@ -679,7 +679,7 @@ static void test_slots_actuator(void) {
 
   /* The target goes up before the worker has read the two SLOT_CLOSEs: their EOFs find it
    * under target, and SLOTS is sent again for each. */
-  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, wk, 3, &why), 3);
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv.workers, wk, 3, &why), 3);
   expect_frame(monitor, PP_WIRE_SLOTS, 3);
   for (int i = 0; i < 3; i++)
     if (fds[i] != kept) close(fds[i]);
@@ -690,7 +690,7 @@ static void test_slots_actuator(void) {
   int lone = dial(PP_WIRE_HELLO, 6161, 0);
   pp_worker *other = pp_registry_find(&srv.workers.reg, 6161);
   CU_ASSERT_FATAL(other != NULL);
-  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv, other, 2, &why), -1);
+  CU_ASSERT_EQUAL(pp_wlink_set_slots(&srv.workers, other, 2, &why), -1);
   CU_ASSERT_STRING_EQUAL(why, "the worker has no monitor connection");
 
   close(lone), close(kept), close(monitor);
@@ -713,6 +713,9 @@ static int suite_init(void) {
   /* what process/server.c hands the worker link: the core's dispatch */
   srv.hooks.slot_free = slot_free;
   pp_exchange_pool_init(&srv.xpool, &cfg, &srv);
+  pp_workers_init(&srv.workers, &srv, srv.loop, &cfg, &srv.net, &srv.xpool, &srv.hooks,
+                  &srv.core.stats, &srv.core.admit, &srv.ops.ctl.policy, &srv.draining,
+                  &srv.stopping);
   pp_core_init(&srv.core, &srv, &srv.hooks, &srv.net, &srv.xpool, &srv.workers.reg,
                &srv.ops.ctl.policy, &srv.ops.ctl.shedding);
   pp_queue_init(&srv.sess.clients);
@@ -727,7 +730,7 @@ static int suite_init(void) {
   uv_timer_init(srv.loop, &srv.workers.respawn_timer); /* a forgotten worker's respawn may arm it */
   srv.workers.respawn_timer.data = &srv;
   snprintf(sock_path, sizeof sock_path, "/tmp/pp-test-exchange-%d.sock", (int)getpid());
-  return pp_wlink_listen(&srv, sock_path) == 0 ? 0 : -1;
+  return pp_wlink_listen(&srv.workers, sock_path) == 0 ? 0 : -1;
 }
 
 static int suite_clean(void) {
