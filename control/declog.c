@@ -591,6 +591,12 @@ int pp_declog_encode_header(const pp_declog_header *h, char *buf, size_t cap) {
   bad |= set_new(root, "source", json_string(h->source));
   bad |= set_new(root, "policy_hash", json_string(hash));
   bad |= set_new(root, "policy", json_string(h->policy));
+  if (h->slots[0]) {
+    if (!memchr(h->slots, '\0', sizeof h->slots))
+      bad = 1;
+    else
+      bad |= set_new(root, "slots", json_string(h->slots));
+  }
   return dump_line(root, bad, JSON_COMPACT | JSON_PRESERVE_ORDER, buf, cap);
 }
 
@@ -700,8 +706,17 @@ int pp_declog_decode_header(pp_declog_header *out, pp_policy *policy_out, const 
     }
     if (policy_out) *policy_out = p;
   }
-  static const char *const keys[] = {"v", "type", "source", "policy_hash", "policy"};
-  const char *extra = unknown_key(root, keys, COUNT(keys));
+  if (json_object_get(root, "slots")) {
+    if (!(s = header_string(root, "slots", line, err))) goto done;
+    if (strcmp(s, "thread") != 0 && strcmp(s, "fiber") != 0 && strcmp(s, "ractor") != 0) {
+      fail(err, line, "", "slots", "unknown slot kind (thread, fiber, ractor)");
+      goto done;
+    }
+    strcpy(h.slots, strcmp(s, "thread") ? s : "");
+  }
+  static const char *const keys[] = {"v", "type", "source", "policy_hash", "policy", "slots"};
+  /* unknown_key counts keys: "slots" is optional, so only listed when present */
+  const char *extra = unknown_key(root, keys, COUNT(keys) - !json_object_get(root, "slots"));
   if (extra) {
     fail(err, line, "", extra, "unknown field");
     goto done;

@@ -59,13 +59,16 @@ int pp_declog_decode(pp_declog_record *out, const char *text, size_t len, long l
  *   {"v":1,"type":"header","source":"server","policy_hash":"<16 hex>","policy":"<canonical>"}
  * Writers emit one at the start of a log (and again after reopening it, e.g. on SIGHUP) and
  * a new one whenever the policy changes. Readers that do not know headers can skip any line
- * whose kind is PP_DECLOG_KIND_HEADER. Tick lines are unchanged. */
+ * whose kind is PP_DECLOG_KIND_HEADER. Tick lines are unchanged. An optional last field
+ * "slots":"fiber"|"ractor" names the slot kind of the ticks that follow (absent: threads). */
 #define PP_DECLOG_POLICY_MAX 2048
 
 typedef struct pp_declog_header {
   uint64_t policy_hash;              /* pp_policy_hash() of the policy below */
   char source[16];                   /* "server" or "sim" (NUL-terminated) */
   char policy[PP_DECLOG_POLICY_MAX]; /* pp_policy_canonical() text, NUL-terminated */
+  char slots[8]; /* the slot kind, "fiber" or "ractor"; "" (not written) for thread slots and
+                    for logs from before the field */
 } pp_declog_header;
 
 /* Fills *h from a policy (canonical text and hash) and a source name (truncated to 15

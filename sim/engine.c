@@ -36,6 +36,12 @@ typedef struct thr {
   uint64_t cpu_left;
   int64_t wait_start;
   int64_t gvl_wait;
+  /* the CPU segment this slot runs (processor sharing): with a per-process GVL only the
+   * holder runs one; Ractor slots each hold their own GVL and run one each */
+  double v_end;
+  uint64_t seg;
+  double seg_credited; /* of the running segment, CPU ns already credited to cpu_win */
+  int32_t run_pos;
 } thr;
 
 typedef pp_sim_ring u32ring;
@@ -49,14 +55,10 @@ typedef struct worker {
   int32_t holder;
   uint32_t *gq; /* GVL wait queue (ring of thread indexes), capacity tcap */
   uint32_t gq_head, gq_len;
-  double v_end;
-  uint64_t seg;
-  int32_t run_pos;
   u32ring q; /* per-worker queue (per_worker model) */
   /* CPU accounting for the observation's per-worker CPU share (what /proc gives the server) */
-  double cpu_win;      /* CPU ns run in the current tick window */
-  double seg_credited; /* of the running segment, CPU ns already credited to cpu_win */
-  int64_t ready_t;     /* when the worker became ready (serving) */
+  double cpu_win;  /* CPU ns run in the current tick window */
+  int64_t ready_t; /* when the worker became ready (serving) */
 } worker;
 
 typedef struct sim {
@@ -97,7 +99,7 @@ typedef struct sim {
   /* processor sharing */
   double V;
   int64_t v_t;
-  uint32_t *running;
+  uint32_t *running; /* running segments, each wi * tcap + ti */
   uint32_t nrun;
   uint64_t cpu_version;
   int64_t cpu_sched_t; /* time of the pending valid EV_CPU, -1 when none */
@@ -212,7 +214,10 @@ static double worker_mem(const sim *s, const worker *w) {
                ? (double)s->scn->mem_standby_bytes
                : (double)s->scn->mem_worker_bytes - (double)s->scn->mem_shared_bytes;
   return (double)s->scn->mem_worker_bytes - (double)s->scn->mem_shared_bytes +
-         (double)(s->cfg->fibers ? s->scn->mem_fiber_bytes : s->scn->mem_thread_bytes) * w->threads;
+         (double)(s->cfg->ractors  ? s->scn->mem_ractor_bytes
+                  : s->cfg->fibers ? s->scn->mem_fiber_bytes
+                                   : s->scn->mem_thread_bytes) *
+             w->threads;
 }
 
 static void recompute_mem(sim *s) {
@@ -237,14 +242,18 @@ static void ps_advance(sim *s) {
   s->v_t = s->now;
 }
 
-static void ps_start(sim *s, uint32_t wi, uint64_t seg) {
+static inline thr *run_thr(const sim *s, uint32_t id) {
+  return &s->w[id / s->tcap].t[id % s->tcap];
+}
+
+static void ps_start(sim *s, uint32_t wi, uint32_t ti, uint64_t seg) {
   ps_advance(s);
-  worker *w = &s->w[wi];
-  w->v_end = s->V + (double)seg;
-  w->seg = seg;
-  w->seg_credited = 0;
-  w->run_pos = (int32_t)s->nrun;
-  s->running[s->nrun++] = wi;
+  thr *t = &s->w[wi].t[ti];
+  t->v_end = s->V + (double)seg;
+  t->seg = seg;
+  t->seg_credited = 0;
+  t->run_pos = (int32_t)s->nrun;
+  s->running[s->nrun++] = wi * s->tcap + ti;
   s->ps_dirty = 1;
 }
 
@@ -256,9 +265,9 @@ static void ps_reschedule(sim *s) {
     if (s->cpu_sched_t >= 0) s->cpu_version++, s->cpu_sched_t = -1;
     return;
   }
-  double mn = s->w[s->running[0]].v_end;
+  double mn = run_thr(s, s->running[0])->v_end;
   for (uint32_t i = 1; i < s->nrun; i++)
-    if (s->w[s->running[i]].v_end < mn) mn = s->w[s->running[i]].v_end;
+    if (run_thr(s, s->running[i])->v_end < mn) mn = run_thr(s, s->running[i])->v_end;
   double dt = (mn - s->V) / ps_rate(s);
   int64_t t = s->now + (dt <= 0 ? 0 : (int64_t)ceil(dt));
   if (t == s->cpu_sched_t) return;
@@ -269,11 +278,10 @@ static void ps_reschedule(sim *s) {
 
 /* ---- request flow ---------------------------------------------------------------------- */
 
-static void start_segment(sim *s, uint32_t wi) {
-  worker *w = &s->w[wi];
-  thr *t = &w->t[w->holder];
+static void start_segment(sim *s, uint32_t wi, uint32_t ti) {
+  thr *t = &s->w[wi].t[ti];
   uint64_t seg = t->cpu_left < s->scn->gvl_timeslice_ns ? t->cpu_left : s->scn->gvl_timeslice_ns;
-  ps_start(s, wi, seg);
+  ps_start(s, wi, ti, seg);
 }
 
 static void give_gvl_next(sim *s, uint32_t wi) {
@@ -285,7 +293,7 @@ static void give_gvl_next(sim *s, uint32_t wi) {
   t->gvl_wait += s->now - t->wait_start;
   t->state = T_CPU;
   w->holder = (int32_t)ti;
-  start_segment(s, wi);
+  start_segment(s, wi, ti);
 }
 
 static void gq_push(sim *s, worker *w, uint32_t ti) {
@@ -407,10 +415,13 @@ static void dispatch(sim *s, uint32_t wi, uint32_t ti, uint32_t seq) {
   w->busy++;
   s->slots_busy++;
   if (t->cpu_left > 0) {
-    if (w->holder < 0) {
+    if (s->cfg->ractors) { /* its own GVL: runs at once, alongside the process's other slots */
+      t->state = T_CPU;
+      start_segment(s, wi, ti);
+    } else if (w->holder < 0) {
       w->holder = (int32_t)ti;
       t->state = T_CPU;
-      start_segment(s, wi);
+      start_segment(s, wi, ti);
     } else {
       gq_push(s, w, ti);
     }
@@ -514,20 +525,26 @@ static void complete(sim *s, uint32_t wi, uint32_t ti) {
   thread_free(s, wi, ti);
 }
 
-/* The GVL holder of worker wi finished its segment. */
-static void segment_done(sim *s, uint32_t wi) {
+/* Slot ti of worker wi (the GVL holder, or a Ractor slot) finished its segment. */
+static void segment_done(sim *s, uint32_t wi, uint32_t ti) {
   worker *w = &s->w[wi];
-  uint32_t ti = (uint32_t)w->holder;
   thr *t = &w->t[ti];
-  t->cpu_left -= w->seg;
-  w->cpu_win += (double)w->seg - w->seg_credited;
-  w->seg_credited = 0;
+  t->cpu_left -= t->seg;
+  w->cpu_win += (double)t->seg - t->seg_credited;
+  t->seg_credited = 0;
+  if (s->cfg->ractors) { /* no GVL shared with the other slots: nothing to hand over */
+    if (t->cpu_left > 0)
+      start_segment(s, wi, ti);
+    else
+      start_io(s, wi, ti);
+    return;
+  }
   if (t->cpu_left > 0) {
     if (w->gq_len) {
       gq_push(s, w, ti);
       give_gvl_next(s, wi);
     } else {
-      start_segment(s, wi);
+      start_segment(s, wi, ti);
     }
     return;
   }
@@ -546,19 +563,19 @@ static void on_cpu(sim *s, uint64_t version) {
   uint32_t done[64];
   uint32_t nd = 0;
   for (uint32_t i = 0; i < s->nrun;) {
-    uint32_t wi = s->running[i];
-    if (s->w[wi].v_end <= s->V + 0.5 && nd < 64) {
-      done[nd++] = wi;
+    uint32_t id = s->running[i];
+    if (run_thr(s, id)->v_end <= s->V + 0.5 && nd < 64) {
+      done[nd++] = id;
       s->running[i] = s->running[--s->nrun];
-      s->w[s->running[i]].run_pos = (int32_t)i;
-      s->w[wi].run_pos = -1;
+      run_thr(s, s->running[i])->run_pos = (int32_t)i;
+      run_thr(s, id)->run_pos = -1;
     } else {
       i++;
     }
   }
   s->ps_dirty = 1;
   for (uint32_t k = 0; k < nd; k++)
-    segment_done(s, done[k]);
+    segment_done(s, done[k] / s->tcap, done[k] % s->tcap);
 }
 
 /* ---- workers ----------------------------------------------------------------------------- */
@@ -567,7 +584,7 @@ static int grow_workers(sim *s) {
   if (s->nw < s->capw) return 0;
   uint32_t nc = s->capw ? s->capw * 2 : 8;
   worker *nw = realloc(s->w, nc * sizeof *nw);
-  uint32_t *nr = realloc(s->running, nc * sizeof *nr);
+  uint32_t *nr = realloc(s->running, (size_t)nc * s->tcap * sizeof *nr);
   if (nr) s->running = nr;
   int64_t *nb = realloc(s->cpu_buf, nc * sizeof *nb);
   if (nb) s->cpu_buf = nb;
@@ -618,8 +635,9 @@ static uint32_t alloc_worker(sim *s) {
   w->busy = 0;
   w->holder = -1;
   w->gq_head = w->gq_len = 0;
-  w->run_pos = -1;
   memset(w->t, 0, s->tcap * sizeof(thr));
+  for (uint32_t i = 0; i < s->tcap; i++)
+    w->t[i].run_pos = -1;
   return wi;
 }
 
@@ -997,9 +1015,11 @@ static void on_tick(sim *s) {
   int64_t win_start = s->now - (int64_t)s->policy.tick_ns;
   for (uint32_t i = 0; i < s->nw; i++) {
     worker *w = &s->w[i];
-    if (w->run_pos >= 0) {
-      double done = (double)w->seg - (w->v_end - s->V);
-      if (done > w->seg_credited) w->cpu_win += done - w->seg_credited, w->seg_credited = done;
+    for (uint32_t ti = 0; ti < s->tcap; ti++) {
+      thr *t = &w->t[ti];
+      if (t->run_pos < 0) continue;
+      double done = (double)t->seg - (t->v_end - s->V);
+      if (done > t->seg_credited) w->cpu_win += done - t->seg_credited, t->seg_credited = done;
     }
     if (w->state == W_READY && w->ready_t <= win_start)
       s->cpu_buf[ncpu++] = (int64_t)llround(w->cpu_win);
@@ -1055,9 +1075,11 @@ static void on_tick(sim *s) {
     s->slot_version++;
     if (n <= s->threads_per_worker)
       set_threads(s, n);
-    else
-      push_ev(s, s->now + (int64_t)(s->scn->slot_delay_ns ? s->scn->slot_delay_ns : 1), EV_SLOTS, 0,
-              s->slot_version);
+    else {
+      /* a Ractor slot has its own delay (Ractor.new, its own require work, its dial-in) */
+      uint64_t dl = s->cfg->ractors ? s->scn->slot_delay_ractor_ns : s->scn->slot_delay_ns;
+      push_ev(s, s->now + (int64_t)(dl ? dl : 1), EV_SLOTS, 0, s->slot_version);
+    }
     break;
   }
   default: break;

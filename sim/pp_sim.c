@@ -338,6 +338,8 @@ static int cmd_run(int argc, char **argv) {
       pp_declog_header h;
       char hline[PP_DECLOG_LINE_MAX * 2];
       int hn = pp_declog_header_init(&h, &scn->configs[idx[k]].policy, "sim");
+      if (hn >= 0 && scn->configs[idx[k]].ractors) snprintf(h.slots, sizeof h.slots, "ractor");
+      if (hn >= 0 && scn->configs[idx[k]].fibers) snprintf(h.slots, sizeof h.slots, "fiber");
       if (hn >= 0) hn = pp_declog_encode_header(&h, hline, sizeof hline);
       if (hn < 0) {
         fprintf(stderr, "pp-sim: cannot encode the policy header for %s: %s\n",

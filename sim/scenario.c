@@ -66,9 +66,13 @@ void pp_scenario_defaults(pp_scenario *s) {
   s->mem_worker_bytes = 80000000ull;
   s->mem_thread_bytes = 2000000ull;
   s->mem_fiber_bytes = 640000ull;
+  /* notebooks/ractors: 4 slots' Ruby PSS 20.2MB as Ractors, 18.9MB as threads: a Ractor slot
+   * costs (20.2 - 18.9) / 4 = 325KB more than a thread slot */
+  s->mem_ractor_bytes = 2000000ull + 325000ull;
   s->switch_thread_ns = 22000;
   s->switch_fiber_ns = 100;
   s->slot_delay_ns = 1000000ull;
+  s->slot_delay_ractor_ns = 10300000ull; /* notebooks/ractors: POST /slots 2->6 connected */
   s->gvl_timeslice_ns = 100000000ull;
   s->gvl_measured = 1;
   s->cpu_measured = 1;
@@ -411,6 +415,8 @@ static int parse_memory(walk *w, const yaml_node_t *n, pp_scenario *s) {
       rc = get_bytes(w, v, f, &s->mem_thread_bytes);
     else if (!strcmp(key, "per_fiber"))
       rc = get_bytes(w, v, f, &s->mem_fiber_bytes);
+    else if (!strcmp(key, "per_ractor"))
+      rc = get_bytes(w, v, f, &s->mem_ractor_bytes);
     else if (!strcmp(key, "shared"))
       rc = get_bytes(w, v, f, &s->mem_shared_bytes);
     else if (!strcmp(key, "standby")) {
@@ -419,7 +425,8 @@ static int parse_memory(walk *w, const yaml_node_t *n, pp_scenario *s) {
       if (!rc) s->mem_standby_bytes = b > INT64_MAX ? INT64_MAX : (int64_t)b;
     } else
       return fail(w, k, f,
-                  "unknown field (expected worker, per_thread, per_fiber, shared, standby)");
+                  "unknown field (expected worker, per_thread, per_fiber, per_ractor, shared, "
+                  "standby)");
     if (rc) return rc;
   }
   return 0;
@@ -451,6 +458,8 @@ static int parse_machine(walk *w, const yaml_node_t *n, pp_scenario *s) {
       rc = get_dist(w, v, f, &s->activation);
     else if (!strcmp(key, "slot_delay"))
       rc = get_duration(w, v, f, &s->slot_delay_ns);
+    else if (!strcmp(key, "slot_delay_ractor"))
+      rc = get_duration(w, v, f, &s->slot_delay_ractor_ns);
     else if (!strcmp(key, "switch_thread"))
       rc = get_duration(w, v, f, &s->switch_thread_ns);
     else if (!strcmp(key, "switch_fiber"))
@@ -458,7 +467,8 @@ static int parse_machine(walk *w, const yaml_node_t *n, pp_scenario *s) {
     else
       return fail(w, k, f,
                   "unknown field (expected cores, memory, gvl_timeslice, gvl_measured, boot, "
-                  "activation, slot_delay, switch_thread, switch_fiber, cpu_measured)");
+                  "activation, slot_delay, slot_delay_ractor, switch_thread, switch_fiber, "
+                  "cpu_measured)");
     if (rc) return rc;
   }
   return 0;
@@ -588,11 +598,13 @@ static int parse_config(walk *w, const yaml_node_t *n, const char *field, pp_con
       const char *d;
       if ((rc = want_scalar(w, v, f, &d))) return rc;
       if (!strcmp(d, "thread"))
-        c->fibers = 0;
+        c->fibers = 0, c->ractors = 0;
       else if (!strcmp(d, "fiber"))
-        c->fibers = 1;
+        c->fibers = 1, c->ractors = 0;
+      else if (!strcmp(d, "ractor"))
+        c->fibers = 0, c->ractors = 1;
       else
-        return fail(w, v, f, "unknown slot kind \"%s\" (thread, fiber)", d);
+        return fail(w, v, f, "unknown slot kind \"%s\" (thread, fiber, ractor)", d);
     } else if (!strcmp(key, "autoscale"))
       rc = get_bool(w, v, f, &c->autoscale);
     else if (!strcmp(key, "boot"))

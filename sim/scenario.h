@@ -108,6 +108,9 @@ typedef struct pp_config {
   int fibers;       /* slots: fiber (1) or thread (0, default): a fiber slot's memory is
                        machine.memory.per_fiber and its request's CPU is smaller by two switches'
                        difference (machine.switch_thread - switch_fiber) */
+  int ractors;      /* slots: ractor (1): each slot is a Ractor with its own GVL, so one
+                       process's slots run CPU in parallel up to machine.cores; memory is
+                       machine.memory.per_ractor, set_slots waits machine.slot_delay_ractor */
   int autoscale;
   pp_policy policy;                  /* valid when autoscale */
   char policy_path[PP_SCN_PATH_MAX]; /* "" when inline or none; resolved by scenario_file.h */
@@ -181,19 +184,21 @@ typedef struct pp_scenario {
   uint64_t slo_ns;            /* default 150ms */
   uint64_t drain_limit_ns;    /* how long to keep serving after the last arrival; 600s */
 
-  uint32_t cores;            /* machine.cores, default 8 */
-  uint64_t mem_worker_bytes; /* machine.memory.worker, default 80MB */
-  uint64_t mem_thread_bytes; /* machine.memory.per_thread, default 2MB */
-  uint64_t mem_fiber_bytes;  /* machine.memory.per_fiber, default 640KB (docs/SIM.md) */
-  uint64_t switch_thread_ns; /* machine.switch_thread: a thread slot's switch, default 22us */
-  uint64_t switch_fiber_ns;  /* machine.switch_fiber: a fiber slot's switch, default 100ns */
-  uint64_t slot_delay_ns;    /* machine.slot_delay: set_slots to new slots serving, 1ms */
-  uint64_t gvl_timeslice_ns; /* machine.gvl_timeslice, default 100ms */
-  int gvl_measured;          /* machine.gvl_measured, default true */
-  int cpu_measured;          /* machine.cpu_measured: the server passes its workers' CPU times
-                                to the observation (rule 4b's signal), default true; false
-                                models a server without it (rule 4b never acts) */
-  pp_dist boot;              /* machine.boot: worker boot time, default lognormal 2s sd 0.5s */
+  uint32_t cores;                /* machine.cores, default 8 */
+  uint64_t mem_worker_bytes;     /* machine.memory.worker, default 80MB */
+  uint64_t mem_thread_bytes;     /* machine.memory.per_thread, default 2MB */
+  uint64_t mem_fiber_bytes;      /* machine.memory.per_fiber, default 640KB (docs/SIM.md) */
+  uint64_t mem_ractor_bytes;     /* machine.memory.per_ractor, default 2.325MB (docs/SIM.md) */
+  uint64_t switch_thread_ns;     /* machine.switch_thread: a thread slot's switch, default 22us */
+  uint64_t switch_fiber_ns;      /* machine.switch_fiber: a fiber slot's switch, default 100ns */
+  uint64_t slot_delay_ns;        /* machine.slot_delay: set_slots to new slots serving, 1ms */
+  uint64_t slot_delay_ractor_ns; /* machine.slot_delay_ractor: the same for Ractor slots, 10.3ms */
+  uint64_t gvl_timeslice_ns;     /* machine.gvl_timeslice, default 100ms */
+  int gvl_measured;              /* machine.gvl_measured, default true */
+  int cpu_measured;              /* machine.cpu_measured: the server passes its workers' CPU times
+                                    to the observation (rule 4b's signal), default true; false
+                                    models a server without it (rule 4b never acts) */
+  pp_dist boot;                  /* machine.boot: worker boot time, default lognormal 2s sd 0.5s */
   /* Standby workers and the USS/PSS memory model (docs/SIM.md, "Memory"). */
   uint64_t mem_shared_bytes; /* machine.memory.shared: of `worker`, shared copy-on-write with
                                 the shepherd (the preloaded app), counted once; default 0 */

@@ -534,6 +534,25 @@ static void test_header_lines(void) {
   edit("\"type\":\"header\",", "\"type\":\"header\",\"extra\":2,");
   CU_ASSERT_EQUAL(pp_declog_decode_header(&h2, NULL, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
   CU_ASSERT_STRING_EQUAL(e.field, "extra");
+  /* The slot kind: written last when not threads, read back, a bad one named. */
+  {
+    pp_declog_header hr = h;
+    snprintf(hr.slots, sizeof hr.slots, "ractor");
+    char lr[PP_DECLOG_LINE_MAX * 2];
+    int nr = pp_declog_encode_header(&hr, lr, sizeof lr);
+    CU_ASSERT_FATAL(nr > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lr, "\",\"slots\":\"ractor\"}"));
+    CU_ASSERT_EQUAL(pp_declog_decode_header(&h2, NULL, lr, (size_t)nr, 5, &e), 0);
+    CU_ASSERT_STRING_EQUAL(h2.slots, "ractor");
+    char *at = strstr(lr, "\"ractor\"");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    memcpy(at + 1, "rocket", 6);
+    CU_ASSERT_EQUAL(pp_declog_decode_header(&h2, NULL, lr, (size_t)nr, 5, &e), PP_CTL_EPARSE);
+    CU_ASSERT_STRING_EQUAL(e.field, "slots");
+    CU_ASSERT_EQUAL(e.line, 5);
+    CU_ASSERT_EQUAL(pp_declog_decode_header(&h2, NULL, line1, (size_t)n, 1, &e), 0);
+    CU_ASSERT_STRING_EQUAL(h2.slots, ""); /* a log without the field: threads */
+  }
   edit("\"type\":\"header\"", "\"type\":\"footer\"");
   CU_ASSERT_EQUAL(pp_declog_decode_header(&h2, NULL, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
   CU_ASSERT_STRING_EQUAL(e.field, "type");

@@ -116,6 +116,25 @@ static void test_cores_processor_sharing(void) {
   CU_ASSERT(fabs(r1 / 100 - 1) < 0.03);
 }
 
+/* Ractor slots each hold their own GVL: one process's CPU-bound slots run in parallel up to the
+ * cores. 2 cores, 1 worker x 2 slots, 10 ms CPU-only requests: threads serve 100 rps (one
+ * GVL), Ractors 200 rps (two cores); 4 Ractor slots on 2 cores still 200 (processor sharing). */
+static void test_ractor_slots_parallel(void) {
+  pp_scenario s;
+  build(&s, 400, 20, 10000000, 0, 1, 2, 2);
+  double rt = throughput(&s);
+  s.configs[0].ractors = 1;
+  double rr = throughput(&s);
+  s.configs[0].threads = 4;
+  double rr4 = throughput(&s);
+  printf("\n  CPU-only, 1 worker x 2 slots, 2 cores: threads %.1f, Ractors %.1f rps (x4: %.1f)", rt,
+         rr, rr4);
+  CU_ASSERT(fabs(rt / 100 - 1) < 0.03);
+  CU_ASSERT(fabs(rr / 200 - 1) < 0.03);
+  CU_ASSERT(fabs(rr / rt / 2 - 1) < 0.03);
+  CU_ASSERT(fabs(rr4 / 200 - 1) < 0.03);
+}
+
 /* Linear regression accumulators over (arrival second, latency seconds). */
 typedef struct fit {
   double lo, hi;
@@ -803,6 +822,7 @@ int main(void) {
   CU_add_test(s, "GVL: CPU-bound throughput flat in threads", test_gvl_cpu_flat);
   CU_add_test(s, "GVL: IO-bound throughput linear in threads", test_gvl_io_linear);
   CU_add_test(s, "GVL: mixed requests bound by the lock", test_gvl_mixed);
+  CU_add_test(s, "Ractor slots run CPU in parallel", test_ractor_slots_parallel);
   CU_add_test(s, "cores: processor sharing across workers", test_cores_processor_sharing);
   CU_add_test(s, "overload 1.75x: growth and drain rates", test_overload_growth_and_drain);
   CU_add_test(s, "determinism: same seed same bytes", test_determinism);

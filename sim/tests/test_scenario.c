@@ -115,6 +115,9 @@ static void test_errors(void) {
        "machine.activation.dist"},
       {"server: puma,", "server: unicorn,", 24, "configs[0].server"},
       {"threads: 5}", "threads: 5000}", 24, "configs[0].threads"},
+      {"threads: 5}", "threads: 5, slots: ractors}", 24, "configs[0].slots"},
+      {"per_thread: 1MiB}", "per_thread: 1MiB, per_ractor: big}", 19, "machine.memory.per_ractor"},
+      {"  gvl_timeslice: 50ms\n", "  slot_delay_ractor: later\n", 20, "machine.slot_delay_ractor"},
       {"      max_workers: 4", "      max_wrkrs: 4", 31, "configs[1].policy.max_wrkrs"},
       {"      spawn_cooldown: 2s", "      spawn_cooldown: soon", 32,
        "configs[1].policy.spawn_cooldown"},
@@ -145,6 +148,51 @@ static void test_errors(void) {
     pp_scenario_dispose(&s);
     free(text);
   }
+}
+
+/* slots: ractor, with machine.memory.per_ractor and machine.slot_delay_ractor: parsed, and
+ * their defaults (notebooks/ractors) when absent. */
+static void test_ractor_fields(void) {
+  pp_scenario s;
+  pp_scn_error err;
+  CU_ASSERT_EQUAL_FATAL(pp_scenario_parse(&s, full, strlen(full), "demo.yaml", &err), 0);
+  CU_ASSERT_EQUAL(s.configs[0].ractors, 0);
+  CU_ASSERT_EQUAL(s.mem_ractor_bytes, 2325000ull);
+  CU_ASSERT_EQUAL(s.slot_delay_ractor_ns, 10300000ull);
+  pp_scenario_dispose(&s);
+  char *text = mutate("threads: 5}", "threads: 5, slots: ractor}");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  char *t2 = NULL;
+  {
+    const char *from = "  memory: {worker: 100MB, per_thread: 1MiB}\n";
+    const char *to = "  memory: {worker: 100MB, per_thread: 1MiB, per_ractor: 3MB}\n"
+                     "  slot_delay_ractor: 7ms\n";
+    char *at = strstr(text, from);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    size_t n = strlen(text) - strlen(from) + strlen(to) + 1;
+    t2 = malloc(n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t2);
+    snprintf(t2, n, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+  }
+  CU_ASSERT_EQUAL_FATAL(pp_scenario_parse(&s, t2, strlen(t2), "demo.yaml", &err), 0);
+  CU_ASSERT_EQUAL(s.configs[0].ractors, 1);
+  CU_ASSERT_EQUAL(s.configs[0].fibers, 0);
+  CU_ASSERT_EQUAL(s.configs[1].ractors, 0);
+  CU_ASSERT_EQUAL(s.mem_ractor_bytes, 3000000ull);
+  CU_ASSERT_EQUAL(s.slot_delay_ractor_ns, 7000000ull);
+  pp_scenario_dispose(&s);
+  free(t2);
+  free(text);
+  /* a bad kind names the file, the line and the field, and lists the kinds */
+  text = mutate("threads: 5}", "threads: 5, slots: ractors}");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  CU_ASSERT_NOT_EQUAL(pp_scenario_parse(&s, text, strlen(text), "bad.yaml", &err), 0);
+  CU_ASSERT_STRING_EQUAL(err.file, "bad.yaml");
+  CU_ASSERT_EQUAL(err.line, 24);
+  CU_ASSERT_STRING_EQUAL(err.field, "configs[0].slots");
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.message, "ractor)"));
+  pp_scenario_dispose(&s);
+  free(text);
 }
 
 /* The standby model's machine fields: parsed with their units, defaults when absent, and a
@@ -508,6 +556,7 @@ int main(void) {
   CU_add_test(s, "inline policy aliases stay bounded", test_policy_aliases_bounded);
   CU_add_test(s, "inline policy shed errors name file, line, field", test_policy_shed_errors);
   CU_add_test(s, "standby model machine fields", test_standby_machine_fields);
+  CU_add_test(s, "Ractor slot kind and its machine fields", test_ractor_fields);
   CU_add_test(s, "shipped scenarios load", test_shipped_scenarios);
   CU_add_test(s, "cluster sections and their errors", test_cluster_sections);
   CU_basic_set_mode(CU_BRM_VERBOSE);
