@@ -344,6 +344,18 @@ static double slots_gradient(const pp_policy *p, const pp_ctl_state *st, const p
   return clampd(p->slots_inflation * (double)st->svc_base_ns / (double)o->service_mean_ns, 0.5, 1);
 }
 
+/* "gradient 0.75 (service 200ms, base 100ms)": the grow and take-back reasons' shared part. */
+static void put_gradient(line *l, const pp_policy *p, const pp_ctl_state *st,
+                         const pp_observation *o) {
+  put(l, "gradient ");
+  put_ratio(l, slots_gradient(p, st, o));
+  put(l, " (service ");
+  put_dur(l, o->service_mean_ns);
+  put(l, ", base ");
+  put_dur(l, st->svc_base_ns);
+  put(l, ")");
+}
+
 /* Slots per worker rule 4b would grow to on a breach, or 0 (no growth: processes instead). */
 static uint32_t slots_grow_target(const pp_policy *p, const pp_ctl_state *st,
                                   const pp_observation *o, const view *v, const slots_view *sv,
@@ -632,13 +644,8 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put(&l, ", ");
       put_count(&l, sv.workers, "worker", "workers");
       if (gradient) {
-        put(&l, "; gradient ");
-        put_ratio(&l, slots_gradient(p, st, o));
-        put(&l, " (service ");
-        put_dur(&l, o->service_mean_ns);
-        put(&l, ", base ");
-        put_dur(&l, st->svc_base_ns);
-        put(&l, ")");
+        put(&l, "; ");
+        put_gradient(&l, p, st, o);
       } else {
         put(&l, "; sized ");
         put_u64(&l, slots_needed(p, o, &v, &sv));
@@ -811,13 +818,7 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put_dur(&l, o->service_mean_ns);
       put(&l, "); twice the slots Little's law needs per worker");
     } else if (shrink_why[0] == 'g') {
-      put(&l, "gradient ");
-      put_ratio(&l, slots_gradient(p, st, o));
-      put(&l, " (service ");
-      put_dur(&l, o->service_mean_ns);
-      put(&l, ", base ");
-      put_dur(&l, st->svc_base_ns);
-      put(&l, ")");
+      put_gradient(&l, p, st, o);
     } else {
       put_cpu(&l, o);
       put(&l, " at or over slots.cpu_target ");
