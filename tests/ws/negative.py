@@ -1,0 +1,514 @@
+#!/usr/bin/python3
+"""WebSocket negative suite: malformed and abusive client input against a WebSocket echo target.
+
+    tests/ws/negative.py URL [--max-message N] [--nodeflate-url URL] [--no-reason]
+                             [--skip-handshake] [CASE-SUBSTRING ...]
+    tests/ws/negative.py --ws-echo PATH/TO/ws-echo [CASE-SUBSTRING ...]
+
+URL is a ws:// URL of an echo endpoint (every message sent comes back unchanged), e.g. the
+codec's test server `ws-echo` (ws://127.0.0.1:PORT/) or the real server with a Ruby echo app.
+--max-message is the endpoint's maximum message size (default 1 MiB, the codec's default).
+--nodeflate-url names an endpoint that refuses permessage-deflate even when the client offers
+it (ws-echo's /nodeflate); without it, that one case is not run and the summary says so.
+--no-reason checks close codes only (for a target that sends other reason texts).
+--skip-handshake leaves out the opening-handshake cases.
+--ws-echo starts the codec's test server (server/tests/proto/ws_echo.c), runs every case against
+ws://127.0.0.1:PORT/ with --nodeflate-url .../nodeflate, and stops it (ctest ws_negative).
+
+Each case opens a TCP connection, does the opening handshake by hand (raw sockets, no library
+that would refuse or repair what we send), sends hand-built frames, and asserts the exact
+reaction within a timeout: the HTTP status of a refused handshake, or the server's Close frame
+(code and reason text, docs/WEBSOCKET.md "Close codes of a failed connection") followed by the
+server closing the TCP connection (RFC 6455 §7.1.1: the server closes first). After every case
+a NEW connection must be served: an echo round trip of a text message. Cases are named by the
+section of RFC 6455 (or RFC 7692, permessage-deflate) they break.
+
+Prints one line per case and then `N passed, N failed` alone on a line; exits 1 on any failure.
+Needs only the standard library (no python3-websockets: it would refuse to send these frames).
+"""
+import base64
+import hashlib
+import os
+import socket
+import struct
+import sys
+import time
+import urllib.parse
+import zlib
+
+WAIT = 5.0  # seconds a reaction may take
+GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def parse_args(argv):
+    opts = {"max": 1 << 20, "nodeflate": None, "reason": True, "handshake": True, "filters": []}
+    url = None
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--max-message":
+            opts["max"] = int(argv[i + 1])
+            i += 1
+        elif a == "--nodeflate-url":
+            opts["nodeflate"] = argv[i + 1]
+            i += 1
+        elif a == "--ws-echo":
+            opts["ws_echo"] = argv[i + 1]
+            i += 1
+        elif a == "--no-reason":
+            opts["reason"] = False
+        elif a == "--skip-handshake":
+            opts["handshake"] = False
+        elif url is None and a.startswith("ws://"):
+            url = a
+        else:
+            opts["filters"].append(a)
+        i += 1
+    if url is None and "ws_echo" not in opts:
+        sys.exit("usage: negative.py ws://HOST:PORT/PATH [options] [CASE-SUBSTRING ...]")
+    return url, opts
+
+
+def split_url(url):
+    u = urllib.parse.urlsplit(url)
+    if u.scheme != "ws" or not u.hostname or not u.port:
+        sys.exit("negative.py: want ws://HOST:PORT/PATH, got %r" % url)
+    path = u.path or "/"
+    if u.query:
+        path += "?" + u.query
+    return u.hostname, u.port, path
+
+
+class Failed(Exception):
+    pass
+
+
+# ---- the wire by hand -------------------------------------------------------------------
+
+def frame(b0, payload=b"", masked=True, length=None, key=b"\x37\xfa\x21\x3d"):
+    """One client frame: first byte b0 (FIN, RSV1-3, opcode), payload masked with key unless
+    masked is False. length (an int, or ("16", n) / ("64", n)) overrides the length field to
+    write non-minimal or lying encodings; the payload bytes are still what is given."""
+    n = len(payload)
+    mbit = 0x80 if masked else 0
+    form, value = ("auto", n) if length is None else length if isinstance(length, tuple) else ("auto", length)
+    if form == "16" or (form == "auto" and 126 <= value <= 0xFFFF):
+        head = bytes([b0, mbit | 126]) + struct.pack(">H", value)
+    elif form == "64" or (form == "auto" and value > 0xFFFF):
+        head = bytes([b0, mbit | 127]) + struct.pack(">Q", value)
+    else:
+        head = bytes([b0, mbit | value])
+    if not masked:
+        return head + payload
+    return head + key + bytes(c ^ key[i & 3] for i, c in enumerate(payload))
+
+
+def close_body(code, reason=b""):
+    return struct.pack(">H", code) + reason
+
+
+class Conn:
+    def __init__(self, host, port):
+        self.s = socket.create_connection((host, port), timeout=WAIT)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def send(self, data):
+        try:
+            self.s.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server may already have failed the connection; its Close is read next
+
+    def fill(self, deadline):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout()
+        self.s.settimeout(left)
+        try:
+            chunk = self.s.recv(65536)
+        except ConnectionResetError:
+            chunk = b""
+        if chunk:
+            self.buf += chunk
+        return chunk
+
+    def handshake(self, path, headers, method="GET", version="HTTP/1.1", host_field=True):
+        """Sends a request; returns (status, {lower name: value}). Bytes after the head stay in buf."""
+        lines = ["%s %s %s" % (method, path, version)]
+        if host_field:
+            lines.append("Host: 127.0.0.1")
+        lines += ["%s: %s" % h for h in headers]
+        self.send(("\r\n".join(lines) + "\r\n\r\n").encode())
+        deadline = time.monotonic() + WAIT
+        while b"\r\n\r\n" not in self.buf:
+            if not self.fill(deadline):
+                raise Failed("connection closed before a response head (got %r)" % self.buf[:200])
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) < 2 or not parts[1].isdigit():
+            raise Failed("bad status line %r" % lines[0])
+        fields = {}
+        for l in lines[1:]:
+            k, _, v = l.partition(":")
+            k = k.strip().lower()
+            fields[k] = (fields[k] + ", " if k in fields else "") + v.strip()
+        return int(parts[1]), fields
+
+    def next_frame(self, deadline):
+        """(b0, payload) of the next server frame, or None at EOF."""
+        while True:
+            if len(self.buf) >= 2:
+                b1 = self.buf[1]
+                if b1 & 0x80:
+                    raise Failed("server frame is masked (RFC 6455 §5.1)")
+                n, hl = b1 & 0x7F, 2
+                if n == 126 and len(self.buf) >= 4:
+                    n, hl = struct.unpack(">H", self.buf[2:4])[0], 4
+                elif n == 127 and len(self.buf) >= 10:
+                    n, hl = struct.unpack(">Q", self.buf[2:10])[0], 10
+                if (b1 & 0x7F) < 126 or hl > 2:
+                    if len(self.buf) >= hl + n:
+                        b0, payload = self.buf[0], self.buf[hl:hl + n]
+                        self.buf = self.buf[hl + n:]
+                        return b0, payload
+            if not self.fill(deadline):
+                if self.buf:
+                    raise Failed("connection closed inside a server frame (%d bytes left)" % len(self.buf))
+                return None
+
+    def wait_eof(self, deadline):
+        """True when the server closes the TCP connection (bytes before that are dropped)."""
+        try:
+            while self.fill(deadline):
+                self.buf = b""
+            return True
+        except socket.timeout:
+            return False
+
+    def close(self):
+        self.s.close()
+
+
+def accept_value(key):
+    return base64.b64encode(hashlib.sha1(key.encode() + GUID).digest()).decode()
+
+
+def new_key():
+    return base64.b64encode(os.urandom(16)).decode()
+
+
+def upgrade_fields(key=None, extensions=None):
+    key = key or new_key()
+    f = [("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Key", key),
+         ("Sec-WebSocket-Version", "13")]
+    if extensions:
+        f.append(("Sec-WebSocket-Extensions", extensions))
+    return f
+
+
+def open_ws(target, deflate=False, url=None):
+    host, port, path = split_url(url) if url else target
+    c = Conn(host, port)
+    key = new_key()
+    status, fields = c.handshake(path, upgrade_fields(key, "permessage-deflate" if deflate else None))
+    if status != 101:
+        raise Failed("handshake: status %d, want 101" % status)
+    if fields.get("sec-websocket-accept") != accept_value(key):
+        raise Failed("handshake: Sec-WebSocket-Accept %r, want %r" %
+                     (fields.get("sec-websocket-accept"), accept_value(key)))
+    agreed = fields.get("sec-websocket-extensions", "").startswith("permessage-deflate")
+    if deflate and not agreed and url is None:
+        raise Failed("permessage-deflate offered and not agreed (%r)" % fields.get("sec-websocket-extensions"))
+    return c
+
+
+# ---- reactions ----------------------------------------------------------------------------
+
+def expect_close(c, code, reason, check_reason):
+    """Reads server frames up to a Close; asserts its code (and reason), then that the server
+    closes the TCP connection."""
+    deadline = time.monotonic() + WAIT
+    seen = []
+    while True:
+        try:
+            f = c.next_frame(deadline)
+        except socket.timeout:
+            raise Failed("no Close within %.0f s (frames seen: %s)" % (WAIT, seen or "none"))
+        if f is None:
+            raise Failed("TCP closed without a Close frame (frames seen: %s)" % (seen or "none"))
+        b0, payload = f
+        if b0 & 0x0F != 0x8:
+            seen.append("op %x len %d" % (b0 & 0x0F, len(payload)))
+            continue
+        if b0 != 0x88:
+            raise Failed("Close frame first byte %#x, want 0x88" % b0)
+        if len(payload) < 2:
+            raise Failed("Close without a code (body %r), want %d" % (payload, code))
+        got = struct.unpack(">H", payload[:2])[0]
+        got_reason = payload[2:].decode("utf-8", "replace")
+        if got != code:
+            raise Failed("close code %d (%r), want %d" % (got, got_reason, code))
+        if check_reason and reason is not None and got_reason != reason:
+            raise Failed("close %d reason %r, want %r" % (got, got_reason, reason))
+        break
+    if not c.wait_eof(time.monotonic() + WAIT):
+        raise Failed("Close %d sent but the server did not close the TCP connection" % code)
+    return None
+
+
+def echo_round_trip(target, text=b"still served"):
+    c = open_ws(target)
+    try:
+        c.send(frame(0x81, text))
+        deadline = time.monotonic() + WAIT
+        while True:
+            f = c.next_frame(deadline)
+            if f is None:
+                raise Failed("next connection: closed before the echo")
+            if f[0] & 0x0F in (0x9, 0xA):
+                continue
+            if f != (0x81, text):
+                raise Failed("next connection: echo %r, want %r" % (f, (0x81, text)))
+            break
+        c.send(frame(0x88, close_body(1000)))
+        f = c.next_frame(time.monotonic() + WAIT)
+        if f is None or f[0] != 0x88 or f[1][:2] != b"\x03\xe8":
+            raise Failed("next connection: close 1000 not echoed (got %r)" % (f,))
+    finally:
+        c.close()
+
+
+# ---- the cases ----------------------------------------------------------------------------
+
+CASES = []  # (name, kind, fn): kind "frame" or "handshake"
+
+
+def frames_case(name, data, code, reason, deflate=False, url_opt=None):
+    """A case that sends `data` (bytes, or a function of the options returning bytes) after a
+    good handshake and wants a Close with code and reason."""
+    def run(target, opts):
+        url = opts[url_opt] if url_opt else None
+        c = open_ws(target, deflate=deflate or bool(url_opt), url=url)
+        try:
+            c.send(data(opts) if callable(data) else data)
+            return expect_close(c, code, reason, opts["reason"])
+        finally:
+            c.close()
+    CASES.append((name, "frame", run, url_opt))
+
+
+def handshake_case(name, status, headers=None, method="GET", version="HTTP/1.1", must_have=None):
+    def run(target, opts):
+        host, port, path = target
+        c = Conn(host, port)
+        try:
+            got, fields = c.handshake(path, headers(new_key()) if callable(headers) else headers,
+                                      method=method, version=version)
+            if got != status:
+                raise Failed("status %d, want %d" % (got, status))
+            for k, v in (must_have or {}).items():
+                if fields.get(k) != v:
+                    raise Failed("%s: %r, want %r" % (k, fields.get(k), v))
+            if "sec-websocket-accept" in fields:
+                raise Failed("refused handshake carries Sec-WebSocket-Accept")
+        finally:
+            c.close()
+    CASES.append((name, "handshake", run, None))
+
+
+P = "RFC 6455 "
+D = "RFC 7692 "
+
+# §5.1: a client masks every frame.
+frames_case(P + "§5.1 unmasked text frame", frame(0x81, b"hi", masked=False), 1002, "unmasked client frame")
+frames_case(P + "§5.1 unmasked binary frame, empty", frame(0x82, b"", masked=False), 1002, "unmasked client frame")
+frames_case(P + "§5.1 unmasked ping", frame(0x89, b"p", masked=False), 1002, "unmasked client frame")
+frames_case(P + "§5.1 unmasked close", frame(0x88, close_body(1000), masked=False), 1002, "unmasked client frame")
+frames_case(P + "§5.1 unmasked frame after a good one",
+            frame(0x01, b"ab") + frame(0x80, b"cd", masked=False), 1002, "unmasked client frame")
+
+# §5.2: reserved bits and opcodes.
+frames_case(P + "§5.2 RSV1 on text without an extension", frame(0xC1, b"x"), 1002, "RSV1 set without an extension")
+frames_case(P + "§5.2 RSV2 on text", frame(0xA1, b"x"), 1002, "RSV2 or RSV3 set")
+frames_case(P + "§5.2 RSV3 on binary", frame(0x92, b"x"), 1002, "RSV2 or RSV3 set")
+frames_case(P + "§5.2 RSV2+RSV3 on ping", frame(0xB9, b""), 1002, "RSV2 or RSV3 set")
+frames_case(P + "§5.2 reserved opcode 0x3", frame(0x83, b""), 1002, "reserved opcode")
+frames_case(P + "§5.2 reserved opcode 0x7", frame(0x87, b"data"), 1002, "reserved opcode")
+frames_case(P + "§5.2 reserved opcode 0xB", frame(0x8B, b""), 1002, "reserved opcode")
+frames_case(P + "§5.2 reserved opcode 0xF without FIN", frame(0x0F, b"x"), 1002, "reserved opcode")
+
+# §5.2: the payload length in the fewest bytes, and the 64-bit form's MSB clear.
+frames_case(P + "§5.2 16-bit length 125", frame(0x82, b"a" * 125, length=("16", 125)), 1002,
+            "16-bit length under 126")
+frames_case(P + "§5.2 16-bit length 0", frame(0x82, b"", length=("16", 0)), 1002, "16-bit length under 126")
+frames_case(P + "§5.2 64-bit length 200", frame(0x82, b"a" * 200, length=("64", 200)), 1002,
+            "64-bit length under 65536")
+frames_case(P + "§5.2 64-bit length 65535", frame(0x82, b"", length=("64", 65535)), 1002,
+            "64-bit length under 65536")
+frames_case(P + "§5.2 64-bit length with its MSB set", frame(0x82, b"", length=("64", 1 << 63)), 1002,
+            "64-bit length with its MSB set")
+frames_case(P + "§5.2 64-bit length all ones", frame(0x82, b"", length=("64", (1 << 64) - 1)), 1002,
+            "64-bit length with its MSB set")
+
+# §5.4: fragmentation.
+frames_case(P + "§5.4 continuation without start", frame(0x80, b"x"), 1002, "continuation without start")
+frames_case(P + "§5.4 continuation after a complete message",
+            frame(0x81, b"done") + frame(0x80, b"more"), 1002, "continuation without start")
+frames_case(P + "§5.4 text inside a fragmented text", frame(0x01, b"a") + frame(0x81, b"b"), 1002,
+            "new message inside a fragmented one")
+frames_case(P + "§5.4 binary inside a fragmented text", frame(0x01, b"a") + frame(0x02, b"b"), 1002,
+            "new message inside a fragmented one")
+frames_case(P + "§5.4 text inside a fragmented binary after a ping",
+            frame(0x02, b"a") + frame(0x89, b"p") + frame(0x81, b"b"), 1002,
+            "new message inside a fragmented one")
+
+# §5.5: control frames are at most 125 bytes and never fragmented.
+frames_case(P + "§5.5 ping of 126 bytes", frame(0x89, b"p" * 126), 1002, "control frame over 125")
+frames_case(P + "§5.5 close of 126 bytes", frame(0x88, close_body(1000, b"r" * 124)), 1002,
+            "control frame over 125")
+frames_case(P + "§5.5 pong with a 64-bit length", frame(0x8A, b"", length=("64", 70000)), 1002,
+            "control frame over 125")
+frames_case(P + "§5.5 fragmented ping", frame(0x09, b"p"), 1002, "fragmented control frame")
+frames_case(P + "§5.5 fragmented close", frame(0x08, close_body(1000)), 1002, "fragmented control frame")
+frames_case(P + "§5.5 fragmented pong inside a fragmented text",
+            frame(0x01, b"a") + frame(0x0A, b""), 1002, "fragmented control frame")
+
+# §5.5.1 / §7.4: Close bodies.
+frames_case(P + "§5.5.1 close body of one byte", frame(0x88, b"\x03"), 1002, "close body of one byte")
+for bad in (0, 999, 1004, 1005, 1006, 1015, 1016, 2999, 5000, 65535):
+    frames_case(P + "§7.4 close code %d" % bad, frame(0x88, close_body(bad)), 1002, "invalid close code")
+frames_case(P + "§5.5.1 close reason not UTF-8", frame(0x88, close_body(1000, b"ok\xff")), 1007,
+            "close reason is not UTF-8")
+frames_case(P + "§5.5.1 close reason with a cut sequence", frame(0x88, close_body(1001, b"bye \xe2\x82")), 1007,
+            "close reason is not UTF-8")
+
+# §8.1: text is UTF-8 (checked as the bytes arrive, across fragments).
+frames_case(P + "§8.1 text with a surrogate", frame(0x81, b"\xed\xa0\x80"), 1007, "text is not UTF-8")
+frames_case(P + "§8.1 text with an overlong NUL", frame(0x81, b"a\xc0\x80"), 1007, "text is not UTF-8")
+frames_case(P + "§8.1 text with byte 0xFF", frame(0x81, b"\xff"), 1007, "text is not UTF-8")
+frames_case(P + "§8.1 text above U+10FFFF", frame(0x81, b"\xf4\x90\x80\x80"), 1007, "text is not UTF-8")
+frames_case(P + "§8.1 text ending inside a sequence", frame(0x81, b"euro \xe2\x82"), 1007, "text is not UTF-8")
+frames_case(P + "§8.1 bad UTF-8 split across fragments",
+            frame(0x01, b"\xf0\x90") + frame(0x80, b"\x80\x28"), 1007, "text is not UTF-8")
+frames_case(P + "§8.1 fragmented text ending inside a sequence",
+            frame(0x01, b"ok \xf0") + frame(0x00, b"\x9f") + frame(0x80, b"\x98"), 1007, "text is not UTF-8")
+frames_case(P + "§8.1 bad UTF-8 fails before FIN", frame(0x01, b"\xc3\x28"), 1007, "text is not UTF-8")
+
+# §10.4: the maximum message size (checked at the frame header: no payload is sent).
+frames_case(P + "§10.4 frame longer than the message limit",
+            lambda o: frame(0x82, b"", length=o["max"] + 1), 1009, "message too big")
+frames_case(P + "§10.4 fragments adding up past the message limit",
+            lambda o: frame(0x02, b"f" * (o["max"] // 2 + 1)) + frame(0x80, b"", length=o["max"] // 2 + 1),
+            1009, "message too big")
+frames_case(P + "§10.4 64-bit length of 2^62", frame(0x82, b"", length=("64", 1 << 62)), 1009, "message too big")
+
+
+# RFC 7692 (permessage-deflate, offered by the client and agreed).
+def deflate_raw(data, level=6):
+    z = zlib.compressobj(level, zlib.DEFLATED, -15)
+    out = z.compress(data) + z.flush(zlib.Z_SYNC_FLUSH)
+    assert out.endswith(b"\x00\x00\xff\xff")
+    return out[:-4]
+
+
+def bomb(o):
+    """16x the message limit (at least 16 MiB) of zeros: about 1/1000 of that compressed."""
+    return frame(0xC2, deflate_raw(b"\0" * max(16 << 20, 16 * o["max"]), 9))
+
+
+frames_case(D + "§8.1 deflate bomb", bomb, 1009, "message too big", deflate=True)
+frames_case(D + "§8.1 deflate bomb split into fragments",
+            lambda o: (lambda b: frame(0x42, b[:len(b) // 2]) + frame(0x80, b[len(b) // 2:]))(
+                deflate_raw(b"\0" * max(16 << 20, 16 * o["max"]), 9)),
+            1009, "message too big", deflate=True)
+frames_case(D + "§8.1 compressed frame longer than the compressed limit",
+            lambda o: frame(0xC2, b"", length=o["max"] + o["max"] // 8 + 1025), 1009,
+            "compressed message too big", deflate=True)
+frames_case(D + "§7.2.2 compressed data that is not DEFLATE", frame(0xC1, b"\xff\xff\xff\xff\xff\xff"), 1007,
+            "invalid compressed data", deflate=True)
+frames_case(D + "§7.2.3.6 empty compressed payload", frame(0xC1, b""), 1007, "invalid compressed data",
+            deflate=True)
+frames_case(D + "§6.1 RSV1 on a ping", frame(0xC9, b"p"), 1002, "RSV1 on a control frame", deflate=True)
+frames_case(D + "§6.1 RSV1 on a close", frame(0xC8, close_body(1000)), 1002, "RSV1 on a control frame",
+            deflate=True)
+frames_case(D + "§6.1 RSV1 on a continuation",
+            lambda o: frame(0x41, deflate_raw(b"hello ")) + frame(0xC0, deflate_raw(b"world")), 1002,
+            "RSV1 on a continuation frame", deflate=True)
+frames_case(D + "§8.1 compressed text that inflates to bad UTF-8", frame(0xC1, deflate_raw(b"caf\xe9!")), 1007,
+            "text is not UTF-8", deflate=True)
+frames_case(D + "§5 RSV1 when the offer was declined", frame(0xC1, deflate_raw(b"hi")), 1002,
+            "RSV1 set without an extension", url_opt="nodeflate")
+
+# The opening handshake (RFC 6455 §4.1, §4.2.1, §4.4; §9.1 for the extension grammar).
+handshake_case(P + "§4.2.1 no Sec-WebSocket-Key", 400,
+               [("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Version", "13")])
+handshake_case(P + "§4.2.1 Sec-WebSocket-Key not 16 bytes", 400,
+               lambda k: upgrade_fields(key=base64.b64encode(b"fifteen bytes!!").decode()))
+handshake_case(P + "§4.2.1 Sec-WebSocket-Key not base64", 400,
+               lambda k: upgrade_fields(key="!!!!!!!!!!!!!!!!!!!!!!=="))
+handshake_case(P + "§4.2.1 two Sec-WebSocket-Key fields", 400,
+               lambda k: upgrade_fields(k) + [("Sec-WebSocket-Key", new_key())])
+handshake_case(P + "§4.4 version 8: 426 naming 13", 426,
+               lambda k: upgrade_fields(k)[:3] + [("Sec-WebSocket-Version", "8")],
+               must_have={"sec-websocket-version": "13"})
+handshake_case(P + "§4.4 no Sec-WebSocket-Version: 426 naming 13", 426,
+               lambda k: upgrade_fields(k)[:3], must_have={"sec-websocket-version": "13"})
+handshake_case(P + "§4.2.1 two Sec-WebSocket-Version fields", 400,
+               lambda k: upgrade_fields(k) + [("Sec-WebSocket-Version", "13")])
+handshake_case(P + "§4.1 method POST", 400, lambda k: upgrade_fields(k) + [("Content-Length", "0")],
+               method="POST")
+handshake_case(P + "§4.1 HTTP/1.0", 400, lambda k: upgrade_fields(k), version="HTTP/1.0")
+handshake_case(P + "§4.2.1 Connection without upgrade", 400,
+               lambda k: [("Upgrade", "websocket"), ("Connection", "keep-alive")] + upgrade_fields(k)[2:])
+handshake_case(P + "§9.1 malformed Sec-WebSocket-Extensions", 400,
+               lambda k: upgrade_fields(k, extensions="permessage-deflate; =15"))
+
+
+def main():
+    url, opts = parse_args(sys.argv[1:])
+    if "ws_echo" in opts:
+        import subprocess
+        srv = subprocess.Popen([opts["ws_echo"]], stdout=subprocess.PIPE, text=True)
+        try:
+            line = srv.stdout.readline()
+            if not line.startswith("port "):
+                sys.exit("negative.py: ws-echo did not print its port (got %r)" % line)
+            base = "ws://127.0.0.1:%d" % int(line.split()[1])
+            opts["nodeflate"] = base + "/nodeflate"
+            rc = run(split_url(base + "/"), opts)
+        finally:
+            srv.terminate()
+            srv.wait(5)
+    else:
+        rc = run(split_url(url), opts)
+    sys.exit(rc)
+
+
+def run(target, opts):
+    passed = failed = skipped = 0
+    for name, kind, fn, url_opt in CASES:
+        if opts["filters"] and not any(f in name for f in opts["filters"]):
+            continue
+        if (kind == "handshake" and not opts["handshake"]) or (url_opt and not opts[url_opt]):
+            print("SKIP " + name + (" (no --%s-url)" % url_opt if url_opt else " (--skip-handshake)"))
+            skipped += 1
+            continue
+        t0 = time.monotonic()
+        try:
+            fn(target, opts)
+            echo_round_trip(target)
+        except (Failed, OSError, socket.timeout) as e:
+            failed += 1
+            print("FAIL %s: %s" % (name, e if str(e) else type(e).__name__))
+            continue
+        passed += 1
+        print("ok   %s (%.0f ms)" % (name, (time.monotonic() - t0) * 1000))
+    if skipped:
+        print("%d skipped" % skipped)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    main()
