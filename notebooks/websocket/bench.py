@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""WebSocket benchmarks (issue 25; not tests): idle connections' memory, broadcast fan-out and
+message round trips, against Action Cable on puma 8 (the reference) and on puma-plus's full
+hijack path (today's), with the same Rails 7.2 app.
+
+    python3 notebooks/websocket/bench.py [--servers puma8,pumaplus-hijack] [--rounds 3]
+        [--conns 10000] [--broadcasts 5] [--rtt-rate 5000] [--rtt-secs 10] [--rtt-conns 50]
+        [--json FILE]
+
+Per round and server (servers interleaved within a round): a fresh server; a warm-up (10
+connections, one broadcast, some echoes); PSS and RSS of the server's process tree (front end
+and Ruby apart); --conns connections opened and subscribed (Action Cable's subscribe to
+BenchChannel, which streams "room:bench"); 3 s to settle; memory again: the difference per
+connection. Then --broadcasts broadcasts (POST /broadcasts room=bench, the app's Action Cable
+broadcast), each timed from just before the POST until the last subscriber has it, with the
+server tree's CPU seconds over that interval. Then all are closed and --rtt-conns fresh
+connections send --rtt-rate echo messages/s in total for --rtt-secs (BenchChannel#echo,
+`perform`), each timed until its answer. The hypervisor's steal (/proc/stat) is recorded over
+each phase. The load client is wsload.py (one asyncio process on the same 2-core machine: its
+CPU competes with the server's, which the README says).
+
+Needs the RubyGems column (scripts/install-gems.sh: puma 8.0.2, rails 7.2) and the Rails app
+of scripts/gen-rails-app.sh 7.2 (build/apps/rails-7.2, generated if missing), a built
+puma-plus-server (build/server/) and `ulimit -n` above 2 x --conns + 100 (raised to the hard
+limit here). Stops everything it started by PID (process groups).
+"""
+import asyncio
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import wsload  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
+GEM_HOME = os.path.join(ROOT, "build/gems")
+RUBYGEMS_GEMFILE = os.path.join(ROOT, "tests/apps/gemfiles/rubygems/Gemfile")
+SERVER_BIN = os.environ.get("PP_SERVER_BIN", os.path.join(ROOT, "build/server/puma-plus-server"))
+
+BENCH_CHANNEL = """\
+# The benchmark's channel (notebooks/websocket/bench.py): streams one room and echoes.
+class BenchChannel < ApplicationCable::Channel
+  def subscribed
+    stream_from "room:#{params[:room]}"
+  end
+
+  def echo(data)
+    transmit({ "seq" => data["seq"] })
+  end
+end
+"""
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def clean_env():
+    env = {k: v for k, v in os.environ.items() if k not in (
+        "GEM_HOME", "GEM_PATH", "BUNDLE_GEMFILE", "BUNDLE_FROZEN", "BUNDLE_APP_CONFIG",
+        "BUNDLE_USER_HOME", "RUBYOPT", "BUNDLE_BIN_PATH", "RUBYLIB")}
+    env.update({"GEM_HOME": GEM_HOME, "BUNDLE_APP_CONFIG": os.path.join(GEM_HOME, ".bundle-config"),
+                "BUNDLE_USER_HOME": os.path.join(GEM_HOME, ".bundle-home"),
+                "RAILS_ENV": "production", "SECRET_KEY_BASE": "pp-bench-" + "k" * 64,
+                "RAILS_LOG_LEVEL": "warn", "RAILS_MAX_THREADS": "3"})
+    return env
+
+
+def prepare_app(tmp):
+    src = os.path.join(ROOT, "build/apps/rails-7.2")
+    if not os.path.isdir(src):
+        subprocess.run(["bash", os.path.join(ROOT, "scripts/gen-rails-app.sh"), "7.2"], check=True)
+    app = os.path.join(tmp, "app")
+    shutil.copytree(src, app, symlinks=True)
+    with open(os.path.join(app, "app/channels/bench_channel.rb"), "w") as f:
+        f.write(BENCH_CHANNEL)
+    return app
+
+
+class Server:
+    """One server under test in its own process group."""
+
+    def __init__(self, kind, app, log):
+        self.kind = kind
+        self.port = free_port()
+        env = clean_env()
+        if kind == "puma8":
+            # puma 8.0.2 from the pinned set, single mode, 3 threads (puma-plus's app has 3).
+            env.update({"BUNDLE_GEMFILE": RUBYGEMS_GEMFILE, "BUNDLE_FROZEN": "true"})
+            argv = ["bundle", "exec", "puma", "-e", "production", "-t", "3:3",
+                    "-b", "tcp://127.0.0.1:%d" % self.port, "config.ru"]
+        elif kind == "pumaplus-hijack":
+            # today's path: the /cable handshake is fully hijacked into the one worker.
+            env.update({"BUNDLE_GEMFILE": os.path.join(app, "Gemfile"), "PUMA_PLUS_SERVER": SERVER_BIN,
+                        "WEB_CONCURRENCY": "1", "PORT": str(self.port), "PP_CONTROL_PORT": str(free_port())})
+            native = os.path.join(os.path.dirname(SERVER_BIN), "../gem/ext-lib")
+            if os.path.isdir(native):
+                env["RUBYLIB"] = os.path.abspath(native)
+            argv = ["bundle", "exec", "puma-plus"]
+        else:
+            raise SystemExit("unknown server %r" % kind)
+        self.log = open(log, "w")
+        self.proc = subprocess.Popen(argv, cwd=app, env=env, stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 90
+        while True:
+            if self.proc.poll() is not None:
+                raise SystemExit("%s exited during boot; log %s" % (kind, log))
+            try:
+                if http_get(self.port, "/").startswith(b"HTTP/1.1 200"):
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise SystemExit("%s not serving within 90 s; log %s" % (kind, log))
+            time.sleep(0.2)
+
+    def pids(self):
+        return wsload.tree(self.proc.pid)
+
+    def memory(self):
+        """{"frontend": (rss, pss), "ruby": (rss, pss)}: the C front end apart from the rest."""
+        out = {"frontend": [0, 0], "ruby": [0, 0]}
+        for p in self.pids():
+            c = wsload.comm(p)
+            if c in ("bundle",) and p == self.proc.pid and self.kind == "puma8":
+                pass  # `bundle exec` execs puma: this is the server itself
+            side = "frontend" if c.startswith("puma-plus-serv") else "ruby"
+            rss, pss = wsload.memory(p)
+            out[side][0] += rss
+            out[side][1] += pss
+        return out
+
+    def cpu(self):
+        return sum(wsload.cpu_seconds(p) for p in self.pids())
+
+    def stop(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self.log.close()
+
+
+def http_get(port, path):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" % path).encode())
+    data = s.recv(4096)
+    s.close()
+    return data
+
+
+async def http_post_broadcast(port, text):
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    body = "room=bench&text=" + text
+    w.write(("POST /broadcasts HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+             "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\n\r\n%s" %
+             (len(body), body)).encode())
+    await w.drain()
+    head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 60)
+    w.close()
+    if not head.startswith(b"HTTP/1.1 200"):
+        raise RuntimeError("POST /broadcasts: %r" % head[:100])
+
+
+async def one_server(kind, app, args, tmp, rnd):
+    res = {"server": kind, "round": rnd}
+    srv = Server(kind, app, os.path.join(tmp, "%s-%d.log" % (kind, rnd)))
+    url = "ws://127.0.0.1:%d/cable" % srv.port
+    try:
+        # warm-up: load Action Cable's code paths once
+        warm = wsload.Client(url, "cable")
+        await warm.open(10)
+        await warm.wait_broadcast("warmup", lambda: http_post_broadcast(srv.port, "warmup"), 30)
+        await warm.echo_load(50, 1)
+        warm.close_all()
+        await asyncio.sleep(2)
+
+        m0 = srv.memory()
+        s0 = wsload.steal_sample()
+        c = wsload.Client(url, "cable")
+        res["open_seconds"] = await c.open(args["conns"], timeout=900)
+        await asyncio.sleep(3)
+        m1 = srv.memory()
+        res["open_steal_pct"] = wsload.steal_pct(s0, wsload.steal_sample())
+        n = len(c.conns)
+        res["conns"] = n
+        for side in ("frontend", "ruby"):
+            res[side + "_rss_per_conn"] = (m1[side][0] - m0[side][0]) / n
+            res[side + "_pss_per_conn"] = (m1[side][1] - m0[side][1]) / n
+            res[side + "_pss_before"] = m0[side][1]
+            res[side + "_pss_after"] = m1[side][1]
+
+        res["broadcasts"] = []
+        for i in range(args["broadcasts"]):
+            await asyncio.sleep(1)
+            text = "b%d-%d" % (rnd, i)
+            s0, cpu0 = wsload.steal_sample(), srv.cpu()
+            last, p50, got = await c.wait_broadcast(text, lambda: http_post_broadcast(srv.port, text), 120)
+            res["broadcasts"].append({"last_s": last, "p50_s": p50, "received": got, "cpu_s": srv.cpu() - cpu0,
+                                      "steal_pct": wsload.steal_pct(s0, wsload.steal_sample())})
+        res["lost"] = c.lost
+        c.close_all()
+        await asyncio.sleep(3)
+
+        e = wsload.Client(url, "cable")
+        await e.open(args["rtt_conns"])
+        s0, cpu0 = wsload.steal_sample(), srv.cpu()
+        sent, answered, rtt = await e.echo_load(args["rtt_rate"], args["rtt_secs"])
+        res["rtt"] = {"sent": sent, "answered": answered, "rate": sent / args["rtt_secs"],
+                      "p50_ms": 1000 * rtt[len(rtt) // 2] if rtt else None,
+                      "p99_ms": 1000 * rtt[int(len(rtt) * 0.99)] if rtt else None,
+                      "cpu_s": srv.cpu() - cpu0, "steal_pct": wsload.steal_pct(s0, wsload.steal_sample())}
+        e.close_all()
+    finally:
+        srv.stop()
+    return res
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def summary(results, servers):
+    lines = []
+    for kind in servers:
+        rs = [r for r in results if r["server"] == kind]
+        bc = [b for r in rs for b in r["broadcasts"]]
+        lines.append("%s: %d round(s)" % (kind, len(rs)))
+        lines.append("  idle %d conns: front end %.0f B/conn PSS (%.0f RSS), Ruby %.0f B/conn PSS (%.0f RSS); "
+                     "opened in %.1f s" % (
+                         med([r["conns"] for r in rs]), med([r["frontend_pss_per_conn"] for r in rs]),
+                         med([r["frontend_rss_per_conn"] for r in rs]), med([r["ruby_pss_per_conn"] for r in rs]),
+                         med([r["ruby_rss_per_conn"] for r in rs]), med([r["open_seconds"] for r in rs])))
+        lines.append("  broadcast: last %.1f ms, p50 %.1f ms, CPU %.0f ms (median of %d; min last %.1f, max %.1f); "
+                     "all received in %d of %d; steal median %.1f%%" % (
+                         1000 * med([b["last_s"] for b in bc]), 1000 * med([b["p50_s"] for b in bc]),
+                         1000 * med([b["cpu_s"] for b in bc]), len(bc),
+                         1000 * min(b["last_s"] for b in bc), 1000 * max(b["last_s"] for b in bc),
+                         sum(1 for b, r in ((b, r) for r in rs for b in r["broadcasts"]) if b["received"] == r["conns"]),
+                         len(bc), med([b["steal_pct"] for b in bc])))
+        lines.append("  echo at %.0f msg/s: p50 %.2f ms, p99 %.2f ms, answered %d of %d, CPU %.2f s per %d s, "
+                     "steal %.1f%%" % (
+                         med([r["rtt"]["rate"] for r in rs]), med([r["rtt"]["p50_ms"] for r in rs]),
+                         med([r["rtt"]["p99_ms"] for r in rs]), med([r["rtt"]["answered"] for r in rs]),
+                         med([r["rtt"]["sent"] for r in rs]), med([r["rtt"]["cpu_s"] for r in rs]),
+                         rs[0]["rtt"]["sent"] / rs[0]["rtt"]["rate"] if rs else 0,
+                         med([r["rtt"]["steal_pct"] for r in rs])))
+    return "\n".join(lines)
+
+
+def main():
+    args = {"servers": "puma8,pumaplus-hijack", "rounds": 3, "conns": 10000, "broadcasts": 5,
+            "rtt_rate": 5000, "rtt_secs": 10, "rtt_conns": 50, "json": None}
+    a = sys.argv[1:]
+    while a:
+        k = a.pop(0)
+        if not k.startswith("--") or k[2:].replace("-", "_") not in args:
+            raise SystemExit(__doc__)
+        key = k[2:].replace("-", "_")
+        v = a.pop(0)
+        args[key] = v if key in ("servers", "json") else int(v)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if hard < 2 * args["conns"] + 100:
+        raise SystemExit("ulimit -n hard limit %d is under 2 x %d + 100" % (hard, args["conns"]))
+    servers = args["servers"].split(",")
+    tmp = tempfile.mkdtemp(prefix="pp-wsbench-")
+    app = prepare_app(tmp)
+    print("bench.py %s; logs in %s" % (json.dumps(args), tmp), flush=True)
+    results = []
+    try:
+        for rnd in range(args["rounds"]):
+            order = servers if rnd % 2 == 0 else servers[::-1]
+            for kind in order:
+                r = asyncio.run(one_server(kind, app, args, tmp, rnd))
+                print(json.dumps(r), flush=True)
+                results.append(r)
+    finally:
+        if args["json"]:
+            with open(args["json"], "w") as f:
+                json.dump(results, f, indent=1)
+    print(summary(results, servers))
+
+
+if __name__ == "__main__":
+    main()
