@@ -282,8 +282,8 @@ def main():
         args[key] = v if key in ("servers", "json") else int(v)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    if hard < 2 * args["conns"] + 100:
-        raise SystemExit("ulimit -n hard limit %d is under 2 x %d + 100" % (hard, args["conns"]))
+    if hard < args["conns"] + 100:
+        raise SystemExit("ulimit -n hard limit %d is under %d + 100" % (hard, args["conns"]))
     servers = args["servers"].split(",")
     tmp = tempfile.mkdtemp(prefix="pp-wsbench-")
     app = prepare_app(tmp)
