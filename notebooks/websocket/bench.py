@@ -21,7 +21,7 @@ CPU competes with the server's, which the README says).
 
 Needs the RubyGems column (scripts/install-gems.sh: puma 8.0.2, rails 7.2) and the Rails app
 of scripts/gen-rails-app.sh 7.2 (build/apps/rails-7.2, generated if missing), a built
-puma-plus-server (build/server/) and `ulimit -n` above 2 x --conns + 100 (raised to the hard
+puma-plus-server (build/server/) and a hard `ulimit -n` above --conns + 100 (raised to the hard
 limit here). Stops everything it started by PID (process groups).
 """
 import asyncio

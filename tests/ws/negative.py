@@ -12,8 +12,11 @@ codec's test server `ws-echo` (ws://127.0.0.1:PORT/) or the real server with a R
 it (ws-echo's /nodeflate); without it, that one case is not run and the summary says so.
 --no-reason checks close codes only (for a target that sends other reason texts).
 --skip-handshake leaves out the opening-handshake cases.
+--dribble sends the first 40 bytes of every case's frames one byte per TCP segment (2 ms apart)
+and the rest in one write: the reaction must not depend on how the stream is split.
 --ws-echo starts the codec's test server (server/tests/proto/ws_echo.c), runs every case against
-ws://127.0.0.1:PORT/ with --nodeflate-url .../nodeflate, and stops it (ctest ws_negative).
+ws://127.0.0.1:PORT/ with --nodeflate-url .../nodeflate, whole and then with --dribble, and
+stops it (ctest ws_negative).
 
 Each case opens a TCP connection, does the opening handshake by hand (raw sockets, no library
 that would refuse or repair what we send), sends hand-built frames, and asserts the exact
@@ -41,7 +44,8 @@ GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 def parse_args(argv):
-    opts = {"max": 1 << 20, "nodeflate": None, "reason": True, "handshake": True, "filters": []}
+    opts = {"max": 1 << 20, "nodeflate": None, "reason": True, "handshake": True, "filters": [],
+            "dribble": False}
     url = None
     i = 0
     while i < len(argv):
@@ -55,6 +59,8 @@ def parse_args(argv):
         elif a == "--ws-echo":
             opts["ws_echo"] = argv[i + 1]
             i += 1
+        elif a == "--dribble":
+            opts["dribble"] = True
         elif a == "--no-reason":
             opts["reason"] = False
         elif a == "--skip-handshake":
@@ -118,6 +124,13 @@ class Conn:
             self.s.sendall(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the server may already have failed the connection; its Close is read next
+
+    def send_dribble(self, data, head=40):
+        for i in range(min(head, len(data))):
+            self.send(data[i:i + 1])
+            time.sleep(0.002)
+        if len(data) > head:
+            self.send(data[head:])
 
     def fill(self, deadline):
         left = deadline - time.monotonic()
@@ -291,7 +304,11 @@ def frames_case(name, data, code, reason, deflate=False, url_opt=None):
         url = opts[url_opt] if url_opt else None
         c = open_ws(target, deflate=deflate or bool(url_opt), url=url)
         try:
-            c.send(data(opts) if callable(data) else data)
+            payload = data(opts) if callable(data) else data
+            if opts["dribble"]:
+                c.send_dribble(payload)
+            else:
+                c.send(payload)
             return expect_close(c, code, reason, opts["reason"])
         finally:
             c.close()
@@ -477,6 +494,9 @@ def main():
             base = "ws://127.0.0.1:%d" % int(line.split()[1])
             opts["nodeflate"] = base + "/nodeflate"
             rc = run(split_url(base + "/"), opts)
+            if rc == 0 and not opts["dribble"]:
+                print("-- again with --dribble")
+                rc = run(split_url(base + "/"), dict(opts, dribble=True))
         finally:
             srv.terminate()
             srv.wait(5)
