@@ -214,9 +214,10 @@ async def one_server(kind, app, args, tmp, rnd):
         for i in range(args["broadcasts"]):
             await asyncio.sleep(1)
             text = "b%d-%d" % (rnd, i)
-            s0, cpu0 = wsload.steal_sample(), srv.cpu()
+            s0, cpu0, ccpu0 = wsload.steal_sample(), srv.cpu(), client_cpu()
             last, p50, got = await c.wait_broadcast(text, lambda: http_post_broadcast(srv.port, text), 120)
             res["broadcasts"].append({"last_s": last, "p50_s": p50, "received": got, "cpu_s": srv.cpu() - cpu0,
+                                      "client_cpu_s": client_cpu() - ccpu0,
                                       "steal_pct": wsload.steal_pct(s0, wsload.steal_sample())})
         res["lost"] = c.lost
         c.close_all()
@@ -224,16 +225,22 @@ async def one_server(kind, app, args, tmp, rnd):
 
         e = wsload.Client(url, "cable")
         await e.open(args["rtt_conns"])
-        s0, cpu0 = wsload.steal_sample(), srv.cpu()
+        s0, cpu0, ccpu0 = wsload.steal_sample(), srv.cpu(), client_cpu()
         sent, answered, rtt = await e.echo_load(args["rtt_rate"], args["rtt_secs"])
         res["rtt"] = {"sent": sent, "answered": answered, "rate": sent / args["rtt_secs"],
                       "p50_ms": 1000 * rtt[len(rtt) // 2] if rtt else None,
                       "p99_ms": 1000 * rtt[int(len(rtt) * 0.99)] if rtt else None,
-                      "cpu_s": srv.cpu() - cpu0, "steal_pct": wsload.steal_pct(s0, wsload.steal_sample())}
+                      "cpu_s": srv.cpu() - cpu0, "client_cpu_s": client_cpu() - ccpu0,
+                      "steal_pct": wsload.steal_pct(s0, wsload.steal_sample())}
         e.close_all()
     finally:
         srv.stop()
     return res
+
+
+def client_cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def med(xs):

@@ -5,7 +5,7 @@ to document.body.dataset.result, a JSON object, on one line.
 
     /usr/bin/python3 tests/browser/ws_page_probe.py --url http://127.0.0.1:PORT/page?ws=/ws
 
-The page (tests/apps/websocket/page.html) opens a WebSocket back to its server and records the
+The page (tests/apps/ws_page/page.html) opens a WebSocket back to its server and records the
 exchange; judging it is the caller's business (tests/e2e/test_ws_browser.rb). Exits 2, saying
 why, when Chromium or the page cannot be had or the page wrote no result within --timeout."""
 import argparse

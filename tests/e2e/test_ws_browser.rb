@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 # A WebSocket in a real browser: headless Chromium (Debian's chromium) loads a page from the
-# real server (tests/apps/websocket/config.ru, page.html) whose script opens a WebSocket back
+# real server (tests/apps/ws_page/config.ru, page.html) whose script opens a WebSocket back
 # to the same server, sends 104 messages (non-ASCII text, a burst of 100 short texts, all 256
 # byte values as binary, 300 KiB of text, an empty text), checks that each comes back
 # unchanged and in order, closes with 4001, and writes the outcome into the page, which
@@ -12,7 +12,7 @@
 require_relative "helper"
 
 class TestWsBrowser < Minitest::Test
-  APP = File.join(E2E::ROOT, "tests/apps/websocket/config.ru")
+  APP = File.join(E2E::ROOT, "tests/apps/ws_page/config.ru")
   PYTHON = "/usr/bin/python3"
   CHROMIUM = "/usr/bin/chromium"
   PROBE = File.join(E2E::ROOT, "tests/browser/ws_page_probe.py")

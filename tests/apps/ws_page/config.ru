@@ -3,7 +3,7 @@
 # The WebSocket page of tests/e2e/test_ws_browser.rb: a page that a browser loads from the
 # server and that opens a WebSocket back to it, plus the echo endpoints it talks to.
 #
-#   /page?ws=PATH  the page (tests/apps/websocket/page.html); its script opens ws://HOST/PATH,
+#   /page?ws=PATH  the page (tests/apps/ws_page/page.html); its script opens ws://HOST/PATH,
 #                  exchanges messages, and writes what happened to document.body.dataset.result
 #   /ws-hijack     an echo (text and binary, unchanged) served by websocket-driver after a full
 #                  hijack: today's path for WebSockets (docs/RACK.md "Hijack")
