@@ -1,0 +1,49 @@
+# frozen_string_literal: true
+
+# ctest e2e_ws_negative: starts the real server with the real gem workers and the
+# front-end-owned WebSocket echo app (tests/apps/websocket/config.ru, /echo), runs the cases of
+# tests/ws/negative.py against ws://127.0.0.1:PORT/echo (whole, then with --dribble), and fails
+# unless every case passed, the server is still up afterwards, no worker died, and it exits 0
+# on SIGTERM.
+#
+#   ruby tests/ws/run_negative.rb PATH/TO/puma-plus-server [CASE-SUBSTRING ...]
+require_relative "../e2e/helper"
+
+class TestWsNegative < Minitest::Test
+  PY = "/usr/bin/python3"
+  SCRIPT = File.join(__dir__, "negative.py")
+  APP = File.join(E2E::ROOT, "tests/apps/websocket/config.ru")
+
+  def run_suite(srv, *extra)
+    filters = ARGV.select { |a| !a.start_with?("-") && !File.executable?(a) }
+    out, st = Timeout.timeout(300) do
+      Open3.capture2e(PY, SCRIPT, "ws://127.0.0.1:#{srv.port}/echo", *extra, *filters)
+    end
+    puts out
+    summary = out.lines.map(&:strip).grep(/\A\d+ passed, \d+ failed\z/).last
+    refute_nil summary, "negative.py printed no summary line"
+    assert st.success?, "negative.py #{extra.join(' ')}: #{summary}\n" + out.lines.grep(/\AFAIL/).join +
+                        "\n--- server log ---\n#{srv.log[-3000..]}"
+    summary
+  end
+
+  # The one worker's pid (the app's GET /pid): the same before and after the suite.
+  def worker_pid(srv)
+    out, err, st = E2E.curl("-f", "http://127.0.0.1:#{srv.port}/pid")
+    assert st.success?, "GET /pid: #{err}"
+    Integer(out.strip)
+  end
+
+  def test_negative_cases_against_the_server
+    srv = E2E::Server.new(app: APP, workers: 1, threads: 4)
+    begin
+      pid_before = worker_pid(srv)
+      run_suite(srv)
+      run_suite(srv, "--dribble", "--skip-handshake")
+      assert_equal pid_before, worker_pid(srv), "the worker was replaced during the suite"
+    ensure
+      status = srv.stop
+    end
+    assert status&.success?, "server did not exit 0 on SIGTERM: #{status.inspect}\n#{srv.log[-3000..]}"
+  end
+end
