@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """WebSocket benchmarks (issue 25; not tests): idle connections' memory, broadcast fan-out and
 message round trips, against Action Cable on puma 8 (the reference) and on puma-plus's full
-hijack path (today's), with the same Rails 7.2 app.
+hijack path (today's), with the same Rails 7.2 app; and the front-end-owned path (pumaplus-ws:
+tests/apps/websocket/config.ru on PumaPlus::WebSocket, the room and echo endpoints).
 
-    python3 notebooks/websocket/bench.py [--servers puma8,pumaplus-hijack] [--rounds 3]
-        [--conns 10000] [--broadcasts 5] [--rtt-rate 5000] [--rtt-secs 10] [--rtt-conns 50]
+    python3 notebooks/websocket/bench.py [--servers puma8,pumaplus-hijack,pumaplus-ws] [--rounds 3]
+        [--conns 10000] [--broadcasts 5] [--rtt-rate 5000] [--rtt-low-rate 500] [--rtt-secs 10]
+        [--rtt-conns 50]
         [--json FILE]
 
 Per round and server (servers interleaved within a round): a fresh server; a warm-up (10
@@ -14,8 +16,9 @@ BenchChannel, which streams "room:bench"); 3 s to settle; memory again: the diff
 connection. Then --broadcasts broadcasts (POST /broadcasts room=bench, the app's Action Cable
 broadcast), each timed from just before the POST until the last subscriber has it, with the
 server tree's CPU seconds over that interval. Then all are closed and --rtt-conns fresh
-connections send --rtt-rate echo messages/s in total for --rtt-secs (BenchChannel#echo,
-`perform`), each timed until its answer. The hypervisor's steal (/proc/stat) is recorded over
+connections send echo messages for --rtt-secs at a total rate (BenchChannel#echo,
+`perform`), each timed until its answer; first at --rtt-low-rate (0: not run), a rate the
+references keep up with, then at --rtt-rate. The hypervisor's steal (/proc/stat) is recorded over
 each phase. The load client is wsload.py (one asyncio process on the same 2-core machine: its
 CPU competes with the server's, which the README says).
 
@@ -109,6 +112,17 @@ class Server:
             if os.path.isdir(native):
                 env["RUBYLIB"] = os.path.abspath(native)
             argv = ["bundle", "exec", "puma-plus"]
+        elif kind == "pumaplus-ws":
+            # the front end owns the WebSockets (issue 25): tests/apps/websocket/config.ru on
+            # PumaPlus::WebSocket, one worker of 3 threads, no Rails.
+            app = os.path.join(ROOT, "tests/apps/websocket")
+            native = os.path.join(os.path.dirname(SERVER_BIN), "../gem/ext-lib")
+            env = {k: v for k, v in env.items() if not k.startswith(("BUNDLE", "GEM_"))}
+            if os.path.isdir(native):
+                env["RUBYLIB"] = os.path.abspath(native)
+            argv = [SERVER_BIN, "-app", os.path.join(app, "config.ru"), "-workers", "1", "-threads", "3",
+                    "-listen", "127.0.0.1:%d" % self.port, "-control", "127.0.0.1:%d" % free_port(),
+                    "-gem-dir", os.path.join(ROOT, "gem"), "-quiet"]
         else:
             raise SystemExit("unknown server %r" % kind)
         self.log = open(log, "w")
@@ -119,7 +133,7 @@ class Server:
             if self.proc.poll() is not None:
                 raise SystemExit("%s exited during boot; log %s" % (kind, log))
             try:
-                if http_get(self.port, "/").startswith(b"HTTP/1.1 200"):
+                if http_get(self.port, self.ready_path()).startswith(b"HTTP/1.1 200"):
                     break
             except OSError:
                 pass
@@ -127,6 +141,16 @@ class Server:
                 self.stop()
                 raise SystemExit("%s not serving within 90 s; log %s" % (kind, log))
             time.sleep(0.2)
+
+    def ready_path(self):
+        return "/pid" if self.kind == "pumaplus-ws" else "/"
+
+    # What the load client talks to: (protocol, idle/broadcast URL, echo URL, broadcast POST).
+    def endpoints(self):
+        base = "ws://127.0.0.1:%d" % self.port
+        if self.kind == "pumaplus-ws":
+            return "raw", base + "/room?name=bench", base + "/echo", "/broadcast?room=bench"
+        return "cable", base + "/cable", base + "/cable", "/broadcasts"
 
     def pids(self):
         return wsload.tree(self.proc.pid)
@@ -169,12 +193,13 @@ def http_get(port, path):
     return data
 
 
-async def http_post_broadcast(port, text):
+async def http_post_broadcast(port, text, path="/broadcasts"):
     r, w = await asyncio.open_connection("127.0.0.1", port)
-    body = "room=bench&text=" + text
-    w.write(("POST /broadcasts HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+    # Rails' BroadcastsController takes a form; tests/apps/websocket sends the body as it is.
+    body = "room=bench&text=" + text if path == "/broadcasts" else text
+    w.write(("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
              "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\n\r\n%s" %
-             (len(body), body)).encode())
+             (path, len(body), body)).encode())
     await w.drain()
     head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 60)
     w.close()
@@ -185,19 +210,25 @@ async def http_post_broadcast(port, text):
 async def one_server(kind, app, args, tmp, rnd):
     res = {"server": kind, "round": rnd}
     srv = Server(kind, app, os.path.join(tmp, "%s-%d.log" % (kind, rnd)))
-    url = "ws://127.0.0.1:%d/cable" % srv.port
+    proto, url, echo_url, bpath = srv.endpoints()
+
+    def post(text):
+        return lambda: http_post_broadcast(srv.port, text, bpath)
     try:
         # warm-up: load Action Cable's code paths once
-        warm = wsload.Client(url, "cable")
+        warm = wsload.Client(url, proto)
         await warm.open(10)
-        await warm.wait_broadcast("warmup", lambda: http_post_broadcast(srv.port, "warmup"), 30)
+        await warm.wait_broadcast("warmup", post("warmup"), 30)
+        warm.close_all()
+        warm = wsload.Client(echo_url, proto)
+        await warm.open(10)
         await warm.echo_load(50, 1)
         warm.close_all()
         await asyncio.sleep(2)
 
         m0 = srv.memory()
         s0 = wsload.steal_sample()
-        c = wsload.Client(url, "cable")
+        c = wsload.Client(url, proto)
         res["open_seconds"] = await c.open(args["conns"], timeout=900)
         await asyncio.sleep(3)
         m1 = srv.memory()
@@ -215,7 +246,7 @@ async def one_server(kind, app, args, tmp, rnd):
             await asyncio.sleep(1)
             text = "b%d-%d" % (rnd, i)
             s0, cpu0, ccpu0 = wsload.steal_sample(), srv.cpu(), client_cpu()
-            last, p50, got = await c.wait_broadcast(text, lambda: http_post_broadcast(srv.port, text), 120)
+            last, p50, got = await c.wait_broadcast(text, post(text), 120)
             res["broadcasts"].append({"last_s": last, "p50_s": p50, "received": got, "cpu_s": srv.cpu() - cpu0,
                                       "client_cpu_s": client_cpu() - ccpu0,
                                       "steal_pct": wsload.steal_pct(s0, wsload.steal_sample())})
@@ -223,15 +254,20 @@ async def one_server(kind, app, args, tmp, rnd):
         c.close_all()
         await asyncio.sleep(3)
 
-        e = wsload.Client(url, "cable")
+        e = wsload.Client(echo_url, proto)
         await e.open(args["rtt_conns"])
-        s0, cpu0, ccpu0 = wsload.steal_sample(), srv.cpu(), client_cpu()
-        sent, answered, rtt = await e.echo_load(args["rtt_rate"], args["rtt_secs"])
-        res["rtt"] = {"sent": sent, "answered": answered, "rate": sent / args["rtt_secs"],
-                      "p50_ms": 1000 * rtt[len(rtt) // 2] if rtt else None,
-                      "p99_ms": 1000 * rtt[int(len(rtt) * 0.99)] if rtt else None,
-                      "cpu_s": srv.cpu() - cpu0, "client_cpu_s": client_cpu() - ccpu0,
-                      "steal_pct": wsload.steal_pct(s0, wsload.steal_sample())}
+        # the low rate first: a saturating run leaves a backlog behind it
+        for key, rate in (("rtt_low", args["rtt_low_rate"]), ("rtt", args["rtt_rate"])):
+            if not rate:
+                continue
+            await asyncio.sleep(2)
+            s0, cpu0, ccpu0 = wsload.steal_sample(), srv.cpu(), client_cpu()
+            sent, answered, rtt = await e.echo_load(rate, args["rtt_secs"])
+            res[key] = {"sent": sent, "answered": answered, "rate": sent / args["rtt_secs"],
+                        "p50_ms": 1000 * rtt[len(rtt) // 2] if rtt else None,
+                        "p99_ms": 1000 * rtt[int(len(rtt) * 0.99)] if rtt else None,
+                        "cpu_s": srv.cpu() - cpu0, "client_cpu_s": client_cpu() - ccpu0,
+                        "steal_pct": wsload.steal_pct(s0, wsload.steal_sample())}
         e.close_all()
     finally:
         srv.stop()
@@ -259,26 +295,33 @@ def summary(results, servers):
                          med([r["conns"] for r in rs]), med([r["frontend_pss_per_conn"] for r in rs]),
                          med([r["frontend_rss_per_conn"] for r in rs]), med([r["ruby_pss_per_conn"] for r in rs]),
                          med([r["ruby_rss_per_conn"] for r in rs]), med([r["open_seconds"] for r in rs])))
-        lines.append("  broadcast: last %.1f ms, p50 %.1f ms, CPU %.0f ms (median of %d; min last %.1f, max %.1f); "
-                     "all received in %d of %d; steal median %.1f%%" % (
+        lines.append("  broadcast: last %.1f ms, p50 %.1f ms, server CPU %.0f ms, client CPU %s ms (median of %d; "
+                     "min last %.1f, max %.1f); all received in %d of %d; steal median %.1f%%" % (
                          1000 * med([b["last_s"] for b in bc]), 1000 * med([b["p50_s"] for b in bc]),
-                         1000 * med([b["cpu_s"] for b in bc]), len(bc),
+                         1000 * med([b["cpu_s"] for b in bc]),
+                         "%.0f" % (1000 * med([b.get("client_cpu_s") for b in bc])) if bc and "client_cpu_s" in bc[0]
+                         else "?", len(bc),
                          1000 * min(b["last_s"] for b in bc), 1000 * max(b["last_s"] for b in bc),
                          sum(1 for b, r in ((b, r) for r in rs for b in r["broadcasts"]) if b["received"] == r["conns"]),
                          len(bc), med([b["steal_pct"] for b in bc])))
-        lines.append("  echo at %.0f msg/s: p50 %.2f ms, p99 %.2f ms, answered %d of %d, CPU %.2f s per %d s, "
-                     "steal %.1f%%" % (
-                         med([r["rtt"]["rate"] for r in rs]), med([r["rtt"]["p50_ms"] for r in rs]),
-                         med([r["rtt"]["p99_ms"] for r in rs]), med([r["rtt"]["answered"] for r in rs]),
-                         med([r["rtt"]["sent"] for r in rs]), med([r["rtt"]["cpu_s"] for r in rs]),
-                         rs[0]["rtt"]["sent"] / rs[0]["rtt"]["rate"] if rs else 0,
-                         med([r["rtt"]["steal_pct"] for r in rs])))
+        for key in ("rtt", "rtt_low"):
+            rr = [r[key] for r in rs if key in r]
+            if not rr:
+                continue
+            lines.append("  echo at %.0f msg/s: p50 %.2f ms, p99 %.2f ms, answered %d of %d, server CPU %.2f s "
+                         "per %.0f s, client CPU %s s, steal %.1f%%" % (
+                             med([x["rate"] for x in rr]), med([x["p50_ms"] for x in rr]),
+                             med([x["p99_ms"] for x in rr]), med([x["answered"] for x in rr]),
+                             med([x["sent"] for x in rr]), med([x["cpu_s"] for x in rr]),
+                             rr[0]["sent"] / rr[0]["rate"],
+                             "%.2f" % med([x.get("client_cpu_s") for x in rr]) if "client_cpu_s" in rr[0] else "?",
+                             med([x["steal_pct"] for x in rr])))
     return "\n".join(lines)
 
 
 def main():
     args = {"servers": "puma8,pumaplus-hijack", "rounds": 3, "conns": 10000, "broadcasts": 5,
-            "rtt_rate": 5000, "rtt_secs": 10, "rtt_conns": 50, "json": None}
+            "rtt_rate": 5000, "rtt_low_rate": 500, "rtt_secs": 10, "rtt_conns": 50, "json": None}
     a = sys.argv[1:]
     while a:
         k = a.pop(0)
