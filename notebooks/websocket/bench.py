@@ -232,7 +232,7 @@ async def one_server(kind, app, args, tmp, rnd):
         res["open_seconds"] = await c.open(args["conns"], timeout=900)
         await asyncio.sleep(3)
         m1 = srv.memory()
-        res["open_steal_pct"] = wsload.steal_pct(s0, wsload.steal_sample())
+        res.update({"open_" + k: v for k, v in phase(s0).items()})
         n = len(c.conns)
         res["conns"] = n
         for side in ("frontend", "ruby"):
@@ -249,7 +249,7 @@ async def one_server(kind, app, args, tmp, rnd):
             last, p50, got = await c.wait_broadcast(text, post(text), 120)
             res["broadcasts"].append({"last_s": last, "p50_s": p50, "received": got, "cpu_s": srv.cpu() - cpu0,
                                       "client_cpu_s": client_cpu() - ccpu0,
-                                      "steal_pct": wsload.steal_pct(s0, wsload.steal_sample())})
+                                      **phase(s0)})
         res["lost"] = c.lost
         c.close_all()
         await asyncio.sleep(3)
@@ -267,11 +267,16 @@ async def one_server(kind, app, args, tmp, rnd):
                         "p50_ms": 1000 * rtt[len(rtt) // 2] if rtt else None,
                         "p99_ms": 1000 * rtt[int(len(rtt) * 0.99)] if rtt else None,
                         "cpu_s": srv.cpu() - cpu0, "client_cpu_s": client_cpu() - ccpu0,
-                        "steal_pct": wsload.steal_pct(s0, wsload.steal_sample())}
+                        **phase(s0)}
         e.close_all()
     finally:
         srv.stop()
     return res
+
+
+def phase(s0):
+    s1 = wsload.steal_sample()
+    return {"steal_pct": wsload.steal_pct(s0, s1), "machine_busy_pct": wsload.busy_pct(s0, s1)}
 
 
 def client_cpu():
@@ -296,26 +301,29 @@ def summary(results, servers):
                          med([r["frontend_rss_per_conn"] for r in rs]), med([r["ruby_pss_per_conn"] for r in rs]),
                          med([r["ruby_rss_per_conn"] for r in rs]), med([r["open_seconds"] for r in rs])))
         lines.append("  broadcast: last %.1f ms, p50 %.1f ms, server CPU %.0f ms, client CPU %s ms (median of %d; "
-                     "min last %.1f, max %.1f); all received in %d of %d; steal median %.1f%%" % (
+                     "min last %.1f, max %.1f); all received in %d of %d; steal median %.1f%%, machine busy %s%%" % (
                          1000 * med([b["last_s"] for b in bc]), 1000 * med([b["p50_s"] for b in bc]),
                          1000 * med([b["cpu_s"] for b in bc]),
                          "%.0f" % (1000 * med([b.get("client_cpu_s") for b in bc])) if bc and "client_cpu_s" in bc[0]
                          else "?", len(bc),
                          1000 * min(b["last_s"] for b in bc), 1000 * max(b["last_s"] for b in bc),
                          sum(1 for b, r in ((b, r) for r in rs for b in r["broadcasts"]) if b["received"] == r["conns"]),
-                         len(bc), med([b["steal_pct"] for b in bc])))
+                         len(bc), med([b["steal_pct"] for b in bc]),
+                         "%.0f" % med([b.get("machine_busy_pct") for b in bc]) if "machine_busy_pct" in bc[0] else "?"))
         for key in ("rtt", "rtt_low"):
             rr = [r[key] for r in rs if key in r]
             if not rr:
                 continue
             lines.append("  echo at %.0f msg/s: p50 %.2f ms, p99 %.2f ms, answered %d of %d, server CPU %.2f s "
-                         "per %.0f s, client CPU %s s, steal %.1f%%" % (
+                         "per %.0f s, client CPU %s s, steal %.1f%%, machine busy %s%%" % (
                              med([x["rate"] for x in rr]), med([x["p50_ms"] for x in rr]),
                              med([x["p99_ms"] for x in rr]), med([x["answered"] for x in rr]),
                              med([x["sent"] for x in rr]), med([x["cpu_s"] for x in rr]),
                              rr[0]["sent"] / rr[0]["rate"],
                              "%.2f" % med([x.get("client_cpu_s") for x in rr]) if "client_cpu_s" in rr[0] else "?",
-                             med([x["steal_pct"] for x in rr])))
+                             med([x["steal_pct"] for x in rr]),
+                             "%.0f" % med([x.get("machine_busy_pct") for x in rr]) if "machine_busy_pct" in rr[0]
+                             else "?"))
     return "\n".join(lines)
 
 
@@ -330,6 +338,7 @@ def main():
         key = k[2:].replace("-", "_")
         v = a.pop(0)
         args[key] = v if key in ("servers", "json") else int(v)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: servers are stopped
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if hard < args["conns"] + 100:

@@ -299,12 +299,19 @@ def cpu_seconds(pid):
 def steal_sample():
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
-    return sum(v), v[7] if len(v) > 7 else 0
+    return sum(v), v[7] if len(v) > 7 else 0, v[3] + v[4]
 
 
 def steal_pct(a, b):
     dt = b[0] - a[0]
     return 100.0 * (b[1] - a[1]) / dt if dt else 0.0
+
+
+def busy_pct(a, b):
+    """The whole machine's busy share (not idle, not iowait) between two steal_sample()s: what
+    the server and the client used plus what everything else on the machine did."""
+    dt = b[0] - a[0]
+    return 100.0 * (dt - (b[2] - a[2])) / dt if dt else 0.0
 
 
 async def _main():
