@@ -433,26 +433,18 @@ static VALUE native_send_nowait(VALUE self, VALUE fd, VALUE str) {
 /* ---- WebSocket frames (docs/PROTOCOL.md "WebSocket frames"): the per-message ones. ---- */
 
 /* Wire.native_decode_ws_message(payload) → WsMessage(event_id, conn_id, t_ready_ns, t3_ns,
- * handler, opcode, data), as Wire.ruby_decode_ws_message: the same errors and messages. */
+ * opcode, data), as Wire.ruby_decode_ws_message: the same errors and messages. */
 static VALUE native_decode_ws_message(VALUE self, VALUE payload) {
   (void)self;
   StringValue(payload);
   const unsigned char *p = (const unsigned char *)RSTRING_PTR(payload);
   long len = RSTRING_LEN(payload);
-  if (len < 37) ws_mismatch("WS_MESSAGE", len, "at least 37");
-  uint32_t n = get_u32(p + 32);
-  if ((uint64_t)n > (uint64_t)(len - 37))
-    ws_mismatch("WS_MESSAGE", len, "%u handler bytes and an opcode at 36", n);
-  long pos = 36 + (long)n;
-  VALUE argv[7] = {ULL2NUM(get_u64(p)),
-                   ULL2NUM(get_u64(p + 8)),
-                   ULL2NUM(get_u64(p + 16)),
-                   ULL2NUM(get_u64(p + 24)),
-                   rb_str_new((const char *)p + 36, n),
-                   INT2FIX(p[pos]),
-                   rb_str_new((const char *)p + pos + 1, len - pos - 1)};
+  if (len < 33) ws_mismatch("WS_MESSAGE", len, "at least 33");
+  VALUE argv[6] = {ULL2NUM(get_u64(p)),      ULL2NUM(get_u64(p + 8)),
+                   ULL2NUM(get_u64(p + 16)), ULL2NUM(get_u64(p + 24)),
+                   INT2FIX(p[32]),           rb_str_new((const char *)p + 33, len - 33)};
   RB_GC_GUARD(payload);
-  return rb_class_new_instance(7, argv, cWsMessage);
+  return rb_class_new_instance(6, argv, cWsMessage);
 }
 
 /* Wire.native_append_ws_done(out, event_id, t4, t5, gvl_wait_ns, cpu_ns) → out. */
@@ -502,16 +494,15 @@ static VALUE native_append_ws_broadcast(VALUE self, VALUE out, VALUE opcode, VAL
   StringValue(data);
   unsigned int op = NUM2UINT(opcode);
   long tag_len = RSTRING_LEN(tag);
-  if (tag_len > 0xffff) rb_raise(rb_eArgError, "broadcast tag of %ld bytes over 65535", tag_len);
-  uint64_t length = 3 + (uint64_t)tag_len + (uint64_t)RSTRING_LEN(data);
+  uint64_t length = 5 + (uint64_t)tag_len + (uint64_t)RSTRING_LEN(data);
   if (length > PP_MAX_PAYLOAD)
     rb_raise(rb_eArgError, "WS_BROADCAST payload of %llu bytes over %u", (unsigned long long)length,
              PP_MAX_PAYLOAD);
-  unsigned char f[PP_HEADER_SIZE + 3];
+  unsigned char f[PP_HEADER_SIZE + 5];
   put_u32(f, (uint32_t)PP_WS_BROADCAST << 24);
   put_u32(f + 4, (uint32_t)length);
   f[8] = (unsigned char)op;
-  f[9] = (unsigned char)(tag_len >> 8), f[10] = (unsigned char)tag_len;
+  put_u32(f + 9, (uint32_t)tag_len);
   rb_str_buf_cat(out, (const char *)f, sizeof f);
   rb_str_buf_cat(out, RSTRING_PTR(tag), tag_len);
   rb_str_buf_cat(out, RSTRING_PTR(data), RSTRING_LEN(data));

@@ -182,37 +182,31 @@ module PumaPlus
     # ---- WebSocket frames (docs/PROTOCOL.md "WebSocket frames") -----------------------------
     # The events' common head: u64 event_id, u64 conn_id, u64 t_ready_ns, u64 t3_ns (32 bytes).
 
+    # WS_OPEN: head, u8 route, bytes protocol, pairs env.
     def decode_ws_open(payload)
       len = payload.bytesize
-      mismatch(WS_OPEN, len, "at least 36") if len < 36
-      head = payload.unpack("Q>Q>Q>Q>")
-      fields, pos = decode_pairs(WS_OPEN, payload, 32)
+      mismatch(WS_OPEN, len, "at least 41") if len < 41
+      event_id, conn_id, t_ready, t3, route, n = payload.unpack("Q>Q>Q>Q>CN")
+      mismatch(WS_OPEN, len, "#{n} protocol bytes at 37") if n > len - 37
+      protocol = payload.byteslice(37, n)
+      env, pos = decode_pairs(WS_OPEN, payload, 37 + n)
       mismatch(WS_OPEN, len, "#{pos} (trailing bytes)") if pos != len
-      WsOpen.new(*head, fields)
+      WsOpen.new(event_id, conn_id, t_ready, t3, route, protocol, env)
     end
 
-    # WS_MESSAGE: head, bytes handler, u8 opcode, rest data.
+    # WS_MESSAGE: head, u8 opcode, rest data.
     def decode_ws_message(payload)
       len = payload.bytesize
-      mismatch(WS_MESSAGE, len, "at least 37") if len < 37
-      event_id, conn_id, t_ready, t3, n = payload.unpack("Q>Q>Q>Q>N")
-      mismatch(WS_MESSAGE, len, "#{n} handler bytes and an opcode at 36") if n > len - 37
-      handler = payload.byteslice(36, n)
-      pos = 36 + n
-      WsMessage.new(event_id, conn_id, t_ready, t3, handler, payload.getbyte(pos),
-                    payload.byteslice(pos + 1, len - pos - 1))
+      mismatch(WS_MESSAGE, len, "at least 33") if len < 33
+      event_id, conn_id, t_ready, t3, opcode = payload.unpack("Q>Q>Q>Q>C")
+      WsMessage.new(event_id, conn_id, t_ready, t3, opcode, payload.byteslice(33, len - 33))
     end
 
-    # WS_CLOSE: head, bytes handler, u16 code, u8 by, rest reason.
+    # WS_CLOSE: head, u16 code, u8 by, rest reason.
     def decode_ws_close(payload)
       len = payload.bytesize
-      mismatch(WS_CLOSE, len, "at least 39") if len < 39
-      event_id, conn_id, t_ready, t3, n = payload.unpack("Q>Q>Q>Q>N")
-      mismatch(WS_CLOSE, len, "#{n} handler bytes, a code and a by at 36") if n > len - 39
-      handler = payload.byteslice(36, n)
-      pos = 36 + n
-      code, by = payload.unpack("nC", offset: pos)
-      WsClose.new(event_id, conn_id, t_ready, t3, handler, code, by, payload.byteslice(pos + 3, len - pos - 3))
+      mismatch(WS_CLOSE, len, "at least 35") if len < 35
+      WsClose.new(*payload.unpack("Q>Q>Q>Q>nC"), payload.byteslice(35, len - 35))
     end
 
     def decode_ws_send(payload)
@@ -239,13 +233,13 @@ module PumaPlus
       WsTag.new(conn_id, op, *parts)
     end
 
-    # WS_BROADCAST: u8 opcode, u16 tag_len, tag, rest data.
+    # WS_BROADCAST: u8 opcode, bytes tag, rest data.
     def decode_ws_broadcast(payload)
       len = payload.bytesize
-      mismatch(WS_BROADCAST, len, "at least 3") if len < 3
-      opcode, n = payload.unpack("Cn")
-      mismatch(WS_BROADCAST, len, "#{n} tag bytes at 3") if n > len - 3
-      WsBroadcast.new(opcode, payload.byteslice(3, n), payload.byteslice(3 + n, len - 3 - n))
+      mismatch(WS_BROADCAST, len, "at least 5") if len < 5
+      opcode, n = payload.unpack("CN")
+      mismatch(WS_BROADCAST, len, "#{n} tag bytes at 5") if n > len - 5
+      WsBroadcast.new(opcode, payload.byteslice(5, n), payload.byteslice(5 + n, len - 5 - n))
     end
 
     def decode_ws_close_conn(payload)
@@ -397,13 +391,14 @@ module PumaPlus
         when Hijacked
           [frame.request_id, frame.result].pack("Q>C") << bin(frame.buffered)
         when WsOpen
-          append_pairs([frame.event_id, frame.conn_id, frame.t_ready_ns, frame.t3_ns].pack("Q>Q>Q>Q>"), frame.fields)
+          protocol = bin(frame.protocol)
+          append_pairs([frame.event_id, frame.conn_id, frame.t_ready_ns, frame.t3_ns, frame.route, protocol.bytesize]
+                         .pack("Q>Q>Q>Q>CN") << protocol, frame.env)
         when WsMessage
-          append_bytes([frame.event_id, frame.conn_id, frame.t_ready_ns, frame.t3_ns].pack("Q>Q>Q>Q>"), frame.handler) <<
-            [frame.opcode].pack("C") << bin(frame.data)
+          [frame.event_id, frame.conn_id, frame.t_ready_ns, frame.t3_ns, frame.opcode].pack("Q>Q>Q>Q>C") << bin(frame.data)
         when WsClose
-          append_bytes([frame.event_id, frame.conn_id, frame.t_ready_ns, frame.t3_ns].pack("Q>Q>Q>Q>"), frame.handler) <<
-            [frame.code, frame.by].pack("nC") << bin(frame.reason)
+          [frame.event_id, frame.conn_id, frame.t_ready_ns, frame.t3_ns, frame.code, frame.by].pack("Q>Q>Q>Q>nC") <<
+            bin(frame.reason)
         when WsSend then return append_ws_send(+"".b, frame.conn_id, frame.opcode, frame.data)
         when WsTag then return append_ws_tag(+"".b, frame.conn_id, frame.op, frame.tag, frame.prefix, frame.suffix)
         when WsBroadcast then return append_ws_broadcast(+"".b, frame.opcode, frame.tag, frame.data)
@@ -522,11 +517,9 @@ module PumaPlus
     def append_ws_broadcast(out, opcode, tag, data)
       tag = bin(tag)
       data = bin(data)
-      raise ArgumentError, "broadcast tag of #{tag.bytesize} bytes over 65535" if tag.bytesize > 0xffff
-
-      length = 3 + tag.bytesize + data.bytesize
+      length = 5 + tag.bytesize + data.bytesize
       check_ws_size(WS_BROADCAST, length)
-      out << [WS_BROADCAST << 24, length, opcode, tag.bytesize].pack("NNCn") << tag << data
+      out << [WS_BROADCAST << 24, length, opcode, tag.bytesize].pack("NNCN") << tag << data
     end
 
     def append_ws_close_conn(out, conn_id, code, reason)

@@ -44,14 +44,14 @@ module PumaPlus
     Slots = Struct.new(:count)
     SlotClose = Struct.new(:thread_index)
     # WebSockets owned by the front end (docs/PROTOCOL.md "WebSocket frames", docs/WEBSOCKET.md).
-    # Events (server → worker), each one queue entry finished by WS_DONE: `fields` of WS_OPEN
-    # are flat pairs as REQUEST's env; `handler` is the opaque value the app's 101 named
-    # (puma-plus-websocket-handler); `data` / `reason` are binary Strings.
-    WsOpen = Struct.new(:event_id, :conn_id, :t_ready_ns, :t3_ns, :fields)
-    WsMessage = Struct.new(:event_id, :conn_id, :t_ready_ns, :t3_ns, :handler, :opcode, :data)
-    WsClose = Struct.new(:event_id, :conn_id, :t_ready_ns, :t3_ns, :handler, :code, :by, :reason)
+    # Events (server → worker), each one queue entry finished by WS_DONE. WS_OPEN's `env` is
+    # flat pairs as REQUEST's (the upgrade request's env); `route` 0 sticky, 1 flexible;
+    # `protocol`, `data`, `reason`, `tag`, `prefix`, `suffix` are binary Strings.
+    WsOpen = Struct.new(:event_id, :conn_id, :t_ready_ns, :t3_ns, :route, :protocol, :env)
+    WsMessage = Struct.new(:event_id, :conn_id, :t_ready_ns, :t3_ns, :opcode, :data)
+    WsClose = Struct.new(:event_id, :conn_id, :t_ready_ns, :t3_ns, :code, :by, :reason)
     WsDone = Struct.new(:event_id, :t4_ns, :t5_ns, :gvl_wait_ns, :cpu_ns)
-    # Worker → server, at any time, no answer (a slot connection or the monitor connection).
+    # Worker → server, at any time, never answered (a slot connection or the monitor connection).
     WsSend = Struct.new(:conn_id, :opcode, :data)
     WsTag = Struct.new(:conn_id, :op, :tag, :prefix, :suffix) # op: 0 add, 1 remove, 2 remove all
     WsBroadcast = Struct.new(:opcode, :tag, :data)
