@@ -229,15 +229,20 @@ good("adopted-exited-code", { "type" => "ADOPTED_EXITED", "pid" => U32_MAX, "sta
      u32(U32_MAX) + i32(2_147_483_647))
 
 # ---- WebSocket frames ---------------------------------------------------------------------
-def ws_event_head(event, conn, ready, t3) = u64(event) + u64(conn) + u64(ready) + u64(t3)
-def ws_event_json(type, event, conn, ready, t3)
-  { "type" => type, "event_id" => event, "conn_id" => conn, "t_ready_ns" => ready, "t3_ns" => t3 }
+# Events begin alike: u64 event_id, u64 conn_id, u64 t_ready_ns, u64 t3_ns, bytes handler.
+def ws_event_head(event, conn, ready, t3, handler) =
+  u64(event) + u64(conn) + u64(ready) + u64(t3) + bytes(handler)
+def ws_event_json(type, event, conn, ready, t3, handler)
+  { "type" => type, "event_id" => event, "conn_id" => conn, "t_ready_ns" => ready, "t3_ns" => t3,
+    "handler_hex" => hex(handler.b) }
 end
 
-def ws_open(event, conn, ready, t3, route, protocol, env)
-  [ws_event_json("WS_OPEN", event, conn, ready, t3)
-     .merge("route" => route, "protocol_hex" => hex(protocol.b), "env" => env),
-   ws_event_head(event, conn, ready, t3) + u8(route) + bytes(protocol) + pairs(env)]
+def ws_open(event, conn, ready, t3, handler, route, protocol, tags, env)
+  tag_pairs = tags.map { |t| ["tag", t] }
+  [ws_event_json("WS_OPEN", event, conn, ready, t3, handler)
+     .merge("route" => route, "protocol_hex" => hex(protocol.b), "tags" => tag_pairs, "env" => env),
+   ws_event_head(event, conn, ready, t3, handler) + u8(route) + bytes(protocol) + pairs(tag_pairs) +
+     pairs(env)]
 end
 ws_env = [
   ["REQUEST_METHOD", "GET"], ["SCRIPT_NAME", ""], ["PATH_INFO", "/cable"], ["QUERY_STRING", ""],
@@ -246,29 +251,33 @@ ws_env = [
   ["HTTP_COOKIE", "session=abc"], ["HTTP_SEC_WEBSOCKET_PROTOCOL", "actioncable-v1-json, actioncable-unsupported"],
   ["REQUEST_URI", "/cable"], ["puma_plus.request_id", "41"], ["puma_plus.queue_ns", "800"]
 ]
-good("ws-open", *ws_open(42, 1, 5_000_000_000, 5_000_020_000, 0, "actioncable-v1-json", ws_env))
-good("ws-open-flexible-no-protocol", *ws_open(43, 2, 10, 20, 1, "", []))
-good("ws-open-max", *ws_open(U64_BIG, U64_BIG, U64_BIG - 1, U64_BIG, 1, "chat.v2",
-                             [["PATH_INFO", "/caf\u00e9"], ["", ""]]))
+good("ws-open", *ws_open(42, 1, 5_000_000_000, 5_000_020_000, "cable", 0, "actioncable-v1-json",
+                         [], ws_env))
+good("ws-open-flexible-no-protocol", *ws_open(43, 2, 10, 20, "", 1, "", [], []))
+good("ws-open-tags", *ws_open(50, 4, 11, 21, "chat", 0, "", ["room:42", "user:7, with a comma", ""],
+                              [["PATH_INFO", "/chat"]]))
+good("ws-open-max", *ws_open(U64_BIG, U64_BIG, U64_BIG - 1, U64_BIG, "h" * 255, 1, "chat.v2",
+                             ["caf\u00e9"], [["PATH_INFO", "/caf\u00e9"], ["", ""]]))
 
-def ws_message(event, conn, ready, t3, opcode, data)
-  [ws_event_json("WS_MESSAGE", event, conn, ready, t3).merge("opcode" => opcode, "data_hex" => hex(data.b)),
-   ws_event_head(event, conn, ready, t3) + u8(opcode) + data.b]
+def ws_message(event, conn, ready, t3, handler, opcode, data)
+  [ws_event_json("WS_MESSAGE", event, conn, ready, t3, handler)
+     .merge("opcode" => opcode, "data_hex" => hex(data.b)),
+   ws_event_head(event, conn, ready, t3, handler) + u8(opcode) + data.b]
 end
-good("ws-message-text", *ws_message(44, 1, 6_000_000_000, 6_000_001_000, 1,
+good("ws-message-text", *ws_message(44, 1, 6_000_000_000, 6_000_001_000, "cable", 1,
                                     "{\"command\":\"message\",\"data\":\"h\u00e9\"}"))
-good("ws-message-binary", *ws_message(45, 2, 7, 8, 2, (0..255).to_a.reverse.pack("C*")))
-good("ws-message-empty", *ws_message(46, 3, 9, 9, 1, ""))
+good("ws-message-binary", *ws_message(45, 2, 7, 8, "", 2, (0..255).to_a.reverse.pack("C*")))
+good("ws-message-empty", *ws_message(46, 3, 9, 9, "\x00\xff".b, 1, ""))
 
-def ws_close(event, conn, ready, t3, code, by, reason)
-  [ws_event_json("WS_CLOSE", event, conn, ready, t3)
+def ws_close(event, conn, ready, t3, handler, code, by, reason)
+  [ws_event_json("WS_CLOSE", event, conn, ready, t3, handler)
      .merge("code" => code, "by" => by, "reason_hex" => hex(reason.b)),
-   ws_event_head(event, conn, ready, t3) + u16(code) + u8(by) + reason.b]
+   ws_event_head(event, conn, ready, t3, handler) + u16(code) + u8(by) + reason.b]
 end
-good("ws-close-peer", *ws_close(47, 1, 8_000_000_000, 8_000_000_500, 1000, 0, "bye"))
-good("ws-close-no-status", *ws_close(48, 2, 1, 2, 1005, 0, ""))
-good("ws-close-server", *ws_close(49, 3, 3, 4, 1009, 1, "message too big"))
-good("ws-close-transport-lost", *ws_close(U64_BIG, U64_BIG, 5, 6, 1006, 2, ""))
+good("ws-close-peer", *ws_close(47, 1, 8_000_000_000, 8_000_000_500, "cable", 1000, 0, "bye"))
+good("ws-close-no-status", *ws_close(48, 2, 1, 2, "", 1005, 0, ""))
+good("ws-close-server", *ws_close(49, 3, 3, 4, "chat", 1009, 1, "message too big"))
+good("ws-close-transport-lost", *ws_close(U64_BIG, U64_BIG, 5, 6, "", 1006, 2, ""))
 
 def ws_done(event, t4, t5, gvl, cpu)
   [{ "type" => "WS_DONE", "event_id" => event, "t4_ns" => t4, "t5_ns" => t5,
@@ -386,15 +395,21 @@ bad("bad-adopt-short", "length_mismatch", "ADOPT payload 4 bytes, fields need 8"
     header(0x39, 4) + u32(1))
 bad("bad-type-0x25", "unknown_type", "type 0x25 (next to HEARTBEAT) is unassigned",
     header(0x25, 8) + u64(1))
+p = ws_event_head(1, 1, 1, 1, "") + u8(0) + u32(10) + "ab"
 bad("bad-ws-open-protocol-overrun", "length_mismatch",
-    "WS_OPEN protocol says 10 bytes, 2 present and no env",
-    header(0x40, 33 + 4 + 2) + ws_event_head(1, 1, 1, 1) + u8(0) + u32(10) + "ab")
+    "WS_OPEN protocol says 10 bytes, 2 present, no tags and no env", header(0x40, p.bytesize) + p)
+p = ws_event_head(1, 1, 1, 1, "") + u8(0) + bytes("") + pairs([])
 bad("bad-ws-open-no-env", "length_mismatch", "WS_OPEN without its env pairs count",
-    header(0x40, 33 + 4) + ws_event_head(1, 1, 1, 1) + u8(0) + u32(0))
-bad("bad-ws-message-no-opcode", "length_mismatch", "WS_MESSAGE payload 32 bytes, no opcode byte",
-    header(0x41, 32) + ws_event_head(1, 1, 1, 1))
-bad("bad-ws-close-short", "length_mismatch", "WS_CLOSE payload 34 bytes, no `by` byte",
-    header(0x42, 34) + ws_event_head(1, 1, 1, 1) + u16(1000))
+    header(0x40, p.bytesize) + p)
+p = ws_event_head(1, 1, 1, 1, "x")
+bad("bad-ws-message-no-opcode", "length_mismatch", "WS_MESSAGE ends after the handler, no opcode byte",
+    header(0x41, p.bytesize) + p)
+p = u64(1) + u64(1) + u64(1) + u64(1) + u32(5) + "ab"
+bad("bad-ws-message-handler-overrun", "length_mismatch",
+    "WS_MESSAGE handler says 5 bytes, 2 present", header(0x41, p.bytesize) + p)
+p = ws_event_head(1, 1, 1, 1, "") + u16(1000)
+bad("bad-ws-close-short", "length_mismatch", "WS_CLOSE ends after the code, no `by` byte",
+    header(0x42, p.bytesize) + p)
 bad("bad-ws-done-long", "length_mismatch", "WS_DONE payload 41 bytes, fields need 40",
     header(0x43, 41) + u64(1) * 5 + "\x00")
 bad("bad-ws-send-short", "length_mismatch", "WS_SEND payload 8 bytes, no opcode byte",

@@ -265,9 +265,11 @@ ssize_t pp_wire_decode(pp_wire_decoder *d, const uint8_t *buf, size_t len, pp_wi
     out->conn_id = get64(&c);
     out->t2b_ns = get64(&c);
     out->t3_ns = get64(&c);
+    get_bytes(&c, &out->handler, &out->handler_len);
     if (type == PP_WIRE_WS_OPEN) {
       out->route = get8(&c);
       get_bytes(&c, &out->protocol, &out->protocol_len);
+      get_pairs(&c, &out->tags);
       get_pairs(&c, &out->pairs);
     } else if (type == PP_WIRE_WS_MESSAGE) {
       out->opcode = get8(&c);
@@ -346,10 +348,15 @@ static ssize_t payload_size(const pp_wire_frame *f) {
   case PP_WIRE_TIMEOUT: return 12;
   case PP_WIRE_HEARTBEAT_INTERVAL: return 8;
   case PP_WIRE_WS_OPEN:
-    if (f->protocol_len > UINT32_MAX) return PP_WIRE_EINVAL;
-    return 33 + 4 + (ssize_t)f->protocol_len + 4 + (ssize_t)f->pairs.len;
-  case PP_WIRE_WS_MESSAGE: return 33 + (ssize_t)f->data_len;
-  case PP_WIRE_WS_CLOSE: return 35 + (ssize_t)f->data_len;
+    if (f->protocol_len > UINT32_MAX || f->handler_len > UINT32_MAX) return PP_WIRE_EINVAL;
+    return 36 + (ssize_t)f->handler_len + 1 + 4 + (ssize_t)f->protocol_len + 4 +
+           (ssize_t)f->tags.len + 4 + (ssize_t)f->pairs.len;
+  case PP_WIRE_WS_MESSAGE:
+    if (f->handler_len > UINT32_MAX) return PP_WIRE_EINVAL;
+    return 36 + (ssize_t)f->handler_len + 1 + (ssize_t)f->data_len;
+  case PP_WIRE_WS_CLOSE:
+    if (f->handler_len > UINT32_MAX) return PP_WIRE_EINVAL;
+    return 36 + (ssize_t)f->handler_len + 3 + (ssize_t)f->data_len;
   case PP_WIRE_WS_DONE: return 40;
   case PP_WIRE_WS_SEND: return 9 + (ssize_t)f->data_len;
   case PP_WIRE_WS_TAG:
@@ -497,9 +504,12 @@ ssize_t pp_wire_encode(const pp_wire_frame *f, uint8_t *buf, size_t cap) {
     p = put64(p, f->conn_id);
     p = put64(p, f->t2b_ns);
     p = put64(p, f->t3_ns);
+    p = put_bytes(p, f->handler, f->handler_len);
     if (f->type == PP_WIRE_WS_OPEN) {
       *p++ = f->route;
       p = put_bytes(p, f->protocol, f->protocol_len);
+      p = put32(p, f->tags.count);
+      p = put_raw(p, f->tags.data, f->tags.len);
       p = put32(p, f->pairs.count);
       p = put_raw(p, f->pairs.data, f->pairs.len);
     } else if (f->type == PP_WIRE_WS_MESSAGE) {

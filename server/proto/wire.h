@@ -171,12 +171,15 @@ typedef struct pp_wire_frame {
    * `t3_ns`; WS_DONE's times are in t4_ns, t5_ns, gvl_wait_ns, cpu_ns as for RESPONSE_END.
    * Message bytes (WS_MESSAGE, WS_SEND, WS_BROADCAST) and reasons (WS_CLOSE,
    * WS_CLOSE_CONN) are in `data`; WS_OPEN's env in `pairs`. */
-  uint64_t conn_id;        /* WS_OPEN, WS_MESSAGE, WS_CLOSE, WS_SEND, WS_TAG, WS_CLOSE_CONN */
-  uint8_t route;           /* WS_OPEN: PP_WIRE_WS_ROUTE_* */
-  uint8_t opcode;          /* WS_MESSAGE, WS_SEND, WS_BROADCAST: 1 text, 2 binary */
-  uint8_t by;              /* WS_CLOSE: PP_WIRE_WS_BY_* */
-  uint8_t tag_op;          /* WS_TAG: PP_WIRE_WS_TAG_* */
-  uint16_t code;           /* WS_CLOSE, WS_CLOSE_CONN: the close code */
+  uint64_t conn_id;       /* WS_OPEN, WS_MESSAGE, WS_CLOSE, WS_SEND, WS_TAG, WS_CLOSE_CONN */
+  uint8_t route;          /* WS_OPEN: PP_WIRE_WS_ROUTE_* */
+  uint8_t opcode;         /* WS_MESSAGE, WS_SEND, WS_BROADCAST: 1 text, 2 binary */
+  uint8_t by;             /* WS_CLOSE: PP_WIRE_WS_BY_* */
+  uint8_t tag_op;         /* WS_TAG: PP_WIRE_WS_TAG_* */
+  uint16_t code;          /* WS_CLOSE, WS_CLOSE_CONN: the close code */
+  const uint8_t *handler; /* WS_OPEN, WS_MESSAGE, WS_CLOSE: the app's handler key (opaque) */
+  size_t handler_len;
+  pp_wire_pairs tags;      /* WS_OPEN: ("tag", t) per initial tag */
   const uint8_t *protocol; /* WS_OPEN: the subprotocol chosen (may be empty) */
   size_t protocol_len;
   const uint8_t *tag; /* WS_TAG, WS_BROADCAST */

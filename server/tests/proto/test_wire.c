@@ -146,6 +146,8 @@ static void test_roundtrip_all_types(void) {
   memset(&f, 0, sizeof f);
   f.type = PP_WIRE_WS_OPEN, f.request_id = 5, f.conn_id = UINT64_MAX, f.t2b_ns = 1, f.t3_ns = 2;
   f.route = PP_WIRE_WS_ROUTE_FLEXIBLE, f.protocol = tag, f.protocol_len = 6;
+  f.handler = pre, f.handler_len = 3;
+  f.tags.data = pairs.data, f.tags.len = pairs.len, f.tags.count = 2;
   f.pairs.data = pairs.data, f.pairs.len = pairs.len, f.pairs.count = 2;
   roundtrip(&f);
   memset(&f, 0, sizeof f);
@@ -153,6 +155,7 @@ static void test_roundtrip_all_types(void) {
   roundtrip(&f);
   memset(&f, 0, sizeof f);
   f.type = PP_WIRE_WS_MESSAGE, f.request_id = 6, f.conn_id = 9, f.opcode = 2;
+  f.handler = suf, f.handler_len = 1;
   f.data = body, f.data_len = sizeof body;
   roundtrip(&f);
   memset(&f, 0, sizeof f);
@@ -370,12 +373,16 @@ static int frame_from_json(json_t *j, pp_wire_frame *f, pp_buf *pairs, pp_buf *d
       f->tag_op = (uint8_t)u;
     else if (strcmp(key, "code") == 0)
       f->code = (uint16_t)u;
-    else if (strcmp(key, "protocol_hex") == 0 || strcmp(key, "tag_hex") == 0 ||
-             strcmp(key, "prefix_hex") == 0 || strcmp(key, "suffix_hex") == 0) {
+    else if (strcmp(key, "tags") == 0) {
+      if (pairs_from_json(v, &strs[5], &f->tags.count)) return -1;
+    } else if (strcmp(key, "protocol_hex") == 0 || strcmp(key, "tag_hex") == 0 ||
+               strcmp(key, "prefix_hex") == 0 || strcmp(key, "suffix_hex") == 0 ||
+               strcmp(key, "handler_hex") == 0) {
       pp_buf *b = strcmp(key, "protocol_hex") == 0 ? &strs[0]
                   : strcmp(key, "tag_hex") == 0    ? &strs[1]
                   : strcmp(key, "prefix_hex") == 0 ? &strs[2]
-                                                   : &strs[3];
+                  : strcmp(key, "suffix_hex") == 0 ? &strs[3]
+                                                   : &strs[4];
       if (hex_decode(json_string_value(v), b)) return -1;
     } else if (strcmp(key, "env") == 0 || strcmp(key, "headers") == 0) {
       if (pairs_from_json(v, pairs, &f->pairs.count)) return -1;
@@ -396,6 +403,8 @@ static int frame_from_json(json_t *j, pp_wire_frame *f, pp_buf *pairs, pp_buf *d
   f->tag = strs[1].data, f->tag_len = strs[1].len;
   f->prefix = strs[2].data, f->prefix_len = strs[2].len;
   f->suffix = strs[3].data, f->suffix_len = strs[3].len;
+  f->handler = strs[4].data, f->handler_len = strs[4].len;
+  f->tags.data = strs[5].data, f->tags.len = strs[5].len;
   return 0;
 }
 
@@ -413,11 +422,14 @@ static int frames_equal(const pp_wire_frame *a, const pp_wire_frame *b) {
       a->conn_id != b->conn_id || a->route != b->route || a->opcode != b->opcode ||
       a->by != b->by || a->tag_op != b->tag_op || a->code != b->code)
     return 0;
-  const uint8_t *as[4] = {a->protocol, a->tag, a->prefix, a->suffix};
-  const uint8_t *bs[4] = {b->protocol, b->tag, b->prefix, b->suffix};
-  size_t al[4] = {a->protocol_len, a->tag_len, a->prefix_len, a->suffix_len};
-  size_t bl[4] = {b->protocol_len, b->tag_len, b->prefix_len, b->suffix_len};
-  for (int i = 0; i < 4; i++)
+  if (a->tags.count != b->tags.count) return 0;
+  const uint8_t *as[6] = {a->protocol, a->tag, a->prefix, a->suffix, a->handler, a->tags.data};
+  const uint8_t *bs[6] = {b->protocol, b->tag, b->prefix, b->suffix, b->handler, b->tags.data};
+  size_t al[6] = {a->protocol_len, a->tag_len,     a->prefix_len,
+                  a->suffix_len,   a->handler_len, a->tags.len};
+  size_t bl[6] = {b->protocol_len, b->tag_len,     b->prefix_len,
+                  b->suffix_len,   b->handler_len, b->tags.len};
+  for (int i = 0; i < 6; i++)
     if (al[i] != bl[i] || (al[i] && memcmp(as[i], bs[i], al[i]))) return 0;
   if (a->pairs.count != b->pairs.count || a->pairs.len != b->pairs.len) return 0;
   if (a->pairs.len && memcmp(a->pairs.data, b->pairs.data, a->pairs.len)) return 0;
@@ -470,10 +482,10 @@ static void test_golden_corpus(void) {
       ssize_t r = pp_wire_decode(&d, bytes, len, &got, NULL);
       if (r != (ssize_t)len) fprintf(stderr, "%s: decode returned %zd of %zu\n", e->d_name, r, len);
       CU_ASSERT_EQUAL_FATAL(r, (ssize_t)len);
-      pp_buf pairs, data, strs[4];
+      pp_buf pairs, data, strs[6];
       pp_buf_init(&pairs);
       pp_buf_init(&data);
-      for (int i = 0; i < 4; i++)
+      for (int i = 0; i < 6; i++)
         pp_buf_init(&strs[i]);
       pp_wire_frame want;
       CU_ASSERT_EQUAL_FATAL(frame_from_json(j, &want, &pairs, &data, strs, e->d_name), 0);
@@ -489,7 +501,7 @@ static void test_golden_corpus(void) {
       if (len <= 4096) check_prefixes(bytes, len);
       pp_buf_dispose(&pairs);
       pp_buf_dispose(&data);
-      for (int i = 0; i < 4; i++)
+      for (int i = 0; i < 6; i++)
         pp_buf_dispose(&strs[i]);
     }
     json_decref(j);
