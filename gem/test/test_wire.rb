@@ -29,9 +29,9 @@ class TestWire < Minitest::Test
     h = { "type" => name }
     frame.each_pair do |k, v|
       case k
-      when :body, :chunk, :buffered, :data, :reason, :protocol, :tag, :prefix, :suffix
+      when :body, :chunk, :buffered, :data, :reason, :protocol, :tag, :prefix, :suffix, :handler
         h["#{k}_hex"] = v.unpack1("H*")
-      when :env, :headers
+      when :env, :headers, :tags
         assert_equal 0, v.size % 2
         h[k.to_s] = v.each_slice(2).map { |a, b| [a.b, b.b] }
       else h[k.to_s] = v

@@ -433,18 +433,26 @@ static VALUE native_send_nowait(VALUE self, VALUE fd, VALUE str) {
 /* ---- WebSocket frames (docs/PROTOCOL.md "WebSocket frames"): the per-message ones. ---- */
 
 /* Wire.native_decode_ws_message(payload) → WsMessage(event_id, conn_id, t_ready_ns, t3_ns,
- * opcode, data), as Wire.ruby_decode_ws_message: the same errors and messages. */
+ * handler, opcode, data), as Wire.ruby_decode_ws_message: the same errors and messages. */
 static VALUE native_decode_ws_message(VALUE self, VALUE payload) {
   (void)self;
   StringValue(payload);
   const unsigned char *p = (const unsigned char *)RSTRING_PTR(payload);
   long len = RSTRING_LEN(payload);
-  if (len < 33) ws_mismatch("WS_MESSAGE", len, "at least 33");
-  VALUE argv[6] = {ULL2NUM(get_u64(p)),      ULL2NUM(get_u64(p + 8)),
-                   ULL2NUM(get_u64(p + 16)), ULL2NUM(get_u64(p + 24)),
-                   INT2FIX(p[32]),           rb_str_new((const char *)p + 33, len - 33)};
+  if (len < 37) ws_mismatch("WS_MESSAGE", len, "at least 37");
+  uint32_t n = get_u32(p + 32);
+  if ((uint64_t)n > (uint64_t)(len - 37))
+    ws_mismatch("WS_MESSAGE", len, "%u handler bytes and 1 more at 36", n);
+  long pos = 36 + (long)n;
+  VALUE argv[7] = {ULL2NUM(get_u64(p)),
+                   ULL2NUM(get_u64(p + 8)),
+                   ULL2NUM(get_u64(p + 16)),
+                   ULL2NUM(get_u64(p + 24)),
+                   rb_str_new((const char *)p + 36, n),
+                   INT2FIX(p[pos]),
+                   rb_str_new((const char *)p + pos + 1, len - pos - 1)};
   RB_GC_GUARD(payload);
-  return rb_class_new_instance(6, argv, cWsMessage);
+  return rb_class_new_instance(7, argv, cWsMessage);
 }
 
 /* Wire.native_append_ws_done(out, event_id, t4, t5, gvl_wait_ns, cpu_ns) → out. */

@@ -182,31 +182,49 @@ module PumaPlus
     # ---- WebSocket frames (docs/PROTOCOL.md "WebSocket frames") -----------------------------
     # The events' common head: u64 event_id, u64 conn_id, u64 t_ready_ns, u64 t3_ns (32 bytes).
 
-    # WS_OPEN: head, u8 route, bytes protocol, pairs env.
+    # WS_OPEN: head, bytes handler, u8 route, bytes protocol, pairs tags, pairs env.
     def decode_ws_open(payload)
       len = payload.bytesize
-      mismatch(WS_OPEN, len, "at least 41") if len < 41
-      event_id, conn_id, t_ready, t3, route, n = payload.unpack("Q>Q>Q>Q>CN")
-      mismatch(WS_OPEN, len, "#{n} protocol bytes at 37") if n > len - 37
-      protocol = payload.byteslice(37, n)
-      env, pos = decode_pairs(WS_OPEN, payload, 37 + n)
+      mismatch(WS_OPEN, len, "at least 49") if len < 49
+      event_id, conn_id, t_ready, t3, n = payload.unpack("Q>Q>Q>Q>N")
+      mismatch(WS_OPEN, len, "#{n} handler bytes at 36") if n > len - 36
+      handler = payload.byteslice(36, n)
+      pos = 36 + n
+      mismatch(WS_OPEN, len, "room for a route and a protocol length at #{pos}") if pos + 5 > len
+      route, n = payload.unpack("CN", offset: pos)
+      pos += 5
+      mismatch(WS_OPEN, len, "#{n} protocol bytes at #{pos}") if n > len - pos
+      protocol = payload.byteslice(pos, n)
+      tags, pos = decode_pairs(WS_OPEN, payload, pos + n)
+      env, pos = decode_pairs(WS_OPEN, payload, pos)
       mismatch(WS_OPEN, len, "#{pos} (trailing bytes)") if pos != len
-      WsOpen.new(event_id, conn_id, t_ready, t3, route, protocol, env)
+      WsOpen.new(event_id, conn_id, t_ready, t3, handler, route, protocol, tags, env)
     end
 
-    # WS_MESSAGE: head, u8 opcode, rest data.
+    # The events' head and handler: [event_id, conn_id, t_ready_ns, t3_ns, handler, next_pos];
+    # `need` is how many bytes must follow the handler.
+    def decode_ws_event_head(type, payload, need)
+      len = payload.bytesize
+      mismatch(type, len, "at least #{36 + need}") if len < 36 + need
+      event_id, conn_id, t_ready, t3, n = payload.unpack("Q>Q>Q>Q>N")
+      mismatch(type, len, "#{n} handler bytes and #{need} more at 36") if n > len - 36 - need
+      [event_id, conn_id, t_ready, t3, payload.byteslice(36, n), 36 + n]
+    end
+
+    # WS_MESSAGE: head, bytes handler, u8 opcode, rest data.
     def decode_ws_message(payload)
       len = payload.bytesize
-      mismatch(WS_MESSAGE, len, "at least 33") if len < 33
-      event_id, conn_id, t_ready, t3, opcode = payload.unpack("Q>Q>Q>Q>C")
-      WsMessage.new(event_id, conn_id, t_ready, t3, opcode, payload.byteslice(33, len - 33))
+      event_id, conn_id, t_ready, t3, handler, pos = decode_ws_event_head(WS_MESSAGE, payload, 1)
+      WsMessage.new(event_id, conn_id, t_ready, t3, handler, payload.getbyte(pos),
+                    payload.byteslice(pos + 1, len - pos - 1))
     end
 
-    # WS_CLOSE: head, u16 code, u8 by, rest reason.
+    # WS_CLOSE: head, bytes handler, u16 code, u8 by, rest reason.
     def decode_ws_close(payload)
       len = payload.bytesize
-      mismatch(WS_CLOSE, len, "at least 35") if len < 35
-      WsClose.new(*payload.unpack("Q>Q>Q>Q>nC"), payload.byteslice(35, len - 35))
+      event_id, conn_id, t_ready, t3, handler, pos = decode_ws_event_head(WS_CLOSE, payload, 3)
+      code, by = payload.unpack("nC", offset: pos)
+      WsClose.new(event_id, conn_id, t_ready, t3, handler, code, by, payload.byteslice(pos + 3, len - pos - 3))
     end
 
     def decode_ws_send(payload)
@@ -391,14 +409,17 @@ module PumaPlus
         when Hijacked
           [frame.request_id, frame.result].pack("Q>C") << bin(frame.buffered)
         when WsOpen
-          protocol = bin(frame.protocol)
-          append_pairs([frame.event_id, frame.conn_id, frame.t_ready_ns, frame.t3_ns, frame.route, protocol.bytesize]
-                         .pack("Q>Q>Q>Q>CN") << protocol, frame.env)
+          buf = append_bytes([frame.event_id, frame.conn_id, frame.t_ready_ns, frame.t3_ns].pack("Q>Q>Q>Q>"), frame.handler)
+          buf << [frame.route].pack("C")
+          append_bytes(buf, frame.protocol)
+          append_pairs(buf, frame.tags)
+          append_pairs(buf, frame.env)
         when WsMessage
-          [frame.event_id, frame.conn_id, frame.t_ready_ns, frame.t3_ns, frame.opcode].pack("Q>Q>Q>Q>C") << bin(frame.data)
+          append_bytes([frame.event_id, frame.conn_id, frame.t_ready_ns, frame.t3_ns].pack("Q>Q>Q>Q>"), frame.handler) <<
+            [frame.opcode].pack("C") << bin(frame.data)
         when WsClose
-          [frame.event_id, frame.conn_id, frame.t_ready_ns, frame.t3_ns, frame.code, frame.by].pack("Q>Q>Q>Q>nC") <<
-            bin(frame.reason)
+          append_bytes([frame.event_id, frame.conn_id, frame.t_ready_ns, frame.t3_ns].pack("Q>Q>Q>Q>"), frame.handler) <<
+            [frame.code, frame.by].pack("nC") << bin(frame.reason)
         when WsSend then return append_ws_send(+"".b, frame.conn_id, frame.opcode, frame.data)
         when WsTag then return append_ws_tag(+"".b, frame.conn_id, frame.op, frame.tag, frame.prefix, frame.suffix)
         when WsBroadcast then return append_ws_broadcast(+"".b, frame.opcode, frame.tag, frame.data)
