@@ -140,7 +140,7 @@ struct pp_wsconn {
   int gone;                 /* pp_wsconn_gone was called: the transport is closed */
   int close_asked;          /* io->close was called */
   int close_event;          /* WS_CLOSE was queued (or must never be: sticky worker gone) */
-  int close_by, close_code; /* for WS_CLOSE when the transport ends */
+  int close_by, close_code; /* who closed (PP_WIRE_WS_BY_*, -1: nobody yet) and the code */
   int64_t last_in_ns;       /* the last bytes from the client */
   int64_t ping_sent_ns;     /* an unanswered ping, or 0 */
   int64_t close_deadline_ns;
