@@ -91,15 +91,6 @@ typedef struct pp_wstag {
   uint8_t name[];
 } pp_wstag;
 
-struct pp_wssub {
-  pp_wssub *tprev, *tnext; /* in its tag */
-  pp_wssub *cnext;         /* in its connection's list */
-  pp_wstag *tag;
-  pp_wsconn *conn;
-  uint32_t prefix_len, suffix_len;
-  uint8_t env[]; /* prefix, then suffix */
-};
-
 static uint64_t hash_bytes(const uint8_t *p, size_t n) {
   uint64_t h = 1469598103934665603ull; /* FNV-1a */
   for (size_t i = 0; i < n; i++)

@@ -119,7 +119,16 @@ struct pp_wshub {
   pp_exchange_pool *xpool;
 };
 
+/* One connection's subscription to a tag, with its envelope (WS_TAG prefix and suffix). */
 typedef struct pp_wssub pp_wssub;
+struct pp_wssub {
+  pp_wssub *tprev, *tnext; /* in its tag */
+  pp_wssub *cnext;         /* in its connection's list */
+  struct pp_wstag *tag;
+  pp_wsconn *conn;
+  uint32_t prefix_len, suffix_len;
+  uint8_t env[]; /* prefix, then suffix */
+};
 
 struct pp_wsconn {
   pp_wshub *hub;
