@@ -344,6 +344,25 @@ class TestActionCable < Minitest::Test
     assert_empty leaked, "the async adapter delivered another worker's broadcast"
   end
 
+  # ---- Action Cable over the front end's WebSockets (PumaPlus::ActionCable) ---------------
+
+  # In one process, the test playing the server (tests/e2e/cable_frontend_driver.rb): the app's
+  # channel test (subscribe, stream_from, transmit, broadcast from a request, unsubscribe,
+  # close) checked frame by frame, with the app's code and cable.yml unchanged.
+  def test_rails_7_2_frontend_frames_in_process = frontend_in_process("7.2")
+  def test_rails_6_1_frontend_frames_in_process = frontend_in_process("6.1")
+
+  def frontend_in_process(version)
+    app(version)
+    driver = File.join(E2E::ROOT, "tests/e2e/cable_frontend_driver.rb")
+    cmd = version == "6.1" ? ["ruby", driver] : ["bundle", "exec", "ruby", driver]
+    out, status = Open3.capture2e(@env.merge("PUMA_PLUS_ACTION_CABLE" => "frontend"), "timeout", "120", *cmd, chdir: @app)
+    $stderr.puts(out) if ENV["PP_VERBOSE"]
+    assert status.success?, "the driver failed:\n#{out[-4000..] || out}"
+    assert_match(/^OK done/, out)
+    refute_cable_errors(out)
+  end
+
   # ---- redis-server, on a free loopback port, stopped by PID ------------------------------
 
   def start_redis
