@@ -74,7 +74,8 @@ run(lambda do |env|
   else
     case req.path_info
     when "/broadcast"
-      WS.broadcast("room:#{req.params['room']}", req.body.read)
+      # rack.input is binary: say it is text, or it would go as a binary message.
+      WS.broadcast("room:#{req.params['room']}", req.body.read.force_encoding(Encoding::UTF_8))
       [200, { "content-type" => "text/plain" }, ["#{Process.pid}\n"]]
     when "/pid" then [200, { "content-type" => "text/plain" }, ["#{Process.pid}\n"]]
     when "/sticky" then [200, { "content-type" => "text/plain" }, ["#{WS.sticky_count}\n"]]
