@@ -5,7 +5,8 @@
 # tests/apps/websocket/config.ru: sticky echo of text and binary with per-connection state kept
 # in the worker, a close code chosen by the app, a refused upgrade, flexible echo, and tags:
 # a broadcast made from an event and from a POST reaching every holder of a tag, envelopes
-# per subscription, tag and untag at run time. No connection is hijacked.
+# per subscription, tag and untag at run time; the same under fiber slots. No connection is
+# hijacked.
 #
 #   ruby tests/e2e/test_ws_api.rb PATH/TO/puma-plus-server
 require_relative "helper"
@@ -97,7 +98,7 @@ class TestWsApi < Minitest::Test
     flunk "#{PYTHON} with python3-websockets is missing (scripts/install-deps.sh installs it)" unless
       system(PYTHON, "-c", "import websockets", out: File::NULL, err: File::NULL)
     @clients = []
-    @srv = E2E::Server.new(app: APP, workers: 2, threads: 2)
+    @srv = E2E::Server.new(app: APP, workers: 2, threads: 2) unless name.include?("fiber")
   end
 
   def teardown
@@ -151,6 +152,28 @@ class TestWsApi < Minitest::Test
     # Without the subprotocol the echo still opens, with none.
     c = connect("/echo")
     assert_equal "OPEN None", c.first
+  end
+
+  # Fiber slots (the pinned async gem): events run in fibers; each slot's commands go on its own
+  # connection (the writer is fiber-local).
+  def test_fiber_slots_echo_and_broadcast
+    @srv = E2E::Server.new(app: APP, workers: 1, env: E2E.rubygems_env, extra: ["-fibers", "8"])
+    assert_match(/--fibers/, @srv.log)
+    a = connect("/room?name=f")
+    b = connect("/echo")
+    assert_equal "OPEN None", a.first
+    assert_equal "OPEN None", b.first
+    20.times do |i|
+      b.text("e#{i}")
+      a.text("r#{i}")
+      assert_equal "T e#{i}", b.line
+      assert_equal "T r#{i}", a.line
+    end
+    post("/broadcast?room=f", "from post")
+    assert_equal "T from post", a.line
+    b.text("count")
+    assert_equal "T count 21", b.line
+    refute_match(/handler raised|no handler/, @srv.log)
   end
 
   def test_flexible_echo

@@ -39,8 +39,6 @@ module PumaPlus
     # A sticky accept whose WS_OPEN never came (the client left before the 101 was written)
     # is forgotten after this many seconds.
     PENDING_TTL_S = 120
-    # RFC 6455 §7.4 codes an endpoint may send (docs/PROTOCOL.md WS_CLOSE_CONN).
-    SENDABLE_CODE = ->(c) { [1000, 1001, 1003].include?(c) || (1007..1014).cover?(c) || (3000..4999).cover?(c) }
 
     class Error < StandardError; end
 
@@ -120,6 +118,7 @@ module PumaPlus
       # (Set-Cookie, ...). Raises ArgumentError for a request that is not an upgrade, an
       # unknown route, a protocol the client did not offer, or a tag with CR, LF or NUL.
       def accept(env, handler, route: :sticky, tags: [], protocol: nil, headers: {})
+        main_ractor!
         raise ArgumentError, "not a WebSocket upgrade the server took (#{WEBSOCKET_P} is not set)" unless websocket?(env)
 
         name = ROUTES.fetch(route) { raise ArgumentError, "route #{route.inspect}: :sticky or :flexible" }
@@ -137,6 +136,7 @@ module PumaPlus
 
       # A flexible handler by name, in every worker: call at boot (before the fork).
       def register(name, handler)
+        main_ractor!
         name = name.to_s
         raise ArgumentError, "handler name over #{HANDLER_MAX - 2} bytes" if name.bytesize > HANDLER_MAX - 2
 
@@ -173,7 +173,7 @@ module PumaPlus
       end
 
       def close_conn(conn_id, code = 1000, reason = "")
-        raise ArgumentError, "close code #{code} may not be sent (RFC 6455 §7.4)" unless SENDABLE_CODE.call(code)
+        raise ArgumentError, "close code #{code} may not be sent (RFC 6455 §7.4)" unless sendable_code?(code)
 
         reason = utf8(reason, "close reason")
         raise ArgumentError, "close reason of #{reason.bytesize} bytes over 123" if reason.bytesize > 123
@@ -190,6 +190,12 @@ module PumaPlus
       # Runs the handler of event `ev` (WsOpen, WsMessage, WsClose). An exception from the
       # handler is logged and closes the connection with 1011 (as a 500 answers a request).
       def dispatch(ev, log)
+        unless Ractor.current == Ractor.main
+          log.puts("puma-plus worker #{Process.pid}: WebSocket #{ev.conn_id}: WebSockets are not available in Ractor slots")
+          return close_conn(ev.conn_id, 1011, "no handler") unless ev.is_a?(Wire::WsClose)
+
+          return
+        end
         conn, handler = resolve(ev)
         unless handler
           log.puts("puma-plus worker #{Process.pid}: WebSocket #{ev.conn_id}: no handler for #{ev.handler.inspect} " \
@@ -221,6 +227,14 @@ module PumaPlus
       end
 
       private
+
+      # RFC 6455 §7.4 codes an endpoint may send (docs/PROTOCOL.md WS_CLOSE_CONN).
+      def sendable_code?(c) = [1000, 1001, 1003].include?(c) || (1007..1014).cover?(c) || (3000..4999).cover?(c)
+
+      # The handler tables live in the main Ractor: a Ractor slot cannot reach them.
+      def main_ractor!
+        raise Error, "PumaPlus::WebSocket is not available in Ractor slots (docs/RACK.md)" unless Ractor.current == Ractor.main
+      end
 
       def emit(bytes)
         if (out = Thread.current[OUT_KEY])
