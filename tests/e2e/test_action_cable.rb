@@ -398,6 +398,9 @@ class TestActionCable < Minitest::Test
     broadcast(room, "only a")
     await_text(client, identifier, "only a")
     refute client.seen.any? { |m| m.dig("message", "text") == "only b" }, "room a got room b's broadcast"
+    # Action Cable's pings (every 3 s, from its timer thread) go on the monitor connection.
+    client.drain(3.5)
+    assert client.seen.any? { |m| m["type"] == "ping" }, "no ping in #{client.seen.size} messages"
     # A refused origin is still Action Cable's 404.
     assert_equal "404", connect(origin: "http://localhost:#{@srv.port}").refused
     log = @srv.log

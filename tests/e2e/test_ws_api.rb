@@ -215,6 +215,10 @@ class TestWsApi < Minitest::Test
     post("/broadcast?room=r2", "m3")
     assert_equal %(T {"t":"r2","m":m3}), b.line
     assert a.quiet?(0.5), "a got a broadcast to a tag it left"
+    # From a thread of the app's own (no request or event on it): the monitor connection.
+    post("/broadcast_thread?room=r1", "from a thread")
+    assert_equal "T from a thread", a.line
+    assert_equal "T from a thread", b.line
     c = connect("/room?name=other")
     assert_equal "OPEN None", c.first
     post("/broadcast?room=r1", "only r1")

@@ -10,6 +10,7 @@
 #                                  the room from the event; "sub T" / "unsub T" tag / untag;
 #                                  "env T" tags with an envelope ({"t":"T","m": ... })
 #   POST /broadcast?room=R         body broadcast to "room:R" from a request; answers the pid
+#   POST /broadcast_thread?room=R  the same from another thread (the monitor connection)
 #   GET /pid                       the worker's pid
 #   GET /sticky                    sticky connections this worker holds
 # Anything else that asks to upgrade gets a 403 (the server sends it as it is).
@@ -76,6 +77,11 @@ run(lambda do |env|
     when "/broadcast"
       # rack.input is binary: say it is text, or it would go as a binary message.
       WS.broadcast("room:#{req.params['room']}", req.body.read.force_encoding(Encoding::UTF_8))
+      [200, { "content-type" => "text/plain" }, ["#{Process.pid}\n"]]
+    when "/broadcast_thread"
+      # From a thread that runs no request: the worker's monitor connection carries it.
+      text = req.body.read.force_encoding(Encoding::UTF_8)
+      Thread.new { WS.broadcast("room:#{req.params['room']}", text) }.join
       [200, { "content-type" => "text/plain" }, ["#{Process.pid}\n"]]
     when "/pid" then [200, { "content-type" => "text/plain" }, ["#{Process.pid}\n"]]
     when "/sticky" then [200, { "content-type" => "text/plain" }, ["#{WS.sticky_count}\n"]]
