@@ -29,6 +29,7 @@ void pp_sessions_init(pp_sessions *s, server *srv, uv_loop_t *loop, const pp_con
   s->core = core;
   s->hooks = hooks;
   s->draining = draining;
+  pp_wshub_init(&s->wshub, loop, cfg, core, xpool);
 }
 
 /* The read buffer of a connection that holds none (c->rbuf is never NULL, so that

@@ -13,6 +13,10 @@
 #    hold the WebSocket, and its broadcast still arrives, carrying that other pid;
 #  - async adapter, two workers (7.2): the same rounds, and only the broadcasts made by the
 #    WebSocket's own worker arrive (what makes the Redis case mean something).
+#  - over the front end's WebSockets (PUMA_PLUS_ACTION_CABLE=frontend, PumaPlus::ActionCable):
+#    the channel test frame by frame in one process (cable_frontend_driver.rb plays the
+#    server), and under the real server with two workers and the async adapter, nothing
+#    hijacked, broadcasts from either worker arriving (the server fans them out).
 # Test names carry the app (rails_7_2_, rails_6_1_): ctest runs each app as its own test
 # (e2e_action_cable_7_2, e2e_action_cable_6_1, with -n /rails_7_2_/ and -n /rails_6_1_/).
 #
@@ -342,6 +346,68 @@ class TestActionCable < Minitest::Test
     client.drain(1.5) # a broadcast over Redis arrives within milliseconds (the Redis test)
     leaked = client.seen.select { |m| m.dig("message", "from_pid") && m.dig("message", "from_pid") != ws_pid }
     assert_empty leaked, "the async adapter delivered another worker's broadcast"
+  end
+
+  # ---- Action Cable over the front end's WebSockets (PumaPlus::ActionCable) ---------------
+
+  # In one process, the test playing the server (tests/e2e/cable_frontend_driver.rb): the app's
+  # channel test (subscribe, stream_from, transmit, broadcast from a request, unsubscribe,
+  # close) checked frame by frame, with the app's code and cable.yml unchanged.
+  def test_rails_7_2_frontend_frames_in_process = frontend_in_process("7.2")
+  def test_rails_6_1_frontend_frames_in_process = frontend_in_process("6.1")
+
+  def frontend_in_process(version)
+    app(version)
+    driver = File.join(E2E::ROOT, "tests/e2e/cable_frontend_driver.rb")
+    cmd = version == "6.1" ? ["ruby", driver] : ["bundle", "exec", "ruby", driver]
+    out, status = Open3.capture2e(@env.merge("PUMA_PLUS_ACTION_CABLE" => "frontend"), "timeout", "120", *cmd, chdir: @app)
+    $stderr.puts(out) if ENV["PP_VERBOSE"]
+    assert status.success?, "the driver failed:\n#{out[-4000..] || out}"
+    assert_match(/^OK done/, out)
+    refute_cable_errors(out)
+  end
+
+  # Over the real server with a real client (action_cable :frontend): the same channel test as
+  # over hijack, nothing hijacked; with the async adapter and two workers a broadcast made by
+  # either worker reaches the WebSocket (WS_BROADCAST: the server holds the tags), where over
+  # hijack only the WebSocket's own worker's did (test_rails_7_2_async_adapter_does_not_cross_workers).
+  def test_rails_7_2_frontend_real_server = frontend_real_server("7.2")
+  def test_rails_6_1_frontend_real_server = frontend_real_server("6.1")
+
+  def frontend_real_server(version)
+    app(version)
+    boot(2, "PUMA_PLUS_ACTION_CABLE" => "frontend")
+    assert_match(/Action Cable runs over the front end's WebSockets/, @srv.log)
+    hijacked = @srv.stats["queue"]["hijacked"]
+    client = connect
+    room = "front-#{rand(1_000_000)}"
+    identifier, ws_pid = subscribe(client, room)
+    assert_equal "PumaPlus::ActionCable::Pubsub", @pubsub
+    assert_equal hijacked, @srv.stats["queue"]["hijacked"], "the /cable handshake was not hijacked"
+    sent, other = broadcast_until_another_worker(room, ws_pid)
+    text, http_pid = other
+    refute_equal ws_pid, http_pid
+    assert_equal({ "text" => text, "from_pid" => http_pid }, await_text(client, identifier, text),
+                 "a broadcast from worker #{http_pid} reached the WebSocket accepted by worker #{ws_pid}")
+    sent.except(text).each { |t, pid| assert_equal pid, await_text(client, identifier, t)["from_pid"] }
+    # A second subscriber, another room: only its own broadcasts.
+    other_client = connect
+    other_id, = subscribe(other_client, "#{room}-b")
+    broadcast("#{room}-b", "only b")
+    assert_equal "only b", await_text(other_client, other_id, "only b")["text"]
+    broadcast(room, "only a")
+    await_text(client, identifier, "only a")
+    refute client.seen.any? { |m| m.dig("message", "text") == "only b" }, "room a got room b's broadcast"
+    # Action Cable's pings (every 3 s, from its timer thread) go on the monitor connection.
+    client.drain(3.5)
+    assert client.seen.any? { |m| m["type"] == "ping" }, "no ping in #{client.seen.size} messages"
+    # A refused origin is still Action Cable's 404.
+    assert_equal "404", connect(origin: "http://localhost:#{@srv.port}").refused
+    log = @srv.log
+    assert_match(/WorkerChannel is streaming from room:#{room}/, log)
+    assert_equal 0, @srv.stats["requests"]["status_5xx"], log[-3000..]
+    refute_cable_errors(log)
+    refute_match(/handler raised|no handler/, log)
   end
 
   # ---- redis-server, on a free loopback port, stopped by PID ------------------------------

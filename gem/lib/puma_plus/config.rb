@@ -22,7 +22,8 @@ module PumaPlus
       quiet: false, directory: nil, stdout_redirect: nil, stderr_redirect: nil, redirect_append: false,
       pidfile: nil, state_path: nil, activated_sockets: nil, tag: nil, max_keep_alive: nil,
       worker_boot_timeout_ms: nil, early_hints: false, access_log: nil, access_log_format: nil,
-      proxy_protocol: nil, remote_addr_header: nil, trusted_proxies: nil, ractors: nil
+      proxy_protocol: nil, remote_addr_header: nil, trusted_proxies: nil, ractors: nil,
+      action_cable: nil
     }.freeze
 
     HOOKS = %i[before_fork before_worker_boot before_worker_shutdown before_worker_fork after_worker_fork
@@ -294,6 +295,15 @@ module PumaPlus
         host = host.to_s
         host = "[#{host}]" if host.include?(":") && !host.start_with?("[")
         @config.take_binds << "ssl://#{host}:#{Integer(port)}#{query.empty? ? '' : "?#{query.join('&')}"}"
+      end
+
+      # puma-plus: action_cable(:frontend): Action Cable runs over front-end-owned WebSockets
+      # (PumaPlus::ActionCable); :hijack (the default) keeps full hijack.
+      def action_cable(mode)
+        mode = mode.to_sym
+        raise Error, where("action_cable: :frontend or :hijack, not #{mode.inspect}") unless %i[frontend hijack].include?(mode)
+
+        set[:action_cable] = mode
       end
 
       # puma-plus: ractors(N): each worker's N slots are Ractors (RactorSlots).

@@ -4,6 +4,7 @@ require "optparse"
 require "socket"
 require_relative "wire"
 require_relative "worker"
+require_relative "action_cable"
 require_relative "config"
 require_relative "proc_title"
 require_relative "app_hooks"
@@ -105,6 +106,7 @@ module PumaPlus
       @config = load_config
       boot_started = monotonic_ns
       @app = load_app
+      action_cable_frontend
       @ractors = ractor_app # RactorSlots: nil, or the Ractor count (the app then made shareable)
       load_fiber_scheduler if @opts.fibers
       @tag = ProcTitle.tag(@config)
@@ -146,6 +148,21 @@ module PumaPlus
     rescue ScriptError, StandardError => e
       log("cannot load #{@opts.app}: #{e.class}: #{e.message}\n  #{Array(e.backtrace).first(10).join("\n  ")}")
       exit(1)
+    end
+
+    # `action_cable :frontend` / PUMA_PLUS_ACTION_CABLE=frontend: Action Cable over the
+    # front end's WebSockets (PumaPlus::ActionCable), installed before any fork. Said at boot,
+    # and said when the app has no Action Cable to run over it.
+    def action_cable_frontend
+      mode = @config&.settings&.dig(:action_cable)
+      ENV[ActionCable::ENV_NAME] = mode.to_s if mode && (ENV[ActionCable::ENV_NAME].nil? || ENV[ActionCable::ENV_NAME].empty?)
+      return unless ActionCable.enabled?
+
+      if ActionCable.install
+        log("Action Cable runs over the front end's WebSockets (#{ActionCable::ENV_NAME}=frontend)")
+      else
+        log("#{ActionCable::ENV_NAME}=frontend, but the app has not loaded Action Cable: nothing to do")
+      end
     end
 
     # `ractors N` / PUMA_PLUS_RACTORS=N: the count, after the app was made shareable (before any
