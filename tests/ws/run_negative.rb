@@ -3,8 +3,10 @@
 # ctest e2e_ws_negative: starts the real server with the real gem workers and the
 # front-end-owned WebSocket echo app (tests/apps/websocket/config.ru, /echo), runs the cases of
 # tests/ws/negative.py against ws://127.0.0.1:PORT/echo (whole, then with --dribble), and fails
-# unless every case passed, the server is still up afterwards, no worker died, and it exits 0
-# on SIGTERM.
+# unless every case passed, the server is still up afterwards, its worker was not replaced, and
+# it exits 0 on SIGTERM. A second server with -ws-no-deflate -ws-max-message 64KiB runs the
+# cases that need those: RSV1 after the client's deflate offer was declined (RFC 7692 §5) and
+# the message limit (RFC 6455 §10.4) at 64 KiB.
 #
 #   ruby tests/ws/run_negative.rb PATH/TO/puma-plus-server [CASE-SUBSTRING ...]
 require_relative "../e2e/helper"
@@ -14,8 +16,7 @@ class TestWsNegative < Minitest::Test
   SCRIPT = File.join(__dir__, "negative.py")
   APP = File.join(E2E::ROOT, "tests/apps/websocket/config.ru")
 
-  def run_suite(srv, *extra)
-    filters = ARGV.select { |a| !a.start_with?("-") && !File.executable?(a) }
+  def run_suite(srv, *extra, filters: ARGV.select { |a| !a.start_with?("-") && !File.executable?(a) })
     out, st = Timeout.timeout(300) do
       Open3.capture2e(PY, SCRIPT, "ws://127.0.0.1:#{srv.port}/echo", *extra, *filters)
     end
@@ -41,6 +42,18 @@ class TestWsNegative < Minitest::Test
       run_suite(srv)
       run_suite(srv, "--dribble", "--skip-handshake")
       assert_equal pid_before, worker_pid(srv), "the worker was replaced during the suite"
+    ensure
+      status = srv.stop
+    end
+    assert status&.success?, "server did not exit 0 on SIGTERM: #{status.inspect}\n#{srv.log[-3000..]}"
+  end
+
+  def test_declined_deflate_and_a_64k_message_limit
+    srv = E2E::Server.new(app: APP, workers: 1, threads: 2, extra: ["-ws-no-deflate", "-ws-max-message", "64k"])
+    begin
+      url = "ws://127.0.0.1:#{srv.port}/echo"
+      summary = run_suite(srv, "--nodeflate-url", url, "--max-message", "65536", filters: ["§10.4", "declined"])
+      assert_equal "4 passed, 0 failed", summary
     ensure
       status = srv.stop
     end
