@@ -5,10 +5,19 @@
 #
 #   /page?ws=PATH  the page (tests/apps/ws_page/page.html); its script opens ws://HOST/PATH,
 #                  exchanges messages, and writes what happened to document.body.dataset.result
-#   /ws-hijack     an echo (text and binary, unchanged) served by websocket-driver after a full
-#                  hijack: today's path for WebSockets (docs/RACK.md "Hijack")
+#   /ws            an echo (text and binary, unchanged) on front-end-owned WebSockets
+#                  (PumaPlus::WebSocket, docs/RACK.md): the server speaks RFC 6455 (and
+#                  permessage-deflate), the app gets the messages
+#   /ws-hijack     the same echo served by websocket-driver after a full hijack: the path
+#                  before issue 25, still supported (docs/RACK.md "Hijack")
 #   anything else: 200 "ok"
+require "puma_plus"
 require "websocket/driver"
+
+# The front-end path's echo: a binary message arrives as a BINARY String and goes back as one.
+class PageEcho
+  def on_message(conn, data) = conn.send(data)
+end
 
 module WebSocketPageApp
   PAGE = File.read(File.join(__dir__, "page.html"))
@@ -46,6 +55,12 @@ run(lambda do |env|
   case env["PATH_INFO"]
   when "/page"
     [200, { "content-type" => "text/html; charset=utf-8", "cache-control" => "no-store" }, [WebSocketPageApp::PAGE]]
+  when "/ws"
+    if PumaPlus::WebSocket.websocket?(env)
+      PumaPlus::WebSocket.accept(env, PageEcho)
+    else
+      [400, { "content-type" => "text/plain" }, ["a WebSocket endpoint\n"]]
+    end
   when "/ws-hijack"
     io = env["rack.hijack"].call
     Thread.new { WebSocketPageApp.hijack_echo(env, io) }
