@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """WebSocket benchmarks (issue 25; not tests): idle connections' memory, broadcast fan-out and
 message round trips, against Action Cable on puma 8 (the reference) and on puma-plus's full
-hijack path (today's), with the same Rails 7.2 app; and the front-end-owned path (pumaplus-ws:
-tests/apps/websocket/config.ru on PumaPlus::WebSocket, the room and echo endpoints).
+hijack path, with the same Rails 7.2 app; and on the front-end-owned path: the same app with
+PumaPlus::ActionCable (pumaplus-cable), and tests/apps/websocket/config.ru on
+PumaPlus::WebSocket without Rails (pumaplus-ws: the room and echo endpoints).
 
-    python3 notebooks/websocket/bench.py [--servers puma8,pumaplus-hijack,pumaplus-ws] [--rounds 3]
+    python3 notebooks/websocket/bench.py [--servers puma8,pumaplus-hijack,pumaplus-cable,pumaplus-ws]
+        [--rounds 3]
         [--conns 10000] [--broadcasts 5] [--rtt-rate 5000] [--rtt-low-rate 500] [--rtt-secs 10]
         [--rtt-conns 50]
         [--json FILE]
@@ -104,8 +106,13 @@ class Server:
             env.update({"BUNDLE_GEMFILE": RUBYGEMS_GEMFILE, "BUNDLE_FROZEN": "true"})
             argv = ["bundle", "exec", "puma", "-e", "production", "-t", "3:3",
                     "-b", "tcp://127.0.0.1:%d" % self.port, "config.ru"]
-        elif kind == "pumaplus-hijack":
-            # today's path: the /cable handshake is fully hijacked into the one worker.
+        elif kind in ("pumaplus-hijack", "pumaplus-cable"):
+            # pumaplus-hijack: the /cable handshake is fully hijacked into the one worker (the
+            # path before issue 25). pumaplus-cable: the same app with PumaPlus::ActionCable
+            # (PUMA_PLUS_ACTION_CABLE=frontend): the front end owns the WebSockets, Action
+            # Cable's channels get tagged messages.
+            if kind == "pumaplus-cable":
+                env["PUMA_PLUS_ACTION_CABLE"] = "frontend"
             env.update({"BUNDLE_GEMFILE": os.path.join(app, "Gemfile"), "PUMA_PLUS_SERVER": SERVER_BIN,
                         "WEB_CONCURRENCY": "1", "PORT": str(self.port), "PP_CONTROL_PORT": str(free_port())})
             native = os.path.join(os.path.dirname(SERVER_BIN), "../gem/ext-lib")
