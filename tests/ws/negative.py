@@ -12,6 +12,11 @@ codec's test server `ws-echo` (ws://127.0.0.1:PORT/) or the real server with a R
 it (ws-echo's /nodeflate); without it, that one case is not run and the summary says so.
 --no-reason checks close codes only (for a target that sends other reason texts).
 --skip-handshake leaves out the opening-handshake cases.
+--timers PING,CLOSE (seconds: the target's ping interval and close timeout, e.g. the server's
+-ws-ping-interval 1s -ws-close-timeout 1s) adds the "(timer)" cases: a peer that answers no
+ping is disconnected, one that answers stays, one that never answers the server's Close is
+disconnected. The last one makes the target close with 4001 by sending the text message
+--close-cmd (default "close %d", tests/apps/websocket's /echo; ws-echo's is "close:%d").
 --dribble sends the first 40 bytes of every case's frames one byte per TCP segment (2 ms apart)
 and the rest in one write: the reaction must not depend on how the stream is split.
 --ws-echo starts the codec's test server (server/tests/proto/ws_echo.c), runs every case against
@@ -45,7 +50,7 @@ GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 def parse_args(argv):
     opts = {"max": 1 << 20, "nodeflate": None, "reason": True, "handshake": True, "filters": [],
-            "dribble": False}
+            "dribble": False, "timers": None, "close_cmd": "close %d"}
     url = None
     i = 0
     while i < len(argv):
@@ -58,6 +63,13 @@ def parse_args(argv):
             i += 1
         elif a == "--ws-echo":
             opts["ws_echo"] = argv[i + 1]
+            i += 1
+        elif a == "--timers":
+            ping, close = argv[i + 1].split(",")
+            opts["timers"] = (float(ping), float(close))
+            i += 1
+        elif a == "--close-cmd":
+            opts["close_cmd"] = argv[i + 1]
             i += 1
         elif a == "--dribble":
             opts["dribble"] = True
@@ -482,6 +494,90 @@ handshake_case(P + "§9.1 malformed Sec-WebSocket-Extensions", 400,
                lambda k: upgrade_fields(k, extensions="permessage-deflate; =15"))
 
 
+# Timers (RFC 6455 §5.5.2, §5.5.3, §7.1.1): the target's keep-alive pings and close timeout.
+# Its timer may tick coarsely (the server's runs once a second), so each wait allows a tick
+# and a margin on top of the configured time.
+
+def timer_case(name):
+    def deco(fn):
+        CASES.append((name, "timer", fn, None))
+        return fn
+    return deco
+
+
+def next_data_frame(c, deadline, want_op):
+    """The next frame with opcode want_op, or Failed (frames of other kinds are skipped)."""
+    while True:
+        try:
+            f = c.next_frame(deadline)
+        except socket.timeout:
+            raise Failed("no frame of opcode %#x in time" % want_op)
+        if f is None:
+            raise Failed("connection closed while waiting for opcode %#x" % want_op)
+        if f[0] & 0x0F == want_op:
+            return f
+
+
+@timer_case(P + "§5.5.2 (timer) a peer that answers no ping is disconnected")
+def _(target, opts):
+    ping_s, _close = opts["timers"]
+    c = open_ws(target)
+    try:
+        t0 = time.monotonic()
+        next_data_frame(c, t0 + 2 * ping_s + 3, 0x9)
+        t_ping = time.monotonic()
+        if not c.wait_eof(t_ping + 2 * ping_s + 3):
+            raise Failed("still connected %.1f s after an unanswered ping" % (time.monotonic() - t_ping))
+    finally:
+        c.close()
+
+
+@timer_case(P + "§5.5.3 (timer) a peer that answers pings stays connected")
+def _(target, opts):
+    ping_s, _close = opts["timers"]
+    c = open_ws(target)
+    try:
+        end = time.monotonic() + 3 * ping_s + 2
+        pings = 0
+        while time.monotonic() < end:
+            try:
+                f = c.next_frame(end)
+            except socket.timeout:
+                break
+            if f is None:
+                raise Failed("disconnected after %d answered pings" % pings)
+            if f[0] == 0x89:
+                pings += 1
+                c.send(frame(0x8A, f[1]))
+        if pings < 2:
+            raise Failed("%d pings in %.0f s of silence, want 2 or more" % (pings, 3 * ping_s + 2))
+        c.send(frame(0x81, b"alive"))
+        f = next_data_frame(c, time.monotonic() + WAIT, 0x1)
+        if f != (0x81, b"alive"):
+            raise Failed("echo after the pings: %r" % (f,))
+    finally:
+        c.close()
+
+
+@timer_case(P + "§7.1.1 (timer) a peer that never answers the server's Close is disconnected")
+def _(target, opts):
+    _ping, close_s = opts["timers"]
+    c = open_ws(target)
+    try:
+        c.send(frame(0x81, (opts["close_cmd"] % 4001).encode()))
+        f = next_data_frame(c, time.monotonic() + WAIT, 0x8)
+        if f[1][:2] != struct.pack(">H", 4001):
+            raise Failed("server Close %r, want code 4001" % f[1][:20])
+        t_close = time.monotonic()
+        if not c.wait_eof(t_close + close_s + 3):
+            raise Failed("still connected %.1f s after the server's unanswered Close" % (time.monotonic() - t_close))
+        if time.monotonic() - t_close < close_s * 0.5:
+            raise Failed("disconnected %.2f s after the Close, before the close timeout (%.1f s)" %
+                         (time.monotonic() - t_close, close_s))
+    finally:
+        c.close()
+
+
 def main():
     url, opts = parse_args(sys.argv[1:])
     if "ws_echo" in opts:
@@ -510,6 +606,8 @@ def run(target, opts):
     for name, kind, fn, url_opt in CASES:
         if opts["filters"] and not any(f in name for f in opts["filters"]):
             continue
+        if kind == "timer" and not opts["timers"]:
+            continue  # only with --timers: not counted as skipped
         if (kind == "handshake" and not opts["handshake"]) or (url_opt and not opts[url_opt]):
             print("SKIP " + name + (" (no --%s-url)" % url_opt if url_opt else " (--skip-handshake)"))
             skipped += 1

@@ -6,7 +6,9 @@
 # unless every case passed, the server is still up afterwards, its worker was not replaced, and
 # it exits 0 on SIGTERM. A second server with -ws-no-deflate -ws-max-message 64KiB runs the
 # cases that need those: RSV1 after the client's deflate offer was declined (RFC 7692 §5) and
-# the message limit (RFC 6455 §10.4) at 64 KiB.
+# the message limit (RFC 6455 §10.4) at 64 KiB. A third with -ws-ping-interval 1s
+# -ws-close-timeout 1s runs the "(timer)" cases: a peer that answers no ping is disconnected, one
+# that answers stays, one that never answers the server's Close is disconnected.
 #
 #   ruby tests/ws/run_negative.rb PATH/TO/puma-plus-server [CASE-SUBSTRING ...]
 require_relative "../e2e/helper"
@@ -42,6 +44,18 @@ class TestWsNegative < Minitest::Test
       run_suite(srv)
       run_suite(srv, "--dribble", "--skip-handshake")
       assert_equal pid_before, worker_pid(srv), "the worker was replaced during the suite"
+    ensure
+      status = srv.stop
+    end
+    assert status&.success?, "server did not exit 0 on SIGTERM: #{status.inspect}\n#{srv.log[-3000..]}"
+  end
+
+  def test_ping_and_close_timers
+    srv = E2E::Server.new(app: APP, workers: 1, threads: 2,
+                          extra: ["-ws-ping-interval", "1s", "-ws-close-timeout", "1s"])
+    begin
+      summary = run_suite(srv, "--timers", "1,1", filters: ["(timer)"])
+      assert_equal "3 passed, 0 failed", summary
     ensure
       status = srv.stop
     end
