@@ -17,6 +17,9 @@ it (ws-echo's /nodeflate); without it, that one case is not run and the summary 
 ping is disconnected, one that answers stays, one that never answers the server's Close is
 disconnected. The last one makes the target close with 4001 by sending the text message
 --close-cmd (default "close %d", tests/apps/websocket's /echo; ws-echo's is "close:%d").
+--h2 runs the frame cases over HTTP/2 instead (RFC 8441: prior-knowledge h2c, one extended
+CONNECT stream per WebSocket; the server's END_STREAM or RST_STREAM takes the place of its TCP
+close; needs Debian's python3-h2); the HTTP/1.1 handshake cases are then skipped.
 --dribble sends the first 40 bytes of every case's frames one byte per TCP segment (2 ms apart)
 and the rest in one write: the reaction must not depend on how the stream is split.
 --ws-echo starts the codec's test server (server/tests/proto/ws_echo.c), runs every case against
@@ -50,7 +53,7 @@ GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 def parse_args(argv):
     opts = {"max": 1 << 20, "nodeflate": None, "reason": True, "handshake": True, "filters": [],
-            "dribble": False, "timers": None, "close_cmd": "close %d"}
+            "dribble": False, "timers": None, "close_cmd": "close %d", "h2": False}
     url = None
     i = 0
     while i < len(argv):
@@ -71,6 +74,8 @@ def parse_args(argv):
         elif a == "--close-cmd":
             opts["close_cmd"] = argv[i + 1]
             i += 1
+        elif a == "--h2":
+            opts["h2"] = True
         elif a == "--dribble":
             opts["dribble"] = True
         elif a == "--no-reason":
@@ -215,6 +220,112 @@ class Conn:
         self.s.close()
 
 
+class H2Tunnel(Conn):
+    """A WebSocket over one HTTP/2 stream (RFC 8441): prior-knowledge h2c, extended CONNECT with
+    :protocol websocket, then the WebSocket bytes in DATA frames both ways (python3-h2 for the
+    HTTP/2 side; Debian's, so /usr/bin/python3). The server's END_STREAM (or RST_STREAM) plays
+    the part the TCP close plays on HTTP/1.1 (RFC 8441 §5)."""
+
+    def __init__(self, host, port, path, deflate):
+        import h2.config
+        import h2.connection
+        import h2.events
+        import h2.exceptions
+        self.ev, self.exc = h2.events, h2.exceptions
+        self.s = socket.create_connection((host, port), timeout=WAIT)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding=None))
+        self.h2.initiate_connection()
+        self.buf = b""
+        self.done = False
+        self.status = None
+        self.fields = {}
+        self.settings = {}
+        self.flush()
+        deadline = time.monotonic() + WAIT
+        while 8 not in self.settings:  # SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441 §3)
+            self.read(deadline)
+        if self.settings[8] != 1:
+            raise Failed("the server's SETTINGS_ENABLE_CONNECT_PROTOCOL is %r" % self.settings[8])
+        self.sid = self.h2.get_next_available_stream_id()
+        headers = [(b":method", b"CONNECT"), (b":protocol", b"websocket"), (b":scheme", b"http"),
+                   (b":path", path.encode()), (b":authority", ("%s:%d" % (host, port)).encode()),
+                   (b"sec-websocket-version", b"13")]
+        if deflate:
+            headers.append((b"sec-websocket-extensions", b"permessage-deflate"))
+        self.h2.send_headers(self.sid, headers)
+        self.flush()
+        while self.status is None and not self.done:
+            self.read(deadline)
+
+    def flush(self):
+        data = self.h2.data_to_send()
+        if data:
+            self.s.sendall(data)
+
+    def read(self, deadline):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout()
+        self.s.settimeout(left)
+        try:
+            data = self.s.recv(65536)
+        except ConnectionResetError:
+            data = b""
+        if not data:
+            self.done = True
+            return
+        for e in self.h2.receive_data(data):
+            if isinstance(e, self.ev.ConnectionTerminated):
+                self.done = True
+            elif isinstance(e, self.ev.RemoteSettingsChanged):
+                for k, v in e.changed_settings.items():
+                    self.settings[int(k)] = v.new_value
+            elif getattr(e, "stream_id", None) != getattr(self, "sid", -1):
+                continue
+            elif isinstance(e, self.ev.ResponseReceived):
+                for k, v in e.headers:
+                    if k == b":status":
+                        self.status = int(v)
+                    else:
+                        self.fields[k.decode()] = v.decode()
+            elif isinstance(e, self.ev.DataReceived):
+                self.buf += e.data
+                try:
+                    self.h2.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+                except self.exc.StreamClosedError:
+                    pass
+            elif isinstance(e, (self.ev.StreamEnded, self.ev.StreamReset)):
+                self.done = True
+        self.flush()
+
+    def fill(self, deadline):
+        n0 = len(self.buf)
+        while len(self.buf) == n0 and not self.done:
+            self.read(deadline)
+        return self.buf[n0:]
+
+    def send(self, data):
+        view = memoryview(data)
+        while view and not self.done:
+            try:
+                room = min(self.h2.local_flow_control_window(self.sid), self.h2.max_outbound_frame_size)
+                if room <= 0:
+                    self.read(time.monotonic() + WAIT)
+                    continue
+                self.h2.send_data(self.sid, bytes(view[:room]))
+            except (self.exc.StreamClosedError, self.exc.ProtocolError):
+                return
+            view = view[room:]
+            try:
+                self.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                return
+
+
+TRANSPORT = ["h1"]  # or "h2": --h2 runs the frame cases over RFC 8441 tunnels
+
+
 def accept_value(key):
     return base64.b64encode(hashlib.sha1(key.encode() + GUID).digest()).decode()
 
@@ -234,6 +345,14 @@ def upgrade_fields(key=None, extensions=None):
 
 def open_ws(target, deflate=False, url=None):
     host, port, path = split_url(url) if url else target
+    if TRANSPORT[0] == "h2":
+        c = H2Tunnel(host, port, path, deflate)
+        if c.status != 200:
+            raise Failed("extended CONNECT: status %r, want 200" % c.status)
+        agreed = c.fields.get("sec-websocket-extensions", "").startswith("permessage-deflate")
+        if deflate and not agreed and url is None:
+            raise Failed("permessage-deflate offered and not agreed (%r)" % c.fields.get("sec-websocket-extensions"))
+        return c
     c = Conn(host, port)
     key = new_key()
     status, fields = c.handshake(path, upgrade_fields(key, "permessage-deflate" if deflate else None))
@@ -602,12 +721,17 @@ def main():
 
 
 def run(target, opts):
+    TRANSPORT[0] = "h2" if opts["h2"] else "h1"
     passed = failed = skipped = 0
     for name, kind, fn, url_opt in CASES:
         if opts["filters"] and not any(f in name for f in opts["filters"]):
             continue
         if kind == "timer" and not opts["timers"]:
             continue  # only with --timers: not counted as skipped
+        if kind == "handshake" and opts["h2"]:
+            print("SKIP " + name + " (HTTP/1.1 only)")
+            skipped += 1
+            continue
         if (kind == "handshake" and not opts["handshake"]) or (url_opt and not opts[url_opt]):
             print("SKIP " + name + (" (no --%s-url)" % url_opt if url_opt else " (--skip-handshake)"))
             skipped += 1
