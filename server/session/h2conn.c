@@ -55,40 +55,22 @@ static void release_body(client *c, pp_exchange *x) {
 
 static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
   client *c = h->data;
-  pp_sessions *s = c->sess;
-  s->core->stats.requests++;
-  int refuse = pp_exchange_admit(s->core);
-  if (refuse) { /* answered by the session, counted as shed */
-    pp_h2h3_log_refused(s->hooks, c->remote, "HTTP/2", refuse, rq->method, rq->method_len, rq->path,
-                        rq->path_len);
-    return refuse;
-  }
-  pp_exchange *x = pp_exchange_get(s->xpool, &h2_ops, c);
-  x->t1 = x->t2 = pp_now_ns();
-  x->keep_alive = 1;
-  x->head_method = rq->method_len == 4 && !memcmp(rq->method, "HEAD", 4);
-  x->stream_id = rq->stream_id;
-  x->id = ++s->core->next_request_id;
-  x->state = PP_X_BODY;
-  x->early_hints = s->cfg->early_hints;
-
-  pp_env_conninfo ci = {c->remote,
-                        c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
-                        c->ls->addr.port_text,
-                        c->tls ? "https" : "http",
-                        s->cfg->request_start,
-                        &x->add_request_start,
-                        s->cfg->remote_addr_header,
-                        s->cfg->trusted,
-                        s->cfg->trusted_count};
-  pp_h2h3_env(x, &c->h2hdrs, "HTTP/2", &ci,
-              &(pp_h2h3_request){rq->method, rq->method_len, rq->path, rq->path_len, rq->authority,
-                                 rq->authority_len, rq->headers, rq->header_count,
-                                 rq->has_content_length, rq->content_length});
-  pp_queue_push(&c->streams, &x->olink);
-  *stream_data = x;
-  if (rq->end_stream) pp_exchange_body_done(x);
-  return 0;
+  pp_h2h3_origin o = {c->sess,
+                      &h2_ops,
+                      c,
+                      c->remote,
+                      "HTTP/2",
+                      c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
+                      c->ls->addr.port_text,
+                      c->tls ? "https" : "http"};
+  int refuse;
+  *stream_data =
+      pp_h2h3_open(&o,
+                   &(pp_h2h3_request){rq->method, rq->method_len, rq->path, rq->path_len,
+                                      rq->authority, rq->authority_len, rq->headers,
+                                      rq->header_count, rq->has_content_length, rq->content_length},
+                   rq->stream_id, rq->end_stream, &c->h2hdrs, &c->streams, &refuse);
+  return refuse;
 }
 
 static int on_body(pp_h2 *h, int32_t stream_id, void *stream_data, const uint8_t *data,

@@ -10,6 +10,7 @@
 #include "server/core/exchange_owner.h"
 #include "server/base/hooks.h"
 #include "server/proto/http_status.h"
+#include "server/session/conn.h"
 
 void pp_h2h3_env(pp_exchange *x, pp_buf *scratch, const char *protocol, const pp_env_conninfo *ci,
                  const pp_h2h3_request *rq) {
@@ -48,6 +49,39 @@ void pp_h2h3_env(pp_exchange *x, pp_buf *scratch, const char *protocol, const pp
   pp_exchange_env_begin(x);
   uint32_t pairs = pp_env_build(&er, ci, x->id, &x->head);
   pp_exchange_env_end(x, pairs, rq->has_content_length ? (int64_t)rq->content_length : -1);
+}
+
+pp_exchange *pp_h2h3_open(const pp_h2h3_origin *o, const pp_h2h3_request *rq, int64_t stream_id,
+                          int end_stream, pp_buf *scratch, pp_queue *streams, int *refuse) {
+  pp_sessions *s = o->s;
+  s->core->stats.requests++;
+  *refuse = pp_exchange_admit(s->core);
+  if (*refuse) { /* answered by the session, counted as shed */
+    pp_h2h3_log_refused(s->hooks, o->remote, o->protocol, *refuse, rq->method, rq->method_len,
+                        rq->path, rq->path_len);
+    return NULL;
+  }
+  pp_exchange *x = pp_exchange_get(s->xpool, o->ops, o->owner);
+  x->t1 = x->t2 = pp_now_ns();
+  x->keep_alive = 1;
+  x->head_method = rq->method_len == 4 && !memcmp(rq->method, "HEAD", 4);
+  x->stream_id = stream_id;
+  x->id = ++s->core->next_request_id;
+  x->state = PP_X_BODY;
+  x->early_hints = s->cfg->early_hints;
+  pp_env_conninfo ci = {o->remote,
+                        o->local_host,
+                        o->local_port,
+                        o->scheme,
+                        s->cfg->request_start,
+                        &x->add_request_start,
+                        s->cfg->remote_addr_header,
+                        s->cfg->trusted,
+                        s->cfg->trusted_count};
+  pp_h2h3_env(x, scratch, o->protocol, &ci, rq);
+  pp_queue_push(streams, &x->olink);
+  if (end_stream) pp_exchange_body_done(x);
+  return x;
 }
 
 size_t pp_h2h3_headers(const char *alt_svc, const char *date, const pp_wire_pairs *pairs,

@@ -13,7 +13,7 @@
 #include "server/proto/h2.h"
 #include "server/proto/wire.h"
 
-typedef struct server server;
+typedef struct pp_sessions pp_sessions; /* conn.h */
 
 /* An HTTP/2 or HTTP/3 request as the env needs it (pointers valid during the call). */
 typedef struct pp_h2h3_request {
@@ -28,6 +28,25 @@ typedef struct pp_h2h3_request {
   int has_content_length;
   uint64_t content_length;
 } pp_h2h3_request;
+/* Where a request came from, for its exchange and env: the session's state, the exchange ops and
+ * owner of the connection, the peer's address text, "HTTP/2" or "HTTP/3", and the listener's
+ * host, port text and scheme. */
+typedef struct pp_h2h3_origin {
+  pp_sessions *s;
+  const pp_exchange_ops *ops;
+  void *owner;
+  const char *remote;
+  const char *protocol;
+  const char *local_host;
+  const char *local_port;
+  const char *scheme;
+} pp_h2h3_origin;
+/* A request stream's header section is complete: counts it, asks admission, and either logs the
+ * refusal and returns NULL with *refuse set to the status the session answers itself, or creates
+ * the stream's exchange (env written through scratch, pushed on streams, body done when
+ * end_stream) and returns it. */
+pp_exchange *pp_h2h3_open(const pp_h2h3_origin *o, const pp_h2h3_request *rq, int64_t stream_id,
+                          int end_stream, pp_buf *scratch, pp_queue *streams, int *refuse);
 /* Writes x's env (pp_exchange_env_begin .. _end) from an HTTP/2 or HTTP/3 request: :authority
  * is Host, :path the request-target, the fields as they came; scratch holds the field list. */
 void pp_h2h3_env(pp_exchange *x, pp_buf *scratch, const char *protocol, const pp_env_conninfo *ci,

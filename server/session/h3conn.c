@@ -325,41 +325,18 @@ static void release_body(h3_conn *hc, pp_exchange *x) {
 
 static int on_request(pp_h3_conn *conn, const pp_h3_request *rq, void **stream_data) {
   h3_conn *hc = conn->data;
-  pp_sessions *s = hc->l->sess;
-  s->core->stats.requests++;
-  int refuse = pp_exchange_admit(s->core);
-  if (refuse) {
-    pp_h2h3_log_refused(s->hooks, hc->remote, "HTTP/3", refuse, rq->method, rq->method_len,
-                        rq->path, rq->path_len);
-    return refuse;
-  }
-  pp_exchange *x = pp_exchange_get(s->xpool, &h3_ops, hc);
-  x->t1 = x->t2 = pp_now_ns();
-  x->keep_alive = 1;
-  x->head_method = rq->method_len == 4 && !memcmp(rq->method, "HEAD", 4);
-  x->stream_id = rq->stream_id;
-  x->id = ++s->core->next_request_id;
-  x->state = PP_X_BODY;
-  x->early_hints = s->cfg->early_hints;
   char port[8];
   snprintf(port, sizeof port, "%d", hc->l->addr.port);
-  pp_env_conninfo ci = {hc->remote,
-                        hc->l->addr.host,
-                        port,
-                        "https",
-                        s->cfg->request_start,
-                        &x->add_request_start,
-                        s->cfg->remote_addr_header,
-                        s->cfg->trusted,
-                        s->cfg->trusted_count};
-  pp_h2h3_env(x, &hc->hdrs, "HTTP/3", &ci,
-              &(pp_h2h3_request){rq->method, rq->method_len, rq->path, rq->path_len, rq->authority,
-                                 rq->authority_len, rq->headers, rq->header_count,
-                                 rq->has_content_length, rq->content_length});
-  pp_queue_push(&hc->streams, &x->olink);
-  *stream_data = x;
-  if (rq->end_stream) pp_exchange_body_done(x);
-  return 0;
+  pp_h2h3_origin o = {hc->l->sess, &h3_ops,          hc,   hc->remote,
+                      "HTTP/3",    hc->l->addr.host, port, "https"};
+  int refuse;
+  *stream_data =
+      pp_h2h3_open(&o,
+                   &(pp_h2h3_request){rq->method, rq->method_len, rq->path, rq->path_len,
+                                      rq->authority, rq->authority_len, rq->headers,
+                                      rq->header_count, rq->has_content_length, rq->content_length},
+                   rq->stream_id, rq->end_stream, &hc->hdrs, &hc->streams, &refuse);
+  return refuse;
 }
 
 static int on_body(pp_h3_conn *conn, int64_t stream_id, void *stream_data, const uint8_t *data,
