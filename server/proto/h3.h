@@ -105,6 +105,10 @@ typedef struct pp_h3_limits {
   size_t max_initial_datagram;   /* a datagram carrying a client Initial over this is dropped
                                     (default 1500: Initials are padded to about 1200-1472) */
   uint32_t out_queue;            /* datagrams the out queue holds, default 512 */
+  int connect_protocol;          /* 1 (default): SETTINGS_ENABLE_CONNECT_PROTOCOL=1 (RFC 9220)
+                                    and an extended CONNECT reaches on_request as a tunnel, as
+                                    on HTTP/2 (h2.h); 0: nghttp3 refuses :protocol (stream
+                                    error H3_MESSAGE_ERROR) */
   uint32_t reset_burst;          /* stateless resets: token bucket burst, default 16 ... */
   uint32_t reset_rate;           /* ... and tokens per second, default 100 */
 } pp_h3_limits;
@@ -137,7 +141,9 @@ typedef struct pp_h3_request {
   size_t header_count;
   int has_content_length;
   uint64_t content_length;
-  int end_stream; /* the request has no body */
+  int end_stream;          /* the request has no body */
+  const uint8_t *protocol; /* extended CONNECT (RFC 9220): the :protocol value, else NULL */
+  size_t protocol_len;
 } pp_h3_request;
 
 typedef struct pp_h3_server pp_h3_server;
