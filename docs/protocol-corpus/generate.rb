@@ -26,7 +26,10 @@ TYPES = {
   "SLOTS" => 0x18, "SLOT_CLOSE" => 0x19,
   # a restarted shepherd learns the workers it did not fork
   "ADOPT" => 0x39, "ADOPTED_EXITED" => 0x3A,
-  "STANDBY" => 0x36, "PARKED" => 0x37, "ACTIVATE" => 0x38
+  "STANDBY" => 0x36, "PARKED" => 0x37, "ACTIVATE" => 0x38,
+  # WebSockets owned by the server: events to a slot, and what any worker may send
+  "WS_OPEN" => 0x40, "WS_MESSAGE" => 0x41, "WS_CLOSE" => 0x42, "WS_DONE" => 0x43,
+  "WS_SEND" => 0x44, "WS_TAG" => 0x45, "WS_BROADCAST" => 0x46, "WS_CLOSE_CONN" => 0x47
 }.freeze
 
 # Largest u64 used in the corpus: 2^63-1, so that JSON readers with signed 64-bit integers
@@ -225,6 +228,99 @@ good("adopted-exited", { "type" => "ADOPTED_EXITED", "pid" => 4001, "status" => 
 good("adopted-exited-code", { "type" => "ADOPTED_EXITED", "pid" => U32_MAX, "status" => 2_147_483_647 },
      u32(U32_MAX) + i32(2_147_483_647))
 
+# ---- WebSocket frames ---------------------------------------------------------------------
+# Events begin alike: u64 event_id, u64 conn_id, u64 t_ready_ns, u64 t3_ns, bytes handler.
+def ws_event_head(event, conn, ready, t3, handler) =
+  u64(event) + u64(conn) + u64(ready) + u64(t3) + bytes(handler)
+def ws_event_json(type, event, conn, ready, t3, handler)
+  { "type" => type, "event_id" => event, "conn_id" => conn, "t_ready_ns" => ready, "t3_ns" => t3,
+    "handler_hex" => hex(handler.b) }
+end
+
+def ws_open(event, conn, ready, t3, handler, route, protocol, tags, env)
+  tag_pairs = tags.map { |t| ["tag", t] }
+  [ws_event_json("WS_OPEN", event, conn, ready, t3, handler)
+     .merge("route" => route, "protocol_hex" => hex(protocol.b), "tags" => tag_pairs, "env" => env),
+   ws_event_head(event, conn, ready, t3, handler) + u8(route) + bytes(protocol) + pairs(tag_pairs) +
+     pairs(env)]
+end
+ws_env = [
+  ["REQUEST_METHOD", "GET"], ["SCRIPT_NAME", ""], ["PATH_INFO", "/cable"], ["QUERY_STRING", ""],
+  ["SERVER_NAME", "localhost"], ["SERVER_PORT", "9292"], ["SERVER_PROTOCOL", "HTTP/1.1"],
+  ["REMOTE_ADDR", "127.0.0.1"], ["rack.url_scheme", "http"], ["HTTP_HOST", "localhost:9292"],
+  ["HTTP_COOKIE", "session=abc"], ["HTTP_SEC_WEBSOCKET_PROTOCOL", "actioncable-v1-json, actioncable-unsupported"],
+  ["REQUEST_URI", "/cable"], ["puma_plus.request_id", "41"], ["puma_plus.queue_ns", "800"]
+]
+good("ws-open", *ws_open(42, 1, 5_000_000_000, 5_000_020_000, "cable", 0, "actioncable-v1-json",
+                         [], ws_env))
+good("ws-open-flexible-no-protocol", *ws_open(43, 2, 10, 20, "", 1, "", [], []))
+good("ws-open-tags", *ws_open(50, 4, 11, 21, "chat", 0, "", ["room:42", "user:7, with a comma", ""],
+                              [["PATH_INFO", "/chat"]]))
+good("ws-open-max", *ws_open(U64_BIG, U64_BIG, U64_BIG - 1, U64_BIG, "h" * 255, 1, "chat.v2",
+                             ["caf\u00e9"], [["PATH_INFO", "/caf\u00e9"], ["", ""]]))
+
+def ws_message(event, conn, ready, t3, handler, opcode, data)
+  [ws_event_json("WS_MESSAGE", event, conn, ready, t3, handler)
+     .merge("opcode" => opcode, "data_hex" => hex(data.b)),
+   ws_event_head(event, conn, ready, t3, handler) + u8(opcode) + data.b]
+end
+good("ws-message-text", *ws_message(44, 1, 6_000_000_000, 6_000_001_000, "cable", 1,
+                                    "{\"command\":\"message\",\"data\":\"h\u00e9\"}"))
+good("ws-message-binary", *ws_message(45, 2, 7, 8, "", 2, (0..255).to_a.reverse.pack("C*")))
+good("ws-message-empty", *ws_message(46, 3, 9, 9, "\x00\xff".b, 1, ""))
+
+def ws_close(event, conn, ready, t3, handler, code, by, reason)
+  [ws_event_json("WS_CLOSE", event, conn, ready, t3, handler)
+     .merge("code" => code, "by" => by, "reason_hex" => hex(reason.b)),
+   ws_event_head(event, conn, ready, t3, handler) + u16(code) + u8(by) + reason.b]
+end
+good("ws-close-peer", *ws_close(47, 1, 8_000_000_000, 8_000_000_500, "cable", 1000, 0, "bye"))
+good("ws-close-no-status", *ws_close(48, 2, 1, 2, "", 1005, 0, ""))
+good("ws-close-server", *ws_close(49, 3, 3, 4, "chat", 1009, 1, "message too big"))
+good("ws-close-transport-lost", *ws_close(U64_BIG, U64_BIG, 5, 6, "", 1006, 2, ""))
+
+def ws_done(event, t4, t5, gvl, cpu)
+  [{ "type" => "WS_DONE", "event_id" => event, "t4_ns" => t4, "t5_ns" => t5,
+     "gvl_wait_ns" => gvl, "cpu_ns" => cpu },
+   u64(event) + u64(t4) + u64(t5) + i64(gvl) + i64(cpu)]
+end
+good("ws-done", *ws_done(44, 6_000_002_000, 6_000_052_000, -1, 41_000))
+good("ws-done-max", *ws_done(U64_BIG, U64_BIG - 1, U64_BIG, U64_BIG, -1))
+
+def ws_send(conn, opcode, data)
+  [{ "type" => "WS_SEND", "conn_id" => conn, "opcode" => opcode, "data_hex" => hex(data.b) },
+   u64(conn) + u8(opcode) + data.b]
+end
+good("ws-send-text", *ws_send(1, 1, "{\"type\":\"welcome\"}"))
+good("ws-send-binary", *ws_send(U64_BIG, 2, "\x00\xff\x80".b))
+good("ws-send-empty", *ws_send(2, 1, ""))
+
+def ws_tag(conn, op, tag, prefix, suffix)
+  [{ "type" => "WS_TAG", "conn_id" => conn, "op" => op, "tag_hex" => hex(tag.b),
+     "prefix_hex" => hex(prefix.b), "suffix_hex" => hex(suffix.b) },
+   u64(conn) + u8(op) + bytes(tag) + bytes(prefix) + bytes(suffix)]
+end
+good("ws-tag-add", *ws_tag(1, 0, "room:42", "", ""))
+good("ws-tag-add-envelope",
+     *ws_tag(1, 0, "chat_room_42",
+             "{\"identifier\":\"{\\\"channel\\\":\\\"ChatChannel\\\",\\\"room\\\":42}\",\"message\":", "}"))
+good("ws-tag-remove", *ws_tag(2, 1, "room:42", "", ""))
+good("ws-tag-remove-all", *ws_tag(U64_BIG, 2, "", "", ""))
+
+def ws_broadcast(opcode, tag, data)
+  [{ "type" => "WS_BROADCAST", "opcode" => opcode, "tag_hex" => hex(tag.b), "data_hex" => hex(data.b) },
+   u8(opcode) + bytes(tag) + data.b]
+end
+good("ws-broadcast", *ws_broadcast(1, "chat_room_42", "{\"text\":\"hi\"}"))
+good("ws-broadcast-binary-empty-tag", *ws_broadcast(2, "", "\x01\x02".b))
+
+def ws_close_conn(conn, code, reason)
+  [{ "type" => "WS_CLOSE_CONN", "conn_id" => conn, "code" => code, "reason_hex" => hex(reason.b) },
+   u64(conn) + u16(code) + reason.b]
+end
+good("ws-close-conn", *ws_close_conn(1, 1000, ""))
+good("ws-close-conn-reason", *ws_close_conn(U64_BIG, 4001, "unauthorized"))
+
 # ---- malformed frames --------------------------------------------------------------------
 hello_payload = u16(1) + u32(1) + u32(0) + u32(0) + u32(0)
 bad("bad-reserved-first", "reserved", "HELLO with reserved byte 1 = 0x01",
@@ -299,6 +395,38 @@ bad("bad-adopt-short", "length_mismatch", "ADOPT payload 4 bytes, fields need 8"
     header(0x39, 4) + u32(1))
 bad("bad-type-0x25", "unknown_type", "type 0x25 (next to HEARTBEAT) is unassigned",
     header(0x25, 8) + u64(1))
+p = ws_event_head(1, 1, 1, 1, "") + u8(0) + u32(10) + "ab"
+bad("bad-ws-open-protocol-overrun", "length_mismatch",
+    "WS_OPEN protocol says 10 bytes, 2 present, no tags and no env", header(0x40, p.bytesize) + p)
+p = ws_event_head(1, 1, 1, 1, "") + u8(0) + bytes("") + pairs([])
+bad("bad-ws-open-no-env", "length_mismatch", "WS_OPEN without its env pairs count",
+    header(0x40, p.bytesize) + p)
+p = ws_event_head(1, 1, 1, 1, "x")
+bad("bad-ws-message-no-opcode", "length_mismatch", "WS_MESSAGE ends after the handler, no opcode byte",
+    header(0x41, p.bytesize) + p)
+p = u64(1) + u64(1) + u64(1) + u64(1) + u32(5) + "ab"
+bad("bad-ws-message-handler-overrun", "length_mismatch",
+    "WS_MESSAGE handler says 5 bytes, 2 present", header(0x41, p.bytesize) + p)
+p = ws_event_head(1, 1, 1, 1, "") + u16(1000)
+bad("bad-ws-close-short", "length_mismatch", "WS_CLOSE ends after the code, no `by` byte",
+    header(0x42, p.bytesize) + p)
+bad("bad-ws-done-long", "length_mismatch", "WS_DONE payload 41 bytes, fields need 40",
+    header(0x43, 41) + u64(1) * 5 + "\x00")
+bad("bad-ws-send-short", "length_mismatch", "WS_SEND payload 8 bytes, no opcode byte",
+    header(0x44, 8) + u64(1))
+p = u64(1) + u8(0) + bytes("room") + bytes("{")
+bad("bad-ws-tag-no-suffix", "length_mismatch", "WS_TAG with tag and prefix, no suffix field",
+    header(0x45, p.bytesize) + p)
+p = u64(1) + u8(0) + bytes("room") + bytes("") + bytes("") + "x"
+bad("bad-ws-tag-trailing", "length_mismatch", "WS_TAG with one byte after the suffix field",
+    header(0x45, p.bytesize) + p)
+p = u8(1) + u32(100) + "room"
+bad("bad-ws-broadcast-tag-overrun", "length_mismatch", "WS_BROADCAST tag says 100 bytes, 4 present",
+    header(0x46, p.bytesize) + p)
+bad("bad-ws-close-conn-short", "length_mismatch", "WS_CLOSE_CONN payload 9 bytes, code needs 2",
+    header(0x47, 9) + u64(1) + "\x03")
+bad("bad-type-0x48", "unknown_type", "type 0x48 (after WS_CLOSE_CONN) is unassigned",
+    header(0x48, 8) + u64(1))
 bad("bad-truncated-header", "truncated", "5 bytes of an 8-byte header, then end of input",
     header(0x01, 18)[0, 5])
 bad("bad-truncated-payload", "truncated", "HELLO header says 18 bytes, 10 present, then end of input",

@@ -25,6 +25,9 @@ typedef struct pp_hooks {
   /* Dispatch sent a request that became runnable at enqueued_ns to w, the first since w was
    * activated from standby (ops/autoscale.c records the activation latency). */
   void (*activated_dispatch)(server *s, pp_worker *w, int64_t enqueued_ns);
+  /* Worker pid exited (or was killed): its sticky WebSocket connections close with 1012
+   * (session/wsconn.c). */
+  void (*worker_gone)(server *s, uint32_t pid);
   /* A request's response is done (an exchange released, or a response the session made
    * itself before there was one): ops/access_log.c writes its line. NULL when no access log
    * is configured, so the request path pays one test for it. */

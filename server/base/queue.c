@@ -135,7 +135,11 @@ pp_slot *pp_registry_take(pp_registry *r) {
     if (!best || w->busy < best->busy || (w->busy == best->busy && w->index < best->index))
       best = w;
   }
-  if (!best) return NULL;
+  return pp_registry_take_worker(r, best);
+}
+
+pp_slot *pp_registry_take_worker(pp_registry *r, pp_worker *best) {
+  if (!best || best->state != PP_WORKER_READY || best->idle.len == 0) return NULL;
   pp_slot *s = PP_CONTAINER_OF(pp_queue_pop(&best->idle), pp_slot, idle_link);
   s->busy = 1;
   best->busy++;

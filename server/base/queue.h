@@ -117,6 +117,9 @@ void pp_registry_remove(pp_registry *r, pp_worker *w);
 void pp_registry_retire(pp_registry *r, pp_worker *w);
 /* Takes an idle slot for dispatch (marks it busy), or NULL if none. */
 pp_slot *pp_registry_take(pp_registry *r);
+/* Takes an idle slot of worker w (READY) for dispatch, or NULL if it has none: a sticky
+ * WebSocket event goes only to the worker that accepted its connection. */
+pp_slot *pp_registry_take_worker(pp_registry *r, pp_worker *w);
 /* Nonzero when pp_registry_take would return a slot. */
 int pp_registry_has_idle(const pp_registry *r);
 /* The slot finished its request and is idle again (unless its worker is retiring). */

@@ -15,6 +15,8 @@
 #include "server/workers/wlink.h"
 
 static void send_request(pp_core *c, pp_exchange *r, wconn *w);
+static void send_event(pp_core *c, pp_exchange *r, wconn *w);
+static void on_request_written(uv_write_t *wr, int status);
 
 void pp_core_init(pp_core *c, server *srv, const pp_hooks *hooks, pp_net *net,
                   pp_exchange_pool *xpool, pp_registry *reg, const pp_policy *policy,
@@ -37,7 +39,10 @@ void pp_dispatch_push(pp_exchange *r) {
   r->state = PP_X_QUEUED;
   c->stats.arrivals++;
   c->stats.arrivals_window++;
-  if (r->t2b > r->t2) pp_hist_window_record(&c->stats.body_wait, (uint64_t)(r->t2b - r->t2));
+  if (r->ws_event)
+    c->stats.ws.events++;
+  else if (r->t2b > r->t2)
+    pp_hist_window_record(&c->stats.body_wait, (uint64_t)(r->t2b - r->t2));
   pp_queue_push(&c->queue, &r->qlink);
   pp_dispatch_all(c);
 }
@@ -61,19 +66,69 @@ static int shed_at_dequeue(pp_core *c, pp_exchange *r) {
   return 1;
 }
 
+/* The first queued entry an idle slot can take: the oldest one without a sticky worker, or
+ * a sticky one whose worker has an idle slot (*wk set). A sticky entry whose worker is gone or
+ * no longer takes work is returned in *gone instead (its connection closes with 1012). One FIFO,
+ * one L: a sticky entry waiting for its busy worker is skipped, not reordered. */
+static pp_exchange *first_runnable(pp_core *c, pp_worker **wk, pp_exchange **gone) {
+  *wk = NULL, *gone = NULL;
+  for (pp_qnode *n = c->queue.head.next; n != &c->queue.head; n = n->next) {
+    pp_exchange *r = PP_CONTAINER_OF(n, pp_exchange, qlink);
+    if (!r->sticky_pid) return r;
+    pp_worker *w = pp_registry_find(c->reg, r->sticky_pid);
+    if (!w || (w->state != PP_WORKER_READY && w->state != PP_WORKER_BOOTING)) {
+      *gone = r;
+      return NULL;
+    }
+    if (w->state == PP_WORKER_READY && w->idle.len) {
+      *wk = w;
+      return r;
+    }
+  }
+  return NULL;
+}
+
 void pp_dispatch_all(pp_core *c) {
   while (c->queue.len && pp_registry_has_idle(c->reg)) {
-    pp_exchange *r = PP_CONTAINER_OF(pp_queue_pop(&c->queue), pp_exchange, qlink);
-    if (shed_at_dequeue(c, r)) continue;
-    pp_slot *slot = pp_registry_take(c->reg);
+    pp_worker *wk;
+    pp_exchange *gone, *r = first_runnable(c, &wk, &gone);
+    if (gone) {
+      pp_queue_remove(&c->queue, &gone->qlink);
+      gone->ops->fail(gone, 1012, "its worker is gone");
+      continue;
+    }
+    if (!r) return; /* only sticky entries of busy workers wait */
+    pp_queue_remove(&c->queue, &r->qlink);
+    if (!r->ws_event && shed_at_dequeue(c, r)) continue;
+    pp_slot *slot = wk ? pp_registry_take_worker(c->reg, wk) : pp_registry_take(c->reg);
     if (!slot) { /* cannot happen: a slot was idle */
       pp_queue_push(&c->queue, &r->qlink);
       return;
     }
     if (slot->worker->activated_ns && c->hooks->activated_dispatch)
       c->hooks->activated_dispatch(c->srv, slot->worker, r->t2b);
-    send_request(c, r, slot->data);
+    if (r->ws_event)
+      send_event(c, r, slot->data);
+    else
+      send_request(c, r, slot->data);
   }
+}
+
+/* A WebSocket event: its frame is whole in r->head but for t_ready_ns and t3_ns (bytes 24..40,
+ * after the header, event_id and conn_id). Its queue time goes to the WebSocket window, not
+ * to the requests'. */
+static void send_event(pp_core *c, pp_exchange *r, wconn *w) {
+  r->t3 = pp_now_ns();
+  pp_hist_window_record(&c->stats.ws.queue, (uint64_t)(r->t3 - r->t2b));
+  uint8_t *h = r->head.data;
+  pp_wire_put_u64(h + 24, (uint64_t)r->t2b);
+  pp_wire_put_u64(h + 32, (uint64_t)r->t3);
+  uv_buf_t b = uv_buf_init((char *)r->head.data, (unsigned)r->head.len);
+  r->w = w;
+  pp_wlink_assign(w, r);
+  r->state = PP_X_RUNNING;
+  int rc = pp_wlink_writev(w, &r->wreq, &b, 1, on_request_written);
+  if (rc == 1) r->writes++;
 }
 
 static void on_request_written(uv_write_t *wr, int status) {

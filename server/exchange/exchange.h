@@ -132,6 +132,12 @@ struct pp_exchange {
   int64_t service_ns;  /* the worker's service time (the worker link); 0 also when none */
   int32_t worker;      /* the worker index + 1 that served it (the worker link); 0: none */
   int logged;          /* hooks.request_done was called for it (or the session logged it) */
+  /* A WebSocket event (WS_OPEN, WS_MESSAGE, WS_CLOSE; session/wsconn.c) rather than a request:
+   * `head` holds the whole frame, whose t_ready_ns and t3_ns dispatch fills in; the worker
+   * answers WS_DONE (ops->end). sticky_pid: only a slot of that worker may take it (0: any). */
+  int ws_event;
+  uint32_t sticky_pid;
+  pp_qnode wslink; /* in its connection's list of events not yet queued */
 };
 
 /* The exchange layer's own context: the pool of free exchanges, the count of live ones, and

@@ -39,6 +39,16 @@ typedef struct pp_stats {
   uint64_t tls_failures[PP_TLS_CAUSE_COUNT]; /* by pp_tls_cause */
   int64_t gvl_sum_ns, cpu_sum_ns;
   uint64_t gvl_count, cpu_count;
+  /* WebSockets owned by the server (session/wsconn.c): connections, events, messages both
+   * ways (payload bytes before deflate / after inflate), broadcasts and their fan-out, the
+   * queue time of events, and closes by code (1000..1015 at code - 1000, others at 16). */
+  struct {
+    uint64_t open, opened, closed, events, messages_in, messages_out, bytes_in, bytes_out;
+    uint64_t broadcasts, fanout, unknown_conn, slow_reader_closes, worker_gone_closes;
+    uint64_t events_lost; /* events whose worker died while running them */
+    uint64_t closes[17];
+    pp_hist_window queue;
+  } ws;
 } pp_stats;
 
 #endif

@@ -39,6 +39,14 @@ static const struct {
     {PP_WIRE_STANDBY, "STANDBY"},
     {PP_WIRE_PARKED, "PARKED"},
     {PP_WIRE_ACTIVATE, "ACTIVATE"},
+    {PP_WIRE_WS_OPEN, "WS_OPEN"},
+    {PP_WIRE_WS_MESSAGE, "WS_MESSAGE"},
+    {PP_WIRE_WS_CLOSE, "WS_CLOSE"},
+    {PP_WIRE_WS_DONE, "WS_DONE"},
+    {PP_WIRE_WS_SEND, "WS_SEND"},
+    {PP_WIRE_WS_TAG, "WS_TAG"},
+    {PP_WIRE_WS_BROADCAST, "WS_BROADCAST"},
+    {PP_WIRE_WS_CLOSE_CONN, "WS_CLOSE_CONN"},
 };
 
 const char *pp_wire_type_name(int type) {
@@ -250,6 +258,57 @@ ssize_t pp_wire_decode(pp_wire_decoder *d, const uint8_t *buf, size_t len, pp_wi
     out->worker_index = get32(&c);
     out->boot_ns = get64(&c);
     break;
+  case PP_WIRE_WS_OPEN:
+  case PP_WIRE_WS_MESSAGE:
+  case PP_WIRE_WS_CLOSE:
+    out->request_id = get64(&c);
+    out->conn_id = get64(&c);
+    out->t2b_ns = get64(&c);
+    out->t3_ns = get64(&c);
+    get_bytes(&c, &out->handler, &out->handler_len);
+    if (type == PP_WIRE_WS_OPEN) {
+      out->route = get8(&c);
+      get_bytes(&c, &out->protocol, &out->protocol_len);
+      get_pairs(&c, &out->tags);
+      get_pairs(&c, &out->pairs);
+    } else if (type == PP_WIRE_WS_MESSAGE) {
+      out->opcode = get8(&c);
+      if (!c.bad) get_rest(&c, &out->data, &out->data_len);
+    } else {
+      out->code = get16(&c);
+      out->by = get8(&c);
+      if (!c.bad) get_rest(&c, &out->data, &out->data_len);
+    }
+    break;
+  case PP_WIRE_WS_DONE:
+    out->request_id = get64(&c);
+    out->t4_ns = get64(&c);
+    out->t5_ns = get64(&c);
+    out->gvl_wait_ns = (int64_t)get64(&c);
+    out->cpu_ns = (int64_t)get64(&c);
+    break;
+  case PP_WIRE_WS_SEND:
+    out->conn_id = get64(&c);
+    out->opcode = get8(&c);
+    if (!c.bad) get_rest(&c, &out->data, &out->data_len);
+    break;
+  case PP_WIRE_WS_TAG:
+    out->conn_id = get64(&c);
+    out->tag_op = get8(&c);
+    get_bytes(&c, &out->tag, &out->tag_len);
+    get_bytes(&c, &out->prefix, &out->prefix_len);
+    get_bytes(&c, &out->suffix, &out->suffix_len);
+    break;
+  case PP_WIRE_WS_BROADCAST:
+    out->opcode = get8(&c);
+    get_bytes(&c, &out->tag, &out->tag_len);
+    if (!c.bad) get_rest(&c, &out->data, &out->data_len);
+    break;
+  case PP_WIRE_WS_CLOSE_CONN:
+    out->conn_id = get64(&c);
+    out->code = get16(&c);
+    if (!c.bad) get_rest(&c, &out->data, &out->data_len);
+    break;
   }
   if (c.bad || c.p != c.end) return d->err = PP_WIRE_ELENGTH;
   d->frames++;
@@ -288,6 +347,26 @@ static ssize_t payload_size(const pp_wire_frame *f) {
   case PP_WIRE_HEARTBEAT: return 16;
   case PP_WIRE_TIMEOUT: return 12;
   case PP_WIRE_HEARTBEAT_INTERVAL: return 8;
+  case PP_WIRE_WS_OPEN:
+    if (f->protocol_len > UINT32_MAX || f->handler_len > UINT32_MAX) return PP_WIRE_EINVAL;
+    return 36 + (ssize_t)f->handler_len + 1 + 4 + (ssize_t)f->protocol_len + 4 +
+           (ssize_t)f->tags.len + 4 + (ssize_t)f->pairs.len;
+  case PP_WIRE_WS_MESSAGE:
+    if (f->handler_len > UINT32_MAX) return PP_WIRE_EINVAL;
+    return 36 + (ssize_t)f->handler_len + 1 + (ssize_t)f->data_len;
+  case PP_WIRE_WS_CLOSE:
+    if (f->handler_len > UINT32_MAX) return PP_WIRE_EINVAL;
+    return 36 + (ssize_t)f->handler_len + 3 + (ssize_t)f->data_len;
+  case PP_WIRE_WS_DONE: return 40;
+  case PP_WIRE_WS_SEND: return 9 + (ssize_t)f->data_len;
+  case PP_WIRE_WS_TAG:
+    if (f->tag_len > UINT32_MAX || f->prefix_len > UINT32_MAX || f->suffix_len > UINT32_MAX)
+      return PP_WIRE_EINVAL;
+    return 9 + 12 + (ssize_t)(f->tag_len + f->prefix_len + f->suffix_len);
+  case PP_WIRE_WS_BROADCAST:
+    if (f->tag_len > UINT32_MAX) return PP_WIRE_EINVAL;
+    return 1 + 4 + (ssize_t)f->tag_len + (ssize_t)f->data_len;
+  case PP_WIRE_WS_CLOSE_CONN: return 10 + (ssize_t)f->data_len;
   default: return PP_WIRE_ETYPE;
   }
 }
@@ -315,6 +394,9 @@ static uint8_t *put64(uint8_t *p, uint64_t v) {
 static uint8_t *put_raw(uint8_t *p, const uint8_t *data, size_t len) {
   if (len) memcpy(p, data, len);
   return p + len;
+}
+static uint8_t *put_bytes(uint8_t *p, const uint8_t *data, size_t len) {
+  return put_raw(put32(p, (uint32_t)len), data, len);
 }
 
 ssize_t pp_wire_encode(const pp_wire_frame *f, uint8_t *buf, size_t cap) {
@@ -414,6 +496,59 @@ ssize_t pp_wire_encode(const pp_wire_frame *f, uint8_t *buf, size_t cap) {
     p = put32(p, f->pid);
     p = put32(p, f->worker_index);
     p = put64(p, f->boot_ns);
+    break;
+  case PP_WIRE_WS_OPEN:
+  case PP_WIRE_WS_MESSAGE:
+  case PP_WIRE_WS_CLOSE:
+    p = put64(p, f->request_id);
+    p = put64(p, f->conn_id);
+    p = put64(p, f->t2b_ns);
+    p = put64(p, f->t3_ns);
+    p = put_bytes(p, f->handler, f->handler_len);
+    if (f->type == PP_WIRE_WS_OPEN) {
+      *p++ = f->route;
+      p = put_bytes(p, f->protocol, f->protocol_len);
+      p = put32(p, f->tags.count);
+      p = put_raw(p, f->tags.data, f->tags.len);
+      p = put32(p, f->pairs.count);
+      p = put_raw(p, f->pairs.data, f->pairs.len);
+    } else if (f->type == PP_WIRE_WS_MESSAGE) {
+      *p++ = f->opcode;
+      p = put_raw(p, f->data, f->data_len);
+    } else {
+      p = put16(p, f->code);
+      *p++ = f->by;
+      p = put_raw(p, f->data, f->data_len);
+    }
+    break;
+  case PP_WIRE_WS_DONE:
+    p = put64(p, f->request_id);
+    p = put64(p, f->t4_ns);
+    p = put64(p, f->t5_ns);
+    p = put64(p, (uint64_t)f->gvl_wait_ns);
+    p = put64(p, (uint64_t)f->cpu_ns);
+    break;
+  case PP_WIRE_WS_SEND:
+    p = put64(p, f->conn_id);
+    *p++ = f->opcode;
+    p = put_raw(p, f->data, f->data_len);
+    break;
+  case PP_WIRE_WS_TAG:
+    p = put64(p, f->conn_id);
+    *p++ = f->tag_op;
+    p = put_bytes(p, f->tag, f->tag_len);
+    p = put_bytes(p, f->prefix, f->prefix_len);
+    p = put_bytes(p, f->suffix, f->suffix_len);
+    break;
+  case PP_WIRE_WS_BROADCAST:
+    *p++ = f->opcode;
+    p = put_bytes(p, f->tag, f->tag_len);
+    p = put_raw(p, f->data, f->data_len);
+    break;
+  case PP_WIRE_WS_CLOSE_CONN:
+    p = put64(p, f->conn_id);
+    p = put16(p, f->code);
+    p = put_raw(p, f->data, f->data_len);
     break;
   }
   return (ssize_t)(p - buf);

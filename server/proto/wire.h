@@ -56,7 +56,28 @@ typedef enum pp_wire_type {
   PP_WIRE_STANDBY = 0x36,        /* server -> shepherd: fork `count` standby workers */
   PP_WIRE_PARKED = 0x37,         /* shepherd -> server: a standby worker booted and waits */
   PP_WIRE_ACTIVATE = 0x38,       /* server -> shepherd: wake parked worker `pid` */
+  /* WebSockets owned by the server (docs/PROTOCOL.md "WebSocket frames") */
+  PP_WIRE_WS_OPEN = 0x40,       /* server -> worker (slot): a connection was accepted */
+  PP_WIRE_WS_MESSAGE = 0x41,    /* server -> worker (slot): a message arrived */
+  PP_WIRE_WS_CLOSE = 0x42,      /* server -> worker (slot): the connection closed */
+  PP_WIRE_WS_DONE = 0x43,       /* worker (slot) -> server: the event is finished */
+  PP_WIRE_WS_SEND = 0x44,       /* worker -> server: a message to one connection */
+  PP_WIRE_WS_TAG = 0x45,        /* worker -> server: tag or untag a connection */
+  PP_WIRE_WS_BROADCAST = 0x46,  /* worker -> server: a message to every holder of a tag */
+  PP_WIRE_WS_CLOSE_CONN = 0x47, /* worker -> server: close a connection */
 } pp_wire_type;
+
+/* WS_OPEN route */
+#define PP_WIRE_WS_ROUTE_STICKY   0u
+#define PP_WIRE_WS_ROUTE_FLEXIBLE 1u
+/* WS_CLOSE by */
+#define PP_WIRE_WS_BY_PEER      0u
+#define PP_WIRE_WS_BY_SERVER    1u
+#define PP_WIRE_WS_BY_TRANSPORT 2u
+/* WS_TAG op */
+#define PP_WIRE_WS_TAG_ADD        0u
+#define PP_WIRE_WS_TAG_REMOVE     1u
+#define PP_WIRE_WS_TAG_REMOVE_ALL 2u
 
 /* HIJACKED results: 0 the client's descriptor rides on the frame (SCM_RIGHTS); otherwise no
  * descriptor was sent. */
@@ -145,6 +166,26 @@ typedef struct pp_wire_frame {
   /* HEARTBEAT_INTERVAL */
   uint32_t interval_ms;
   uint32_t monitor_flags; /* PP_WIRE_MONITOR_* */
+  /* WebSocket frames. The event id of WS_OPEN / WS_MESSAGE / WS_CLOSE / WS_DONE is in
+   * `request_id` (events and requests share one id space), t_ready_ns in `t2b_ns`, t3_ns in
+   * `t3_ns`; WS_DONE's times are in t4_ns, t5_ns, gvl_wait_ns, cpu_ns as for RESPONSE_END.
+   * Message bytes (WS_MESSAGE, WS_SEND, WS_BROADCAST) and reasons (WS_CLOSE,
+   * WS_CLOSE_CONN) are in `data`; WS_OPEN's env in `pairs`. */
+  uint64_t conn_id;       /* WS_OPEN, WS_MESSAGE, WS_CLOSE, WS_SEND, WS_TAG, WS_CLOSE_CONN */
+  uint8_t route;          /* WS_OPEN: PP_WIRE_WS_ROUTE_* */
+  uint8_t opcode;         /* WS_MESSAGE, WS_SEND, WS_BROADCAST: 1 text, 2 binary */
+  uint8_t by;             /* WS_CLOSE: PP_WIRE_WS_BY_* */
+  uint8_t tag_op;         /* WS_TAG: PP_WIRE_WS_TAG_* */
+  uint16_t code;          /* WS_CLOSE, WS_CLOSE_CONN: the close code */
+  const uint8_t *handler; /* WS_OPEN, WS_MESSAGE, WS_CLOSE: the app's handler key (opaque) */
+  size_t handler_len;
+  pp_wire_pairs tags;      /* WS_OPEN: ("tag", t) per initial tag */
+  const uint8_t *protocol; /* WS_OPEN: the subprotocol chosen (may be empty) */
+  size_t protocol_len;
+  const uint8_t *tag; /* WS_TAG, WS_BROADCAST */
+  size_t tag_len;
+  const uint8_t *prefix, *suffix; /* WS_TAG: the envelope (both empty: none) */
+  size_t prefix_len, suffix_len;
 } pp_wire_frame;
 
 typedef struct pp_wire_decoder {

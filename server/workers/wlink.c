@@ -75,6 +75,7 @@ void pp_wlink_close_pid(pp_workers *ws, uint32_t pid) {
     n = n->next;
     if (wc->hello && wc->pid == pid) pp_wlink_close(wc, "its worker exited");
   }
+  if (ws->hooks->worker_gone) ws->hooks->worker_gone(ws->srv, pid);
 }
 
 static void on_worker_write(uv_write_t *wr, int status) {
@@ -250,15 +251,59 @@ static void on_response_end(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
 static int monitor_frame(wconn *w, const pp_wire_frame *f);
 static int timed_out_frame(wconn *w, const pp_wire_frame *f);
 
+/* WS_DONE: the WebSocket event that ran on w is finished; the slot is free again. */
+static void on_ws_done(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
+  pp_workers *ws = w->ws;
+  r->service_ns = f->t5_ns > f->t4_ns ? (int64_t)(f->t5_ns - f->t4_ns) : 0;
+  if (w->slot.worker) r->worker = (int32_t)w->slot.worker->index + 1;
+  pp_admit_complete(ws->admit, ws->policy, pp_now_ns());
+  w->req = NULL;
+  r->w = NULL;
+  pp_wlink_resume(w);
+  pp_worker *wk = w->slot.worker;
+  pp_registry_release(&ws->reg, &w->slot);
+  if (w->slot_closing) slot_close_now(w);
+  pp_shepherd_retire_if_drained(ws->srv, wk);
+  if (r->owner) {
+    r->ops->end(r);
+  } else {
+    pp_exchange_release(ws->xpool, r);
+  }
+  ws->hooks->slot_free(ws->srv);
+}
+
+/* WS_SEND, WS_TAG, WS_BROADCAST, WS_CLOSE_CONN: any connection of a worker, any time. */
+static int ws_command(wconn *w, const pp_wire_frame *f) {
+  pp_workers *ws = w->ws;
+  const char *why = "WebSocket command, but WebSockets are off";
+  if (ws->ws_command && (why = ws->ws_command(ws->ws_ctx, f)) == NULL) return 0;
+  w->ws->stats->worker_protocol_errors++;
+  pp_wlink_close(w, why);
+  return -1;
+}
+
 static int wconn_frame(wconn *w, const pp_wire_frame *f) {
   if (!w->hello) return on_hello(w, f);
+  if (f->type >= PP_WIRE_WS_SEND && f->type <= PP_WIRE_WS_CLOSE_CONN) return ws_command(w, f);
   if (w->monitor) return monitor_frame(w, f);
   if (!w->req && w->timed_out_id && f->request_id == w->timed_out_id &&
       (f->type == PP_WIRE_RESPONSE_HEAD || f->type == PP_WIRE_RESPONSE_BODY ||
        f->type == PP_WIRE_RESPONSE_END || f->type == PP_WIRE_HIJACK ||
-       f->type == PP_WIRE_EARLY_HINTS))
+       f->type == PP_WIRE_EARLY_HINTS || f->type == PP_WIRE_WS_DONE))
     return timed_out_frame(w, f);
   pp_exchange *r = w->req;
+  if (f->type == PP_WIRE_WS_DONE) {
+    if (!r || r->id != f->request_id || !r->ws_event) {
+      pp_wlink_close(w, "WS_DONE for an event that is not running on this connection");
+      return -1;
+    }
+    on_ws_done(w, r, f);
+    return 0;
+  }
+  if (r && r->ws_event) {
+    pp_wlink_close(w, "a response frame while a WebSocket event runs");
+    return -1;
+  }
   switch (f->type) {
   case PP_WIRE_RESPONSE_HEAD:
   case PP_WIRE_RESPONSE_BODY:
@@ -638,7 +683,7 @@ static int timed_out_frame(wconn *w, const pp_wire_frame *f) {
     send_small(w, &out);
     return 0;
   }
-  if (f->type != PP_WIRE_RESPONSE_END) return 0;
+  if (f->type != PP_WIRE_RESPONSE_END && f->type != PP_WIRE_WS_DONE) return 0;
   LOG(ws, "worker %u (pid %u): the thread of timed-out request %" PRIu64 " is free again",
       w->slot.worker ? w->slot.worker->index : 0, w->pid, w->timed_out_id);
   w->timed_out_id = 0;
@@ -699,6 +744,7 @@ void pp_wlink_kill_worker(pp_workers *ws, pp_worker *wk, const char *why) {
     n = n->next;
     if (wc->hello && wc->pid == pid) pp_wlink_close(wc, "its worker is being killed");
   }
+  if (ws->hooks->worker_gone) ws->hooks->worker_gone(ws->srv, pid);
   /* No such process: it exited and nobody will report it (it never was, or no longer is, a
    * child anyone reaps for us): forget it now, as an EXITED would, so it is replaced. */
   if (gone) {

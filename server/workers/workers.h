@@ -71,6 +71,11 @@ typedef struct pp_workers {
   const pp_policy *policy; /* the controller's policy (ops/) */
   const int *draining;     /* the server's drain and stop flags (process/) */
   const int *stopping;
+  /* WebSocket commands from any worker connection (WS_SEND, WS_TAG, WS_BROADCAST,
+   * WS_CLOSE_CONN), handed to the layer that owns the connections (session/wsconn.c): NULL when
+   * the frame was taken, or why it breaks the protocol (the worker connection closes). */
+  const char *(*ws_command)(void *ctx, const pp_wire_frame *f);
+  void *ws_ctx;
 } pp_workers;
 
 /* Hands ws what it reaches outside its own layer (the fields above). */

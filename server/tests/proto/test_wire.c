@@ -141,6 +141,49 @@ static void test_roundtrip_all_types(void) {
   f.type = PP_WIRE_ADOPTED_EXITED, f.pid = 12, f.exit_status = INT32_MIN;
   roundtrip(&f);
 
+  /* WebSocket frames */
+  const uint8_t tag[] = "room:1", pre[] = "{\"m\":", suf[] = "}";
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_WS_OPEN, f.request_id = 5, f.conn_id = UINT64_MAX, f.t2b_ns = 1, f.t3_ns = 2;
+  f.route = PP_WIRE_WS_ROUTE_FLEXIBLE, f.protocol = tag, f.protocol_len = 6;
+  f.handler = pre, f.handler_len = 3;
+  f.tags.data = pairs.data, f.tags.len = pairs.len, f.tags.count = 2;
+  f.pairs.data = pairs.data, f.pairs.len = pairs.len, f.pairs.count = 2;
+  roundtrip(&f);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_WS_OPEN, f.request_id = 5, f.conn_id = 1; /* empty protocol, no pairs */
+  roundtrip(&f);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_WS_MESSAGE, f.request_id = 6, f.conn_id = 9, f.opcode = 2;
+  f.handler = suf, f.handler_len = 1;
+  f.data = body, f.data_len = sizeof body;
+  roundtrip(&f);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_WS_CLOSE, f.request_id = 7, f.conn_id = 9, f.code = 1006,
+  f.by = PP_WIRE_WS_BY_TRANSPORT;
+  roundtrip(&f);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_WS_DONE, f.request_id = 7, f.t4_ns = 3, f.t5_ns = 4, f.gvl_wait_ns = -1,
+  f.cpu_ns = 99;
+  roundtrip(&f);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_WS_SEND, f.conn_id = 9, f.opcode = 1, f.data = body, f.data_len = 2;
+  roundtrip(&f);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_WS_TAG, f.conn_id = 9, f.tag_op = PP_WIRE_WS_TAG_ADD, f.tag = tag, f.tag_len = 6,
+  f.prefix = pre, f.prefix_len = 5, f.suffix = suf, f.suffix_len = 1;
+  roundtrip(&f);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_WS_TAG, f.conn_id = 9, f.tag_op = PP_WIRE_WS_TAG_REMOVE_ALL;
+  roundtrip(&f);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_WS_BROADCAST, f.opcode = 1, f.tag = tag, f.tag_len = 6, f.data = body,
+  f.data_len = 1;
+  roundtrip(&f);
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_WS_CLOSE_CONN, f.conn_id = 9, f.code = 4000, f.data = tag, f.data_len = 6;
+  roundtrip(&f);
+
   /* Pairs iteration. */
   memset(&f, 0, sizeof f);
   f.pairs.data = pairs.data, f.pairs.len = pairs.len, f.pairs.count = 2;
@@ -256,7 +299,7 @@ static int pairs_from_json(json_t *arr, pp_buf *out, uint32_t *count) {
 }
 
 /* Builds a frame from the .json alone (not from the .bin). Returns 0 or -1 (unknown key). */
-static int frame_from_json(json_t *j, pp_wire_frame *f, pp_buf *pairs, pp_buf *data,
+static int frame_from_json(json_t *j, pp_wire_frame *f, pp_buf *pairs, pp_buf *data, pp_buf strs[4],
                            const char *file) {
   memset(f, 0, sizeof *f);
   const char *type = json_string_value(json_object_get(j, "type"));
@@ -314,10 +357,38 @@ static int frame_from_json(json_t *j, pp_wire_frame *f, pp_buf *pairs, pp_buf *d
       f->interval_ms = (uint32_t)u;
     else if (strcmp(key, "monitor_flags") == 0)
       f->monitor_flags = (uint32_t)u;
-    else if (strcmp(key, "env") == 0 || strcmp(key, "headers") == 0) {
+    else if (strcmp(key, "event_id") == 0)
+      f->request_id = u;
+    else if (strcmp(key, "t_ready_ns") == 0)
+      f->t2b_ns = u;
+    else if (strcmp(key, "conn_id") == 0)
+      f->conn_id = u;
+    else if (strcmp(key, "route") == 0)
+      f->route = (uint8_t)u;
+    else if (strcmp(key, "opcode") == 0)
+      f->opcode = (uint8_t)u;
+    else if (strcmp(key, "by") == 0)
+      f->by = (uint8_t)u;
+    else if (strcmp(key, "op") == 0)
+      f->tag_op = (uint8_t)u;
+    else if (strcmp(key, "code") == 0)
+      f->code = (uint16_t)u;
+    else if (strcmp(key, "tags") == 0) {
+      if (pairs_from_json(v, &strs[5], &f->tags.count)) return -1;
+    } else if (strcmp(key, "protocol_hex") == 0 || strcmp(key, "tag_hex") == 0 ||
+               strcmp(key, "prefix_hex") == 0 || strcmp(key, "suffix_hex") == 0 ||
+               strcmp(key, "handler_hex") == 0) {
+      pp_buf *b = strcmp(key, "protocol_hex") == 0 ? &strs[0]
+                  : strcmp(key, "tag_hex") == 0    ? &strs[1]
+                  : strcmp(key, "prefix_hex") == 0 ? &strs[2]
+                  : strcmp(key, "suffix_hex") == 0 ? &strs[3]
+                                                   : &strs[4];
+      if (hex_decode(json_string_value(v), b)) return -1;
+    } else if (strcmp(key, "env") == 0 || strcmp(key, "headers") == 0) {
       if (pairs_from_json(v, pairs, &f->pairs.count)) return -1;
     } else if (strcmp(key, "body_hex") == 0 || strcmp(key, "chunk_hex") == 0 ||
-               strcmp(key, "buffered_hex") == 0) {
+               strcmp(key, "buffered_hex") == 0 || strcmp(key, "data_hex") == 0 ||
+               strcmp(key, "reason_hex") == 0) {
       if (hex_decode(json_string_value(v), data)) return -1;
     } else {
       fprintf(stderr, "%s: unknown key %s\n", file, key);
@@ -328,6 +399,12 @@ static int frame_from_json(json_t *j, pp_wire_frame *f, pp_buf *pairs, pp_buf *d
   f->pairs.len = pairs->len;
   f->data = data->data;
   f->data_len = data->len;
+  f->protocol = strs[0].data, f->protocol_len = strs[0].len;
+  f->tag = strs[1].data, f->tag_len = strs[1].len;
+  f->prefix = strs[2].data, f->prefix_len = strs[2].len;
+  f->suffix = strs[3].data, f->suffix_len = strs[3].len;
+  f->handler = strs[4].data, f->handler_len = strs[4].len;
+  f->tags.data = strs[5].data, f->tags.len = strs[5].len;
   return 0;
 }
 
@@ -341,8 +418,19 @@ static int frames_equal(const pp_wire_frame *a, const pp_wire_frame *b) {
       a->t5_ns != b->t5_ns || a->body_read_ns != b->body_read_ns ||
       a->gvl_wait_ns != b->gvl_wait_ns || a->cpu_ns != b->cpu_ns || a->count != b->count ||
       a->grace_ms != b->grace_ms || a->boot_ns != b->boot_ns || a->exit_status != b->exit_status ||
-      a->interval_ms != b->interval_ms || a->monitor_flags != b->monitor_flags)
+      a->interval_ms != b->interval_ms || a->monitor_flags != b->monitor_flags ||
+      a->conn_id != b->conn_id || a->route != b->route || a->opcode != b->opcode ||
+      a->by != b->by || a->tag_op != b->tag_op || a->code != b->code)
     return 0;
+  if (a->tags.count != b->tags.count) return 0;
+  const uint8_t *as[6] = {a->protocol, a->tag, a->prefix, a->suffix, a->handler, a->tags.data};
+  const uint8_t *bs[6] = {b->protocol, b->tag, b->prefix, b->suffix, b->handler, b->tags.data};
+  size_t al[6] = {a->protocol_len, a->tag_len,     a->prefix_len,
+                  a->suffix_len,   a->handler_len, a->tags.len};
+  size_t bl[6] = {b->protocol_len, b->tag_len,     b->prefix_len,
+                  b->suffix_len,   b->handler_len, b->tags.len};
+  for (int i = 0; i < 6; i++)
+    if (al[i] != bl[i] || (al[i] && memcmp(as[i], bs[i], al[i]))) return 0;
   if (a->pairs.count != b->pairs.count || a->pairs.len != b->pairs.len) return 0;
   if (a->pairs.len && memcmp(a->pairs.data, b->pairs.data, a->pairs.len)) return 0;
   if (a->data_len != b->data_len) return 0;
@@ -394,11 +482,13 @@ static void test_golden_corpus(void) {
       ssize_t r = pp_wire_decode(&d, bytes, len, &got, NULL);
       if (r != (ssize_t)len) fprintf(stderr, "%s: decode returned %zd of %zu\n", e->d_name, r, len);
       CU_ASSERT_EQUAL_FATAL(r, (ssize_t)len);
-      pp_buf pairs, data;
+      pp_buf pairs, data, strs[6];
       pp_buf_init(&pairs);
       pp_buf_init(&data);
+      for (int i = 0; i < 6; i++)
+        pp_buf_init(&strs[i]);
       pp_wire_frame want;
-      CU_ASSERT_EQUAL_FATAL(frame_from_json(j, &want, &pairs, &data, e->d_name), 0);
+      CU_ASSERT_EQUAL_FATAL(frame_from_json(j, &want, &pairs, &data, strs, e->d_name), 0);
       int eq = frames_equal(&got, &want);
       if (!eq) fprintf(stderr, "%s: decoded frame differs from the .json\n", e->d_name);
       CU_ASSERT(eq);
@@ -411,6 +501,8 @@ static void test_golden_corpus(void) {
       if (len <= 4096) check_prefixes(bytes, len);
       pp_buf_dispose(&pairs);
       pp_buf_dispose(&data);
+      for (int i = 0; i < 6; i++)
+        pp_buf_dispose(&strs[i]);
     }
     json_decref(j);
     free(bytes);
@@ -436,7 +528,8 @@ static void test_random_input_never_crashes(void) {
     /* mostly plausible headers: a known type, zero reserved, a small length */
     static const uint8_t types[] = {0x01, 0x10, 0x11, 0x12, 0x13, 0x16, 0x17, 0x18, 0x19,
                                     0x20, 0x21, 0x22, 0x24, 0x26, 0x30, 0x31, 0x32, 0x33,
-                                    0x34, 0x35, 0x36, 0x37, 0x38, 0x39, 0x3a, 0x14, 0x00};
+                                    0x34, 0x35, 0x36, 0x37, 0x38, 0x39, 0x3a, 0x40, 0x41,
+                                    0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x14, 0x00};
     buf[0] = types[NEXT() % sizeof types];
     if (NEXT() % 8) buf[1] = buf[2] = buf[3] = 0;
     if (NEXT() % 8) pp_wire_put_u32(buf + 4, (uint32_t)(NEXT() % (len - 7)));
