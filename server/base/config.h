@@ -59,6 +59,7 @@ typedef struct pp_config {
   int listen_h3_count;     /* -listen-h3 (repeatable): HTTP/3 over QUIC (UDP) */
   int h3_retry;            /* -h3-retry: address validation by Retry before any state */
   int no_alt_svc;          /* -no-alt-svc: no Alt-Svc header for the HTTP/3 listener */
+  int no_extended_connect; /* -no-extended-connect: no RFC 8441 / 9220 on HTTP/2 and HTTP/3 */
   int request_start;       /* -request-start: PP_REQUEST_START_KEEP (default), _REPLACE, _OFF */
   int early_hints;         /* -early-hints: offer rack.early_hints (103) to the app */
   const char *tls_cert;    /* -tls-cert (PEM, chain included; NULL: a development cert) */

@@ -234,6 +234,7 @@ int pp_h2conn_start(client *c, pp_exchange *upgraded, const uint8_t *settings, s
   lim.max_header_list = s->cfg->max_header_bytes;
   lim.max_body_bytes = s->cfg->max_body_bytes;
   lim.date = s->wall->date;
+  lim.connect_protocol = !s->cfg->no_extended_connect;
   int rc = upgraded
                ? pp_h2_init_upgrade(h, &h2_callbacks, &lim, c, settings, len, upgraded->head_method)
                : pp_h2_init(h, &h2_callbacks, &lim, c);

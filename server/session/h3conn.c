@@ -645,6 +645,7 @@ int pp_h3conn_open_all(pp_sessions *s, const char *cert, const char *key) {
     hc.limits.max_header_list = cfg->max_header_bytes;
     hc.limits.max_body_bytes = cfg->max_body_bytes;
     hc.limits.idle_timeout_ns = cfg->keepalive_timeout_ns;
+    hc.limits.connect_protocol = !cfg->no_extended_connect;
     if (getrandom(hc.secret, sizeof hc.secret, 0) != (ssize_t)sizeof hc.secret) {
       LOG_ERR(s, "HTTP/3: getrandom: %s", strerror(errno));
       close(l->fd);
