@@ -34,6 +34,7 @@ void pp_config_defaults(pp_config *c) {
   c->write_timeout_ns = 60ull * 1000000000;
   c->drain_timeout_ns = 30ull * 1000000000;
   c->request_timeout_ns = 0;
+  c->ws_ping_interval_ns = 30000000000ull;
   c->worker_kill_grace_ns = 5ull * 1000000000;
   c->worker_timeout_ns = 60ull * 1000000000;
   c->worker_boot_timeout_ns = 60ull * 1000000000;
@@ -219,6 +220,12 @@ void pp_config_usage(FILE *out) {
         "                         no WebSockets over them (RFC 8441, RFC 9220)\n"
         "  -early-hints           offer rack.early_hints: the app's 103 Early Hints are sent\n"
         "                         (HTTP/1.1, HTTP/2, HTTP/3; puma's early_hints)\n"
+        "  -ws-max-message SIZE   largest WebSocket message, after inflation (default 1m;\n"
+        "                         at most 4m - 512): 1009 beyond\n"
+        "  -ws-ping-interval DUR  ping a WebSocket idle this long; close it when the ping is\n"
+        "                         not answered within as long again (default 30s; 0 = never)\n"
+        "  -ws-close-timeout DUR  wait this long for the peer's Close (default 5s)\n"
+        "  -ws-no-deflate         never accept permessage-deflate (RFC 7692)\n"
         "  -request-start MODE    X-Request-Start t=<us since the epoch> of the moment the\n"
         "                         request was queued, in the env: keep (default: added when\n"
         "                         the request has none), replace (a client's is dropped), off\n"
@@ -330,7 +337,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     if (!strcmp(key, "quiet") || !strcmp(key, "autoscale") || !strcmp(key, "shed") ||
         !strcmp(key, "h2c") || !strcmp(key, "no-h2") || !strcmp(key, "h3-retry") ||
         !strcmp(key, "no-alt-svc") || !strcmp(key, "print-policy") || !strcmp(key, "early-hints") ||
-        !strcmp(key, "no-extended-connect")) {
+        !strcmp(key, "no-extended-connect") || !strcmp(key, "ws-no-deflate")) {
       int on = 1;
       if (value) {
         if (!strcmp(value, "true") || !strcmp(value, "1"))
@@ -360,6 +367,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
         c->print_policy = on;
       else if (!strcmp(key, "early-hints"))
         c->early_hints = on;
+      else if (!strcmp(key, "ws-no-deflate"))
+        c->ws_no_deflate = on;
       else
         c->shed = on;
       continue;
@@ -471,6 +480,14 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     else if (!strcmp(key, "request-timeout"))
       bad = pp_duration_parse(value, &c->request_timeout_ns) ||
             (c->request_timeout_ns && c->request_timeout_ns < 1000000);
+    else if (!strcmp(key, "ws-max-message"))
+      bad = pp_size_parse(value, &c->ws_max_message) || c->ws_max_message < 125 ||
+            c->ws_max_message > (4u << 20) - 512;
+    else if (!strcmp(key, "ws-ping-interval"))
+      bad = pp_duration_parse(value, &c->ws_ping_interval_ns) ||
+            (c->ws_ping_interval_ns && c->ws_ping_interval_ns < 100000000);
+    else if (!strcmp(key, "ws-close-timeout"))
+      bad = pp_duration_parse(value, &c->ws_close_timeout_ns) || c->ws_close_timeout_ns < 10000000;
     else if (!strcmp(key, "worker-kill-grace"))
       bad = pp_duration_parse(value, &c->worker_kill_grace_ns);
     else if (!strcmp(key, "worker-timeout"))

@@ -516,6 +516,15 @@ int pp_ws_send(pp_ws *ws, pp_ws_opcode op, const uint8_t *data, size_t len) {
   return 0;
 }
 
+int pp_ws_send_encoded(pp_ws *ws, const uint8_t *frames, size_t n, size_t payload_len) {
+  if (ws->close_sent) return PP_WS_ECLOSED;
+  if (pp_ws_pending(ws) >= ws->limits->max_pending_bytes) return PP_WS_EFULL;
+  pp_buf_append(&ws->out, frames, n);
+  ws->messages_out++;
+  ws->bytes_out += payload_len;
+  return 0;
+}
+
 int pp_ws_ping(pp_ws *ws, const uint8_t *data, size_t len) {
   if (len > 125 || (len && !data)) return PP_WS_EINVAL;
   if (ws->close_sent) return PP_WS_ECLOSED;

@@ -222,6 +222,12 @@ ssize_t pp_ws_feed(pp_ws *ws, const uint8_t *data, size_t len);
  * "Backpressure") or PP_WS_EZLIB. */
 int pp_ws_send(pp_ws *ws, pp_ws_opcode op, const uint8_t *data, size_t len);
 
+/* Queues one message already encoded as server frames (pp_ws_frame_write, RSV1 clear: sent
+ * uncompressed, which RFC 7692 allows per message) of payload_len bytes: fan-out encodes a
+ * broadcast once and hands the same bytes to every subscriber. The caller checked the opcode
+ * and UTF-8. Returns 0, PP_WS_ECLOSED or PP_WS_EFULL, as pp_ws_send. */
+int pp_ws_send_encoded(pp_ws *ws, const uint8_t *frames, size_t n, size_t payload_len);
+
 /* Queues a ping (at most 125 bytes). Returns 0, PP_WS_ECLOSED, PP_WS_EINVAL or PP_WS_EFULL. */
 int pp_ws_ping(pp_ws *ws, const uint8_t *data, size_t len);
 

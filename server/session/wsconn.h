@@ -151,14 +151,14 @@ void pp_wshub_init(pp_wshub *h, uv_loop_t *loop, const pp_config *cfg, pp_core *
 /* Closes every connection with 1001 (going away): the server stops. */
 void pp_wshub_shutdown(pp_wshub *h);
 
-/* The app accepted (a): a connection over io/t, its codec with the agreed permessage-deflate
- * parameters (pmd NULL: none), WS_OPEN queued with the upgrade request's env pairs (env,
- * count: as its REQUEST carried them), sticky to worker pid when a->route is sticky, tagged
- * with the 101's puma-plus-websocket-tags f (pairs of the RESPONSE_HEAD). NULL when the codec
- * could not start (zlib): the owner closes the transport. */
+/* The app accepted (a) the upgrade request x (still running on its worker: the response
+ * head `head` is being handled): a connection over io/t with its codec (permessage-deflate
+ * with pmd, or NULL: none), tagged with head's puma-plus-websocket-tags, sticky to x's worker
+ * when a->route is sticky, and its WS_OPEN queued with x's env pairs (as its REQUEST carried
+ * them). NULL when the codec could not start (zlib): the owner answers 500. */
 pp_wsconn *pp_wsconn_open(pp_wshub *h, const pp_wsconn_io *io, void *t, const pp_ws_accept *a,
-                          const pp_wire_frame *head, uint32_t pid, const pp_ws_pmd_params *pmd,
-                          const uint8_t *env, size_t env_len, uint32_t env_count);
+                          const pp_wire_frame *head, const pp_exchange *x,
+                          const pp_ws_pmd_params *pmd);
 void pp_wsconn_feed(pp_wsconn *c, const uint8_t *p, size_t n);
 void pp_wsconn_drained(pp_wsconn *c);
 void pp_wsconn_gone(pp_wsconn *c);
