@@ -29,6 +29,7 @@ void pp_sessions_init(pp_sessions *s, server *srv, uv_loop_t *loop, const pp_con
   s->core = core;
   s->hooks = hooks;
   s->draining = draining;
+  pp_wshub_init(&s->wshub, loop, cfg, core, xpool);
 }
 
 /* The read buffer of a connection that holds none (c->rbuf is never NULL, so that
@@ -404,6 +405,7 @@ static client *client_new(pp_sessions *s, listener *ls) {
   c->h2out = h2out, c->h2out.len = 0;
   c->h2hdrs = h2hdrs, c->h2hdrs.len = 0;
   pp_queue_init(&c->streams);
+  pp_queue_init(&c->h2ws);
   c->sess = s;
   c->ls = ls;
   if (ls->addr.is_unix)

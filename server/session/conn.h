@@ -25,6 +25,7 @@
 #include "server/core/core.h"
 #include "server/base/queue.h"
 #include "server/net/transport.h"
+#include "server/session/wsconn.h"
 
 #define PP_CLIENT_RBUF      16384 /* per-client read buffer */
 #define PP_FREE_CLIENTS_MAX 1024  /* closed client structs kept for reuse */
@@ -90,6 +91,7 @@ struct client {
   struct pp_h2 *h2;
   struct pp_h2_stats *h2_seen; /* the session's counters already added to the server's */
   pp_queue streams;
+  pp_queue h2ws; /* its WebSocket tunnels (RFC 8441; pp_h2h3_ws.link, h2h3.h) */
   pp_buf h2out, h2hdrs;
   int h2c_upgrade;         /* the current h1 request asked for Upgrade: h2c and may switch */
   int read_paused;         /* h2: the client does not read our output, so we stop reading it */
@@ -121,6 +123,7 @@ struct pp_sessions {
   uint8_t *rbuf_pool[64];
   int rbuf_pool_n;
   char alt_svc[64]; /* the Alt-Svc value while an HTTP/3 listener is open, else "" */
+  pp_wshub wshub;   /* WebSockets owned by the server (wsconn.h) */
   struct pp_h3_listener *h3[PP_MAX_LISTEN]; /* -listen-h3 (h3conn.c) */
   int h3_count;
   pp_tls_ctx tls_ctx; /* for -listen-tls (tls_enabled) */
