@@ -376,6 +376,10 @@ size_t pp_h3_pending_total(pp_h3_conn *conn);
  * (MAX_STREAM_DATA, MAX_DATA) extended by n. Capped at what was delivered and not consumed. */
 void pp_h3_consume(pp_h3_conn *conn, int64_t stream_id, size_t n);
 
+/* Replaces the owner's pointer of a stream it holds (later callbacks get stream_data); nothing
+ * for an unknown stream or one no longer the owner's. */
+void pp_h3_set_stream_data(pp_h3_conn *conn, int64_t stream_id, void *stream_data);
+
 /* Resets the stream both ways (RESET_STREAM + STOP_SENDING with error_code, an HTTP/3 code
  * such as H3_REQUEST_CANCELLED 0x10c). on_close follows with that code. */
 void pp_h3_reset(pp_h3_conn *conn, int64_t stream_id, uint64_t error_code);

@@ -686,6 +686,11 @@ void pp_h3_consume(pp_h3_conn *c, int64_t stream_id, size_t n) {
   pp_h3__conn_want(c);
 }
 
+void pp_h3_set_stream_data(pp_h3_conn *c, int64_t stream_id, void *stream_data) {
+  pp_h3_stream *s = owned_stream(c, stream_id);
+  if (s) s->owner_data = stream_data;
+}
+
 void pp_h3_reset(pp_h3_conn *c, int64_t stream_id, uint64_t error_code) {
   pp_h3_stream *s = owned_stream(c, stream_id);
   if (!s) return;
