@@ -29,8 +29,9 @@ class TestWire < Minitest::Test
     h = { "type" => name }
     frame.each_pair do |k, v|
       case k
-      when :body, :chunk, :buffered then h["#{k}_hex"] = v.unpack1("H*")
-      when :env, :headers
+      when :body, :chunk, :buffered, :data, :reason, :protocol, :tag, :prefix, :suffix, :handler
+        h["#{k}_hex"] = v.unpack1("H*")
+      when :env, :headers, :tags
         assert_equal 0, v.size % 2
         h[k.to_s] = v.each_slice(2).map { |a, b| [a.b, b.b] }
       else h[k.to_s] = v
@@ -239,6 +240,32 @@ class TestWire < Minitest::Test
       refute_nil errors[0]
       assert_equal errors[0], errors[1]
     end
+  end
+
+  # The WebSocket encoders the worker uses give the generic encoder's bytes (with the C
+  # extension too, in TestWireNative), and the corpus's WS_DONE.
+  def test_ws_encoders_match_generic_encoder
+    out = "".b
+    W.append_ws_done(out, 44, 6_000_002_000, 6_000_052_000, -1, 41_000)
+    assert_equal File.binread(File.join(CORPUS_DIR, "ws-done.bin")), out
+    out = "".b
+    W.append_ws_send(out, 7, W::WS_TEXT, "h\u00e9")
+    W.append_ws_broadcast(out, W::WS_BINARY, "room:1", "\x00\xff".b)
+    W.append_ws_tag(out, 7, W::WS_TAG_ADD, "room:1", "{", "}")
+    W.append_ws_close_conn(out, 7, 4001, "bye")
+    exp = W.encode(W::WsSend.new(7, 1, "h\u00e9".b)) + W.encode(W::WsBroadcast.new(2, "room:1".b, "\x00\xff".b)) +
+          W.encode(W::WsTag.new(7, 0, "room:1".b, "{".b, "}".b)) + W.encode(W::WsCloseConn.new(7, 4001, "bye".b))
+    assert_equal exp, out
+    frames = []
+    pos = 0
+    while (r = W.decode(out, pos))
+      frames << r[0]
+      pos += r[1]
+    end
+    assert_equal [W::WsSend, W::WsBroadcast, W::WsTag, W::WsCloseConn], frames.map(&:class)
+    assert_equal "h\u00e9".b, frames[0].data
+    assert_raises(ArgumentError) { W.append_ws_send(+"".b, 1, 1, "x" * W::MAX_PAYLOAD) }
+    assert_raises(ArgumentError) { W.append_ws_broadcast(+"".b, 1, "t", "x" * W::MAX_PAYLOAD) }
   end
 
   def test_full_u64_range_round_trips
@@ -455,5 +482,53 @@ class TestWireNative < TestWire
   ensure
     a&.close
     b&.close unless b&.closed?
+  end
+end
+
+# The C extension's WebSocket functions against the Ruby reference: WS_MESSAGE payloads of the
+# corpus, every truncation and mutations of them decode to equal frames or the same
+# ProtocolError; the encoders give the same bytes for random inputs.
+class TestWireNativeWs < Minitest::Test
+  W = PumaPlus::Wire
+
+  def setup = PumaTestCodec.use(:native)
+
+  def teardown = PumaTestCodec.restore
+
+  def test_native_ws_functions_match_the_ruby_reference
+    payloads = Dir[File.join(CORPUS_DIR, "*ws-message*.bin")].map { |f| File.binread(f).byteslice(8..) }
+    assert_operator payloads.size, :>=, 3
+    rng = Random.new(23)
+    inputs = payloads.flat_map { |p| (0..[p.bytesize, 40].min).map { |n| p.byteslice(0, n) } }
+    payloads.each { |p| 100.times { m = p.dup; 2.times { m.setbyte(rng.rand(m.bytesize), rng.rand(256)) }; inputs << m } }
+    inputs.each do |input|
+      want = begin
+        W.ruby_decode_ws_message(input)
+      rescue W::ProtocolError => e
+        e
+      end
+      got = begin
+        W.native_decode_ws_message(input)
+      rescue W::ProtocolError => e
+        e
+      end
+      if want.is_a?(W::ProtocolError)
+        assert_equal [want.reason, want.message], [got.reason, got.message]
+      else
+        assert_equal want, got
+      end
+    end
+    200.times do
+      id = rng.rand(2**64)
+      data = Random.bytes(rng.rand(0..300))
+      tag = Random.bytes(rng.rand(0..40))
+      op = rng.rand(1..2)
+      assert_equal W.ruby_append_ws_send(+"p".b, id, op, data), W.native_append_ws_send(+"p".b, id, op, data)
+      assert_equal W.ruby_append_ws_broadcast(+"p".b, op, tag, data), W.native_append_ws_broadcast(+"p".b, op, tag, data)
+      t = Array.new(4) { rng.rand(2**63) }
+      assert_equal W.ruby_append_ws_done(+"".b, id, t[0], t[1], -1, t[3]), W.native_append_ws_done(+"".b, id, t[0], t[1], -1, t[3])
+    end
+    utf8 = "caf\u00e9"
+    assert_equal W.ruby_append_ws_send(+"".b, 1, 1, utf8), W.native_append_ws_send(+"".b, 1, 1, utf8)
   end
 end

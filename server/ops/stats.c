@@ -395,6 +395,71 @@ static void json_h3(pp_ops *op, json_t *root) {
 static void json_tls(pp_ops *op, json_t *root) {
   pp_conn_tls_stats_json(op->sess, root);
 }
+/* "websocket": connections the server owns, their events through the queue, messages and
+ * bytes both ways, fan-out, and closes by code (docs/WEBSOCKET.md "Counters"). */
+static const char *const ws_close_names[17] = {"1000", "1001", "1002", "1003", "1004", "1005",
+                                               "1006", "1007", "1008", "1009", "1010", "1011",
+                                               "1012", "1013", "1014", "1015", "other"};
+static void json_websocket(pp_ops *op, json_t *root) {
+  const pp_stats *st = &op->core->stats;
+  json_t *w = json_object();
+#define WS_INT(k, v) json_object_set_new(w, k, json_integer((json_int_t)(v)))
+  WS_INT("open", st->ws.open);
+  WS_INT("opened", st->ws.opened);
+  WS_INT("closed", st->ws.closed);
+  WS_INT("events", st->ws.events);
+  WS_INT("events_lost", st->ws.events_lost);
+  WS_INT("messages_in", st->ws.messages_in);
+  WS_INT("messages_out", st->ws.messages_out);
+  WS_INT("bytes_in", st->ws.bytes_in);
+  WS_INT("bytes_out", st->ws.bytes_out);
+  WS_INT("broadcasts", st->ws.broadcasts);
+  WS_INT("fanout", st->ws.fanout);
+  WS_INT("unknown_conn", st->ws.unknown_conn);
+  WS_INT("slow_reader_closes", st->ws.slow_reader_closes);
+  WS_INT("worker_gone_closes", st->ws.worker_gone_closes);
+#undef WS_INT
+  json_t *closes = json_object();
+  for (int i = 0; i < 17; i++)
+    if (st->ws.closes[i])
+      json_object_set_new(closes, ws_close_names[i], json_integer((json_int_t)st->ws.closes[i]));
+  json_object_set_new(w, "closes", closes);
+  json_object_set_new(w, "queue", summary(&st->ws.queue.lifetime));
+  json_object_set_new(root, "websocket", w);
+}
+
+static void prom_hist(pp_buf *b, const char *name, const char *help, const pp_hist *h);
+
+static void metrics_websocket(pp_ops *op, pp_buf *out) {
+  const pp_stats *st = &op->core->stats;
+  pp_prom_gauge(out, "puma_plus_websocket_connections",
+                "WebSocket connections the server holds open.", (double)st->ws.open);
+  pp_prom_counter(out, "puma_plus_websocket_opened_total", "WebSocket connections accepted.",
+                  st->ws.opened);
+  pp_prom_counter(out, "puma_plus_websocket_messages_in_total",
+                  "WebSocket messages received from clients.", st->ws.messages_in);
+  pp_prom_counter(out, "puma_plus_websocket_messages_out_total",
+                  "WebSocket messages queued to clients (a broadcast counts once per subscriber).",
+                  st->ws.messages_out);
+  pp_prom_counter(out, "puma_plus_websocket_bytes_in_total",
+                  "WebSocket message payload bytes received (after inflation).", st->ws.bytes_in);
+  pp_prom_counter(out, "puma_plus_websocket_bytes_out_total",
+                  "WebSocket message payload bytes sent (before deflation).", st->ws.bytes_out);
+  pp_prom_counter(out, "puma_plus_websocket_broadcasts_total", "WS_BROADCAST frames from workers.",
+                  st->ws.broadcasts);
+  pp_prom_counter(out, "puma_plus_websocket_fanout_total",
+                  "Messages written to subscribers by broadcasts.", st->ws.fanout);
+  pp_prom_appendf(out, "# HELP puma_plus_websocket_closes_total WebSocket connections closed, by "
+                       "close code.\n# TYPE puma_plus_websocket_closes_total counter\n");
+  for (int i = 0; i < 17; i++)
+    if (st->ws.closes[i])
+      pp_prom_appendf(out, "puma_plus_websocket_closes_total{code=\"%s\"} %" PRIu64 "\n",
+                      ws_close_names[i], st->ws.closes[i]);
+  prom_hist(out, "puma_plus_websocket_event_queue_seconds",
+            "Queue time of WebSocket events (open, message, close) before a slot took them.",
+            &st->ws.queue.lifetime);
+}
+
 static void json_access_log(pp_ops *op, json_t *root) {
   pp_access_log_stats_json(op->access_log, root);
 }
@@ -403,9 +468,9 @@ static void json_access_log(pp_ops *op, json_t *root) {
  * (phased.c, h2conn.c, h3conn.c, conn.c, dashboard.c), the rest here from the registry, the
  * queue, the counters and the controller. */
 static const json_part stats_parts[] = {
-    json_head,       json_phased, json_workers, json_queue,      json_requests,
-    json_h2,         json_h3,     json_tls,     json_controller, pp_dashboard_stats_json,
-    json_access_log,
+    json_head,       json_phased,    json_workers, json_queue,      json_requests,
+    json_h2,         json_h3,        json_tls,     json_controller, pp_dashboard_stats_json,
+    json_access_log, json_websocket,
 };
 
 void pp_stats_json(pp_ops *op, int pretty, pp_buf *out) {
@@ -630,9 +695,9 @@ static void metrics_access_log(pp_ops *op, pp_buf *out) {
 }
 
 /* The /metrics text, in this order; phased.c and dashboard.c write their own lines. */
-static const metrics_part metrics_parts[] = {metrics_core,        metrics_phased,
-                                             metrics_requests,    pp_dashboard_metrics,
-                                             metrics_last_action, metrics_access_log};
+static const metrics_part metrics_parts[] = {
+    metrics_core,        metrics_phased,     metrics_requests, pp_dashboard_metrics,
+    metrics_last_action, metrics_access_log, metrics_websocket};
 
 void pp_stats_metrics(pp_ops *op, pp_buf *out) {
   for (size_t i = 0; i < sizeof metrics_parts / sizeof metrics_parts[0]; i++)

@@ -179,6 +179,7 @@ static void on_tick(uv_timer_t *t) {
   pp_hist_window_roll(&st->ttfb);
   pp_hist_window_roll(&st->total);
   pp_hist_window_roll(&st->body_wait);
+  pp_hist_window_roll(&st->ws.queue);
   st->arrivals_window = st->completions_window = st->shed_window = st->timeouts_window = 0;
   /* After a spike of connections, the structs and buffers freed beyond the pools sit in the
    * heap's middle, where free() alone never returns them: hand those pages back. */
@@ -201,6 +202,11 @@ static void on_activated_dispatch(server *s, pp_worker *w, int64_t enqueued_ns) 
   pp_autoscale_note_dispatch(&s->ops, w, enqueued_ns);
 }
 
+/* The worker link's worker_gone hook: sticky WebSockets of that worker close with 1012. */
+static void on_worker_gone(server *s, uint32_t pid) {
+  pp_wshub_worker_gone(&s->sess.wshub, pid);
+}
+
 /* The control app (ops/) as the -control listener's local app: pp_control_app, and
  * pp_dashboard_subscribe for /stats/stream, each given the ops layer's context. */
 static void control_handle(server *s, const pp_local_request *rq, pp_local_response *out) {
@@ -221,6 +227,7 @@ static void server_init(server *s, pp_config *cfg) {
   s->hooks.slot_free = on_slot_free;
   s->hooks.drain_progress = pp_drain_check;
   s->hooks.activated_dispatch = on_activated_dispatch;
+  s->hooks.worker_gone = on_worker_gone;
   s->hooks.exit = pp_server_exit;
   s->hooks.stop_soon = pp_lifecycle_stop_soon;
   s->hooks.hot_restart = pp_restart_begin;
@@ -248,6 +255,8 @@ static void server_init(server *s, pp_config *cfg) {
   pp_sessions_init(&s->sess, s, s->loop, cfg, &s->net, &s->xpool, &s->core, &s->hooks,
                    &s->draining);
   s->sess.wall = &s->wall;
+  s->workers.ws_command = pp_wshub_command;
+  s->workers.ws_ctx = &s->sess.wshub;
   s->core.wall = &s->wall;
   s->xpool.hooks = &s->hooks;
   pp_queue_init(&s->workers.wconns);
@@ -259,6 +268,7 @@ static void server_init(server *s, pp_config *cfg) {
   pp_hist_window_init(&s->core.stats.ttfb);
   pp_hist_window_init(&s->core.stats.total);
   pp_hist_window_init(&s->core.stats.body_wait);
+  pp_hist_window_init(&s->core.stats.ws.queue);
   pp_hist_init(&s->core.stats.queue_last);
   pp_hist_init(&s->core.stats.service_last);
   pp_hist_init(&s->core.stats.ttfb_last);

@@ -105,6 +105,11 @@ struct client {
   uint32_t sse_heartbeat_s;
   int64_t sse_last_write_ns;
   const struct pp_sse_ops *sse_ops; /* how dashboard.c writes to it (h1conn.c's) */
+  /* WebSockets (h1conn.c): the checked handshake of the request being served, when it asked
+   * for Upgrade: websocket; the connection once the app accepted it (then c->proto is the
+   * WebSocket one after the upgrade's RESPONSE_END). */
+  struct pp_h1ws *ws_hs;
+  pp_wsconn *wsc;
 };
 
 #define PP_TLS_READ_BUF 65536 /* ciphertext read at once (decrypted before the next read) */
@@ -140,6 +145,7 @@ struct pp_sessions {
   const int *draining;      /* the process is draining: no keep-alive, GOAWAY */
   server *srv;              /* handed to the hooks and the local app; never read here */
   const pp_wallclock *wall; /* the Date value (base/wallclock.h), kept by the process layer */
+  pp_wshub wshub;           /* WebSockets owned by the server (wsconn.h) */
 };
 
 /* Sets up s's lists and what it is handed (conn.c). */

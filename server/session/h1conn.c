@@ -7,6 +7,7 @@
  * write, keep-alive, and the short discard after a graceful close. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -158,7 +159,9 @@ static void client_fail(client *c, int status, const char *reason) {
   }
   uv_read_stop(&c->h.stream);
   c->reading = 0;
-  const char *extra = status == 503 ? "Retry-After: 1\r\n" : NULL;
+  const char *extra = status == 503   ? "Retry-After: 1\r\n"
+                      : status == 426 ? "Sec-WebSocket-Version: 13\r\n"
+                                      : NULL;
   simple_response(c, status, "text/plain", extra, body, (size_t)n, 1, head_method);
   c->close_after_write = 1;
   pp_conn_flush(c);
@@ -260,6 +263,60 @@ static int wants_h2c(client *c, const pp_h1 *h) {
   return settings == 1;
 }
 
+/* ---------------------------------------------------------------- WebSockets */
+
+/* The handshake of a request that asked for Upgrade: websocket (docs/WEBSOCKET.md): checked
+ * before the app sees it, kept until its response (the accept key, the deflate agreement and
+ * the client's subprotocols). */
+typedef struct pp_h1ws {
+  pp_ws_handshake hs;
+  char *offered; /* Sec-WebSocket-Protocol as sent (copied), or NULL */
+  size_t offered_len;
+} pp_h1ws;
+
+static void ws_hs_free(client *c) {
+  if (!c->ws_hs) return;
+  pp_ws_handshake_dispose(&c->ws_hs->hs);
+  free(c->ws_hs->offered);
+  free(c->ws_hs);
+  c->ws_hs = NULL;
+}
+
+/* Does any Upgrade field line name websocket? */
+static int wants_websocket(const pp_h1 *h) {
+  for (uint32_t i = 0; i < h->header_count; i++)
+    if (h->name[i].len == 7 &&
+        !strncasecmp((const char *)h->raw.data + h->name[i].off, "upgrade", 7) &&
+        list_has(h->raw.data + h->value[i].off, h->value[i].len, "websocket"))
+      return 1;
+  return 0;
+}
+
+/* 0 (c->ws_hs holds the accepted handshake), or the status to refuse it with (400, 426). */
+static int ws_handshake(client *c, pp_h1 *h) {
+  ws_hs_free(c);
+  pp_h1ws *w = pp_xmalloc(sizeof *w);
+  memset(w, 0, sizeof *w);
+  pp_ws_handshake_init(&w->hs, PP_WS_HS_HTTP1);
+  const char *m = llhttp_method_name((llhttp_method_t)h->method);
+  pp_ws_handshake_request_line(&w->hs, (const uint8_t *)m, strlen(m), h->http_major, h->http_minor);
+  for (uint32_t i = 0; i < h->header_count; i++)
+    pp_ws_handshake_field(&w->hs, h->raw.data + h->name[i].off, h->name[i].len,
+                          h->raw.data + h->value[i].off, h->value[i].len);
+  c->ws_hs = w;
+  int status = pp_ws_handshake_check(&w->hs, &c->sess->wshub.pmd);
+  if (status) {
+    h->reason = w->hs.reason;
+    return status;
+  }
+  if (w->hs.subprotocols) {
+    w->offered = pp_xmalloc(w->hs.subprotocols_len + 1);
+    memcpy(w->offered, w->hs.subprotocols, w->hs.subprotocols_len);
+    w->offered_len = w->hs.subprotocols_len;
+  }
+  return 0;
+}
+
 static int on_h1_headers(pp_h1 *h) {
   client *c = h->data;
   pp_sessions *s = c->sess;
@@ -291,6 +348,11 @@ static int on_h1_headers(pp_h1 *h) {
     r->local_status = refuse;
     return 0;
   }
+  ws_hs_free(c);
+  if (wants_websocket(h)) {
+    int st = ws_handshake(c, h);
+    if (st) return st; /* answered by the server (client_fail; 426 names version 13) */
+  }
   pp_exchange_env_begin(r);
   pp_h1_conninfo ci = {c->remote,
                        c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
@@ -302,6 +364,12 @@ static int on_h1_headers(pp_h1 *h) {
                        s->cfg->trusted,
                        s->cfg->trusted_count};
   uint32_t pairs = pp_h1_build_env(h, &ci, r->id, &r->head);
+  if (c->ws_hs) { /* the app may accept it (docs/RACK.md "WebSockets") */
+    pp_env_put_pair(&r->head, "puma_plus.websocket?", 20, "true", 4);
+    pp_env_put_pair(&r->head, "puma_plus.websocket.protocols", 29,
+                    c->ws_hs->offered ? c->ws_hs->offered : "", c->ws_hs->offered_len);
+    pairs += 2;
+  }
   pp_exchange_env_end(r, pairs, h->has_content_length ? (int64_t)h->content_length : -1);
   int has_body = (h->has_content_length && h->content_length > 0) || h->chunked;
   c->h2c_upgrade = !has_body && wants_h2c(c, h);
@@ -529,8 +597,18 @@ static int h1_idle(const client *c) {
          c->writes_in_flight == 0;
 }
 
+/* The handle closed: a WebSocket on it (accepted, or running) learns its transport is gone. */
+static void h1_dispose(client *c) {
+  if (c->wsc) {
+    pp_wsconn *w = c->wsc;
+    c->wsc = NULL;
+    pp_wsconn_gone(w);
+  }
+  ws_hs_free(c);
+}
+
 static const pp_client_proto h1_proto = {h1_process, h1_on_written, h1_arm_timer,
-                                         h1_idle,    NULL,          NULL};
+                                         h1_idle,    NULL,          h1_dispose};
 
 void pp_h1conn_start(client *c) {
   c->proto = &h1_proto;
@@ -565,6 +643,169 @@ static int64_t app_content_length(const uint8_t *v, uint32_t vl) {
  * on a 204 is dropped. The body is then held to the Content-Length sent (x_body, x_end). The
  * app can never add a header line or end the head: every line written is name ": " value
  * CRLF with a token name and a value free of CR and LF. */
+/* ---------------------------------------------------------------- WebSocket transport */
+
+static void ws_arm_timer(client *c);
+
+/* The WebSocket's pp_wsconn_io on an HTTP/1.1 connection (wsconn.h). */
+static int ws_io_write(void *t, const uint8_t *p, size_t n) {
+  client *c = t;
+  if (c->closing || c->close_after_write) return -1;
+  pp_conn_out(c, p, n);
+  pp_conn_flush(c);
+  return 0;
+}
+static size_t ws_io_unsent(void *t) {
+  const client *c = t;
+  return c->write_bytes;
+}
+static void ws_io_pause(void *t, int pause) {
+  client *c = t;
+  c->read_paused = pause;
+  pp_conn_update_reading(c);
+}
+/* The server closes TCP first (RFC 6455 §7.1.1), once its Close is written: a half-close,
+ * then the short read-and-discard of every graceful close. */
+static void ws_io_close(void *t) {
+  client *c = t;
+  if (c->closing) return;
+  c->close_after_write = 1;
+  pp_conn_flush(c);
+  if (c->writes_in_flight == 0 && !c->req) pp_conn_close_graceful(c);
+}
+static const pp_wsconn_io h1_ws_io = {ws_io_write, ws_io_unsent, ws_io_pause, ws_io_close};
+
+/* The client's bytes go to the WebSocket. */
+static void ws_process(client *c) {
+  if (c->in_parse || c->closing || !c->wsc) return;
+  pp_conn_take_plain(c);
+  while (c->rpos < c->rlen && !c->closing && c->wsc) {
+    size_t n = c->rlen - c->rpos;
+    c->in_parse = 1;
+    pp_wsconn_feed(c->wsc, c->rbuf + c->rpos, n);
+    c->in_parse = 0;
+    c->rpos += n;
+    pp_conn_take_plain(c);
+  }
+  if (c->closing) return;
+  c->rpos = c->rlen = 0;
+  pp_conn_rbuf_release(c);
+  pp_conn_update_reading(c);
+  ws_arm_timer(c);
+}
+
+static void ws_on_written(client *c) {
+  if (c->close_after_write) {
+    if (c->writes_in_flight == 0)
+      pp_conn_close_graceful(c);
+    else
+      ws_arm_timer(c);
+    return;
+  }
+  if (c->wsc) pp_wsconn_drained(c->wsc);
+  ws_arm_timer(c);
+}
+
+static void on_ws_timer(uv_timer_t *t) {
+  pp_conn_timer_common(t->data); /* the discard after closing, or a write stalled too long */
+}
+
+/* Only writes (-write-timeout) and the discard after closing are timed here: the hub pings
+ * idle WebSockets and times the close handshake. */
+static void ws_arm_timer(client *c) {
+  if (c->closing) return;
+  uint64_t ms;
+  if (c->discarding)
+    ms = 2000;
+  else if (c->writes_in_flight > 0)
+    ms = c->sess->cfg->write_timeout_ns / 1000000;
+  else {
+    uv_timer_stop(&c->timer);
+    return;
+  }
+  uv_timer_start(&c->timer, on_ws_timer, ms ? ms : 1, 0);
+}
+
+static int ws_idle(const client *c) {
+  (void)c;
+  return 0;
+}
+
+static const pp_client_proto ws_proto = {ws_process, ws_on_written, ws_arm_timer,
+                                         ws_idle,    NULL,          h1_dispose};
+
+/* The app accepted the upgrade (a): the connection is a WebSocket from now on. Writes the 101
+ * with the handshake's fields, the chosen subprotocol and the app's other fields. 0, or -1
+ * (the codec could not start: the caller answers 500). */
+static int ws_accept(client *c, pp_exchange *r, const pp_wire_frame *f, const pp_ws_accept *a) {
+  pp_sessions *s = c->sess;
+  pp_h1ws *w = c->ws_hs;
+  pp_wsconn *wc =
+      pp_wsconn_open(&s->wshub, &h1_ws_io, c, a, f, r, w->hs.pmd_accepted ? &w->hs.pmd : NULL);
+  if (!wc) return -1;
+  c->wsc = wc;
+  pp_conn_out(c, "HTTP/1.1 101 Switching Protocols\r\n", 34);
+  pp_buf fields;
+  pp_buf_init(&fields);
+  pp_ws_handshake_response_fields(&w->hs, &fields);
+  pp_conn_out(c, fields.data, fields.len);
+  pp_buf_dispose(&fields);
+  if (a->protocol && pp_h1_field_value_ok(a->protocol, a->protocol_len)) {
+    pp_conn_out(c, "Sec-WebSocket-Protocol: ", 24);
+    pp_conn_out(c, a->protocol, a->protocol_len);
+    pp_conn_out(c, "\r\n", 2);
+  }
+  pp_wire_pairs_iter it;
+  const uint8_t *k, *v;
+  uint32_t kl, vl;
+  int date_sent = 0;
+  pp_wire_pairs_iter_init(&it, &f->pairs);
+  while (pp_wire_pairs_next(&it, &k, &kl, &v, &vl)) {
+    if (pp_ws_accept_skips_field(k, kl) || !pp_h1_token_ok(k, kl) || !pp_h1_field_value_ok(v, vl))
+      continue;
+    if (kl == 4 && !strncasecmp((const char *)k, "date", 4)) date_sent = 1;
+    pp_conn_out(c, k, kl);
+    pp_conn_out(c, ": ", 2);
+    pp_conn_out(c, v, vl);
+    pp_conn_out(c, "\r\n", 2);
+  }
+  if (!date_sent) {
+    char date[6 + PP_HTTP_DATE_LEN + 2] = "Date: ";
+    memcpy(date + 6, s->wall->date, PP_HTTP_DATE_LEN);
+    memcpy(date + 6 + PP_HTTP_DATE_LEN, "\r\n", 2);
+    pp_conn_out(c, date, sizeof date);
+  }
+  pp_conn_out(c, "\r\n", 2);
+  r->resp_no_body = 1;
+  r->resp_chunked = 0;
+  c->h1.resp_length_known = 0;
+  pp_exchange_count_status(s->xpool, 101);
+  r->status = 101;
+  s->core->stats.responses++;
+  pp_hist_window_record(&s->core->stats.ttfb, (uint64_t)(pp_now_ns() - r->t1));
+  return 0;
+}
+
+/* The upgrade's RESPONSE_END: the exchange is over and the connection carries the WebSocket;
+ * bytes the client sent after its request (already read) are its first frames. */
+static void ws_switch(client *c, pp_exchange *r) {
+  pp_sessions *s = c->sess;
+  r->state = PP_X_RESPONDED;
+  c->req = NULL;
+  r->owner = NULL;
+  pp_exchange_release(s->xpool, r);
+  ws_hs_free(c);
+  c->proto = &ws_proto;
+  c->response_done = 0;
+  uv_timer_stop(&c->timer);
+  pp_conn_flush(c);
+  if (c->close_after_write && c->writes_in_flight == 0) {
+    pp_conn_close_graceful(c);
+    return;
+  }
+  ws_process(c);
+}
+
 static void x_head(pp_exchange *r, const pp_wire_frame *f) {
   client *c = r->owner;
   pp_sessions *s = c->sess;
@@ -575,9 +816,23 @@ static void x_head(pp_exchange *r, const pp_wire_frame *f) {
   c->h1.resp_length_known = 0;
   if (*s->draining) r->resp_close = 1;
   if (!r->keep_alive) r->resp_close = 1;
-  if (!pp_h1_app_status_ok(status)) {
-    LOG(s, "request %" PRIu64 ": the app answered status %d (not 200..999): 500 sent instead",
-        r->id, status);
+  int ws_bad = 0;
+  if (c->ws_hs) { /* a WebSocket upgrade: the app accepts it, refuses it, or fails (500) */
+    pp_ws_accept a;
+    int acc = pp_ws_accept_parse(f, c->ws_hs->offered, c->ws_hs->offered_len, &a, &why);
+    if (acc > 0 && ws_accept(c, r, f, &a) == 0) return;
+    if (acc != 0) {
+      LOG(s, "request %" PRIu64 ": WebSocket upgrade not served: %s: 500 sent instead", r->id,
+          why ? why : "the WebSocket codec could not start");
+      ws_bad = 1;
+      r->resp_close = 1;
+    }
+    why = NULL;
+  }
+  if (ws_bad || !pp_h1_app_status_ok(status)) {
+    if (!ws_bad)
+      LOG(s, "request %" PRIu64 ": the app answered status %d (not 200..999): 500 sent instead",
+          r->id, status);
     static const char msg[] = "500 Internal Server Error\n";
     s->core->stats.errors_500++;
     r->resp_no_body = 1; /* the app's body frames are dropped (x_body) */
@@ -736,6 +991,10 @@ static void x_body(pp_exchange *r, const uint8_t *data, size_t len) {
 static void x_end(pp_exchange *r) {
   client *c = r->owner;
   pp_sessions *s = c->sess;
+  if (c->wsc && r->status == 101) {
+    ws_switch(c, r);
+    return;
+  }
   if (!r->head_sent) {
     static const char msg[] = "500 Internal Server Error\n";
     s->core->stats.errors_500++;

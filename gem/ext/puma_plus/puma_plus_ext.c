@@ -8,7 +8,9 @@
  * Defines on PumaPlus::Wire: native_decode_request, native_decode_request_env,
  * native_decode_request_at,
  * native_append_response_head, native_append_response_headers, native_append_response_body,
- * native_append_response_end (Wire.codec= picks them), and native_send_nowait.
+ * native_append_response_end, native_decode_ws_message, native_append_ws_done,
+ * native_append_ws_send, native_append_ws_broadcast (Wire.codec= picks them), and
+ * native_send_nowait.
  * Sans-I/O but for one function, native_send_nowait, the worker's write of a response to the
  * server: no clocks, no globals beyond the cached class, symbol and constant handles. */
 #include <ruby.h>
@@ -28,8 +30,11 @@
 #define PP_EARLY_HINTS   0x26
 #define PP_RESPONSE_BODY 0x21
 #define PP_RESPONSE_END  0x22
+#define PP_WS_DONE       0x43
+#define PP_WS_SEND       0x44
+#define PP_WS_BROADCAST  0x46
 
-static VALUE mWire, mResponse, cRequest, eProtocolError;
+static VALUE mWire, mResponse, cRequest, cWsMessage, eProtocolError;
 static VALUE empty_body; /* Wire::EMPTY_BODY: the body of every REQUEST without one */
 static ID id_new, id_to_s, id_flatten_headers;
 static VALUE sym_length_mismatch;
@@ -54,15 +59,29 @@ static void put_u64(unsigned char *p, uint64_t v) {
 
 /* The Ruby codec's `mismatch`: ProtocolError(:length_mismatch, "REQUEST payload of N bytes,
  * fields need ..."). Never returns. */
+NORETURN(static void vmismatch(const char *frame, long length, const char *fmt, va_list ap));
+static void vmismatch(const char *frame, long length, const char *fmt, va_list ap) {
+  char need[160];
+  vsnprintf(need, sizeof need, fmt, ap);
+  VALUE msg = rb_sprintf("%s payload of %ld bytes, fields need %s", frame, length, need);
+  rb_exc_raise(rb_funcall(eProtocolError, id_new, 2, sym_length_mismatch, msg));
+}
+
 NORETURN(static void mismatch(long length, const char *fmt, ...));
 static void mismatch(long length, const char *fmt, ...) {
-  char need[160];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(need, sizeof need, fmt, ap);
+  vmismatch("REQUEST", length, fmt, ap);
   va_end(ap);
-  VALUE msg = rb_sprintf("REQUEST payload of %ld bytes, fields need %s", length, need);
-  rb_exc_raise(rb_funcall(eProtocolError, id_new, 2, sym_length_mismatch, msg));
+}
+
+/* mismatch for a WebSocket frame named `frame`. */
+NORETURN(static void ws_mismatch(const char *frame, long length, const char *fmt, ...));
+static void ws_mismatch(const char *frame, long length, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vmismatch(frame, length, fmt, ap);
+  va_end(ap);
 }
 
 /* Decodes a REQUEST payload. With `env` nil the pairs become a flat Array [key, value, ...]
@@ -411,6 +430,93 @@ static VALUE native_send_nowait(VALUE self, VALUE fd, VALUE str) {
   rb_sys_fail("send");
 }
 
+/* ---- WebSocket frames (docs/PROTOCOL.md "WebSocket frames"): the per-message ones. ---- */
+
+/* Wire.native_decode_ws_message(payload) → WsMessage(event_id, conn_id, t_ready_ns, t3_ns,
+ * handler, opcode, data), as Wire.ruby_decode_ws_message: the same errors and messages. */
+static VALUE native_decode_ws_message(VALUE self, VALUE payload) {
+  (void)self;
+  StringValue(payload);
+  const unsigned char *p = (const unsigned char *)RSTRING_PTR(payload);
+  long len = RSTRING_LEN(payload);
+  if (len < 37) ws_mismatch("WS_MESSAGE", len, "at least 37");
+  uint32_t n = get_u32(p + 32);
+  if ((uint64_t)n > (uint64_t)(len - 37))
+    ws_mismatch("WS_MESSAGE", len, "%u handler bytes and 1 more at 36", n);
+  long pos = 36 + (long)n;
+  VALUE argv[7] = {ULL2NUM(get_u64(p)),
+                   ULL2NUM(get_u64(p + 8)),
+                   ULL2NUM(get_u64(p + 16)),
+                   ULL2NUM(get_u64(p + 24)),
+                   rb_str_new((const char *)p + 36, n),
+                   INT2FIX(p[pos]),
+                   rb_str_new((const char *)p + pos + 1, len - pos - 1)};
+  RB_GC_GUARD(payload);
+  return rb_class_new_instance(7, argv, cWsMessage);
+}
+
+/* Wire.native_append_ws_done(out, event_id, t4, t5, gvl_wait_ns, cpu_ns) → out. */
+static VALUE native_append_ws_done(VALUE self, VALUE out, VALUE event_id, VALUE t4, VALUE t5,
+                                   VALUE gvl_wait_ns, VALUE cpu_ns) {
+  (void)self;
+  check_out(out);
+  unsigned char f[PP_HEADER_SIZE + 40];
+  put_u32(f, (uint32_t)PP_WS_DONE << 24);
+  put_u32(f + 4, 40);
+  put_u64(f + 8, NUM2ULL(event_id));
+  put_u64(f + 16, NUM2ULL(t4));
+  put_u64(f + 24, NUM2ULL(t5));
+  put_u64(f + 32, (uint64_t)NUM2LL(gvl_wait_ns));
+  put_u64(f + 40, (uint64_t)NUM2LL(cpu_ns));
+  rb_str_buf_cat(out, (const char *)f, sizeof f);
+  return out;
+}
+
+/* Wire.native_append_ws_send(out, conn_id, opcode, data) → out. */
+static VALUE native_append_ws_send(VALUE self, VALUE out, VALUE conn_id, VALUE opcode, VALUE data) {
+  (void)self;
+  check_out(out);
+  StringValue(data);
+  uint64_t id = NUM2ULL(conn_id);
+  unsigned int op = NUM2UINT(opcode);
+  uint64_t length = 9 + (uint64_t)RSTRING_LEN(data);
+  if (length > PP_MAX_PAYLOAD)
+    rb_raise(rb_eArgError, "WS_SEND payload of %llu bytes over %u", (unsigned long long)length,
+             PP_MAX_PAYLOAD);
+  unsigned char f[PP_HEADER_SIZE + 9];
+  put_u32(f, (uint32_t)PP_WS_SEND << 24);
+  put_u32(f + 4, (uint32_t)length);
+  put_u64(f + 8, id);
+  f[16] = (unsigned char)op;
+  rb_str_buf_cat(out, (const char *)f, sizeof f);
+  rb_str_buf_cat(out, RSTRING_PTR(data), RSTRING_LEN(data));
+  return out;
+}
+
+/* Wire.native_append_ws_broadcast(out, opcode, tag, data) → out. */
+static VALUE native_append_ws_broadcast(VALUE self, VALUE out, VALUE opcode, VALUE tag,
+                                        VALUE data) {
+  (void)self;
+  check_out(out);
+  StringValue(tag);
+  StringValue(data);
+  unsigned int op = NUM2UINT(opcode);
+  long tag_len = RSTRING_LEN(tag);
+  uint64_t length = 5 + (uint64_t)tag_len + (uint64_t)RSTRING_LEN(data);
+  if (length > PP_MAX_PAYLOAD)
+    rb_raise(rb_eArgError, "WS_BROADCAST payload of %llu bytes over %u", (unsigned long long)length,
+             PP_MAX_PAYLOAD);
+  unsigned char f[PP_HEADER_SIZE + 5];
+  put_u32(f, (uint32_t)PP_WS_BROADCAST << 24);
+  put_u32(f + 4, (uint32_t)length);
+  f[8] = (unsigned char)op;
+  put_u32(f + 9, (uint32_t)tag_len);
+  rb_str_buf_cat(out, (const char *)f, sizeof f);
+  rb_str_buf_cat(out, RSTRING_PTR(tag), tag_len);
+  rb_str_buf_cat(out, RSTRING_PTR(data), RSTRING_LEN(data));
+  return out;
+}
+
 RUBY_FUNC_EXPORTED void Init_puma_plus_ext(void) {
   /* Ractor-safe (docs/RACK.md "Ractor slots"): the statics above are written here, once,
    * before any Ractor can call in, and only read afterwards; each holds a module, a class, a
@@ -423,6 +529,8 @@ RUBY_FUNC_EXPORTED void Init_puma_plus_ext(void) {
   VALUE mPumaPlus = rb_define_module("PumaPlus");
   mWire = rb_define_module_under(mPumaPlus, "Wire");
   cRequest = rb_const_get(mWire, rb_intern("Request"));
+  cWsMessage = rb_const_get(mWire, rb_intern("WsMessage"));
+  rb_gc_register_mark_object(cWsMessage);
   eProtocolError = rb_const_get(mWire, rb_intern("ProtocolError"));
   mResponse = rb_const_get(mPumaPlus, rb_intern("Response"));
   rb_gc_register_mark_object(mResponse);
@@ -444,4 +552,8 @@ RUBY_FUNC_EXPORTED void Init_puma_plus_ext(void) {
   rb_define_singleton_method(mWire, "native_append_response_end", native_append_response_end, 7);
   rb_define_singleton_method(mWire, "native_append_early_hints", native_append_early_hints, 3);
   rb_define_singleton_method(mWire, "native_send_nowait", native_send_nowait, 2);
+  rb_define_singleton_method(mWire, "native_decode_ws_message", native_decode_ws_message, 1);
+  rb_define_singleton_method(mWire, "native_append_ws_done", native_append_ws_done, 6);
+  rb_define_singleton_method(mWire, "native_append_ws_send", native_append_ws_send, 4);
+  rb_define_singleton_method(mWire, "native_append_ws_broadcast", native_append_ws_broadcast, 4);
 }

@@ -9,6 +9,7 @@ require_relative "stream_input"
 require_relative "response_stream"
 require_relative "request_timeout"
 require_relative "app_hooks"
+require_relative "websocket"
 
 module PumaPlus
   # One worker thread's connection to puma-plus-server (docs/PROTOCOL.md): says HELLO, then
@@ -35,6 +36,8 @@ module PumaPlus
     HIJACK_IO = "rack.hijack_io"
     HIJACK_BUFFERED = "puma_plus.hijack_buffered"
     EARLY_HINTS = "rack.early_hints"
+    WS_OUT = WebSocket::OUT_KEY
+    WEBSOCKET_P = WebSocket::WEBSOCKET_P
 
     # Raised inside #handle when the response cannot be completed honestly.
     class Aborted < StandardError; end
@@ -89,6 +92,9 @@ module PumaPlus
       @decoder = Wire::Decoder.new(env_proto: @proto_env) # REQUEST env: the Rack env Hash
       @hijack_call = -> { hijack_client }
       @early_hints_call = ->(headers) { early_hints(headers) }
+      # WebSocket commands (WS_SEND, WS_TAG, ...) made while a request or an event runs here go
+      # on this connection (PumaPlus::WebSocket#emit finds this writer fiber-locally).
+      @ws_out = ->(bytes) { write_out(bytes) }
       @hijack_env = nil # the running request's env while it may be hijacked
       @hijacked = nil # the client socket once handed over
       @idle = false
@@ -179,6 +185,8 @@ module PumaPlus
         when Wire::Request
           handle(frame)
           raise @broken if @broken
+        when Wire::WsOpen, Wire::WsMessage, Wire::WsClose
+          handle_ws(frame)
         when Wire::Body, Wire::BodyEnd, Wire::Cancel
           # Left over from a finished request (body the app did not read, a late CANCEL).
           next
@@ -340,6 +348,10 @@ module PumaPlus
       after_reply = env[AFTER_REPLY] = []
       error = nil
 
+      # The server marks an upgrade it checked and would take over (docs/RACK.md "WebSockets").
+      env[WEBSOCKET_P] = true if env[WEBSOCKET_P]
+      ws_prev = Thread.current[WS_OUT]
+      Thread.current[WS_OUT] = @ws_out
       cpu0 = Process.clock_gettime(THREAD_CPU, :nanosecond)
       t4 = Process.clock_gettime(MONOTONIC, :nanosecond)
       begin
@@ -380,6 +392,7 @@ module PumaPlus
       error ||= e.cause || e # Aborted: the body's own exception is its cause
       raise
     ensure
+      Thread.current[WS_OUT] = ws_prev
       if PumaPlus.request_timeouts?
         @interrupt_lock.synchronize do
           @current_id = nil
@@ -397,6 +410,27 @@ module PumaPlus
         run_finished(env, finished, after_reply, error ? nil : status, error ? nil : headers, error)
       end
       oob&.leave
+    end
+
+    # One WebSocket event (WS_OPEN, WS_MESSAGE, WS_CLOSE; docs/PROTOCOL.md "WebSocket frames"):
+    # runs its handler (PumaPlus::WebSocket.dispatch) like a request, then WS_DONE with the
+    # times RESPONSE_END carries. Commands the handler makes go on this connection first.
+    def handle_ws(ev)
+      ws_prev = Thread.current[WS_OUT]
+      Thread.current[WS_OUT] = @ws_out
+      cpu0 = Process.clock_gettime(THREAD_CPU, :nanosecond)
+      t4 = Process.clock_gettime(MONOTONIC, :nanosecond)
+      begin
+        WebSocket.dispatch(ev, @log)
+      ensure
+        Thread.current[WS_OUT] = ws_prev
+      end
+      t5 = Process.clock_gettime(MONOTONIC, :nanosecond)
+      cpu_ns = Process.clock_gettime(THREAD_CPU, :nanosecond) - cpu0
+      out = @out
+      out.clear
+      Wire.append_ws_done(out, ev.event_id, t4, t5, -1, cpu_ns)
+      write_out(out)
     end
 
     # rack.response_finished (Rack 3: reverse order, env/status/headers/error) and puma's

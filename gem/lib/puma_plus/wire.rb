@@ -49,6 +49,14 @@ module PumaPlus
     STANDBY = 0x36
     PARKED = 0x37
     ACTIVATE = 0x38
+    WS_OPEN = 0x40
+    WS_MESSAGE = 0x41
+    WS_CLOSE = 0x42
+    WS_DONE = 0x43
+    WS_SEND = 0x44
+    WS_TAG = 0x45
+    WS_BROADCAST = 0x46
+    WS_CLOSE_CONN = 0x47
 
     # HELLO capability bits and REQUEST flag bits.
     CAP_GVL_WAIT = 1
@@ -63,6 +71,16 @@ module PumaPlus
     HIJACK_OK = 0
     HIJACK_GONE = 1
     HIJACK_REFUSED = 2
+
+    # WebSocket message opcodes (RFC 6455), WS_TAG ops, WS_CLOSE `by`.
+    WS_TEXT = 1
+    WS_BINARY = 2
+    WS_TAG_ADD = 0
+    WS_TAG_REMOVE = 1
+    WS_TAG_REMOVE_ALL = 2
+    WS_BY_PEER = 0
+    WS_BY_SERVER = 1
+    WS_BY_TRANSPORT = 2
 
     # Frame type byte → [name, Struct class]. Deeply frozen (Ractor.make_shareable), as FIXED
     # is: a constant a non-main Ractor reads must be shareable (docs/RACK.md "Ractor slots").
@@ -80,7 +98,11 @@ module PumaPlus
       ADOPTED_EXITED => ["ADOPTED_EXITED", AdoptedExited],
       STANDBY => ["STANDBY", Standby], PARKED => ["PARKED", Parked], ACTIVATE => ["ACTIVATE", Activate],
       SLOTS => ["SLOTS", Slots], SLOT_CLOSE => ["SLOT_CLOSE", SlotClose],
-      EARLY_HINTS => ["EARLY_HINTS", EarlyHints]
+      EARLY_HINTS => ["EARLY_HINTS", EarlyHints],
+      WS_OPEN => ["WS_OPEN", WsOpen], WS_MESSAGE => ["WS_MESSAGE", WsMessage],
+      WS_CLOSE => ["WS_CLOSE", WsClose], WS_DONE => ["WS_DONE", WsDone], WS_SEND => ["WS_SEND", WsSend],
+      WS_TAG => ["WS_TAG", WsTag], WS_BROADCAST => ["WS_BROADCAST", WsBroadcast],
+      WS_CLOSE_CONN => ["WS_CLOSE_CONN", WsCloseConn]
     })
     TYPE_OF_CLASS = TYPES.to_h { |type, (_, klass)| [klass, type] }.freeze
 
@@ -92,7 +114,7 @@ module PumaPlus
       TIMEOUT => [12, "Q>N"], HEARTBEAT_INTERVAL => [8, "NN"], HEARTBEAT => [16, "NNq>"],
       ADOPT => [8, "NN"], ADOPTED_EXITED => [8, "Nl>"],
       STANDBY => [4, "N"], PARKED => [16, "NNQ>"], ACTIVATE => [4, "N"],
-      SLOTS => [4, "N"], SLOT_CLOSE => [4, "N"]
+      SLOTS => [4, "N"], SLOT_CLOSE => [4, "N"], WS_DONE => [40, "Q>Q>Q>q>q>"]
     })
 
     BINARY = Encoding::BINARY
@@ -147,7 +169,102 @@ module PumaPlus
       when BODY then Body.new(*decode_chunk(type, payload))
       when RESPONSE_BODY then ResponseBody.new(*decode_chunk(type, payload))
       when HIJACKED then decode_hijacked(payload)
+      when WS_OPEN then decode_ws_open(payload)
+      when WS_MESSAGE then decode_ws_message(payload)
+      when WS_CLOSE then decode_ws_close(payload)
+      when WS_SEND then decode_ws_send(payload)
+      when WS_TAG then decode_ws_tag(payload)
+      when WS_BROADCAST then decode_ws_broadcast(payload)
+      when WS_CLOSE_CONN then decode_ws_close_conn(payload)
       end
+    end
+
+    # ---- WebSocket frames (docs/PROTOCOL.md "WebSocket frames") -----------------------------
+    # The events' common head: u64 event_id, u64 conn_id, u64 t_ready_ns, u64 t3_ns (32 bytes).
+
+    # WS_OPEN: head, bytes handler, u8 route, bytes protocol, pairs tags, pairs env.
+    def decode_ws_open(payload)
+      len = payload.bytesize
+      mismatch(WS_OPEN, len, "at least 49") if len < 49
+      event_id, conn_id, t_ready, t3, n = payload.unpack("Q>Q>Q>Q>N")
+      mismatch(WS_OPEN, len, "#{n} handler bytes at 36") if n > len - 36
+      handler = payload.byteslice(36, n)
+      pos = 36 + n
+      mismatch(WS_OPEN, len, "room for a route and a protocol length at #{pos}") if pos + 5 > len
+      route, n = payload.unpack("CN", offset: pos)
+      pos += 5
+      mismatch(WS_OPEN, len, "#{n} protocol bytes at #{pos}") if n > len - pos
+      protocol = payload.byteslice(pos, n)
+      tags, pos = decode_pairs(WS_OPEN, payload, pos + n)
+      env, pos = decode_pairs(WS_OPEN, payload, pos)
+      mismatch(WS_OPEN, len, "#{pos} (trailing bytes)") if pos != len
+      WsOpen.new(event_id, conn_id, t_ready, t3, handler, route, protocol, tags, env)
+    end
+
+    # The events' head and handler: [event_id, conn_id, t_ready_ns, t3_ns, handler, next_pos];
+    # `need` is how many bytes must follow the handler.
+    def decode_ws_event_head(type, payload, need)
+      len = payload.bytesize
+      mismatch(type, len, "at least #{36 + need}") if len < 36 + need
+      event_id, conn_id, t_ready, t3, n = payload.unpack("Q>Q>Q>Q>N")
+      mismatch(type, len, "#{n} handler bytes and #{need} more at 36") if n > len - 36 - need
+      [event_id, conn_id, t_ready, t3, payload.byteslice(36, n), 36 + n]
+    end
+
+    # WS_MESSAGE: head, bytes handler, u8 opcode, rest data.
+    def decode_ws_message(payload)
+      len = payload.bytesize
+      event_id, conn_id, t_ready, t3, handler, pos = decode_ws_event_head(WS_MESSAGE, payload, 1)
+      WsMessage.new(event_id, conn_id, t_ready, t3, handler, payload.getbyte(pos),
+                    payload.byteslice(pos + 1, len - pos - 1))
+    end
+
+    # WS_CLOSE: head, bytes handler, u16 code, u8 by, rest reason.
+    def decode_ws_close(payload)
+      len = payload.bytesize
+      event_id, conn_id, t_ready, t3, handler, pos = decode_ws_event_head(WS_CLOSE, payload, 3)
+      code, by = payload.unpack("nC", offset: pos)
+      WsClose.new(event_id, conn_id, t_ready, t3, handler, code, by, payload.byteslice(pos + 3, len - pos - 3))
+    end
+
+    def decode_ws_send(payload)
+      len = payload.bytesize
+      mismatch(WS_SEND, len, "at least 9") if len < 9
+      conn_id, opcode = payload.unpack("Q>C")
+      WsSend.new(conn_id, opcode, payload.byteslice(9, len - 9))
+    end
+
+    def decode_ws_tag(payload)
+      len = payload.bytesize
+      mismatch(WS_TAG, len, "at least 21") if len < 21
+      conn_id, op = payload.unpack("Q>C")
+      pos = 9
+      parts = Array.new(3) do |i|
+        mismatch(WS_TAG, len, "room for a bytes length at #{pos}") if pos + 4 > len
+        n = payload.unpack1("N", offset: pos)
+        pos += 4
+        mismatch(WS_TAG, len, "#{n} #{%w[tag prefix suffix][i]} bytes at #{pos}") if n > len - pos
+        pos += n
+        payload.byteslice(pos - n, n)
+      end
+      mismatch(WS_TAG, len, "#{pos} (trailing bytes)") if pos != len
+      WsTag.new(conn_id, op, *parts)
+    end
+
+    # WS_BROADCAST: u8 opcode, bytes tag, rest data.
+    def decode_ws_broadcast(payload)
+      len = payload.bytesize
+      mismatch(WS_BROADCAST, len, "at least 5") if len < 5
+      opcode, n = payload.unpack("CN")
+      mismatch(WS_BROADCAST, len, "#{n} tag bytes at 5") if n > len - 5
+      WsBroadcast.new(opcode, payload.byteslice(5, n), payload.byteslice(5 + n, len - 5 - n))
+    end
+
+    def decode_ws_close_conn(payload)
+      len = payload.bytesize
+      mismatch(WS_CLOSE_CONN, len, "at least 10") if len < 10
+      conn_id, code = payload.unpack("Q>n")
+      WsCloseConn.new(conn_id, code, payload.byteslice(10, len - 10))
     end
 
     def decode_request(payload)
@@ -277,7 +394,7 @@ module PumaPlus
         case frame
         when Hello, BodyEnd, Cancel, Hijack, ResponseEnd, Spawn, Retire, Stop, Ready, Forked, Exited,
              Timeout, HeartbeatInterval, Heartbeat, Adopt, AdoptedExited,
-             Standby, Parked, Activate, Slots, SlotClose
+             Standby, Parked, Activate, Slots, SlotClose, WsDone
           frame.to_a.pack(FIXED[type][1])
         when Request
           buf = [frame.request_id, frame.t2b_ns, frame.t3_ns, frame.flags].pack("Q>Q>Q>C")
@@ -291,6 +408,22 @@ module PumaPlus
           [frame.request_id].pack("Q>") << bin(frame.chunk)
         when Hijacked
           [frame.request_id, frame.result].pack("Q>C") << bin(frame.buffered)
+        when WsOpen
+          buf = append_bytes([frame.event_id, frame.conn_id, frame.t_ready_ns, frame.t3_ns].pack("Q>Q>Q>Q>"), frame.handler)
+          buf << [frame.route].pack("C")
+          append_bytes(buf, frame.protocol)
+          append_pairs(buf, frame.tags)
+          append_pairs(buf, frame.env)
+        when WsMessage
+          append_bytes([frame.event_id, frame.conn_id, frame.t_ready_ns, frame.t3_ns].pack("Q>Q>Q>Q>"), frame.handler) <<
+            [frame.opcode].pack("C") << bin(frame.data)
+        when WsClose
+          append_bytes([frame.event_id, frame.conn_id, frame.t_ready_ns, frame.t3_ns].pack("Q>Q>Q>Q>"), frame.handler) <<
+            [frame.code, frame.by].pack("nC") << bin(frame.reason)
+        when WsSend then return append_ws_send(+"".b, frame.conn_id, frame.opcode, frame.data)
+        when WsTag then return append_ws_tag(+"".b, frame.conn_id, frame.op, frame.tag, frame.prefix, frame.suffix)
+        when WsBroadcast then return append_ws_broadcast(+"".b, frame.opcode, frame.tag, frame.data)
+        when WsCloseConn then return append_ws_close_conn(+"".b, frame.conn_id, frame.code, frame.reason)
         end
       raise ArgumentError, "payload of #{payload.bytesize} bytes over #{MAX_PAYLOAD}" if payload.bytesize > MAX_PAYLOAD
 
@@ -378,13 +511,56 @@ module PumaPlus
       out << [RESPONSE_END << 24, 48, request_id, t4, t5, body_read_ns, gvl_wait_ns, cpu_ns].pack("NNQ>Q>Q>Q>q>q>")
     end
 
+    # ---- WebSocket encoders (worker → server; docs/PROTOCOL.md "WebSocket frames") -----------
+    # Each appends one frame to `out` and returns it; a frame over MAX_PAYLOAD raises
+    # ArgumentError (nothing appended).
+
+    def append_ws_done(out, event_id, t4, t5, gvl_wait_ns, cpu_ns)
+      out << [WS_DONE << 24, 40, event_id, t4, t5, gvl_wait_ns, cpu_ns].pack("NNQ>Q>Q>q>q>")
+    end
+
+    def append_ws_send(out, conn_id, opcode, data)
+      data = bin(data)
+      check_ws_size(WS_SEND, 9 + data.bytesize)
+      out << [WS_SEND << 24, 9 + data.bytesize, conn_id, opcode].pack("NNQ>C") << data
+    end
+
+    def append_ws_tag(out, conn_id, op, tag, prefix, suffix)
+      tag = bin(tag)
+      prefix = bin(prefix)
+      suffix = bin(suffix)
+      length = 21 + tag.bytesize + prefix.bytesize + suffix.bytesize
+      check_ws_size(WS_TAG, length)
+      out << [WS_TAG << 24, length, conn_id, op, tag.bytesize].pack("NNQ>CN") << tag <<
+        [prefix.bytesize].pack("N") << prefix << [suffix.bytesize].pack("N") << suffix
+    end
+
+    def append_ws_broadcast(out, opcode, tag, data)
+      tag = bin(tag)
+      data = bin(data)
+      length = 5 + tag.bytesize + data.bytesize
+      check_ws_size(WS_BROADCAST, length)
+      out << [WS_BROADCAST << 24, length, opcode, tag.bytesize].pack("NNCN") << tag << data
+    end
+
+    def append_ws_close_conn(out, conn_id, code, reason)
+      reason = bin(reason)
+      check_ws_size(WS_CLOSE_CONN, 10 + reason.bytesize)
+      out << [WS_CLOSE_CONN << 24, 10 + reason.bytesize, conn_id, code].pack("NNQ>n") << reason
+    end
+
+    def check_ws_size(type, length)
+      raise ArgumentError, "#{TYPES[type][0]} payload of #{length} bytes over #{MAX_PAYLOAD}" if length > MAX_PAYLOAD
+    end
+
     # ---- codec selection ------------------------------------------------------------------
     # The hot functions exist twice: the Ruby ones above (the reference, kept as ruby_NAME)
     # and, when the gem's C extension is built (ext/puma_plus), native_NAME. Wire.codec=
     # points NAME at one set; the worker uses :native when it is there.
     HOT = %i[decode_request decode_request_env decode_request_at append_response_head
              append_response_headers append_response_body append_response_end
-             append_early_hints].freeze
+             append_early_hints decode_ws_message append_ws_done append_ws_send
+             append_ws_broadcast].freeze
     HOT.each { |m| singleton_class.send(:alias_method, :"ruby_#{m}", m) }
 
     def self.native_available? = respond_to?(:native_decode_request)

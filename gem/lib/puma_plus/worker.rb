@@ -148,15 +148,20 @@ module PumaPlus
       return unless sock
 
       decoder = Wire::Decoder.new
+      # WebSocket commands from threads that run no request or event (docs/RACK.md
+      # "WebSockets") share this connection with the beats: one lock around every write.
+      write_lock = Mutex.new
+      write = ->(bytes) { write_lock.synchronize { sock.write(bytes) } }
+      WebSocket.monitor_out = write
       # Each beat carries the process's live heap slots (GC.stat), which /stats shows per worker.
       beat = -> { Wire.encode(Wire::Heartbeat.new(Process.pid, @worker_index, GC.stat(:heap_live_slots))) }
-      sock.write(beat.call)
+      write.call(beat.call)
       interval = DEFAULT_HEARTBEAT_S
       next_beat = monotonic + interval
       loop do
         wait = next_beat - monotonic
         if wait <= 0
-          sock.write(beat.call)
+          write.call(beat.call)
           next_beat = monotonic + interval
           next
         end
@@ -190,6 +195,7 @@ module PumaPlus
       # Without heartbeats the server kills this worker after worker_timeout: say why.
       @log.puts("puma-plus worker #{Process.pid}: monitor thread died: #{e.class}: #{e.message}; no more heartbeats")
     ensure
+      WebSocket.monitor_out = nil
       sock&.close
     end
 

@@ -43,5 +43,20 @@ module PumaPlus
     # count (monitor connection); end this idle slot (its own connection).
     Slots = Struct.new(:count)
     SlotClose = Struct.new(:thread_index)
+    # WebSockets owned by the front end (docs/PROTOCOL.md "WebSocket frames", docs/WEBSOCKET.md).
+    # Events (server → worker), each one queue entry finished by WS_DONE. WS_OPEN's `env` is
+    # flat pairs as REQUEST's (the upgrade request's env), `tags` flat pairs ["tag", t, ...];
+    # `handler` is the opaque value of the app's 101 (puma-plus-websocket-handler); `route` 0
+    # sticky, 1 flexible; `handler`, `protocol`, `data`, `reason`, `tag`, `prefix`, `suffix`
+    # are binary Strings.
+    WsOpen = Struct.new(:event_id, :conn_id, :t_ready_ns, :t3_ns, :handler, :route, :protocol, :tags, :env)
+    WsMessage = Struct.new(:event_id, :conn_id, :t_ready_ns, :t3_ns, :handler, :opcode, :data)
+    WsClose = Struct.new(:event_id, :conn_id, :t_ready_ns, :t3_ns, :handler, :code, :by, :reason)
+    WsDone = Struct.new(:event_id, :t4_ns, :t5_ns, :gvl_wait_ns, :cpu_ns)
+    # Worker → server, at any time, never answered (a slot connection or the monitor connection).
+    WsSend = Struct.new(:conn_id, :opcode, :data)
+    WsTag = Struct.new(:conn_id, :op, :tag, :prefix, :suffix) # op: 0 add, 1 remove, 2 remove all
+    WsBroadcast = Struct.new(:opcode, :tag, :data)
+    WsCloseConn = Struct.new(:conn_id, :code, :reason)
   end
 end
