@@ -128,7 +128,6 @@ struct pp_sessions {
   uint8_t *rbuf_pool[64];
   int rbuf_pool_n;
   char alt_svc[64]; /* the Alt-Svc value while an HTTP/3 listener is open, else "" */
-  pp_wshub wshub;   /* WebSockets owned by the server (wsconn.h) */
   struct pp_h3_listener *h3[PP_MAX_LISTEN]; /* -listen-h3 (h3conn.c) */
   int h3_count;
   pp_tls_ctx tls_ctx; /* for -listen-tls (tls_enabled) */

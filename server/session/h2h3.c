@@ -52,12 +52,10 @@ void pp_h2h3_env(pp_exchange *x, pp_buf *scratch, const char *protocol, const pp
   uint32_t pairs = pp_env_build(&er, ci, x->id, &x->head);
   if (rq->websocket) {
     pp_env_put_pair(&x->head, PP_H2H3_WS_ENV_FLAG, strlen(PP_H2H3_WS_ENV_FLAG), "true", 4);
+    pp_env_put_pair(&x->head, PP_H2H3_WS_ENV_PROTOCOLS, strlen(PP_H2H3_WS_ENV_PROTOCOLS),
+                    rq->ws_protocols ? (const char *)rq->ws_protocols : "",
+                    rq->ws_protocols ? rq->ws_protocols_len : 0);
     pairs++;
-    if (rq->ws_protocols) {
-      pp_env_put_pair(&x->head, PP_H2H3_WS_ENV_PROTOCOLS, strlen(PP_H2H3_WS_ENV_PROTOCOLS),
-                      (const char *)rq->ws_protocols, rq->ws_protocols_len);
-      pairs++;
-    }
   }
   pp_exchange_env_end(x, pairs, rq->has_content_length ? (int64_t)rq->content_length : -1);
 }
