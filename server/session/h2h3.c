@@ -55,7 +55,7 @@ void pp_h2h3_env(pp_exchange *x, pp_buf *scratch, const char *protocol, const pp
     pp_env_put_pair(&x->head, PP_H2H3_WS_ENV_PROTOCOLS, strlen(PP_H2H3_WS_ENV_PROTOCOLS),
                     rq->ws_protocols ? (const char *)rq->ws_protocols : "",
                     rq->ws_protocols ? rq->ws_protocols_len : 0);
-    pairs++;
+    pairs += 2;
   }
   pp_exchange_env_end(x, pairs, rq->has_content_length ? (int64_t)rq->content_length : -1);
 }
