@@ -32,7 +32,7 @@ typedef struct pp_h2h3_request {
   /* A checked WebSocket over extended CONNECT (RFC 8441 / RFC 9220): the app sees the env of
    * HTTP/1.1's upgrade (REQUEST_METHOD GET, HTTP_UPGRADE websocket, HTTP_CONNECTION Upgrade)
    * plus PP_H2H3_WS_ENV_FLAG ("true") and PP_H2H3_WS_ENV_PROTOCOLS (the offer, or ""), as
- * h1conn.c writes them. */
+   * h1conn.c writes them. */
   int websocket;
   const uint8_t *ws_protocols; /* Sec-WebSocket-Protocol as sent, or NULL */
   size_t ws_protocols_len;

@@ -34,4 +34,26 @@ class TestWsH2H3 < Minitest::Test
     assert_operator st["websocket"]["opened"], :>=, 6, st["websocket"].inspect
     assert_equal 0, st["websocket"]["open"], "every WebSocket stream was closed"
   end
+
+  def test_websocket_over_h3
+    bin = ENV["PP_WS_H3_BIN"] || File.expand_path("ws-h3", File.dirname(E2E::BIN))
+    flunk("ws-h3 not built (#{bin})") unless File.executable?(bin)
+    h3_port = E2E.free_port
+    @srv = E2E::Server.new(app: APP, workers: 2, threads: 2,
+                           extra: ["-listen-h3", "127.0.0.1:#{h3_port}"])
+    ok, out = run_client([bin, "127.0.0.1", h3_port.to_s])
+    assert ok, out + "\n--- server log ---\n" + @srv.log[-3000..].to_s
+    assert_match(/^7 passed, 0 failed$/, out)
+    st = nil
+    # the client's CONNECTION_CLOSE ends every stream it left open
+    10.times do
+      st = JSON.parse(Net::HTTP.get(URI("http://127.0.0.1:#{@srv.control_port}/stats")))
+      break if st["websocket"]["open"].zero?
+
+      sleep 0.2
+    end
+    assert_operator st["websocket"]["opened"], :>=, 4, st["websocket"].inspect
+    assert_equal 0, st["websocket"]["open"], "every WebSocket stream was closed"
+    assert_operator st["websocket"]["bytes_in"], :>=, 100 * 1024
+  end
 end
