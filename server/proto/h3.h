@@ -349,6 +349,10 @@ void pp_h3_conn_goaway(pp_h3_conn *conn);
 
 /* Nonzero once the handshake completed. */
 int pp_h3_conn_handshake_done(const pp_h3_conn *conn);
+/* Keep-alive: after interval_ns without traffic the connection sends a PING, so a connection
+ * whose streams are long-lived and quiet (WebSockets) outlives limits.idle_timeout_ns while the
+ * peer answers; 0 turns it off (the default). */
+void pp_h3_conn_keep_alive(pp_h3_conn *conn, uint64_t interval_ns);
 
 /* As pp_h2_respond: pairs filtered, lowercased and "\n"-split, copied. 1xx other than 101 is
  * interim. no_body implied for HEAD and 204/304. Returns 0, PP_H3_ESTREAM or PP_H3_EINVAL. */

@@ -641,6 +641,11 @@ void pp_h3_conn_goaway(pp_h3_conn *c) {
   pp_h3__conn_want(c);
 }
 
+void pp_h3_conn_keep_alive(pp_h3_conn *c, uint64_t interval_ns) {
+  if (c->qc) ngtcp2_conn_set_keep_alive_timeout(c->qc, interval_ns);
+  pp_h3__conn_want(c);
+}
+
 int pp_h3_conn_handshake_done(const pp_h3_conn *c) {
   return c->handshake_done;
 }

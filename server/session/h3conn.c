@@ -702,6 +702,7 @@ static const pp_wsconn_io h3_ws_io = {ws_io_write, ws_io_unsent, ws_io_pause, ws
 
 static void ws_closed(h3_conn *hc, pp_h2h3_ws *t) {
   pp_queue_remove(&hc->ws, &t->link);
+  if (!hc->ws.len && hc->conn) pp_h3_conn_keep_alive(hc->conn, 0);
   if (t->wc) {
     pp_wsconn *wc = t->wc;
     t->wc = NULL;
@@ -818,6 +819,9 @@ static int ws_request(h3_conn *hc, const pp_h2h3_origin *o, pp_h2h3_request *r,
   }
   t->x = x;
   pp_queue_push(&hc->ws, &t->link);
+  /* QUIC's idle timeout (-keepalive-timeout) would end a quiet WebSocket: PINGs at half of it
+   * keep the connection while its WebSockets are open and the client answers */
+  if (hc->ws.len == 1) pp_h3_conn_keep_alive(hc->conn, s->cfg->keepalive_timeout_ns / 2);
   *stream_data = x;
   return 0;
 }

@@ -2,7 +2,7 @@
  * unit test by itself: tests/e2e/test_ws_h2h3.rb runs it against puma-plus-server with
  * tests/apps/websocket (GET /echo is a sticky echo) on -listen-h3.
  *
- *   ws-h3 HOST PORT [-timeout SECS]
+ *   ws-h3 HOST PORT [-timeout SECS] [-quiet SECS]
  *
  * One QUIC connection (the project's client kit, quic_client/quic_client.h: ngtcp2 0.12 + GnuTLS
  * + nghttp3 0.8, ALPN h3; the certificate is NOT verified, loopback development pairs). Each case
@@ -16,6 +16,9 @@
  *   no :path      stream error H3_MESSAGE_ERROR from the server (RFC 9220 §3, RFC 9114 §4.1.2)
  *   other         :protocol webtransport: 501 (WebTransport is not carried: docs/WEBSOCKET.md)
  *   client FIN    our FIN without a Close: the server ends the stream too
+ *   quiet         (with -quiet SECS, for a server whose -keepalive-timeout is shorter) nothing
+ *                 sent for SECS, then an echo: the server's keep-alive PINGs kept the
+ *                 connection past QUIC's idle timeout while a WebSocket was open
  * Prints one line per case and "N passed, M failed"; exits 0 when all passed, 1 otherwise, 2 on
  * usage errors. */
 #include <arpa/inet.h>
@@ -68,7 +71,7 @@ static int nstreams;
 static int dead;
 static char dead_why[128];
 static char authority[300];
-static double timeout_s = 10;
+static double timeout_s = 10, quiet_s = 0;
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -522,8 +525,28 @@ static void case_client_fin(char *why, size_t cap) {
         (unsigned long long)s->close_code);
 }
 
+static uint64_t quiet_until;
+
+static int quiet_over(void *arg) {
+  (void)arg;
+  return now_ns() >= quiet_until;
+}
+
+static void case_quiet(char *why, size_t cap) {
+  wstream *s = open_echo(why, cap);
+  if (!s) return;
+  quiet_until = now_ns() + (uint64_t)(quiet_s * 1e9);
+  double keep = timeout_s;
+  timeout_s = quiet_s + 1;
+  run_until(quiet_over, NULL); /* the connection runs (ACKs, PINGs) but we send nothing */
+  timeout_s = keep;
+  CHECK(!dead && !s->closed, "the connection or stream ended while quiet: %s",
+        dead ? dead_why : "stream closed");
+  echo_one(s, 1, (const uint8_t *)"after the quiet", 15, why, cap);
+}
+
 static int usage(void) {
-  fprintf(stderr, "usage: ws-h3 HOST PORT [-timeout SECS]\n");
+  fprintf(stderr, "usage: ws-h3 HOST PORT [-timeout SECS] [-quiet SECS]\n");
   return 2;
 }
 
@@ -533,6 +556,8 @@ int main(int argc, char **argv) {
   for (int i = 3; i < argc; i++) {
     if (!strcmp(argv[i], "-timeout") && i + 1 < argc)
       timeout_s = atof(argv[++i]);
+    else if (!strcmp(argv[i], "-quiet") && i + 1 < argc)
+      quiet_s = atof(argv[++i]);
     else
       return usage();
   }
@@ -589,7 +614,15 @@ int main(int argc, char **argv) {
       {":protocol webtransport: 501", case_other},
       {"client FIN without a Close: the server ends the stream", case_client_fin},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+  size_t ncases = sizeof cases / sizeof *cases;
+  for (size_t i = 0; i <= ncases; i++) {
+    if (i == ncases) {
+      if (quiet_s <= 0) break;
+      char why[256] = "";
+      case_quiet(why, sizeof why);
+      report("quiet past QUIC's idle timeout, then an echo", why);
+      break;
+    }
     char why[256] = "";
     if (dead)
       snprintf(why, sizeof why, "the connection died: %s", dead_why);

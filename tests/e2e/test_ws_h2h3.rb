@@ -39,11 +39,12 @@ class TestWsH2H3 < Minitest::Test
     bin = ENV["PP_WS_H3_BIN"] || File.expand_path("ws-h3", File.dirname(E2E::BIN))
     flunk("ws-h3 not built (#{bin})") unless File.executable?(bin)
     h3_port = E2E.free_port
+    # a 2 s QUIC idle timeout: the quiet case waits 4 s on an open WebSocket
     @srv = E2E::Server.new(app: APP, workers: 2, threads: 2,
-                           extra: ["-listen-h3", "127.0.0.1:#{h3_port}"])
-    ok, out = run_client([bin, "127.0.0.1", h3_port.to_s])
+                           extra: ["-listen-h3", "127.0.0.1:#{h3_port}", "-keepalive-timeout", "2s"])
+    ok, out = run_client([bin, "127.0.0.1", h3_port.to_s, "-quiet", "4"])
     assert ok, out + "\n--- server log ---\n" + @srv.log[-3000..].to_s
-    assert_match(/^7 passed, 0 failed$/, out)
+    assert_match(/^8 passed, 0 failed$/, out)
     st = nil
     # the client's CONNECTION_CLOSE ends every stream it left open
     10.times do
