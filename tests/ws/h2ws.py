@@ -22,6 +22,9 @@ Cases (each on its own stream of one connection unless it says otherwise):
   data after close  DATA on the stream after our END_STREAM: the stream is closed, the
                 connection survives (RST_STREAM or GOAWAY STREAM_CLOSED, then a new connection
                 is served)
+  slow reader   we never give window back and send 5 MiB to be echoed: no more than our window
+                arrives, and the server closes the WebSocket at its output bound (1008, counted
+                in /stats websocket.slow_reader_closes: the caller checks)
   no setting    a connection to a server started with -no-extended-connect (second port, if
                 given): no ENABLE_CONNECT_PROTOCOL, and :protocol is a PROTOCOL_ERROR reset
 
@@ -88,6 +91,7 @@ class Stream:
         self.ended = False
         self.reset = None
         self.frames = []
+        self.no_ack = False  # do not give the server window back (a client that does not read)
 
 
 class Conn:
@@ -139,7 +143,8 @@ class Conn:
         elif isinstance(ev, h2.events.DataReceived):
             st = self.streams[ev.stream_id]
             st.data += ev.data
-            self.h2.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            if not st.no_ack:
+                self.h2.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
             frames, st.data = ws_parse(st.data)
             st.frames += frames
         elif isinstance(ev, h2.events.StreamEnded):
@@ -397,6 +402,23 @@ def t_data_after_close(host, port):
         expect(p == b"new connection", p)
 
 
+@case("slow reader: our window stays closed, 5 MiB echoed: the server stops at its bound")
+def t_slow_reader(host, port):
+    c = Conn(host, port)
+    st = open_echo(c)
+    st.no_ack = True
+    msg = os.urandom(64 * 1024)
+    for _ in range(80):  # 5 MiB, more than the codec's 4 MiB output bound
+        c.send(st, ws_frame(2, msg))
+    # what reached us is bounded by our windows (65535 by default), whatever the server holds
+    c.pump(lambda: st.reset is not None or st.ended or len(st.data) + sum(
+        len(p) for _, _, p in st.frames) >= 60000, timeout=5)
+    got = len(st.data) + sum(len(p) for _, _, p in st.frames)
+    expect(got <= 65535, "%d bytes came past a 65535-byte window" % got)
+    c.h2.reset_stream(st.sid, 8)
+    c.flush()
+
+
 @case("-no-extended-connect: no setting, :protocol is a PROTOCOL_ERROR reset")
 def t_no_setting(host, port):
     c = Conn(host, port)
@@ -411,7 +433,7 @@ def t_no_setting(host, port):
 def main():
     host, port = sys.argv[1], int(sys.argv[2])
     for t in (t_settings, t_echo, t_two, t_refused, t_version, t_no_path, t_on_get, t_other,
-              t_plain, t_reset, t_fin, t_data_after_close):
+              t_plain, t_reset, t_fin, t_data_after_close, t_slow_reader):
         t(host, port)
     if len(sys.argv) > 3:
         t_no_setting(host, int(sys.argv[3]))
