@@ -37,6 +37,16 @@ class TestWsH2H3 < Minitest::Test
     assert_equal 1, st["websocket"]["slow_reader_closes"], st["websocket"].inspect
   end
 
+  # browsers speak RFC 8441 over TLS only (ALPN h2 on -listen-tls)
+  def test_websocket_over_h2_tls
+    flunk("python3-h2 (Debian) is missing in #{PY}") unless system(PY, "-c", "import h2", err: File::NULL)
+    @srv = E2E::Server.new(app: APP, workers: 1, threads: 2, tls: true)
+    ok, out = run_client([PY, File.join(E2E::ROOT, "tests/ws/h2ws.py"), "--tls", "127.0.0.1",
+                          @srv.https_port.to_s])
+    assert ok, out + "\n--- server log ---\n" + @srv.log[-3000..].to_s
+    assert_match(/^8 passed, 0 failed$/, out)
+  end
+
   def test_websocket_over_h3
     bin = ENV["PP_WS_H3_BIN"] || File.expand_path("ws-h3", File.dirname(E2E::BIN))
     flunk("ws-h3 not built (#{bin})") unless File.executable?(bin)

@@ -4,7 +4,9 @@
 and this file frames the WebSocket bytes itself (RFC 6455 §5: client frames masked). It runs
 against tests/apps/websocket (GET /echo is a sticky echo) on a cleartext -h2c listener:
 
-  /usr/bin/python3 tests/ws/h2ws.py HOST PORT
+  /usr/bin/python3 tests/ws/h2ws.py HOST PORT [PORT_OF_A_NO_EXTENDED_CONNECT_SERVER]
+  /usr/bin/python3 tests/ws/h2ws.py --tls HOST TLS_PORT   (ALPN h2: the cases below that need
+                                                          no raw frames)
 
 Cases (each on its own stream of one connection unless it says otherwise):
   settings      the server's SETTINGS carry ENABLE_CONNECT_PROTOCOL = 1 (RFC 8441 §3)
@@ -94,9 +96,21 @@ class Stream:
         self.no_ack = False  # do not give the server window back (a client that does not read)
 
 
+TLS = False  # --tls: the listener is -listen-tls (ALPN h2), as browsers use RFC 8441
+
+
 class Conn:
     def __init__(self, host, port):
         self.sock = socket.create_connection((host, port), timeout=DEADLINE)
+        if TLS:
+            import ssl
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE  # the server's development certificate
+            ctx.set_alpn_protocols(["h2"])
+            self.sock = ctx.wrap_socket(self.sock, server_hostname="localhost")
+            if self.sock.selected_alpn_protocol() != "h2":
+                raise AssertionError("ALPN chose %r" % self.sock.selected_alpn_protocol())
         self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True,
                                                                        header_encoding=None))
         self.h2.initiate_connection()
@@ -431,6 +445,16 @@ def t_no_setting(host, port):
 
 
 def main():
+    global TLS
+    if "--tls" in sys.argv:  # over TLS: the cases that do not need raw frames
+        sys.argv.remove("--tls")
+        TLS = True
+        host, port = sys.argv[1], int(sys.argv[2])
+        for t in (t_settings, t_echo, t_two, t_refused, t_version, t_other, t_reset, t_fin):
+            t(host, port)
+        failed = sum(1 for _, e in results if e)
+        print("%d passed, %d failed" % (len(results) - failed, failed))
+        sys.exit(1 if failed else 0)
     host, port = sys.argv[1], int(sys.argv[2])
     for t in (t_settings, t_echo, t_two, t_refused, t_version, t_no_path, t_on_get, t_other,
               t_plain, t_reset, t_fin, t_data_after_close, t_slow_reader):
