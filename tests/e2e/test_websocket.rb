@@ -131,6 +131,14 @@ class WSClient
   def pid = ask("pid")[/\Apid (\d+)\z/, 1].to_i
 
   def shut = @sock.close
+
+  # Writes without ever reading what comes back; stops at the first write error.
+  def flood(msg, times)
+    times.times { send_frame(2, msg) }
+    true
+  rescue SystemCallError, IOError
+    false
+  end
 end
 
 class TestWebSocket < Minitest::Test
@@ -279,6 +287,32 @@ class TestWebSocket < Minitest::Test
     # wait for the replacement, so later tests see two workers
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 30
     sleep 0.1 until stats["booted_workers"] == 2 || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+  end
+
+  # A client that sends but never reads: its echoes fill the kernel's buffers, then the codec's
+  # bounded output (4 MiB), and the server closes it with 1008 instead of buffering more.
+  def test_slow_reader_is_closed_with_1008
+    before = stats["websocket"]
+    c = ws("/echo")
+    c.flood("x".b * 65_536, 400) # 25 MiB of echoes nobody reads
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
+    sleep 0.1 until stats["websocket"]["slow_reader_closes"] > before["slow_reader_closes"] ||
+                    Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    st = stats["websocket"]
+    assert_equal before["slow_reader_closes"] + 1, st["slow_reader_closes"]
+    # what the client finally reads: the echoes that fitted, then the Close with 1008
+    code = begin
+      op, data = c.recv
+      op, data = c.recv while op != 8
+      data.unpack1("n")
+    rescue EOFError, SystemCallError, Timeout::Error
+      nil # the server may have closed TCP already (-ws-close-timeout): the count says it all
+    end
+    assert_equal 1008, code if code
+    c.shut
+    sleep 0.1 until stats["websocket"]["closes"]["1008"].to_i > before["closes"]["1008"].to_i ||
+                    Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    assert_equal before["closes"]["1008"].to_i + 1, stats["websocket"]["closes"]["1008"]
   end
 
   def test_stats_count_connections_and_messages

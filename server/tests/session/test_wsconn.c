@@ -107,17 +107,18 @@ static pp_wire_frame head_frame(int status, pp_buf *pairs, uint32_t n) {
   return f;
 }
 
+/* The frame's pairs live in `p` until the next case (a->handler and a->protocol point into
+ * them, as into a RESPONSE_HEAD frame). */
+static pp_buf p;
+
 static int accept_case(int status, const char *offered, pp_ws_accept *a, const char **why,
                        const char *const *kv) {
-  pp_buf p;
-  pp_buf_init(&p);
+  p.len = 0;
   uint32_t n = 0;
   for (; kv[2 * n]; n++)
     pp_h1_put_pair(&p, kv[2 * n], strlen(kv[2 * n]), kv[2 * n + 1], strlen(kv[2 * n + 1]));
   pp_wire_frame f = head_frame(status, &p, n);
-  int r = pp_ws_accept_parse(&f, offered, strlen(offered), a, why);
-  pp_buf_dispose(&p);
-  return r;
+  return pp_ws_accept_parse(&f, offered, strlen(offered), a, why);
 }
 
 static void test_accept_parse(void) {
@@ -236,6 +237,7 @@ int main(void) {
   CU_add_test(s, "the app's commands: validation, unknown ids", test_commands);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
+  pp_buf_dispose(&p);
   unsigned failures = CU_get_number_of_failures();
   CU_cleanup_registry();
   return failures ? 1 : 0;
