@@ -8,7 +8,9 @@
 # cases that need those: RSV1 after the client's deflate offer was declined (RFC 7692 §5) and
 # the message limit (RFC 6455 §10.4) at 64 KiB. A third with -ws-ping-interval 1s
 # -ws-close-timeout 1s runs the "(timer)" cases: a peer that answers no ping is disconnected, one
-# that answers stays, one that never answers the server's Close is disconnected.
+# that answers stays, one that never answers the server's Close is disconnected. A fourth with
+# -h2c runs the 63 frame cases over HTTP/2 (RFC 8441 extended CONNECT tunnels, --h2), whole and
+# dribbled: the same close codes and reasons, then END_STREAM / RST_STREAM from the server.
 #
 #   ruby tests/ws/run_negative.rb PATH/TO/puma-plus-server [CASE-SUBSTRING ...]
 require_relative "../e2e/helper"
@@ -56,6 +58,21 @@ class TestWsNegative < Minitest::Test
     begin
       summary = run_suite(srv, "--timers", "1,1", filters: ["(timer)"])
       assert_equal "3 passed, 0 failed", summary
+    ensure
+      status = srv.stop
+    end
+    assert status&.success?, "server did not exit 0 on SIGTERM: #{status.inspect}\n#{srv.log[-3000..]}"
+  end
+
+  def test_frame_cases_over_http2_tunnels
+    out, st = Open3.capture2e(PY, "-c", "import h2")
+    assert st.success?, "python3-h2 not importable by #{PY} (scripts/install-deps.sh): #{out}"
+    srv = E2E::Server.new(app: APP, workers: 1, threads: 2, extra: ["-h2c"])
+    begin
+      pid_before = worker_pid(srv)
+      assert_equal "63 passed, 0 failed", run_suite(srv, "--h2")
+      assert_equal "63 passed, 0 failed", run_suite(srv, "--h2", "--dribble")
+      assert_equal pid_before, worker_pid(srv), "the worker was replaced during the suite"
     ensure
       status = srv.stop
     end
