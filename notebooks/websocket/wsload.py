@@ -181,7 +181,7 @@ class Client:
                     lambda: WSConn(self, self.path, "127.0.0.1:%d" % self.port, self.origin,
                                    "actioncable-v1-json" if self.proto == "cable" else None),
                     self.host, self.port)
-                await asyncio.wait_for(c.ready, 60)
+                await asyncio.wait_for(c.ready, 120)
                 self.conns.append(c)
 
         await asyncio.wait_for(asyncio.gather(*(one() for _ in range(n))), timeout)
