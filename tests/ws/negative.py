@@ -2,7 +2,8 @@
 """WebSocket negative suite: malformed and abusive client input against a WebSocket echo target.
 
     tests/ws/negative.py URL [--max-message N] [--nodeflate-url URL] [--no-reason]
-                             [--skip-handshake] [CASE-SUBSTRING ...]
+                             [--skip-handshake] [--timers PING,CLOSE] [--close-cmd FMT]
+                             [--h2] [--dribble] [CASE-SUBSTRING ...]
     tests/ws/negative.py --ws-echo PATH/TO/ws-echo [CASE-SUBSTRING ...]
 
 URL is a ws:// URL of an echo endpoint (every message sent comes back unchanged), e.g. the
@@ -35,7 +36,8 @@ a NEW connection must be served: an echo round trip of a text message. Cases are
 section of RFC 6455 (or RFC 7692, permessage-deflate) they break.
 
 Prints one line per case and then `N passed, N failed` alone on a line; exits 1 on any failure.
-Needs only the standard library (no python3-websockets: it would refuse to send these frames).
+Needs only the standard library for HTTP/1.1 (no python3-websockets: it would refuse to send
+these frames); --h2 needs python3-h2.
 """
 import base64
 import hashlib
