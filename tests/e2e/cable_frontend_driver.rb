@@ -132,6 +132,33 @@ wrapped = JSON.parse(tags[0].prefix + bc[0].data + tags[0].suffix)
 check(wrapped == { "identifier" => identifier, "message" => { "text" => "hi", "from_pid" => Process.pid } },
       "envelope: #{wrapped}")
 
+# 4b. A second subscription of this connection to the same broadcasting: the server keeps one
+# envelope per tag and connection, so it takes Action Cable's pubsub path; the same broadcast
+# reaches it through the adapter, transmitted from the adapter's thread (the monitor connection).
+id2 = JSON.generate({ "channel" => "WorkerChannel", "room" => "r1", "second" => true })
+server.write(W.encode(W::WsMessage.new(41, cid, now, now, handler.b, 1,
+                                       JSON.generate({ "command" => "subscribe", "identifier" => id2 }).b)))
+frames = until_end(server, 41)
+check(frames.grep(W::WsTag).empty?, "second subscription: no WS_TAG #{frames.inspect}")
+def monitor_json(monitor) = monitor.filter_map { |b| f, = W.decode(b); JSON.parse(f.data) if f.is_a?(W::WsSend) }
+deadline = Time.now + 10
+sleep 0.05 until monitor_json(monitor).any? { |m| m["type"] == "confirm_subscription" && m["identifier"] == id2 } || Time.now > deadline
+check(monitor_json(monitor).any? { |m| m["type"] == "confirm_subscription" && m["identifier"] == id2 },
+      "second confirm: from the adapter's success callback, on the monitor connection")
+body = URI.encode_www_form("room" => "r1", "text" => "twice")
+request(server, 42, "POST", "/broadcasts", { "CONTENT_TYPE" => "application/x-www-form-urlencoded",
+                                             "CONTENT_LENGTH" => body.bytesize.to_s }, [], body)
+frames = until_end(server, 42)
+check(frames.grep(W::WsBroadcast).size == 1, "second broadcast: still one WS_BROADCAST")
+deadline = Time.now + 10
+got = ->(m) { m["identifier"] == id2 && m.dig("message", "text") == "twice" }
+sleep 0.05 until monitor_json(monitor).any?(&got) || Time.now > deadline
+check(monitor_json(monitor).any?(&got), "second delivery: through the adapter as WS_SEND")
+server.write(W.encode(W::WsMessage.new(43, cid, now, now, handler.b, 1,
+                                       JSON.generate({ "command" => "unsubscribe", "identifier" => id2 }).b)))
+frames = until_end(server, 43)
+check(frames.grep(W::WsTag).empty?, "second unsubscribe: the first subscription's tag stays")
+
 # 5. Unsubscribe: the tag goes.
 server.write(W.encode(W::WsMessage.new(5, cid, now, now, handler.b, 1,
                                        JSON.generate({ "command" => "unsubscribe", "identifier" => identifier }).b)))
