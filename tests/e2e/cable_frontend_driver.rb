@@ -174,4 +174,4 @@ check(ActionCable.server.connections.empty?, "removed: Action Cable's connection
 
 server.close
 thread.join(5)
-puts "OK done (#{monitor.size} frames went on the monitor connection: heartbeats)"
+puts "OK done (#{monitor.size} frames went on the monitor connection)"
