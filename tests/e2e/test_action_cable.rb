@@ -376,7 +376,13 @@ class TestActionCable < Minitest::Test
 
   def frontend_real_server(version)
     app(version)
-    boot(2, "PUMA_PLUS_ACTION_CABLE" => "frontend")
+    # Both switches: the environment (7.2) and the config file (6.1).
+    if version == "6.1"
+      File.write(File.join(@app, "config/puma-plus.rb"), "\naction_cable :frontend\n", mode: "a")
+      boot(2)
+    else
+      boot(2, "PUMA_PLUS_ACTION_CABLE" => "frontend")
+    end
     assert_match(/Action Cable runs over the front end's WebSockets/, @srv.log)
     hijacked = @srv.stats["queue"]["hijacked"]
     client = connect
