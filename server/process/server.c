@@ -112,6 +112,9 @@ static void begin_drain(server *s) {
   pp_lifecycle_draining(s);
   pp_listeners_close_http(&s->net, s->life.handed_over);
   pp_h3conn_drain(&s->sess);
+  /* WebSockets get a Close 1001 (going away); they end once the peer answers, or after
+   * -ws-close-timeout, and their WS_CLOSE events run before the workers stop. */
+  pp_wshub_shutdown(&s->sess.wshub);
   pp_qnode *n = s->sess.clients.head.next;
   while (n != &s->sess.clients.head) { /* HTTP/2 connections: GOAWAY, then their streams finish */
     client *c = PP_CONTAINER_OF(n, client, link);

@@ -91,15 +91,6 @@ typedef struct pp_wstag {
   uint8_t name[];
 } pp_wstag;
 
-struct pp_wssub {
-  pp_wssub *tprev, *tnext; /* in its tag */
-  pp_wssub *cnext;         /* in its connection's list */
-  pp_wstag *tag;
-  pp_wsconn *conn;
-  uint32_t prefix_len, suffix_len;
-  uint8_t env[]; /* prefix, then suffix */
-};
-
 static uint64_t hash_bytes(const uint8_t *p, size_t n) {
   uint64_t h = 1469598103934665603ull; /* FNV-1a */
   for (size_t i = 0; i < n; i++)
@@ -376,7 +367,7 @@ static int on_message(pp_ws *ws, pp_ws_opcode op, const uint8_t *data, size_t le
 
 static void on_close(pp_ws *ws, int code, const uint8_t *reason, size_t len) {
   pp_wsconn *c = ws->data;
-  if (c->close_by == PP_WIRE_WS_BY_SERVER) /* our Close, answered */
+  if (c->close_by == (int)PP_WIRE_WS_BY_SERVER) /* our Close, answered */
     queue_close_event(c, PP_WIRE_WS_BY_SERVER, c->close_code, NULL, 0);
   else {
     c->close_by = PP_WIRE_WS_BY_PEER, c->close_code = code;
@@ -418,7 +409,7 @@ static void count_close(pp_wsconn *c) {
  * Close goes out, the peer's answer is awaited until the close timeout. */
 static void server_close(pp_wsconn *c, int code, const char *reason, size_t reason_len) {
   if (c->gone || c->ws.close_sent) return;
-  if (c->close_by != PP_WIRE_WS_BY_PEER) {
+  if (c->close_by != (int)PP_WIRE_WS_BY_PEER) {
     c->close_by = PP_WIRE_WS_BY_SERVER;
     c->close_code = code;
   }
@@ -517,6 +508,7 @@ pp_wsconn *pp_wsconn_open(pp_wshub *h, const pp_wsconn_io *io, void *t, const pp
   c->handler_len = (uint8_t)(a->handler_len > PP_WS_HANDLER_MAX ? 0 : a->handler_len);
   if (c->handler_len) memcpy(c->handler, a->handler, c->handler_len);
   c->last_in_ns = pp_now_ns();
+  c->close_by = -1; /* no close yet */
   pp_queue_init(&c->pending);
   pp_queue_push(&h->conns, &c->link);
   ids_add(h, c);
@@ -578,8 +570,8 @@ void pp_wsconn_gone(pp_wsconn *c) {
   c->gone = 1;
   ids_remove(h, c);
   pp_wshub_tag(h, c, PP_WIRE_WS_TAG_REMOVE_ALL, NULL, 0, NULL, 0, NULL, 0);
-  if (!c->close_by) c->close_by = PP_WIRE_WS_BY_TRANSPORT, c->close_code = PP_WS_CLOSE_ABNORMAL;
-  if (c->close_by == PP_WIRE_WS_BY_SERVER)
+  if (c->close_by < 0) c->close_by = PP_WIRE_WS_BY_TRANSPORT, c->close_code = PP_WS_CLOSE_ABNORMAL;
+  if (c->close_by == (int)PP_WIRE_WS_BY_SERVER)
     queue_close_event(c, PP_WIRE_WS_BY_SERVER, c->close_code, NULL, 0);
   else
     queue_close_event(c, PP_WIRE_WS_BY_TRANSPORT, PP_WS_CLOSE_ABNORMAL, NULL, 0);

@@ -119,7 +119,16 @@ struct pp_wshub {
   pp_exchange_pool *xpool;
 };
 
+/* One connection's subscription to a tag, with its envelope (WS_TAG prefix and suffix). */
 typedef struct pp_wssub pp_wssub;
+struct pp_wssub {
+  pp_wssub *tprev, *tnext; /* in its tag */
+  pp_wssub *cnext;         /* in its connection's list */
+  struct pp_wstag *tag;
+  pp_wsconn *conn;
+  uint32_t prefix_len, suffix_len;
+  uint8_t env[]; /* prefix, then suffix */
+};
 
 struct pp_wsconn {
   pp_wshub *hub;
@@ -140,7 +149,7 @@ struct pp_wsconn {
   int gone;                 /* pp_wsconn_gone was called: the transport is closed */
   int close_asked;          /* io->close was called */
   int close_event;          /* WS_CLOSE was queued (or must never be: sticky worker gone) */
-  int close_by, close_code; /* for WS_CLOSE when the transport ends */
+  int close_by, close_code; /* who closed (PP_WIRE_WS_BY_*, -1: nobody yet) and the code */
   int64_t last_in_ns;       /* the last bytes from the client */
   int64_t ping_sent_ns;     /* an unanswered ping, or 0 */
   int64_t close_deadline_ns;

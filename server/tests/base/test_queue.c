@@ -94,6 +94,38 @@ static void test_dispatch_order(void) {
   CU_ASSERT_PTR_EQUAL(pp_registry_take(&r), &s[5]);
 }
 
+/* A sticky WebSocket event takes a slot of its own worker only (pp_registry_take_worker),
+ * even when another worker is the one plain dispatch would pick; none while that worker is
+ * busy, retiring or not connected; the capacity counts move as for pp_registry_take. */
+static void test_take_worker(void) {
+  static pp_registry r;
+  pp_registry_init(&r);
+  pp_slot s[3];
+  memset(s, 0, sizeof s);
+  pp_registry_attach(&r, &s[0], 100, 0, 0, 1);
+  pp_registry_attach(&r, &s[1], 200, 1, 0, 1);
+  pp_registry_attach(&r, &s[2], 200, 1, 1, 1);
+  pp_worker *w100 = pp_registry_find(&r, 100), *w200 = pp_registry_find(&r, 200);
+  pp_slot *a = pp_registry_take_worker(&r, w200); /* pp_registry_take would pick 100 */
+  CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+  CU_ASSERT_EQUAL(a->worker->pid, 200);
+  CU_ASSERT_EQUAL(r.slots_busy, 1);
+  CU_ASSERT_EQUAL(w200->busy, 1);
+  pp_slot *b = pp_registry_take_worker(&r, w200);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+  CU_ASSERT_PTR_NULL(pp_registry_take_worker(&r, w200)); /* both its slots busy */
+  CU_ASSERT_PTR_EQUAL(pp_registry_take(&r), &s[0]);      /* the other worker still serves */
+  CU_ASSERT_PTR_NULL(pp_registry_take_worker(&r, w100));
+  CU_ASSERT_PTR_NULL(pp_registry_take_worker(&r, NULL));
+  pp_registry_release(&r, a);
+  CU_ASSERT_PTR_EQUAL(pp_registry_take_worker(&r, w200), a);
+  pp_registry_release(&r, a);
+  pp_registry_retire(&r, w200);
+  CU_ASSERT_PTR_NULL(pp_registry_take_worker(&r, w200)); /* never a retiring worker */
+  CU_ASSERT_EQUAL(pp_registry_add(&r, 300, 2, 1)->state, PP_WORKER_BOOTING);
+  CU_ASSERT_PTR_NULL(pp_registry_take_worker(&r, pp_registry_find(&r, 300)));
+}
+
 /* A worker's generation is the registry's phase when its entry was made (at FORKED, or at
  * its first HELLO); a later phase changes no existing entry, and a removed entry's slot
  * reused by a new worker takes the new phase. */
@@ -120,6 +152,7 @@ int main(void) {
   CU_add_test(s, "FIFO with removal from the middle", test_fifo);
   CU_add_test(s, "dispatch order and capacity accounting", test_dispatch_order);
   CU_add_test(s, "worker generation from the registry's phase", test_generation);
+  CU_add_test(s, "sticky dispatch: a slot of one worker", test_take_worker);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();
