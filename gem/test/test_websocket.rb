@@ -233,6 +233,8 @@ class TestWebSocket < Minitest::Test
     assert_raises(ArgumentError) { WS.send_to(1, "\xff".dup.force_encoding(Encoding::UTF_8)) }
     assert_raises(ArgumentError) { WS.send_to(1, :sym) }
     assert_raises(ArgumentError) { WS.close_conn(1, 1005) }
+    assert_raises(ArgumentError) { WS.close_conn(1, 1004) }
+    assert_raises(ArgumentError) { WS.tag_conn(1, "t", prefix: "\xff".b) }
     assert_raises(ArgumentError) { WS.close_conn(1, 1000, "r" * 124) }
     assert_raises(ArgumentError) { WS.broadcast("", "x") }
     assert_empty sent

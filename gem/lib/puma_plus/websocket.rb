@@ -157,9 +157,11 @@ module PumaPlus
         nil
       end
 
-      # tag nil: remove every tag.
+      # The envelope (prefix, suffix) must be UTF-8 (docs/PROTOCOL.md WS_TAG).
       def tag_conn(conn_id, tag, prefix: "", suffix: "")
-        emit(Wire.append_ws_tag(+"".b, conn_id, Wire::WS_TAG_ADD, check_tag(tag), prefix.to_s, suffix.to_s))
+        prefix = utf8(prefix, "envelope prefix")
+        suffix = utf8(suffix, "envelope suffix")
+        emit(Wire.append_ws_tag(+"".b, conn_id, Wire::WS_TAG_ADD, check_tag(tag), prefix, suffix))
         nil
       end
 
@@ -229,7 +231,7 @@ module PumaPlus
       private
 
       # RFC 6455 §7.4 codes an endpoint may send (docs/PROTOCOL.md WS_CLOSE_CONN).
-      def sendable_code?(c) = [1000, 1001, 1003].include?(c) || (1007..1014).cover?(c) || (3000..4999).cover?(c)
+      def sendable_code?(c) = (1000..1003).cover?(c) || (1007..1014).cover?(c) || (3000..4999).cover?(c)
 
       # The handler tables live in the main Ractor: a Ractor slot cannot reach them.
       def main_ractor!
