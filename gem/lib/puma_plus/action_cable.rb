@@ -41,6 +41,7 @@ module PumaPlus
 
       ::ActionCable::Server::Base.prepend(ServerShim)
       ::ActionCable::Channel::Base.prepend(ChannelShim)
+      ::ActionCable::Connection::WebSocket.prepend(WebSocketShim)
       @installed = true
     end
 
@@ -209,6 +210,16 @@ module PumaPlus
       def method_missing(name, ...) = @adapter.respond_to?(name) ? @adapter.public_send(name, ...) : super
 
       def respond_to_missing?(name, include_all = false) = @adapter.respond_to?(name, include_all) || super
+    end
+
+    # ActionCable::Connection::WebSocket for an upgrade the front end took: no ClientSocket (and
+    # no websocket-driver) is built, since ServerShim puts a Socket in its place at once.
+    module WebSocketShim
+      def initialize(env, *args, **kwargs)
+        return super unless WebSocket.websocket?(env)
+
+        @websocket = nil
+      end
     end
 
     # ActionCable::Channel::Base#stream_from on a front-end connection, in the usual form (no
