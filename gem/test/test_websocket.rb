@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
+require "rack"
+require "rack/lint"
 
 # PumaPlus::WebSocket (docs/RACK.md "WebSockets") without a server: a worker connection over
 # a socketpair, the test playing the server. The upgrade request is accepted with
@@ -129,6 +131,17 @@ class TestWebSocket < Minitest::Test
     assert_equal 400, FakeServer.read_response(@server, 2)[:head].status
   end
 
+  # Under Rack::Lint (Rack 2.2 here: String header values, tags joined with "\n") the 101 is a
+  # valid response, and the tags still reach the server as one field line each.
+  def test_accept_passes_rack_lint
+    start(Rack::Lint.new(accept_app))
+    res = upgrade(1)
+    assert_equal 101, res[:head].status
+    assert_equal [["puma-plus-websocket-tags", "room:1"], ["puma-plus-websocket-tags", "user:7"]],
+                 fields(res).select { |k, _| k == "puma-plus-websocket-tags" }
+    assert_equal "", @log.string, "no Rack::Lint violation was logged"
+  end
+
   def test_accept_refuses_what_the_server_could_not_carry
     env = { "puma_plus.websocket?" => true, "puma_plus.websocket.protocols" => "a, b" }
     assert_raises(ArgumentError) { WS.accept({}, Echo) }
@@ -144,6 +157,9 @@ class TestWebSocket < Minitest::Test
     assert_equal [101, "flexible", "c:TestWebSocket::FlexEcho", "b"],
                  [status, headers["puma-plus-websocket"], headers["puma-plus-websocket-handler"], headers["sec-websocket-protocol"]]
     refute headers.key?("puma-plus-websocket-tags")
+    _, headers, = WS.accept(env, FlexEcho, route: :flexible, tags: ["a", "b"])
+    want = Rack.release.start_with?("2.") ? "a\nb" : ["a", "b"]
+    assert_equal want, headers["puma-plus-websocket-tags"]
   end
 
   def test_sticky_events_run_the_handler_keep_state_and_end_with_ws_done

@@ -129,7 +129,9 @@ module PumaPlus
 
         key = route == :sticky ? sticky_key(handler) : flexible_key(handler)
         h = headers.to_h.merge(FIELD => name, FIELD_HANDLER => key)
-        h[FIELD_TAGS] = tags unless tags.empty? # one field line per tag
+        # One field line per tag: an Array (Rack 3), or lines joined with "\n" (Rack 2, whose
+        # Lint wants String values); the worker writes both as repeated fields.
+        h[FIELD_TAGS] = rack2? ? tags.join("\n") : tags unless tags.empty?
         h[FIELD_PROTOCOL] = protocol if protocol
         [101, h, []]
       end
@@ -229,6 +231,8 @@ module PumaPlus
       end
 
       private
+
+      def rack2? = defined?(::Rack.release) && ::Rack.release.start_with?("2.", "1.")
 
       # RFC 6455 §7.4 codes an endpoint may send (docs/PROTOCOL.md WS_CLOSE_CONN).
       def sendable_code?(c) = (1000..1003).cover?(c) || (1007..1014).cover?(c) || (3000..4999).cover?(c)
