@@ -28,6 +28,7 @@ class TestWebSocket < Minitest::Test
     def on_message(conn, data)
       conn.state[:n] += 1
       return conn.close(4000, "bye") if data == "close"
+      return conn.send("env #{conn.env.inspect}") if data == "env?"
       raise "boom" if data == "raise"
 
       conn.send(data.encoding == Encoding::UTF_8 ? "#{conn.state[:n]}:#{data}" : data)
@@ -180,6 +181,8 @@ class TestWebSocket < Minitest::Test
     assert_equal [W::WsSend.new(77, 1, "1:h\u00e9llo".b)], until_done(11)[0..-2]
     message_event(12, 77, handler, "two")
     assert_equal [W::WsSend.new(77, 1, "2:two".b)], until_done(12)[0..-2], "conn.state kept between events"
+    message_event(21, 77, handler, "env?")
+    assert_equal [W::WsSend.new(77, 1, "env nil".b)], until_done(21)[0..-2], "no env kept after on_open"
     message_event(13, 77, handler, "\x00\xff".b, opcode: W::WS_BINARY)
     assert_equal [W::WsSend.new(77, W::WS_BINARY, "\x00\xff".b)], until_done(13)[0..-2]
     assert_equal 1, WS.sticky_count

@@ -48,6 +48,7 @@ module PumaPlus
     # One WebSocket connection as the app sees it in its handler. Sticky: the same object for
     # every event of the connection (state kept); flexible: a new one per event.
     class Conn
+      # `env`: the upgrade request's env, in on_open only (nil afterwards).
       attr_reader :id, :route, :protocol, :env, :state
 
       def initialize(id, route, protocol, env = nil)
@@ -86,6 +87,8 @@ module PumaPlus
       def closed? = @closed
 
       def closed! = (@closed = true)
+
+      def drop_env = (@env = nil)
 
       def inspect = "#<PumaPlus::WebSocket::Conn #{@id} #{@route}#{@closed ? ' closed' : ''}>"
     end
@@ -209,7 +212,11 @@ module PumaPlus
         end
         case ev
         when Wire::WsOpen
-          handler.on_open(conn) if handler.respond_to?(:on_open)
+          begin
+            handler.on_open(conn) if handler.respond_to?(:on_open)
+          ensure
+            conn.drop_env # idle connections hold no env: keep what you need in conn.state
+          end
         when Wire::WsMessage
           data = ev.data
           data.force_encoding(Encoding::UTF_8) if ev.opcode == Wire::WS_TEXT
