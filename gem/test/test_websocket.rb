@@ -199,6 +199,37 @@ class TestWebSocket < Minitest::Test
     assert_match(/WebSocket 77: no handler/, @log.string)
   end
 
+  # A sticky Class gives each connection its own instance (and conn.state); an accept whose
+  # WS_OPEN never comes is forgotten after PENDING_TTL_S.
+  def test_sticky_connections_are_apart_and_unopened_accepts_expire
+    start(accept_app)
+    h1 = fields(upgrade(1)).assoc("puma-plus-websocket-handler")[1]
+    h2 = fields(upgrade(2)).assoc("puma-plus-websocket-handler")[1]
+    refute_equal h1, h2
+    open_event(10, 1, h1)
+    open_event(11, 2, h2)
+    until_done(10)
+    until_done(11)
+    message_event(12, 1, h1, "a")
+    message_event(13, 1, h1, "b")
+    message_event(14, 2, h2, "c")
+    assert_equal [W::WsSend.new(1, 1, "1:a".b)], until_done(12)[0..-2]
+    assert_equal [W::WsSend.new(1, 1, "2:b".b)], until_done(13)[0..-2]
+    assert_equal [W::WsSend.new(2, 1, "1:c".b)], until_done(14)[0..-2]
+    [[15, 1, h1], [16, 2, h2]].each do |ev, id, h|
+      close_event(ev, id, h, 1000, "")
+      until_done(ev)
+    end
+    # Pending accepts older than the TTL go at the next accept.
+    pending = WS.instance_variable_get(:@pending)
+    pending.clear # what other tests' unopened accepts left
+    upgrade(3)
+    assert_equal 1, pending.size
+    pending.transform_values! { |handler, at| [handler, at - WS::PENDING_TTL_S - 1] }
+    upgrade(4)
+    assert_equal 1, pending.size, "the stale accept was forgotten"
+  end
+
   def test_a_handler_that_raises_is_logged_and_its_connection_closed_with_1011
     start(accept_app)
     handler = fields(upgrade(1)).assoc("puma-plus-websocket-handler")[1]
