@@ -52,16 +52,16 @@ end
 
 def now = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
 
-def env_pairs(method, path, headers, extra = [])
-  pairs = [["REQUEST_METHOD", method], ["SCRIPT_NAME", ""], ["PATH_INFO", path], ["QUERY_STRING", ""],
+def env_pairs(method, path, headers, extra = [], query: "")
+  pairs = [["REQUEST_METHOD", method], ["SCRIPT_NAME", ""], ["PATH_INFO", path], ["QUERY_STRING", query],
            ["SERVER_NAME", "127.0.0.1"], ["SERVER_PORT", "3000"], ["SERVER_PROTOCOL", "HTTP/1.1"],
            ["REMOTE_ADDR", "127.0.0.1"], ["rack.url_scheme", "http"], ["HTTP_HOST", "127.0.0.1:3000"]]
   headers.each { |k, v| pairs << [k == "CONTENT_TYPE" || k == "CONTENT_LENGTH" ? k : "HTTP_#{k}", v] }
   pairs + extra + [["REQUEST_URI", path], ["puma_plus.request_id", "1"], ["puma_plus.queue_ns", "0"]]
 end
 
-def request(sock, id, method, path, headers, extra = [], body = "")
-  sock.write(W.encode(W::Request.new(id, now, now, 0, env_pairs(method, path, headers, extra).flatten, body.b)))
+def request(sock, id, method, path, headers, extra = [], body = "", query: "")
+  sock.write(W.encode(W::Request.new(id, now, now, 0, env_pairs(method, path, headers, extra, query: query).flatten, body.b)))
 end
 
 # Frames up to the end of request `id` (RESPONSE_END) or event `id` (WS_DONE).
@@ -176,6 +176,28 @@ frames = until_end(server, 6)
 check(frames.size == 1, "close: only WS_DONE #{frames.inspect}")
 check(WS.sticky_count.zero?, "forgotten: no sticky connection left")
 check(ActionCable.server.connections.empty?, "removed: Action Cable's connection list is empty")
+
+# 7. Authorization: a `connect` that rejects (the app's ApplicationCable::Connection, given one
+# here) runs at the open; Action Cable's disconnect message goes out, then WS_CLOSE_CONN.
+ApplicationCable::Connection.class_eval do
+  def connect
+    reject_unauthorized_connection if request.params["deny"]
+  end
+end
+request(server, 7, "GET", "/cable", ws_headers, ws_extra, query: "deny=1")
+head = until_end(server, 7).find { |f| f.is_a?(W::ResponseHead) }
+check(head.status == 101, "deny upgrade: 101 (connect runs at the open)")
+h7 = head.headers.each_slice(2).to_a.assoc("puma-plus-websocket-handler")[1]
+server.write(W.encode(W::WsOpen.new(8, 78, now, now, h7.b, 0, "actioncable-v1-json".b, [], [])))
+frames = until_end(server, 8)
+sent = frames.grep(W::WsSend).map { |f| JSON.parse(f.data) }
+check(sent.any? { |m| m["type"] == "disconnect" && m["reason"] == "unauthorized" && m["reconnect"] == false },
+      "unauthorized: disconnect message #{sent}")
+check(sent.none? { |m| m["type"] == "welcome" }, "unauthorized: no welcome")
+check(frames.grep(W::WsCloseConn).map { |f| [f.conn_id, f.code] } == [[78, 1000]], "unauthorized: WS_CLOSE_CONN 1000")
+server.write(W.encode(W::WsClose.new(9, 78, now, now, h7.b, 1000, 1, "".b)))
+until_end(server, 9)
+check(WS.sticky_count.zero?, "unauthorized: forgotten after its close")
 
 server.close
 thread.join(5)
