@@ -4,7 +4,8 @@
 # server: run in a generated Rails app's directory (`bundle exec ruby THIS`, RAILS_ENV=production),
 # it loads the app, turns the switch on, and plays the server's side of one worker connection
 # over a socketpair (docs/PROTOCOL.md "WebSocket frames"): the /cable upgrade REQUEST, WS_OPEN,
-# a subscribe WS_MESSAGE, a broadcast made by POST /broadcasts, unsubscribe, WS_CLOSE. It
+# a subscribe WS_MESSAGE, a broadcast made by POST /broadcasts, a perform action, a second
+# subscription to the same stream, unsubscribe, WS_CLOSE, a connect that rejects. It
 # checks each frame the worker answers and prints "OK <step>" lines; any mismatch raises
 # (exit status 1). tests/e2e/test_action_cable.rb runs it for Rails 7.2 and 6.1.
 ENV["PUMA_PLUS_ACTION_CABLE"] = "frontend"
@@ -131,6 +132,24 @@ check(bc.size == 1 && bc[0].tag == "room:r1" && bc[0].opcode == 1, "broadcast: o
 wrapped = JSON.parse(tags[0].prefix + bc[0].data + tags[0].suffix)
 check(wrapped == { "identifier" => identifier, "message" => { "text" => "hi", "from_pid" => Process.pid } },
       "envelope: #{wrapped}")
+
+# 4a. perform: a channel action (given to the app's WorkerChannel here) runs in the slot; its
+# transmit is a WS_SEND, its broadcast one WS_BROADCAST.
+WorkerChannel.class_eval do
+  def speak(data)
+    transmit({ "said" => data["text"] })
+    ActionCable.server.broadcast("room:#{params[:room]}", { "text" => data["text"], "from_pid" => Process.pid })
+  end
+end
+server.write(W.encode(W::WsMessage.new(40, cid, now, now, handler.b, 1, JSON.generate(
+  { "command" => "message", "identifier" => identifier, "data" => JSON.generate({ "action" => "speak", "text" => "yo" }) }
+).b)))
+frames = until_end(server, 40)
+said = frames.grep(W::WsSend).map { |f| JSON.parse(f.data) }
+check(said == [{ "identifier" => identifier, "message" => { "said" => "yo" } }], "perform: transmit #{said}")
+bc = frames.grep(W::WsBroadcast)
+check(bc.size == 1 && JSON.parse(bc[0].data) == { "text" => "yo", "from_pid" => Process.pid } && bc[0].tag == "room:r1",
+      "perform: broadcast #{bc.inspect}")
 
 # 4b. A second subscription of this connection to the same broadcasting: the server keeps one
 # envelope per tag and connection, so it takes Action Cable's pubsub path; the same broadcast
