@@ -42,6 +42,10 @@ module PumaPlus
       ::ActionCable::Server::Base.prepend(ServerShim)
       ::ActionCable::Channel::Base.prepend(ChannelShim)
       ::ActionCable::Connection::WebSocket.prepend(WebSocketShim)
+      # A server whose pubsub the app already made at boot: wrap that one too.
+      server = ::ActionCable.instance_variable_get(:@server)
+      adapter = server&.instance_variable_get(:@pubsub)
+      server.instance_variable_set(:@pubsub, Pubsub.new(adapter)) if adapter && !adapter.is_a?(Pubsub)
       @installed = true
     end
 
