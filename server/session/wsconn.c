@@ -264,6 +264,7 @@ static const pp_exchange_ops event_ops = {ev_head,  ev_body,          ev_end, ev
 static void conn_maybe_free(pp_wsconn *c);
 static void flush(pp_wsconn *c);
 static void server_close(pp_wsconn *c, int code, const char *reason, size_t reason_len);
+static void lost_worker(pp_wsconn *c);
 
 /* A new event of c: the frame's common part (header filled in by event_queue). */
 static pp_exchange *event_new(pp_wsconn *c, uint8_t type) {
@@ -325,8 +326,9 @@ static void ev_end(pp_exchange *x) {
 }
 
 /* The event could not run: its worker is gone (1012, from dispatch), its worker connection
- * died while it ran (502) or it ran past -request-timeout (504). A sticky connection's state
- * went with its worker: the connection closes with 1012. */
+ * died while it ran (502) or it ran past -request-timeout (504). A sticky connection whose
+ * worker is gone, or whose event died with its worker connection, closes with 1012 (its state
+ * may be gone with it); when the whole worker is gone, worker_gone closes its other ones. */
 static void ev_fail(pp_exchange *x, int status, const char *msg) {
   pp_wsconn *c = x->owner;
   (void)msg;
@@ -334,8 +336,7 @@ static void ev_fail(pp_exchange *x, int status, const char *msg) {
   x->state = PP_X_RESPONDED;
   pp_exchange_release(c->hub->xpool, x);
   if (status != 1012) c->hub->core->stats.ws.events_lost++;
-  if (c->route == PP_WIRE_WS_ROUTE_STICKY && (status == 1012 || status == 502))
-    pp_wshub_worker_gone(c->hub, c->sticky_pid);
+  if (c->route == PP_WIRE_WS_ROUTE_STICKY && (status == 1012 || status == 502)) lost_worker(c);
   event_next(c);
 }
 
@@ -696,20 +697,27 @@ const char *pp_wshub_command(void *hub, const pp_wire_frame *f) {
   return NULL;
 }
 
+/* A sticky connection whose worker (or the state it held) is gone: 1012, no WS_CLOSE to
+ * anyone, and its events that never ran are dropped. */
+static void lost_worker(pp_wsconn *c) {
+  pp_wshub *h = c->hub;
+  if (c->close_event || c->gone) return;
+  c->close_event = 1;
+  h->core->stats.ws.worker_gone_closes++;
+  while (c->pending.len) {
+    pp_exchange *x = PP_CONTAINER_OF(pp_queue_pop(&c->pending), pp_exchange, wslink);
+    x->owner = NULL;
+    pp_exchange_release(h->xpool, x);
+  }
+  c->close_by = PP_WIRE_WS_BY_SERVER;
+  server_close(c, PP_WS_CLOSE_SERVICE_RESTART, "worker restarted", 16);
+}
+
 void pp_wshub_worker_gone(pp_wshub *h, uint32_t pid) {
   for (pp_qnode *n = h->conns.head.next, *next; n != &h->conns.head; n = next) {
     next = n->next;
     pp_wsconn *c = PP_CONTAINER_OF(n, pp_wsconn, link);
-    if (c->route != PP_WIRE_WS_ROUTE_STICKY || c->sticky_pid != pid || c->close_event) continue;
-    c->close_event = 1; /* its state is gone with the worker: no WS_CLOSE to anyone */
-    h->core->stats.ws.worker_gone_closes++;
-    while (c->pending.len) { /* events that never ran */
-      pp_exchange *x = PP_CONTAINER_OF(pp_queue_pop(&c->pending), pp_exchange, wslink);
-      x->owner = NULL;
-      pp_exchange_release(h->xpool, x);
-    }
-    c->close_by = PP_WIRE_WS_BY_SERVER;
-    server_close(c, PP_WS_CLOSE_SERVICE_RESTART, "worker restarted", 16);
+    if (c->route == PP_WIRE_WS_ROUTE_STICKY && c->sticky_pid == pid) lost_worker(c);
   }
 }
 
