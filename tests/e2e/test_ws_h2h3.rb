@@ -29,7 +29,7 @@ class TestWsH2H3 < Minitest::Test
     ok, out = run_client([PY, File.join(E2E::ROOT, "tests/ws/h2ws.py"), "127.0.0.1",
                           @srv.port.to_s, @off.port.to_s])
     assert ok, out + "\n--- server log ---\n" + @srv.log[-3000..].to_s
-    assert_match(/^14 passed, 0 failed$/, out)
+    assert_match(/^16 passed, 0 failed$/, out)
     st = JSON.parse(Net::HTTP.get(URI("http://127.0.0.1:#{@srv.control_port}/stats")))
     assert_operator st["websocket"]["opened"], :>=, 6, st["websocket"].inspect
     assert_equal 0, st["websocket"]["open"], "every WebSocket stream was closed"

@@ -14,6 +14,8 @@ Cases (each on its own stream of one connection unless it says otherwise):
                 frames, flow control both ways), ping answered with a pong, close 1000 both
                 ways, then END_STREAM from the server
   two streams   two WebSockets at once on one connection, each echoes its own
+  early bytes   a message sent before the 200 is echoed after it; after a refused upgrade
+                that had early bytes the next WebSocket of the connection works
   app refuses   :path the app does not upgrade: its 403 goes out as it is
   bad version   sec-websocket-version 8: 426 with sec-websocket-version: 13 (RFC 6455 §4.4)
   no :path      an extended CONNECT without :path: RST_STREAM PROTOCOL_ERROR (RFC 8441 §4)
@@ -285,6 +287,30 @@ def t_two(host, port):
     expect((pa, pb) == (b"to a", b"to b"), (pa, pb))
 
 
+@case("bytes before the 200: kept, fed at the accept, echoed")
+def t_early(host, port):
+    c = Conn(host, port)
+    st = c.connect_ws(b"/echo")
+    c.send(st, ws_frame(1, b"sent early"))  # before the server's 200
+    c.pump(lambda: st.status is not None or st.reset is not None)
+    expect(st.status == 200, "status %r reset %r" % (st.status, st.reset))
+    (_, op, p), = c.frames(st, 1)
+    expect((op, p) == (1, b"sent early"), (op, p))
+
+
+@case("app refuses after bytes were sent early: 403, the next WebSocket on it works")
+def t_early_refused(host, port):
+    c = Conn(host, port)
+    st = c.connect_ws(b"/nope")
+    c.send(st, ws_frame(2, os.urandom(60000)))
+    c.pump(lambda: st.ended or st.reset is not None)
+    expect(st.status == 403, st.status)
+    st2 = open_echo(c)
+    c.send(st2, ws_frame(2, os.urandom(60000)))
+    (_, op, p), = c.frames(st2, 1)
+    expect(op == 2 and len(p) == 60000, (op, len(p)))
+
+
 @case("app refuses: its 403 as it is")
 def t_refused(host, port):
     c = Conn(host, port)
@@ -456,7 +482,8 @@ def main():
         print("%d passed, %d failed" % (len(results) - failed, failed))
         sys.exit(1 if failed else 0)
     host, port = sys.argv[1], int(sys.argv[2])
-    for t in (t_settings, t_echo, t_two, t_refused, t_version, t_no_path, t_on_get, t_other,
+    for t in (t_settings, t_echo, t_two, t_early, t_early_refused, t_refused, t_version,
+              t_no_path, t_on_get, t_other,
               t_plain, t_reset, t_fin, t_data_after_close, t_slow_reader):
         t(host, port)
     if len(sys.argv) > 3:
