@@ -11,6 +11,7 @@
  *   echo          200, text, binary 100 KB (several frames of the server's), ping/pong, sticky
  *                 state ("count"), close 1000 both ways, then the server's FIN
  *   two at once   two WebSockets on the connection, each echoes its own
+ *   early         a message sent with the request, before the 200, is echoed after it
  *   app refuses   the app's 403 for a path it does not upgrade, as it is
  *   bad version   sec-websocket-version 8: 426
  *   no :path      stream error H3_MESSAGE_ERROR from the server (RFC 9220 §3, RFC 9114 §4.1.2)
@@ -486,6 +487,18 @@ static void case_two(char *why, size_t cap) {
   if (!echo_one(b, 1, (const uint8_t *)"to b", 4, why, cap)) return;
 }
 
+static void case_early(char *why, size_t cap) {
+  wstream *s = ws_open("websocket", "/echo", "13");
+  CHECK(s, "cannot open a stream");
+  ws_put(s, 1, "sent early", 10, 1); /* goes out with the request, before the 200 */
+  CHECK(run_until(status_or_closed, s) && s->status == 200, "status %d", s->status);
+  frame f;
+  if (!next_frame(s, &f, why, cap)) return;
+  int ok = f.op == 1 && f.n == 10 && !memcmp(f.p, "sent early", 10);
+  free(f.p);
+  CHECK(ok, "the early message was not echoed");
+}
+
 static void case_refused(char *why, size_t cap) {
   wstream *s = ws_open("websocket", "/nope", "13");
   CHECK(s, "cannot open a stream");
@@ -608,6 +621,7 @@ int main(int argc, char **argv) {
   } cases[] = {
       {"echo: text, binary 100 KB, ping, sticky count, close 1000, FIN", case_echo},
       {"two WebSockets on one connection", case_two},
+      {"a message sent before the 200 is echoed after it", case_early},
       {"app refuses: its 403 as it is", case_refused},
       {"sec-websocket-version 8: 426", case_version},
       {"extended CONNECT without :path: H3_MESSAGE_ERROR", case_no_path},

@@ -56,7 +56,7 @@ class TestWsH2H3 < Minitest::Test
                            extra: ["-listen-h3", "127.0.0.1:#{h3_port}", "-keepalive-timeout", "2s"])
     ok, out = run_client([bin, "127.0.0.1", h3_port.to_s, "-quiet", "4"])
     assert ok, out + "\n--- server log ---\n" + @srv.log[-3000..].to_s
-    assert_match(/^8 passed, 0 failed$/, out)
+    assert_match(/^9 passed, 0 failed$/, out)
     st = nil
     # the client's CONNECTION_CLOSE ends every stream it left open
     10.times do
