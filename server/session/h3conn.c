@@ -1,7 +1,8 @@
 /* h3conn: HTTP/3 listeners, the glue between a UDP socket and the sans-I/O HTTP/3 endpoint
  * (h3.h), and between its request streams and the exchange layer. Every request stream is an
  * exchange in the one queue, exactly as an HTTP/2 stream is (h2conn.c), so the worker cannot
- * tell the protocols apart.
+ * tell the protocols apart. An extended CONNECT for a WebSocket (RFC 9220) becomes a
+ * server-owned WebSocket on its stream once the app accepts it ("WebSocket tunnels" below).
  *
  * UDP I/O: our own non-blocking socket polled with uv_poll_t, read with recvmsg and written
  * with sendmsg, not uv_udp_t: libuv's receive callback gives neither the local address of a
