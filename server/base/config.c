@@ -217,6 +217,8 @@ void pp_config_usage(FILE *out) {
         "                         as -listen-tls. TCP responses then carry Alt-Svc for it\n"
         "  -h3-retry              QUIC address validation: Retry before keeping any state\n"
         "  -no-alt-svc            do not advertise the HTTP/3 listener with Alt-Svc\n"
+        "  -no-extended-connect   no SETTINGS_ENABLE_CONNECT_PROTOCOL on HTTP/2 and HTTP/3:\n"
+        "                         no WebSockets over them (RFC 8441, RFC 9220)\n"
         "  -early-hints           offer rack.early_hints: the app's 103 Early Hints are sent\n"
         "                         (HTTP/1.1, HTTP/2, HTTP/3; puma's early_hints)\n"
         "  -ws-max-message SIZE   largest WebSocket message, after inflation (default 1m;\n"
@@ -339,7 +341,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     if (!strcmp(key, "quiet") || !strcmp(key, "autoscale") || !strcmp(key, "shed") ||
         !strcmp(key, "h2c") || !strcmp(key, "no-h2") || !strcmp(key, "h3-retry") ||
         !strcmp(key, "no-alt-svc") || !strcmp(key, "print-policy") || !strcmp(key, "early-hints") ||
-        !strcmp(key, "ws-no-deflate")) {
+        !strcmp(key, "no-extended-connect") || !strcmp(key, "ws-no-deflate")) {
       int on = 1;
       if (value) {
         if (!strcmp(value, "true") || !strcmp(value, "1"))
@@ -363,6 +365,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
         c->h3_retry = on;
       else if (!strcmp(key, "no-alt-svc"))
         c->no_alt_svc = on;
+      else if (!strcmp(key, "no-extended-connect"))
+        c->no_extended_connect = on;
       else if (!strcmp(key, "print-policy"))
         c->print_policy = on;
       else if (!strcmp(key, "early-hints"))
