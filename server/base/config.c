@@ -35,6 +35,7 @@ void pp_config_defaults(pp_config *c) {
   c->drain_timeout_ns = 30ull * 1000000000;
   c->request_timeout_ns = 0;
   c->ws_ping_interval_ns = 30000000000ull;
+  c->ws_max_output_total = 256ull << 20;
   c->worker_kill_grace_ns = 5ull * 1000000000;
   c->worker_timeout_ns = 60ull * 1000000000;
   c->worker_boot_timeout_ns = 60ull * 1000000000;
@@ -216,6 +217,8 @@ void pp_config_usage(FILE *out) {
         "                         as -listen-tls. TCP responses then carry Alt-Svc for it\n"
         "  -h3-retry              QUIC address validation: Retry before keeping any state\n"
         "  -no-alt-svc            do not advertise the HTTP/3 listener with Alt-Svc\n"
+        "  -no-extended-connect   no SETTINGS_ENABLE_CONNECT_PROTOCOL on HTTP/2 and HTTP/3:\n"
+        "                         no WebSockets over them (RFC 8441, RFC 9220)\n"
         "  -early-hints           offer rack.early_hints: the app's 103 Early Hints are sent\n"
         "                         (HTTP/1.1, HTTP/2, HTTP/3; puma's early_hints)\n"
         "  -ws-max-message SIZE   largest WebSocket message, after inflation (default 1m;\n"
@@ -224,6 +227,9 @@ void pp_config_usage(FILE *out) {
         "                         not answered within as long again (default 30s; 0 = never)\n"
         "  -ws-close-timeout DUR  wait this long for the peer's Close (default 5s)\n"
         "  -ws-no-deflate         never accept permessage-deflate (RFC 7692)\n"
+        "  -ws-max-output-total SIZE  output held for all WebSockets together (default 256m;\n"
+        "                         0 = no limit): past it, a message closes its connection\n"
+        "                         with 1013 (try again later)\n"
         "  -request-start MODE    X-Request-Start t=<us since the epoch> of the moment the\n"
         "                         request was queued, in the env: keep (default: added when\n"
         "                         the request has none), replace (a client's is dropped), off\n"
@@ -335,7 +341,7 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     if (!strcmp(key, "quiet") || !strcmp(key, "autoscale") || !strcmp(key, "shed") ||
         !strcmp(key, "h2c") || !strcmp(key, "no-h2") || !strcmp(key, "h3-retry") ||
         !strcmp(key, "no-alt-svc") || !strcmp(key, "print-policy") || !strcmp(key, "early-hints") ||
-        !strcmp(key, "ws-no-deflate")) {
+        !strcmp(key, "no-extended-connect") || !strcmp(key, "ws-no-deflate")) {
       int on = 1;
       if (value) {
         if (!strcmp(value, "true") || !strcmp(value, "1"))
@@ -359,6 +365,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
         c->h3_retry = on;
       else if (!strcmp(key, "no-alt-svc"))
         c->no_alt_svc = on;
+      else if (!strcmp(key, "no-extended-connect"))
+        c->no_extended_connect = on;
       else if (!strcmp(key, "print-policy"))
         c->print_policy = on;
       else if (!strcmp(key, "early-hints"))
@@ -479,6 +487,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     else if (!strcmp(key, "ws-max-message"))
       bad = pp_size_parse(value, &c->ws_max_message) || c->ws_max_message < 125 ||
             c->ws_max_message > (4u << 20) - 512;
+    else if (!strcmp(key, "ws-max-output-total"))
+      bad = pp_size_parse(value, &c->ws_max_output_total);
     else if (!strcmp(key, "ws-ping-interval"))
       bad = pp_duration_parse(value, &c->ws_ping_interval_ns) ||
             (c->ws_ping_interval_ns && c->ws_ping_interval_ns < 100000000);

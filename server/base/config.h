@@ -56,16 +56,18 @@ typedef struct pp_config {
   pp_addr listen_tls[PP_MAX_LISTEN];
   int listen_tls_count; /* -listen-tls (repeatable) */
   pp_addr listen_h3[PP_MAX_LISTEN];
-  int listen_h3_count; /* -listen-h3 (repeatable): HTTP/3 over QUIC (UDP) */
-  int h3_retry;        /* -h3-retry: address validation by Retry before any state */
-  int no_alt_svc;      /* -no-alt-svc: no Alt-Svc header for the HTTP/3 listener */
-  int request_start;   /* -request-start: PP_REQUEST_START_KEEP (default), _REPLACE, _OFF */
-  int early_hints;     /* -early-hints: offer rack.early_hints (103) to the app */
+  int listen_h3_count;     /* -listen-h3 (repeatable): HTTP/3 over QUIC (UDP) */
+  int h3_retry;            /* -h3-retry: address validation by Retry before any state */
+  int no_alt_svc;          /* -no-alt-svc: no Alt-Svc header for the HTTP/3 listener */
+  int no_extended_connect; /* -no-extended-connect: no RFC 8441 / 9220 on HTTP/2 and HTTP/3 */
+  int request_start;       /* -request-start: PP_REQUEST_START_KEEP (default), _REPLACE, _OFF */
+  int early_hints;         /* -early-hints: offer rack.early_hints (103) to the app */
   /* WebSockets owned by the server (docs/WEBSOCKET.md) */
   uint64_t ws_max_message;      /* -ws-max-message: bytes after inflation (0: 1 MiB) */
   uint64_t ws_ping_interval_ns; /* -ws-ping-interval: ping an idle connection (0: never) */
   uint64_t ws_close_timeout_ns; /* -ws-close-timeout: wait for the peer's Close (0: 5 s) */
   int ws_no_deflate;            /* -ws-no-deflate: never accept permessage-deflate */
+  uint64_t ws_max_output_total; /* -ws-max-output-total: all WebSockets' unsent output (0: none) */
   const char *tls_cert;         /* -tls-cert (PEM, chain included; NULL: a development cert) */
   const char *tls_key;          /* -tls-key */
   int h2c;                      /* -h2c: cleartext HTTP/2 (prior knowledge, Upgrade) on -listen */

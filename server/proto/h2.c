@@ -54,6 +54,7 @@ void pp_h2_limits_default(pp_h2_limits *l) {
   l->conn_window = 1u << 20;
   l->reset_burst = 1000;
   l->reset_rate = 33;
+  l->connect_protocol = 1;
   l->date = NULL;
 }
 
@@ -237,6 +238,9 @@ static void handle_request(pp_h2 *h, pp_h2_stream *s, const nghttp2_frame *frame
       } else if (span_is(h, sp->name_off, sp->name_len, ":path")) {
         req.path = value;
         req.path_len = sp->value_len;
+      } else if (span_is(h, sp->name_off, sp->name_len, ":protocol")) {
+        req.protocol = value; /* only with the setting on: else nghttp2 reset the stream */
+        req.protocol_len = sp->value_len;
       }
       continue;
     }
@@ -257,12 +261,13 @@ static void handle_request(pp_h2 *h, pp_h2_stream *s, const nghttp2_frame *frame
     if (h->cb->on_answered) h->cb->on_answered(h, &req, 431);
     return;
   }
-  if (req.method_len == 7 && memcmp(req.method, "CONNECT", 7) == 0) {
+  int connect = req.method_len == 7 && memcmp(req.method, "CONNECT", 7) == 0;
+  if (connect && !req.protocol) { /* a plain CONNECT: no proxying here */
     answer(h, s, 501);
     if (h->cb->on_answered) h->cb->on_answered(h, &req, 501);
     return;
   }
-  if (req.has_content_length && req.content_length > h->limits.max_body_bytes) {
+  if (!connect && req.has_content_length && req.content_length > h->limits.max_body_bytes) {
     answer(h, s, 413);
     if (h->cb->on_answered) h->cb->on_answered(h, &req, 413);
     return;
@@ -283,6 +288,7 @@ static void handle_request(pp_h2 *h, pp_h2_stream *s, const nghttp2_frame *frame
     return;
   }
   if (stream_data) s->owner_data = stream_data; /* else pp_h2_set_stream_data's, or NULL */
+  s->tunnel = connect;
   h->stats.streams_accepted++;
 }
 
@@ -435,7 +441,7 @@ static int on_data_chunk_recv(nghttp2_session *session, uint8_t flags, int32_t s
     return 0;
   }
   s->body_received += len;
-  if (s->body_received > h->limits.max_body_bytes) {
+  if (s->body_received > h->limits.max_body_bytes && !s->tunnel) {
     s->over_body = 1;
     h->release_conn += len;
     if (!s->responded) {
@@ -574,13 +580,14 @@ static int session_new(pp_h2 *h, const pp_h2_callbacks *cb, const pp_h2_limits *
     h->session = NULL;
     return PP_H2_ELIBRARY;
   }
-  nghttp2_settings_entry iv[3] = {
+  nghttp2_settings_entry iv[4] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, l->max_concurrent_streams},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, l->stream_window},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
        l->max_header_list > UINT32_MAX ? UINT32_MAX : (uint32_t)l->max_header_list},
+      {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1},
   };
-  rv = nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, iv, 3);
+  rv = nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, iv, l->connect_protocol ? 4 : 3);
   if (rv == 0 && l->conn_window > DEFAULT_WINDOW)
     rv = nghttp2_session_set_local_window_size(h->session, NGHTTP2_FLAG_NONE, 0,
                                                (int32_t)l->conn_window);

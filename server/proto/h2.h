@@ -18,16 +18,26 @@
  * client's windows allow; pp_h2_stream_pending() tells the owner when to stop reading its worker.
  *
  * Refused here, never reaching the owner: a request whose header list exceeds max_header_list
- * (431), whose content-length exceeds max_body_bytes (413), CONNECT (501), and whatever status
- * on_request returns. nghttp2's HTTP messaging checks stay on, so a missing or bad pseudo-header,
- * an uppercase field name, a connection-specific field, a bad content-length or a field value
- * RFC 9113 forbids resets the stream with PROTOCOL_ERROR before any callback. Where RFC 9113
- * allows a stream error to be treated as a connection error (§5.4.1), nghttp2 sometimes does:
- * DATA on a half-closed (remote) stream, or a HEADERS over SETTINGS_MAX_CONCURRENT_STREAMS once
- * the client acknowledged our SETTINGS, end the connection with GOAWAY (STREAM_CLOSED,
- * PROTOCOL_ERROR); before the acknowledgement an excess stream is reset with REFUSED_STREAM.
- * Floods end the connection: RST_STREAM faster than the token bucket (CVE-2023-44487), more than
- * 1000 queued SETTINGS/PING acks, over 32 settings per frame, over 8 CONTINUATION frames.
+ * (431), whose content-length exceeds max_body_bytes (413), CONNECT without :protocol (501), and
+ * whatever status on_request returns.
+ *
+ * Extended CONNECT (RFC 8441): with limits.connect_protocol the session advertises
+ * SETTINGS_ENABLE_CONNECT_PROTOCOL and hands a CONNECT with :protocol to on_request (req.protocol
+ * set). Its stream is a tunnel: DATA in is on_body (not bounded by max_body_bytes: the owner's
+ * protocol bounds it, and flow control still waits for pp_h2_consume), END_STREAM in is
+ * on_body_end, a 2xx response keeps the stream open, pp_h2_send_data frames bytes as they come
+ * and pp_h2_send_end sends END_STREAM (RFC 8441 §6: the TCP FIN). A malformed one (no :path,
+ * :scheme or :authority, :protocol on another method, :protocol while the setting is off) is
+ * reset with PROTOCOL_ERROR by nghttp2 before any callback (RFC 8441 §4, RFC 9113 §8.1.1).
+ * nghttp2's HTTP messaging checks stay on, so a missing or bad pseudo-header, an uppercase field
+ * name, a connection-specific field, a bad content-length or a field value RFC 9113 forbids resets
+ * the stream with PROTOCOL_ERROR before any callback. Where RFC 9113 allows a stream error to be
+ * treated as a connection error (§5.4.1), nghttp2 sometimes does: DATA on a half-closed (remote)
+ * stream, or a HEADERS over SETTINGS_MAX_CONCURRENT_STREAMS once the client acknowledged our
+ * SETTINGS, end the connection with GOAWAY (STREAM_CLOSED, PROTOCOL_ERROR); before the
+ * acknowledgement an excess stream is reset with REFUSED_STREAM. Floods end the connection:
+ * RST_STREAM faster than the token bucket (CVE-2023-44487), more than 1000 queued SETTINGS/PING
+ * acks, over 32 settings per frame, over 8 CONTINUATION frames.
  *
  * Reentrancy: the callbacks run inside nghttp2; from them the owner may call pp_h2_respond,
  * pp_h2_send_data, pp_h2_send_end, pp_h2_consume, pp_h2_reset, pp_h2_set_stream_data,
@@ -80,6 +90,10 @@ typedef struct pp_h2_limits {
                               stop the input at once (PP_H2_EFLOOD): nghttp2's own GOAWAY would
                               only go out at the next output, and until then it keeps opening
                               the streams the flood sends. */
+  int connect_protocol;    /* 1: SETTINGS_ENABLE_CONNECT_PROTOCOL=1 is sent (RFC 8441 §3) and an
+                              extended CONNECT (:protocol) reaches on_request as a tunnel; 0:
+                              not sent, and nghttp2 resets a request carrying :protocol with
+                              PROTOCOL_ERROR. Default 1. */
   const char *date;        /* the Date value (IMF-fixdate) the owner keeps current, sent on the
                               session's own answers (400, 413, 431, ...); NULL: none. The codec
                               reads no clock. */
@@ -108,7 +122,11 @@ typedef struct pp_h2_request {
   size_t header_count;
   int has_content_length;
   uint64_t content_length;
-  int end_stream; /* the request has no body (on_body / on_body_end will not be called) */
+  int end_stream;          /* the request has no body (on_body / on_body_end will not be called) */
+  const uint8_t *protocol; /* extended CONNECT (RFC 8441 §4): the :protocol value (method is
+                              CONNECT; nghttp2 checked that :scheme, :path and :authority are
+                              there), else NULL */
+  size_t protocol_len;
 } pp_h2_request;
 
 typedef struct pp_h2_callbacks {

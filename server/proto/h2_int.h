@@ -23,6 +23,7 @@ struct pp_h2_stream {
   unsigned too_large : 1;     /* the header list went over max_header_list */
   unsigned over_body : 1;     /* DATA went over max_body_bytes */
   unsigned local_reset : 1;   /* pp_h2_reset was called */
+  unsigned tunnel : 1;        /* an extended CONNECT the owner took (RFC 8441) */
   uint64_t body_received;     /* request-body bytes seen */
   uint64_t unconsumed;        /* delivered to the owner, not yet consumed by it */
   uint64_t consume_pending;   /* consumed by the owner, not yet told to nghttp2 (flush) */

@@ -65,6 +65,7 @@ void pp_h3_limits_default(pp_h3_limits *l) {
   l->max_conn_unacked = 8 * 1024 * 1024;
   l->max_initial_datagram = 1500;
   l->out_queue = 512;
+  l->connect_protocol = 1;
   l->reset_burst = 16;
   l->reset_rate = 100;
 }

@@ -105,6 +105,10 @@ typedef struct pp_h3_limits {
   size_t max_initial_datagram;   /* a datagram carrying a client Initial over this is dropped
                                     (default 1500: Initials are padded to about 1200-1472) */
   uint32_t out_queue;            /* datagrams the out queue holds, default 512 */
+  int connect_protocol;          /* 1 (default): SETTINGS_ENABLE_CONNECT_PROTOCOL=1 (RFC 9220)
+                                    and an extended CONNECT reaches on_request as a tunnel, as
+                                    on HTTP/2 (h2.h); 0: nghttp3 refuses :protocol (stream
+                                    error H3_MESSAGE_ERROR) */
   uint32_t reset_burst;          /* stateless resets: token bucket burst, default 16 ... */
   uint32_t reset_rate;           /* ... and tokens per second, default 100 */
 } pp_h3_limits;
@@ -137,7 +141,9 @@ typedef struct pp_h3_request {
   size_t header_count;
   int has_content_length;
   uint64_t content_length;
-  int end_stream; /* the request has no body */
+  int end_stream;          /* the request has no body */
+  const uint8_t *protocol; /* extended CONNECT (RFC 9220): the :protocol value, else NULL */
+  size_t protocol_len;
 } pp_h3_request;
 
 typedef struct pp_h3_server pp_h3_server;
@@ -343,6 +349,10 @@ void pp_h3_conn_goaway(pp_h3_conn *conn);
 
 /* Nonzero once the handshake completed. */
 int pp_h3_conn_handshake_done(const pp_h3_conn *conn);
+/* Keep-alive: after interval_ns without traffic the connection sends a PING, so a connection
+ * whose streams are long-lived and quiet (WebSockets) outlives limits.idle_timeout_ns while the
+ * peer answers; 0 turns it off (the default). */
+void pp_h3_conn_keep_alive(pp_h3_conn *conn, uint64_t interval_ns);
 
 /* As pp_h2_respond: pairs filtered, lowercased and "\n"-split, copied. 1xx other than 101 is
  * interim. no_body implied for HEAD and 204/304. Returns 0, PP_H3_ESTREAM or PP_H3_EINVAL. */
@@ -369,6 +379,10 @@ size_t pp_h3_pending_total(pp_h3_conn *conn);
 /* The owner took n request-body bytes: only now is the client's flow-control credit
  * (MAX_STREAM_DATA, MAX_DATA) extended by n. Capped at what was delivered and not consumed. */
 void pp_h3_consume(pp_h3_conn *conn, int64_t stream_id, size_t n);
+
+/* Replaces the owner's pointer of a stream it holds (later callbacks get stream_data); nothing
+ * for an unknown stream or one no longer the owner's. */
+void pp_h3_set_stream_data(pp_h3_conn *conn, int64_t stream_id, void *stream_data);
 
 /* Resets the stream both ways (RESET_STREAM + STOP_SENDING with error_code, an HTTP/3 code
  * such as H3_REQUEST_CANCELLED 0x10c). on_close follows with that code. */

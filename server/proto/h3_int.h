@@ -46,6 +46,7 @@ struct pp_h3_stream {
   unsigned want_shut_rd : 1; /* deferred ngtcp2 shutdown read (nghttp3 asked) */
   unsigned want_shut_wr : 1; /* deferred ngtcp2 shutdown write (nghttp3 asked) */
   unsigned released : 1;     /* its bytes no longer count in pp_h3_conn.unacked (detached) */
+  unsigned tunnel : 1;       /* an extended CONNECT the owner took (RFC 9220) */
   uint64_t reset_code, shut_rd_code, shut_wr_code;
   uint64_t close_code; /* for on_close when detached by the session */
   int detach_pending;  /* on_close(close_code) owed at the next run_pending */

@@ -88,6 +88,7 @@ static int setup_h3(pp_h3_conn *c) {
   settings.max_field_section_size = c->srv->cfg.limits.max_header_list;
   settings.qpack_max_dtable_capacity = 0; /* no dynamic table: no blocked streams to bound */
   settings.qpack_blocked_streams = 0;
+  settings.enable_connect_protocol = c->srv->cfg.limits.connect_protocol;
   if (nghttp3_conn_server_new(&c->h3, &pp_h3__request_callbacks, &settings, NULL, c) != 0)
     return -1;
   nghttp3_conn_set_max_client_streams_bidi(c->h3, c->srv->cfg.limits.max_streams_bidi);
@@ -637,6 +638,11 @@ void pp_h3_conn_goaway(pp_h3_conn *c) {
     c->goaway = 2;
   }
   c->goaway_requested = 1;
+  pp_h3__conn_want(c);
+}
+
+void pp_h3_conn_keep_alive(pp_h3_conn *c, uint64_t interval_ns) {
+  if (c->qc) ngtcp2_conn_set_keep_alive_timeout(c->qc, interval_ns);
   pp_h3__conn_want(c);
 }
 

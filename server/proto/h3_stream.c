@@ -319,6 +319,7 @@ static int on_end_headers(nghttp3_conn *h3, int64_t stream_id, int fin, void *co
     case NGHTTP3_QPACK_TOKEN__SCHEME: req.scheme = v, req.scheme_len = vl; continue;
     case NGHTTP3_QPACK_TOKEN__AUTHORITY: req.authority = v, req.authority_len = vl; continue;
     case NGHTTP3_QPACK_TOKEN__PATH: req.path = v, req.path_len = vl; continue;
+    case NGHTTP3_QPACK_TOKEN__PROTOCOL: req.protocol = v, req.protocol_len = vl; continue;
     case NGHTTP3_QPACK_TOKEN_CONTENT_LENGTH:
       if (parse_u64(v, vl, &req.content_length) != 0) bad_cl = 1;
       req.has_content_length = 1;
@@ -343,12 +344,13 @@ static int on_end_headers(nghttp3_conn *h3, int64_t stream_id, int fin, void *co
     if (srv->cb->on_answered) srv->cb->on_answered(c, &req, 400);
     return 0;
   }
-  if (req.method_len == 7 && memcmp(req.method, "CONNECT", 7) == 0) {
+  int connect = req.method_len == 7 && memcmp(req.method, "CONNECT", 7) == 0;
+  if (connect && !req.protocol) { /* a plain CONNECT: no proxying here */
     answer(c, s, 501);
     if (srv->cb->on_answered) srv->cb->on_answered(c, &req, 501);
     return 0;
   }
-  if (req.has_content_length && req.content_length > srv->cfg.limits.max_body_bytes) {
+  if (!connect && req.has_content_length && req.content_length > srv->cfg.limits.max_body_bytes) {
     answer(c, s, 413);
     if (srv->cb->on_answered) srv->cb->on_answered(c, &req, 413);
     return 0;
@@ -361,6 +363,7 @@ static int on_end_headers(nghttp3_conn *h3, int64_t stream_id, int fin, void *co
   }
   s->owned = 1;
   s->owner_data = sd;
+  s->tunnel = connect;
   srv->stats.streams_accepted++;
   return 0;
 }
@@ -409,7 +412,7 @@ static int on_recv_data(nghttp3_conn *h3, int64_t stream_id, const uint8_t *data
     return 0;
   }
   s->body_received += datalen;
-  if (s->body_received > c->srv->cfg.limits.max_body_bytes) {
+  if (s->body_received > c->srv->cfg.limits.max_body_bytes && !s->tunnel) {
     extend_credit(c, stream_id, datalen);
     pp_h3__stream_detach(c, s, NGHTTP3_H3_REQUEST_CANCELLED);
     answer(c, s, 413);
@@ -681,6 +684,11 @@ void pp_h3_consume(pp_h3_conn *c, int64_t stream_id, size_t n) {
   s->body_unconsumed -= n;
   extend_credit(c, stream_id, n);
   pp_h3__conn_want(c);
+}
+
+void pp_h3_set_stream_data(pp_h3_conn *c, int64_t stream_id, void *stream_data) {
+  pp_h3_stream *s = owned_stream(c, stream_id);
+  if (s) s->owner_data = stream_data;
 }
 
 void pp_h3_reset(pp_h3_conn *c, int64_t stream_id, uint64_t error_code) {

@@ -405,6 +405,7 @@ static client *client_new(pp_sessions *s, listener *ls) {
   c->h2out = h2out, c->h2out.len = 0;
   c->h2hdrs = h2hdrs, c->h2hdrs.len = 0;
   pp_queue_init(&c->streams);
+  pp_queue_init(&c->h2ws);
   c->sess = s;
   c->ls = ls;
   if (ls->addr.is_unix)

@@ -91,6 +91,7 @@ struct client {
   struct pp_h2 *h2;
   struct pp_h2_stats *h2_seen; /* the session's counters already added to the server's */
   pp_queue streams;
+  pp_queue h2ws; /* its WebSocket tunnels (RFC 8441; pp_h2h3_ws.link, h2h3.h) */
   pp_buf h2out, h2hdrs;
   int h2c_upgrade;         /* the current h1 request asked for Upgrade: h2c and may switch */
   int read_paused;         /* h2: the client does not read our output, so we stop reading it */

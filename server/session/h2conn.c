@@ -1,7 +1,9 @@
 /* h2conn: HTTP/2 on a client stream (see conn.h), the glue between the sans-I/O session
  * (h2.h) and the exchange layer. A connection gets here by the client preface (h2c with
  * prior knowledge, -h2c), by Upgrade: h2c (the upgrading request becomes stream 1), or by
- * ALPN h2 on a TLS listener. Every stream is an exchange of its own in the one queue.
+ * ALPN h2 on a TLS listener. Every stream is an exchange of its own in the one queue; an
+ * extended CONNECT for a WebSocket (RFC 8441) is one too until the app accepts it, then its
+ * stream carries a server-owned WebSocket (the "WebSocket tunnels" part below, h2h3.h).
  *
  * Flow control: request-body bytes are released to the client's windows (pp_h2_consume)
  * only once the exchange took them: at once while the body is being buffered (at most
@@ -53,46 +55,48 @@ static void release_body(client *c, pp_exchange *x) {
 
 /* ---------------------------------------------------------------- session callbacks */
 
+static int ws_request(client *c, const pp_h2h3_origin *o, pp_h2h3_request *r,
+                      const pp_h2_request *rq, void **stream_data);
+
 static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
   client *c = h->data;
-  pp_sessions *s = c->sess;
-  s->core->stats.requests++;
-  int refuse = pp_exchange_admit(s->core);
-  if (refuse) { /* answered by the session, counted as shed */
-    pp_h2h3_log_refused(s->hooks, c->remote, "HTTP/2", refuse, rq->method, rq->method_len, rq->path,
-                        rq->path_len);
-    return refuse;
-  }
-  pp_exchange *x = pp_exchange_get(s->xpool, &h2_ops, c);
-  x->t1 = x->t2 = pp_now_ns();
-  x->keep_alive = 1;
-  x->head_method = rq->method_len == 4 && !memcmp(rq->method, "HEAD", 4);
-  x->stream_id = rq->stream_id;
-  x->id = ++s->core->next_request_id;
-  x->state = PP_X_BODY;
-  x->early_hints = s->cfg->early_hints;
-
-  pp_env_conninfo ci = {c->remote,
-                        c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
-                        c->ls->addr.port_text,
-                        c->tls ? "https" : "http",
-                        s->cfg->request_start,
-                        &x->add_request_start,
-                        s->cfg->remote_addr_header,
-                        s->cfg->trusted,
-                        s->cfg->trusted_count};
-  pp_h2h3_env(x, &c->h2hdrs, "HTTP/2", &ci,
-              &(pp_h2h3_request){rq->method, rq->method_len, rq->path, rq->path_len, rq->authority,
-                                 rq->authority_len, rq->headers, rq->header_count,
-                                 rq->has_content_length, rq->content_length});
-  pp_queue_push(&c->streams, &x->olink);
-  *stream_data = x;
-  if (rq->end_stream) pp_exchange_body_done(x);
-  return 0;
+  pp_h2h3_origin o = {c->sess,
+                      &h2_ops,
+                      c,
+                      c->remote,
+                      "HTTP/2",
+                      c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
+                      c->ls->addr.port_text,
+                      c->tls ? "https" : "http"};
+  pp_h2h3_request r = {.method = rq->method,
+                       .method_len = rq->method_len,
+                       .path = rq->path,
+                       .path_len = rq->path_len,
+                       .authority = rq->authority,
+                       .authority_len = rq->authority_len,
+                       .headers = rq->headers,
+                       .header_count = rq->header_count,
+                       .has_content_length = rq->has_content_length,
+                       .content_length = rq->content_length};
+  if (rq->protocol) return ws_request(c, &o, &r, rq, stream_data);
+  int refuse;
+  *stream_data =
+      pp_h2h3_open(&o, &r, rq->stream_id, rq->end_stream, &c->h2hdrs, &c->streams, &refuse);
+  return refuse;
 }
+
+static void ws_data(client *c, pp_h2h3_ws *t, const uint8_t *data, size_t len);
+static void ws_fin(client *c, pp_h2h3_ws *t);
+static void ws_closed(client *c, pp_h2h3_ws *t);
 
 static int on_body(pp_h2 *h, int32_t stream_id, void *stream_data, const uint8_t *data,
                    size_t len) {
+  client *c = h->data;
+  pp_h2h3_ws *t = c->h2ws.len ? pp_h2h3_ws_find(&c->h2ws, stream_id) : NULL;
+  if (t) {
+    ws_data(c, t, data, len);
+    return 0;
+  }
   pp_exchange *x = stream_data;
   if (pp_exchange_stream_body(x, data, len))
     release_body(h->data, x);
@@ -102,7 +106,12 @@ static int on_body(pp_h2 *h, int32_t stream_id, void *stream_data, const uint8_t
 }
 
 static int on_body_end(pp_h2 *h, int32_t stream_id, void *stream_data) {
-  (void)h, (void)stream_id;
+  client *c = h->data;
+  pp_h2h3_ws *t = c->h2ws.len ? pp_h2h3_ws_find(&c->h2ws, stream_id) : NULL;
+  if (t) {
+    ws_fin(c, t);
+    return 0;
+  }
   pp_exchange_stream_end(stream_data);
   return 0;
 }
@@ -110,7 +119,8 @@ static int on_body_end(pp_h2 *h, int32_t stream_id, void *stream_data) {
 static void on_close(pp_h2 *h, int32_t stream_id, void *stream_data, uint32_t error_code) {
   client *c = h->data;
   pp_exchange *x = stream_data;
-  (void)stream_id;
+  pp_h2h3_ws *t = c->h2ws.len ? pp_h2h3_ws_find(&c->h2ws, stream_id) : NULL;
+  if (t) ws_closed(c, t);
   if (!x) return;
   pp_queue_remove(&c->streams, &x->olink);
   pp_exchange_stream_closed(x, error_code);
@@ -135,6 +145,12 @@ static void resume_drained(client *c) {
     pp_exchange *x = PP_CONTAINER_OF(n, pp_exchange, olink);
     if (x->w && pp_h2_stream_pending(c->h2, x->stream_id) < PP_CLIENT_WRITE_LOW)
       pp_exchange_client_drained(x);
+  }
+  for (pp_qnode *n = c->h2ws.head.next; n != &c->h2ws.head;) {
+    pp_h2h3_ws *t = PP_CONTAINER_OF(n, pp_h2h3_ws, link);
+    n = n->next; /* drained may close it, never free it (only its stream's end does) */
+    if (t->wc && pp_h2_stream_pending(c->h2, (int32_t)t->stream_id) < PP_WSCONN_WRITE_LOW)
+      pp_wsconn_drained(t->wc);
   }
 }
 
@@ -232,7 +248,7 @@ static void h2_arm_timer(client *c) {
     ms = 2000;
   else if (c->writes_in_flight > 0)
     ms = cfg->write_timeout_ns / 1000000;
-  else if (c->streams.len == 0)
+  else if (c->streams.len == 0 && c->h2ws.len == 0)
     ms = cfg->keepalive_timeout_ns / 1000000;
   else {
     uv_timer_stop(&c->timer);
@@ -252,6 +268,7 @@ int pp_h2conn_start(client *c, pp_exchange *upgraded, const uint8_t *settings, s
   lim.max_header_list = s->cfg->max_header_bytes;
   lim.max_body_bytes = s->cfg->max_body_bytes;
   lim.date = s->wall->date;
+  lim.connect_protocol = !s->cfg->no_extended_connect;
   int rc = upgraded
                ? pp_h2_init_upgrade(h, &h2_callbacks, &lim, c, settings, len, upgraded->head_method)
                : pp_h2_init(h, &h2_callbacks, &lim, c);
@@ -286,6 +303,8 @@ void pp_h2conn_drain(client *c) {
 }
 
 static void h2_abandon_all(client *c) {
+  while (c->h2ws.len) /* the tunnels first: an upgrade's exchange is among the streams */
+    ws_closed(c, PP_CONTAINER_OF(c->h2ws.head.next, pp_h2h3_ws, link));
   while (c->streams.len) {
     pp_exchange *x = PP_CONTAINER_OF(pp_queue_pop(&c->streams), pp_exchange, olink);
     pp_h2_set_stream_data(c->h2, x->stream_id, NULL);
@@ -304,7 +323,7 @@ static void h2_dispose(client *c) {
 }
 
 static int h2_idle(const client *c) {
-  return c->streams.len == 0 && c->writes_in_flight == 0;
+  return c->streams.len == 0 && c->h2ws.len == 0 && c->writes_in_flight == 0;
 }
 
 /* ---------------------------------------------------------------- response events */
@@ -327,9 +346,18 @@ static void local_response(client *c, pp_exchange *x, int status, const char *ms
   x->status = status, x->resp_bytes = strlen(msg);
 }
 
+static int ws_head(client *c, pp_h2h3_ws *t, pp_exchange *x, const pp_wire_frame *f);
+
+static pp_h2h3_ws *tunnel_of(client *c, pp_exchange *x) {
+  pp_h2h3_ws *t = c->h2ws.len ? pp_h2h3_ws_find(&c->h2ws, x->stream_id) : NULL;
+  return t && t->x == x ? t : NULL;
+}
+
 static void x_head(pp_exchange *x, const pp_wire_frame *f) {
   client *c = x->owner;
   pp_sessions *s = c->sess;
+  pp_h2h3_ws *t = tunnel_of(c, x);
+  if (t && ws_head(c, t, x, f)) return;
   int status = f->status;
   x->resp_no_body = x->head_method || status < 200 || status == 204 || status == 304;
   size_t n = pp_h2h3_headers(s->alt_svc, s->wall->date, &f->pairs, &c->h2hdrs);
@@ -358,6 +386,16 @@ static void x_body(pp_exchange *x, const uint8_t *data, size_t len) {
 
 static void x_end(pp_exchange *x) {
   client *c = x->owner;
+  pp_h2h3_ws *t = tunnel_of(c, x);
+  if (t && t->wc) { /* the accept is done: the stream is the WebSocket's from now on */
+    x->state = PP_X_RESPONDED;
+    t->x = NULL;
+    pp_queue_remove(&c->streams, &x->olink);
+    pp_h2_set_stream_data(c->h2, x->stream_id, NULL);
+    pp_exchange_stream_closed(x, 0);
+    h2_pump(c);
+    return;
+  }
   if (!x->head_sent) {
     c->sess->core->stats.errors_500++;
     x->head_sent = 1;
@@ -369,8 +407,12 @@ static void x_end(pp_exchange *x) {
   h2_pump(c);
 }
 
+static void ws_drop(client *c, pp_h2h3_ws *t);
+
 static void x_fail(pp_exchange *x, int status, const char *msg) {
   client *c = x->owner;
+  pp_h2h3_ws *t = tunnel_of(c, x);
+  if (t && !t->wc) ws_drop(c, t); /* not accepted: an ordinary answer on the stream */
   if (!x->head_sent) {
     x->head_sent = 1;
     local_response(c, x, status, msg);
@@ -405,6 +447,198 @@ static void x_early_hints(pp_exchange *x, const pp_wire_frame *f) {
 
 static const pp_exchange_ops h2_ops = {x_head,  x_body,          x_end, x_fail,
                                        x_flush, x_body_writable, NULL,  x_early_hints};
+
+/* ---------------------------------------------------------------- WebSocket tunnels
+ * RFC 8441: see pp_h2h3_ws (h2h3.h). The stream's DATA is the WebSocket's bytes both ways; its
+ * flow control is the backpressure: bytes fed while the WebSocket is paused keep their credit
+ * (held) until it resumes, and what it writes waits in the stream's buffer while the client's
+ * windows are closed (io->unsent counts it). The client's END_STREAM (its FIN) is answered
+ * with ours; RST_STREAM either way, or the connection's end, is the transport lost. */
+
+static pp_wshub *hub_of(pp_sessions *s) {
+  return &s->wshub;
+}
+
+static void ws_pump(pp_h2h3_ws *t) {
+  h2_pump(t->conn);
+}
+
+static int ws_io_write(void *tp, const uint8_t *p, size_t n) {
+  pp_h2h3_ws *t = tp;
+  client *c = t->conn;
+  if (c->closing || !c->h2 || t->ended) return -1;
+  if (pp_h2_send_data(c->h2, (int32_t)t->stream_id, p, n) < 0) return -1;
+  pp_h2h3_ws_kick(t);
+  return 0;
+}
+
+static size_t ws_io_unsent(void *tp) {
+  pp_h2h3_ws *t = tp;
+  client *c = t->conn;
+  if (!c->h2) return 0;
+  size_t pending = pp_h2_stream_pending(c->h2, (int32_t)t->stream_id);
+  return pending > c->write_bytes ? pending : c->write_bytes;
+}
+
+static void ws_io_pause(void *tp, int pause) {
+  pp_h2h3_ws *t = tp;
+  client *c = t->conn;
+  t->paused = pause;
+  if (!pause && t->held && c->h2) {
+    pp_h2_consume(c->h2, (int32_t)t->stream_id, (size_t)t->held);
+    t->held = 0;
+    pp_h2h3_ws_kick(t); /* the WINDOW_UPDATE */
+  }
+}
+
+static void ws_io_close(void *tp) {
+  pp_h2h3_ws *t = tp;
+  client *c = t->conn;
+  if (!t->ended && c->h2) {
+    t->ended = 1;
+    pp_h2_send_end(c->h2, (int32_t)t->stream_id);
+  }
+  pp_h2h3_ws_kick(t);
+}
+
+static const pp_wsconn_io h2_ws_io = {ws_io_write, ws_io_unsent, ws_io_pause, ws_io_close};
+
+/* The tunnel leaves the connection (its stream ended, or the connection did). */
+static void ws_closed(client *c, pp_h2h3_ws *t) {
+  pp_queue_remove(&c->h2ws, &t->link);
+  if (t->wc) {
+    pp_wsconn *wc = t->wc;
+    t->wc = NULL;
+    pp_wsconn_gone(wc);
+  }
+  pp_h2h3_ws_free(t);
+}
+
+/* Not accepted: the stream is an ordinary request's; bytes that came early are given back. */
+static void ws_drop(client *c, pp_h2h3_ws *t) {
+  if (t->early.len && c->h2) pp_h2_consume(c->h2, (int32_t)t->stream_id, t->early.len);
+  t->early.len = 0;
+  ws_closed(c, t);
+}
+
+static void ws_data(client *c, pp_h2h3_ws *t, const uint8_t *data, size_t len) {
+  int32_t id = (int32_t)t->stream_id;
+  if (!t->wc) {
+    if (t->x)
+      pp_buf_append(&t->early, data, len); /* its credit waits: the stream window bounds it */
+    else
+      pp_h2_consume(c->h2, id, len);
+    return;
+  }
+  pp_wsconn_feed(t->wc, data, len);
+  if (t->paused)
+    t->held += len;
+  else
+    pp_h2_consume(c->h2, id, len);
+}
+
+static void ws_fin(client *c, pp_h2h3_ws *t) {
+  t->fin_in = 1;
+  if (t->wc && !t->ended) { /* as a TCP FIN: our side ends too, then the stream closes */
+    t->ended = 1;
+    pp_h2_send_end(c->h2, (int32_t)t->stream_id);
+  }
+}
+
+/* The app's head for an upgrade: 1 if handled here (accepted, or answered 500), 0 when the
+ * app refused and its response goes out as it is. */
+static int ws_head(client *c, pp_h2h3_ws *t, pp_exchange *x, const pp_wire_frame *f) {
+  pp_sessions *s = c->sess;
+  int32_t id = (int32_t)t->stream_id;
+  pp_ws_accept a;
+  const char *why = "";
+  int rc = pp_ws_accept_parse(f, (const char *)t->offered.data, t->offered.len, &a, &why);
+  if (rc == 0) {
+    ws_drop(c, t);
+    return 0;
+  }
+  if (rc < 0) {
+    LOG_ERR(s, "client %s: stream %d: the app's WebSocket accept cannot be served: %s", c->remote,
+            (int)id, why);
+    ws_drop(c, t);
+    local_response(c, x, 500, "500 Internal Server Error\n");
+    s->core->stats.errors_500++;
+    x->resp_no_body = 1;
+    return 1;
+  }
+  size_t n = pp_h2h3_ws_headers(t, &a, s->wall->date, &f->pairs, &c->h2hdrs);
+  x->resp_no_body = 1; /* the app's body bytes, if any, are not WebSocket bytes */
+  if (pp_h2_respond(c->h2, id, 200, (const pp_h2_header *)c->h2hdrs.data, n, 0) < 0) {
+    ws_drop(c, t);
+    return 1;
+  }
+  pp_exchange_count_status(s->xpool, 200);
+  x->status = 200;
+  s->core->stats.responses++;
+  pp_hist_window_record(&s->core->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
+  t->wc = pp_h2h3_ws_open(t, hub_of(s), &h2_ws_io, &a, f);
+  if (!t->wc) {
+    pp_h2_reset(c->h2, id, NGHTTP2_INTERNAL_ERROR);
+    return 1;
+  }
+  if (t->early.len) {
+    size_t k = t->early.len;
+    pp_wsconn_feed(t->wc, t->early.data, k);
+    t->early.len = 0;
+    if (t->paused)
+      t->held += k;
+    else
+      pp_h2_consume(c->h2, id, k);
+  }
+  if (t->fin_in) ws_fin(c, t);
+  pp_h2h3_ws_kick(t);
+  return 1;
+}
+
+/* An extended CONNECT (RFC 8441 §4; nghttp2 checked :scheme, :path and :authority). */
+static int ws_request(client *c, const pp_h2h3_origin *o, pp_h2h3_request *r,
+                      const pp_h2_request *rq, void **stream_data) {
+  pp_sessions *s = c->sess;
+  if (!(rq->protocol_len == 9 && !memcmp(rq->protocol, "websocket", 9))) {
+    pp_h2h3_log_refused(s->hooks, c->remote, "HTTP/2", 501, rq->method, rq->method_len, rq->path,
+                        rq->path_len);
+    return 501; /* a protocol we do not carry */
+  }
+  pp_h2h3_ws *t = pp_h2h3_ws_new(s->loop, c, rq->stream_id, ws_pump);
+  const char *why = "";
+  int status = pp_h2h3_ws_check(t, &hub_of(s)->pmd, r, rq->protocol, rq->protocol_len, rq->scheme,
+                                rq->scheme_len, &why);
+  if (status) {
+    LOG(s, "client %s: stream %d: WebSocket handshake refused with %d: %s", c->remote,
+        (int)rq->stream_id, status, why);
+    pp_h2h3_ws_free(t);
+    pp_h2h3_log_refused(s->hooks, c->remote, "HTTP/2", status, rq->method, rq->method_len, rq->path,
+                        rq->path_len);
+    if (status != 426) return status;
+    /* RFC 6455 §4.4: the versions we speak go with the 426 */
+    static const char msg[] = "426 Upgrade Required\n";
+    pp_h2_header hd[2] = {{(const uint8_t *)"sec-websocket-version", 21, (const uint8_t *)"13", 2},
+                          {(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10}};
+    pp_h2_respond(c->h2, rq->stream_id, 426, hd, 2, 0);
+    pp_h2_send_data(c->h2, rq->stream_id, (const uint8_t *)msg, sizeof msg - 1);
+    pp_h2_send_end(c->h2, rq->stream_id);
+    *stream_data = NULL;
+    return 0;
+  }
+  r->websocket = 1;
+  r->ws_protocols = t->offered.len ? t->offered.data : NULL;
+  r->ws_protocols_len = t->offered.len;
+  int refuse;
+  pp_exchange *x = pp_h2h3_open(o, r, rq->stream_id, 1, &c->h2hdrs, &c->streams, &refuse);
+  if (!x) {
+    pp_h2h3_ws_free(t);
+    return refuse;
+  }
+  t->x = x;
+  pp_queue_push(&c->h2ws, &t->link);
+  *stream_data = x;
+  return 0;
+}
 
 /* /stats "http2": the counters summed over connections. */
 void pp_h2conn_stats_json(pp_sessions *s, json_t *root) {

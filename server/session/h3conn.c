@@ -1,7 +1,8 @@
 /* h3conn: HTTP/3 listeners, the glue between a UDP socket and the sans-I/O HTTP/3 endpoint
  * (h3.h), and between its request streams and the exchange layer. Every request stream is an
  * exchange in the one queue, exactly as an HTTP/2 stream is (h2conn.c), so the worker cannot
- * tell the protocols apart.
+ * tell the protocols apart. An extended CONNECT for a WebSocket (RFC 9220) becomes a
+ * server-owned WebSocket on its stream once the app accepts it ("WebSocket tunnels" below).
  *
  * UDP I/O: our own non-blocking socket polled with uv_poll_t, read with recvmsg and written
  * with sendmsg, not uv_udp_t: libuv's receive callback gives neither the local address of a
@@ -72,6 +73,7 @@ typedef struct h3_conn {
   char remote[64];
   pp_buf hdrs;      /* scratch: header arrays */
   int conn_blocked; /* some stream's overflow waits for room on the connection */
+  pp_queue ws;      /* its WebSocket tunnels (RFC 9220; pp_h2h3_ws.link, h2h3.h) */
 } h3_conn;
 
 static const pp_exchange_ops h3_ops;
@@ -271,6 +273,7 @@ static void on_conn_open(pp_h3_server *srv, pp_h3_conn *conn) {
   hc->l = l;
   hc->conn = conn;
   pp_queue_init(&hc->streams);
+  pp_queue_init(&hc->ws);
   pp_buf_init(&hc->hdrs);
   sockaddr_text(&conn->remote, hc->remote, sizeof hc->remote);
   uv_timer_init(l->sess->loop, &hc->timer);
@@ -285,11 +288,15 @@ static void on_timer_closed(uv_handle_t *h) {
   free(hc);
 }
 
+static void ws_closed(h3_conn *hc, pp_h2h3_ws *t);
+
 static void on_conn_close(pp_h3_server *srv, pp_h3_conn *conn) {
   (void)srv;
   h3_conn *hc = conn->data;
   if (!hc) return;
   hc->conn = NULL;
+  while (hc->ws.len) /* the tunnels first: an upgrade's exchange is among the streams */
+    ws_closed(hc, PP_CONTAINER_OF(hc->ws.head.next, pp_h2h3_ws, link));
   while (hc->streams.len) { /* every on_close ran; anything left is abandoned */
     pp_exchange *x = PP_CONTAINER_OF(pp_queue_pop(&hc->streams), pp_exchange, olink);
     pp_exchange_abandon(x);
@@ -323,47 +330,46 @@ static void release_body(h3_conn *hc, pp_exchange *x) {
   }
 }
 
+static int ws_request(h3_conn *hc, const pp_h2h3_origin *o, pp_h2h3_request *r,
+                      const pp_h3_request *rq, void **stream_data);
+static void ws_data(h3_conn *hc, pp_h2h3_ws *t, const uint8_t *data, size_t len);
+static void ws_fin(h3_conn *hc, pp_h2h3_ws *t);
+static void ws_acked(h3_conn *hc);
+
+static pp_h2h3_ws *ws_find(h3_conn *hc, int64_t stream_id) {
+  return hc && hc->ws.len ? pp_h2h3_ws_find(&hc->ws, stream_id) : NULL;
+}
+
 static int on_request(pp_h3_conn *conn, const pp_h3_request *rq, void **stream_data) {
   h3_conn *hc = conn->data;
-  pp_sessions *s = hc->l->sess;
-  s->core->stats.requests++;
-  int refuse = pp_exchange_admit(s->core);
-  if (refuse) {
-    pp_h2h3_log_refused(s->hooks, hc->remote, "HTTP/3", refuse, rq->method, rq->method_len,
-                        rq->path, rq->path_len);
-    return refuse;
-  }
-  pp_exchange *x = pp_exchange_get(s->xpool, &h3_ops, hc);
-  x->t1 = x->t2 = pp_now_ns();
-  x->keep_alive = 1;
-  x->head_method = rq->method_len == 4 && !memcmp(rq->method, "HEAD", 4);
-  x->stream_id = rq->stream_id;
-  x->id = ++s->core->next_request_id;
-  x->state = PP_X_BODY;
-  x->early_hints = s->cfg->early_hints;
   char port[8];
   snprintf(port, sizeof port, "%d", hc->l->addr.port);
-  pp_env_conninfo ci = {hc->remote,
-                        hc->l->addr.host,
-                        port,
-                        "https",
-                        s->cfg->request_start,
-                        &x->add_request_start,
-                        s->cfg->remote_addr_header,
-                        s->cfg->trusted,
-                        s->cfg->trusted_count};
-  pp_h2h3_env(x, &hc->hdrs, "HTTP/3", &ci,
-              &(pp_h2h3_request){rq->method, rq->method_len, rq->path, rq->path_len, rq->authority,
-                                 rq->authority_len, rq->headers, rq->header_count,
-                                 rq->has_content_length, rq->content_length});
-  pp_queue_push(&hc->streams, &x->olink);
-  *stream_data = x;
-  if (rq->end_stream) pp_exchange_body_done(x);
-  return 0;
+  pp_h2h3_origin o = {hc->l->sess, &h3_ops,          hc,   hc->remote,
+                      "HTTP/3",    hc->l->addr.host, port, "https"};
+  pp_h2h3_request r = {.method = rq->method,
+                       .method_len = rq->method_len,
+                       .path = rq->path,
+                       .path_len = rq->path_len,
+                       .authority = rq->authority,
+                       .authority_len = rq->authority_len,
+                       .headers = rq->headers,
+                       .header_count = rq->header_count,
+                       .has_content_length = rq->has_content_length,
+                       .content_length = rq->content_length};
+  if (rq->protocol) return ws_request(hc, &o, &r, rq, stream_data);
+  int refuse;
+  *stream_data =
+      pp_h2h3_open(&o, &r, rq->stream_id, rq->end_stream, &hc->hdrs, &hc->streams, &refuse);
+  return refuse;
 }
 
 static int on_body(pp_h3_conn *conn, int64_t stream_id, void *stream_data, const uint8_t *data,
                    size_t len) {
+  pp_h2h3_ws *t = ws_find(conn->data, stream_id);
+  if (t) {
+    ws_data(conn->data, t, data, len);
+    return 0;
+  }
   pp_exchange *x = stream_data;
   if (pp_exchange_stream_body(x, data, len))
     release_body(conn->data, x);
@@ -373,7 +379,11 @@ static int on_body(pp_h3_conn *conn, int64_t stream_id, void *stream_data, const
 }
 
 static int on_body_end(pp_h3_conn *conn, int64_t stream_id, void *stream_data) {
-  (void)conn, (void)stream_id;
+  pp_h2h3_ws *t = ws_find(conn->data, stream_id);
+  if (t) {
+    ws_fin(conn->data, t);
+    return 0;
+  }
   pp_exchange_stream_end(stream_data);
   return 0;
 }
@@ -383,7 +393,8 @@ static void sweep_blocked(h3_conn *hc, pp_exchange *except);
 static void on_close(pp_h3_conn *conn, int64_t stream_id, void *stream_data, uint64_t code) {
   h3_conn *hc = conn->data;
   pp_exchange *x = stream_data;
-  (void)stream_id;
+  pp_h2h3_ws *t = ws_find(hc, stream_id);
+  if (t) ws_closed(hc, t);
   if (!x || !hc) return;
   pp_queue_remove(&hc->streams, &x->olink);
   pp_exchange_stream_closed(x, code);
@@ -450,6 +461,7 @@ static void on_stream_acked(pp_h3_conn *conn, int64_t stream_id, void *stream_da
   h3_conn *hc = conn->data;
   pp_exchange *x = stream_data;
   (void)stream_id, (void)pending;
+  if (hc && hc->ws.len) ws_acked(hc);
   if (!x || !hc) return;
   after_ack(hc, x);
   sweep_blocked(hc, x);
@@ -485,10 +497,20 @@ static void local_response(h3_conn *hc, pp_exchange *x, int status, const char *
   x->status = status, x->resp_bytes = strlen(msg);
 }
 
+static int ws_head(h3_conn *hc, pp_h2h3_ws *t, pp_exchange *x, const pp_wire_frame *f);
+static void ws_drop(h3_conn *hc, pp_h2h3_ws *t);
+
+static pp_h2h3_ws *tunnel_of(h3_conn *hc, pp_exchange *x) {
+  pp_h2h3_ws *t = ws_find(hc, x->stream_id);
+  return t && t->x == x ? t : NULL;
+}
+
 static void x_head(pp_exchange *x, const pp_wire_frame *f) {
   h3_conn *hc = x->owner;
   pp_sessions *s = hc->l->sess;
   if (!hc->conn) return;
+  pp_h2h3_ws *t = tunnel_of(hc, x);
+  if (t && ws_head(hc, t, x, f)) return;
   int status = f->status;
   x->resp_no_body = x->head_method || status < 200 || status == 204 || status == 304;
   char saved = s->alt_svc[0];
@@ -533,6 +555,15 @@ static void x_end(pp_exchange *x) {
   h3_conn *hc = x->owner;
   x->state = PP_X_RESPONDED;
   if (!hc->conn) return;
+  pp_h2h3_ws *t = tunnel_of(hc, x);
+  if (t && t->wc) { /* the accept is done: the stream is the WebSocket's from now on */
+    t->x = NULL;
+    pp_queue_remove(&hc->streams, &x->olink);
+    pp_h3_set_stream_data(hc->conn, x->stream_id, NULL);
+    pp_exchange_stream_closed(x, 0);
+    drain_out(hc->l);
+    return;
+  }
   if (!x->head_sent) {
     hc->l->sess->core->stats.errors_500++;
     x->head_sent = 1;
@@ -550,6 +581,8 @@ static void x_fail(pp_exchange *x, int status, const char *msg) {
   h3_conn *hc = x->owner;
   x->state = PP_X_RESPONDED;
   if (!hc->conn) return;
+  pp_h2h3_ws *t = tunnel_of(hc, x);
+  if (t && !t->wc) ws_drop(hc, t); /* not accepted: an ordinary answer on the stream */
   if (!x->head_sent) {
     x->head_sent = 1;
     local_response(hc, x, status, msg);
@@ -584,6 +617,215 @@ static void x_early_hints(pp_exchange *x, const pp_wire_frame *f) {
 
 static const pp_exchange_ops h3_ops = {x_head,  x_body,          x_end, x_fail,
                                        x_flush, x_body_writable, NULL,  x_early_hints};
+
+/* ---------------------------------------------------------------- WebSocket tunnels
+ * RFC 9220, as h2conn.c does RFC 8441 (pp_h2h3_ws, h2h3.h). What the endpoint cannot take yet
+ * (its unacknowledged bound) waits in the tunnel's own buffer (t->out) and moves on as
+ * acknowledgements arrive; io->unsent counts it with what is unacknowledged. */
+
+static void ws_pump(pp_h2h3_ws *t) {
+  h3_conn *hc = t->conn;
+  drain_out(hc->l);
+}
+
+static size_t ws_out_left(const pp_h2h3_ws *t) {
+  return t->out.len - t->out_off;
+}
+
+/* Hands what waits in t->out to the endpoint as far as it takes it; then our FIN if asked. */
+static void ws_push(h3_conn *hc, pp_h2h3_ws *t) {
+  if (!hc->conn) return;
+  size_t left = ws_out_left(t);
+  if (left) {
+    size_t room = pp_h3_send_room(hc->conn, t->stream_id);
+    size_t n = left < room ? left : room;
+    if (n && pp_h3_send_data(hc->conn, t->stream_id, t->out.data + t->out_off, n) == 0)
+      t->out_off += n;
+    if (t->out_off == t->out.len) t->out.len = t->out_off = 0;
+  }
+  if (t->ended == 1 && !ws_out_left(t)) {
+    t->ended = 2; /* sent */
+    pp_h3_send_end(hc->conn, t->stream_id);
+  }
+}
+
+static void ws_acked(h3_conn *hc) {
+  for (pp_qnode *n = hc->ws.head.next; n != &hc->ws.head;) {
+    pp_h2h3_ws *t = PP_CONTAINER_OF(n, pp_h2h3_ws, link);
+    n = n->next;
+    ws_push(hc, t);
+    if (t->wc && hc->conn && !ws_out_left(t) &&
+        pp_h3_stream_pending(hc->conn, t->stream_id) < PP_WSCONN_WRITE_LOW)
+      pp_wsconn_drained(t->wc);
+  }
+}
+
+static int ws_io_write(void *tp, const uint8_t *p, size_t n) {
+  pp_h2h3_ws *t = tp;
+  h3_conn *hc = t->conn;
+  if (!hc->conn || t->ended) return -1;
+  if (t->out_off && t->out_off >= ws_out_left(t)) { /* amortized: one move per byte at most */
+    pp_buf_consume(&t->out, t->out_off);
+    t->out_off = 0;
+  }
+  pp_buf_append(&t->out, p, n);
+  ws_push(hc, t);
+  pp_h2h3_ws_kick(t);
+  return 0;
+}
+
+static size_t ws_io_unsent(void *tp) {
+  pp_h2h3_ws *t = tp;
+  h3_conn *hc = t->conn;
+  return ws_out_left(t) + (hc->conn ? pp_h3_stream_pending(hc->conn, t->stream_id) : 0);
+}
+
+static void ws_io_pause(void *tp, int pause) {
+  pp_h2h3_ws *t = tp;
+  h3_conn *hc = t->conn;
+  t->paused = pause;
+  if (!pause && t->held && hc->conn) {
+    pp_h3_consume(hc->conn, t->stream_id, (size_t)t->held);
+    t->held = 0;
+    pp_h2h3_ws_kick(t);
+  }
+}
+
+static void ws_io_close(void *tp) {
+  pp_h2h3_ws *t = tp;
+  h3_conn *hc = t->conn;
+  if (!t->ended) t->ended = 1;
+  ws_push(hc, t);
+  pp_h2h3_ws_kick(t);
+}
+
+static const pp_wsconn_io h3_ws_io = {ws_io_write, ws_io_unsent, ws_io_pause, ws_io_close};
+
+static void ws_closed(h3_conn *hc, pp_h2h3_ws *t) {
+  pp_queue_remove(&hc->ws, &t->link);
+  if (!hc->ws.len && hc->conn) pp_h3_conn_keep_alive(hc->conn, 0);
+  if (t->wc) {
+    pp_wsconn *wc = t->wc;
+    t->wc = NULL;
+    pp_wsconn_gone(wc);
+  }
+  pp_h2h3_ws_free(t);
+}
+
+static void ws_drop(h3_conn *hc, pp_h2h3_ws *t) {
+  if (t->early.len && hc->conn) pp_h3_consume(hc->conn, t->stream_id, t->early.len);
+  t->early.len = 0;
+  ws_closed(hc, t);
+}
+
+static void ws_data(h3_conn *hc, pp_h2h3_ws *t, const uint8_t *data, size_t len) {
+  if (!t->wc) {
+    if (t->x)
+      pp_buf_append(&t->early, data, len); /* its credit waits: the stream window bounds it */
+    else
+      pp_h3_consume(hc->conn, t->stream_id, len);
+    return;
+  }
+  pp_wsconn_feed(t->wc, data, len);
+  if (t->paused)
+    t->held += len;
+  else
+    pp_h3_consume(hc->conn, t->stream_id, len);
+}
+
+static void ws_fin(h3_conn *hc, pp_h2h3_ws *t) {
+  t->fin_in = 1;
+  if (t->wc && !t->ended) { /* as a TCP FIN: our side ends too */
+    t->ended = 1;
+    ws_push(hc, t);
+  }
+}
+
+static int ws_head(h3_conn *hc, pp_h2h3_ws *t, pp_exchange *x, const pp_wire_frame *f) {
+  pp_sessions *s = hc->l->sess;
+  pp_ws_accept a;
+  const char *why = "";
+  int rc = pp_ws_accept_parse(f, (const char *)t->offered.data, t->offered.len, &a, &why);
+  if (rc == 0) {
+    ws_drop(hc, t);
+    return 0;
+  }
+  if (rc < 0) {
+    LOG_ERR(s, "client %s: stream %lld: the app's WebSocket accept cannot be served: %s",
+            hc->remote, (long long)t->stream_id, why);
+    ws_drop(hc, t);
+    s->core->stats.errors_500++;
+    local_response(hc, x, 500, "500 Internal Server Error\n");
+    x->resp_no_body = 1;
+    return 1;
+  }
+  size_t n = pp_h2h3_ws_headers(t, &a, s->wall->date, &f->pairs, &hc->hdrs);
+  x->resp_no_body = 1; /* the app's body bytes, if any, are not WebSocket bytes */
+  if (pp_h3_respond(hc->conn, t->stream_id, 200, (const pp_h2_header *)hc->hdrs.data, n, 0) < 0) {
+    ws_drop(hc, t);
+    return 1;
+  }
+  pp_exchange_count_status(s->xpool, 200);
+  x->status = 200;
+  s->core->stats.responses++;
+  pp_hist_window_record(&s->core->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
+  t->wc = pp_h2h3_ws_open(t, &s->wshub, &h3_ws_io, &a, f);
+  if (!t->wc) {
+    pp_h3_reset(hc->conn, t->stream_id, H3_INTERNAL_ERR);
+    return 1;
+  }
+  if (t->early.len) {
+    size_t k = t->early.len;
+    pp_wsconn_feed(t->wc, t->early.data, k);
+    t->early.len = 0;
+    if (t->paused)
+      t->held += k;
+    else
+      pp_h3_consume(hc->conn, t->stream_id, k);
+  }
+  if (t->fin_in) ws_fin(hc, t);
+  pp_h2h3_ws_kick(t);
+  return 1;
+}
+
+/* An extended CONNECT (RFC 9220; nghttp3 checked :scheme, :path and :authority). */
+static int ws_request(h3_conn *hc, const pp_h2h3_origin *o, pp_h2h3_request *r,
+                      const pp_h3_request *rq, void **stream_data) {
+  pp_sessions *s = hc->l->sess;
+  if (!(rq->protocol_len == 9 && !memcmp(rq->protocol, "websocket", 9))) {
+    pp_h2h3_log_refused(s->hooks, hc->remote, "HTTP/3", 501, rq->method, rq->method_len, rq->path,
+                        rq->path_len);
+    return 501; /* a protocol we do not carry (WebTransport: docs/WEBSOCKET.md) */
+  }
+  pp_h2h3_ws *t = pp_h2h3_ws_new(s->loop, hc, rq->stream_id, ws_pump);
+  const char *why = "";
+  int status = pp_h2h3_ws_check(t, &s->wshub.pmd, r, rq->protocol, rq->protocol_len, rq->scheme,
+                                rq->scheme_len, &why);
+  if (status) { /* the endpoint answers: a 426 without sec-websocket-version here */
+    LOG(s, "client %s: stream %lld: WebSocket handshake refused with %d: %s", hc->remote,
+        (long long)rq->stream_id, status, why);
+    pp_h2h3_ws_free(t);
+    pp_h2h3_log_refused(s->hooks, hc->remote, "HTTP/3", status, rq->method, rq->method_len,
+                        rq->path, rq->path_len);
+    return status;
+  }
+  r->websocket = 1;
+  r->ws_protocols = t->offered.len ? t->offered.data : NULL;
+  r->ws_protocols_len = t->offered.len;
+  int refuse;
+  pp_exchange *x = pp_h2h3_open(o, r, rq->stream_id, 1, &hc->hdrs, &hc->streams, &refuse);
+  if (!x) {
+    pp_h2h3_ws_free(t);
+    return refuse;
+  }
+  t->x = x;
+  pp_queue_push(&hc->ws, &t->link);
+  /* QUIC's idle timeout (-keepalive-timeout) would end a quiet WebSocket: PINGs at half of it
+   * keep the connection while its WebSockets are open and the client answers */
+  if (hc->ws.len == 1) pp_h3_conn_keep_alive(hc->conn, s->cfg->keepalive_timeout_ns / 2);
+  *stream_data = x;
+  return 0;
+}
 
 /* ---------------------------------------------------------------- listeners */
 
@@ -668,6 +910,7 @@ int pp_h3conn_open_all(pp_sessions *s, const char *cert, const char *key) {
     hc.limits.max_header_list = cfg->max_header_bytes;
     hc.limits.max_body_bytes = cfg->max_body_bytes;
     hc.limits.idle_timeout_ns = cfg->keepalive_timeout_ns;
+    hc.limits.connect_protocol = !cfg->no_extended_connect;
     if (getrandom(hc.secret, sizeof hc.secret, 0) != (ssize_t)sizeof hc.secret) {
       LOG_ERR(s, "HTTP/3: getrandom: %s", strerror(errno));
       close(l->fd);

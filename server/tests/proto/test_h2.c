@@ -68,7 +68,7 @@ static void add_header_text(sres *r, const uint8_t *name, size_t nl, const uint8
 
 typedef struct rec {
   int32_t id;
-  char method[16], scheme[16], authority[64], path[256];
+  char method[16], scheme[16], authority[64], path[256], protocol[32];
   int has_authority;
   char headers[2048];
   int has_content_length;
@@ -113,6 +113,7 @@ static int on_request(pp_h2 *h, const pp_h2_request *req, void **stream_data) {
   span_copy(r->method, sizeof r->method, req->method, req->method_len);
   span_copy(r->scheme, sizeof r->scheme, req->scheme, req->scheme_len);
   span_copy(r->path, sizeof r->path, req->path, req->path_len);
+  span_copy(r->protocol, sizeof r->protocol, req->protocol, req->protocol_len);
   r->has_authority = req->authority != NULL;
   span_copy(r->authority, sizeof r->authority, req->authority, req->authority_len);
   for (size_t i = 0; i < req->header_count; i++) {
@@ -1652,6 +1653,165 @@ static void test_misc_api(void) {
   owner_dispose(&o);
 }
 
+/* A client-side tunnel source: hands out what was added, never ends the stream unless told. */
+typedef struct tunnel_src {
+  uint8_t data[256];
+  size_t len, off;
+  int end;
+} tunnel_src;
+
+static ssize_t tunnel_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
+                           uint32_t *flags, nghttp2_data_source *src, void *ud) {
+  (void)s, (void)id, (void)ud;
+  tunnel_src *t = src->ptr;
+  size_t n = t->len - t->off < length ? t->len - t->off : length;
+  memcpy(buf, t->data + t->off, n);
+  t->off += n;
+  if (t->off < t->len) return (ssize_t)n;
+  *flags |= NGHTTP2_DATA_FLAG_EOF;
+  if (!t->end) *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+  return (ssize_t)n;
+}
+
+static void tunnel_send(client *c, int32_t id, tunnel_src *t, const char *text, int end) {
+  t->len = t->off = 0;
+  size_t n = strlen(text);
+  memcpy(t->data, text, n);
+  t->len = n;
+  t->end = end;
+  nghttp2_data_provider prd = {.source.ptr = t, .read_callback = tunnel_read};
+  CU_ASSERT_EQUAL(
+      nghttp2_submit_data(c->s, end ? NGHTTP2_FLAG_END_STREAM : NGHTTP2_FLAG_NONE, id, &prd), 0);
+}
+
+/* RFC 8441: SETTINGS_ENABLE_CONNECT_PROTOCOL, an extended CONNECT as a tunnel (DATA both ways
+ * past max_body_bytes, the response stays open, END_STREAM each way), and the malformed ones
+ * reset with PROTOCOL_ERROR before the owner hears of them. */
+static void test_extended_connect(void) {
+  pp_h2 h;
+  owner o;
+  client c;
+  pp_h2_limits l;
+  pp_h2_limits_default(&l);
+  CU_ASSERT_EQUAL(l.connect_protocol, 1);
+  l.max_body_bytes = 4; /* a tunnel is not bounded by it */
+  server_init(&h, &o, &l);
+  o.consume_at_once = 1;
+  client_init(&c);
+  pump(&h, &c, 0);
+  CU_ASSERT_EQUAL(
+      nghttp2_session_get_remote_settings(c.s, NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL), 1);
+  nghttp2_nv ws[] = {NV(":method", "CONNECT"),        NV(":protocol", "websocket"),
+                     NV(":scheme", "https"),          NV(":path", "/chat?room=1"),
+                     NV(":authority", "example.org"), NV("sec-websocket-version", "13")};
+  int32_t id = nghttp2_submit_headers(c.s, NGHTTP2_FLAG_NONE, -1, NULL, ws, 6, NULL);
+  CU_ASSERT_FATAL(id > 0);
+  pump(&h, &c, 0); /* the stream exists once its HEADERS went */
+  tunnel_src up;
+  tunnel_send(&c, id, &up, "hello, tunnel", 0);
+  pump(&h, &c, 7);
+  rec *r = owner_rec(&o, id);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+  CU_ASSERT_STRING_EQUAL(r->method, "CONNECT");
+  CU_ASSERT_STRING_EQUAL(r->protocol, "websocket");
+  CU_ASSERT_STRING_EQUAL(r->path, "/chat?room=1");
+  CU_ASSERT_STRING_EQUAL(r->scheme, "https");
+  CU_ASSERT_STRING_EQUAL(r->authority, "example.org");
+  CU_ASSERT_STRING_EQUAL(r->headers, "sec-websocket-version: 13\n");
+  CU_ASSERT_EQUAL(r->end_stream, 0);
+  CU_ASSERT_EQUAL(r->body.len, 13); /* over max_body_bytes, yet delivered */
+  CU_ASSERT_EQUAL(r->body_end, 0);
+  CU_ASSERT_EQUAL(r->closed, 0);
+  CU_ASSERT_EQUAL(pp_h2_respond(&h, id, 200, NULL, 0, 0), 0);
+  CU_ASSERT_EQUAL(pp_h2_send_data(&h, id, (const uint8_t *)"first", 5), 0);
+  pump(&h, &c, 0);
+  sres *cr = peer_stream(&c.p, id);
+  CU_ASSERT_EQUAL(cr->status, 200);
+  CU_ASSERT_EQUAL(cr->body.len, 5);
+  CU_ASSERT_EQUAL(cr->closed, 0);
+  /* later bytes both ways on the open stream */
+  CU_ASSERT_EQUAL(pp_h2_send_data(&h, id, (const uint8_t *)"second", 6), 0);
+  tunnel_send(&c, id, &up, "more", 0);
+  pump(&h, &c, 0);
+  CU_ASSERT_EQUAL(cr->body.len, 11);
+  CU_ASSERT_EQUAL(r->body.len, 17);
+  CU_ASSERT_EQUAL(r->closed, 0);
+  /* the client's END_STREAM (its FIN), then ours */
+  tunnel_send(&c, id, &up, "bye", 1);
+  pump(&h, &c, 0);
+  CU_ASSERT_EQUAL(r->body.len, 20);
+  CU_ASSERT_EQUAL(r->body_end, 1);
+  CU_ASSERT_EQUAL(r->closed, 0);
+  CU_ASSERT_EQUAL(pp_h2_send_end(&h, id), 0);
+  pump(&h, &c, 0);
+  CU_ASSERT_EQUAL(r->closed, 1);
+  CU_ASSERT_EQUAL(r->close_code, 0);
+  CU_ASSERT_EQUAL(cr->closed, 1);
+  CU_ASSERT_EQUAL(cr->rst, 0);
+  /* the server ends first: END_STREAM, then RST_STREAM(NO_ERROR) for the open client side */
+  id = nghttp2_submit_headers(c.s, NGHTTP2_FLAG_NONE, -1, NULL, ws, 6, NULL);
+  pump(&h, &c, 0);
+  CU_ASSERT_EQUAL(pp_h2_respond(&h, id, 200, NULL, 0, 0), 0);
+  pp_h2_send_end(&h, id);
+  pump(&h, &c, 0);
+  CU_ASSERT_EQUAL(peer_stream(&c.p, id)->status, 200);
+  CU_ASSERT_EQUAL(peer_stream(&c.p, id)->closed, 1);
+  CU_ASSERT_EQUAL(owner_rec(&o, id)->closed, 1);
+  /* the client resets the tunnel: on_close with its code */
+  id = nghttp2_submit_headers(c.s, NGHTTP2_FLAG_NONE, -1, NULL, ws, 6, NULL);
+  pump(&h, &c, 0);
+  CU_ASSERT_EQUAL(pp_h2_respond(&h, id, 200, NULL, 0, 0), 0);
+  pump(&h, &c, 0);
+  nghttp2_submit_rst_stream(c.s, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+  pump(&h, &c, 0);
+  CU_ASSERT_EQUAL(owner_rec(&o, id)->closed, 1);
+  CU_ASSERT_EQUAL(owner_rec(&o, id)->close_code, NGHTTP2_CANCEL);
+  /* malformed: each reset with PROTOCOL_ERROR, the owner never called */
+  int before = o.n;
+  nghttp2_nv no_path[] = {NV(":method", "CONNECT"), NV(":protocol", "websocket"),
+                          NV(":scheme", "https"), NV(":authority", "a")};
+  nghttp2_nv no_scheme[] = {NV(":method", "CONNECT"), NV(":protocol", "websocket"),
+                            NV(":path", "/"), NV(":authority", "a")};
+  nghttp2_nv no_authority[] = {NV(":method", "CONNECT"), NV(":protocol", "websocket"),
+                               NV(":scheme", "https"), NV(":path", "/")};
+  nghttp2_nv on_get[] = {NV(":method", "GET"), NV(":protocol", "websocket"), NV(":scheme", "https"),
+                         NV(":path", "/"), NV(":authority", "a")};
+  const nghttp2_nv *bad[] = {no_path, no_scheme, no_authority, on_get};
+  size_t bad_n[] = {4, 4, 4, 5};
+  for (int i = 0; i < 4; i++) {
+    id = nghttp2_submit_headers(c.s, NGHTTP2_FLAG_NONE, -1, NULL, bad[i], bad_n[i], NULL);
+    pump(&h, &c, 0);
+    CU_ASSERT_EQUAL(peer_stream(&c.p, id)->rst, 1);
+    CU_ASSERT_EQUAL(peer_stream(&c.p, id)->rst_code, NGHTTP2_PROTOCOL_ERROR);
+  }
+  CU_ASSERT_EQUAL(o.n, before);
+  CU_ASSERT_EQUAL(server_err, 0); /* stream errors, the connection lives on */
+  /* a plain CONNECT is still 501 */
+  nghttp2_nv plain[] = {NV(":method", "CONNECT"), NV(":authority", "a:443")};
+  id = nghttp2_submit_headers(c.s, NGHTTP2_FLAG_NONE, -1, NULL, plain, 2, NULL);
+  pump(&h, &c, 0);
+  CU_ASSERT_EQUAL(peer_stream(&c.p, id)->status, 501);
+  pp_h2_dispose(&h);
+  client_dispose(&c);
+  owner_dispose(&o);
+
+  /* The setting off: not advertised, and :protocol is a malformed request. */
+  l.connect_protocol = 0;
+  server_init(&h, &o, &l);
+  client_init(&c);
+  pump(&h, &c, 0);
+  CU_ASSERT_EQUAL(
+      nghttp2_session_get_remote_settings(c.s, NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL), 0);
+  id = nghttp2_submit_headers(c.s, NGHTTP2_FLAG_NONE, -1, NULL, ws, 6, NULL);
+  pump(&h, &c, 0);
+  CU_ASSERT_EQUAL(peer_stream(&c.p, id)->rst, 1);
+  CU_ASSERT_EQUAL(peer_stream(&c.p, id)->rst_code, NGHTTP2_PROTOCOL_ERROR);
+  CU_ASSERT_EQUAL(o.n, 0);
+  pp_h2_dispose(&h);
+  client_dispose(&c);
+  owner_dispose(&o);
+}
+
 int main(void) {
   fill_body();
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -1685,6 +1845,8 @@ int main(void) {
               test_body_limits);
   CU_add_test(s, "bytes fed in pieces of any size give the same result", test_split_feeding);
   CU_add_test(s, "API edges: unknown streams, 1xx, HEAD, CONNECT, bad limits", test_misc_api);
+  CU_add_test(s, "RFC 8441 extended CONNECT: setting, tunnel both ways, malformed ones",
+              test_extended_connect);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();

@@ -31,7 +31,7 @@ static struct sockaddr_in srv_addr;
 typedef struct req_rec {
   pp_h3_conn *conn;
   int64_t id;
-  char method[16], path[256], authority[64], scheme[16], xtest[64];
+  char method[16], path[256], authority[64], scheme[16], xtest[64], protocol[32];
   int has_cl, end_stream, body_end, closed;
   uint64_t cl, close_code;
   pp_buf body;
@@ -71,6 +71,7 @@ static int on_request(pp_h3_conn *c, const pp_h3_request *req, void **sd) {
   copy_str(r->path, sizeof r->path, req->path, req->path_len);
   copy_str(r->authority, sizeof r->authority, req->authority, req->authority_len);
   copy_str(r->scheme, sizeof r->scheme, req->scheme, req->scheme_len);
+  copy_str(r->protocol, sizeof r->protocol, req->protocol, req->protocol_len);
   for (size_t i = 0; i < req->header_count; i++)
     if (req->headers[i].name_len == 6 && memcmp(req->headers[i].name, "x-test", 6) == 0)
       copy_str(r->xtest, sizeof r->xtest, req->headers[i].value, req->headers[i].value_len);
@@ -422,6 +423,116 @@ static void test_concurrent_streams(void) {
   }
   for (int k = 0; k < nreqs; k++)
     CU_ASSERT(reqs[k].closed && reqs[k].close_code == 0);
+  server_stop();
+}
+
+/* An extended CONNECT (RFC 9220) held open with `body` as its first bytes; `path` NULL leaves
+ * :path out (malformed), `method` lets a GET carry :protocol (malformed). */
+static int64_t client_connect(client *c, const char *method, const char *protocol, const char *path,
+                              const uint8_t *body, size_t body_len) {
+  int64_t sid;
+  CU_ASSERT_FATAL(ngtcp2_conn_open_bidi_stream(c->qc, &sid, NULL) == 0);
+  cstream *s = &c->streams[c->nstreams++];
+  memset(s, 0, sizeof *s);
+  s->id = sid;
+  s->req = body, s->req_len = body_len, s->hold = 1;
+  pp_buf_init(&s->body);
+  pp_buf_init(&s->hdrs);
+  nghttp3_nv nva[6];
+  size_t n = 0;
+#define NV(N, V)                                                                                   \
+  nva[n++] =                                                                                       \
+      (nghttp3_nv){(uint8_t *)(N), (uint8_t *)(V), strlen(N), strlen(V), NGHTTP3_NV_FLAG_NONE}
+  NV(":method", method);
+  NV(":protocol", protocol);
+  NV(":scheme", "https");
+  NV(":authority", "localhost");
+  if (path) NV(":path", path);
+  NV("sec-websocket-version", "13");
+#undef NV
+  static const nghttp3_data_reader dr = {read_req};
+  CU_ASSERT_FATAL(nghttp3_conn_submit_request(c->h3, sid, nva, n, &dr, s) == 0);
+  return sid;
+}
+
+static void connect_off(pp_h3_config *cfg) {
+  cfg->limits.connect_protocol = 0;
+}
+
+static void small_body_limit(pp_h3_config *cfg) {
+  cfg->limits.max_body_bytes = 4; /* a tunnel is not bounded by it */
+}
+
+/* RFC 9220: the setting, an extended CONNECT as a tunnel (bytes both ways on an open stream),
+ * and the malformed ones refused before the owner hears of them. */
+static void test_extended_connect(void) {
+  server_start(small_body_limit);
+  client *c = connect_client(0);
+  static const uint8_t hello[] = "hello, tunnel";
+  int64_t sid = client_connect(c, "CONNECT", "websocket", "/chat?room=1", hello, 13);
+  pump();
+  CU_ASSERT_EQUAL_FATAL(nreqs, 1);
+  req_rec *r = &reqs[0];
+  CU_ASSERT_STRING_EQUAL(r->method, "CONNECT");
+  CU_ASSERT_STRING_EQUAL(r->protocol, "websocket");
+  CU_ASSERT_STRING_EQUAL(r->path, "/chat?room=1");
+  CU_ASSERT(!r->end_stream);
+  CU_ASSERT_EQUAL(r->body.len, 13); /* over max_body_bytes, yet delivered */
+  CU_ASSERT(!r->body_end);
+  pp_h3_consume(r->conn, sid, r->body.len);
+  CU_ASSERT_EQUAL(pp_h3_respond(r->conn, sid, 200, NULL, 0, 0), 0);
+  CU_ASSERT_EQUAL(pp_h3_send_data(r->conn, sid, (const uint8_t *)"first", 5), 0);
+  pump();
+  cstream *s = cs_of(c, sid);
+  CU_ASSERT_EQUAL(s->status, 200);
+  CU_ASSERT_EQUAL(s->body.len, 5);
+  CU_ASSERT(!s->end);
+  CU_ASSERT(!r->closed);
+  /* later bytes both ways */
+  static const uint8_t more[] = "more bytes";
+  s->req = more, s->req_len = 10, s->req_off = 0;
+  nghttp3_conn_resume_stream(c->h3, sid);
+  CU_ASSERT_EQUAL(pp_h3_send_data(r->conn, sid, (const uint8_t *)"second", 6), 0);
+  pump();
+  CU_ASSERT_EQUAL(r->body.len, 23);
+  CU_ASSERT_EQUAL(s->body.len, 11);
+  CU_ASSERT(!r->closed);
+  /* the client's FIN, then ours */
+  s->hold = 0;
+  nghttp3_conn_resume_stream(c->h3, sid);
+  pump();
+  CU_ASSERT(r->body_end);
+  CU_ASSERT(!r->closed);
+  CU_ASSERT_EQUAL(pp_h3_send_end(r->conn, sid), 0);
+  pump();
+  CU_ASSERT(s->end);
+  CU_ASSERT(r->closed);
+  CU_ASSERT_EQUAL(r->close_code, 0);
+  /* malformed: no :path; :protocol on a GET */
+  int64_t bad1 = client_connect(c, "CONNECT", "websocket", NULL, NULL, 0);
+  int64_t bad2 = client_connect(c, "GET", "websocket", "/", NULL, 0);
+  pump();
+  CU_ASSERT_EQUAL(nreqs, 1);
+  CU_ASSERT(cs_of(c, bad1)->status == 0 && cs_of(c, bad1)->closed);
+  CU_ASSERT_EQUAL(cs_of(c, bad1)->close_code, NGHTTP3_H3_MESSAGE_ERROR);
+  CU_ASSERT(cs_of(c, bad2)->status == 0 && cs_of(c, bad2)->closed);
+  CU_ASSERT_EQUAL(cs_of(c, bad2)->close_code, NGHTTP3_H3_MESSAGE_ERROR);
+  /* CONNECT with :scheme and :path but no :protocol is malformed too (RFC 9114 §4.4) */
+  client_request(c, "CONNECT", "/", NULL, 0, 0);
+  pump();
+  CU_ASSERT_EQUAL(c->streams[c->nstreams - 1].status, 0);
+  CU_ASSERT_EQUAL(c->streams[c->nstreams - 1].close_code, NGHTTP3_H3_MESSAGE_ERROR);
+  CU_ASSERT_EQUAL(nreqs, 1);
+  CU_ASSERT_EQUAL(pp_h3_server_conn_count(&srv), 1); /* stream errors only */
+  server_stop();
+  /* The setting off: :protocol is malformed. */
+  server_start(connect_off);
+  c = connect_client(0);
+  sid = client_connect(c, "CONNECT", "websocket", "/chat", NULL, 0);
+  pump();
+  CU_ASSERT_EQUAL(nreqs, 0);
+  CU_ASSERT(cs_of(c, sid)->status == 0 && cs_of(c, sid)->closed);
+  CU_ASSERT_EQUAL(cs_of(c, sid)->close_code, NGHTTP3_H3_MESSAGE_ERROR);
   server_stop();
 }
 
@@ -1017,6 +1128,8 @@ int main(void) {
   CU_add_test(s, "parked streams do not starve the consuming one (connection window)",
               test_parked_streams_do_not_starve_running_ones);
   CU_add_test(s, "RESET_STREAM from the client, reset by the owner", test_client_reset);
+  CU_add_test(s, "RFC 9220 extended CONNECT: setting, tunnel both ways, malformed ones",
+              test_extended_connect);
   CU_add_test(s, "version negotiation for an unknown version", test_version_negotiation);
   CU_add_test(s, "Retry, then a handshake with the token; a bad token", test_retry);
   CU_add_test(s, "garbage, undersized, oversized, truncated Initials dropped", test_bad_initials);

@@ -1,0 +1,72 @@
+# frozen_string_literal: true
+
+# WebSockets over HTTP/2 (RFC 8441) and HTTP/3 (RFC 9220) end to end: the real server with
+# tests/apps/websocket, the real gem workers, and clients of ours: tests/ws/h2ws.py (Debian's
+# python3-h2 for HTTP/2, the WebSocket frames by hand) over a cleartext -h2c listener, and
+# ws-h3 (tests/ws_h3.c, the quic_client kit) over -listen-h3. Each client prints one line per
+# case and "N passed, M failed"; its exit status is the verdict.
+require_relative "helper"
+require "net/http"
+
+class TestWsH2H3 < Minitest::Test
+  APP = File.join(E2E::ROOT, "tests/apps/websocket/config.ru")
+  PY = "/usr/bin/python3"
+
+  def teardown
+    @srv&.stop
+    @off&.stop
+  end
+
+  def run_client(args)
+    out, st = Open3.capture2e(*args)
+    [st.success?, out]
+  end
+
+  def test_websocket_over_h2
+    flunk("python3-h2 (Debian) is missing in #{PY}") unless system(PY, "-c", "import h2", err: File::NULL)
+    @srv = E2E::Server.new(app: APP, workers: 2, threads: 2, extra: ["-h2c"])
+    @off = E2E::Server.new(app: APP, workers: 1, threads: 2, extra: ["-h2c", "-no-extended-connect"])
+    ok, out = run_client([PY, File.join(E2E::ROOT, "tests/ws/h2ws.py"), "127.0.0.1",
+                          @srv.port.to_s, @off.port.to_s])
+    assert ok, out + "\n--- server log ---\n" + @srv.log[-3000..].to_s
+    assert_match(/^16 passed, 0 failed$/, out)
+    st = JSON.parse(Net::HTTP.get(URI("http://127.0.0.1:#{@srv.control_port}/stats")))
+    assert_operator st["websocket"]["opened"], :>=, 6, st["websocket"].inspect
+    assert_equal 0, st["websocket"]["open"], "every WebSocket stream was closed"
+    # the slow reader case: stream flow control held the echo back until the codec's bound
+    assert_equal 1, st["websocket"]["slow_reader_closes"], st["websocket"].inspect
+  end
+
+  # browsers speak RFC 8441 over TLS only (ALPN h2 on -listen-tls)
+  def test_websocket_over_h2_tls
+    flunk("python3-h2 (Debian) is missing in #{PY}") unless system(PY, "-c", "import h2", err: File::NULL)
+    @srv = E2E::Server.new(app: APP, workers: 1, threads: 2, tls: true)
+    ok, out = run_client([PY, File.join(E2E::ROOT, "tests/ws/h2ws.py"), "--tls", "127.0.0.1",
+                          @srv.https_port.to_s])
+    assert ok, out + "\n--- server log ---\n" + @srv.log[-3000..].to_s
+    assert_match(/^8 passed, 0 failed$/, out)
+  end
+
+  def test_websocket_over_h3
+    bin = ENV["PP_WS_H3_BIN"] || File.expand_path("ws-h3", File.dirname(E2E::BIN))
+    flunk("ws-h3 not built (#{bin})") unless File.executable?(bin)
+    h3_port = E2E.free_port
+    # a 2 s QUIC idle timeout: the quiet case waits 4 s on an open WebSocket
+    @srv = E2E::Server.new(app: APP, workers: 2, threads: 2,
+                           extra: ["-listen-h3", "127.0.0.1:#{h3_port}", "-keepalive-timeout", "2s"])
+    ok, out = run_client([bin, "127.0.0.1", h3_port.to_s, "-quiet", "4"])
+    assert ok, out + "\n--- server log ---\n" + @srv.log[-3000..].to_s
+    assert_match(/^9 passed, 0 failed$/, out)
+    st = nil
+    # the client's CONNECTION_CLOSE ends every stream it left open
+    10.times do
+      st = JSON.parse(Net::HTTP.get(URI("http://127.0.0.1:#{@srv.control_port}/stats")))
+      break if st["websocket"]["open"].zero?
+
+      sleep 0.2
+    end
+    assert_operator st["websocket"]["opened"], :>=, 4, st["websocket"].inspect
+    assert_equal 0, st["websocket"]["open"], "every WebSocket stream was closed"
+    assert_operator st["websocket"]["bytes_in"], :>=, 100 * 1024
+  end
+end
