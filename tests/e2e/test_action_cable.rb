@@ -178,12 +178,13 @@ class TestActionCable < Minitest::Test
     FileUtils.rm_rf(@tmp) if @tmp
   end
 
-  def boot(workers, extra_env = {})
+  # `server_flags` go to puma-plus-server after `--` (e.g. -h2c).
+  def boot(workers, extra_env = {}, server_flags: [])
     env = @env.merge("WEB_CONCURRENCY" => workers.to_s).merge(extra_env)
     @srv = E2E::Server.new(workers: workers, env: env, chdir: @app, boot_timeout: 60, command: lambda { |port, cport|
       env["PORT"] = port.to_s
       env["PP_CONTROL_PORT"] = cport.to_s
-      %w[bundle exec puma-plus]
+      %w[bundle exec puma-plus] + (server_flags.empty? ? [] : ["--", *server_flags])
     })
   end
 
@@ -414,6 +415,22 @@ class TestActionCable < Minitest::Test
     assert_equal 0, @srv.stats["requests"]["status_5xx"], log[-3000..]
     refute_cable_errors(log)
     refute_match(/handler raised|no handler/, log)
+  end
+
+  # The same app code over HTTP/2 (RFC 8441 extended CONNECT on -h2c; tests/ws/h2cable.py,
+  # python3-h2): welcome, subscribe, a broadcast from a POST on the same HTTP/2 connection.
+  def test_rails_7_2_frontend_over_h2
+    flunk("python3-h2 (Debian) is missing in #{PYTHON}") unless system(PYTHON, "-c", "import h2", err: File::NULL)
+    app("7.2")
+    boot(1, { "PUMA_PLUS_ACTION_CABLE" => "frontend" }, server_flags: ["-h2c"])
+    room = "h2-#{rand(1_000_000)}"
+    out, status = Open3.capture2e("timeout", "60", PYTHON, File.join(E2E::ROOT, "tests/ws/h2cable.py"),
+                                  "127.0.0.1", @srv.port.to_s, room)
+    assert status.success?, "#{out}\n--- server log ---\n#{@srv.log[-3000..]}"
+    assert_match(/^OK$/, out)
+    assert_match(/"text": "over h2"/, out)
+    assert_match(/WorkerChannel is streaming from room:#{room}/, @srv.log)
+    refute_cable_errors(@srv.log)
   end
 
   # ---- redis-server, on a free loopback port, stopped by PID ------------------------------
