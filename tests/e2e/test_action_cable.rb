@@ -16,7 +16,8 @@
 #  - over the front end's WebSockets (PUMA_PLUS_ACTION_CABLE=frontend, PumaPlus::ActionCable):
 #    the channel test frame by frame in one process (cable_frontend_driver.rb plays the
 #    server), and under the real server with two workers and the async adapter, nothing
-#    hijacked, broadcasts from either worker arriving (the server fans them out).
+#    hijacked, broadcasts from either worker arriving (the server fans them out); and over
+#    HTTP/2 extended CONNECT (7.2, tests/ws/h2cable.py).
 # Test names carry the app (rails_7_2_, rails_6_1_): ctest runs each app as its own test
 # (e2e_action_cable_7_2, e2e_action_cable_6_1, with -n /rails_7_2_/ and -n /rails_6_1_/).
 #
