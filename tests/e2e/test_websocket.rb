@@ -353,10 +353,15 @@ class TestWebSocket < Minitest::Test
   end
 
   def test_stats_count_connections_and_messages
-    before = stats["websocket"]
+    all_before = stats
+    before = all_before["websocket"]
     c = ws("/echo")
     3.times { |i| assert_equal "m#{i}", c.ask("m#{i}") }
-    mid = stats["websocket"]
+    all_mid = stats
+    mid = all_mid["websocket"]
+    # events are queue entries: arrivals and completions like requests (the upgrade is one too)
+    assert_operator all_mid["queue"]["arrivals"], :>=, all_before["queue"]["arrivals"] + 5
+    assert_operator all_mid["queue"]["completions"], :>=, all_before["queue"]["completions"] + 5
     assert_operator mid["open"], :>=, 1
     assert_equal before["opened"] + 1, mid["opened"]
     assert_operator mid["messages_in"], :>=, before["messages_in"] + 3
