@@ -180,7 +180,7 @@ class TestActionCable < Minitest::Test
   end
 
   # `server_flags` go to puma-plus-server after `--` (e.g. -h2c).
-  def boot(workers, extra_env = {}, server_flags: [])
+  def boot(workers, extra_env = {}, server_flags = [])
     env = @env.merge("WEB_CONCURRENCY" => workers.to_s).merge(extra_env)
     @srv = E2E::Server.new(workers: workers, env: env, chdir: @app, boot_timeout: 60, command: lambda { |port, cport|
       env["PORT"] = port.to_s
@@ -423,7 +423,7 @@ class TestActionCable < Minitest::Test
   def test_rails_7_2_frontend_over_h2
     flunk("python3-h2 (Debian) is missing in #{PYTHON}") unless system(PYTHON, "-c", "import h2", err: File::NULL)
     app("7.2")
-    boot(1, { "PUMA_PLUS_ACTION_CABLE" => "frontend" }, server_flags: ["-h2c"])
+    boot(1, { "PUMA_PLUS_ACTION_CABLE" => "frontend" }, ["-h2c"])
     room = "h2-#{rand(1_000_000)}"
     out, status = Open3.capture2e("timeout", "60", PYTHON, File.join(E2E::ROOT, "tests/ws/h2cable.py"),
                                   "127.0.0.1", @srv.port.to_s, room)
