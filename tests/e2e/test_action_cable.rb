@@ -16,7 +16,8 @@
 #  - over the front end's WebSockets (PUMA_PLUS_ACTION_CABLE=frontend, PumaPlus::ActionCable):
 #    the channel test frame by frame in one process (cable_frontend_driver.rb plays the
 #    server), and under the real server with two workers and the async adapter, nothing
-#    hijacked, broadcasts from either worker arriving (the server fans them out); and over
+#    hijacked, broadcasts from either worker arriving once (the server fans them out; 6.1 with
+#    the Redis adapter too); and over
 #    HTTP/2 extended CONNECT (7.2, tests/ws/h2cable.py).
 # Test names carry the app (rails_7_2_, rails_6_1_): ctest runs each app as its own test
 # (e2e_action_cable_7_2, e2e_action_cable_6_1, with -n /rails_7_2_/ and -n /rails_6_1_/).
@@ -378,10 +379,12 @@ class TestActionCable < Minitest::Test
 
   def frontend_real_server(version)
     app(version)
-    # Both switches: the environment (7.2) and the config file (6.1).
+    # Both switches: the environment (7.2, async adapter) and the config file (6.1, with the
+    # Redis adapter: broadcasts go to the front end and to Redis, and arrive once).
     if version == "6.1"
       File.write(File.join(@app, "config/puma-plus.rb"), "\naction_cable :frontend\n", mode: "a")
-      boot(2)
+      port = start_redis
+      boot(2, "PP_CABLE_ADAPTER" => "redis", "REDIS_URL" => "redis://127.0.0.1:#{port}/0")
     else
       boot(2, "PUMA_PLUS_ACTION_CABLE" => "frontend")
     end
@@ -409,6 +412,9 @@ class TestActionCable < Minitest::Test
     # Action Cable's pings (every 3 s, from its timer thread) go on the monitor connection.
     client.drain(3.5)
     assert client.seen.any? { |m| m["type"] == "ping" }, "no ping in #{client.seen.size} messages"
+    texts = client.seen.filter_map { |m| m["message"]["text"] if m["message"].is_a?(Hash) }
+    assert_equal texts.uniq, texts, "every broadcast arrived once"
+    assert_equal sent.size + 1, texts.size, "every broadcast to room a arrived"
     # A refused origin is still Action Cable's 404.
     assert_equal "404", connect(origin: "http://localhost:#{@srv.port}").refused
     log = @srv.log
