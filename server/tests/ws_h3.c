@@ -2,7 +2,7 @@
  * unit test by itself: tests/e2e/test_ws_h2h3.rb runs it against puma-plus-server with
  * tests/apps/websocket (GET /echo is a sticky echo) on -listen-h3.
  *
- *   ws-h3 HOST PORT [-timeout SECS] [-quiet SECS] [-subscribe ROOM MESSAGE]
+ *   ws-h3 HOST PORT [-timeout SECS] [-quiet SECS] [-subscribe ROOM MESSAGE] [-sticky-close]
  *
  * One QUIC connection (the project's client kit, quic_client/quic_client.h: ngtcp2 0.12 + GnuTLS
  * + nghttp3 0.8, ALPN h3; the certificate is NOT verified, loopback development pairs). Each case
@@ -24,7 +24,9 @@
  *                 connection past QUIC's idle timeout while a WebSocket was open
  * Prints one line per case and "N passed, M failed"; exits 0 when all passed, 1 otherwise, 2 on
  * usage errors. With -subscribe it runs no case: it joins /room?name=ROOM, prints "ready", and
- * exits 0 once MESSAGE arrived (a subscriber for a cross-protocol broadcast test). */
+ * exits 0 once MESSAGE arrived (a subscriber for a cross-protocol broadcast test). With
+ * -sticky-close it opens /echo, prints its worker's "pid N", then "close CODE" once the server
+ * closes it (the caller kills that worker). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <gnutls/crypto.h>
@@ -77,6 +79,7 @@ static char dead_why[128];
 static char authority[300];
 static double timeout_s = 10, quiet_s = 0;
 static const char *sub_room, *sub_msg; /* -subscribe ROOM MESSAGE */
+static int sticky_close;               /* -sticky-close */
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -608,7 +611,8 @@ static void case_quiet(char *why, size_t cap) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: ws-h3 HOST PORT [-timeout SECS] [-quiet SECS] [-subscribe ROOM MSG]\n");
+  fprintf(stderr, "usage: ws-h3 HOST PORT [-timeout SECS] [-quiet SECS] [-subscribe ROOM MSG] "
+                  "[-sticky-close]\n");
   return 2;
 }
 
@@ -620,6 +624,8 @@ int main(int argc, char **argv) {
       timeout_s = atof(argv[++i]);
     else if (!strcmp(argv[i], "-quiet") && i + 1 < argc)
       quiet_s = atof(argv[++i]);
+    else if (!strcmp(argv[i], "-sticky-close"))
+      sticky_close = 1;
     else if (!strcmp(argv[i], "-subscribe") && i + 2 < argc)
       sub_room = argv[i + 1], sub_msg = argv[i + 2], i += 2;
     else
@@ -665,6 +671,36 @@ int main(int argc, char **argv) {
   if (!run_until(handshake_done, NULL)) {
     printf("FAIL handshake: %s\n0 passed, 1 failed\n", dead ? dead_why : "timeout");
     return 1;
+  }
+  if (sticky_close) { /* /echo's worker pid, then the code of the server's Close */
+    char why[256] = "";
+    wstream *s = open_path("/echo", why, sizeof why);
+    if (!s) {
+      printf("FAIL sticky-close: %s\n", why);
+      return 1;
+    }
+    ws_put(s, 1, "pid", 3, 1);
+    frame f;
+    if (!next_frame(s, &f, why, sizeof why)) {
+      printf("FAIL sticky-close: %s\n", why);
+      return 1;
+    }
+    printf("%.*s\n", (int)(f.n < 40 ? f.n : 40), (char *)f.p);
+    fflush(stdout);
+    free(f.p);
+    timeout_s = 20;
+    for (;;) {
+      if (!next_frame(s, &f, why, sizeof why)) {
+        printf("FAIL sticky-close: %s\n", why);
+        return 1;
+      }
+      int op = f.op, code = f.n >= 2 ? f.p[0] << 8 | f.p[1] : 0;
+      free(f.p);
+      if (op == 8) {
+        printf("close %d\n", code);
+        return 0;
+      }
+    }
   }
   if (sub_room) { /* a subscriber for a cross-protocol broadcast test */
     char path[160], why[256] = "";

@@ -84,6 +84,40 @@ class TestWsH2H3 < Minitest::Test
     end
   end
 
+  # A worker killed under sticky WebSockets on HTTP/2 and HTTP/3: the server closes them with
+  # 1012 (service restart) over their streams.
+  def test_sticky_worker_killed
+    bin = ENV["PP_WS_H3_BIN"] || File.expand_path("ws-h3", File.dirname(E2E::BIN))
+    flunk("ws-h3 not built (#{bin})") unless File.executable?(bin)
+    h3_port = E2E.free_port
+    @srv = E2E::Server.new(app: APP, workers: 2, threads: 2,
+                           extra: ["-h2c", "-listen-h3", "127.0.0.1:#{h3_port}"])
+    clients = [[PY, File.join(E2E::ROOT, "tests/ws/h2ws.py"), "--sticky-close", "127.0.0.1",
+                @srv.port.to_s],
+               [bin, "127.0.0.1", h3_port.to_s, "-sticky-close"]].map do |cmd|
+      inp, out, wait = Open3.popen2e(*cmd)
+      inp.close
+      [out, wait]
+    end
+    pids = clients.map do |out, _|
+      line = Timeout.timeout(15) { out.gets }.to_s
+      assert_match(/\Apid \d+\n\z/, line)
+      line.split.last.to_i
+    end
+    pids.uniq.each { |pid| Process.kill("KILL", pid) }
+    clients.each do |out, wait|
+      status = Timeout.timeout(20) { wait.value }
+      rest = out.read
+      assert status.success?, rest
+      assert_equal "close 1012\n", rest
+    end
+  ensure
+    clients&.each do |out, wait|
+      Process.kill("TERM", wait.pid) rescue nil # rubocop:disable Style/RescueModifier
+      out.close rescue nil # rubocop:disable Style/RescueModifier
+    end
+  end
+
   def test_websocket_over_h3
     bin = ENV["PP_WS_H3_BIN"] || File.expand_path("ws-h3", File.dirname(E2E::BIN))
     flunk("ws-h3 not built (#{bin})") unless File.executable?(bin)

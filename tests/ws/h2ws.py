@@ -7,6 +7,8 @@ against tests/apps/websocket (GET /echo is a sticky echo) on a cleartext -h2c li
   /usr/bin/python3 tests/ws/h2ws.py HOST PORT [PORT_OF_A_NO_EXTENDED_CONNECT_SERVER]
   /usr/bin/python3 tests/ws/h2ws.py --tls HOST TLS_PORT   (ALPN h2: the cases below that need
                                                           no raw frames)
+  /usr/bin/python3 tests/ws/h2ws.py --sticky-close HOST PORT   (prints the /echo worker's
+                   "pid N", then "close CODE" when the server closes it)
   /usr/bin/python3 tests/ws/h2ws.py --subscribe HOST PORT ROOM MESSAGE   (joins /room?name=ROOM,
                    prints "ready", waits for MESSAGE: a subscriber for a cross-protocol test)
 
@@ -516,8 +518,27 @@ def subscribe(host, port, room, expect_msg):
     sys.exit(0)
 
 
+def sticky_close(host, port):
+    """Opens /echo (sticky), prints "pid N" (its worker), then waits for the server's Close and
+    prints "close CODE": the caller kills that worker (the server closes with 1012)."""
+    c = Conn(host, port)
+    st = open_echo(c)
+    c.send(st, ws_frame(1, b"pid"))
+    (_, _, p), = c.frames(st, 1)
+    print(p.decode(), flush=True)
+    end = time.monotonic() + 20
+    while time.monotonic() < end:
+        (_, op, p), = c.frames(st, 1)
+        if op == 8:
+            print("close %d" % struct.unpack(">H", p[:2])[0], flush=True)
+            sys.exit(0)
+    sys.exit(1)
+
+
 def main():
     global TLS
+    if sys.argv[1] == "--sticky-close":
+        sticky_close(sys.argv[2], int(sys.argv[3]))
     if sys.argv[1] == "--subscribe":
         subscribe(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
     if "--tls" in sys.argv:  # over TLS: the cases that do not need raw frames
