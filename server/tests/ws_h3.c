@@ -15,7 +15,7 @@
  *   tags          two WebSockets of /room get a message of either (broadcast to the room's tag)
  *   flexible      /flex (route: :flexible) answers "pid N"
  *   app refuses   the app's 403 for a path it does not upgrade, as it is
- *   bad version   sec-websocket-version 8: 426
+ *   bad version   sec-websocket-version 8: 426 with sec-websocket-version: 13
  *   no :path      stream error H3_MESSAGE_ERROR from the server (RFC 9220 §3, RFC 9114 §4.1.2)
  *   other         :protocol webtransport: 501 (WebTransport is not carried: docs/WEBSOCKET.md)
  *   client FIN    our FIN without a Close: the server ends the stream too
@@ -562,7 +562,8 @@ static void case_version(char *why, size_t cap) {
   wstream *s = ws_open("websocket", "/echo", "8");
   CHECK(s, "cannot open a stream");
   run_until(end_or_closed, s);
-  CHECK(s->status == 426, "status %d, want 426", s->status);
+  CHECK(s->status == 426 && !strcmp(s->version_hdr, "13"),
+        "status %d sec-websocket-version \"%s\", want 426 with 13", s->status, s->version_hdr);
 }
 
 static void case_no_path(char *why, size_t cap) {
@@ -729,7 +730,7 @@ int main(int argc, char **argv) {
       {"tags: two WebSockets of one room get a message of either", case_room},
       {"flexible routing: /flex answers from a worker", case_flex},
       {"app refuses: its 403 as it is", case_refused},
-      {"sec-websocket-version 8: 426", case_version},
+      {"sec-websocket-version 8: 426 with sec-websocket-version: 13", case_version},
       {"extended CONNECT without :path: H3_MESSAGE_ERROR", case_no_path},
       {":protocol webtransport: 501", case_other},
       {"client FIN without a Close: the server ends the stream", case_client_fin},
