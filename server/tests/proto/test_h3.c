@@ -109,7 +109,7 @@ static int on_body_end(pp_h3_conn *c, int64_t id, void *sd) {
 static void on_close(pp_h3_conn *c, int64_t id, void *sd, uint64_t code) {
   (void)c, (void)id;
   req_rec *r = sd;
-  if (!r) return; /* answered from inside on_request (respond_inside) */
+  if (!r) return;        /* answered from inside on_request (respond_inside) */
   CU_ASSERT(!r->closed); /* exactly once */
   r->closed = 1;
   r->close_code = code;
