@@ -118,6 +118,31 @@ class TestWsH2H3 < Minitest::Test
     end
   end
 
+  # A drain (SIGTERM) closes an HTTP/3 WebSocket with 1001 (going away) at its start, and the
+  # server exits without waiting for the client or QUIC's idle timeout. (python3-h2 drops the
+  # DATA that follows a GOAWAY, so the HTTP/2 side of this is not checked with it.)
+  def test_drain_closes_h3_websocket
+    bin = ENV["PP_WS_H3_BIN"] || File.expand_path("ws-h3", File.dirname(E2E::BIN))
+    flunk("ws-h3 not built (#{bin})") unless File.executable?(bin)
+    h3_port = E2E.free_port
+    @srv = E2E::Server.new(app: APP, workers: 1, threads: 2,
+                           extra: ["-listen-h3", "127.0.0.1:#{h3_port}"])
+    inp, out, wait = Open3.popen2e(bin, "127.0.0.1", h3_port.to_s, "-sticky-close")
+    inp.close
+    assert_match(/\Apid \d+\n\z/, Timeout.timeout(15) { out.gets }.to_s)
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    @srv.stop
+    took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
+    status = Timeout.timeout(15) { wait.value }
+    rest = out.read
+    assert status.success?, rest
+    assert_equal "close 1001\n", rest
+    assert_operator took, :<, 10, "the drain waited for the WebSocket"
+  ensure
+    Process.kill("TERM", wait.pid) if wait&.alive?
+    out&.close
+  end
+
   def test_websocket_over_h3
     bin = ENV["PP_WS_H3_BIN"] || File.expand_path("ws-h3", File.dirname(E2E::BIN))
     flunk("ws-h3 not built (#{bin})") unless File.executable?(bin)
