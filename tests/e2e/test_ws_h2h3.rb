@@ -143,6 +143,28 @@ class TestWsH2H3 < Minitest::Test
     out&.close
   end
 
+  # A browser: Chromium loads a page over TLS (ALPN h2) and its wss:// WebSocket rides that
+  # HTTP/2 connection as an extended CONNECT (tests/apps/ws_h2_page, tests/ws/h2_browser.py).
+  def test_chromium_websocket_over_h2
+    flunk("/usr/bin/chromium (Debian's chromium) is missing") unless File.executable?("/usr/bin/chromium")
+    page_app = File.join(E2E::ROOT, "tests/apps/ws_h2_page/config.ru")
+    @srv = E2E::Server.new(app: page_app, workers: 1, threads: 2, tls: true)
+    out, err, st = Open3.capture3(PY, File.join(E2E::ROOT, "tests/ws/h2_browser.py"), "--url",
+                                  "https://127.0.0.1:#{@srv.https_port}/page", "--timeout", "30")
+    assert st.success?, "h2_browser.py failed:\n#{err}\n#{out}\n#{@srv.log[-2000..]}"
+    r = JSON.parse(out.lines.last)
+    assert_nil r["error"], r.inspect
+    assert_equal "HTTP/2", r["protocol"], "the upgrade request came over HTTP/2: #{r}"
+    assert_equal 54, r["echoes"], r.inspect
+    assert_equal [], r["mismatches"]
+    assert_match(/\Apermessage-deflate/, r["extensions"].to_s)
+    assert_equal 4001, r["close_code"]
+    assert r["clean"], r.inspect
+    st = JSON.parse(Net::HTTP.get(URI("http://127.0.0.1:#{@srv.control_port}/stats")))
+    assert_equal 1, st["websocket"]["opened"]
+    assert_operator st["http2"]["streams"], :>=, 2, "the page and the WebSocket are HTTP/2 streams"
+  end
+
   def test_websocket_over_h3
     bin = ENV["PP_WS_H3_BIN"] || File.expand_path("ws-h3", File.dirname(E2E::BIN))
     flunk("ws-h3 not built (#{bin})") unless File.executable?(bin)
