@@ -25,7 +25,8 @@
  *     largest legitimate answer per input byte is an ack or a short response).
  *  4. The callback contract: on_request gets :method, :scheme and :path and lowercase field
  *     names, never twice for a stream; on_body / on_body_end only for an accepted stream still
- *     open, never after on_body_end or on_close, no body beyond max_body_bytes, no on_body_end
+ *     open, never after on_body_end or on_close, no body beyond max_body_bytes (but for an
+ *     extended CONNECT's tunnel, whose :protocol only comes with CONNECT), no on_body_end
  *     when the request had no body; on_close exactly once for every accepted stream (the
  *     remaining ones in pp_h2_dispose, with CANCEL). */
 #include <stdint.h>
@@ -44,7 +45,7 @@
 
 typedef struct stream_rec {
   int32_t id;
-  unsigned accepted : 1, no_body : 1, body_ended : 1, closed : 1, answered : 1;
+  unsigned accepted : 1, no_body : 1, body_ended : 1, closed : 1, answered : 1, tunnel : 1;
   uint64_t body_len, body_hash;
 } stream_rec;
 
@@ -106,6 +107,8 @@ static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
   s->id = rq->stream_id;
   s->accepted = 1;
   s->no_body = rq->end_stream != 0;
+  s->tunnel = rq->protocol != NULL; /* extended CONNECT (RFC 8441): a tunnel */
+  if (rq->protocol) CHECK(rq->method_len == 7 && !memcmp(rq->method, "CONNECT", 7));
   s->body_hash = 14695981039346656037ull;
   o->accepted++;
   uint64_t shape =
@@ -124,7 +127,7 @@ static int on_body(pp_h2 *h, int32_t id, void *stream_data, const uint8_t *data,
   CHECK(s && s == find(o, id));
   CHECK(s->accepted && !s->closed && !s->body_ended && !s->no_body);
   s->body_len += len;
-  CHECK(s->body_len <= h->limits.max_body_bytes);
+  CHECK(s->tunnel || s->body_len <= h->limits.max_body_bytes);
   mix(&s->body_hash, data, len);
   pp_h2_consume(h, id, len);
   return 0;

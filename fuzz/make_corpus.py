@@ -251,6 +251,12 @@ def h2():
         "rapid-reset.bin": settings + b"".join(frame(1, 0x5, i, req("/")) + frame(3, 0, i, struct.pack(">I", 8))
                                                for i in range(1, 200, 2)),
         "connect.bin": settings + frame(1, 0x5, 1, lit([(":method", "CONNECT"), (":authority", "a:443")])),
+        # RFC 8441: an extended CONNECT tunnel with DATA both before and after, then END_STREAM
+        "extended-connect.bin": settings + frame(1, 0x4, 1, lit([
+            (":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"),
+            (":authority", "a"), (":path", "/chat"), ("sec-websocket-version", "13")])) +
+            frame(0, 0, 1, b"\x81\x85abcd" + b"x" * 5) + frame(0, 1, 1, b"\x88\x80abcd"),
+        "bad-protocol-on-get.bin": settings + frame(1, 0x5, 1, req("/", extra=[(":protocol", "websocket")])),
         "empty.bin": b"",
     }
     for name, body in sorted(seeds.items()):

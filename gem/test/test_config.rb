@@ -214,6 +214,24 @@ class TestConfig < Minitest::Test
     end
   end
 
+  # action_cable :frontend (docs/CONFIG.md): a setting the shepherd reads (it sets
+  # PUMA_PLUS_ACTION_CABLE before loading PumaPlus::ActionCable); anything else is refused.
+  def test_action_cable_setting
+    with_config("action_cable :frontend\n") do
+      assert_equal :frontend, PumaPlus::Config.load("config/puma-plus.rb").settings[:action_cable]
+      status, = cli("--dry-run")
+      assert_equal 0, status
+    end
+    with_config("action_cable \"hijack\"\n") do
+      assert_equal :hijack, PumaPlus::Config.load("config/puma-plus.rb").settings[:action_cable]
+    end
+    with_config("workers 1\naction_cable :sockets\n") do
+      status, _, err = cli("--dry-run")
+      assert_equal 2, status
+      assert_match(%r{config/puma-plus.rb:2: action_cable: :frontend or :hijack, not :sockets}, err)
+    end
+  end
+
   def test_bad_values_name_file_and_line
     with_config("workers 2\nthreads 9, 3\n") do
       status, _, err = cli("--dry-run")

@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
+require "rack"
+require "rack/lint"
 
 # PumaPlus::WebSocket (docs/RACK.md "WebSockets") without a server: a worker connection over
 # a socketpair, the test playing the server. The upgrade request is accepted with
@@ -26,6 +28,7 @@ class TestWebSocket < Minitest::Test
     def on_message(conn, data)
       conn.state[:n] += 1
       return conn.close(4000, "bye") if data == "close"
+      return conn.send("env #{conn.env.inspect}") if data == "env?"
       raise "boom" if data == "raise"
 
       conn.send(data.encoding == Encoding::UTF_8 ? "#{conn.state[:n]}:#{data}" : data)
@@ -129,6 +132,17 @@ class TestWebSocket < Minitest::Test
     assert_equal 400, FakeServer.read_response(@server, 2)[:head].status
   end
 
+  # Under Rack::Lint (Rack 2.2 here: String header values, tags joined with "\n") the 101 is a
+  # valid response, and the tags still reach the server as one field line each.
+  def test_accept_passes_rack_lint
+    start(Rack::Lint.new(accept_app))
+    res = upgrade(1)
+    assert_equal 101, res[:head].status
+    assert_equal [["puma-plus-websocket-tags", "room:1"], ["puma-plus-websocket-tags", "user:7"]],
+                 fields(res).select { |k, _| k == "puma-plus-websocket-tags" }
+    assert_equal "", @log.string, "no Rack::Lint violation was logged"
+  end
+
   def test_accept_refuses_what_the_server_could_not_carry
     env = { "puma_plus.websocket?" => true, "puma_plus.websocket.protocols" => "a, b" }
     assert_raises(ArgumentError) { WS.accept({}, Echo) }
@@ -144,6 +158,9 @@ class TestWebSocket < Minitest::Test
     assert_equal [101, "flexible", "c:TestWebSocket::FlexEcho", "b"],
                  [status, headers["puma-plus-websocket"], headers["puma-plus-websocket-handler"], headers["sec-websocket-protocol"]]
     refute headers.key?("puma-plus-websocket-tags")
+    _, headers, = WS.accept(env, FlexEcho, route: :flexible, tags: ["a", "b"])
+    want = Rack.release.start_with?("2.") ? "a\nb" : ["a", "b"]
+    assert_equal want, headers["puma-plus-websocket-tags"]
   end
 
   def test_sticky_events_run_the_handler_keep_state_and_end_with_ws_done
@@ -164,6 +181,8 @@ class TestWebSocket < Minitest::Test
     assert_equal [W::WsSend.new(77, 1, "1:h\u00e9llo".b)], until_done(11)[0..-2]
     message_event(12, 77, handler, "two")
     assert_equal [W::WsSend.new(77, 1, "2:two".b)], until_done(12)[0..-2], "conn.state kept between events"
+    message_event(21, 77, handler, "env?")
+    assert_equal [W::WsSend.new(77, 1, "env nil".b)], until_done(21)[0..-2], "no env kept after on_open"
     message_event(13, 77, handler, "\x00\xff".b, opcode: W::WS_BINARY)
     assert_equal [W::WsSend.new(77, W::WS_BINARY, "\x00\xff".b)], until_done(13)[0..-2]
     assert_equal 1, WS.sticky_count
@@ -178,6 +197,37 @@ class TestWebSocket < Minitest::Test
     message_event(16, 77, handler, "late")
     assert_equal [W::WsCloseConn.new(77, 1011, "no handler".b)], until_done(16)[0..-2]
     assert_match(/WebSocket 77: no handler/, @log.string)
+  end
+
+  # A sticky Class gives each connection its own instance (and conn.state); an accept whose
+  # WS_OPEN never comes is forgotten after PENDING_TTL_S.
+  def test_sticky_connections_are_apart_and_unopened_accepts_expire
+    start(accept_app)
+    h1 = fields(upgrade(1)).assoc("puma-plus-websocket-handler")[1]
+    h2 = fields(upgrade(2)).assoc("puma-plus-websocket-handler")[1]
+    refute_equal h1, h2
+    open_event(10, 1, h1)
+    open_event(11, 2, h2)
+    until_done(10)
+    until_done(11)
+    message_event(12, 1, h1, "a")
+    message_event(13, 1, h1, "b")
+    message_event(14, 2, h2, "c")
+    assert_equal [W::WsSend.new(1, 1, "1:a".b)], until_done(12)[0..-2]
+    assert_equal [W::WsSend.new(1, 1, "2:b".b)], until_done(13)[0..-2]
+    assert_equal [W::WsSend.new(2, 1, "1:c".b)], until_done(14)[0..-2]
+    [[15, 1, h1], [16, 2, h2]].each do |ev, id, h|
+      close_event(ev, id, h, 1000, "")
+      until_done(ev)
+    end
+    # Pending accepts older than the TTL go at the next accept.
+    pending = WS.instance_variable_get(:@pending)
+    pending.clear # what other tests' unopened accepts left
+    upgrade(3)
+    assert_equal 1, pending.size
+    pending.transform_values! { |handler, at| [handler, at - WS::PENDING_TTL_S - 1] }
+    upgrade(4)
+    assert_equal 1, pending.size, "the stale accept was forgotten"
   end
 
   def test_a_handler_that_raises_is_logged_and_its_connection_closed_with_1011
@@ -233,6 +283,8 @@ class TestWebSocket < Minitest::Test
     assert_raises(ArgumentError) { WS.send_to(1, "\xff".dup.force_encoding(Encoding::UTF_8)) }
     assert_raises(ArgumentError) { WS.send_to(1, :sym) }
     assert_raises(ArgumentError) { WS.close_conn(1, 1005) }
+    assert_raises(ArgumentError) { WS.close_conn(1, 1004) }
+    assert_raises(ArgumentError) { WS.tag_conn(1, "t", prefix: "\xff".b) }
     assert_raises(ArgumentError) { WS.close_conn(1, 1000, "r" * 124) }
     assert_raises(ArgumentError) { WS.broadcast("", "x") }
     assert_empty sent

@@ -35,6 +35,7 @@ void pp_config_defaults(pp_config *c) {
   c->drain_timeout_ns = 30ull * 1000000000;
   c->request_timeout_ns = 0;
   c->ws_ping_interval_ns = 30000000000ull;
+  c->ws_max_output_total = 256ull << 20;
   c->worker_kill_grace_ns = 5ull * 1000000000;
   c->worker_timeout_ns = 60ull * 1000000000;
   c->worker_boot_timeout_ns = 60ull * 1000000000;
@@ -226,6 +227,9 @@ void pp_config_usage(FILE *out) {
         "                         not answered within as long again (default 30s; 0 = never)\n"
         "  -ws-close-timeout DUR  wait this long for the peer's Close (default 5s)\n"
         "  -ws-no-deflate         never accept permessage-deflate (RFC 7692)\n"
+        "  -ws-max-output-total SIZE  output held for all WebSockets together (default 256m;\n"
+        "                         0 = no limit): past it, a message closes its connection\n"
+        "                         with 1013 (try again later)\n"
         "  -request-start MODE    X-Request-Start t=<us since the epoch> of the moment the\n"
         "                         request was queued, in the env: keep (default: added when\n"
         "                         the request has none), replace (a client's is dropped), off\n"
@@ -483,6 +487,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     else if (!strcmp(key, "ws-max-message"))
       bad = pp_size_parse(value, &c->ws_max_message) || c->ws_max_message < 125 ||
             c->ws_max_message > (4u << 20) - 512;
+    else if (!strcmp(key, "ws-max-output-total"))
+      bad = pp_size_parse(value, &c->ws_max_output_total);
     else if (!strcmp(key, "ws-ping-interval"))
       bad = pp_duration_parse(value, &c->ws_ping_interval_ns) ||
             (c->ws_ping_interval_ns && c->ws_ping_interval_ns < 100000000);

@@ -67,6 +67,7 @@ typedef struct pp_config {
   uint64_t ws_ping_interval_ns; /* -ws-ping-interval: ping an idle connection (0: never) */
   uint64_t ws_close_timeout_ns; /* -ws-close-timeout: wait for the peer's Close (0: 5 s) */
   int ws_no_deflate;            /* -ws-no-deflate: never accept permessage-deflate */
+  uint64_t ws_max_output_total; /* -ws-max-output-total: all WebSockets' unsent output (0: none) */
   const char *tls_cert;         /* -tls-cert (PEM, chain included; NULL: a development cert) */
   const char *tls_key;          /* -tls-key */
   int h2c;                      /* -h2c: cleartext HTTP/2 (prior knowledge, Upgrade) on -listen */

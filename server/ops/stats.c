@@ -418,6 +418,8 @@ static void json_websocket(pp_ops *op, json_t *root) {
   WS_INT("unknown_conn", st->ws.unknown_conn);
   WS_INT("slow_reader_closes", st->ws.slow_reader_closes);
   WS_INT("worker_gone_closes", st->ws.worker_gone_closes);
+  WS_INT("overload_closes", st->ws.overload_closes);
+  WS_INT("output_bytes", op->sess->wshub.output_total);
 #undef WS_INT
   json_t *closes = json_object();
   for (int i = 0; i < 17; i++)

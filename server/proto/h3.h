@@ -156,7 +156,8 @@ typedef struct pp_h3_callbacks {
   /* The connection is about to be freed (every stream's on_close has run). */
   void (*on_conn_close)(pp_h3_server *srv, pp_h3_conn *conn);
   /* As pp_h2_callbacks.on_request: set *stream_data and return 0, or return a status >= 400
-   * the session answers itself (short text/plain body). */
+   * the session answers itself (short text/plain body). The owner may answer from inside it
+   * (pp_h3_respond, pp_h3_send_data, pp_h3_send_end) and return 0. */
   int (*on_request)(pp_h3_conn *conn, const pp_h3_request *req, void **stream_data);
   /* A piece of request body (valid during the call; up to limits.body_piece bytes gathered
    * from several packets), counted against the windows until pp_h3_consume(). Nonzero: the

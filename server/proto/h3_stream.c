@@ -356,12 +356,13 @@ static int on_end_headers(nghttp3_conn *h3, int64_t stream_id, int fin, void *co
     return 0;
   }
   void *sd = NULL;
+  s->owned = 1; /* the owner may respond from inside on_request (then return 0) */
   int status = srv->cb->on_request ? srv->cb->on_request(c, &req, &sd) : 503;
   if (status != 0) {
+    s->owned = 0; /* it answered and refused as well: answer() resets the stream */
     answer(c, s, status >= 400 && status <= 599 ? status : 500);
     return 0;
   }
-  s->owned = 1;
   s->owner_data = sd;
   s->tunnel = connect;
   srv->stats.streams_accepted++;

@@ -45,7 +45,8 @@ typedef struct pp_stats {
   struct {
     uint64_t open, opened, closed, events, messages_in, messages_out, bytes_in, bytes_out;
     uint64_t broadcasts, fanout, unknown_conn, slow_reader_closes, worker_gone_closes;
-    uint64_t events_lost; /* events whose worker died while running them */
+    uint64_t events_lost;     /* events whose worker died while running them */
+    uint64_t overload_closes; /* 1013: -ws-max-output-total reached */
     uint64_t closes[17];
     pp_hist_window queue;
   } ws;

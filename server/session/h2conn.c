@@ -1,7 +1,9 @@
 /* h2conn: HTTP/2 on a client stream (see conn.h), the glue between the sans-I/O session
  * (h2.h) and the exchange layer. A connection gets here by the client preface (h2c with
  * prior knowledge, -h2c), by Upgrade: h2c (the upgrading request becomes stream 1), or by
- * ALPN h2 on a TLS listener. Every stream is an exchange of its own in the one queue.
+ * ALPN h2 on a TLS listener. Every stream is an exchange of its own in the one queue; an
+ * extended CONNECT for a WebSocket (RFC 8441) is one too until the app accepts it, then its
+ * stream carries a server-owned WebSocket (the "WebSocket tunnels" part below, h2h3.h).
  *
  * Flow control: request-body bytes are released to the client's windows (pp_h2_consume)
  * only once the exchange took them: at once while the body is being buffered (at most

@@ -1,5 +1,7 @@
-/* What the HTTP/2 and HTTP/3 session glue share (h2h3.h): a request's env from its
- * pseudo-headers and fields, and a response head's pairs as header entries. */
+/* What the HTTP/2 and HTTP/3 session glue share (h2h3.h): a request stream's exchange (admission,
+ * env from its pseudo-headers and fields), a response head's pairs as header entries, and the
+ * record of a WebSocket over extended CONNECT (RFC 8441 / RFC 9220) with its handshake check
+ * and accepting answer. One tunnel record per WebSocket stream, allocated at its CONNECT. */
 #include "server/session/h2h3.h"
 
 #include <stdlib.h>

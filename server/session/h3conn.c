@@ -1,7 +1,8 @@
 /* h3conn: HTTP/3 listeners, the glue between a UDP socket and the sans-I/O HTTP/3 endpoint
  * (h3.h), and between its request streams and the exchange layer. Every request stream is an
  * exchange in the one queue, exactly as an HTTP/2 stream is (h2conn.c), so the worker cannot
- * tell the protocols apart.
+ * tell the protocols apart. An extended CONNECT for a WebSocket (RFC 9220) becomes a
+ * server-owned WebSocket on its stream once the app accepts it ("WebSocket tunnels" below).
  *
  * UDP I/O: our own non-blocking socket polled with uv_poll_t, read with recvmsg and written
  * with sendmsg, not uv_udp_t: libuv's receive callback gives neither the local address of a
@@ -800,13 +801,22 @@ static int ws_request(h3_conn *hc, const pp_h2h3_origin *o, pp_h2h3_request *r,
   const char *why = "";
   int status = pp_h2h3_ws_check(t, &s->wshub.pmd, r, rq->protocol, rq->protocol_len, rq->scheme,
                                 rq->scheme_len, &why);
-  if (status) { /* the endpoint answers: a 426 without sec-websocket-version here */
+  if (status) {
     LOG(s, "client %s: stream %lld: WebSocket handshake refused with %d: %s", hc->remote,
         (long long)rq->stream_id, status, why);
     pp_h2h3_ws_free(t);
     pp_h2h3_log_refused(s->hooks, hc->remote, "HTTP/3", status, rq->method, rq->method_len,
                         rq->path, rq->path_len);
-    return status;
+    if (status != 426) return status;
+    /* RFC 6455 §4.4: the versions we speak go with the 426 */
+    static const char msg[] = "426 Upgrade Required\n";
+    pp_h2_header hd[2] = {{(const uint8_t *)"sec-websocket-version", 21, (const uint8_t *)"13", 2},
+                          {(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10}};
+    pp_h3_respond(hc->conn, rq->stream_id, 426, hd, 2, 0);
+    pp_h3_send_data(hc->conn, rq->stream_id, (const uint8_t *)msg, sizeof msg - 1);
+    pp_h3_send_end(hc->conn, rq->stream_id);
+    *stream_data = NULL;
+    return 0;
   }
   r->websocket = 1;
   r->ws_protocols = t->offered.len ? t->offered.data : NULL;

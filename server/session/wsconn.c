@@ -264,6 +264,7 @@ static const pp_exchange_ops event_ops = {ev_head,  ev_body,          ev_end, ev
 static void conn_maybe_free(pp_wsconn *c);
 static void flush(pp_wsconn *c);
 static void server_close(pp_wsconn *c, int code, const char *reason, size_t reason_len);
+static void lost_worker(pp_wsconn *c);
 
 /* A new event of c: the frame's common part (header filled in by event_queue). */
 static pp_exchange *event_new(pp_wsconn *c, uint8_t type) {
@@ -325,8 +326,9 @@ static void ev_end(pp_exchange *x) {
 }
 
 /* The event could not run: its worker is gone (1012, from dispatch), its worker connection
- * died while it ran (502) or it ran past -request-timeout (504). A sticky connection's state
- * went with its worker: the connection closes with 1012. */
+ * died while it ran (502) or it ran past -request-timeout (504). A sticky connection whose
+ * worker is gone, or whose event died with its worker connection, closes with 1012 (its state
+ * may be gone with it); when the whole worker is gone, worker_gone closes its other ones. */
 static void ev_fail(pp_exchange *x, int status, const char *msg) {
   pp_wsconn *c = x->owner;
   (void)msg;
@@ -334,8 +336,7 @@ static void ev_fail(pp_exchange *x, int status, const char *msg) {
   x->state = PP_X_RESPONDED;
   pp_exchange_release(c->hub->xpool, x);
   if (status != 1012) c->hub->core->stats.ws.events_lost++;
-  if (c->route == PP_WIRE_WS_ROUTE_STICKY && (status == 1012 || status == 502))
-    pp_wshub_worker_gone(c->hub, c->sticky_pid);
+  if (c->route == PP_WIRE_WS_ROUTE_STICKY && (status == 1012 || status == 502)) lost_worker(c);
   event_next(c);
 }
 
@@ -379,9 +380,17 @@ static const pp_ws_callbacks codec_cb = {on_message, NULL, NULL, on_close};
 
 /* ---------------------------------------------------------------- output, closing */
 
+/* Keeps hub->output_total equal to the sum of the connections' unsent codec output. */
+static void count_output(pp_wsconn *c) {
+  size_t now = c->gone ? 0 : pp_ws_pending(&c->ws);
+  c->hub->output_total = c->hub->output_total - c->output_counted + now;
+  c->output_counted = now;
+}
+
 /* Moves the codec's output to the transport while it has room; once the close handshake is
  * over (or failed) and everything is out, closes the transport. */
 static void flush(pp_wsconn *c) {
+  count_output(c);
   if (c->gone) return;
   while (c->io->unsent(c->t) < PP_WSCONN_WRITE_LOW) {
     const uint8_t *p;
@@ -391,6 +400,7 @@ static void flush(pp_wsconn *c) {
     if (c->io->write(c->t, p, n) < 0) return;
     pp_ws_output_consumed(&c->ws, n);
   }
+  count_output(c);
   if (c->ws.state == PP_WS_CLOSED && !pp_ws_pending(&c->ws) && !c->close_asked) {
     c->close_asked = 1;
     c->io->close(c->t);
@@ -420,6 +430,7 @@ static void server_close(pp_wsconn *c, int code, const char *reason, size_t reas
 
 static void conn_free(pp_wsconn *c) {
   pp_wshub *h = c->hub;
+  h->output_total -= c->output_counted;
   pp_queue_remove(&h->conns, &c->link);
   pp_ws_dispose(&c->ws);
   free(c);
@@ -478,6 +489,7 @@ void pp_wshub_init(pp_wshub *h, uv_loop_t *loop, const pp_config *cfg, pp_core *
     h->ping_interval_ns = cfg->ws_ping_interval_ns;
     if (cfg->ws_close_timeout_ns) h->close_timeout_ns = cfg->ws_close_timeout_ns;
     h->pmd.enabled = !cfg->ws_no_deflate;
+    h->max_output_total = cfg->ws_max_output_total;
   }
   /* an event's frame must fit the wire's 4 MiB payload */
   uint64_t cap = PP_WIRE_MAX_PAYLOAD - 64 - PP_WS_HANDLER_MAX;
@@ -568,6 +580,7 @@ void pp_wsconn_gone(pp_wsconn *c) {
   pp_wshub *h = c->hub;
   if (c->gone) return;
   c->gone = 1;
+  count_output(c); /* its unsent output is dropped with the transport */
   ids_remove(h, c);
   pp_wshub_tag(h, c, PP_WIRE_WS_TAG_REMOVE_ALL, NULL, 0, NULL, 0, NULL, 0);
   if (c->close_by < 0) c->close_by = PP_WIRE_WS_BY_TRANSPORT, c->close_code = PP_WS_CLOSE_ABNORMAL;
@@ -580,6 +593,16 @@ void pp_wsconn_gone(pp_wsconn *c) {
 }
 
 /* ---------------------------------------------------------------- the app's commands */
+
+/* The server-wide budget (-ws-max-output-total): 1 if a message of n bytes for c may be
+ * queued; else c is closed with 1013 (the server is overloaded, not the client at fault). */
+static int within_budget(pp_wsconn *c, size_t n) {
+  pp_wshub *h = c->hub;
+  if (!h->max_output_total || h->output_total + n <= h->max_output_total) return 1;
+  h->core->stats.ws.overload_closes++;
+  server_close(c, PP_WS_CLOSE_TRY_AGAIN_LATER, "server overloaded", 17);
+  return 0;
+}
 
 /* Queues one message for c (pp_ws_send, or the shared encoded bytes of a broadcast): a client
  * that does not read is closed with 1008. */
@@ -646,6 +669,7 @@ static void broadcast(pp_wshub *h, const pp_wire_frame *f) {
       }
       frame = out;
     }
+    if (!within_budget(c, frame->len)) continue;
     st->ws.fanout++;
     st->ws.bytes_out += f->data_len + env_len;
     deliver(c, pp_ws_send_encoded(&c->ws, frame->data, frame->len, f->data_len + env_len));
@@ -685,6 +709,7 @@ const char *pp_wshub_command(void *hub, const pp_wire_frame *f) {
   case PP_WIRE_WS_SEND:
     st->ws.bytes_out += f->data_len;
     if (c->ws.close_sent) break; /* closing: nothing more goes out */
+    if (!within_budget(c, f->data_len)) break;
     deliver(c, pp_ws_send(&c->ws, (pp_ws_opcode)f->opcode, f->data, f->data_len));
     break;
   case PP_WIRE_WS_TAG:
@@ -696,20 +721,27 @@ const char *pp_wshub_command(void *hub, const pp_wire_frame *f) {
   return NULL;
 }
 
+/* A sticky connection whose worker (or the state it held) is gone: 1012, no WS_CLOSE to
+ * anyone, and its events that never ran are dropped. */
+static void lost_worker(pp_wsconn *c) {
+  pp_wshub *h = c->hub;
+  if (c->close_event || c->gone) return;
+  c->close_event = 1;
+  h->core->stats.ws.worker_gone_closes++;
+  while (c->pending.len) {
+    pp_exchange *x = PP_CONTAINER_OF(pp_queue_pop(&c->pending), pp_exchange, wslink);
+    x->owner = NULL;
+    pp_exchange_release(h->xpool, x);
+  }
+  c->close_by = PP_WIRE_WS_BY_SERVER;
+  server_close(c, PP_WS_CLOSE_SERVICE_RESTART, "worker restarted", 16);
+}
+
 void pp_wshub_worker_gone(pp_wshub *h, uint32_t pid) {
   for (pp_qnode *n = h->conns.head.next, *next; n != &h->conns.head; n = next) {
     next = n->next;
     pp_wsconn *c = PP_CONTAINER_OF(n, pp_wsconn, link);
-    if (c->route != PP_WIRE_WS_ROUTE_STICKY || c->sticky_pid != pid || c->close_event) continue;
-    c->close_event = 1; /* its state is gone with the worker: no WS_CLOSE to anyone */
-    h->core->stats.ws.worker_gone_closes++;
-    while (c->pending.len) { /* events that never ran */
-      pp_exchange *x = PP_CONTAINER_OF(pp_queue_pop(&c->pending), pp_exchange, wslink);
-      x->owner = NULL;
-      pp_exchange_release(h->xpool, x);
-    }
-    c->close_by = PP_WIRE_WS_BY_SERVER;
-    server_close(c, PP_WS_CLOSE_SERVICE_RESTART, "worker restarted", 16);
+    if (c->route == PP_WIRE_WS_ROUTE_STICKY && c->sticky_pid == pid) lost_worker(c);
   }
 }
 

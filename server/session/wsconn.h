@@ -102,6 +102,8 @@ struct pp_wshub {
   pp_ws_pmd_config pmd;
   uint64_t ping_interval_ns; /* an idle connection is pinged after this (0: never) */
   uint64_t close_timeout_ns; /* the peer's Close is awaited this long, then TCP closes */
+  uint64_t max_output_total; /* -ws-max-output-total: past it, 1013 (0: no limit) */
+  uint64_t output_total;     /* codec output held for all connections (sum of pp_ws_pending) */
   uint64_t next_conn_id;
   /* open connections by id (chained hash, power-of-two buckets) */
   pp_wsconn **ids;
@@ -153,6 +155,7 @@ struct pp_wsconn {
   int64_t last_in_ns;       /* the last bytes from the client */
   int64_t ping_sent_ns;     /* an unanswered ping, or 0 */
   int64_t close_deadline_ns;
+  size_t output_counted; /* its part of hub->output_total */
 };
 
 void pp_wshub_init(pp_wshub *h, uv_loop_t *loop, const pp_config *cfg, pp_core *core,

@@ -2,7 +2,7 @@
  * unit test by itself: tests/e2e/test_ws_h2h3.rb runs it against puma-plus-server with
  * tests/apps/websocket (GET /echo is a sticky echo) on -listen-h3.
  *
- *   ws-h3 HOST PORT [-timeout SECS] [-quiet SECS]
+ *   ws-h3 HOST PORT [-timeout SECS] [-quiet SECS] [-subscribe ROOM MESSAGE] [-sticky-close]
  *
  * One QUIC connection (the project's client kit, quic_client/quic_client.h: ngtcp2 0.12 + GnuTLS
  * + nghttp3 0.8, ALPN h3; the certificate is NOT verified, loopback development pairs). Each case
@@ -11,8 +11,11 @@
  *   echo          200, text, binary 100 KB (several frames of the server's), ping/pong, sticky
  *                 state ("count"), close 1000 both ways, then the server's FIN
  *   two at once   two WebSockets on the connection, each echoes its own
+ *   early         a message sent with the request, before the 200, is echoed after it
+ *   tags          two WebSockets of /room get a message of either (broadcast to the room's tag)
+ *   flexible      /flex (route: :flexible) answers "pid N"
  *   app refuses   the app's 403 for a path it does not upgrade, as it is
- *   bad version   sec-websocket-version 8: 426
+ *   bad version   sec-websocket-version 8: 426 with sec-websocket-version: 13
  *   no :path      stream error H3_MESSAGE_ERROR from the server (RFC 9220 §3, RFC 9114 §4.1.2)
  *   other         :protocol webtransport: 501 (WebTransport is not carried: docs/WEBSOCKET.md)
  *   client FIN    our FIN without a Close: the server ends the stream too
@@ -20,7 +23,10 @@
  *                 sent for SECS, then an echo: the server's keep-alive PINGs kept the
  *                 connection past QUIC's idle timeout while a WebSocket was open
  * Prints one line per case and "N passed, M failed"; exits 0 when all passed, 1 otherwise, 2 on
- * usage errors. */
+ * usage errors. With -subscribe it runs no case: it joins /room?name=ROOM, prints "ready", and
+ * exits 0 once MESSAGE arrived (a subscriber for a cross-protocol broadcast test). With
+ * -sticky-close it opens /echo, prints its worker's "pid N", then "close CODE" once the server
+ * closes it (the caller kills that worker). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <gnutls/crypto.h>
@@ -72,6 +78,8 @@ static int dead;
 static char dead_why[128];
 static char authority[300];
 static double timeout_s = 10, quiet_s = 0;
+static const char *sub_room, *sub_msg; /* -subscribe ROOM MESSAGE */
+static int sticky_close;               /* -sticky-close */
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -486,6 +494,63 @@ static void case_two(char *why, size_t cap) {
   if (!echo_one(b, 1, (const uint8_t *)"to b", 4, why, cap)) return;
 }
 
+static void case_early(char *why, size_t cap) {
+  wstream *s = ws_open("websocket", "/echo", "13");
+  CHECK(s, "cannot open a stream");
+  ws_put(s, 1, "sent early", 10, 1); /* goes out with the request, before the 200 */
+  CHECK(run_until(status_or_closed, s) && s->status == 200, "status %d", s->status);
+  frame f;
+  if (!next_frame(s, &f, why, cap)) return;
+  int ok = f.op == 1 && f.n == 10 && !memcmp(f.p, "sent early", 10);
+  free(f.p);
+  CHECK(ok, "the early message was not echoed");
+}
+
+/* Opens path (a WebSocket) and waits for its 200. */
+static wstream *open_path(const char *path, char *why, size_t cap) {
+  wstream *s = ws_open("websocket", path, "13");
+  if (!s) {
+    snprintf(why, cap, "cannot open a stream");
+    return NULL;
+  }
+  if (!run_until(status_or_closed, s) || s->status != 200 || s->closed) {
+    snprintf(why, cap, "%.100s: status %d closed %d", path, s->status, s->closed);
+    return NULL;
+  }
+  return s;
+}
+
+/* The next frame of s is a whole message (text or binary: a POST body broadcast by the app is
+ * binary) equal to want. */
+static int expect_text(wstream *s, const char *want, char *why, size_t cap) {
+  frame f;
+  if (!next_frame(s, &f, why, cap)) return 0;
+  int ok = (f.op == 1 || f.op == 2) && f.fin && f.n == strlen(want) && !memcmp(f.p, want, f.n);
+  if (!ok) snprintf(why, cap, "got \"%.*s\", want \"%s\"", (int)(f.n < 60 ? f.n : 60), f.p, want);
+  free(f.p);
+  return ok;
+}
+
+static void case_room(char *why, size_t cap) {
+  wstream *a = open_path("/room?name=h3room", why, cap);
+  if (!a) return;
+  wstream *b = open_path("/room?name=h3room", why, cap);
+  if (!b) return;
+  ws_put(a, 1, "from a", 6, 1);
+  if (!expect_text(a, "from a", why, cap) || !expect_text(b, "from a", why, cap)) return;
+}
+
+static void case_flex(char *why, size_t cap) {
+  wstream *s = open_path("/flex", why, cap);
+  if (!s) return;
+  ws_put(s, 1, "pid", 3, 1);
+  frame f;
+  if (!next_frame(s, &f, why, cap)) return;
+  int ok = f.n > 4 && !memcmp(f.p, "pid ", 4);
+  free(f.p);
+  CHECK(ok, "no \"pid N\" from /flex");
+}
+
 static void case_refused(char *why, size_t cap) {
   wstream *s = ws_open("websocket", "/nope", "13");
   CHECK(s, "cannot open a stream");
@@ -497,7 +562,8 @@ static void case_version(char *why, size_t cap) {
   wstream *s = ws_open("websocket", "/echo", "8");
   CHECK(s, "cannot open a stream");
   run_until(end_or_closed, s);
-  CHECK(s->status == 426, "status %d, want 426", s->status);
+  CHECK(s->status == 426 && !strcmp(s->version_hdr, "13"),
+        "status %d sec-websocket-version \"%s\", want 426 with 13", s->status, s->version_hdr);
 }
 
 static void case_no_path(char *why, size_t cap) {
@@ -546,7 +612,8 @@ static void case_quiet(char *why, size_t cap) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: ws-h3 HOST PORT [-timeout SECS] [-quiet SECS]\n");
+  fprintf(stderr, "usage: ws-h3 HOST PORT [-timeout SECS] [-quiet SECS] [-subscribe ROOM MSG] "
+                  "[-sticky-close]\n");
   return 2;
 }
 
@@ -558,6 +625,10 @@ int main(int argc, char **argv) {
       timeout_s = atof(argv[++i]);
     else if (!strcmp(argv[i], "-quiet") && i + 1 < argc)
       quiet_s = atof(argv[++i]);
+    else if (!strcmp(argv[i], "-sticky-close"))
+      sticky_close = 1;
+    else if (!strcmp(argv[i], "-subscribe") && i + 2 < argc)
+      sub_room = argv[i + 1], sub_msg = argv[i + 2], i += 2;
     else
       return usage();
   }
@@ -602,14 +673,64 @@ int main(int argc, char **argv) {
     printf("FAIL handshake: %s\n0 passed, 1 failed\n", dead ? dead_why : "timeout");
     return 1;
   }
+  if (sticky_close) { /* /echo's worker pid, then the code of the server's Close */
+    char why[256] = "";
+    wstream *s = open_path("/echo", why, sizeof why);
+    if (!s) {
+      printf("FAIL sticky-close: %s\n", why);
+      return 1;
+    }
+    ws_put(s, 1, "pid", 3, 1);
+    frame f;
+    if (!next_frame(s, &f, why, sizeof why)) {
+      printf("FAIL sticky-close: %s\n", why);
+      return 1;
+    }
+    printf("%.*s\n", (int)(f.n < 40 ? f.n : 40), (char *)f.p);
+    fflush(stdout);
+    free(f.p);
+    timeout_s = 20;
+    for (;;) {
+      if (!next_frame(s, &f, why, sizeof why)) {
+        printf("FAIL sticky-close: %s\n", why);
+        return 1;
+      }
+      int op = f.op, code = f.n >= 2 ? f.p[0] << 8 | f.p[1] : 0;
+      free(f.p);
+      if (op == 8) {
+        printf("close %d\n", code);
+        return 0;
+      }
+    }
+  }
+  if (sub_room) { /* a subscriber for a cross-protocol broadcast test */
+    char path[160], why[256] = "";
+    snprintf(path, sizeof path, "/room?name=%.140s", sub_room);
+    wstream *s = open_path(path, why, sizeof why);
+    if (!s) {
+      printf("FAIL subscribe: %s\n", why);
+      return 1;
+    }
+    printf("ready\n");
+    fflush(stdout);
+    if (!expect_text(s, sub_msg, why, sizeof why)) {
+      printf("FAIL subscribe: %s\n", why);
+      return 1;
+    }
+    printf("got\n");
+    return 0;
+  }
   static const struct {
     const char *name;
     void (*fn)(char *, size_t);
   } cases[] = {
       {"echo: text, binary 100 KB, ping, sticky count, close 1000, FIN", case_echo},
       {"two WebSockets on one connection", case_two},
+      {"a message sent before the 200 is echoed after it", case_early},
+      {"tags: two WebSockets of one room get a message of either", case_room},
+      {"flexible routing: /flex answers from a worker", case_flex},
       {"app refuses: its 403 as it is", case_refused},
-      {"sec-websocket-version 8: 426", case_version},
+      {"sec-websocket-version 8: 426 with sec-websocket-version: 13", case_version},
       {"extended CONNECT without :path: H3_MESSAGE_ERROR", case_no_path},
       {":protocol webtransport: 501", case_other},
       {"client FIN without a Close: the server ends the stream", case_client_fin},

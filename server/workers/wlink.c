@@ -256,6 +256,10 @@ static void on_ws_done(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
   pp_workers *ws = w->ws;
   r->service_ns = f->t5_ns > f->t4_ns ? (int64_t)(f->t5_ns - f->t4_ns) : 0;
   if (w->slot.worker) r->worker = (int32_t)w->slot.worker->index + 1;
+  /* an event is an arrival (dispatch counted it) and a completion, like a request; its
+   * service time is not mixed into the requests' */
+  ws->stats->completions++;
+  ws->stats->completions_window++;
   pp_admit_complete(ws->admit, ws->policy, pp_now_ns());
   w->req = NULL;
   r->w = NULL;

@@ -4,7 +4,8 @@
 # server: run in a generated Rails app's directory (`bundle exec ruby THIS`, RAILS_ENV=production),
 # it loads the app, turns the switch on, and plays the server's side of one worker connection
 # over a socketpair (docs/PROTOCOL.md "WebSocket frames"): the /cable upgrade REQUEST, WS_OPEN,
-# a subscribe WS_MESSAGE, a broadcast made by POST /broadcasts, unsubscribe, WS_CLOSE. It
+# a subscribe WS_MESSAGE, a broadcast made by POST /broadcasts, a perform action, a second
+# subscription to the same stream, unsubscribe, WS_CLOSE, a connect that rejects. It
 # checks each frame the worker answers and prints "OK <step>" lines; any mismatch raises
 # (exit status 1). tests/e2e/test_action_cable.rb runs it for Rails 7.2 and 6.1.
 ENV["PUMA_PLUS_ACTION_CABLE"] = "frontend"
@@ -52,16 +53,16 @@ end
 
 def now = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
 
-def env_pairs(method, path, headers, extra = [])
-  pairs = [["REQUEST_METHOD", method], ["SCRIPT_NAME", ""], ["PATH_INFO", path], ["QUERY_STRING", ""],
+def env_pairs(method, path, headers, extra = [], query: "")
+  pairs = [["REQUEST_METHOD", method], ["SCRIPT_NAME", ""], ["PATH_INFO", path], ["QUERY_STRING", query],
            ["SERVER_NAME", "127.0.0.1"], ["SERVER_PORT", "3000"], ["SERVER_PROTOCOL", "HTTP/1.1"],
            ["REMOTE_ADDR", "127.0.0.1"], ["rack.url_scheme", "http"], ["HTTP_HOST", "127.0.0.1:3000"]]
   headers.each { |k, v| pairs << [k == "CONTENT_TYPE" || k == "CONTENT_LENGTH" ? k : "HTTP_#{k}", v] }
   pairs + extra + [["REQUEST_URI", path], ["puma_plus.request_id", "1"], ["puma_plus.queue_ns", "0"]]
 end
 
-def request(sock, id, method, path, headers, extra = [], body = "")
-  sock.write(W.encode(W::Request.new(id, now, now, 0, env_pairs(method, path, headers, extra).flatten, body.b)))
+def request(sock, id, method, path, headers, extra = [], body = "", query: "")
+  sock.write(W.encode(W::Request.new(id, now, now, 0, env_pairs(method, path, headers, extra, query: query).flatten, body.b)))
 end
 
 # Frames up to the end of request `id` (RESPONSE_END) or event `id` (WS_DONE).
@@ -132,6 +133,56 @@ wrapped = JSON.parse(tags[0].prefix + bc[0].data + tags[0].suffix)
 check(wrapped == { "identifier" => identifier, "message" => { "text" => "hi", "from_pid" => Process.pid } },
       "envelope: #{wrapped}")
 
+# 4a. perform: a channel action (given to the app's WorkerChannel here) runs in the slot; its
+# transmit is a WS_SEND, its broadcast one WS_BROADCAST.
+WorkerChannel.class_eval do
+  def speak(data)
+    transmit({ "said" => data["text"] })
+    ActionCable.server.broadcast("room:#{params[:room]}", { "text" => data["text"], "from_pid" => Process.pid })
+  end
+end
+server.write(W.encode(W::WsMessage.new(40, cid, now, now, handler.b, 1, JSON.generate(
+  { "command" => "message", "identifier" => identifier, "data" => JSON.generate({ "action" => "speak", "text" => "yo" }) }
+).b)))
+frames = until_end(server, 40)
+said = frames.grep(W::WsSend).map { |f| JSON.parse(f.data) }
+check(said == [{ "identifier" => identifier, "message" => { "said" => "yo" } }], "perform: transmit #{said}")
+bc = frames.grep(W::WsBroadcast)
+check(bc.size == 1 && JSON.parse(bc[0].data) == { "text" => "yo", "from_pid" => Process.pid } && bc[0].tag == "room:r1",
+      "perform: broadcast #{bc.inspect}")
+
+# 4b. A second subscription of this connection to the same broadcasting: the server keeps one
+# envelope per tag and connection, so it takes Action Cable's pubsub path; the same broadcast
+# reaches it through the adapter, transmitted from the adapter's thread (the monitor connection).
+id2 = JSON.generate({ "channel" => "WorkerChannel", "room" => "r1", "second" => true })
+server.write(W.encode(W::WsMessage.new(41, cid, now, now, handler.b, 1,
+                                       JSON.generate({ "command" => "subscribe", "identifier" => id2 }).b)))
+frames = until_end(server, 41)
+check(frames.grep(W::WsTag).empty?, "second subscription: no WS_TAG #{frames.inspect}")
+def monitor_json(monitor) = monitor.filter_map { |b| f, = W.decode(b); JSON.parse(f.data) if f.is_a?(W::WsSend) }
+# Its confirmation waits for the adapter's subscribe (Action Cable's event loop thread): it
+# leaves from the slot or from that thread (the monitor connection), whichever finishes last.
+confirmed = lambda do
+  (frames.grep(W::WsSend).map { |f| JSON.parse(f.data) } + monitor_json(monitor))
+    .any? { |m| m["type"] == "confirm_subscription" && m["identifier"] == id2 }
+end
+deadline = Time.now + 10
+sleep 0.05 until confirmed.call || Time.now > deadline
+check(confirmed.call, "second confirm: after the adapter's subscribe")
+body = URI.encode_www_form("room" => "r1", "text" => "twice")
+request(server, 42, "POST", "/broadcasts", { "CONTENT_TYPE" => "application/x-www-form-urlencoded",
+                                             "CONTENT_LENGTH" => body.bytesize.to_s }, [], body)
+frames = until_end(server, 42)
+check(frames.grep(W::WsBroadcast).size == 1, "second broadcast: still one WS_BROADCAST")
+deadline = Time.now + 10
+got = ->(m) { m["identifier"] == id2 && m.dig("message", "text") == "twice" }
+sleep 0.05 until monitor_json(monitor).any?(&got) || Time.now > deadline
+check(monitor_json(monitor).any?(&got), "second delivery: through the adapter as WS_SEND")
+server.write(W.encode(W::WsMessage.new(43, cid, now, now, handler.b, 1,
+                                       JSON.generate({ "command" => "unsubscribe", "identifier" => id2 }).b)))
+frames = until_end(server, 43)
+check(frames.grep(W::WsTag).empty?, "second unsubscribe: the first subscription's tag stays")
+
 # 5. Unsubscribe: the tag goes.
 server.write(W.encode(W::WsMessage.new(5, cid, now, now, handler.b, 1,
                                        JSON.generate({ "command" => "unsubscribe", "identifier" => identifier }).b)))
@@ -145,6 +196,28 @@ check(frames.size == 1, "close: only WS_DONE #{frames.inspect}")
 check(WS.sticky_count.zero?, "forgotten: no sticky connection left")
 check(ActionCable.server.connections.empty?, "removed: Action Cable's connection list is empty")
 
+# 7. Authorization: a `connect` that rejects (the app's ApplicationCable::Connection, given one
+# here) runs at the open; Action Cable's disconnect message goes out, then WS_CLOSE_CONN.
+ApplicationCable::Connection.class_eval do
+  def connect
+    reject_unauthorized_connection if request.params["deny"]
+  end
+end
+request(server, 7, "GET", "/cable", ws_headers, ws_extra, query: "deny=1")
+head = until_end(server, 7).find { |f| f.is_a?(W::ResponseHead) }
+check(head.status == 101, "deny upgrade: 101 (connect runs at the open)")
+h7 = head.headers.each_slice(2).to_a.assoc("puma-plus-websocket-handler")[1]
+server.write(W.encode(W::WsOpen.new(8, 78, now, now, h7.b, 0, "actioncable-v1-json".b, [], [])))
+frames = until_end(server, 8)
+sent = frames.grep(W::WsSend).map { |f| JSON.parse(f.data) }
+check(sent.any? { |m| m["type"] == "disconnect" && m["reason"] == "unauthorized" && m["reconnect"] == false },
+      "unauthorized: disconnect message #{sent}")
+check(sent.none? { |m| m["type"] == "welcome" }, "unauthorized: no welcome")
+check(frames.grep(W::WsCloseConn).map { |f| [f.conn_id, f.code] } == [[78, 1000]], "unauthorized: WS_CLOSE_CONN 1000")
+server.write(W.encode(W::WsClose.new(9, 78, now, now, h7.b, 1000, 1, "".b)))
+until_end(server, 9)
+check(WS.sticky_count.zero?, "unauthorized: forgotten after its close")
+
 server.close
 thread.join(5)
-puts "OK done (#{monitor.size} frames went on the monitor connection: heartbeats)"
+puts "OK done (#{monitor.size} frames went on the monitor connection)"

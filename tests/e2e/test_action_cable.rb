@@ -16,7 +16,9 @@
 #  - over the front end's WebSockets (PUMA_PLUS_ACTION_CABLE=frontend, PumaPlus::ActionCable):
 #    the channel test frame by frame in one process (cable_frontend_driver.rb plays the
 #    server), and under the real server with two workers and the async adapter, nothing
-#    hijacked, broadcasts from either worker arriving (the server fans them out).
+#    hijacked, broadcasts from either worker arriving once (the server fans them out; 6.1 with
+#    the Redis adapter too); and over
+#    HTTP/2 extended CONNECT (7.2, tests/ws/h2cable.py).
 # Test names carry the app (rails_7_2_, rails_6_1_): ctest runs each app as its own test
 # (e2e_action_cable_7_2, e2e_action_cable_6_1, with -n /rails_7_2_/ and -n /rails_6_1_/).
 #
@@ -178,12 +180,13 @@ class TestActionCable < Minitest::Test
     FileUtils.rm_rf(@tmp) if @tmp
   end
 
-  def boot(workers, extra_env = {})
+  # `server_flags` go to puma-plus-server after `--` (e.g. -h2c).
+  def boot(workers, extra_env = {}, server_flags = [])
     env = @env.merge("WEB_CONCURRENCY" => workers.to_s).merge(extra_env)
     @srv = E2E::Server.new(workers: workers, env: env, chdir: @app, boot_timeout: 60, command: lambda { |port, cport|
       env["PORT"] = port.to_s
       env["PP_CONTROL_PORT"] = cport.to_s
-      %w[bundle exec puma-plus]
+      %w[bundle exec puma-plus] + (server_flags.empty? ? [] : ["--", *server_flags])
     })
   end
 
@@ -376,7 +379,15 @@ class TestActionCable < Minitest::Test
 
   def frontend_real_server(version)
     app(version)
-    boot(2, "PUMA_PLUS_ACTION_CABLE" => "frontend")
+    # Both switches: the environment (7.2, async adapter) and the config file (6.1, with the
+    # Redis adapter: broadcasts go to the front end and to Redis, and arrive once).
+    if version == "6.1"
+      File.write(File.join(@app, "config/puma-plus.rb"), "\naction_cable :frontend\n", mode: "a")
+      port = start_redis
+      boot(2, "PP_CABLE_ADAPTER" => "redis", "REDIS_URL" => "redis://127.0.0.1:#{port}/0")
+    else
+      boot(2, "PUMA_PLUS_ACTION_CABLE" => "frontend")
+    end
     assert_match(/Action Cable runs over the front end's WebSockets/, @srv.log)
     hijacked = @srv.stats["queue"]["hijacked"]
     client = connect
@@ -401,6 +412,9 @@ class TestActionCable < Minitest::Test
     # Action Cable's pings (every 3 s, from its timer thread) go on the monitor connection.
     client.drain(3.5)
     assert client.seen.any? { |m| m["type"] == "ping" }, "no ping in #{client.seen.size} messages"
+    texts = client.seen.filter_map { |m| m["message"]["text"] if m["message"].is_a?(Hash) }
+    assert_equal texts.uniq, texts, "every broadcast arrived once"
+    assert_equal sent.size + 1, texts.size, "every broadcast to room a arrived"
     # A refused origin is still Action Cable's 404.
     assert_equal "404", connect(origin: "http://localhost:#{@srv.port}").refused
     log = @srv.log
@@ -408,6 +422,22 @@ class TestActionCable < Minitest::Test
     assert_equal 0, @srv.stats["requests"]["status_5xx"], log[-3000..]
     refute_cable_errors(log)
     refute_match(/handler raised|no handler/, log)
+  end
+
+  # The same app code over HTTP/2 (RFC 8441 extended CONNECT on -h2c; tests/ws/h2cable.py,
+  # python3-h2): welcome, subscribe, a broadcast from a POST on the same HTTP/2 connection.
+  def test_rails_7_2_frontend_over_h2
+    flunk("python3-h2 (Debian) is missing in #{PYTHON}") unless system(PYTHON, "-c", "import h2", err: File::NULL)
+    app("7.2")
+    boot(1, { "PUMA_PLUS_ACTION_CABLE" => "frontend" }, ["-h2c"])
+    room = "h2-#{rand(1_000_000)}"
+    out, status = Open3.capture2e("timeout", "60", PYTHON, File.join(E2E::ROOT, "tests/ws/h2cable.py"),
+                                  "127.0.0.1", @srv.port.to_s, room)
+    assert status.success?, "#{out}\n--- server log ---\n#{@srv.log[-3000..]}"
+    assert_match(/^OK$/, out)
+    assert_match(/"text": "over h2"/, out)
+    assert_match(/WorkerChannel is streaming from room:#{room}/, @srv.log)
+    refute_cable_errors(@srv.log)
   end
 
   # ---- redis-server, on a free loopback port, stopped by PID ------------------------------

@@ -149,7 +149,15 @@ class TestWebSocket < Minitest::Test
     # (fewest busy, lowest index) prefers the first worker.
     @server ||= E2E::Server.new(app: APP, workers: 2, threads: 1)
   end
-  Minitest.after_run { @server&.stop }
+  # A second server whose WebSockets together may hold 1 MiB of unsent output.
+  def self.budget_server
+    @budget_server ||= E2E::Server.new(app: APP, workers: 1, threads: 1,
+                                       extra: ["-ws-max-output-total", "1m"])
+  end
+  Minitest.after_run do
+    @server&.stop
+    @budget_server&.stop
+  end
 
   def srv = self.class.server
   def ws(path, **kw) = WSClient.new(srv.port, path, **kw)
@@ -315,11 +323,45 @@ class TestWebSocket < Minitest::Test
     assert_equal before["closes"]["1008"].to_i + 1, stats["websocket"]["closes"]["1008"]
   end
 
+  # Past -ws-max-output-total (all connections' unsent output together) a message closes its
+  # connection with 1013 (try again later) before that connection reaches its own 4 MiB bound.
+  def test_server_output_budget_closes_with_1013
+    b = self.class.budget_server
+    c = WSClient.new(b.port, "/echo")
+    assert_equal 101, c.status
+    c.flood("x".b * 65_536, 400)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
+    sleep 0.1 until b.stats["websocket"]["overload_closes"].positive? ||
+                    Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    st = b.stats["websocket"]
+    assert_equal 1, st["overload_closes"]
+    assert_equal 0, st["slow_reader_closes"], "the server-wide bound came first"
+    assert_operator st["output_bytes"], :<=, (1 << 20) + 200_000, "held output stays near the budget"
+    code = begin
+      op, data = c.recv
+      op, data = c.recv while op != 8
+      data.unpack1("n")
+    rescue EOFError, SystemCallError, Timeout::Error
+      nil
+    end
+    assert_equal 1013, code if code
+    c.shut
+    sleep 0.1 until b.stats["websocket"]["closes"]["1013"].to_i.positive? ||
+                    Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    assert_equal 1, b.stats["websocket"]["closes"]["1013"]
+    assert_equal 101, WSClient.new(b.port, "/echo").tap(&:shut).status, "and the next one is served"
+  end
+
   def test_stats_count_connections_and_messages
-    before = stats["websocket"]
+    all_before = stats
+    before = all_before["websocket"]
     c = ws("/echo")
     3.times { |i| assert_equal "m#{i}", c.ask("m#{i}") }
-    mid = stats["websocket"]
+    all_mid = stats
+    mid = all_mid["websocket"]
+    # events are queue entries: arrivals and completions like requests (the upgrade is one too)
+    assert_operator all_mid["queue"]["arrivals"], :>=, all_before["queue"]["arrivals"] + 5
+    assert_operator all_mid["queue"]["completions"], :>=, all_before["queue"]["completions"] + 5
     assert_operator mid["open"], :>=, 1
     assert_equal before["opened"] + 1, mid["opened"]
     assert_operator mid["messages_in"], :>=, before["messages_in"] + 3

@@ -7,6 +7,10 @@ against tests/apps/websocket (GET /echo is a sticky echo) on a cleartext -h2c li
   /usr/bin/python3 tests/ws/h2ws.py HOST PORT [PORT_OF_A_NO_EXTENDED_CONNECT_SERVER]
   /usr/bin/python3 tests/ws/h2ws.py --tls HOST TLS_PORT   (ALPN h2: the cases below that need
                                                           no raw frames)
+  /usr/bin/python3 tests/ws/h2ws.py --sticky-close HOST PORT   (prints the /echo worker's
+                   "pid N", then "close CODE" when the server closes it)
+  /usr/bin/python3 tests/ws/h2ws.py --subscribe HOST PORT ROOM MESSAGE   (joins /room?name=ROOM,
+                   prints "ready", waits for MESSAGE: a subscriber for a cross-protocol test)
 
 Cases (each on its own stream of one connection unless it says otherwise):
   settings      the server's SETTINGS carry ENABLE_CONNECT_PROTOCOL = 1 (RFC 8441 §3)
@@ -14,6 +18,11 @@ Cases (each on its own stream of one connection unless it says otherwise):
                 frames, flow control both ways), ping answered with a pong, close 1000 both
                 ways, then END_STREAM from the server
   two streams   two WebSockets at once on one connection, each echoes its own
+  tags          two WebSockets of /room get a message of either (the app broadcasts it to the
+                room's tag) and a POST /broadcast sent on the same connection
+  flexible      /flex (route: :flexible) answers "pid N"
+  early bytes   a message sent before the 200 is echoed after it; after a refused upgrade
+                that had early bytes the next WebSocket of the connection works
   app refuses   :path the app does not upgrade: its 403 goes out as it is
   bad version   sec-websocket-version 8: 426 with sec-websocket-version: 13 (RFC 6455 §4.4)
   no :path      an extended CONNECT without :path: RST_STREAM PROTOCOL_ERROR (RFC 8441 §4)
@@ -285,6 +294,57 @@ def t_two(host, port):
     expect((pa, pb) == (b"to a", b"to b"), (pa, pb))
 
 
+@case("bytes before the 200: kept, fed at the accept, echoed")
+def t_early(host, port):
+    c = Conn(host, port)
+    st = c.connect_ws(b"/echo")
+    c.send(st, ws_frame(1, b"sent early"))  # before the server's 200
+    c.pump(lambda: st.status is not None or st.reset is not None)
+    expect(st.status == 200, "status %r reset %r" % (st.status, st.reset))
+    (_, op, p), = c.frames(st, 1)
+    expect((op, p) == (1, b"sent early"), (op, p))
+
+
+@case("app refuses after bytes were sent early: 403, the next WebSocket on it works")
+def t_early_refused(host, port):
+    c = Conn(host, port)
+    st = c.connect_ws(b"/nope")
+    c.send(st, ws_frame(2, os.urandom(60000)))
+    c.pump(lambda: st.ended or st.reset is not None)
+    expect(st.status == 403, st.status)
+    st2 = open_echo(c)
+    c.send(st2, ws_frame(2, os.urandom(60000)))
+    (_, op, p), = c.frames(st2, 1)
+    expect(op == 2 and len(p) == 60000, (op, len(p)))
+
+
+@case("tags: two WebSockets in one room get a message of either, and a POST's broadcast")
+def t_room(host, port):
+    c = Conn(host, port)
+    a = open_echo(c, b"/room?name=h2room")
+    b = open_echo(c, b"/room?name=h2room")
+    c.send(a, ws_frame(1, b"from a"))
+    (_, _, pa), = c.frames(a, 1)
+    (_, _, pb), = c.frames(b, 1)
+    expect((pa, pb) == (b"from a", b"from a"), (pa, pb))
+    post = c.request([(b":method", b"POST"), (b":scheme", b"http"),
+                      (b":path", b"/broadcast?room=h2room"), (b":authority", b"127.0.0.1"),
+                      (b"content-length", b"9")])
+    c.send(post, b"from post", end=True)
+    (_, _, pa), = c.frames(a, 1)
+    (_, _, pb), = c.frames(b, 1)
+    expect((pa, pb) == (b"from post", b"from post"), (pa, pb))
+
+
+@case("flexible routing: /flex answers from a worker")
+def t_flex(host, port):
+    c = Conn(host, port)
+    st = open_echo(c, b"/flex")
+    c.send(st, ws_frame(1, b"pid"))
+    (_, _, p), = c.frames(st, 1)
+    expect(p.startswith(b"pid "), p)
+
+
 @case("app refuses: its 403 as it is")
 def t_refused(host, port):
     c = Conn(host, port)
@@ -444,8 +504,43 @@ def t_no_setting(host, port):
     expect(r == (None, 1, None), r)
 
 
+def subscribe(host, port, room, expect_msg):
+    """Joins ROOM and waits for one message: the cross-protocol broadcast test's subscriber.
+    Prints "ready" once the 200 came, then "got" and exits 0, or exits 1."""
+    c = Conn(host, port)
+    st = open_echo(c, b"/room?name=" + room.encode())
+    print("ready", flush=True)
+    (_, _, p), = c.frames(st, 1)
+    if p != expect_msg.encode():
+        print("unexpected %r" % p, flush=True)
+        sys.exit(1)
+    print("got", flush=True)
+    sys.exit(0)
+
+
+def sticky_close(host, port):
+    """Opens /echo (sticky), prints "pid N" (its worker), then waits for the server's Close and
+    prints "close CODE": the caller kills that worker (the server closes with 1012)."""
+    c = Conn(host, port)
+    st = open_echo(c)
+    c.send(st, ws_frame(1, b"pid"))
+    (_, _, p), = c.frames(st, 1)
+    print(p.decode(), flush=True)
+    end = time.monotonic() + 20
+    while time.monotonic() < end:
+        (_, op, p), = c.frames(st, 1)
+        if op == 8:
+            print("close %d" % struct.unpack(">H", p[:2])[0], flush=True)
+            sys.exit(0)
+    sys.exit(1)
+
+
 def main():
     global TLS
+    if sys.argv[1] == "--sticky-close":
+        sticky_close(sys.argv[2], int(sys.argv[3]))
+    if sys.argv[1] == "--subscribe":
+        subscribe(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
     if "--tls" in sys.argv:  # over TLS: the cases that do not need raw frames
         sys.argv.remove("--tls")
         TLS = True
@@ -456,7 +551,9 @@ def main():
         print("%d passed, %d failed" % (len(results) - failed, failed))
         sys.exit(1 if failed else 0)
     host, port = sys.argv[1], int(sys.argv[2])
-    for t in (t_settings, t_echo, t_two, t_refused, t_version, t_no_path, t_on_get, t_other,
+    for t in (t_settings, t_echo, t_two, t_room, t_flex, t_early, t_early_refused, t_refused,
+              t_version,
+              t_no_path, t_on_get, t_other,
               t_plain, t_reset, t_fin, t_data_after_close, t_slow_reader):
         t(host, port)
     if len(sys.argv) > 3:

@@ -16,8 +16,10 @@ module PumaPlus
   #   slot, so its transmissions go out as WS_SEND on the slot connection.
   # - `stream_from(name)` without a callback (the usual form) becomes WS_TAG name with the
   #   envelope `{"identifier":ID,"message":` … `}`: the server fans a broadcast out without
-  #   Ruby. A stream with a callback or a coder other than JSON keeps Action Cable's pubsub
-  #   path (its messages come through the configured adapter and leave as WS_SEND).
+  #   Ruby. A stream with a callback or a coder other than JSON, or a second subscription of
+  #   the same connection to a broadcasting it streams already (the server keeps one envelope
+  #   per tag and connection), keeps Action Cable's pubsub path (its messages come through the
+  #   configured adapter and leave as WS_SEND).
   # - `ActionCable.server.broadcast` (its pubsub's broadcast) sends WS_BROADCAST, which reaches
   #   every front-end subscriber in every worker, and also publishes through the configured
   #   adapter (async, Redis, ...) for the callback streams and any hijacked connection.
@@ -39,6 +41,11 @@ module PumaPlus
 
       ::ActionCable::Server::Base.prepend(ServerShim)
       ::ActionCable::Channel::Base.prepend(ChannelShim)
+      ::ActionCable::Connection::WebSocket.prepend(WebSocketShim)
+      # A server whose pubsub the app already made at boot: wrap that one too.
+      server = ::ActionCable.instance_variable_get(:@server)
+      adapter = server&.instance_variable_get(:@pubsub)
+      server.instance_variable_set(:@pubsub, Pubsub.new(adapter)) if adapter && !adapter.is_a?(Pubsub)
       @installed = true
     end
 
@@ -48,6 +55,7 @@ module PumaPlus
 
       def initialize(env)
         @env = env
+        @tags = {} # tag => the TagStream holding it (one envelope per tag and connection)
         @conn = nil
         @closed = false
         offered = WebSocket.protocols(env)
@@ -88,10 +96,23 @@ module PumaPlus
         nil
       end
 
-      # Envelope subscription for ChannelShim#stream_from.
-      def tag(name, prefix, suffix) = @conn.tag(name, prefix: prefix, suffix: suffix)
+      # Envelope subscription for ChannelShim#stream_from: false when another subscription of
+      # this connection holds the tag already (the server keeps one envelope per tag and
+      # connection; the second stream then takes the pubsub path).
+      def tag(stream, prefix, suffix)
+        return false if @tags.key?(stream.name)
 
-      def untag(name) = @conn.untag(name)
+        @tags[stream.name] = stream
+        @conn.tag(stream.name, prefix: prefix, suffix: suffix)
+        true
+      end
+
+      def untag(stream)
+        return unless @tags[stream.name].equal?(stream)
+
+        @tags.delete(stream.name)
+        @conn.untag(stream.name) if alive?
+      end
     end
 
     # The sticky handler of one connection: runs Action Cable's own steps in the slot.
@@ -134,7 +155,7 @@ module PumaPlus
         @name = name
       end
 
-      def stop = @socket.alive? && @socket.untag(@name)
+      def stop = @socket.untag(self)
     end
 
     # ActionCable::Server::Base: an upgrade the front end took runs over it; every other
@@ -195,6 +216,16 @@ module PumaPlus
       def respond_to_missing?(name, include_all = false) = @adapter.respond_to?(name, include_all) || super
     end
 
+    # ActionCable::Connection::WebSocket for an upgrade the front end took: no ClientSocket (and
+    # no websocket-driver) is built, since ServerShim puts a Socket in its place at once.
+    module WebSocketShim
+      def initialize(env, *args, **kwargs)
+        return super unless WebSocket.websocket?(env)
+
+        @websocket = nil
+      end
+    end
+
     # ActionCable::Channel::Base#stream_from on a front-end connection, in the usual form (no
     # callback, JSON or no coder): a WS_TAG with this subscription's envelope.
     module ChannelShim
@@ -206,8 +237,10 @@ module PumaPlus
 
         broadcasting = String(broadcasting)
         prefix = %({"identifier":#{::ActiveSupport::JSON.encode(@identifier)},"message":)
-        streams[broadcasting] = TagStream.new(socket, broadcasting)
-        socket.tag(broadcasting, prefix, "}")
+        stream = TagStream.new(socket, broadcasting)
+        return super unless socket.tag(stream, prefix, "}")
+
+        streams[broadcasting] = stream
         logger.info "#{self.class.name} is streaming from #{broadcasting}"
       end
     end

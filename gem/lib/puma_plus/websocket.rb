@@ -48,6 +48,7 @@ module PumaPlus
     # One WebSocket connection as the app sees it in its handler. Sticky: the same object for
     # every event of the connection (state kept); flexible: a new one per event.
     class Conn
+      # `env`: the upgrade request's env, in on_open only (nil afterwards).
       attr_reader :id, :route, :protocol, :env, :state
 
       def initialize(id, route, protocol, env = nil)
@@ -86,6 +87,8 @@ module PumaPlus
       def closed? = @closed
 
       def closed! = (@closed = true)
+
+      def drop_env = (@env = nil)
 
       def inspect = "#<PumaPlus::WebSocket::Conn #{@id} #{@route}#{@closed ? ' closed' : ''}>"
     end
@@ -129,7 +132,9 @@ module PumaPlus
 
         key = route == :sticky ? sticky_key(handler) : flexible_key(handler)
         h = headers.to_h.merge(FIELD => name, FIELD_HANDLER => key)
-        h[FIELD_TAGS] = tags unless tags.empty? # one field line per tag
+        # One field line per tag: an Array (Rack 3), or lines joined with "\n" (Rack 2, whose
+        # Lint wants String values); the worker writes both as repeated fields.
+        h[FIELD_TAGS] = rack2? ? tags.join("\n") : tags unless tags.empty?
         h[FIELD_PROTOCOL] = protocol if protocol
         [101, h, []]
       end
@@ -157,9 +162,11 @@ module PumaPlus
         nil
       end
 
-      # tag nil: remove every tag.
+      # The envelope (prefix, suffix) must be UTF-8 (docs/PROTOCOL.md WS_TAG).
       def tag_conn(conn_id, tag, prefix: "", suffix: "")
-        emit(Wire.append_ws_tag(+"".b, conn_id, Wire::WS_TAG_ADD, check_tag(tag), prefix.to_s, suffix.to_s))
+        prefix = utf8(prefix, "envelope prefix")
+        suffix = utf8(suffix, "envelope suffix")
+        emit(Wire.append_ws_tag(+"".b, conn_id, Wire::WS_TAG_ADD, check_tag(tag), prefix, suffix))
         nil
       end
 
@@ -205,7 +212,11 @@ module PumaPlus
         end
         case ev
         when Wire::WsOpen
-          handler.on_open(conn) if handler.respond_to?(:on_open)
+          begin
+            handler.on_open(conn) if handler.respond_to?(:on_open)
+          ensure
+            conn.drop_env # idle connections hold no env: keep what you need in conn.state
+          end
         when Wire::WsMessage
           data = ev.data
           data.force_encoding(Encoding::UTF_8) if ev.opcode == Wire::WS_TEXT
@@ -228,8 +239,10 @@ module PumaPlus
 
       private
 
+      def rack2? = defined?(::Rack.release) && ::Rack.release.start_with?("2.", "1.")
+
       # RFC 6455 §7.4 codes an endpoint may send (docs/PROTOCOL.md WS_CLOSE_CONN).
-      def sendable_code?(c) = [1000, 1001, 1003].include?(c) || (1007..1014).cover?(c) || (3000..4999).cover?(c)
+      def sendable_code?(c) = (1000..1003).cover?(c) || (1007..1014).cover?(c) || (3000..4999).cover?(c)
 
       # The handler tables live in the main Ractor: a Ractor slot cannot reach them.
       def main_ractor!

@@ -41,6 +41,7 @@ typedef struct req_rec {
 
 static req_rec reqs[64];
 static int nreqs, conns_opened, conns_closed, answer_status;
+static int respond_inside; /* 1: on_request answers 426 itself and returns 0; 2: ... and 403 */
 
 static void copy_str(char *dst, size_t cap, const uint8_t *p, size_t n) {
   if (!p) n = 0;
@@ -62,6 +63,14 @@ static int on_request(pp_h3_conn *c, const pp_h3_request *req, void **sd) {
   CU_ASSERT_EQUAL(pp_h3_server_flush(&srv, now), PP_H3_EREENTER);
   CU_ASSERT_EQUAL(pp_h3_conn_handle_expiry(c, now), PP_H3_EREENTER);
   if (answer_status) return answer_status;
+  if (respond_inside) {
+    pp_h2_header v = {(const uint8_t *)"sec-websocket-version", 21, (const uint8_t *)"13", 2};
+    CU_ASSERT_EQUAL(pp_h3_respond(c, req->stream_id, 426, &v, 1, 0), 0);
+    CU_ASSERT_EQUAL(pp_h3_send_data(c, req->stream_id, (const uint8_t *)"426\n", 4), 0);
+    CU_ASSERT_EQUAL(pp_h3_send_end(c, req->stream_id), 0);
+    *sd = NULL;
+    return respond_inside == 1 ? 0 : 403;
+  }
   CU_ASSERT_FATAL(nreqs < 64);
   req_rec *r = &reqs[nreqs++];
   memset(r, 0, sizeof *r);
@@ -85,6 +94,7 @@ static int on_request(pp_h3_conn *c, const pp_h3_request *req, void **sd) {
 static int on_body(pp_h3_conn *c, int64_t id, void *sd, const uint8_t *data, size_t len) {
   (void)c, (void)id;
   req_rec *r = sd;
+  if (!r) return 0;
   pp_buf_append(&r->body, data, len);
   r->body_calls++;
   if (len > r->max_piece) r->max_piece = len;
@@ -92,12 +102,14 @@ static int on_body(pp_h3_conn *c, int64_t id, void *sd, const uint8_t *data, siz
 }
 static int on_body_end(pp_h3_conn *c, int64_t id, void *sd) {
   (void)c, (void)id;
+  if (!sd) return 0;
   ((req_rec *)sd)->body_end = 1;
   return 0;
 }
 static void on_close(pp_h3_conn *c, int64_t id, void *sd, uint64_t code) {
   (void)c, (void)id;
   req_rec *r = sd;
+  if (!r) return;        /* answered from inside on_request (respond_inside) */
   CU_ASSERT(!r->closed); /* exactly once */
   r->closed = 1;
   r->close_code = code;
@@ -524,6 +536,24 @@ static void test_extended_connect(void) {
   CU_ASSERT_EQUAL(c->streams[c->nstreams - 1].close_code, NGHTTP3_H3_MESSAGE_ERROR);
   CU_ASSERT_EQUAL(nreqs, 1);
   CU_ASSERT_EQUAL(pp_h3_server_conn_count(&srv), 1); /* stream errors only */
+  server_stop();
+  /* The owner answers from inside on_request (a 426 with its field) and returns 0; answering
+   * and then refusing resets the stream instead. */
+  server_start(NULL);
+  c = connect_client(0);
+  respond_inside = 1;
+  int64_t in1 = client_connect(c, "CONNECT", "websocket", "/v", NULL, 0);
+  pump();
+  cstream *cs = cs_of(c, in1);
+  CU_ASSERT_EQUAL(cs->status, 426);
+  CU_ASSERT(has_line(&cs->hdrs, "sec-websocket-version: 13"));
+  CU_ASSERT(cs->body.len == 4 && !memcmp(cs->body.data, "426\n", 4));
+  respond_inside = 2;
+  int64_t in2 = client_connect(c, "CONNECT", "websocket", "/v", NULL, 0);
+  pump();
+  respond_inside = 0;
+  CU_ASSERT(cs_of(c, in2)->closed);
+  CU_ASSERT_EQUAL(cs_of(c, in2)->close_code, NGHTTP3_H3_REQUEST_CANCELLED);
   server_stop();
   /* The setting off: :protocol is malformed. */
   server_start(connect_off);
