@@ -1,7 +1,8 @@
 /* The workers layer's own context (workers/): the worker listener and the worker
  * connections, the registry of workers, the shepherd and its control pipe, the spawn
- * bookkeeping and the phased restart, and what it is handed of the other layers at set-up
- * (pp_workers_init). struct server holds one (s->workers). */
+ * bookkeeping, the phased restart and the standby pool, and what it is handed of the other
+ * layers at set-up (pp_workers_init, pp_workers_init_process). struct server holds one
+ * (s->workers). */
 #ifndef PP_WORKERS_H
 #define PP_WORKERS_H
 
@@ -143,7 +144,8 @@ typedef struct pp_workers {
   const pp_config *cfg;
   pp_net *net;             /* write chunks (wlink.c) */
   pp_exchange_pool *xpool; /* exchanges released when their worker is lost */
-  const pp_hooks *hooks;   /* slot_free, drain_progress */
+  const pp_hooks *hooks;   /* slot_free, drain_progress (wlink.c); exit (shepherd.c); reloading
+                              (phased.c) */
   server *srv;             /* handed to the hooks; never read here */
   pp_stats *stats;         /* the counters (held in the core's context) */
   pp_admit_state *admit;   /* the admission rule's memory (core/): a completion updates it */
