@@ -67,6 +67,14 @@ bool cli_parse_duration(const char *s, uint64_t *out);
 bool cli_parse_double(const char *s, double *out);
 /* A byte count with an optional k/m suffix (KiB, MiB); false when malformed. */
 bool cli_parse_size(const char *s, uint32_t *out);
+/* One step of the flag loop of the commands that store their command line with their results
+ * (compare, soak): the flag at argv[*i] and its value are appended to flags (space-separated)
+ * and *i is left on the last word taken. *name: the flag without its dashes; *value: its value,
+ * or NULL when the flag is one of `switches` (NULL-terminated; they take none). false, after
+ * saying why on stderr as "pp-bench CMD: ...", for a word that is not a flag or a flag whose
+ * value is missing. */
+bool cli_next_flag(const char *cmd, int argc, char **argv, int *i, const char *const *switches,
+                   char *flags, size_t flags_cap, const char **name, const char **value);
 /* The common flags from argv[first]; false (after a message) on a bad flag. */
 bool cli_parse_opts(int argc, char **argv, int first, opts *o);
 /* The process group of the server being measured (0: none), killed on SIGINT/SIGTERM/SIGHUP. */

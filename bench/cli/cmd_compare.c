@@ -119,15 +119,10 @@ int cmd_compare(int argc, char **argv) {
   const char *gemfile = NULL;
   bool steal_retries_given = false;
   char flags[1024] = "";
+  static const char *const switches[] = {"h", "help", "no-db", NULL};
   for (int i = 2; i < argc; i++) {
-    size_t fl = strlen(flags);
-    snprintf(flags + fl, sizeof flags - fl, "%s%s", fl ? " " : "", argv[i]);
-    if (argv[i][0] != '-') {
-      fprintf(stderr, "pp-bench compare: unexpected argument '%s' (pp-bench compare --help)\n",
-              argv[i]);
-      return 2;
-    }
-    const char *a = argv[i] + (argv[i][1] == '-' ? 2 : 1);
+    const char *a, *v;
+    if (!cli_next_flag("compare", argc, argv, &i, switches, flags, sizeof flags, &a, &v)) return 2;
     if (strcmp(a, "h") == 0 || strcmp(a, "help") == 0) {
       compare_usage(stdout);
       return 0;
@@ -136,13 +131,6 @@ int cmd_compare(int argc, char **argv) {
       db = NULL;
       continue;
     }
-    if (i + 1 >= argc) {
-      fprintf(stderr, "pp-bench compare: option -%s needs a value\n", a);
-      return 2;
-    }
-    const char *v = argv[++i];
-    fl = strlen(flags);
-    snprintf(flags + fl, sizeof flags - fl, " %s", v);
     double d;
     bool ok = true;
     char bad[64];

@@ -114,14 +114,10 @@ int cmd_soak(int argc, char **argv) {
     }
   }
   char flags[1024] = "";
+  static const char *const switches[] = {"short", "shed", "no-db", NULL};
   for (int i = 2; i < argc; i++) {
-    size_t fl = strlen(flags);
-    snprintf(flags + fl, sizeof flags - fl, "%s%s", fl ? " " : "", argv[i]);
-    if (argv[i][0] != '-') {
-      fprintf(stderr, "pp-bench soak: unexpected argument '%s'\n", argv[i]);
-      return 2;
-    }
-    const char *a = argv[i] + (argv[i][1] == '-' ? 2 : 1);
+    const char *a, *v;
+    if (!cli_next_flag("soak", argc, argv, &i, switches, flags, sizeof flags, &a, &v)) return 2;
     if (strcmp(a, "short") == 0) continue;
     if (strcmp(a, "shed") == 0) {
       shed = true;
@@ -131,13 +127,6 @@ int cmd_soak(int argc, char **argv) {
       db = NULL;
       continue;
     }
-    if (i + 1 >= argc) {
-      fprintf(stderr, "pp-bench soak: option -%s needs a value\n", a);
-      return 2;
-    }
-    const char *v = argv[++i];
-    fl = strlen(flags);
-    snprintf(flags + fl, sizeof flags - fl, " %s", v);
     double d;
     bool ok = true;
     int phase = -1;

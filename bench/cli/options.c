@@ -122,6 +122,29 @@ bool cli_parse_size(const char *s, uint32_t *out) {
   return true;
 }
 
+bool cli_next_flag(const char *cmd, int argc, char **argv, int *i, const char *const *switches,
+                   char *flags, size_t flags_cap, const char **name, const char **value) {
+  const char *w = argv[*i];
+  size_t fl = strlen(flags);
+  snprintf(flags + fl, flags_cap - fl, "%s%s", fl ? " " : "", w);
+  if (w[0] != '-') {
+    fprintf(stderr, "pp-bench %s: unexpected argument '%s' (pp-bench %s --help)\n", cmd, w, cmd);
+    return false;
+  }
+  *name = w + (w[1] == '-' ? 2 : 1);
+  *value = NULL;
+  for (const char *const *s = switches; s && *s; s++)
+    if (strcmp(*name, *s) == 0) return true;
+  if (*i + 1 >= argc) {
+    fprintf(stderr, "pp-bench %s: option -%s needs a value\n", cmd, *name);
+    return false;
+  }
+  *value = argv[++*i];
+  fl = strlen(flags);
+  snprintf(flags + fl, flags_cap - fl, " %s", *value);
+  return true;
+}
+
 /* Parses -flag value pairs from argv[first..]. Returns false (after printing why) on error. */
 bool cli_parse_opts(int argc, char **argv, int first, opts *o) {
   for (int i = first; i < argc; i++) {

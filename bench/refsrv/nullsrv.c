@@ -7,14 +7,10 @@
  * into the write BIO is written to the socket after every SSL call. */
 #include "bench/refsrv/nullsrv.h"
 
-#include <fcntl.h>
-
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <llhttp.h>
 #include <nghttp2/nghttp2.h>
@@ -24,19 +20,16 @@
 #include <openssl/x509v3.h>
 #include <uv.h>
 
+#include "bench/refsrv/nullsrv_base.h"
+
 struct pb_nullsrv {
   pb_nullsrv_config cfg;
-  uv_loop_t loop;
+  pb_nullsrv_loop run; /* loop, thread, stop, stall, count (nullsrv_base.h) */
   uv_tcp_t listener;
-  uv_async_t stop_async;
-  uv_timer_t stall_timer;
-  uv_thread_t thread;
   llhttp_settings_t settings;
   nghttp2_session_callbacks *h2_callbacks;
   SSL_CTX *ssl_ctx;
   char alpn[32]; /* the accepted ALPN protocol */
-  _Atomic uint64_t served;
-  uint64_t stall_began, stall_ended;
 };
 
 typedef struct sstream sstream;
@@ -169,16 +162,6 @@ static void sconn_write(sconn *c, const void *data, size_t n) {
   tls_flush(c);
 }
 
-/* Counts an answered request; with `leak_every`, every Nth one also opens /dev/null and never
- * closes it: the descriptor leak a soak test injects to prove it can see one. */
-static void count_served(pb_nullsrv *srv) {
-  uint64_t n = atomic_fetch_add(&srv->served, 1) + 1;
-  if (srv->cfg.leak_every && n % srv->cfg.leak_every == 0) {
-    int leaked = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    (void)leaked;
-  }
-}
-
 /* ---- HTTP/1.1 ---- */
 
 static void respond(uv_timer_t *t) {
@@ -192,7 +175,7 @@ static void respond(uv_timer_t *t) {
   char response[160];
   int n = snprintf(response, sizeof response, "HTTP/1.1 %u X\r\nContent-Length: 2\r\n%s\r\nok",
                    code, c->keep_alive ? "" : "Connection: close\r\n");
-  count_served(c->srv);
+  pb_nullsrv_loop_count(&c->srv->run);
   sconn_write(c, response, (size_t)n);
 }
 
@@ -254,7 +237,7 @@ static void h2_respond(uv_timer_t *t) {
   sstream *st = t->data;
   sconn *c = st->c;
   if (c->dying) return;
-  count_served(c->srv);
+  pb_nullsrv_loop_count(&c->srv->run);
   if (strcmp(st->path, "/reset") == 0) {
     nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
   } else if (strcmp(st->path, "/goaway") == 0) {
@@ -286,7 +269,7 @@ static int h2_on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame, v
   if (!st) return NGHTTP2_ERR_CALLBACK_FAILURE;
   st->c = c;
   st->id = frame->hd.stream_id;
-  uv_timer_init(&c->srv->loop, &st->delay);
+  uv_timer_init(&c->srv->run.loop, &st->delay);
   st->delay.data = st;
   c->handles++;
   st->next = c->streams;
@@ -408,8 +391,8 @@ static void on_connection(uv_stream_t *l, int status) {
   sconn *c = calloc(1, sizeof *c);
   if (!c) return;
   c->srv = srv;
-  uv_tcp_init(&srv->loop, &c->tcp);
-  uv_timer_init(&srv->loop, &c->delay);
+  uv_tcp_init(&srv->run.loop, &c->tcp);
+  uv_timer_init(&srv->run.loop, &c->delay);
   c->handles = 2;
   c->tcp.data = c;
   c->delay.data = c;
@@ -451,31 +434,13 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outle
   return SSL_TLSEXT_ERR_ALERT_FATAL; /* no_application_protocol */
 }
 
-/* A self-signed P-256 certificate for localhost, valid for a day, made in memory. */
+/* The TLS context: the self-signed certificate (nullsrv_base.c) and the one ALPN protocol. */
 static SSL_CTX *make_ssl_ctx(pb_nullsrv *srv) {
   SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-  EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
-  X509 *x = X509_new();
-  bool ok = ctx && key && x;
-  if (ok) {
-    X509_set_version(x, 2);
-    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-    X509_gmtime_adj(X509_getm_notBefore(x), -60);
-    X509_gmtime_adj(X509_getm_notAfter(x), 86400);
-    X509_set_pubkey(x, key);
-    X509_NAME *name = X509_get_subject_name(x);
-    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1, -1,
-                               0);
-    X509_set_issuer_name(x, name);
-    X509_EXTENSION *san =
-        X509V3_EXT_conf_nid(NULL, NULL, NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1");
-    if (san) {
-      X509_add_ext(x, san, -1);
-      X509_EXTENSION_free(san);
-    }
-    ok = X509_sign(x, key, EVP_sha256()) > 0 && SSL_CTX_use_certificate(ctx, x) == 1 &&
-         SSL_CTX_use_PrivateKey(ctx, key) == 1;
-  }
+  EVP_PKEY *key = NULL;
+  X509 *x = NULL;
+  bool ok = ctx && pb_nullsrv_self_signed(&key, &x) == 0 && SSL_CTX_use_certificate(ctx, x) == 1 &&
+            SSL_CTX_use_PrivateKey(ctx, key) == 1;
   X509_free(x);
   EVP_PKEY_free(key);
   if (!ok) {
@@ -489,15 +454,6 @@ static SSL_CTX *make_ssl_ctx(pb_nullsrv *srv) {
 
 /* ---- lifecycle ---- */
 
-static void on_stall(uv_timer_t *t) {
-  pb_nullsrv *srv = t->data;
-  srv->stall_began = uv_hrtime();
-  struct timespec ts = {.tv_sec = (time_t)(srv->cfg.stall_ns / 1000000000u),
-                        .tv_nsec = (long)(srv->cfg.stall_ns % 1000000000u)};
-  while (nanosleep(&ts, &ts) != 0) {}
-  srv->stall_ended = uv_hrtime();
-}
-
 static void close_walk(uv_handle_t *h, void *arg) {
   if (uv_is_closing(h)) return;
   if (h->data == arg)
@@ -509,12 +465,7 @@ static void close_walk(uv_handle_t *h, void *arg) {
 static void on_stop(uv_async_t *a) {
   pb_nullsrv *srv = a->data;
   /* Connections free their memory when their last handle closed; close them that way. */
-  uv_walk(&srv->loop, close_walk, srv);
-}
-
-static void thread_main(void *arg) {
-  pb_nullsrv *srv = arg;
-  uv_run(&srv->loop, UV_RUN_DEFAULT);
+  uv_walk(&srv->run.loop, close_walk, srv);
 }
 
 static void srv_free(pb_nullsrv *srv) {
@@ -552,8 +503,8 @@ int pb_nullsrv_start(const pb_nullsrv_config *cfg, pb_nullsrv **out, int *port_o
       return -1;
     }
   }
-  uv_loop_init(&srv->loop);
-  uv_tcp_init(&srv->loop, &srv->listener);
+  pb_nullsrv_loop_init(&srv->run, &srv->cfg);
+  uv_tcp_init(&srv->run.loop, &srv->listener);
   srv->listener.data = srv;
   struct sockaddr_in addr;
   int rc = uv_ip4_addr(srv->cfg.host, srv->cfg.port, &addr);
@@ -563,8 +514,8 @@ int pb_nullsrv_start(const pb_nullsrv_config *cfg, pb_nullsrv **out, int *port_o
     fprintf(stderr, "null server: cannot listen on %s:%d: %s\n", srv->cfg.host, srv->cfg.port,
             uv_strerror(rc));
     uv_close((uv_handle_t *)&srv->listener, NULL);
-    uv_run(&srv->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&srv->loop);
+    uv_run(&srv->run.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&srv->run.loop);
     srv_free(srv);
     return -1;
   }
@@ -572,29 +523,16 @@ int pb_nullsrv_start(const pb_nullsrv_config *cfg, pb_nullsrv **out, int *port_o
   int len = sizeof bound;
   uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&bound, &len);
   *port_out = ntohs(((struct sockaddr_in *)&bound)->sin_port);
-  uv_async_init(&srv->loop, &srv->stop_async, on_stop);
-  srv->stop_async.data = srv;
-  uv_timer_init(&srv->loop, &srv->stall_timer);
-  srv->stall_timer.data = srv;
-  if (srv->cfg.stall_at_ns && srv->cfg.stall_ns) {
-    uint64_t now = uv_hrtime();
-    uint64_t in_ms = srv->cfg.stall_at_ns > now ? (srv->cfg.stall_at_ns - now) / 1000000u : 0;
-    uv_timer_start(&srv->stall_timer, on_stall, in_ms, 0);
-  }
-  uv_thread_create(&srv->thread, thread_main, srv);
+  pb_nullsrv_loop_run(&srv->run, on_stop, srv);
   *out = srv;
   return 0;
 }
 
 uint64_t pb_nullsrv_served(const pb_nullsrv *s) {
-  return atomic_load(&((pb_nullsrv *)s)->served);
+  return pb_nullsrv_loop_served(&s->run);
 }
 
 void pb_nullsrv_stop(pb_nullsrv *s, uint64_t *stall_began_ns, uint64_t *stall_ended_ns) {
-  uv_async_send(&s->stop_async);
-  uv_thread_join(&s->thread);
-  uv_loop_close(&s->loop);
-  if (stall_began_ns) *stall_began_ns = s->stall_began;
-  if (stall_ended_ns) *stall_ended_ns = s->stall_ended;
+  pb_nullsrv_loop_stop(&s->run, stall_began_ns, stall_ended_ns);
   srv_free(s);
 }

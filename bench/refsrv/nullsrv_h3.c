@@ -17,14 +17,10 @@
  * connections); the certificate is made here because no client needs one. */
 #include "bench/refsrv/nullsrv.h"
 
-#include <fcntl.h>
-
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <gnutls/gnutls.h>
 #include <nghttp3/nghttp3.h>
@@ -37,23 +33,19 @@
 #include <openssl/x509v3.h>
 #include <uv.h>
 
+#include "bench/refsrv/nullsrv_base.h"
 #include "quic_client/quic_client.h"
 
 typedef struct qconn qconn;
 
 struct pb_nullsrv_h3 {
   pb_nullsrv_config cfg;
-  uv_loop_t loop;
+  pb_nullsrv_loop run; /* loop, thread, stop, stall, count (nullsrv_base.h) */
   uv_udp_t udp;
-  uv_async_t stop_async;
-  uv_timer_t stall_timer;
-  uv_thread_t thread;
   struct sockaddr_in local;
   gnutls_certificate_credentials_t cred;
   qconn *conns;
   bool stopping;
-  _Atomic uint64_t served;
-  uint64_t stall_began, stall_ended;
   uint8_t rbuf[65536];
   uint8_t pkt[1500];
 };
@@ -142,16 +134,6 @@ static nghttp3_ssize read_body(nghttp3_conn *h3, int64_t id, nghttp3_vec *vec, s
   return 1;
 }
 
-/* Counts an answered request; with `leak_every`, every Nth one also opens /dev/null and never
- * closes it (the descriptor leak a soak test injects to prove it can see one). */
-static void count_served(pb_nullsrv_h3 *srv) {
-  uint64_t n = atomic_fetch_add(&srv->served, 1) + 1;
-  if (srv->cfg.leak_every && n % srv->cfg.leak_every == 0) {
-    int leaked = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    (void)leaked;
-  }
-}
-
 static void respond(uv_timer_t *t) {
   qstream *s = t->data;
   qconn *c = s->c;
@@ -166,7 +148,7 @@ static void respond(uv_timer_t *t) {
   unsigned st = s->status ? s->status : 200;
   bool body = st != 204 && st != 304 && st >= 200; /* those carry no content (RFC 9110) */
   if (nghttp3_conn_submit_response(c->h3, s->id, nva, 2, body ? &dr : NULL) == 0)
-    count_served(c->srv);
+    pb_nullsrv_loop_count(&c->srv->run);
   qc_write(c);
 }
 
@@ -179,7 +161,7 @@ static int h_begin_headers(nghttp3_conn *h3, int64_t id, void *ud, void *sud) {
   if (!s) return NGHTTP3_ERR_CALLBACK_FAILURE;
   s->c = c;
   s->id = id;
-  uv_timer_init(&c->srv->loop, &s->delay);
+  uv_timer_init(&c->srv->run.loop, &s->delay);
   s->delay.data = s;
   c->handles++;
   s->next = c->streams;
@@ -472,7 +454,7 @@ static qconn *qc_new(pb_nullsrv_h3 *srv, const struct sockaddr_in *from, const u
   params.original_dcid = hd.dcid;
   ngtcp2_path path;
   qc_path(c, &path);
-  uv_timer_init(&srv->loop, &c->timer);
+  uv_timer_init(&srv->run.loop, &c->timer);
   c->timer.data = c;
   c->handles = 1;
   c->next = srv->conns;
@@ -535,27 +517,12 @@ static void on_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struc
 
 /* A self-signed P-256 certificate for localhost, as PEM (OpenSSL), for GnuTLS. */
 static int make_cred(pb_nullsrv_h3 *srv) {
-  EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
-  X509 *x = X509_new();
+  EVP_PKEY *key = NULL;
+  X509 *x = NULL;
   BIO *kb = BIO_new(BIO_s_mem()), *cb = BIO_new(BIO_s_mem());
   int rc = -1;
-  if (key && x && kb && cb) {
-    X509_set_version(x, 2);
-    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-    X509_gmtime_adj(X509_getm_notBefore(x), -60);
-    X509_gmtime_adj(X509_getm_notAfter(x), 86400);
-    X509_set_pubkey(x, key);
-    X509_NAME *name = X509_get_subject_name(x);
-    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1, -1,
-                               0);
-    X509_set_issuer_name(x, name);
-    X509_EXTENSION *san =
-        X509V3_EXT_conf_nid(NULL, NULL, NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1");
-    if (san) {
-      X509_add_ext(x, san, -1);
-      X509_EXTENSION_free(san);
-    }
-    if (X509_sign(x, key, EVP_sha256()) > 0 && PEM_write_bio_X509(cb, x) == 1 &&
+  if (kb && cb && pb_nullsrv_self_signed(&key, &x) == 0) {
+    if (PEM_write_bio_X509(cb, x) == 1 &&
         PEM_write_bio_PrivateKey(kb, key, NULL, NULL, 0, NULL, NULL) == 1) {
       char *cp, *kp;
       long cl = BIO_get_mem_data(cb, &cp), kl = BIO_get_mem_data(kb, &kp);
@@ -574,28 +541,14 @@ static int make_cred(pb_nullsrv_h3 *srv) {
   return rc;
 }
 
-static void on_stall(uv_timer_t *t) {
-  pb_nullsrv_h3 *srv = t->data;
-  srv->stall_began = uv_hrtime();
-  struct timespec ts = {.tv_sec = (time_t)(srv->cfg.stall_ns / 1000000000u),
-                        .tv_nsec = (long)(srv->cfg.stall_ns % 1000000000u)};
-  while (nanosleep(&ts, &ts) != 0) {}
-  srv->stall_ended = uv_hrtime();
-}
-
 static void on_stop(uv_async_t *a) {
   pb_nullsrv_h3 *srv = a->data;
   srv->stopping = true;
   for (qconn *c = srv->conns; c; c = c->next)
     qc_kill(c);
   uv_close((uv_handle_t *)&srv->udp, NULL);
-  uv_close((uv_handle_t *)&srv->stop_async, NULL);
-  uv_close((uv_handle_t *)&srv->stall_timer, NULL);
-}
-
-static void thread_main(void *arg) {
-  pb_nullsrv_h3 *srv = arg;
-  uv_run(&srv->loop, UV_RUN_DEFAULT);
+  uv_close((uv_handle_t *)&srv->run.stop_async, NULL);
+  uv_close((uv_handle_t *)&srv->run.stall_timer, NULL);
 }
 
 int pb_nullsrv_h3_start(const pb_nullsrv_config *cfg, pb_nullsrv_h3 **out, int *port_out) {
@@ -609,8 +562,8 @@ int pb_nullsrv_h3_start(const pb_nullsrv_config *cfg, pb_nullsrv_h3 **out, int *
     free(srv);
     return -1;
   }
-  uv_loop_init(&srv->loop);
-  uv_udp_init(&srv->loop, &srv->udp);
+  pb_nullsrv_loop_init(&srv->run, &srv->cfg);
+  uv_udp_init(&srv->run.loop, &srv->udp);
   srv->udp.data = srv;
   int rc = uv_ip4_addr(srv->cfg.host, srv->cfg.port, &srv->local);
   if (rc == 0) rc = uv_udp_bind(&srv->udp, (const struct sockaddr *)&srv->local, 0);
@@ -621,37 +574,24 @@ int pb_nullsrv_h3_start(const pb_nullsrv_config *cfg, pb_nullsrv_h3 **out, int *
     fprintf(stderr, "null server: cannot bind UDP %s:%d: %s\n", srv->cfg.host, srv->cfg.port,
             uv_strerror(rc));
     uv_close((uv_handle_t *)&srv->udp, NULL);
-    uv_run(&srv->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&srv->loop);
+    uv_run(&srv->run.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&srv->run.loop);
     gnutls_certificate_free_credentials(srv->cred);
     free(srv);
     return -1;
   }
   *port_out = ntohs(srv->local.sin_port);
-  uv_async_init(&srv->loop, &srv->stop_async, on_stop);
-  srv->stop_async.data = srv;
-  uv_timer_init(&srv->loop, &srv->stall_timer);
-  srv->stall_timer.data = srv;
-  if (srv->cfg.stall_at_ns && srv->cfg.stall_ns) {
-    uint64_t now = uv_hrtime();
-    uint64_t in_ms = srv->cfg.stall_at_ns > now ? (srv->cfg.stall_at_ns - now) / 1000000u : 0;
-    uv_timer_start(&srv->stall_timer, on_stall, in_ms, 0);
-  }
-  uv_thread_create(&srv->thread, thread_main, srv);
+  pb_nullsrv_loop_run(&srv->run, on_stop, srv);
   *out = srv;
   return 0;
 }
 
 uint64_t pb_nullsrv_h3_served(const pb_nullsrv_h3 *s) {
-  return atomic_load(&((pb_nullsrv_h3 *)s)->served);
+  return pb_nullsrv_loop_served(&s->run);
 }
 
 void pb_nullsrv_h3_stop(pb_nullsrv_h3 *s, uint64_t *stall_began_ns, uint64_t *stall_ended_ns) {
-  uv_async_send(&s->stop_async);
-  uv_thread_join(&s->thread);
-  uv_loop_close(&s->loop);
-  if (stall_began_ns) *stall_began_ns = s->stall_began;
-  if (stall_ended_ns) *stall_ended_ns = s->stall_ended;
+  pb_nullsrv_loop_stop(&s->run, stall_began_ns, stall_ended_ns);
   gnutls_certificate_free_credentials(s->cred);
   free(s);
 }

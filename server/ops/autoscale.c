@@ -170,13 +170,13 @@ int pp_autoscale_init(pp_ops *op) {
   memset(ct, 0, sizeof *ct);
   ct->enabled = cfg->autoscale;
   if (load_policy(cfg, &ct->policy) != 0) return -1;
-  pp_hist_init(&ct->standby.dispatch);
-  pp_hist_init(&ct->standby.hello);
-  pp_hist_init(&ct->standby.first_request);
+  pp_hist_init(&op->workers->standby.dispatch);
+  pp_hist_init(&op->workers->standby.hello);
+  pp_hist_init(&op->workers->standby.first_request);
   if (ct->enabled && ct->policy.standby) {
     /* docs/CONTROL.md section 8: the shepherd gets --standby K and keeps K workers parked */
-    ct->standby.enabled = 1;
-    ct->standby.k = ct->policy.standby;
+    op->workers->standby.enabled = 1;
+    op->workers->standby.k = ct->policy.standby;
   }
   if (ct->enabled) {
     cfg->tick_ns = ct->policy.tick_ns; /* the controller's period is the policy's */
@@ -211,7 +211,7 @@ static pp_worker *longest_parked(pp_ops *op) {
 
 void pp_autoscale_note_dispatch(pp_ops *op, pp_worker *w, int64_t enqueued_ns) {
   if (!w || !w->activated_ns) return;
-  pp_standby *sb = &op->ctl.standby;
+  pp_standby *sb = &op->workers->standby;
   int64_t now = pp_now_ns();
   uint64_t to_dispatch = now > w->activated_ns ? (uint64_t)(now - w->activated_ns) : 0;
   uint64_t to_hello = w->ready_ns > w->activated_ns ? (uint64_t)(w->ready_ns - w->activated_ns) : 0;
@@ -264,7 +264,7 @@ void pp_autoscale_tick(pp_ops *op) {
       op->workers->workers_wanted -= op->workers->spawns_pending;
     op->workers->spawns_pending = 0;
   }
-  pp_standby *sb = &ct->standby;
+  pp_standby *sb = &op->workers->standby;
   if (sb->pending && now - sb->last_request_ns > 60000000000LL) {
     /* likewise a STANDBY whose workers never parked (an on_worker_boot that hangs) */
     fprintf(stderr, "[puma-plus] %u standby worker(s) never parked in 60 s; not waiting for them\n",
@@ -339,7 +339,7 @@ void pp_autoscale_tick(pp_ops *op) {
     for (uint32_t i = 0; i < activate; i++) {
       pp_worker *w = longest_parked(op);
       if (w) {
-        pp_shepherd_activate(op->srv, w, rec.time_ns);
+        pp_shepherd_activate(op->workers, w, rec.time_ns);
       } else {
         sb->activations_missed++;
         forks++;
@@ -348,17 +348,17 @@ void pp_autoscale_tick(pp_ops *op) {
     forks += rec.decision.count - activate;
     if (forks) {
       op->workers->workers_wanted += forks;
-      pp_shepherd_spawn(op->srv, forks);
+      pp_shepherd_spawn(op->workers, forks);
     }
   }
-  if (rec.decision.standby_spawn) pp_shepherd_standby(op->srv, rec.decision.standby_spawn);
+  if (rec.decision.standby_spawn) pp_shepherd_standby(op->workers, rec.decision.standby_spawn);
   switch (rec.decision.action) {
   case PP_ACTION_RETIRE_WORKER:
     for (uint32_t i = 0; i < rec.decision.count; i++) {
       pp_worker *w = retire_candidate(op);
       if (!w) break;
       if (op->workers->workers_wanted) op->workers->workers_wanted--;
-      pp_shepherd_retire(op->srv, w);
+      pp_shepherd_retire(op->workers, w);
     }
     break;
   case PP_ACTION_SET_SLOTS:

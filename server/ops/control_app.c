@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "server/ops/dashboard.h"
+#include "server/workers/phased.h"
 #include "server/workers/wlink.h"
 #include "server/ops/ops.h"
 
@@ -72,7 +73,7 @@ static void lifecycle_verb(pp_ops *op, const pp_control_request *rq, int restart
       op->hooks->stop_soon(op->srv);
   } else {
     char why[256];
-    long pid = restart == 2 ? pp_phased_begin(op->srv, why, sizeof why)
+    long pid = restart == 2 ? pp_phased_begin(op->workers, why, sizeof why)
                             : op->hooks->hot_restart(op->srv, why, sizeof why);
     out->status = pid > 0 ? 202 : 409;
     if (pid > 0 && restart == 2)

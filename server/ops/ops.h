@@ -1,5 +1,6 @@
 /* The ops layer's own context (ops/): the autoscaling controller's state (autoscale.c: its
- * policy, memory, decision log, shedding flag and the standby pool) and the dashboard's
+ * policy, memory, decision log and shedding flag; the standby pool it drives is the workers
+ * layer's, pp_standby in workers/workers.h) and the dashboard's
  * (dashboard.c). struct server holds one (s->ops). */
 #ifndef PP_OPS_H
 #define PP_OPS_H
@@ -20,27 +21,6 @@
 #include "server/session/conn.h"
 #include "server/workers/workers.h"
 
-#define PP_ACTIVATION_RECENT 32 /* activation latencies kept one by one for /stats */
-
-/* Standby workers (docs/CONTROL.md section 8): the pool the shepherd keeps parked, and how
- * long activations took. Parked workers themselves are registry entries (PP_WORKER_PARKED). */
-typedef struct pp_standby {
-  uint32_t k;                  /* --standby K the shepherd was started with */
-  int enabled;                 /* the shepherd was started with --standby: it takes the frames */
-  uint32_t pending;            /* standby requested (STANDBY, K at start), not PARKED nor EXITED */
-  int64_t last_request_ns;     /* when the last STANDBY went out (or the shepherd started) */
-  uint64_t activations;        /* ACTIVATE frames sent */
-  uint64_t activations_missed; /* an activation found no parked worker: SPAWN 1 instead */
-  uint64_t parked_total;       /* PARKED frames received */
-  /* Activation latency from the decision (tick time): `dispatch` until the worker could serve
-   * (its first REQUEST, or its first HELLO when no request was waiting then), `hello` until its
-   * first HELLO, `first_request` until its first REQUEST whenever that came; the last
-   * PP_ACTIVATION_RECENT of `dispatch` one by one. */
-  pp_hist dispatch, hello, first_request;
-  int64_t recent_ns[PP_ACTIVATION_RECENT];
-  uint32_t recent_n; /* total recorded; recent_ns[i % PP_ACTIVATION_RECENT] */
-} pp_standby;
-
 typedef struct controller {
   int enabled;
   pp_policy policy;
@@ -52,7 +32,6 @@ typedef struct controller {
   const char *log_path;
   int shedding;
   uint64_t shed_budget_ns;
-  pp_standby standby;
 } controller;
 typedef struct pp_ops pp_ops;
 
@@ -73,7 +52,7 @@ struct pp_ops {
   const int *draining;      /* the process is draining (SIGTERM, POST /stop) */
   const int *stopping;      /* the process is stopping its workers (the drain's end) */
   const time_t *started_at; /* when the process started */
-  server *srv;              /* handed to the hooks and to the worker layer's calls */
+  server *srv;              /* handed to the hooks */
 };
 
 void pp_ops_init(pp_ops *op, server *srv, uv_loop_t *loop, pp_config *cfg, const pp_hooks *hooks,

@@ -104,7 +104,7 @@ static void json_head(pp_ops *op, json_t *root) {
   json_object_set_new(root, "phase", json_integer(op->workers->reg.phase));
   json_object_set_new(root, "booted_workers", json_integer(ready));
   /* as puma's: workers of an earlier phase (a phased restart replaces them) */
-  json_object_set_new(root, "old_workers", json_integer(pp_phased_old_workers(op->srv)));
+  json_object_set_new(root, "old_workers", json_integer(pp_phased_old_workers(op->workers)));
 }
 
 /* The workers (puma's worker_status) and the memory of every process. */
@@ -336,7 +336,7 @@ static void json_controller(pp_ops *op, json_t *root) {
   json_object_set_new(co, "workers_ready", json_integer(ready));
   json_object_set_new(co, "workers_booting", json_integer(booting + op->workers->spawns_pending));
   json_object_set_new(co, "workers_retiring", json_integer(retiring));
-  const pp_standby *sb = &ct->standby;
+  const pp_standby *sb = &op->workers->standby;
   json_object_set_new(co, "standby", json_integer(sb->k));
   json_object_set_new(co, "workers_standby", json_integer(parked));
   json_object_set_new(co, "workers_standby_booting", json_integer(sb->pending));
@@ -384,7 +384,7 @@ typedef void (*json_part)(pp_ops *op, json_t *root);
 
 /* The parts of the layers below whose functions take their own context, or still the server. */
 static void json_phased(pp_ops *op, json_t *root) {
-  pp_phased_stats_json(op->srv, root);
+  pp_phased_stats_json(op->workers, root);
 }
 static void json_h2(pp_ops *op, json_t *root) {
   pp_h2conn_stats_json(op->sess, root);
@@ -601,7 +601,7 @@ static void metrics_core(pp_ops *op, pp_buf *out) {
   prom_hist(
       out, "puma_plus_standby_activation_seconds",
       "Standby activation: controller decision to the first request dispatched to the worker.",
-      &op->ctl.standby.dispatch);
+      &op->workers->standby.dispatch);
   pp_prom_gauge(out, "puma_plus_workers_wanted",
                 "Workers the server keeps alive (the controller's target when autoscaling).",
                 op->workers->workers_wanted);
@@ -690,7 +690,7 @@ static void metrics_last_action(pp_ops *op, pp_buf *out) {
 typedef void (*metrics_part)(pp_ops *op, pp_buf *out);
 
 static void metrics_phased(pp_ops *op, pp_buf *out) {
-  pp_phased_metrics(op->srv, out);
+  pp_phased_metrics(op->workers, out);
 }
 static void metrics_access_log(pp_ops *op, pp_buf *out) {
   pp_access_log_metrics(op->access_log, out);

@@ -24,15 +24,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/process/server_int.h"
+#include "server/base/alloc.h"
+#include "server/base/log.h"
+#include "server/core/core.h"
+#include "server/net/transport.h"
+#include "server/workers/phased.h"
+#include "server/workers/workers.h"
 
 extern char **environ;
 
 #define READY_POLL_MS 20
 
-static void notify(server *s, const char *msg) {
-  int rc = pp_sd_notify_send(&s->life.notify, msg);
-  if (rc < 0) LOG_ERR(s, "sd_notify to %s: %s", s->life.notify_socket, strerror(-rc));
+static void notify(pp_lifecycle *l, const char *msg) {
+  int rc = pp_sd_notify_send(&l->notify, msg);
+  if (rc < 0) LOG_ERR(l, "sd_notify to %s: %s", l->notify_socket, strerror(-rc));
 }
 
 /* ---------------------------------------------------------------- environment */
@@ -45,16 +50,19 @@ static int take_env_fd(const char *name) {
   return *end || fd < 3 || fd > 1 << 20 ? -1 : (int)fd;
 }
 
-int pp_lifecycle_init(server *s, int argc, char **argv) {
-  pp_lifecycle *l = &s->life;
+int pp_lifecycle_init(pp_lifecycle *l, server *srv, void (*drain)(server *srv), uv_loop_t *loop,
+                      const pp_config *cfg, pp_net *net, const pp_core *core,
+                      const pp_workers *workers, const int *draining, int argc, char **argv) {
   memset(l, 0, sizeof *l);
+  l->srv = srv, l->drain = drain, l->loop = loop, l->cfg = cfg, l->net = net, l->core = core;
+  l->workers = workers, l->draining = draining;
   l->ready_fd = -1;
   l->notify.fd = -1;
   char err[512];
   const char *ns = getenv("NOTIFY_SOCKET");
   if (ns && strlen(ns) < sizeof l->notify_socket) strcpy(l->notify_socket, ns);
   if (pp_sd_notify_open(&l->notify, ns, err, sizeof err) < 0) {
-    LOG_ERR(s, "%s", err);
+    LOG_ERR(l, "%s", err);
     return -1;
   }
   l->watchdog_usec =
@@ -62,13 +70,13 @@ int pp_lifecycle_init(server *s, int argc, char **argv) {
   int n = pp_sd_listen_parse(&l->inherited, getenv("LISTEN_PID"), getenv("LISTEN_FDS"),
                              getenv("LISTEN_FDNAMES"), (long)getpid(), err, sizeof err);
   if (n < 0) {
-    LOG_ERR(s, "socket activation: %s", err);
+    LOG_ERR(l, "socket activation: %s", err);
     return -1;
   }
   for (int i = 0; i < n; i++) {
     int fd = l->inherited.fds[i].fd;
     if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
-      LOG_ERR(s, "socket activation: LISTEN_FDS=%d but fd %d is not open: %s", n, fd,
+      LOG_ERR(l, "socket activation: LISTEN_FDS=%d but fd %d is not open: %s", n, fd,
               strerror(errno));
       return -1;
     }
@@ -105,8 +113,8 @@ int pp_lifecycle_init(server *s, int argc, char **argv) {
 
 /* ---------------------------------------------------------------- inherited sockets */
 
-int pp_lifecycle_take_inherited(server *s, listener *ls) {
-  pp_sd_listen *in = &s->life.inherited;
+int pp_lifecycle_take_inherited(pp_lifecycle *l, listener *ls) {
+  pp_sd_listen *in = &l->inherited;
   int found = -1;
   for (int i = 0; i < in->count && found < 0; i++)
     if (!in->fds[i].used && ls->name[0] && !strcmp(in->fds[i].name, ls->name)) found = i;
@@ -129,7 +137,7 @@ int pp_lifecycle_take_inherited(server *s, listener *ls) {
   socklen_t sslen = sizeof ss;
   int is_unix = getsockname(f->fd, (struct sockaddr *)&ss, &sslen) == 0 && ss.ss_family == AF_UNIX;
   if (type != SOCK_STREAM || !listening || is_unix != ls->addr.is_unix) {
-    LOG_ERR(s, "inherited fd %d (name %s) for %s is not a listening %s stream socket", f->fd,
+    LOG_ERR(l, "inherited fd %d (name %s) for %s is not a listening %s stream socket", f->fd,
             f->name, ls->addr.text, ls->addr.is_unix ? "unix" : "TCP");
     return -2;
   }
@@ -137,8 +145,8 @@ int pp_lifecycle_take_inherited(server *s, listener *ls) {
   return f->fd;
 }
 
-int pp_lifecycle_check_inherited(server *s) {
-  pp_sd_listen *in = &s->life.inherited;
+int pp_lifecycle_check_inherited(pp_lifecycle *l) {
+  pp_sd_listen *in = &l->inherited;
   int bad = 0;
   for (int i = 0; i < in->count; i++) {
     if (in->fds[i].used) continue;
@@ -147,7 +155,7 @@ int pp_lifecycle_check_inherited(server *s) {
     char addr[160] = "(not a socket)";
     if (getsockname(in->fds[i].fd, (struct sockaddr *)&ss, &len) == 0)
       pp_sd_addr_format((struct sockaddr *)&ss, len, addr, sizeof addr);
-    LOG_ERR(s,
+    LOG_ERR(l,
             "inherited fd %d (name %s, %s) matches no -listen, -listen-tls or -control: give a "
             "flag with its address, or name it listen.N / listen-tls.N / control",
             in->fds[i].fd, in->fds[i].name, addr);
@@ -172,13 +180,13 @@ static void yaml_quoted(FILE *f, const char *v) {
 }
 
 /* Writes path through a temporary file and rename, so a reader never sees half a file. */
-static int write_file(server *s, const char *path, int state) {
+static int write_file(pp_lifecycle *l, const char *path, int state) {
   char tmp[PATH_MAX + 32];
   snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, state ? 0600 : 0644);
   FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
   if (!f) {
-    LOG_ERR(s, "cannot write %s: %s", tmp, strerror(errno));
+    LOG_ERR(l, "cannot write %s: %s", tmp, strerror(errno));
     if (fd >= 0) close(fd);
     return -1;
   }
@@ -186,8 +194,8 @@ static int write_file(server *s, const char *path, int state) {
     fprintf(f, "%d\n", (int)getpid());
   } else {
     fprintf(f, "---\npid: %d\n", (int)getpid());
-    for (int i = 0; i < s->net.listener_count; i++) {
-      listener *ls = &s->net.listeners[i];
+    for (int i = 0; i < l->net->listener_count; i++) {
+      listener *ls = &l->net->listeners[i];
       if (ls->kind != LISTEN_CONTROL) continue;
       char url[400];
       if (ls->addr.is_unix)
@@ -199,9 +207,9 @@ static int write_file(server *s, const char *path, int state) {
       fputs("control_url: ", f);
       yaml_quoted(f, url);
       fputc('\n', f);
-      if (s->cfg->control_token) {
+      if (l->cfg->control_token) {
         fputs("control_auth_token: ", f);
-        yaml_quoted(f, s->cfg->control_token);
+        yaml_quoted(f, l->cfg->control_token);
         fputc('\n', f);
       }
     }
@@ -215,19 +223,19 @@ static int write_file(server *s, const char *path, int state) {
   int bad = ferror(f);
   if (fclose(f) != 0) bad = 1;
   if (bad || rename(tmp, path) < 0) {
-    LOG_ERR(s, "cannot write %s: %s", path, strerror(errno));
+    LOG_ERR(l, "cannot write %s: %s", path, strerror(errno));
     unlink(tmp);
     return -1;
   }
   return 0;
 }
 
-static void write_files(server *s) {
-  if (s->cfg->pidfile && write_file(s, s->cfg->pidfile, 0) == 0)
-    LOG(s, "wrote pid %d to %s", (int)getpid(), s->cfg->pidfile);
-  if (s->cfg->state_path && write_file(s, s->cfg->state_path, 1) == 0)
-    LOG(s, "wrote the state file %s", s->cfg->state_path);
-  s->life.files_written = 1;
+static void write_files(pp_lifecycle *l) {
+  if (l->cfg->pidfile && write_file(l, l->cfg->pidfile, 0) == 0)
+    LOG(l, "wrote pid %d to %s", (int)getpid(), l->cfg->pidfile);
+  if (l->cfg->state_path && write_file(l, l->cfg->state_path, 1) == 0)
+    LOG(l, "wrote the state file %s", l->cfg->state_path);
+  l->files_written = 1;
 }
 
 /* The pid a pid file ("1234\n") or state file ("pid: 1234") names, or -1. */
@@ -247,73 +255,72 @@ static long file_pid(const char *path) {
   return pid;
 }
 
-void pp_lifecycle_exit(server *s) {
-  if (!s->life.files_written) return;
-  const char *paths[] = {s->cfg->pidfile, s->cfg->state_path};
+void pp_lifecycle_exit(pp_lifecycle *l) {
+  if (!l->files_written) return;
+  const char *paths[] = {l->cfg->pidfile, l->cfg->state_path};
   for (int i = 0; i < 2; i++) /* after a hot restart they name the new server: kept */
     if (paths[i] && file_pid(paths[i]) == (long)getpid()) unlink(paths[i]);
 }
 
 /* ---------------------------------------------------------------- ready, status, watchdog */
 
-static void status_text(server *s, char *out, size_t len) {
-  pp_stats *st = &s->core.stats;
-  uint32_t ready = pp_registry_count(&s->workers.reg, PP_WORKER_READY);
-  uint32_t booting = pp_registry_count(&s->workers.reg, PP_WORKER_BOOTING);
+static void status_text(pp_lifecycle *l, char *out, size_t len) {
+  const pp_stats *st = &l->core->stats;
+  uint32_t ready = pp_registry_count(&l->workers->reg, PP_WORKER_READY);
+  uint32_t booting = pp_registry_count(&l->workers->reg, PP_WORKER_BOOTING);
   char p95[48] = "none";
   if (st->queue_last.count)
     snprintf(p95, sizeof p95, "%.1f ms", pp_hist_percentile(&st->queue_last, 95) / 1e6);
   snprintf(out, len,
            "STATUS=workers %u ready, %u booting; threads %u idle of %u; queue p95 %s over the "
            "last %.0f s (%llu requests), %u queued",
-           ready, booting, s->workers.reg.slots_ready - s->workers.reg.slots_busy,
-           s->workers.reg.slots_ready, p95, s->cfg->tick_ns / 1e9,
-           (unsigned long long)st->queue_last.count, s->core.queue.len);
+           ready, booting, l->workers->reg.slots_ready - l->workers->reg.slots_busy,
+           l->workers->reg.slots_ready, p95, l->cfg->tick_ns / 1e9,
+           (unsigned long long)st->queue_last.count, l->core->queue.len);
 }
 
 static void on_status(uv_timer_t *t) {
-  server *s = t->data;
-  if (s->draining) return;
+  pp_lifecycle *l = t->data;
+  if (*l->draining) return;
   char msg[512];
-  status_text(s, msg, sizeof msg);
-  notify(s, msg);
+  status_text(l, msg, sizeof msg);
+  notify(l, msg);
 }
 
-static void became_ready(server *s) {
-  pp_lifecycle *l = &s->life;
+static void became_ready(pp_lifecycle *l) {
   l->ready = 1;
   char msg[600];
-  status_text(s, msg, sizeof msg);
+  status_text(l, msg, sizeof msg);
   if (l->ready_fd >= 0) { /* a hot restart: the old server tells systemd we are the main pid */
-    pp_listeners_accept_deferred(&s->net);
-    write_files(s);
+    pp_listeners_accept_deferred(l->net);
+    write_files(l);
     ssize_t w;
     do
       w = write(l->ready_fd, "R", 1);
     while (w < 0 && errno == EINTR);
     close(l->ready_fd);
     l->ready_fd = -1;
-    LOG_ERR(s, "hot restart: workers ready; taking over the listeners from the old server");
+    LOG_ERR(l, "hot restart: workers ready; taking over the listeners from the old server");
   } else {
     char ready[640];
     snprintf(ready, sizeof ready, "READY=1\n%s", msg);
-    notify(s, ready);
-    LOG(s, "ready: %u workers", pp_registry_count(&s->workers.reg, PP_WORKER_READY));
+    notify(l, ready);
+    LOG(l, "ready: %u workers", pp_registry_count(&l->workers->reg, PP_WORKER_READY));
   }
-  uint64_t tick_ms = s->cfg->tick_ns / 1000000 ? s->cfg->tick_ns / 1000000 : 1;
+  uint64_t tick_ms = l->cfg->tick_ns / 1000000 ? l->cfg->tick_ns / 1000000 : 1;
   uv_timer_start(&l->ready_timer, on_status, tick_ms, tick_ms);
 }
 
 /* Ready: every wanted worker said HELLO (polled, and checked again by whoever needs to know
  * now, so a client that saw the workers ready in /stats never hears "not ready yet"). */
-static int check_ready(server *s) {
-  if (s->life.ready) return 1;
-  if (s->draining) return 0;
-  uint32_t want = s->workers.workers_wanted;
-  if (pp_registry_count(&s->workers.reg, PP_WORKER_READY) >= want &&
-      (want == 0 || s->workers.reg.slots_ready))
-    became_ready(s);
-  return s->life.ready;
+static int check_ready(pp_lifecycle *l) {
+  if (l->ready) return 1;
+  if (*l->draining) return 0;
+  uint32_t want = l->workers->workers_wanted;
+  if (pp_registry_count(&l->workers->reg, PP_WORKER_READY) >= want &&
+      (want == 0 || l->workers->reg.slots_ready))
+    became_ready(l);
+  return l->ready;
 }
 
 static void on_ready_poll(uv_timer_t *t) {
@@ -325,29 +332,29 @@ static void on_watchdog(uv_timer_t *t) {
 }
 
 static void on_usr2(uv_signal_t *h, int signum) {
-  server *s = h->data;
+  pp_lifecycle *l = h->data;
   (void)signum;
   char msg[256];
-  long pid = pp_restart_begin(s, msg, sizeof msg);
-  if (pid < 0) LOG_ERR(s, "SIGUSR2: no hot restart: %s", msg);
+  long pid = pp_restart_begin(l, msg, sizeof msg);
+  if (pid < 0) LOG_ERR(l, "SIGUSR2: no hot restart: %s", msg);
 }
 
 /* Reaps the new server of a hot restart if it exited (only that pid: libuv reaps the shepherd;
  * shepherd.c's orphan reaper may reap it first, as any child that is not the shepherd). */
-static void reap_child(server *s) {
-  if (s->life.child_pid <= 0) return;
+static void reap_child(pp_lifecycle *l) {
+  if (l->child_pid <= 0) return;
   int status;
-  pid_t r = waitpid((pid_t)s->life.child_pid, &status, WNOHANG);
+  pid_t r = waitpid((pid_t)l->child_pid, &status, WNOHANG);
   if (r < 0 && errno == ECHILD) { /* the orphan reaper (shepherd.c) took it first */
-    s->life.child_pid = 0;
+    l->child_pid = 0;
     return;
   }
-  if (r != (pid_t)s->life.child_pid) return;
-  if (!s->life.handed_over)
-    LOG_ERR(s, "hot restart: the new server (pid %ld) exited (%s %d)", s->life.child_pid,
+  if (r != (pid_t)l->child_pid) return;
+  if (!l->handed_over)
+    LOG_ERR(l, "hot restart: the new server (pid %ld) exited (%s %d)", l->child_pid,
             WIFSIGNALED(status) ? "signal" : "status",
             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-  s->life.child_pid = 0;
+  l->child_pid = 0;
 }
 
 static void on_sigchld(uv_signal_t *h, int signum) {
@@ -355,37 +362,36 @@ static void on_sigchld(uv_signal_t *h, int signum) {
   reap_child(h->data);
 }
 
-void pp_lifecycle_start(server *s) {
-  pp_lifecycle *l = &s->life;
-  uv_timer_init(s->loop, &l->ready_timer);
-  uv_timer_init(s->loop, &l->watchdog_timer);
-  uv_timer_init(s->loop, &l->action_timer);
-  uv_signal_init(s->loop, &l->sig_usr2);
-  uv_signal_init(s->loop, &l->sig_chld);
-  l->ready_timer.data = l->watchdog_timer.data = l->action_timer.data = s;
-  l->sig_usr2.data = l->sig_chld.data = s;
+void pp_lifecycle_start(pp_lifecycle *l) {
+  uv_timer_init(l->loop, &l->ready_timer);
+  uv_timer_init(l->loop, &l->watchdog_timer);
+  uv_timer_init(l->loop, &l->action_timer);
+  uv_signal_init(l->loop, &l->sig_usr2);
+  uv_signal_init(l->loop, &l->sig_chld);
+  l->ready_timer.data = l->watchdog_timer.data = l->action_timer.data = l;
+  l->sig_usr2.data = l->sig_chld.data = l;
   uv_signal_start(&l->sig_usr2, on_usr2, SIGUSR2);
   uv_signal_start(&l->sig_chld, on_sigchld, SIGCHLD);
   uv_timer_start(&l->ready_timer, on_ready_poll, READY_POLL_MS, READY_POLL_MS);
   if (l->watchdog_usec) {
     uint64_t half_ms = l->watchdog_usec / 2000 ? l->watchdog_usec / 2000 : 1;
     uv_timer_start(&l->watchdog_timer, on_watchdog, 0, half_ms);
-    LOG(s, "systemd watchdog: WATCHDOG=1 every %llu ms", (unsigned long long)half_ms);
+    LOG(l, "systemd watchdog: WATCHDOG=1 every %llu ms", (unsigned long long)half_ms);
   }
-  if (l->ready_fd < 0) write_files(s);
+  if (l->ready_fd < 0) write_files(l);
 }
 
-void pp_lifecycle_draining(server *s) {
-  if (s->life.handed_over) return;
-  if (s->life.restarting && s->life.child_pid > 0) {
+void pp_lifecycle_draining(pp_lifecycle *l) {
+  if (l->handed_over) return;
+  if (l->restarting && l->child_pid > 0) {
     /* Stopping wins over a restart under way: the new server would otherwise take over. */
-    LOG_ERR(s, "hot restart abandoned: stopping the new server (pid %ld) too", s->life.child_pid);
-    kill((pid_t)s->life.child_pid, SIGTERM);
+    LOG_ERR(l, "hot restart abandoned: stopping the new server (pid %ld) too", l->child_pid);
+    kill((pid_t)l->child_pid, SIGTERM);
   }
   char msg[200];
   snprintf(msg, sizeof msg, "STOPPING=1\nSTATUS=draining: %u queued, %u in flight",
-           s->core.queue.len, s->workers.reg.slots_busy);
-  notify(s, msg);
+           l->core->queue.len, l->workers->reg.slots_busy);
+  notify(l, msg);
 }
 
 static uint64_t monotonic_usec(void) {
@@ -394,27 +400,28 @@ static uint64_t monotonic_usec(void) {
   return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
 }
 
-void pp_lifecycle_reloading(server *s, int begin) {
-  pp_lifecycle_reloading_for(s, begin, "SIGHUP: reloading");
+void pp_lifecycle_reloading(pp_lifecycle *l, int begin) {
+  pp_lifecycle_reloading_for(l, begin, "SIGHUP: reloading");
 }
 
-void pp_lifecycle_reloading_for(server *s, int begin, const char *what) {
-  if (s->draining || !s->life.ready) return; /* READY=1 would undo STOPPING=1 or come early */
+void pp_lifecycle_reloading_for(pp_lifecycle *l, int begin, const char *what) {
+  if (*l->draining || !l->ready) return; /* READY=1 would undo STOPPING=1 or come early */
   char msg[640];
   if (begin)
     snprintf(msg, sizeof msg, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=%s",
              (unsigned long long)monotonic_usec(), what);
   else
-    status_text(s, msg + snprintf(msg, sizeof msg, "READY=1\n"), sizeof msg - 8);
-  notify(s, msg);
+    status_text(l, msg + snprintf(msg, sizeof msg, "READY=1\n"), sizeof msg - 8);
+  notify(l, msg);
 }
 
 static void on_stop_soon(uv_timer_t *t) {
-  pp_server_drain(t->data);
+  pp_lifecycle *l = t->data;
+  l->drain(l->srv);
 }
 
-void pp_lifecycle_stop_soon(server *s) {
-  uv_timer_start(&s->life.action_timer, on_stop_soon, 0, 0);
+void pp_lifecycle_stop_soon(pp_lifecycle *l) {
+  uv_timer_start(&l->action_timer, on_stop_soon, 0, 0);
 }
 
 /* ---------------------------------------------------------------- hot restart */
@@ -430,8 +437,7 @@ static void on_child_ready_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf
 }
 
 static void on_child_ready(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
-  server *s = st->data;
-  pp_lifecycle *l = &s->life;
+  pp_lifecycle *l = st->data;
   (void)buf;
   if (nread == 0) return;
   uv_read_stop(st);
@@ -439,24 +445,24 @@ static void on_child_ready(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) 
   l->restarting = 0;
   char msg[300];
   if (nread < 0) { /* EOF: it exited (or closed the pipe) before its workers were ready */
-    LOG_ERR(s,
+    LOG_ERR(l,
             "hot restart failed: the new server (pid %ld) quit before its workers were "
             "ready; this server (pid %d) keeps serving",
             l->new_pid, (int)getpid());
     if (l->child_pid > 0) kill((pid_t)l->child_pid, SIGTERM); /* closed the pipe, still running */
-    write_files(s);
+    write_files(l);
     snprintf(msg, sizeof msg, "READY=1\nSTATUS=hot restart failed (new pid %ld quit); serving",
              l->new_pid);
-    notify(s, msg);
+    notify(l, msg);
     return;
   }
   l->handed_over = 1;
-  LOG_ERR(s, "hot restart: pid %ld took over; draining and exiting", l->new_pid);
+  LOG_ERR(l, "hot restart: pid %ld took over; draining and exiting", l->new_pid);
   snprintf(msg, sizeof msg, "MAINPID=%ld\nREADY=1\nSTATUS=hot restart: pid %ld serving", l->new_pid,
            l->new_pid);
-  notify(s, msg);
-  pp_listeners_close_control(&s->net);
-  pp_server_drain(s);
+  notify(l, msg);
+  pp_listeners_close_control(l->net);
+  l->drain(l->srv);
 }
 
 /* "NAME=" + decimal, without stdio (it runs between fork and exec). */
@@ -486,8 +492,7 @@ static int env_dropped(const char *e) {
   return 0;
 }
 
-long pp_restart_begin(server *s, char *msg, size_t msg_len) {
-  pp_lifecycle *l = &s->life;
+long pp_restart_begin(pp_lifecycle *l, char *msg, size_t msg_len) {
   if (l->argc == 0 || !l->exe[0]) {
     snprintf(msg, msg_len, "the server's own path and arguments are unknown");
     return -1;
@@ -496,26 +501,26 @@ long pp_restart_begin(server *s, char *msg, size_t msg_len) {
     snprintf(msg, msg_len, "a hot restart is already in progress (new pid %ld)", l->new_pid);
     return -1;
   }
-  reap_child(s);
+  reap_child(l);
   if (l->child_pid > 0 && !l->handed_over) {
     snprintf(msg, msg_len, "the new server of the last hot restart (pid %ld) has not exited yet",
              l->child_pid);
     return -1;
   }
-  if (s->draining || l->handed_over) {
+  if (*l->draining || l->handed_over) {
     snprintf(msg, msg_len, "the server is draining");
     return -1;
   }
-  if (s->workers.phased.state != PP_PHASED_IDLE) {
+  if (l->workers->phased.state != PP_PHASED_IDLE) {
     snprintf(msg, msg_len, "a phased restart is in progress (%s)",
-             pp_phased_state_name(s->workers.phased.state));
+             pp_phased_state_name(l->workers->phased.state));
     return -1;
   }
-  if (!check_ready(s)) {
+  if (!check_ready(l)) {
     snprintf(msg, msg_len, "the workers are not ready yet");
     return -1;
   }
-  if (s->cfg->listen_h3_count) {
+  if (l->cfg->listen_h3_count) {
     snprintf(msg, msg_len,
              "not with -listen-h3: QUIC connections cannot move to another process "
              "(restart the service instead)");
@@ -523,8 +528,8 @@ long pp_restart_begin(server *s, char *msg, size_t msg_len) {
   }
   int fds[2 * PP_MAX_LISTEN + 1], n = 0;
   char names[(2 * PP_MAX_LISTEN + 1) * 24] = "";
-  for (int i = 0; i < s->net.listener_count; i++) {
-    listener *ls = &s->net.listeners[i];
+  for (int i = 0; i < l->net->listener_count; i++) {
+    listener *ls = &l->net->listeners[i];
     uv_os_fd_t fd;
     if (!ls->open || uv_fileno(&ls->h.handle, &fd) < 0) continue;
     fds[n++] = fd;
@@ -607,16 +612,16 @@ long pp_restart_begin(server *s, char *msg, size_t msg_len) {
   }
   l->child_pid = l->new_pid = pid;
   l->restarting = 1;
-  uv_pipe_init(s->loop, &l->child_ready, 0);
-  l->child_ready.data = s;
+  uv_pipe_init(l->loop, &l->child_ready, 0);
+  l->child_ready.data = l;
   uv_pipe_open(&l->child_ready, pipefd[0]);
   uv_read_start((uv_stream_t *)&l->child_ready, on_child_ready_alloc, on_child_ready);
-  LOG_ERR(s, "hot restart: started %s as pid %ld with %d listeners (%s); serving until it is ready",
+  LOG_ERR(l, "hot restart: started %s as pid %ld with %d listeners (%s); serving until it is ready",
           l->exe, (long)pid, n, names);
   char note[200];
   snprintf(note, sizeof note,
            "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=hot restart: new pid %ld booting",
            (unsigned long long)monotonic_usec(), (long)pid);
-  notify(s, note);
+  notify(l, note);
   return pid;
 }

@@ -41,7 +41,7 @@ static void cleanup_files(server *s) {
     if (s->net.listeners[i].addr.is_unix && !s->life.handed_over &&
         (!s->net.listeners[i].inherited || s->life.restarted))
       unlink(s->net.listeners[i].addr.path);
-  pp_lifecycle_exit(s);
+  pp_lifecycle_exit(&s->life);
 }
 
 void pp_server_exit(server *s, int code) {
@@ -57,6 +57,15 @@ void pp_server_exit(server *s, int code) {
 }
 
 #define PP_DRAIN_GRACE_MS 100
+
+/* The drain's end: the process is stopping; STOP to the shepherd (it exits when the shepherd
+ * does). Once. */
+static void stop_workers(server *s) {
+  if (s->stopping) return;
+  s->stopping = 1;
+  s->stop_sent_ns = pp_now_ns();
+  pp_shepherd_stop(&s->workers);
+}
 
 void pp_drain_check(server *s) {
   if (!s->draining || s->stopping) return;
@@ -80,7 +89,7 @@ void pp_drain_check(server *s) {
   if (s->core.queue.len || s->xpool.live_requests || partial) return;
   /* QUIC connections close after their GOAWAY; wait briefly so clients see a clean close */
   if (pp_h3conn_live(&s->sess) && pp_now_ns() - s->drain_started_ns < 1000000000LL) return;
-  pp_shepherd_stop(s);
+  stop_workers(s);
 }
 
 static void on_drain_timer(uv_timer_t *t) {
@@ -91,7 +100,7 @@ static void on_drain_timer(uv_timer_t *t) {
       LOG_ERR(s, "drain timeout: %u queued, %u live requests dropped", s->core.queue.len,
               s->xpool.live_requests);
       s->exit_code = 0;
-      pp_shepherd_stop(s);
+      stop_workers(s);
     } else {
       pp_drain_check(s);
     }
@@ -108,8 +117,8 @@ static void begin_drain(server *s) {
   s->drain_started_ns = pp_now_ns();
   LOG_ERR(s, "draining: no new connections; %u queued, %u in flight", s->core.queue.len,
           s->workers.reg.slots_busy);
-  pp_phased_abort(s, "the server began to drain");
-  pp_lifecycle_draining(s);
+  pp_phased_abort(&s->workers, "the server began to drain");
+  pp_lifecycle_draining(&s->life);
   pp_listeners_close_http(&s->net, s->life.handed_over);
   pp_h3conn_drain(&s->sess);
   /* WebSockets get a Close 1001 (going away); they end once the peer answers, or after
@@ -137,7 +146,7 @@ static void on_signal(uv_signal_t *h, int signum) {
     LOG_ERR(s, "%s: stopping at once", signum == SIGQUIT ? "SIGQUIT" : "second SIGINT");
     pp_server_exit(s, 0);
   } else if (signum == SIGHUP) {
-    pp_lifecycle_reloading(s, 1);
+    pp_lifecycle_reloading(&s->life, 1);
     if (s->sess.tls_enabled && !s->tls_dev_cert[0]) {
       char err[512];
       if (pp_tls_ctx_reload(&s->sess.tls_ctx, err, sizeof err) == 0)
@@ -157,7 +166,7 @@ static void on_signal(uv_signal_t *h, int signum) {
       }
     }
     if (s->ops.access_log) pp_access_log_reopen(s->ops.access_log);
-    pp_lifecycle_reloading(s, 0);
+    pp_lifecycle_reloading(&s->life, 0);
   } else {
     begin_drain(s);
   }
@@ -220,6 +229,19 @@ static void control_subscribe(server *s, client *c, uint32_t heartbeat_s, const 
 }
 static const pp_local_app control_local_app = {control_handle, control_subscribe};
 
+/* The lifecycle's part of the hooks (it works on s->life, handed what it reads). */
+static void hook_stop_soon(server *s) {
+  pp_lifecycle_stop_soon(&s->life);
+}
+
+static long hook_hot_restart(server *s, char *msg, size_t msg_len) {
+  return pp_restart_begin(&s->life, msg, msg_len);
+}
+
+static void hook_reloading(server *s, int begin, const char *what) {
+  pp_lifecycle_reloading_for(&s->life, begin, what);
+}
+
 static void server_init(server *s, pp_config *cfg) {
   memset(s, 0, sizeof *s);
   s->cfg = cfg;
@@ -232,9 +254,9 @@ static void server_init(server *s, pp_config *cfg) {
   s->hooks.activated_dispatch = on_activated_dispatch;
   s->hooks.worker_gone = on_worker_gone;
   s->hooks.exit = pp_server_exit;
-  s->hooks.stop_soon = pp_lifecycle_stop_soon;
-  s->hooks.hot_restart = pp_restart_begin;
-  s->hooks.reloading = pp_lifecycle_reloading_for;
+  s->hooks.stop_soon = hook_stop_soon;
+  s->hooks.hot_restart = hook_hot_restart;
+  s->hooks.reloading = hook_reloading;
   s->workers.workers_wanted = cfg->workers;
   pp_h1_limits_default(&s->sess.limits);
   s->sess.limits.max_header_bytes = cfg->max_header_bytes;
@@ -251,6 +273,11 @@ static void server_init(server *s, pp_config *cfg) {
   pp_exchange_pool_init(&s->xpool, cfg, s);
   pp_workers_init(&s->workers, s, s->loop, cfg, &s->net, &s->xpool, &s->hooks, &s->core.stats,
                   &s->core.admit, &s->ops.ctl.policy, &s->draining, &s->stopping);
+  pp_workers_init_process(&s->workers, &s->exit_code,
+                          (pp_workers_life){.ready = &s->life.ready,
+                                            .restarting = &s->life.restarting,
+                                            .new_pid = &s->life.new_pid,
+                                            .handed_over = &s->life.handed_over});
   pp_core_init(&s->core, s, &s->hooks, &s->net, &s->xpool, &s->workers.reg, &s->ops.ctl.policy,
                &s->ops.ctl.shedding);
   pp_ops_init(&s->ops, s, s->loop, cfg, &s->hooks, &s->xpool, &s->workers, &s->core, &s->sess,
@@ -341,7 +368,7 @@ static int open_tls(server *s) {
 /* A stream listener whose connections go to the client connection glue (session/conn.c), on
  * the socket systemd or a hot restart handed over when one matches (lifecycle.c). */
 static int open_listener(server *s, listener *ls) {
-  int fd = pp_lifecycle_take_inherited(s, ls);
+  int fd = pp_lifecycle_take_inherited(&s->life, ls);
   if (fd == -2) return -1;
   ls->on_accept = pp_conn_accept;
   ls->owner = &s->sess;
@@ -404,8 +431,7 @@ static void start_signals_and_timers(server *s) {
   uv_signal_start(&s->sig_hup, on_signal, SIGHUP);
   uv_timer_init(s->loop, &s->tick_timer);
   uv_timer_init(s->loop, &s->drain_timer);
-  uv_timer_init(s->loop, &s->workers.respawn_timer);
-  s->tick_timer.data = s->drain_timer.data = s->workers.respawn_timer.data = s;
+  s->tick_timer.data = s->drain_timer.data = s;
   uint64_t tick_ms = s->cfg->tick_ns / 1000000 ? s->cfg->tick_ns / 1000000 : 1;
   uv_timer_start(&s->tick_timer, on_tick, tick_ms, tick_ms);
   uv_timer_init(s->loop, &s->date_timer);
@@ -418,7 +444,9 @@ int pp_server_run_argv(pp_config *cfg, int argc, char **argv) {
   server *s = &srv;
   const char *argv0 = argv[0];
   server_init(s, cfg);
-  if (pp_lifecycle_init(s, argc, argv) < 0) return 2;
+  if (pp_lifecycle_init(&s->life, s, pp_server_drain, s->loop, cfg, &s->net, &s->core, &s->workers,
+                        &s->draining, argc, argv) < 0)
+    return 2;
   signal(SIGPIPE, SIG_IGN);
   /* Large buffers (request bodies of an upload burst) come from mmap and go back to the
    * system when freed: glibc would otherwise raise its threshold after the first such free and
@@ -429,7 +457,7 @@ int pp_server_run_argv(pp_config *cfg, int argc, char **argv) {
     LOG_ERR(s, "-app %s: %s", cfg->app, strerror(errno));
     return 2;
   }
-  if (pp_shepherd_find_gem(s, argv0) < 0) {
+  if (pp_shepherd_find_gem(&s->workers, argv0) < 0) {
     LOG_ERR(s, "cannot find the puma-plus gem (exe/puma-plus-shepherd): pass -gem-dir DIR or set "
                "PUMA_PLUS_GEM_DIR");
     return 2;
@@ -442,17 +470,17 @@ int pp_server_run_argv(pp_config *cfg, int argc, char **argv) {
   }
   int rc = open_runtime(s);
   if (rc == 0 && open_listeners(s) < 0) rc = 1;
-  if (rc == 0 && pp_lifecycle_check_inherited(s) < 0) rc = 1;
+  if (rc == 0 && pp_lifecycle_check_inherited(&s->life) < 0) rc = 1;
   if (rc) {
     cleanup_files(s);
     return rc;
   }
   start_signals_and_timers(s);
-  pp_lifecycle_start(s);
-  pp_phased_init(s);
-  pp_shepherd_supervise_init(s);
+  pp_lifecycle_start(&s->life);
+  pp_phased_init(&s->workers);
+  pp_shepherd_supervise_init(&s->workers);
   pp_wlink_watch_start(&s->workers);
-  if (pp_shepherd_start(s) < 0) {
+  if (pp_shepherd_start(&s->workers) < 0) {
     cleanup_files(s);
     return 1;
   }

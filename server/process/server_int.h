@@ -1,11 +1,11 @@
 /* struct server: the whole front end, owned by the process layer (server.c). It holds each
  * layer's context (declared in that layer's folder: pp_net, pp_exchange_pool, pp_workers,
  * pp_core, pp_sessions, pp_ops) and what the process layer owns itself: the loop, the
- * configuration, signals, the drain state, the hooks and the lifecycle. The exchange, core,
- * session and ops layers are handed their own context and never include this header; the
- * workers layer still reaches its own through it (server/layers-allow.txt). What a lower
- * layer calls back into above it is s->hooks (base/hooks.h), set by server.c, never a name.
- * Only .c files include it. Not a public API. */
+ * configuration, signals, the drain state, the hooks and the lifecycle. Every lower layer is
+ * handed its own context and never includes this header, nor does lifecycle.c (pp_lifecycle
+ * is handed what it reads). What a lower layer calls back into above it is s->hooks
+ * (base/hooks.h), set by server.c, never a name. Only server.c (and unit tests) include it. Not a
+ * public API. */
 #ifndef PP_SERVER_INT_H
 #define PP_SERVER_INT_H
 

@@ -14,7 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "server/process/server_int.h"
+#include "server/base/clock.h"
+#include "server/base/log.h"
 
 static void on_ctl_write(uv_write_t *wr, int status) {
   wchunk *k = (wchunk *)wr;
@@ -22,25 +23,25 @@ static void on_ctl_write(uv_write_t *wr, int status) {
   pp_chunk_put(k->net, k);
 }
 
-static void ctl_send(server *s, const pp_wire_frame *f) {
-  if (!s->workers.ctl_open) return;
-  wchunk *k = pp_chunk_get(&s->net, 0);
+static void ctl_send(pp_workers *ws, const pp_wire_frame *f) {
+  if (!ws->ctl_open) return;
+  wchunk *k = pp_chunk_get(ws->net, 0);
   k->len = (size_t)pp_wire_encode(f, k->data, k->cap);
-  pp_chunk_send(&s->net, (uv_stream_t *)&s->workers.ctl, k, on_ctl_write);
+  pp_chunk_send(ws->net, (uv_stream_t *)&ws->ctl, k, on_ctl_write);
 }
 
-void pp_shepherd_spawn(server *s, uint32_t n) {
+void pp_shepherd_spawn(pp_workers *ws, uint32_t n) {
   pp_wire_frame f;
   memset(&f, 0, sizeof f);
   f.type = PP_WIRE_SPAWN;
   f.count = n;
-  s->workers.spawns_pending += n;
-  s->workers.last_spawn_ns = pp_now_ns();
-  ctl_send(s, &f);
+  ws->spawns_pending += n;
+  ws->last_spawn_ns = pp_now_ns();
+  ctl_send(ws, &f);
 }
 
-void pp_shepherd_standby(server *s, uint32_t n) {
-  pp_standby *sb = &s->ops.ctl.standby;
+void pp_shepherd_standby(pp_workers *ws, uint32_t n) {
+  pp_standby *sb = &ws->standby;
   if (!sb->enabled || !n) return;
   pp_wire_frame f;
   memset(&f, 0, sizeof f);
@@ -48,77 +49,75 @@ void pp_shepherd_standby(server *s, uint32_t n) {
   f.count = n;
   sb->pending += n;
   sb->last_request_ns = pp_now_ns();
-  ctl_send(s, &f);
+  ctl_send(ws, &f);
 }
 
-void pp_shepherd_activate(server *s, pp_worker *w, int64_t decided_ns) {
-  pp_standby *sb = &s->ops.ctl.standby;
+void pp_shepherd_activate(pp_workers *ws, pp_worker *w, int64_t decided_ns) {
+  pp_standby *sb = &ws->standby;
   if (!sb->enabled || w->state != PP_WORKER_PARKED) return;
   pp_wire_frame f;
   memset(&f, 0, sizeof f);
   f.type = PP_WIRE_ACTIVATE;
   f.pid = w->pid;
-  ctl_send(s, &f);
+  ctl_send(ws, &f);
   /* booting until its first slot connects (HELLO), as any worker; in workers_wanted from now */
   w->state = PP_WORKER_BOOTING;
   w->activated_ns = decided_ns;
   w->forked_ns = pp_now_ns();
-  s->workers.workers_wanted++;
+  ws->workers_wanted++;
   sb->activations++;
-  LOG(s, "activating standby worker %u (pid %u), parked %.0f ms", w->index, w->pid,
+  LOG(ws, "activating standby worker %u (pid %u), parked %.0f ms", w->index, w->pid,
       (pp_now_ns() - w->parked_ns) / 1e6);
 }
 
 /* PARKED: a standby worker booted and waits. Its HELLOs will carry worker_index. */
-static void on_parked(server *s, const pp_wire_frame *f, int64_t now) {
-  pp_standby *sb = &s->ops.ctl.standby;
+static void on_parked(pp_workers *ws, const pp_wire_frame *f, int64_t now) {
+  pp_standby *sb = &ws->standby;
   if (sb->pending) sb->pending--;
   sb->parked_total++;
-  pp_worker *w = pp_registry_find(&s->workers.reg, f->pid);
+  pp_worker *w = pp_registry_find(&ws->reg, f->pid);
   if (w) {
-    LOG_ERR(s, "PARKED for pid %u, which is already a %s worker; ignored", f->pid,
+    LOG_ERR(ws, "PARKED for pid %u, which is already a %s worker; ignored", f->pid,
             w->state == PP_WORKER_PARKED ? "parked" : "serving");
     return;
   }
-  w = pp_registry_add(&s->workers.reg, f->pid, f->worker_index, now);
+  w = pp_registry_add(&ws->reg, f->pid, f->worker_index, now);
   if (!w) {
-    LOG_ERR(s, "worker registry full: standby pid %u not tracked", f->pid);
+    LOG_ERR(ws, "worker registry full: standby pid %u not tracked", f->pid);
     return;
   }
   w->state = PP_WORKER_PARKED;
   w->parked_ns = now;
-  LOG(s, "standby worker %u parked (pid %u, booted in %.1f ms)", f->worker_index, f->pid,
+  LOG(ws, "standby worker %u parked (pid %u, booted in %.1f ms)", f->worker_index, f->pid,
       f->boot_ns / 1e6);
 }
 
-void pp_shepherd_retire_if_drained(server *s, pp_worker *w) {
+void pp_shepherd_retire_if_drained(pp_workers *ws, pp_worker *w) {
   if (!w || w->state != PP_WORKER_RETIRING || w->busy || w->retire_sent) return;
   w->retire_sent = 1;
   pp_wire_frame f;
   memset(&f, 0, sizeof f);
   f.type = PP_WIRE_RETIRE;
   f.pid = w->pid;
-  ctl_send(s, &f);
-  LOG(s, "retiring worker %u (pid %u)", w->index, w->pid);
+  ctl_send(ws, &f);
+  LOG(ws, "retiring worker %u (pid %u)", w->index, w->pid);
 }
 
-void pp_shepherd_retire(server *s, pp_worker *w) {
-  pp_registry_retire(&s->workers.reg, w);
-  pp_shepherd_retire_if_drained(s, w);
+void pp_shepherd_retire(pp_workers *ws, pp_worker *w) {
+  pp_registry_retire(&ws->reg, w);
+  pp_shepherd_retire_if_drained(ws, w);
 }
 
 /* Asks for as many workers as are missing from workers_wanted. */
-static void respawn_missing(server *s) {
-  if (s->stopping || s->draining) return;
-  if (!s->workers.shepherd_alive || !s->workers.ctl_open)
-    return; /* the restarted shepherd will catch up */
-  uint32_t alive = pp_registry_count(&s->workers.reg, PP_WORKER_READY) +
-                   pp_registry_count(&s->workers.reg, PP_WORKER_BOOTING) +
-                   s->workers.spawns_pending;
-  if (alive < s->workers.workers_wanted) {
-    s->core.stats.worker_restarts++;
-    LOG(s, "respawning (%u of %u workers alive)", alive, s->workers.workers_wanted);
-    pp_shepherd_spawn(s, s->workers.workers_wanted - alive);
+static void respawn_missing(pp_workers *ws) {
+  if (*ws->stopping || *ws->draining) return;
+  if (!ws->shepherd_alive || !ws->ctl_open) return; /* the restarted shepherd will catch up */
+  uint32_t alive = pp_registry_count(&ws->reg, PP_WORKER_READY) +
+                   pp_registry_count(&ws->reg, PP_WORKER_BOOTING) + ws->spawns_pending;
+  if (alive < ws->workers_wanted) {
+    ws->stats->worker_restarts++;
+    LOG(ws, "respawning (%u of %u workers alive)", alive, ws->workers_wanted);
+    pp_shepherd_spawn(ws, ws->workers_wanted - alive);
   }
 }
 
@@ -126,136 +125,136 @@ static void on_respawn_timer(uv_timer_t *t) {
   respawn_missing(t->data);
 }
 
-static void on_exited(server *s, const pp_wire_frame *f, int64_t now) {
-  pp_worker *w = pp_registry_find(&s->workers.reg, f->pid);
-  pp_standby *sb = &s->ops.ctl.standby;
+static void on_exited(pp_workers *ws, const pp_wire_frame *f, int64_t now) {
+  pp_worker *w = pp_registry_find(&ws->reg, f->pid);
+  pp_standby *sb = &ws->standby;
   if (!w && sb->pending) {
     /* A pid the server never heard of: a standby worker that died before it parked (standby
      * forks send no FORKED). The controller refills the pool. */
     sb->pending--;
-    LOG_ERR(s, "standby worker pid %u exited (status %d) before it parked", f->pid, f->exit_status);
+    LOG_ERR(ws, "standby worker pid %u exited (status %d) before it parked", f->pid,
+            f->exit_status);
     return;
   }
   if (w && w->state == PP_WORKER_PARKED) {
-    pp_registry_remove(&s->workers.reg, w);
-    if (!s->stopping)
-      LOG_ERR(s, "parked standby worker pid %u exited (status %d)", f->pid, f->exit_status);
+    pp_registry_remove(&ws->reg, w);
+    if (!*ws->stopping)
+      LOG_ERR(ws, "parked standby worker pid %u exited (status %d)", f->pid, f->exit_status);
     return;
   }
   int retiring = w && w->state == PP_WORKER_RETIRING;
   int64_t w_forked_ns = w ? w->forked_ns : 0;
   if (w) {
     /* its connections are closed (or closing); detach whatever is left */
-    pp_wlink_close_pid(&s->workers, f->pid);
-    pp_registry_remove(&s->workers.reg, w);
+    if (ws->close_worker_conns) ws->close_worker_conns(ws, f->pid);
+    pp_registry_remove(&ws->reg, w);
   }
   if (f->exit_status < 0)
-    LOG_ERR(s, "worker pid %u exited by signal %d", f->pid, -f->exit_status);
+    LOG_ERR(ws, "worker pid %u exited by signal %d", f->pid, -f->exit_status);
   else
-    LOG(s, "worker pid %u exited with status %d", f->pid, f->exit_status);
-  if (s->stopping || retiring) return;
+    LOG(ws, "worker pid %u exited with status %d", f->pid, f->exit_status);
+  if (*ws->stopping || retiring) return;
   /* A worker that dies young (within 1 s of its fork) is respawned with a growing delay
    * (100 ms doubling to 5 s), so an app that cannot boot does not fork in a tight loop. */
   int young = w_forked_ns && now - w_forked_ns < 1000000000LL;
   if (!young)
-    s->workers.respawn_delay_ms = 0;
+    ws->respawn_delay_ms = 0;
   else
-    s->workers.respawn_delay_ms =
-        s->workers.respawn_delay_ms ? s->workers.respawn_delay_ms * 2 : 100;
-  if (s->workers.respawn_delay_ms > 5000) s->workers.respawn_delay_ms = 5000;
-  if (s->workers.respawn_delay_ms) {
-    LOG_ERR(s, "worker died %.0f ms after its fork; respawning in %u ms", (now - w_forked_ns) / 1e6,
-            s->workers.respawn_delay_ms);
-    uv_timer_start(&s->workers.respawn_timer, on_respawn_timer, s->workers.respawn_delay_ms, 0);
+    ws->respawn_delay_ms = ws->respawn_delay_ms ? ws->respawn_delay_ms * 2 : 100;
+  if (ws->respawn_delay_ms > 5000) ws->respawn_delay_ms = 5000;
+  if (ws->respawn_delay_ms) {
+    LOG_ERR(ws, "worker died %.0f ms after its fork; respawning in %u ms",
+            (now - w_forked_ns) / 1e6, ws->respawn_delay_ms);
+    uv_timer_start(&ws->respawn_timer, on_respawn_timer, ws->respawn_delay_ms, 0);
   } else {
-    respawn_missing(s);
+    respawn_missing(ws);
   }
 }
 
-static void ctl_frame(server *s, const pp_wire_frame *f) {
+static void ctl_frame(pp_workers *ws, const pp_wire_frame *f) {
   int64_t now = pp_now_ns();
   switch (f->type) {
   case PP_WIRE_READY:
-    s->workers.boot_ns = f->boot_ns;
-    s->workers.shepherd_ever_ready = 1;
-    LOG(s, "shepherd (pid %u) loaded the app in %.1f ms", f->pid, f->boot_ns / 1e6);
+    ws->boot_ns = f->boot_ns;
+    ws->shepherd_ever_ready = 1;
+    LOG(ws, "shepherd (pid %u) loaded the app in %.1f ms", f->pid, f->boot_ns / 1e6);
     break;
   case PP_WIRE_FORKED:
-    if (s->workers.spawns_pending) s->workers.spawns_pending--;
-    pp_registry_add(&s->workers.reg, f->pid, f->worker_index, now);
-    LOG(s, "worker %u forked (pid %u)", f->worker_index, f->pid);
+    if (ws->spawns_pending) ws->spawns_pending--;
+    pp_registry_add(&ws->reg, f->pid, f->worker_index, now);
+    LOG(ws, "worker %u forked (pid %u)", f->worker_index, f->pid);
     break;
-  case PP_WIRE_EXITED: on_exited(s, f, now); break;
+  case PP_WIRE_EXITED: on_exited(ws, f, now); break;
   case PP_WIRE_PARKED:
-    if (s->ops.ctl.standby.enabled)
-      on_parked(s, f, now);
+    if (ws->standby.enabled)
+      on_parked(ws, f, now);
     else /* a shepherd started without --standby never sends it */
-      LOG_ERR(s, "control channel: PARKED from a shepherd started without --standby");
+      LOG_ERR(ws, "control channel: PARKED from a shepherd started without --standby");
     break;
   default:
-    LOG_ERR(s, "control channel: unexpected frame %s from the shepherd",
+    LOG_ERR(ws, "control channel: unexpected frame %s from the shepherd",
             pp_wire_type_name(f->type));
   }
 }
 
 static void on_ctl_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  server *s = h->data;
+  pp_workers *ws = h->data;
   (void)suggested;
-  pp_buf_reserve(&s->workers.ctl_rbuf, 4096);
-  *buf = uv_buf_init((char *)s->workers.ctl_rbuf.data + s->workers.ctl_rbuf.len,
-                     (unsigned)(s->workers.ctl_rbuf.cap - s->workers.ctl_rbuf.len));
+  pp_buf_reserve(&ws->ctl_rbuf, 4096);
+  *buf = uv_buf_init((char *)ws->ctl_rbuf.data + ws->ctl_rbuf.len,
+                     (unsigned)(ws->ctl_rbuf.cap - ws->ctl_rbuf.len));
 }
 
 static void on_ctl_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
-  server *s = st->data;
+  pp_workers *ws = st->data;
   (void)buf;
   if (nread < 0) {
-    if (!s->stopping) LOG_ERR(s, "control channel to the shepherd closed");
+    if (!*ws->stopping) LOG_ERR(ws, "control channel to the shepherd closed");
     uv_read_stop(st);
     return;
   }
-  s->workers.ctl_rbuf.len += (size_t)nread;
+  ws->ctl_rbuf.len += (size_t)nread;
   size_t pos = 0;
   for (;;) {
     pp_wire_frame f;
     size_t need;
-    ssize_t n = pp_wire_decode(&s->workers.ctl_dec, s->workers.ctl_rbuf.data + pos,
-                               s->workers.ctl_rbuf.len - pos, &f, &need);
+    ssize_t n =
+        pp_wire_decode(&ws->ctl_dec, ws->ctl_rbuf.data + pos, ws->ctl_rbuf.len - pos, &f, &need);
     if (n < 0) {
-      LOG_ERR(s, "control channel: protocol error: %s", pp_wire_strerror((int)n));
+      LOG_ERR(ws, "control channel: protocol error: %s", pp_wire_strerror((int)n));
       uv_read_stop(st);
       return;
     }
     if (n == 0) {
-      if (need > s->workers.ctl_rbuf.cap - pos) pp_buf_reserve(&s->workers.ctl_rbuf, need);
+      if (need > ws->ctl_rbuf.cap - pos) pp_buf_reserve(&ws->ctl_rbuf, need);
       break;
     }
     pos += (size_t)n;
-    ctl_frame(s, &f);
+    ctl_frame(ws, &f);
   }
-  pp_buf_consume(&s->workers.ctl_rbuf, pos);
+  pp_buf_consume(&ws->ctl_rbuf, pos);
 }
 
-static void shepherd_lost(server *s, int64_t status, int sig);
+static void shepherd_lost(pp_workers *ws, int64_t status, int sig);
 
 static void on_shepherd_exit(uv_process_t *p, int64_t status, int sig) {
-  server *s = p->data;
-  s->workers.shepherd_alive = 0;
+  pp_workers *ws = p->data;
+  ws->shepherd_alive = 0;
   uv_close((uv_handle_t *)p, NULL);
-  if (s->stopping) {
-    LOG(s, "shepherd exited; bye");
-    s->hooks.exit(s, s->exit_code);
+  if (*ws->stopping) {
+    LOG(ws, "shepherd exited; bye");
+    ws->hooks->exit(ws->srv, *ws->exit_code);
     return;
   }
-  if (!s->workers.shepherd_ever_ready) {
+  if (!ws->shepherd_ever_ready) {
     /* The first shepherd never loaded the app (a broken config.ru, a missing gem): a
      * restart would fail the same way, so this is a start-up error. */
-    LOG_ERR(s, "shepherd exited before loading the app (status %lld, signal %d); stopping",
+    LOG_ERR(ws, "shepherd exited before loading the app (status %lld, signal %d); stopping",
             (long long)status, sig);
-    s->hooks.exit(s, 1);
+    ws->hooks->exit(ws->srv, 1);
     return;
   }
-  shepherd_lost(s, status, sig);
+  shepherd_lost(ws, status, sig);
 }
 
 static int file_exists(const char *path) {
@@ -263,14 +262,12 @@ static int file_exists(const char *path) {
   return stat(path, &st) == 0;
 }
 
-int pp_shepherd_find_gem(server *s, const char *argv0) {
-  const char *dir = s->cfg->gem_dir;
+int pp_shepherd_find_gem(pp_workers *ws, const char *argv0) {
+  const char *dir = ws->cfg->gem_dir;
   if (!dir) dir = getenv("PUMA_PLUS_GEM_DIR");
   char probe[2 * PATH_MAX];
   if (dir) {
-    if (snprintf(s->workers.gem_dir, sizeof s->workers.gem_dir, "%s", dir) >=
-        (int)sizeof s->workers.gem_dir)
-      return -1;
+    if (snprintf(ws->gem_dir, sizeof ws->gem_dir, "%s", dir) >= (int)sizeof ws->gem_dir) return -1;
     if (snprintf(probe, sizeof probe, "%s/exe/puma-plus-shepherd", dir) >= (int)sizeof probe)
       return -1;
     return file_exists(probe) ? 0 : -1;
@@ -294,9 +291,7 @@ int pp_shepherd_find_gem(server *s, const char *argv0) {
     if (snprintf(probe, sizeof probe, "%s%s", exe, rel[i]) >= (int)sizeof probe) continue;
     char real[PATH_MAX];
     const char *found = realpath(probe, real) ? real : probe;
-    if (snprintf(s->workers.gem_dir, sizeof s->workers.gem_dir, "%s", found) >=
-        (int)sizeof s->workers.gem_dir)
-      continue;
+    if (snprintf(ws->gem_dir, sizeof ws->gem_dir, "%s", found) >= (int)sizeof ws->gem_dir) continue;
     return 0;
   }
 #ifdef PP_SOURCE_GEM_DIR
@@ -304,8 +299,7 @@ int pp_shepherd_find_gem(server *s, const char *argv0) {
   if (snprintf(probe, sizeof probe, "%s/exe/puma-plus-shepherd", PP_SOURCE_GEM_DIR) <
           (int)sizeof probe &&
       file_exists(probe) &&
-      snprintf(s->workers.gem_dir, sizeof s->workers.gem_dir, "%s", PP_SOURCE_GEM_DIR) <
-          (int)sizeof s->workers.gem_dir)
+      snprintf(ws->gem_dir, sizeof ws->gem_dir, "%s", PP_SOURCE_GEM_DIR) < (int)sizeof ws->gem_dir)
     return 0;
 #endif
   return -1;
@@ -313,23 +307,23 @@ int pp_shepherd_find_gem(server *s, const char *argv0) {
 
 static void on_ctl_closed(uv_handle_t *h);
 
-void pp_shepherd_cmd_init(server *s, pp_shepherd_cmd *c, uint32_t workers,
+void pp_shepherd_cmd_init(pp_workers *ws, pp_shepherd_cmd *c, uint32_t workers,
                           const uint32_t *standby) {
-  snprintf(c->libdir, sizeof c->libdir, "-I%s/lib", s->workers.gem_dir);
-  snprintf(c->exe, sizeof c->exe, "%s/exe/puma-plus-shepherd", s->workers.gem_dir);
-  snprintf(c->threads, sizeof c->threads, "%u", pp_config_slots_initial(s->cfg));
+  snprintf(c->libdir, sizeof c->libdir, "-I%s/lib", ws->gem_dir);
+  snprintf(c->exe, sizeof c->exe, "%s/exe/puma-plus-shepherd", ws->gem_dir);
+  snprintf(c->threads, sizeof c->threads, "%u", pp_config_slots_initial(ws->cfg));
   snprintf(c->workers, sizeof c->workers, "%u", workers);
   c->standby[0] = 0;
   c->extdir[0] = 0;
   size_t n = 0;
   char **a = c->args;
-  a[n++] = (char *)s->cfg->ruby;
+  a[n++] = (char *)ws->cfg->ruby;
 #if defined(PP_SOURCE_GEM_DIR) && defined(PP_BUILD_EXT_LIB)
   /* The checkout's gem/ has no compiled codec of its own: this build's goes first on the load
    * path, so in-tree runs (make run, the tests, pp-bench) use the C codec as an installed gem
    * does, not the pure-Ruby one (PUMA_PLUS_PURE_RUBY=1 still forces that). */
   char probe[8300], here[PATH_MAX], source[PATH_MAX];
-  if (realpath(s->workers.gem_dir, here) && realpath(PP_SOURCE_GEM_DIR, source) &&
+  if (realpath(ws->gem_dir, here) && realpath(PP_SOURCE_GEM_DIR, source) &&
       strcmp(here, source) == 0 &&
       snprintf(probe, sizeof probe, "%s/puma_plus/puma_plus_ext.so", PP_BUILD_EXT_LIB) <
           (int)sizeof probe &&
@@ -339,32 +333,32 @@ void pp_shepherd_cmd_init(server *s, pp_shepherd_cmd *c, uint32_t workers,
   }
 #endif
   a[n++] = c->libdir, a[n++] = c->exe;
-  a[n++] = "--app", a[n++] = (char *)s->cfg->app;
+  a[n++] = "--app", a[n++] = (char *)ws->cfg->app;
   a[n++] = "--threads", a[n++] = c->threads;
-  a[n++] = "--socket", a[n++] = s->workers.socket_path;
+  a[n++] = "--socket", a[n++] = ws->socket_path;
   a[n++] = "--workers", a[n++] = c->workers;
   if (standby) { /* docs/CONTROL.md section 8: the flag negotiates the standby frames */
     snprintf(c->standby, sizeof c->standby, "%u", *standby);
     a[n++] = "--standby", a[n++] = c->standby;
   }
-  if (s->cfg->fibers) a[n++] = "--fibers"; /* the --threads slots are fibers */
+  if (ws->cfg->fibers) a[n++] = "--fibers"; /* the --threads slots are fibers */
   a[n] = NULL;
 }
 
 /* Starts a shepherd that forks `initial` workers after READY. 0, or -1 (logged). */
-static int shepherd_launch(server *s, uint32_t initial) {
+static int shepherd_launch(pp_workers *ws, uint32_t initial) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-    LOG_ERR(s, "socketpair: %s", strerror(errno));
+    LOG_ERR(ws, "socketpair: %s", strerror(errno));
     return -1;
   }
-  uv_pipe_init(s->loop, &s->workers.ctl, 0);
-  s->workers.ctl.data = s;
-  uv_pipe_open(&s->workers.ctl, sv[0]);
-  s->workers.ctl_open = 1;
-  pp_standby *sb = &s->ops.ctl.standby;
+  uv_pipe_init(ws->loop, &ws->ctl, 0);
+  ws->ctl.data = ws;
+  uv_pipe_open(&ws->ctl, sv[0]);
+  ws->ctl_open = 1;
+  pp_standby *sb = &ws->standby;
   pp_shepherd_cmd cmd;
-  pp_shepherd_cmd_init(s, &cmd, initial, sb->enabled ? &sb->k : NULL);
+  pp_shepherd_cmd_init(ws, &cmd, initial, sb->enabled ? &sb->k : NULL);
   if (sb->enabled) {
     sb->pending = sb->k; /* the shepherd forks K standby workers after the initial ones */
     sb->last_request_ns = pp_now_ns();
@@ -376,49 +370,46 @@ static int shepherd_launch(server *s, uint32_t initial) {
   stdio[3].data.fd = sv[1];
   uv_process_options_t opt;
   memset(&opt, 0, sizeof opt);
-  opt.file = s->cfg->ruby;
+  opt.file = ws->cfg->ruby;
   opt.args = cmd.args;
   opt.exit_cb = on_shepherd_exit;
   opt.stdio = stdio;
   opt.stdio_count = 4;
-  s->workers.shepherd.data = s;
-  int rc = uv_spawn(s->loop, &s->workers.shepherd, &opt);
+  ws->shepherd.data = ws;
+  int rc = uv_spawn(ws->loop, &ws->shepherd, &opt);
   close(sv[1]);
   if (rc < 0) {
-    LOG_ERR(s, "cannot start the shepherd (%s %s): %s", s->cfg->ruby, cmd.exe, uv_strerror(rc));
-    s->workers.ctl_open = 0;
-    s->workers.ctl_closing = 1;
-    uv_close((uv_handle_t *)&s->workers.ctl, on_ctl_closed);
+    LOG_ERR(ws, "cannot start the shepherd (%s %s): %s", ws->cfg->ruby, cmd.exe, uv_strerror(rc));
+    ws->ctl_open = 0;
+    ws->ctl_closing = 1;
+    uv_close((uv_handle_t *)&ws->ctl, on_ctl_closed);
     return -1;
   }
-  s->workers.shepherd_alive = 1;
-  s->workers.shepherd_pid = (uint32_t)s->workers.shepherd.pid;
-  s->workers.shepherd_started_ns = pp_now_ns();
-  s->workers.spawns_pending = initial; /* the shepherd forks --workers at start */
-  s->workers.last_spawn_ns = pp_now_ns();
-  LOG(s, "shepherd pid %d: %s %s%s%s %s --app %s --threads %s --socket %s --workers %s%s%s%s",
-      s->workers.shepherd.pid, s->cfg->ruby, cmd.extdir, cmd.extdir[0] ? " " : "", cmd.libdir,
-      cmd.exe, s->cfg->app, cmd.threads, s->workers.socket_path, cmd.workers,
-      sb->enabled ? " --standby " : "", cmd.standby, s->cfg->fibers ? " --fibers" : "");
-  uv_read_start((uv_stream_t *)&s->workers.ctl, on_ctl_alloc, on_ctl_read);
+  ws->shepherd_alive = 1;
+  ws->shepherd_pid = (uint32_t)ws->shepherd.pid;
+  ws->shepherd_started_ns = pp_now_ns();
+  ws->spawns_pending = initial; /* the shepherd forks --workers at start */
+  ws->last_spawn_ns = pp_now_ns();
+  LOG(ws, "shepherd pid %d: %s %s%s%s %s --app %s --threads %s --socket %s --workers %s%s%s%s",
+      ws->shepherd.pid, ws->cfg->ruby, cmd.extdir, cmd.extdir[0] ? " " : "", cmd.libdir, cmd.exe,
+      ws->cfg->app, cmd.threads, ws->socket_path, cmd.workers, sb->enabled ? " --standby " : "",
+      cmd.standby, ws->cfg->fibers ? " --fibers" : "");
+  uv_read_start((uv_stream_t *)&ws->ctl, on_ctl_alloc, on_ctl_read);
   return 0;
 }
 
-int pp_shepherd_start(server *s) {
-  return shepherd_launch(s, s->workers.workers_wanted);
+int pp_shepherd_start(pp_workers *ws) {
+  return shepherd_launch(ws, ws->workers_wanted);
 }
 
-void pp_shepherd_stop(server *s) {
-  if (s->stopping) return;
-  s->stopping = 1;
-  s->stop_sent_ns = pp_now_ns();
-  if (!s->workers.shepherd_alive) s->hooks.exit(s, s->exit_code);
+void pp_shepherd_stop(pp_workers *ws) {
+  if (!ws->shepherd_alive) ws->hooks->exit(ws->srv, *ws->exit_code);
   pp_wire_frame f;
   memset(&f, 0, sizeof f);
   f.type = PP_WIRE_STOP;
   f.grace_ms = 5000;
-  ctl_send(s, &f);
-  LOG(s, "drained; stopping the workers");
+  ctl_send(ws, &f);
+  LOG(ws, "drained; stopping the workers");
 }
 
 /* ---------------------------------------------------------------- supervision
@@ -437,143 +428,141 @@ void pp_shepherd_stop(server *s) {
 #define SHEPHERD_YOUNG_NS       10000000000LL
 
 static void on_ctl_closed(uv_handle_t *h) {
-  server *s = h->data;
-  s->workers.ctl_closing = 0;
+  pp_workers *ws = h->data;
+  ws->ctl_closing = 0;
 }
 
-static void shepherd_restart(server *s);
+static void shepherd_restart(pp_workers *ws);
 
 static void on_shepherd_timer(uv_timer_t *t) {
-  server *s = t->data;
-  if (s->stopping || s->draining || s->workers.shepherd_alive) return;
-  if (s->workers.ctl_closing) { /* the old control pipe's close callback has not run yet */
-    uv_timer_start(&s->workers.shepherd_timer, on_shepherd_timer, 10, 0);
+  pp_workers *ws = t->data;
+  if (*ws->stopping || *ws->draining || ws->shepherd_alive) return;
+  if (ws->ctl_closing) { /* the old control pipe's close callback has not run yet */
+    uv_timer_start(&ws->shepherd_timer, on_shepherd_timer, 10, 0);
     return;
   }
-  shepherd_restart(s);
+  shepherd_restart(ws);
 }
 
-static void shepherd_lost(server *s, int64_t status, int sig) {
-  int64_t lived = pp_now_ns() - s->workers.shepherd_started_ns;
-  if (s->workers.ctl_open) {
-    s->workers.ctl_open = 0;
-    s->workers.ctl_closing = 1;
-    uv_read_stop((uv_stream_t *)&s->workers.ctl);
-    uv_close((uv_handle_t *)&s->workers.ctl, on_ctl_closed);
+static void shepherd_lost(pp_workers *ws, int64_t status, int sig) {
+  int64_t lived = pp_now_ns() - ws->shepherd_started_ns;
+  if (ws->ctl_open) {
+    ws->ctl_open = 0;
+    ws->ctl_closing = 1;
+    uv_read_stop((uv_stream_t *)&ws->ctl);
+    uv_close((uv_handle_t *)&ws->ctl, on_ctl_closed);
   }
-  s->workers.spawns_pending = 0; /* a dead shepherd forks nothing more */
-  if (!s->draining && pp_phased_swap_planned(s)) {
+  ws->spawns_pending = 0; /* a dead shepherd forks nothing more */
+  if (!*ws->draining && pp_phased_swap_planned(ws)) {
     /* A phased restart killed it: its successor loads the new code, now. */
-    LOG_ERR(s, "phased restart: the old shepherd (pid %u) is gone; starting one with the new code",
-            s->workers.shepherd_pid);
-    s->workers.shepherd_planned_restart = 1;
-    uv_timer_start(&s->workers.shepherd_timer, on_shepherd_timer, 0, 0);
+    LOG_ERR(ws, "phased restart: the old shepherd (pid %u) is gone; starting one with the new code",
+            ws->shepherd_pid);
+    ws->shepherd_planned_restart = 1;
+    uv_timer_start(&ws->shepherd_timer, on_shepherd_timer, 0, 0);
     return;
   }
-  if (s->draining) {
+  if (*ws->draining) {
     /* A drain needs no new workers; stop when the requests are done. */
-    LOG_ERR(s, "shepherd exited (status %lld, signal %d) during the drain", (long long)status, sig);
+    LOG_ERR(ws, "shepherd exited (status %lld, signal %d) during the drain", (long long)status,
+            sig);
     return;
   }
   if (lived < SHEPHERD_YOUNG_NS)
-    s->workers.shepherd_restart_delay_ms = s->workers.shepherd_restart_delay_ms
-                                               ? s->workers.shepherd_restart_delay_ms * 2
-                                               : SHEPHERD_RESTART_MIN_MS;
+    ws->shepherd_restart_delay_ms =
+        ws->shepherd_restart_delay_ms ? ws->shepherd_restart_delay_ms * 2 : SHEPHERD_RESTART_MIN_MS;
   else
-    s->workers.shepherd_restart_delay_ms = SHEPHERD_RESTART_MIN_MS;
-  if (s->workers.shepherd_restart_delay_ms > SHEPHERD_RESTART_MAX_MS)
-    s->workers.shepherd_restart_delay_ms = SHEPHERD_RESTART_MAX_MS;
-  uint32_t live = pp_registry_count(&s->workers.reg, PP_WORKER_READY) +
-                  pp_registry_count(&s->workers.reg, PP_WORKER_BOOTING) +
-                  pp_registry_count(&s->workers.reg, PP_WORKER_RETIRING);
-  LOG_ERR(s,
+    ws->shepherd_restart_delay_ms = SHEPHERD_RESTART_MIN_MS;
+  if (ws->shepherd_restart_delay_ms > SHEPHERD_RESTART_MAX_MS)
+    ws->shepherd_restart_delay_ms = SHEPHERD_RESTART_MAX_MS;
+  uint32_t live = pp_registry_count(&ws->reg, PP_WORKER_READY) +
+                  pp_registry_count(&ws->reg, PP_WORKER_BOOTING) +
+                  pp_registry_count(&ws->reg, PP_WORKER_RETIRING);
+  LOG_ERR(ws,
           "shepherd (pid %u) exited unexpectedly (status %lld, signal %d) after %.1f s; %u "
           "worker(s) keep serving; starting a new shepherd in %u ms",
-          s->workers.shepherd_pid, (long long)status, sig, (double)lived / 1e9, live,
-          s->workers.shepherd_restart_delay_ms);
-  uv_timer_start(&s->workers.shepherd_timer, on_shepherd_timer,
-                 s->workers.shepherd_restart_delay_ms, 0);
+          ws->shepherd_pid, (long long)status, sig, (double)lived / 1e9, live,
+          ws->shepherd_restart_delay_ms);
+  uv_timer_start(&ws->shepherd_timer, on_shepherd_timer, ws->shepherd_restart_delay_ms, 0);
 }
 
-static void shepherd_restart(server *s) {
-  pp_wire_decoder_init(&s->workers.ctl_dec);
-  s->workers.ctl_rbuf.len = 0;
-  int planned = s->workers.shepherd_planned_restart;
-  s->workers.shepherd_planned_restart = 0;
-  if (!planned) s->core.stats.shepherd_restarts++;
-  if (shepherd_launch(s, 0) < 0) {
-    s->workers.shepherd_restart_delay_ms = SHEPHERD_RESTART_MAX_MS;
-    LOG_ERR(s, "starting a new shepherd failed; trying again in %u ms",
-            s->workers.shepherd_restart_delay_ms);
-    uv_timer_start(&s->workers.shepherd_timer, on_shepherd_timer,
-                   s->workers.shepherd_restart_delay_ms, 0);
+static void shepherd_restart(pp_workers *ws) {
+  pp_wire_decoder_init(&ws->ctl_dec);
+  ws->ctl_rbuf.len = 0;
+  int planned = ws->shepherd_planned_restart;
+  ws->shepherd_planned_restart = 0;
+  if (!planned) ws->stats->shepherd_restarts++;
+  if (shepherd_launch(ws, 0) < 0) {
+    ws->shepherd_restart_delay_ms = SHEPHERD_RESTART_MAX_MS;
+    LOG_ERR(ws, "starting a new shepherd failed; trying again in %u ms",
+            ws->shepherd_restart_delay_ms);
+    uv_timer_start(&ws->shepherd_timer, on_shepherd_timer, ws->shepherd_restart_delay_ms, 0);
     return;
   }
   /* Before it forks anything: the workers it inherits (by index), then what is missing. */
   uint32_t adopted = 0;
-  for (uint32_t i = 0; i < s->workers.reg.high; i++) {
-    pp_worker *w = &s->workers.reg.workers[i];
+  for (uint32_t i = 0; i < ws->reg.high; i++) {
+    pp_worker *w = &ws->reg.workers[i];
     if (w->state == PP_WORKER_FREE || w->killed) continue;
     pp_wire_frame f;
     memset(&f, 0, sizeof f);
     f.type = PP_WIRE_ADOPT;
     f.pid = w->pid;
     f.worker_index = w->index;
-    ctl_send(s, &f);
+    ctl_send(ws, &f);
     adopted++;
     /* A RETIRE the dead shepherd may never have acted on goes to the new one. */
     if (w->state == PP_WORKER_RETIRING) {
       w->retire_sent = 0;
-      pp_shepherd_retire_if_drained(s, w);
+      pp_shepherd_retire_if_drained(ws, w);
     }
   }
-  s->core.stats.workers_adopted += adopted;
+  ws->stats->workers_adopted += adopted;
   if (planned)
-    LOG_ERR(s, "phased restart: new shepherd (pid %u) adopts %u live worker(s)",
-            s->workers.shepherd_pid, adopted);
+    LOG_ERR(ws, "phased restart: new shepherd (pid %u) adopts %u live worker(s)", ws->shepherd_pid,
+            adopted);
   else
-    LOG_ERR(s, "new shepherd (pid %u, restart %llu) adopts %u live worker(s)",
-            s->workers.shepherd_pid, (unsigned long long)s->core.stats.shepherd_restarts, adopted);
-  respawn_missing(s);
+    LOG_ERR(ws, "new shepherd (pid %u, restart %llu) adopts %u live worker(s)", ws->shepherd_pid,
+            (unsigned long long)ws->stats->shepherd_restarts, adopted);
+  respawn_missing(ws);
 }
 
-void pp_shepherd_worker_gone(server *s, uint32_t pid, int32_t status) {
+void pp_shepherd_worker_gone(pp_workers *ws, uint32_t pid, int32_t status) {
   pp_wire_frame f;
   memset(&f, 0, sizeof f);
   f.type = PP_WIRE_EXITED;
   f.pid = pid;
   f.exit_status = status;
-  on_exited(s, &f, pp_now_ns());
+  on_exited(ws, &f, pp_now_ns());
 }
 
-void pp_shepherd_reap_orphans(server *s) {
+void pp_shepherd_reap_orphans(pp_workers *ws) {
   for (;;) {
     siginfo_t info;
     memset(&info, 0, sizeof info);
     /* Peek first (WNOWAIT): the shepherd's own exit belongs to libuv's uv_process_t. */
     if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0 || info.si_pid == 0) return;
-    if (s->workers.shepherd_alive && (uint32_t)info.si_pid == s->workers.shepherd_pid) return;
-    if (pp_phased_owns_pid(s, (uint32_t)info.si_pid)) return; /* libuv's too */
+    if (ws->shepherd_alive && (uint32_t)info.si_pid == ws->shepherd_pid) return;
+    if (pp_phased_owns_pid(ws, (uint32_t)info.si_pid)) return; /* libuv's too */
     int status = 0;
     pid_t pid = waitpid(info.si_pid, &status, WNOHANG);
     if (pid <= 0) return;
     int32_t code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-    s->core.stats.orphans_reaped++;
-    pp_worker *w = pp_registry_find(&s->workers.reg, (uint32_t)pid);
+    ws->stats->orphans_reaped++;
+    pp_worker *w = pp_registry_find(&ws->reg, (uint32_t)pid);
     if (!w) {
-      LOG(s, "reaped pid %d (not a worker; reparented to the server)", (int)pid);
+      LOG(ws, "reaped pid %d (not a worker; reparented to the server)", (int)pid);
       continue;
     }
-    if (s->workers.ctl_open) {
+    if (ws->ctl_open) {
       pp_wire_frame f;
       memset(&f, 0, sizeof f);
       f.type = PP_WIRE_ADOPTED_EXITED;
       f.pid = (uint32_t)pid;
       f.exit_status = code;
-      ctl_send(s, &f);
+      ctl_send(ws, &f);
     }
-    LOG(s, "adopted worker pid %d exited", (int)pid);
-    pp_shepherd_worker_gone(s, (uint32_t)pid, code);
+    LOG(ws, "adopted worker pid %d exited", (int)pid);
+    pp_shepherd_worker_gone(ws, (uint32_t)pid, code);
   }
 }
 
@@ -582,14 +571,16 @@ static void on_sigchld(uv_signal_t *h, int signum) {
   pp_shepherd_reap_orphans(h->data);
 }
 
-void pp_shepherd_supervise_init(server *s) {
+void pp_shepherd_supervise_init(pp_workers *ws) {
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
-    LOG_ERR(s, "prctl(PR_SET_CHILD_SUBREAPER): %s: a dead shepherd's workers cannot be adopted",
+    LOG_ERR(ws, "prctl(PR_SET_CHILD_SUBREAPER): %s: a dead shepherd's workers cannot be adopted",
             strerror(errno));
-  uv_timer_init(s->loop, &s->workers.shepherd_timer);
-  s->workers.shepherd_timer.data = s;
-  uv_signal_init(s->loop, &s->workers.sig_chld);
-  s->workers.sig_chld.data = s;
-  uv_signal_start(&s->workers.sig_chld, on_sigchld, SIGCHLD);
-  uv_unref((uv_handle_t *)&s->workers.sig_chld);
+  uv_timer_init(ws->loop, &ws->shepherd_timer);
+  ws->shepherd_timer.data = ws;
+  uv_timer_init(ws->loop, &ws->respawn_timer);
+  ws->respawn_timer.data = ws;
+  uv_signal_init(ws->loop, &ws->sig_chld);
+  ws->sig_chld.data = ws;
+  uv_signal_start(&ws->sig_chld, on_sigchld, SIGCHLD);
+  uv_unref((uv_handle_t *)&ws->sig_chld);
 }

@@ -235,7 +235,7 @@ static void on_response_end(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
   pp_worker *wk = w->slot.worker;
   pp_registry_release(&ws->reg, &w->slot);
   if (w->slot_closing) slot_close_now(w); /* the target was lowered while it ran */
-  pp_shepherd_retire_if_drained(ws->srv, wk);
+  pp_shepherd_retire_if_drained(ws, wk);
   /* The freed slot gets its next request before this response goes to its client: the
    * worker thread starts on it one client write sooner. */
   ws->hooks->slot_free(ws->srv);
@@ -462,6 +462,7 @@ static void on_worker_connection(uv_stream_t *ls, int status) {
 }
 
 int pp_wlink_listen(pp_workers *ws, const char *path) {
+  ws->close_worker_conns = pp_wlink_close_pid; /* the shepherd's exit reports (workers.h) */
   unlink(path);
   uv_pipe_init(ws->loop, &ws->worker_listener, 0);
   ws->worker_listener.data = ws;
@@ -695,7 +696,7 @@ static int timed_out_frame(wconn *w, const pp_wire_frame *f) {
   pp_worker *wk = w->slot.worker;
   pp_registry_release(&ws->reg, &w->slot);
   if (w->slot_closing) slot_close_now(w);
-  pp_shepherd_retire_if_drained(ws->srv, wk);
+  pp_shepherd_retire_if_drained(ws, wk);
   ws->hooks->slot_free(ws->srv);
   return 0;
 }
@@ -753,7 +754,7 @@ void pp_wlink_kill_worker(pp_workers *ws, pp_worker *wk, const char *why) {
    * child anyone reaps for us): forget it now, as an EXITED would, so it is replaced. */
   if (gone) {
     LOG_ERR(ws, "worker pid %u was already gone", pid);
-    pp_shepherd_worker_gone(ws->srv, pid, -SIGKILL);
+    pp_shepherd_worker_gone(ws, pid, -SIGKILL);
   }
 }
 
@@ -811,7 +812,7 @@ void pp_wlink_watch(pp_workers *ws, int64_t now) {
 static void on_watch_timer(uv_timer_t *t) {
   pp_workers *ws = t->data;
   pp_wlink_watch(ws, pp_now_ns());
-  pp_shepherd_reap_orphans(ws->srv);
+  pp_shepherd_reap_orphans(ws);
 }
 
 void pp_wlink_watch_start(pp_workers *ws) {

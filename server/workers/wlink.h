@@ -44,7 +44,8 @@ struct wconn {
   int64_t timed_out_deadline_ns;
 };
 
-/* Starts accepting worker connections on the server's worker socket. 0 or a libuv error. */
+/* Starts accepting worker connections on the server's worker socket, and takes the
+ * shepherd's reports of exited workers (ws->close_worker_conns). 0 or a libuv error. */
 int pp_wlink_listen(pp_workers *ws, const char *path);
 /* x now runs on w. */
 void pp_wlink_assign(wconn *w, pp_exchange *x);

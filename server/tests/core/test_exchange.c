@@ -728,7 +728,7 @@ static int suite_init(void) {
   pp_hist_window_init(&srv.core.stats.body_wait);
   pp_buf_init(&body_seen);
   uv_timer_init(srv.loop, &srv.workers.respawn_timer); /* a forgotten worker's respawn may arm it */
-  srv.workers.respawn_timer.data = &srv;
+  srv.workers.respawn_timer.data = &srv.workers;       /* shepherd.c works on pp_workers */
   snprintf(sock_path, sizeof sock_path, "/tmp/pp-test-exchange-%d.sock", (int)getpid());
   return pp_wlink_listen(&srv.workers, sock_path) == 0 ? 0 : -1;
 }
