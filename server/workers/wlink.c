@@ -101,6 +101,12 @@ int pp_wlink_writev(wconn *w, uv_write_t *req, uv_buf_t *bufs, unsigned n, uv_wr
   return rc;
 }
 
+int pp_wlink_writev_handle(wconn *w, uv_write_t *req, uv_buf_t *bufs, unsigned n,
+                           uv_stream_t *handle, uv_write_cb cb) {
+  int rc = uv_write2(req, (uv_stream_t *)&w->pipe, bufs, n, handle, cb);
+  return rc < 0 ? rc : 1;
+}
+
 size_t pp_wlink_write_queue(wconn *w) {
   return uv_stream_get_write_queue_size((uv_stream_t *)&w->pipe);
 }

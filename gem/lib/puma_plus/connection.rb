@@ -78,6 +78,11 @@ module PumaPlus
       @log = log
       @pending = []
       @rbuf = String.new(capacity: READ_SIZE, encoding: Encoding::BINARY)
+      # Descriptors received with the frames (SCM_RIGHTS), oldest first: a REQUEST flagged
+      # BODY_FILE takes the next one (its spooled body). Reads use recvmsg where the socket
+      # has it: a plain read(2) would drop a descriptor riding on the bytes.
+      @fds = []
+      @recvmsg = sock.is_a?(BasicSocket)
       @out = String.new(capacity: FLUSH_AT, encoding: Encoding::BINARY)
       @current_id = nil
       @cancelled = false
@@ -273,12 +278,47 @@ module PumaPlus
         frame = @decoder.next_frame
         return frame if frame
 
-        @decoder.feed(@sock.readpartial(READ_SIZE, @rbuf))
+        @decoder.feed(@recvmsg ? receive : @sock.readpartial(READ_SIZE, @rbuf))
       end
     rescue EOFError
       nil
     rescue IOError, SystemCallError => e
       raise ConnectionLost, e.message
+    end
+
+    # The next bytes from the server, with the descriptors that came with them kept in @fds
+    # (a spooled body's file rides on its REQUEST's first bytes). A fiber slot's socket is
+    # non-blocking: it waits through IO#wait_readable, which yields to the scheduler.
+    def receive
+      while true # rubocop:disable Style/InfiniteLoop
+        data, _addr, _flags, *controls =
+          if @fiber
+            @sock.recvmsg_nonblock(READ_SIZE, 0, nil, scm_rights: true, exception: false)
+          else
+            @sock.recvmsg(READ_SIZE, 0, nil, scm_rights: true)
+          end
+        if data == :wait_readable
+          @sock.wait_readable
+          next
+        end
+        controls.each { |c| @fds.concat(c.unix_rights) if c.cmsg_is?(:SOCKET, :RIGHTS) } unless controls.empty?
+        raise EOFError if data.nil? || data.empty?
+
+        return data
+      end
+    end
+
+    # The spooled body of REQUEST `req` (flag BODY_FILE): its file, binary, at its start.
+    def spooled_input(req)
+      io = @fds.shift
+      unless io
+        @broken = Wire::ProtocolError.new(:unexpected, "REQUEST #{req.request_id} has BODY_FILE but no descriptor came with it")
+        raise @broken
+      end
+      file = File.for_fd(io.fileno, "rb")
+      io.autoclose = false # `file` owns the descriptor now
+      file.rewind
+      file
     end
 
     def write_out(out)
@@ -329,7 +369,9 @@ module PumaPlus
       # rack.early_hints call sends EARLY_HINTS at once (before the response).
       @head_written = false
       env[EARLY_HINTS] = @early_hints_call if req.flags & Wire::FLAG_EARLY_HINTS != 0
-      if req.flags & Wire::FLAG_BODY_STREAMS != 0
+      if req.flags & Wire::FLAG_BODY_FILE != 0
+        input = spooled_input(req) # read whole by the server: no slot waited for the client
+      elsif req.flags & Wire::FLAG_BODY_STREAMS != 0
         @body_open = true
         input = StreamInput.new(self)
       else
@@ -396,6 +438,7 @@ module PumaPlus
       if finished && !(finished.empty? && after_reply.empty?)
         run_finished(env, finished, after_reply, error ? nil : status, error ? nil : headers, error)
       end
+      input.close if input.is_a?(File) && !input.closed? # the spool file goes with it
       oob&.leave
     end
 
