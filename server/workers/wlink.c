@@ -221,6 +221,9 @@ static int on_hello(wconn *w, const pp_wire_frame *f) {
 /* RESPONSE_END: the slot is free again; the owner completes the response. */
 static void on_response_end(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
   pp_workers *ws = w->ws;
+  /* The worker closed its copy of a spooled body's file before RESPONSE_END (PROTOCOL.md): the
+   * disk it held leaves -max-spool-total now, not when the client has taken the response. */
+  pp_exchange_unspool(r);
   uint64_t service = 0;
   if (f->t5_ns > f->t4_ns) service = f->t5_ns - f->t4_ns;
   service = service > f->body_read_ns ? service - f->body_read_ns : 0;

@@ -415,6 +415,9 @@ module PumaPlus
         internal_error(id, env, error)
       end
       body_read_ns = input.is_a?(StreamInput) ? input.read_ns : 0
+      # A spooled body's file is closed before RESPONSE_END: the server counts its disk
+      # against -max-spool-total until then (docs/PROTOCOL.md "REQUEST").
+      input.close if input.is_a?(File)
       cpu_ns = Process.clock_gettime(THREAD_CPU, :nanosecond) - cpu0
       Wire.append_response_end(out, id, t4, t5, body_read_ns, -1, cpu_ns)
       write_out(out)
@@ -438,7 +441,7 @@ module PumaPlus
       if finished && !(finished.empty? && after_reply.empty?)
         run_finished(env, finished, after_reply, error ? nil : status, error ? nil : headers, error)
       end
-      input.close if input.is_a?(File) && !input.closed? # the spool file goes with it
+      input.close if input.is_a?(File) && !input.closed? # (when the app failed before the end)
       oob&.leave
     end
 
