@@ -83,6 +83,9 @@ module PumaPlus
       # has it: a plain read(2) would drop a descriptor riding on the bytes.
       @fds = []
       @recvmsg = sock.is_a?(BasicSocket)
+      # A thread slot with the C codec: its recvmsg in C (Wire.native_recv), which costs what
+      # readpartial does; Ruby's BasicSocket#recvmsg allocates an Addrinfo and an Array per read.
+      @recv_fd = sock.fileno if @recvmsg && !fiber && Wire.codec == :native && Wire.respond_to?(:native_recv)
       @out = String.new(capacity: FLUSH_AT, encoding: Encoding::BINARY)
       @current_id = nil
       @cancelled = false
@@ -165,6 +168,7 @@ module PumaPlus
     ensure
       @idle = false
       @sock.close unless @sock.closed?
+      close_stray_fds
     end
 
     private
@@ -291,6 +295,13 @@ module PumaPlus
     # non-blocking: it waits through IO#wait_readable, which yields to the scheduler.
     def receive
       while true # rubocop:disable Style/InfiniteLoop
+        if @recv_fd
+          data = Wire.native_recv(@recv_fd, @rbuf, @fds)
+          raise EOFError if data.nil?
+          next @sock.wait_readable if data == :wait_readable # (a socket left non-blocking)
+
+          return data
+        end
         data, _addr, _flags, *controls =
           if @fiber
             @sock.recvmsg_nonblock(READ_SIZE, 0, nil, scm_rights: true, exception: false)
@@ -308,6 +319,16 @@ module PumaPlus
       end
     end
 
+    # Descriptors no REQUEST took (the connection ended first): closed.
+    def close_stray_fds
+      @fds.each do |fd|
+        fd.is_a?(Integer) ? IO.for_fd(fd).close : fd.close
+      rescue IOError, SystemCallError
+        nil
+      end
+      @fds.clear
+    end
+
     # The spooled body of REQUEST `req` (flag BODY_FILE): its file, binary, at its start.
     def spooled_input(req)
       io = @fds.shift
@@ -315,6 +336,8 @@ module PumaPlus
         @broken = Wire::ProtocolError.new(:unexpected, "REQUEST #{req.request_id} has BODY_FILE but no descriptor came with it")
         raise @broken
       end
+      return File.for_fd(io, "rb").tap(&:rewind) if io.is_a?(Integer) # (from Wire.native_recv)
+
       file = File.for_fd(io.fileno, "rb")
       io.autoclose = false # `file` owns the descriptor now
       file.rewind
