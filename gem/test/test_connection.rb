@@ -432,7 +432,11 @@ class TestConnection < Minitest::Test
       first = input.read(5)
       input.rewind
       all = input.read
-      [200, {}, ["#{first.unpack1('H*')} #{all.bytesize} #{Digest::SHA256.hexdigest(all)} #{input.class} #{all.encoding}"]]
+      input.rewind
+      buf = +"" # a UTF-8 buffer comes back binary, as with StringIO
+      input.read(4, buf)
+      [200, {}, ["#{first.unpack1('H*')} #{all.bytesize} #{Digest::SHA256.hexdigest(all)} #{input.is_a?(File)} " \
+                 "#{input.class} #{all.encoding} #{buf.encoding}"]]
     end
     body = (0...300_000).map { |i| (i * 7 % 251).chr }.join.b
     path = File.join(Dir.tmpdir, "pp-spool-test-#{Process.pid}-#{object_id}")
@@ -443,7 +447,8 @@ class TestConnection < Minitest::Test
     frame = FakeServer.request(1, "POST", "/up", body_file: true, content_length: body.bytesize)
     @server.sendmsg(frame, 0, nil, Socket::AncillaryData.unix_rights(file))
     res = FakeServer.read_response(@server, 1)
-    assert_equal "#{body[0, 5].unpack1('H*')} #{body.bytesize} #{Digest::SHA256.hexdigest(body)} File ASCII-8BIT",
+    assert_equal "#{body[0, 5].unpack1('H*')} #{body.bytesize} #{Digest::SHA256.hexdigest(body)} true " \
+                 "PumaPlus::SpooledInput ASCII-8BIT ASCII-8BIT",
                  res[:body]
     assert inputs[0].closed?, "the worker closes its copy of the spool file after the request"
     assert_equal 0, res[:end].body_read_ns

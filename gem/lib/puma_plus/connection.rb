@@ -6,6 +6,7 @@ require "stringio"
 require_relative "wire"
 require_relative "response"
 require_relative "stream_input"
+require_relative "spooled_input"
 require_relative "response_stream"
 require_relative "request_timeout"
 require_relative "app_hooks"
@@ -336,9 +337,9 @@ module PumaPlus
         @broken = Wire::ProtocolError.new(:unexpected, "REQUEST #{req.request_id} has BODY_FILE but no descriptor came with it")
         raise @broken
       end
-      return File.for_fd(io, "rb").tap(&:rewind) if io.is_a?(Integer) # (from Wire.native_recv)
+      return SpooledInput.for_fd(io, "rb").tap(&:rewind) if io.is_a?(Integer) # (Wire.native_recv)
 
-      file = File.for_fd(io.fileno, "rb")
+      file = SpooledInput.for_fd(io.fileno, "rb")
       io.autoclose = false # `file` owns the descriptor now
       file.rewind
       file
@@ -440,7 +441,7 @@ module PumaPlus
       body_read_ns = input.is_a?(StreamInput) ? input.read_ns : 0
       # A spooled body's file is closed before RESPONSE_END: the server counts its disk
       # against -max-spool-total until then (docs/PROTOCOL.md "REQUEST").
-      input.close if input.is_a?(File)
+      input.close if input.is_a?(SpooledInput)
       cpu_ns = Process.clock_gettime(THREAD_CPU, :nanosecond) - cpu0
       Wire.append_response_end(out, id, t4, t5, body_read_ns, -1, cpu_ns)
       write_out(out)
@@ -464,7 +465,7 @@ module PumaPlus
       if finished && !(finished.empty? && after_reply.empty?)
         run_finished(env, finished, after_reply, error ? nil : status, error ? nil : headers, error)
       end
-      input.close if input.is_a?(File) && !input.closed? # (when the app failed before the end)
+      input.close if input.is_a?(SpooledInput) && !input.closed? # (when the app failed before the end)
       oob&.leave
     end
 
