@@ -151,7 +151,14 @@ void pp_exchange_env_end(pp_exchange *x, uint32_t pairs, int64_t content_length)
   pp_buf_reserve(&x->body, 4);
   x->body.len = 4;
   x->content_length = content_length;
-  if (x->pool->cfg->body_stream && content_length > (int64_t)PP_BODY_BUFFER_LIMIT) x->streaming = 1;
+  if (content_length <= (int64_t)PP_BODY_BUFFER_LIMIT) return;
+  if (x->pool->cfg->body_stream) {
+    x->streaming = 1;
+  } else if (x->state == PP_X_BODY) {
+    /* Spooled from its first byte: the file is opened and the length reserved now, so a body
+     * the budget cannot take is refused before the client sends it (no 100 Continue). */
+    spool_start(x);
+  }
 }
 
 void pp_exchange_body_in(pp_exchange *x, const uint8_t *data, size_t len) {

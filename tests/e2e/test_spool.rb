@@ -174,6 +174,12 @@ class TestSpool < Minitest::Test
     url = "http://127.0.0.1:#{@srv.port}/digest"
     code, body, = E2E.curl("-o", "-", "-w", " %{http_code}", "--data-binary", "@#{big}", url)
     assert_match(/413 Content Too Large: .*-max-spool-total.* 413\z/m, code + body.to_s)
+    # a Content-Length over the budget is refused at the head: no 100 Continue, the 413 at once
+    sock = TCPSocket.new("127.0.0.1", @srv.port)
+    sock.write("POST /digest HTTP/1.1\r\nHost: a\r\nContent-Length: #{5 * MIB}\r\nExpect: 100-continue\r\n\r\n")
+    status, = Timeout.timeout(5) { E2E::ResponseReader.new(sock).next_response }
+    assert_equal 413, status, "the first answer to Expect: 100-continue"
+    sock.close
     code, = E2E.curl("-o", "/dev/null", "-w", "%{http_code}", "--http2-prior-knowledge",
                      "--data-binary", "@#{big}", url)
     assert_includes %w[413 000], code # curl may report the reset that follows an early answer
@@ -187,7 +193,7 @@ class TestSpool < Minitest::Test
     assert_equal "200", code
     assert_equal Digest::SHA256.file(two).hexdigest, body.split[1]
     st = @srv.stats["requests"]
-    assert_equal 2, st["body_spool_refused_413"]
+    assert_equal 3, st["body_spool_refused_413"]
     assert_equal 1, st["body_spool_refused_503"]
     assert_equal 0, st["body_spool_bytes"]
     assert_match(/body refused with 413: over -max-spool-total/, @srv.log)

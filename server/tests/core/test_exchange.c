@@ -445,6 +445,21 @@ static void test_spool_budget_refusals(void) {
   CU_ASSERT_EQUAL(srv.xpool.spool_bytes, 0);
   CU_ASSERT_EQUAL(srv.xpool.spool_refused_413, 1);
   CU_ASSERT_EQUAL(srv.xpool.spool_refused_503, 1);
+
+  /* a Content-Length known at the head is checked there, before any body byte (HTTP/1.1
+   * then sends no 100 Continue): refused at env_end */
+  reset_events();
+  pp_exchange *early = new_exchange("/early", 4u << 20);
+  CU_ASSERT_EQUAL(early->refuse_status, 413);
+  for (int i = 0; i < 50 && !saw("fail"); i++)
+    spin(1);
+  CU_ASSERT_EQUAL(n_fails, 1);
+  CU_ASSERT_EQUAL(fail_statuses[0], 413);
+  pp_exchange *fits = new_exchange("/fits", 2u << 20); /* spooling at once, reserved whole */
+  CU_ASSERT(fits->spooling && !fits->refuse_status);
+  CU_ASSERT_EQUAL(srv.xpool.spool_bytes, 2u << 20);
+  pp_exchange_abandon(fits);
+  CU_ASSERT_EQUAL(srv.xpool.spool_bytes, 0);
   cfg.max_spool_total = 4ull << 30;
 }
 
