@@ -166,12 +166,11 @@ void pp_dashboard_stream_prelude(pp_ops *op, pp_buf *out) {
                    "retry: %d\n: puma-plus /stats/stream: one stats event per tick\n\n",
                    PP_DASH_RETRY_MS);
   pp_buf_append(out, head, (size_t)n);
-  if (op->dash.points_len) {
-    n = snprintf(head, sizeof head, "id: %" PRIu64 "\nevent: history\ndata: ", op->dash.ticks);
-    pp_buf_append(out, head, (size_t)n);
-    pp_dashboard_history_json(op, out);
-    pp_buf_append(out, "\n\n", 2);
-  }
+  /* always (no points before the first tick), so every stream starts the same way */
+  n = snprintf(head, sizeof head, "id: %" PRIu64 "\nevent: history\ndata: ", op->dash.ticks);
+  pp_buf_append(out, head, (size_t)n);
+  pp_dashboard_history_json(op, out);
+  pp_buf_append(out, "\n\n", 2);
   pp_buf ev;
   pp_buf_init(&ev);
   build_event(op, &ev);

@@ -121,6 +121,7 @@ class TestStatsStream < Minitest::Test
 
   def test_framing_and_one_event_per_tick
     srv = E2E::Server.new(extra: ["-tick", "250ms"])
+    wait_stats(srv, 5) { |st| st["stream"]["ticks"] >= 2 } # so that the history has points
     sub = Subscriber.new(srv.control_port)
     assert_equal 200, sub.status
     assert_equal "text/event-stream", sub.headers["content-type"]
@@ -149,6 +150,7 @@ class TestStatsStream < Minitest::Test
     hist = JSON.parse(h[2].delete_prefix("data: "))
     assert_equal 0.25, hist["window_seconds"]
     hist_ids = hist["points"].map { |pt| pt["id"] }
+    assert_operator first[:id], :>=, 2
     assert_equal (1..first[:id]).to_a.last(300), hist_ids
     assert_equal first[:data]["queue"]["arrival_rate"], hist["points"].last["arrival_rate"]
     assert_equal first[:data]["queue"]["shed"], hist["points"].last["shed"]
