@@ -114,6 +114,10 @@ good("request-utf8-and-empty-values",
               [["PATH_INFO", "/caf\u00e9"], ["QUERY_STRING", ""], ["HTTP_X_EMPTY", ""],
                ["", "empty key"]], ""))
 good("request-hijackable", *request(12, 7, 8, 2, [["REQUEST_METHOD", "GET"]], ""))
+# BODY_FILE (bit 4): the body is in the spooled file whose descriptor rides on the frame.
+good("request-body-file",
+     *request(13, 4_000_000_000, 4_000_000_250, 16,
+              [["REQUEST_METHOD", "POST"], ["CONTENT_LENGTH", "104857600"]], ""))
 good("request-max-ids", *request(U64_BIG, U64_BIG - 1, U64_BIG, 0, [["REQUEST_METHOD", "GET"]], ""))
 
 # ---- BODY / BODY_END / CANCEL ------------------------------------------------------------

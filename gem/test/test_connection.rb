@@ -3,6 +3,8 @@
 require_relative "test_helper"
 require "rack"
 require "rack/lint"
+require "tmpdir"
+require "digest"
 
 # One worker connection driven in-process over a socketpair: env building, rack.input,
 # response encoding (multi-value headers, Rack 2 and 3 shapes), body.close, errors, CANCEL,
@@ -415,6 +417,52 @@ class TestConnection < Minitest::Test
     @server.write(W.encode(W::Body.new(1, "ab")) + FakeServer.request(2, "GET", "/"))
     assert_equal :protocol_error, @thread.value
     assert_match(/REQUEST frame while request 1 runs/, @log.string)
+  end
+
+  # A spooled body (REQUEST flag BODY_FILE): its file's descriptor rides on the frame's bytes
+  # (SCM_RIGHTS), written to its end as the server leaves it; rack.input is that File, binary
+  # and at its start, rewindable, and closed after the request.
+  def test_spooled_body_arrives_as_the_file_whose_descriptor_rides_on_the_request
+    inputs = []
+    start do |env|
+      next [204, {}, []] if env["PATH_INFO"] == "/next"
+
+      input = env["rack.input"]
+      inputs << input
+      first = input.read(5)
+      input.rewind
+      all = input.read
+      input.rewind
+      buf = +"" # a UTF-8 buffer comes back binary, as with StringIO
+      input.read(4, buf)
+      [200, {}, ["#{first.unpack1('H*')} #{all.bytesize} #{Digest::SHA256.hexdigest(all)} #{input.is_a?(File)} " \
+                 "#{input.class} #{all.encoding} #{buf.encoding}"]]
+    end
+    body = (0...300_000).map { |i| (i * 7 % 251).chr }.join.b
+    path = File.join(Dir.tmpdir, "pp-spool-test-#{Process.pid}-#{object_id}")
+    file = File.open(path, "w+b")
+    File.unlink(path) # unnamed, as the server's spool files are
+    file.write(body)
+    file.flush
+    frame = FakeServer.request(1, "POST", "/up", body_file: true, content_length: body.bytesize)
+    @server.sendmsg(frame, 0, nil, Socket::AncillaryData.unix_rights(file))
+    res = FakeServer.read_response(@server, 1)
+    assert_equal "#{body[0, 5].unpack1('H*')} #{body.bytesize} #{Digest::SHA256.hexdigest(body)} true " \
+                 "PumaPlus::SpooledInput ASCII-8BIT ASCII-8BIT",
+                 res[:body]
+    assert inputs[0].closed?, "the worker closes its copy of the spool file after the request"
+    assert_equal 0, res[:end].body_read_ns
+    # the connection goes on: a plain request after it
+    assert_equal 204, call(2, "GET", "/next")[:head].status
+  ensure
+    file&.close
+  end
+
+  def test_body_file_without_a_descriptor_is_a_protocol_error
+    start { |_env| [200, {}, []] }
+    @server.write(FakeServer.request(1, "POST", "/up", body_file: true, content_length: 10))
+    assert_equal :protocol_error, @thread.value
+    assert_match(/BODY_FILE but no descriptor/, @log.string)
   end
 
   def test_unexpected_frame_type_is_a_protocol_error

@@ -76,13 +76,14 @@ module FakeServer
     pairs << ["REQUEST_URI", query.empty? ? path : "#{path}?#{query}"]
   end
 
-  def request(id, method, path, body: "", streams: false, hijackable: false, **kw)
-    extra = body.empty? && !streams ? [] : [["CONTENT_LENGTH", (kw.delete(:content_length) || body.bytesize).to_s]]
+  def request(id, method, path, body: "", streams: false, hijackable: false, body_file: false, **kw)
+    extra = body.empty? && !streams && !body_file ? [] : [["CONTENT_LENGTH", (kw.delete(:content_length) || body.bytesize).to_s]]
     now = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
     env = env_pairs(method, path, extra: extra, **kw) +
           [["puma_plus.request_id", id.to_s], ["puma_plus.queue_ns", "0"]]
-    flags = (streams ? W::FLAG_BODY_STREAMS : 0) | (hijackable ? W::FLAG_HIJACKABLE : 0)
-    W.encode(W::Request.new(id, now, now, flags, env.flatten, streams ? "".b : body.b))
+    flags = (streams ? W::FLAG_BODY_STREAMS : 0) | (hijackable ? W::FLAG_HIJACKABLE : 0) |
+            (body_file ? W::FLAG_BODY_FILE : 0)
+    W.encode(W::Request.new(id, now, now, flags, env.flatten, streams || body_file ? "".b : body.b))
   end
 
   # Reads RESPONSE_HEAD? RESPONSE_BODY* RESPONSE_END for `id`; returns a Hash.

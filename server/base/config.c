@@ -28,6 +28,7 @@ void pp_config_defaults(pp_config *c) {
   c->max_headers = 100;
   c->max_body_bytes = PP_BODY_SIZE_NONE;
   c->max_buffered_body_total = 256ull << 20;
+  c->max_spool_total = 4ull << 30;
   c->header_timeout_ns = 30ull * 1000000000;
   c->body_timeout_ns = 60ull * 1000000000;
   c->keepalive_timeout_ns = 20ull * 1000000000;
@@ -259,8 +260,14 @@ void pp_config_usage(FILE *out) {
         "  -max-headers N         header lines, 431 beyond (default 100)\n"
         "  -max-body-size SIZE    request body, 413 beyond (default none, as puma; 0 = none)\n"
         "  -max-buffered-body-total SIZE  request bodies buffered before dispatch, all\n"
-        "                         together; beyond it uploads wait unread (default 256MiB, 0 = "
-        "none)\n"
+        "                         together in memory; beyond it a body goes to its spool\n"
+        "                         file (default 256MiB, 0 = none)\n"
+        "  -body-spool-dir DIR    where bodies over 1 MiB are spooled, as unlinked files\n"
+        "                         (default $TMPDIR, else /tmp)\n"
+        "  -max-spool-total SIZE  spooled bodies on disk, all together; beyond it 503, and\n"
+        "                         413 for one body larger than it (default 4GiB, 0 = none)\n"
+        "  -body-stream           stream bodies over 1 MiB to the app as they arrive instead\n"
+        "                         of spooling them (the slot waits for the client)\n"
         "  -header-timeout DUR    first byte to end of headers (default 30s)\n"
         "  -body-timeout DUR      longest pause between body bytes (default 60s)\n"
         "  -keepalive-timeout DUR idle keep-alive connection (default 20s)\n"
@@ -341,7 +348,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
     if (!strcmp(key, "quiet") || !strcmp(key, "autoscale") || !strcmp(key, "shed") ||
         !strcmp(key, "h2c") || !strcmp(key, "no-h2") || !strcmp(key, "h3-retry") ||
         !strcmp(key, "no-alt-svc") || !strcmp(key, "print-policy") || !strcmp(key, "early-hints") ||
-        !strcmp(key, "no-extended-connect") || !strcmp(key, "ws-no-deflate")) {
+        !strcmp(key, "no-extended-connect") || !strcmp(key, "ws-no-deflate") ||
+        !strcmp(key, "body-stream")) {
       int on = 1;
       if (value) {
         if (!strcmp(value, "true") || !strcmp(value, "1"))
@@ -373,6 +381,8 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
         c->early_hints = on;
       else if (!strcmp(key, "ws-no-deflate"))
         c->ws_no_deflate = on;
+      else if (!strcmp(key, "body-stream"))
+        c->body_stream = on;
       else
         c->shed = on;
       continue;
@@ -471,6 +481,10 @@ int pp_config_parse(pp_config *c, int argc, char **argv, char *err, size_t err_l
         c->max_body_bytes = PP_BODY_SIZE_NONE;
     } else if (!strcmp(key, "max-buffered-body-total"))
       bad = pp_size_parse(value, &c->max_buffered_body_total);
+    else if (!strcmp(key, "max-spool-total"))
+      bad = pp_size_parse(value, &c->max_spool_total);
+    else if (!strcmp(key, "body-spool-dir"))
+      c->body_spool_dir = value;
     else if (!strcmp(key, "header-timeout"))
       bad = pp_duration_parse(value, &c->header_timeout_ns);
     else if (!strcmp(key, "body-timeout"))

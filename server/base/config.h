@@ -90,6 +90,10 @@ typedef struct pp_config {
   uint64_t max_body_bytes;          /* -max-body-size; PP_BODY_SIZE_NONE = no limit */
   uint64_t max_buffered_body_total; /* -max-buffered-body-total: all bodies buffered before
                                        dispatch; 0 none */
+  const char *body_spool_dir;       /* -body-spool-dir (NULL: $TMPDIR, else /tmp) */
+  uint64_t max_spool_total;         /* -max-spool-total: spooled bodies on disk; 0 none */
+  int body_stream;                  /* -body-stream: bodies over 1 MiB stream (BODY frames)
+                                       instead of being spooled */
 
   uint64_t header_timeout_ns;    /* -header-timeout */
   uint64_t body_timeout_ns;      /* -body-timeout */

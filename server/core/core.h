@@ -30,6 +30,10 @@ typedef struct pp_core {
   const pp_hooks *hooks;    /* activated_dispatch */
   server *srv;              /* handed to the hooks; never read here */
   const pp_wallclock *wall; /* realtime - monotonic, for X-Request-Start (base/wallclock.h) */
+  /* Answers the spool budget's refusals (xpool->refusals) from the loop, outside the owner's
+   * calls: started on the first refusal (refuse_idle_on: initialised). */
+  uv_idle_t refuse_idle;
+  int refuse_idle_on;
 } pp_core;
 
 /* The core of an exchange (from its pool). */

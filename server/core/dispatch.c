@@ -7,8 +7,10 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "server/base/alloc.h"
 #include "server/base/clock.h"
 #include "server/base/log.h"
 #include "server/proto/env.h"
@@ -131,9 +133,22 @@ static void send_event(pp_core *c, pp_exchange *r, wconn *w) {
   if (rc == 1) r->writes++;
 }
 
+static void on_spool_pipe_closed(uv_handle_t *h) {
+  free(h);
+}
+
+/* Our copy of the spool file's descriptor goes once the REQUEST carrying it is written (or
+ * failed); the worker's copy stays, and the file with it. */
+static void close_spool_pipe(pp_exchange *r) {
+  if (!r->spool_pipe) return;
+  uv_close((uv_handle_t *)r->spool_pipe, on_spool_pipe_closed);
+  r->spool_pipe = NULL;
+}
+
 static void on_request_written(uv_write_t *wr, int status) {
   pp_exchange *r = PP_CONTAINER_OF(wr, pp_exchange, wreq);
   (void)status;
+  close_spool_pipe(r);
   r->writes--;
   if (r->release_pending && r->writes == 0) {
     r->release_pending = 0;
@@ -191,18 +206,19 @@ static void send_request(pp_core *c, pp_exchange *r, wconn *w) {
     pp_env_put_pair(&r->head, "HTTP_X_REQUEST_START", 20, v, vn + 2);
   }
   uint8_t *h = r->head.data;
-  size_t body_len = r->streaming ? 0 : r->body.len - 4;
+  size_t body_len = r->streaming || r->spooling ? 0 : r->body.len - 4;
   size_t payload = r->head.len - 8 + 4 + body_len;
   pp_wire_put_header(h, PP_WIRE_REQUEST, (uint32_t)payload);
   pp_wire_put_u64(h + 8, r->id);
   pp_wire_put_u64(h + 16, (uint64_t)r->t2b);
   pp_wire_put_u64(h + 24, (uint64_t)r->t3);
   h[32] = (uint8_t)((r->streaming ? PP_WIRE_FLAG_BODY_STREAMS : 0) |
+                    (r->spooling ? PP_WIRE_FLAG_BODY_FILE : 0) |
                     (r->hijackable ? PP_WIRE_FLAG_HIJACKABLE : 0) |
                     (r->early_hints ? PP_WIRE_FLAG_EARLY_HINTS : 0));
   uv_buf_t bufs[2];
   bufs[0] = uv_buf_init((char *)r->head.data, (unsigned)r->head.len);
-  if (r->streaming) {
+  if (r->streaming || r->spooling) {
     memset(r->len_zero, 0, 4);
     bufs[1] = uv_buf_init((char *)r->len_zero, 4);
   } else {
@@ -212,7 +228,24 @@ static void send_request(pp_core *c, pp_exchange *r, wconn *w) {
   r->w = w;
   pp_wlink_assign(w, r);
   r->state = PP_X_RUNNING;
-  int rc = pp_wlink_writev(w, &r->wreq, bufs, 2, on_request_written);
+  int rc;
+  if (r->spooling) {
+    /* The spool file's descriptor rides on the frame (SCM_RIGHTS): libuv sends a handle, so
+     * the file is wrapped in one (it is never read through it). */
+    r->spool_pipe = pp_xmalloc(sizeof *r->spool_pipe);
+    uv_pipe_init(c->net->loop, r->spool_pipe, 0);
+    rc = uv_pipe_open(r->spool_pipe, r->spool_fd);
+    if (rc == 0) r->spool_fd = -1; /* the handle owns it now */
+    rc = rc < 0 ? rc
+                : pp_wlink_writev_handle(w, &r->wreq, bufs, 2, (uv_stream_t *)r->spool_pipe,
+                                         on_request_written);
+    if (rc < 0) {
+      close_spool_pipe(r);
+      pp_wlink_close(w, "cannot send the spooled body's descriptor"); /* r: 502 */
+    }
+  } else {
+    rc = pp_wlink_writev(w, &r->wreq, bufs, 2, on_request_written);
+  }
   if (rc < 0) return;       /* the worker connection closed (and answered r with a 502) */
   if (rc == 1) r->writes++; /* the buffers stay referenced until on_request_written */
   if (r->streaming) {

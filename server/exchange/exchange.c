@@ -4,6 +4,7 @@
 #include "server/exchange/exchange.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "server/base/access.h"
 #include "server/base/alloc.h"
@@ -14,6 +15,7 @@ void pp_exchange_pool_init(pp_exchange_pool *p, const pp_config *cfg, server *sr
   p->cfg = cfg;
   p->srv = srv;
   pp_queue_init(&p->body_waiters);
+  pp_queue_init(&p->refusals);
 }
 
 pp_exchange *pp_exchange_get(pp_exchange_pool *p, const pp_exchange_ops *ops, void *owner) {
@@ -39,6 +41,8 @@ pp_exchange *pp_exchange_get(pp_exchange_pool *p, const pp_exchange_ops *ops, vo
   x->pool = p;
   x->ops = ops;
   x->owner = owner;
+  x->content_length = -1;
+  x->spool_fd = -1;
   p->live_requests++;
   return x;
 }
@@ -59,6 +63,15 @@ void pp_exchange_unbudget(pp_exchange *x) {
     pp_exchange *w = PP_CONTAINER_OF(pp_queue_pop(&p->body_waiters), pp_exchange, blink);
     if (w->owner) w->ops->body_writable(w);
   }
+}
+
+void pp_exchange_unspool(pp_exchange *x) {
+  pp_exchange_pool *p = x->pool;
+  if (x->spooling && x->spool_fd >= 0) close(x->spool_fd);
+  x->spool_fd = -1;
+  x->spooling = 0;
+  p->spool_bytes -= x->spool_reserved;
+  x->spool_reserved = 0;
 }
 
 void pp_exchange_log(pp_exchange_pool *p, pp_exchange *x) {
@@ -90,13 +103,16 @@ void pp_exchange_log(pp_exchange_pool *p, pp_exchange *x) {
 void pp_exchange_release(pp_exchange_pool *p, pp_exchange *x) {
   if (!x->logged) pp_exchange_log(p, x);
   pp_exchange_unbudget(x);
+  if (pp_qnode_linked(&x->rlink)) pp_queue_remove(&p->refusals, &x->rlink);
   if (x->writes > 0) {
+    /* the spool file stays counted while the REQUEST carrying it is written */
     x->release_pending = 1;
     return;
   }
   /* A buffer that grew for one large upload does not stay large: pooled exchanges keep small
    * bodies' buffers (no malloc per request for them), not the up-to-1 MiB ones of an upload
    * burst, which would otherwise stay resident for good (pp-bench soak's body phase). */
+  pp_exchange_unspool(x); /* the worker has its own descriptor and is done with the body */
   if (x->body.cap > PP_EXCHANGE_KEEP_BODY) pp_buf_dispose(&x->body);
   if (x->head.cap > 262144) pp_buf_dispose(&x->head);
   if (x->resp_overflow.cap > 262144) pp_buf_dispose(&x->resp_overflow);

@@ -8,7 +8,8 @@
  *   pp_exchange_get         the owner (session glue) takes one from the pool: t1, t2 set by it
  *   pp_exchange_env_begin   REQUEST prefix; the owner appends env pairs (pp_env_put_pair ...)
  *   pp_exchange_env_end     closes the env (puma_plus.queue_ns is appended at dispatch)
- *   pp_exchange_body_in     body bytes: buffered up to PP_BODY_BUFFER_LIMIT, then streamed
+ *   pp_exchange_body_in     body bytes: in memory up to PP_BODY_BUFFER_LIMIT, then spooled
+ *                           to an unlinked file (spool.h); with -body-stream, streamed
  *   pp_exchange_body_done   the request body ended (or there was none): runnable at the latest
  *   ... queued (T2b), dispatched to a worker connection (T3) ...
  *   ops->head / body / end  the worker's RESPONSE_HEAD / RESPONSE_BODY / RESPONSE_END
@@ -33,8 +34,18 @@
  * pp_exchange_can_take_body() says the worker socket has room; ops->body_writable tells the
  * owner when it has room again.
  *
- * The aggregate body budget: bodies buffered before dispatch count against
- * -max-buffered-body-total. Beyond it an upload that has not started buffering waits unread
+ * Bodies are read whole before the request is runnable (T2b = the body's end), so a slow
+ * upload never holds a slot: up to PP_BODY_BUFFER_LIMIT in memory, a larger one (or any one
+ * once the memory budget below is reached) in a spool file whose descriptor the REQUEST
+ * carries (PP_WIRE_FLAG_BODY_FILE). Spool files count against -max-spool-total from their
+ * first byte (a known Content-Length is reserved whole) until the exchange is released;
+ * beyond it the request is refused, 413 for one body larger than the whole budget and 503
+ * otherwise, through ops->fail from the loop (never from inside the owner's call).
+ *
+ * The aggregate memory budget: bodies buffered in memory count against
+ * -max-buffered-body-total; beyond it a body goes to its spool file. With -body-stream (the
+ * old path) a body over PP_BODY_BUFFER_LIMIT streams to its worker in BODY frames instead:
+ * beyond the budget an upload that has not started buffering waits unread
  * (pp_exchange_can_take_body is 0; body_writable when room frees), and one that was already
  * buffering goes to the queue with what it has and streams the rest (so the bytes held are
  * always on their way to a worker, and the wait cannot deadlock). */
@@ -106,7 +117,17 @@ struct pp_exchange {
   int hijack_seen; /* the worker sent HIJACK (at most once) */
   int hijack_wait; /* h1: handing over once the client's pending writes are done */
   int64_t t1, t2, t2b, t3; /* first byte, headers, runnable, dispatched */
-  pp_buf head;             /* REQUEST frame up to and including the queue_ns key */
+  int64_t content_length;  /* the request's, or -1 (unknown: chunked, h2/h3 without one) */
+  /* The spool file (spool.h): its descriptor while the body is written to it (spooling), a
+   * libuv handle around it while the REQUEST carrying it is written (spool_pipe), the bytes
+   * counted against -max-spool-total (spool_reserved), and the status a refused body is
+   * answered with once the loop comes round (refuse_status, in the core's refusals). */
+  int spooling, spool_fd;
+  uv_pipe_t *spool_pipe;
+  uint64_t spooled, spool_reserved;
+  int refuse_status;
+  pp_qnode rlink;
+  pp_buf head; /* REQUEST frame up to and including the queue_ns key */
   size_t queue_key_end;
   int add_request_start; /* dispatch appends HTTP_X_REQUEST_START (t= T2b in us since the epoch) */
   pp_buf body;           /* [u32 length][body bytes] */
@@ -151,6 +172,9 @@ struct pp_exchange_pool {
   uint64_t body_buffered; /* request-body bytes buffered before dispatch, all exchanges */
   pp_queue body_waiters;  /* exchanges whose uploads wait for -max-buffered-body-total */
   uint32_t live_requests; /* requests allocated (any state) */
+  uint64_t spool_bytes;   /* bytes of spool files counted against -max-spool-total, now */
+  pp_queue refusals;      /* exchanges refused by the spool budget, to be answered (rlink) */
+  uint64_t spooled_bodies, spool_refused_413, spool_refused_503, spool_errors; /* counters */
   /* responses by status class, every protocol's (pp_exchange_count_status) */
   uint64_t status_1xx, status_2xx, status_3xx, status_4xx, status_5xx;
 };
@@ -173,6 +197,9 @@ void pp_exchange_log(pp_exchange_pool *p, pp_exchange *x);
 /* The aggregate body budget (-max-buffered-body-total): x's buffered bytes leave the server's
  * total (at dispatch, or when x ends), and uploads that waited for room resume. */
 void pp_exchange_unbudget(pp_exchange *x);
+
+/* x's spool file leaves -max-spool-total and its descriptor is closed, if it has one. */
+void pp_exchange_unspool(pp_exchange *x);
 
 /* The buffered-body total is at -max-buffered-body-total (0: no limit, never). */
 int pp_exchange_over_budget(const pp_exchange_pool *p);

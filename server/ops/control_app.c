@@ -257,6 +257,11 @@ void pp_control_app(pp_ops *op, const pp_control_request *rq, pp_control_respons
     pp_stats_json(op, pretty, &out->body);
     out->status = 200;
     out->content_type = "application/json";
+  } else if (path_len == 14 && !memcmp(url, "/stats/history", 14)) {
+    pp_dashboard_history_json(op, &out->body); /* the dashboard's charts, oldest tick first */
+    pp_buf_append(&out->body, "\n", 1);
+    out->status = 200;
+    out->content_type = "application/json";
   } else if (path_len == 8 && !memcmp(url, "/metrics", 8)) {
     pp_stats_metrics(op, &out->body);
     out->status = 200;
@@ -266,6 +271,7 @@ void pp_control_app(pp_ops *op, const pp_control_request *rq, pp_control_respons
   } else {
     text(out, 404,
          "404 Not Found (try /stats, /stats?pretty=1, /metrics, /ready, /dashboard, /stats/stream, "
+         "/stats/history, "
          "POST /restart, POST /phased-restart, POST /stop or POST /slots)\n");
   }
 }

@@ -15,6 +15,7 @@
 #include "server/base/clock.h"
 #include "server/base/log.h"
 #include "server/ops/ops.h"
+#include "server/workers/phased.h"
 
 static void remember_decision(pp_ops *op) {
   pp_dashboard *d = &op->dash;
@@ -39,6 +40,50 @@ static void remember_decision(pp_ops *op) {
   e->count = dec->count;
   e->shed = dec->shed;
   snprintf(e->reason, sizeof e->reason, "%s", dec->reason);
+}
+
+/* The tick's chart point, read from what /stats reports for the same tick (stats.c: the last
+ * completed window, the registry's counts), so the page draws history as it draws live ticks. */
+static void remember_point(pp_ops *op) {
+  pp_dashboard *d = &op->dash;
+  pp_stats *st = &op->core->stats;
+  pp_dash_point *p = &d->points[d->points_head];
+  d->points_head = (d->points_head + 1) % PP_DASH_HISTORY;
+  if (d->points_len < PP_DASH_HISTORY) d->points_len++;
+  p->tick = d->ticks;
+  p->p50_ms = (double)pp_hist_percentile(&st->queue_last, 50) / 1e6;
+  p->p95_ms = (double)pp_hist_percentile(&st->queue_last, 95) / 1e6;
+  p->p99_ms = (double)pp_hist_percentile(&st->queue_last, 99) / 1e6;
+  double window = (double)st->last_window_ns;
+  p->arrival_rate = window ? (double)st->arrivals_last * 1e9 / window : 0;
+  p->completion_rate = window ? (double)st->completions_last * 1e9 / window : 0;
+  p->workers_ready = pp_registry_count(&op->workers->reg, PP_WORKER_READY);
+  p->workers_booting =
+      pp_registry_count(&op->workers->reg, PP_WORKER_BOOTING) + op->workers->spawns_pending;
+  p->old_workers = pp_phased_old_workers(op->srv);
+  p->shed = st->shed;
+  p->timeouts = st->timeouts;
+}
+
+void pp_dashboard_history_json(pp_ops *op, pp_buf *out) {
+  pp_dashboard *d = &op->dash;
+  char num[512];
+  int n = snprintf(num, sizeof num, "{\"window_seconds\":%.17g,\"points\":[",
+                   (double)op->cfg->tick_ns / 1e9);
+  pp_buf_append(out, num, (size_t)n);
+  uint32_t first = (d->points_head + PP_DASH_HISTORY - d->points_len) % PP_DASH_HISTORY;
+  for (uint32_t i = 0; i < d->points_len; i++) {
+    const pp_dash_point *p = &d->points[(first + i) % PP_DASH_HISTORY];
+    n = snprintf(
+        num, sizeof num,
+        "%s{\"id\":%" PRIu64 ",\"p50_ms\":%.17g,\"p95_ms\":%.17g,\"p99_ms\":%.17g,"
+        "\"arrival_rate\":%.17g,\"completion_rate\":%.17g,\"workers_ready\":%u,"
+        "\"workers_booting\":%u,\"old_workers\":%u,\"shed\":%" PRIu64 ",\"timeouts\":%" PRIu64 "}",
+        i ? "," : "", p->tick, p->p50_ms, p->p95_ms, p->p99_ms, p->arrival_rate, p->completion_rate,
+        p->workers_ready, p->workers_booting, p->old_workers, p->shed, p->timeouts);
+    pp_buf_append(out, num, (size_t)n);
+  }
+  pp_buf_append(out, "]}", 2);
 }
 
 /* The current event: id, type and the /stats JSON on one data line (compact JSON has no raw
@@ -68,6 +113,7 @@ void pp_dashboard_tick(pp_ops *op) {
   pp_dashboard *d = &op->dash;
   d->ticks++;
   remember_decision(op);
+  remember_point(op);
   int built = 0;
   pp_qnode *n = op->sess->clients.head.next;
   while (n != &op->sess->clients.head) {
@@ -120,6 +166,11 @@ void pp_dashboard_stream_prelude(pp_ops *op, pp_buf *out) {
                    "retry: %d\n: puma-plus /stats/stream: one stats event per tick\n\n",
                    PP_DASH_RETRY_MS);
   pp_buf_append(out, head, (size_t)n);
+  /* always (no points before the first tick), so every stream starts the same way */
+  n = snprintf(head, sizeof head, "id: %" PRIu64 "\nevent: history\ndata: ", op->dash.ticks);
+  pp_buf_append(out, head, (size_t)n);
+  pp_dashboard_history_json(op, out);
+  pp_buf_append(out, "\n\n", 2);
   pp_buf ev;
   pp_buf_init(&ev);
   build_event(op, &ev);

@@ -295,6 +295,14 @@ static void json_requests(pp_ops *op, json_t *root) {
   json_object_set_new(rq, "body_budget_waits", json_integer((json_int_t)st->body_budget_waits));
   json_object_set_new(rq, "body_budget_streamed",
                       json_integer((json_int_t)st->body_budget_streamed));
+  json_object_set_new(rq, "body_spooled", json_integer((json_int_t)op->xpool->spooled_bodies));
+  json_object_set_new(rq, "body_spool_bytes", json_integer((json_int_t)op->xpool->spool_bytes));
+  json_object_set_new(rq, "max_spool_total", json_integer((json_int_t)op->cfg->max_spool_total));
+  json_object_set_new(rq, "body_spool_refused_413",
+                      json_integer((json_int_t)op->xpool->spool_refused_413));
+  json_object_set_new(rq, "body_spool_refused_503",
+                      json_integer((json_int_t)op->xpool->spool_refused_503));
+  json_object_set_new(rq, "body_spool_errors", json_integer((json_int_t)op->xpool->spool_errors));
   json_object_set_new(rq, "request_timeouts", json_integer((json_int_t)st->request_timeouts));
   json_object_set_new(root, "requests", rq);
   /* the control app's own traffic (/stats, /metrics, /dashboard, ...): in none of the above */

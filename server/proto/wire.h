@@ -25,8 +25,11 @@
 #define PP_WIRE_FLAG_BODY_STREAMS 0x01u /* REQUEST flags bit 0 */
 #define PP_WIRE_FLAG_HIJACKABLE   0x02u /* REQUEST flags bit 1: HIJACK may be sent */
 #define PP_WIRE_FLAG_EARLY_HINTS  0x04u /* REQUEST flags bit 2: EARLY_HINTS may be sent */
-#define PP_WIRE_CAP_GVL           0x01u /* HELLO capabilities bit 0 */
-#define PP_WIRE_CAP_CPU           0x02u /* HELLO capabilities bit 1 */
+/* REQUEST flags bit 4: the body is in a spooled file whose descriptor rides on the frame
+ * (SCM_RIGHTS); `body` is empty. (Bit 3 is left to the WebSocket frames.) */
+#define PP_WIRE_FLAG_BODY_FILE 0x10u
+#define PP_WIRE_CAP_GVL        0x01u /* HELLO capabilities bit 0 */
+#define PP_WIRE_CAP_CPU        0x02u /* HELLO capabilities bit 1 */
 
 typedef enum pp_wire_type {
   PP_WIRE_HELLO = 0x01,

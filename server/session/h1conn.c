@@ -377,7 +377,7 @@ static int on_h1_headers(pp_h1 *h) {
    * still become HTTP/2 stream 1. */
   r->hijackable = !c->tls && !c->h2c_upgrade && c->ls->kind == LISTEN_HTTP;
   r->early_hints = s->cfg->early_hints && h->http_minor >= 1; /* no 1xx to HTTP/1.0 */
-  if (h->expect_continue && has_body) {
+  if (h->expect_continue && has_body && !r->refuse_status) {  /* (refused: the answer comes) */
     pp_conn_out(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     pp_conn_flush(c);
   }

@@ -4,6 +4,7 @@
  *
  *   h3-upload HOST PORT [-conns 4] [-streams 8] [-size 4194304] [-path /echo] [-timeout 60]
  *             [-sequential] [-digest]
+ *   h3-upload HOST PORT -show [-method GET] [-path /] [-header 'name: value']... [-size 0]
  *
  * -conns QUIC connections (one UDP socket each), -streams concurrent requests on each, all
  * opened at once after the handshake: POST PATH with a content-length of -size bytes. Each
@@ -19,7 +20,14 @@
  * exits 0 when every stream got status 200 and exactly its own bytes back, 1 otherwise, 2 on
  * usage errors. The client is the project's QUIC client kit (quic_client/quic_client.h: ngtcp2
  * 0.12 + GnuTLS + nghttp3 0.8, ALPN h3) on blocking-free UDP sockets and poll(2), and does NOT
- * verify the server certificate (loopback development certificates). */
+ * verify the server certificate (loopback development certificates).
+ *
+ * -show sends one request as given (the method, the :path as is, "*" included, extra header
+ * fields, a body of -size pool bytes or none) and prints what came back on stdout: "status N",
+ * one "name: value" line per response field (interim 1xx heads included, each after its own
+ * status line), "body N bytes", then the body; it exits 0 when the stream ended cleanly, whatever
+ * the status (the caller judges it), and 1 otherwise. tests/e2e/test_ops_headers.rb uses it for
+ * what gtlsclient cannot send (OPTIONS *, the server's own answers). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -48,6 +56,21 @@ static size_t body_size = 4u << 20;
 static const char *req_path = "/echo";
 static char authority[300];
 static int incremental = 1, digest_mode;
+/* -show: one request as given, its response printed (see the header) */
+static int show_mode;
+static const char *req_method = "POST";
+static const char *extra_headers[8];
+static int n_extra_headers;
+static char show_out[1 << 16];
+static size_t show_len;
+static size_t show_body;
+static uint8_t show_body_buf[1 << 16];
+
+static void show_append(const char *fmt, const void *a, size_t alen, const void *b, size_t blen) {
+  int n = snprintf(show_out + show_len, sizeof show_out - show_len, fmt, (int)alen, (const char *)a,
+                   (int)blen, (const char *)b);
+  if (n > 0 && show_len + (size_t)n < sizeof show_out) show_len += (size_t)n;
+}
 
 typedef struct ustream {
   int64_t id;
@@ -103,6 +126,13 @@ static int h3_recv_header(nghttp3_conn *h3, int64_t id, int32_t token, nghttp3_r
                           nghttp3_rcbuf *value, uint8_t flags, void *ud, void *sud) {
   (void)h3, (void)name, (void)flags, (void)sud;
   ustream *s = stream_of(ud, id);
+  if (show_mode) {
+    nghttp3_vec n = nghttp3_rcbuf_get_buf(name), v = nghttp3_rcbuf_get_buf(value);
+    if (token == NGHTTP3_QPACK_TOKEN__STATUS)
+      show_append("%.*sstatus %.*s\n", "", 0, v.base, v.len);
+    else
+      show_append("%.*s: %.*s\n", n.base, n.len, v.base, v.len);
+  }
   if (s && token == NGHTTP3_QPACK_TOKEN__STATUS) {
     nghttp3_vec v = nghttp3_rcbuf_get_buf(value);
     char buf[8] = {0};
@@ -117,7 +147,11 @@ static int h3_recv_data(nghttp3_conn *h3, int64_t id, const uint8_t *data, size_
   (void)h3, (void)sud;
   uconn *c = ud;
   ustream *s = stream_of(c, id);
-  if (s && !s->bad && digest_mode) {
+  if (show_mode) {
+    size_t room = sizeof show_body_buf - show_body;
+    memcpy(show_body_buf + show_body, data, len < room ? len : room);
+    show_body += len < room ? len : room;
+  } else if (s && !s->bad && digest_mode) {
     if (s->got + len > 64)
       fail_stream(s, "a digest response longer than 64 bytes");
     else
@@ -269,15 +303,29 @@ static void submit_all(uconn *c) {
     c->nstreams++;
 #define NV(N, V)                                                                                   \
   {(uint8_t *)(uintptr_t)(N), (uint8_t *)(uintptr_t)(V), strlen(N), strlen(V), NGHTTP3_NV_FLAG_NONE}
-    nghttp3_nv nva[] = {NV(":method", "POST"),
-                        NV(":scheme", "https"),
-                        NV(":authority", authority),
-                        NV(":path", req_path),
-                        NV("content-type", "application/octet-stream"),
-                        NV("content-length", cl)};
+    nghttp3_nv nva[6 + 8] = {NV(":method", req_method),
+                             NV(":scheme", "https"),
+                             NV(":authority", authority),
+                             NV(":path", req_path),
+                             NV("content-type", "application/octet-stream"),
+                             NV("content-length", cl)};
 #undef NV
+    size_t nv = body_size ? 6 : 4;
+    static char names[8][256];
+    for (int h = 0; h < n_extra_headers; h++) { /* "name: value" */
+      const char *colon = strchr(extra_headers[h], ':');
+      size_t nl = colon ? (size_t)(colon - extra_headers[h]) : strlen(extra_headers[h]);
+      if (nl >= sizeof names[h]) nl = sizeof names[h] - 1;
+      memcpy(names[h], extra_headers[h], nl);
+      names[h][nl] = 0;
+      const char *v = colon ? colon + 1 : "";
+      while (*v == ' ')
+        v++;
+      nva[nv++] = (nghttp3_nv){(uint8_t *)names[h], (uint8_t *)(uintptr_t)v, nl, strlen(v),
+                               NGHTTP3_NV_FLAG_NONE};
+    }
     static const nghttp3_data_reader dr = {read_body};
-    if (nghttp3_conn_submit_request(c->s.h3, s->id, nva, sizeof nva / sizeof *nva, &dr, s) != 0) {
+    if (nghttp3_conn_submit_request(c->s.h3, s->id, nva, nv, body_size ? &dr : NULL, s) != 0) {
       kill_conn(c, "nghttp3_conn_submit_request failed", 0);
       return;
     }
@@ -344,7 +392,9 @@ static int conn_done(const uconn *c) {
 
 static int usage(void) {
   fprintf(stderr, "usage: h3-upload HOST PORT [-conns 4] [-streams 8] [-size BYTES] [-path /echo] "
-                  "[-timeout SECS] [-sequential] [-digest]\n");
+                  "[-timeout SECS] [-sequential] [-digest]\n"
+                  "       h3-upload HOST PORT -show [-method M] [-path P] [-header 'n: v']... "
+                  "[-size BYTES] [-timeout SECS]\n");
   return 2;
 }
 
@@ -363,6 +413,12 @@ int main(int argc, char **argv) {
       digest_mode = 1;
       continue;
     }
+    if (!strcmp(a, "-show")) {
+      show_mode = 1;
+      nconns = nstreams = 1;
+      body_size = 0;
+      continue;
+    }
     if (!v) return usage();
     if (!strcmp(a, "-conns"))
       nconns = atoi(v);
@@ -374,12 +430,16 @@ int main(int argc, char **argv) {
       req_path = v;
     else if (!strcmp(a, "-timeout"))
       timeout_s = atof(v);
+    else if (!strcmp(a, "-method"))
+      req_method = v;
+    else if (!strcmp(a, "-header") && n_extra_headers < 8)
+      extra_headers[n_extra_headers++] = v;
     else
       return usage();
     i++;
   }
   if (nconns < 1 || nconns > MAX_CONNS || nstreams < 1 || nstreams > MAX_STREAMS ||
-      body_size == 0 || timeout_s <= 0)
+      (body_size == 0 && !show_mode) || timeout_s <= 0 || (show_mode && nconns * nstreams != 1))
     return usage();
   snprintf(authority, sizeof authority, "%s:%s", host, port);
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM}, *ai = NULL;
@@ -403,7 +463,7 @@ int main(int argc, char **argv) {
     }
   }
   freeaddrinfo(ai);
-  uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)(timeout_s * 1e9);
+  uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)(timeout_s * 1e9), linger_until = 0;
   struct pollfd pfd[MAX_CONNS];
   for (;;) {
     int all = 1;
@@ -421,7 +481,11 @@ int main(int argc, char **argv) {
       }
     }
     uint64_t t = now_ns();
-    if (all || t >= deadline) break;
+    /* -show: once done, 200 ms more of the loop, so the client's last ACKs reach the server
+     * (which keeps a stream until its response is acknowledged) before it goes away */
+    if (all && show_mode && !linger_until) linger_until = t + 200000000u;
+    if ((all && (!show_mode || t >= linger_until)) || t >= deadline) break;
+    if (linger_until && linger_until < next) next = linger_until;
     int ms = next > t ? (int)((next - t + 999999) / 1000000) : 0;
     poll(pfd, (nfds_t)nconns, ms);
     t = now_ns();
@@ -436,6 +500,19 @@ int main(int argc, char **argv) {
     }
   }
   double secs = (double)(now_ns() - t0) / 1e9;
+  if (show_mode) {
+    uconn *c = &conns[0];
+    ustream *s = c->nstreams ? &c->streams[0] : NULL;
+    fwrite(show_out, 1, show_len, stdout);
+    printf("body %zu bytes\n", show_body);
+    fwrite(show_body_buf, 1, show_body, stdout);
+    if (!s || !s->closed) {
+      fprintf(stderr, "h3-upload: the stream did not finish%s%s\n", c->dead ? ": " : "",
+              c->dead ? c->dead_why : "");
+      return 1;
+    }
+    return 0;
+  }
   int ok = 0, failed = 0;
   unsigned long long bytes = 0;
   for (int i = 0; i < nconns; i++) {

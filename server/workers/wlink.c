@@ -102,6 +102,12 @@ int pp_wlink_writev(wconn *w, uv_write_t *req, uv_buf_t *bufs, unsigned n, uv_wr
   return rc;
 }
 
+int pp_wlink_writev_handle(wconn *w, uv_write_t *req, uv_buf_t *bufs, unsigned n,
+                           uv_stream_t *handle, uv_write_cb cb) {
+  int rc = uv_write2(req, (uv_stream_t *)&w->pipe, bufs, n, handle, cb);
+  return rc < 0 ? rc : 1;
+}
+
 size_t pp_wlink_write_queue(wconn *w) {
   return uv_stream_get_write_queue_size((uv_stream_t *)&w->pipe);
 }
@@ -216,6 +222,9 @@ static int on_hello(wconn *w, const pp_wire_frame *f) {
 /* RESPONSE_END: the slot is free again; the owner completes the response. */
 static void on_response_end(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
   pp_workers *ws = w->ws;
+  /* The worker closed its copy of a spooled body's file before RESPONSE_END (PROTOCOL.md): the
+   * disk it held leaves -max-spool-total now, not when the client has taken the response. */
+  pp_exchange_unspool(r);
   uint64_t service = 0;
   if (f->t5_ns > f->t4_ns) service = f->t5_ns - f->t4_ns;
   service = service > f->body_read_ns ? service - f->body_read_ns : 0;

@@ -53,6 +53,11 @@ void pp_wlink_assign(wconn *w, pp_exchange *x);
 int pp_wlink_send(wconn *w, wchunk *k);
 /* Writes bufs (the REQUEST frame): as pp_write_or_queue; on error the connection closes. */
 int pp_wlink_writev(wconn *w, uv_write_t *req, uv_buf_t *bufs, unsigned n, uv_write_cb cb);
+/* As pp_wlink_writev, with `handle`'s descriptor attached to the bytes (SCM_RIGHTS): the
+ * REQUEST of a spooled body. Always queued: 1 (cb fires once written or failed, and `handle`
+ * must stay open until then), or < 0 (nothing sent, cb never called; the caller closes w). */
+int pp_wlink_writev_handle(wconn *w, uv_write_t *req, uv_buf_t *bufs, unsigned n,
+                           uv_stream_t *handle, uv_write_cb cb);
 /* Bytes queued on w's socket and not yet written (streamed uploads stop above a mark). */
 size_t pp_wlink_write_queue(wconn *w);
 /* Answers x's HIJACK with HIJACKED(result) on its worker connection. With result

@@ -6,8 +6,11 @@ driven over the DevTools protocol (python3-websockets), no other browser tooling
         --stats-url http://127.0.0.1:PORT/stats --samples 4 --interval 1.5 \
         --screenshot build/artifacts/dashboard.png
 
-Loads the page, waits until it shows a tick, then takes --samples readings --interval seconds
-apart, polling /stats every 40 ms in between. A reading is the text of the page's value
+Loads the page, waits until it shows a tick, and prints at once what its charts hold:
+{"first": {"tick": the tick shown, "history_from": the oldest tick charted, "history": [[tick,
+queue p95 ms, arrivals/s], ...] oldest first, "p95_points": points of the p95 line drawn}}
+(the charts' history, drawn on load from the stream's `history` event). Then it takes --samples
+readings --interval seconds apart, polling /stats every 40 ms in between. A reading is the text of the page's value
 elements and its decisions table, then /stats fetched right after; when /stats is already on
 another tick (stream.ticks) than the page shows, the pair is taken again, up to 8 times. Prints
 one JSON object a line: {"dom": {...}, "stats": {...}, "prev": the latest /stats fetched during
@@ -44,6 +47,15 @@ READ_JS = """(() => {
   out.body_tick = document.body.dataset.tick || null;
   return JSON.stringify(out);
 })()""" % json.dumps(IDS)
+
+
+FIRST_JS = """(() => JSON.stringify({
+  tick: document.body.dataset.tick || null,
+  history_from: document.body.dataset.historyFrom || null,
+  history: window.ppDashboard.history.map(h => [h.id, h.p95, h.rin]),
+  p95_points: (document.querySelectorAll('#chart-queue polyline')[1]
+    .getAttribute('points') || '').trim().split(/\\s+/).filter(Boolean).length
+}))()"""
 
 
 def fail(msg):
@@ -127,6 +139,7 @@ async def probe(opts, port):
                 text = await page.evaluate("document.documentElement.outerHTML.slice(0, 2000)")
                 fail(f"the page showed no tick within {opts.timeout} s; it holds:\n{text}")
             await asyncio.sleep(0.05)
+        print(json.dumps({"first": json.loads(await page.evaluate(FIRST_JS))}), flush=True)
         snapshots = {}  # every /stats fetched, by stream.ticks (the latest few)
 
         def fetch():

@@ -17,7 +17,9 @@
 # - workers: wanted equal; ready + booting equal (a booting worker becoming ready moves one
 #   to the other between ticks) and ready within 1.
 # The decisions table must hold a spawn_worker whose reason is the decision log's line for
-# that tick. The screenshot is kept at build/artifacts/dashboard.png (next to the server's
+# that tick. History: the page, opened after several seconds of load, draws at once the ticks
+# from before it was opened (the stream's `history` event), each equal to what /stats said on
+# that tick (polled while the load ran), and /stats/history holds the same ticks. The screenshot is kept at build/artifacts/dashboard.png (next to the server's
 # build directory: File.dirname(server binary)/../artifacts).
 require_relative "helper"
 
@@ -94,11 +96,17 @@ class TestDashboard < Minitest::Test
     wrk = Process.spawn("wrk", "-t1", "-c16", "-d14s", "http://127.0.0.1:#{srv.port}/mix/0/100",
                         out: File.join(dir, "wrk.log"), err: [:child, :out], pgroup: true)
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 8
-    until srv.stats["controller"]["decisions"].any? { |d| d["action"] == "spawn_worker" }
-      flunk "no spawn_worker decision within 8 s of the load\n#{srv.stats["controller"]}" if
+    seen = {} # /stats by tick while the load runs, before the page is opened
+    loop do
+      st = srv.stats
+      seen[st["stream"]["ticks"]] = st
+      break if st["controller"]["decisions"].any? { |d| d["action"] == "spawn_worker" } && seen.size >= 8
+
+      flunk "no spawn_worker decision within 8 s of the load\n#{st["controller"]}" if
         Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
       sleep 0.1
     end
+    opened_at = srv.stats["stream"]["ticks"]
     FileUtils.rm_f(ARTIFACT)
     base = "http://127.0.0.1:#{srv.control_port}"
     out, err, st = Open3.capture3(PYTHON, PROBE, "--url", "#{base}/dashboard?token=#{TOKEN}",
@@ -106,6 +114,7 @@ class TestDashboard < Minitest::Test
                                   "--interval", "0.9", "--screenshot", ARTIFACT)
     assert st.success?, "dashboard_probe failed (exit #{st.exitstatus}):\n#{err}\n#{out[0, 2000]}"
     lines = out.lines.map { |l| JSON.parse(l) }
+    first = lines.shift["first"]
     shot = lines.pop
     readings = lines
     assert_equal 4, readings.size
@@ -150,6 +159,28 @@ class TestDashboard < Minitest::Test
     end
     last = readings.last["dom"]
     assert_operator last["timeouts"].to_i, :>=, 2, "the two header timeouts are shown"
+
+    # history: drawn on load, from before the page was opened, as /stats said on each tick
+    before = first["history"].select { |id, _, _| id < opened_at }
+    assert_operator before.size, :>=, 6, "points from before the page was opened (tick #{opened_at}): #{first.inspect}"
+    assert_operator first["history_from"].to_i, :<=, opened_at - 6
+    assert_equal first["history"].size, first["p95_points"], "every history point is drawn on the p95 line"
+    ids = first["history"].map(&:first)
+    assert_equal (ids.first..ids.last).to_a, ids, "consecutive ticks, oldest first"
+    compared = 0
+    first["history"].each do |id, p95, rin|
+      st = seen[id] or next
+      assert_in_delta st["queue"]["window"]["p95_ms"], p95, 1e-9, "history tick #{id}: queue p95"
+      assert_in_delta st["queue"]["arrival_rate"], rin, 1e-9, "history tick #{id}: arrivals/s"
+      compared += 1
+    end
+    assert_operator compared, :>=, 4, "history ticks compared with /stats of that tick"
+    code, body = srv.control_get("/stats/history")
+    assert_equal 200, code
+    served = JSON.parse(body)["points"].to_h { |pt| [pt["id"], pt] }
+    first["history"].each { |id, p95, _| assert_in_delta served[id]["p95_ms"], p95, 1e-9 if served[id] }
+    puts "\n  history on load: ticks #{ids.first}..#{ids.last}, page opened at tick #{opened_at}, " \
+         "#{compared} compared with /stats"
 
     # a real decision: the spawn the page lists is the decision log's, reason and all
     spawn = last["decisions"].find { |row| row[2].start_with?("spawn_worker") }

@@ -18,6 +18,9 @@
 # idle timeout. And every ~1.2 KB QUIC STREAM frame became one BODY frame in a 64 KiB write
 # chunk of the worker link, so the worker link's 1 MiB write bound (bytes) held ~900 chunks
 # (57 MB) per worker connection (heaptrack: 157 MB of chunks at the peak for 4 x 8 uploads).
+# (Since bodies are read whole before dispatch, each 4 MiB upload goes to a spool file and the
+# REQUEST carries its descriptor: h3_run checks all N were spooled; the bound below still holds
+# the older streaming terms, which the spool can only lower.)
 # And a 4 MiB echo is one RESPONSE_BODY frame: it was read whole (a 4-8 MiB read buffer per
 # worker connection) and copied whole into the exchange before the worker could be paused, so
 # every response the client had not taken yet cost 4-5 MiB (64 x 4 MiB: 326 MB peak).
@@ -116,6 +119,15 @@ class TestH3Uploads < Minitest::Test
     assert st.success?, "h3-upload failed:\n#{out[-3000..] || out}\n#{srv.log[-2000..]}"
     assert_match(/h3-upload: ok #{N} failed 0 /, out)
     growth = (vm_kb(srv.pid, "VmHWM") - base) * KIB
+    # (an exchange is released when its stream's last bytes are acknowledged: moments later)
+    rq = nil
+    50.times do
+      rq = srv.stats["requests"]
+      break if rq["body_spool_bytes"].zero?
+
+      sleep 0.1
+    end
+    assert_equal [N, 0], [rq["body_spooled"], rq["body_spool_bytes"]], "every HTTP/3 upload was spooled, and the spool emptied"
     srv.stop
     [growth, out.lines.last.strip]
   end

@@ -4,7 +4,8 @@
 # clients against the real server and gem workers: exactly one valid Date on every response
 # of every protocol (HTTP/1.1, HTTP/2 cleartext and over TLS with curl, HTTP/3 with ngtcp2's
 # gtlsclient; the app's answers and the server's own 4xx), the app's own Date kept; OPTIONS *
-# reaching a Rack::Lint 3.2 app as PATH_INFO "*" over HTTP/1.1 and HTTP/2; X-Request-Start
+# reaching a Rack::Lint 3.2 app as PATH_INFO "*" over HTTP/1.1, HTTP/2 and HTTP/3 (h3-upload
+# -show, which also brings the server's own HTTP/3 answers to the access log); X-Request-Start
 # added from the moment the request was queued (and a proxy's kept, or replaced, or left
 # alone, per -request-start); control-app scrapes kept out of the app's request figures.
 require_relative "helper"
@@ -126,6 +127,68 @@ class TestOpsHeaders < Minitest::Test
     s, = curl("--http1.1", "--request-target", "*", "http://127.0.0.1:#{@srv.port}/")
     assert_equal 400, s
     refute_match(/LintError/, @srv.log, "Rack::Lint 3.2 found a violation")
+  end
+
+  # HTTP/3 where gtlsclient cannot go (OPTIONS *, a body over a limit, a header too large):
+  # build/server/h3-upload -show sends one request as given and prints the response.
+  # Returns [status, {name => [values]}, body, output].
+  def h3_show(port, *args)
+    bin = File.expand_path("h3-upload", File.dirname(E2E::BIN))
+    flunk("h3-upload not built (#{bin})") unless File.executable?(bin)
+    out, err, = Open3.capture3(bin, "127.0.0.1", port.to_s, "-show", "-timeout", "10", *args)
+    head, body = out.b.split(/^body \d+ bytes\n/, 2)
+    headers = Hash.new { |h, k| h[k] = [] }
+    status = nil
+    head.to_s.each_line do |l|
+      if (m = l.match(/\Astatus (\d+)/))
+        status = m[1].to_i # the final status is the last one
+      else
+        k, v = l.chomp.split(": ", 2)
+        headers[k] << v
+      end
+    end
+    [status, headers, body, out + err]
+  end
+
+  # OPTIONS * over HTTP/3 as over h1 and h2 (PATH_INFO "*", Rack::Lint 3.2), and the server's
+  # own answers on HTTP/3 (413, 431 and the spool budget's 413) each with one Date and
+  # each in the access log with protocol HTTP/3.
+  def test_options_asterisk_and_the_servers_own_answers_over_h3
+    h3_port = E2E.free_port
+    log = "/tmp/pp-e2e-h3-access-#{Process.pid}.log"
+    start(["-listen-h3", "127.0.0.1:#{h3_port}", "-max-body-size", "3MiB", "-max-header-size", "4096",
+           "-max-spool-total", "2MiB", "-access-log", log], tls: true)
+    s, h, body, out = h3_show(h3_port, "-method", "OPTIONS", "-path", "*")
+    assert_equal [200, "options * *\n"], [s, body], out
+    assert_equal ["GET, HEAD, OPTIONS"], h["allow"]
+    assert_one_date(h, "h3 OPTIONS *")
+    answers = [
+      [413, "body over -max-body-size", ["-method", "POST", "-path", "/env", "-size", (4 << 20).to_s]],
+      [413, "body over -max-spool-total", ["-method", "POST", "-path", "/env", "-size", (2 << 20) + 10]],
+      [431, "header over -max-header-size", ["-method", "GET", "-path", "/env", "-header", "x-big: #{"b" * 5000}"]]
+    ]
+    # (A malformed HTTP/3 request, e.g. a :path without "/", is reset by nghttp3 with
+    # H3_MESSAGE_ERROR before the server sees it, as RFC 9114 §4.1.2 says: no response to log.)
+    s, = h3_show(h3_port, "-method", "GET", "-path", "no-slash")
+    assert_nil s, "a malformed request gets no response"
+    answers.each do |want, what, args|
+      s, h, _, out = h3_show(h3_port, *args.map(&:to_s))
+      assert_equal want, s, "h3 #{what}: #{out[-1500..] || out}"
+      assert_one_date(h, "h3 #{what}")
+    end
+    refute_match(/LintError/, @srv.log, "Rack::Lint 3.2 found a violation")
+    lines = []
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+    until lines.grep(%r{ HTTP/3" }).size >= 1 + answers.size || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+      sleep 0.1
+      lines = File.exist?(log) ? File.readlines(log) : []
+    end
+    h3 = lines.grep(%r{ HTTP/3" })
+    assert_equal 1 + answers.size, h3.size, "every HTTP/3 answer is in the access log:\n#{lines.join}"
+    assert_equal 1, h3.grep(%r{"OPTIONS \* HTTP/3" 200 }).size, h3.join
+    assert_equal [200, 413, 413, 431], h3.map { |l| l[%r{ HTTP/3" (\d+) }, 1].to_i }.sort
+  ensure
+    File.delete(log) if log && File.exist?(log)
   end
 
   def env_of(*args)

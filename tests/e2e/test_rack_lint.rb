@@ -75,7 +75,7 @@ class TestRackLint < Minitest::Test
     assert_equal [200, want], [s, content(p, b)]
     s, p, b = get("/call-reads-input", method: "POST", body: payload)
     assert_equal [200, want], [s, content(p, b)]
-    big = Random.new(7).bytes(3 * 1024 * 1024) # over 1 MiB: a streamed rack.input
+    big = Random.new(7).bytes(3 * 1024 * 1024) # over 1 MiB: rack.input is the spooled File
     s, p, b = get("/input", method: "POST", body: big)
     assert_equal [200, "#{big.bytesize} #{Digest::SHA256.hexdigest(big)}\n"], [s, content(p, b)]
     s, p, b = get("/input", method: "POST", body: "")

@@ -4,7 +4,7 @@
 # (rack 2.2) and the pinned Sinatra 4 (rack 3.2), each as a classic and as a modular app
 # (tests/apps/sinatra/): route and query params, form posts, cookie sessions across requests
 # (and across worker processes: the cookie is the session), `stream`, and a multipart upload
-# over 1 MiB (the server streams such bodies to the worker).
+# over 1 MiB (the server spools such bodies and the worker reads them from a file).
 require_relative "helper"
 require "digest"
 

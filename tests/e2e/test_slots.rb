@@ -250,8 +250,9 @@ class TestSlots < Minitest::Test
     assert_operator slow_max(slow), :>=, 50, "at least 50 Net::HTTP calls in flight at once from one process"
     assert_operator secs, :<, 2.5, "60 calls of 0.5 s on 64 fiber slots: about one wave"
 
-    # Streamed uploads (BODY frames past 1 MiB) and big responses (partial writes) on fiber
-    # slots at once: the worker's socket waits yield to the scheduler, bytes stay in order.
+    # Uploads past 1 MiB (spooled: the body's file descriptor comes with the REQUEST) and big
+    # responses (partial writes) on fiber slots at once: the worker's socket waits yield to the
+    # scheduler, bytes stay in order.
     bodies = Array.new(4) { Random.bytes(3 << 20) }
     echoed = bodies.map do |b|
       Thread.new do
@@ -261,6 +262,7 @@ class TestSlots < Minitest::Test
       end
     end.map(&:value)
     bodies.each_with_index { |b, i| assert(echoed[i] == b, "echo #{i}: #{echoed[i].bytesize} bytes back of #{b.bytesize}") }
+    assert_operator @srv.stats["requests"]["body_spooled"], :>=, 4
 
     # Fiber slots grow and shrink at run time like thread slots.
     set_slots(100)

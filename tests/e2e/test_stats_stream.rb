@@ -4,13 +4,15 @@
 # framing, one event per tick whose id is the tick and whose data is the /stats JSON, heartbeat
 # comments while no event is due, many subscribers at once, a subscriber that goes away (FIN or
 # reset) freed within a tick (its descriptor too), the control token, bad parameters, HEAD, and
-# a drain that closes subscribers instead of waiting for them.
+# a drain that closes subscribers instead of waiting for them. A subscriber first gets the tick
+# history (one `history` event, the kept ticks oldest first, ending at the latest tick), which the
+# Subscriber sets aside (#histories) so that the blocks it hands out are the stream's own.
 require_relative "helper"
 
 class TestStatsStream < Minitest::Test
   # A raw subscriber: sends the request, parses the head, then the stream into blocks.
   class Subscriber
-    attr_reader :head, :status, :headers, :sock
+    attr_reader :head, :status, :headers, :sock, :histories
 
     def initialize(port, target = "/stats/stream", headers: {})
       @sock = TCPSocket.new("127.0.0.1", port)
@@ -18,6 +20,7 @@ class TestStatsStream < Minitest::Test
                   headers.map { |k, v| "#{k}: #{v}\r\n" }.join + "\r\n")
       @buf = +""
       @eof = false
+      @histories = [] # `history` event blocks, set aside by #next_block
       fill_until(5) { @buf.include?("\r\n\r\n") }
       head, @buf = @buf.split("\r\n\r\n", 2)
       raise "no response head from #{target}" unless head
@@ -48,12 +51,18 @@ class TestStatsStream < Minitest::Test
     end
 
     # The next block (lines up to a blank line) as an array of lines, or nil after timeout.
+    # A `history` event is kept in #histories and skipped.
     def next_block(timeout = 5)
-      return nil unless fill_until(timeout) { @buf.include?("\n\n") }
+      loop do
+        return nil unless fill_until(timeout) { @buf.include?("\n\n") }
 
-      block, @buf = @buf.split("\n\n", 2)
-      @buf ||= +""
-      block.split("\n")
+        block, @buf = @buf.split("\n\n", 2)
+        @buf ||= +""
+        lines = block.split("\n")
+        next @histories << lines if lines[1] == "event: history"
+
+        return lines
+      end
     end
 
     # Blocks until `secs` have passed (or EOF). Returns them all.
@@ -112,6 +121,7 @@ class TestStatsStream < Minitest::Test
 
   def test_framing_and_one_event_per_tick
     srv = E2E::Server.new(extra: ["-tick", "250ms"])
+    wait_stats(srv, 5) { |st| st["stream"]["ticks"] >= 2 } # so that the history has points
     sub = Subscriber.new(srv.control_port)
     assert_equal 200, sub.status
     assert_equal "text/event-stream", sub.headers["content-type"]
@@ -133,6 +143,17 @@ class TestStatsStream < Minitest::Test
     end
     ids = events.map { |e| e[:id] }
     assert_includes [first[:id], first[:id] + 1], ids.first, "the first event is the latest tick's"
+    # the history came first, once: the ticks kept, oldest first, ending at the first event's
+    assert_equal 1, sub.histories.size, "one history event, before the first stats event"
+    h = sub.histories[0]
+    assert_equal ["id: #{first[:id]}", "event: history"], h[0, 2]
+    hist = JSON.parse(h[2].delete_prefix("data: "))
+    assert_equal 0.25, hist["window_seconds"]
+    hist_ids = hist["points"].map { |pt| pt["id"] }
+    assert_operator first[:id], :>=, 2
+    assert_equal (1..first[:id]).to_a.last(300), hist_ids
+    assert_equal first[:data]["queue"]["arrival_rate"], hist["points"].last["arrival_rate"]
+    assert_equal first[:data]["queue"]["shed"], hist["points"].last["shed"]
     ids.each_cons(2) { |a, b| assert_equal a + 1, b, "one event per tick, none skipped or doubled: #{ids}" }
     # about 12 ticks in 3 s (a loaded machine may fire the tick late); the stream kept pace
     # with the server's own tick count

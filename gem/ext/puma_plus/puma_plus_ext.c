@@ -9,10 +9,11 @@
  * native_decode_request_at,
  * native_append_response_head, native_append_response_headers, native_append_response_body,
  * native_append_response_end, native_decode_ws_message, native_append_ws_done,
- * native_append_ws_send, native_append_ws_broadcast (Wire.codec= picks them), and
- * native_send_nowait.
- * Sans-I/O but for one function, native_send_nowait, the worker's write of a response to the
- * server: no clocks, no globals beyond the cached class, symbol and constant handles. */
+ * native_append_ws_send, native_append_ws_broadcast (Wire.codec= picks them),
+ * native_send_nowait and native_recv.
+ * Sans-I/O but for two functions, native_send_nowait and native_recv, the worker's write of a
+ * response to the server and its read of the next frames: no clocks, no globals beyond the
+ * cached class, symbol and constant handles. */
 #include <ruby.h>
 #include <ruby/encoding.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <errno.h>
 #include <sys/socket.h>
+#include <ruby/thread.h>
 
 #define PP_HEADER_SIZE   8
 #define PP_MAX_PAYLOAD   (4u * 1024u * 1024u)
@@ -517,6 +519,79 @@ static VALUE native_append_ws_broadcast(VALUE self, VALUE out, VALUE opcode, VAL
   return out;
 }
 
+/* One recvmsg(2) on a worker connection, without the GVL: the bytes, and the descriptors that
+ * came with them (SCM_RIGHTS: a spooled body's file rides on its REQUEST, docs/PROTOCOL.md). */
+#define RECV_MAX_FDS 8
+typedef struct recv_args {
+  int fd;
+  char *buf;
+  size_t cap;
+  ssize_t n;
+  int err, nfds;
+  int fds[RECV_MAX_FDS];
+} recv_args;
+
+static void *recv_nogvl(void *p) {
+  recv_args *a = p;
+  struct iovec iov = {a->buf, a->cap};
+  union {
+    struct cmsghdr h;
+    char space[CMSG_SPACE(sizeof(int) * RECV_MAX_FDS)];
+  } ctl;
+  struct msghdr m;
+  memset(&m, 0, sizeof m);
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = &ctl;
+  m.msg_controllen = sizeof ctl;
+  a->n = recvmsg(a->fd, &m, MSG_CMSG_CLOEXEC);
+  a->err = a->n < 0 ? errno : 0;
+  a->nfds = 0;
+  if (a->n < 0) return NULL;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < k && a->nfds < RECV_MAX_FDS; i++)
+      memcpy(&a->fds[a->nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+  }
+  return NULL;
+}
+
+/* Wire.native_recv(fd, buf, fds): the worker thread's wait for the server's next bytes, as
+ * IO#readpartial(64 KiB, buf) is, on a socket in blocking mode: one recvmsg(2) that sleeps in the
+ * kernel with the GVL released (Thread#raise wakes it: RUBY_UBF_IO, then the pending interrupt is
+ * raised here), but with room for descriptors, which a plain read(2) would make the kernel drop.
+ * Returns buf holding the bytes, or nil at EOF; each descriptor that came is pushed on `fds` as an
+ * Integer (close-on-exec; the caller owns it). :wait_readable if the socket is non-blocking and
+ * has nothing. Raises SystemCallError on failure. */
+static VALUE native_recv(VALUE self, VALUE fd, VALUE buf, VALUE fds) {
+  (void)self;
+  StringValue(buf);
+  Check_Type(fds, T_ARRAY);
+  const long cap = 64 * 1024;
+  for (;;) {
+    rb_str_resize(buf, cap); /* heap-allocated at this size: its pointer does not move */
+    recv_args a;
+    memset(&a, 0, sizeof a);
+    a.fd = NUM2INT(fd);
+    a.buf = RSTRING_PTR(buf);
+    a.cap = (size_t)cap;
+    rb_thread_call_without_gvl(recv_nogvl, &a, RUBY_UBF_IO, NULL);
+    for (int i = 0; i < a.nfds; i++)
+      rb_ary_push(fds, INT2NUM(a.fds[i]));
+    if (a.n > 0) {
+      rb_str_set_len(buf, (long)a.n);
+      return buf;
+    }
+    rb_str_set_len(buf, 0);
+    if (a.n == 0) return Qnil;
+    if (a.err == EINTR) continue; /* interrupts were checked on the way out */
+    if (a.err == EAGAIN || a.err == EWOULDBLOCK) return ID2SYM(rb_intern("wait_readable"));
+    rb_syserr_fail(a.err, "recvmsg");
+  }
+  RB_GC_GUARD(buf);
+}
+
 RUBY_FUNC_EXPORTED void Init_puma_plus_ext(void) {
   /* Ractor-safe (docs/RACK.md "Ractor slots"): the statics above are written here, once,
    * before any Ractor can call in, and only read afterwards; each holds a module, a class, a
@@ -556,4 +631,5 @@ RUBY_FUNC_EXPORTED void Init_puma_plus_ext(void) {
   rb_define_singleton_method(mWire, "native_append_ws_done", native_append_ws_done, 6);
   rb_define_singleton_method(mWire, "native_append_ws_send", native_append_ws_send, 4);
   rb_define_singleton_method(mWire, "native_append_ws_broadcast", native_append_ws_broadcast, 4);
+  rb_define_singleton_method(mWire, "native_recv", native_recv, 3);
 }

@@ -6,6 +6,7 @@ require "stringio"
 require_relative "wire"
 require_relative "response"
 require_relative "stream_input"
+require_relative "spooled_input"
 require_relative "response_stream"
 require_relative "request_timeout"
 require_relative "app_hooks"
@@ -81,6 +82,14 @@ module PumaPlus
       @log = log
       @pending = []
       @rbuf = String.new(capacity: READ_SIZE, encoding: Encoding::BINARY)
+      # Descriptors received with the frames (SCM_RIGHTS), oldest first: a REQUEST flagged
+      # BODY_FILE takes the next one (its spooled body). Reads use recvmsg where the socket
+      # has it: a plain read(2) would drop a descriptor riding on the bytes.
+      @fds = []
+      @recvmsg = sock.is_a?(BasicSocket)
+      # A thread slot with the C codec: its recvmsg in C (Wire.native_recv), which costs what
+      # readpartial does; Ruby's BasicSocket#recvmsg allocates an Addrinfo and an Array per read.
+      @recv_fd = sock.fileno if @recvmsg && !fiber && Wire.codec == :native && Wire.respond_to?(:native_recv)
       @out = String.new(capacity: FLUSH_AT, encoding: Encoding::BINARY)
       @current_id = nil
       @cancelled = false
@@ -166,6 +175,7 @@ module PumaPlus
     ensure
       @idle = false
       @sock.close unless @sock.closed?
+      close_stray_fds
     end
 
     private
@@ -281,12 +291,66 @@ module PumaPlus
         frame = @decoder.next_frame
         return frame if frame
 
-        @decoder.feed(@sock.readpartial(READ_SIZE, @rbuf))
+        @decoder.feed(@recvmsg ? receive : @sock.readpartial(READ_SIZE, @rbuf))
       end
     rescue EOFError
       nil
     rescue IOError, SystemCallError => e
       raise ConnectionLost, e.message
+    end
+
+    # The next bytes from the server, with the descriptors that came with them kept in @fds
+    # (a spooled body's file rides on its REQUEST's first bytes). A fiber slot's socket is
+    # non-blocking: it waits through IO#wait_readable, which yields to the scheduler.
+    def receive
+      while true # rubocop:disable Style/InfiniteLoop
+        if @recv_fd
+          data = Wire.native_recv(@recv_fd, @rbuf, @fds)
+          raise EOFError if data.nil?
+          next @sock.wait_readable if data == :wait_readable # (a socket left non-blocking)
+
+          return data
+        end
+        data, _addr, _flags, *controls =
+          if @fiber
+            @sock.recvmsg_nonblock(READ_SIZE, 0, nil, scm_rights: true, exception: false)
+          else
+            @sock.recvmsg(READ_SIZE, 0, nil, scm_rights: true)
+          end
+        if data == :wait_readable
+          @sock.wait_readable
+          next
+        end
+        controls.each { |c| @fds.concat(c.unix_rights) if c.cmsg_is?(:SOCKET, :RIGHTS) } unless controls.empty?
+        raise EOFError if data.nil? || data.empty?
+
+        return data
+      end
+    end
+
+    # Descriptors no REQUEST took (the connection ended first): closed.
+    def close_stray_fds
+      @fds.each do |fd|
+        fd.is_a?(Integer) ? IO.for_fd(fd).close : fd.close
+      rescue IOError, SystemCallError
+        nil
+      end
+      @fds.clear
+    end
+
+    # The spooled body of REQUEST `req` (flag BODY_FILE): its file, binary, at its start.
+    def spooled_input(req)
+      io = @fds.shift
+      unless io
+        @broken = Wire::ProtocolError.new(:unexpected, "REQUEST #{req.request_id} has BODY_FILE but no descriptor came with it")
+        raise @broken
+      end
+      return SpooledInput.for_fd(io, "rb").tap(&:rewind) if io.is_a?(Integer) # (Wire.native_recv)
+
+      file = SpooledInput.for_fd(io.fileno, "rb")
+      io.autoclose = false # `file` owns the descriptor now
+      file.rewind
+      file
     end
 
     def write_out(out)
@@ -337,7 +401,9 @@ module PumaPlus
       # rack.early_hints call sends EARLY_HINTS at once (before the response).
       @head_written = false
       env[EARLY_HINTS] = @early_hints_call if req.flags & Wire::FLAG_EARLY_HINTS != 0
-      if req.flags & Wire::FLAG_BODY_STREAMS != 0
+      if req.flags & Wire::FLAG_BODY_FILE != 0
+        input = spooled_input(req) # read whole by the server: no slot waited for the client
+      elsif req.flags & Wire::FLAG_BODY_STREAMS != 0
         @body_open = true
         input = StreamInput.new(self)
       else
@@ -385,6 +451,9 @@ module PumaPlus
         internal_error(id, env, error)
       end
       body_read_ns = input.is_a?(StreamInput) ? input.read_ns : 0
+      # A spooled body's file is closed before RESPONSE_END: the server counts its disk
+      # against -max-spool-total until then (docs/PROTOCOL.md "REQUEST").
+      input.close if input.is_a?(SpooledInput)
       cpu_ns = Process.clock_gettime(THREAD_CPU, :nanosecond) - cpu0
       Wire.append_response_end(out, id, t4, t5, body_read_ns, -1, cpu_ns)
       write_out(out)
@@ -409,6 +478,7 @@ module PumaPlus
       if finished && !(finished.empty? && after_reply.empty?)
         run_finished(env, finished, after_reply, error ? nil : status, error ? nil : headers, error)
       end
+      input.close if input.is_a?(SpooledInput) && !input.closed? # (when the app failed before the end)
       oob&.leave
     end
 

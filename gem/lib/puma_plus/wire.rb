@@ -64,6 +64,8 @@ module PumaPlus
     FLAG_BODY_STREAMS = 1
     FLAG_HIJACKABLE = 2
     FLAG_EARLY_HINTS = 4
+    # The body is in a spooled file whose descriptor came with the frame (SCM_RIGHTS).
+    FLAG_BODY_FILE = 16
     # HEARTBEAT_INTERVAL monitor_flags: the server may send TIMEOUT (-request-timeout is set).
     MONITOR_REQUEST_TIMEOUTS = 1
 

@@ -230,6 +230,28 @@ static void test_access_log_flags(void) {
   CU_ASSERT_EQUAL(parse(&c, err, 2, empty), -1);
 }
 
+static void test_body_spool_flags(void) {
+  pp_config c;
+  char err[256];
+  char *none[] = {"x"};
+  CU_ASSERT_EQUAL(parse(&c, err, 1, none), 0);
+  CU_ASSERT_PTR_NULL(c.body_spool_dir); /* $TMPDIR, else /tmp */
+  CU_ASSERT_EQUAL(c.max_spool_total, 4ull << 30);
+  CU_ASSERT_EQUAL(c.body_stream, 0);
+  char *set[] = {"x", "-body-spool-dir", "/var/tmp", "--max-spool-total=512MiB", "-body-stream"};
+  CU_ASSERT_EQUAL(parse(&c, err, 5, set), 0);
+  CU_ASSERT_STRING_EQUAL(c.body_spool_dir, "/var/tmp");
+  CU_ASSERT_EQUAL(c.max_spool_total, 512ull << 20);
+  CU_ASSERT_EQUAL(c.body_stream, 1);
+  char *off[] = {"x", "-max-spool-total", "0", "-body-stream=false"};
+  CU_ASSERT_EQUAL(parse(&c, err, 4, off), 0);
+  CU_ASSERT_EQUAL(c.max_spool_total, 0); /* no limit */
+  CU_ASSERT_EQUAL(c.body_stream, 0);
+  char *bad[] = {"x", "-max-spool-total", "lots"};
+  CU_ASSERT_EQUAL(parse(&c, err, 3, bad), -1);
+  CU_ASSERT(strstr(err, "-max-spool-total") != NULL);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("config", NULL, NULL);
@@ -239,6 +261,7 @@ int main(void) {
               test_timeouts_of_requests_and_workers);
   CU_add_test(s, "-pidfile and -state-path", test_pid_and_state_files);
   CU_add_test(s, "-access-log and -access-log-format", test_access_log_flags);
+  CU_add_test(s, "-body-spool-dir, -max-spool-total, -body-stream", test_body_spool_flags);
   CU_add_test(s, "-min-threads, -max-slots, -fibers", test_slot_bounds);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();

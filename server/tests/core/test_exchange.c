@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -95,6 +96,27 @@ static void worker_send(const pp_wire_frame *f) {
 /* Reads one frame from the server (the loop turns while waiting). 1, or 0 on timeout. */
 static uint8_t frame_buf[1 << 21];
 static size_t frame_len;
+static int received_fds[8], n_received_fds; /* descriptors that came with the bytes */
+
+/* recv(2) that keeps the descriptors riding on the bytes (SCM_RIGHTS), as the gem does. */
+static ssize_t recv_with_fds(int fd, uint8_t *buf, size_t cap) {
+  struct iovec iov = {buf, cap};
+  union {
+    struct cmsghdr h;
+    char space[CMSG_SPACE(sizeof(int) * 4)];
+  } ctl;
+  struct msghdr m = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &ctl, .msg_controllen = sizeof ctl};
+  ssize_t r = recvmsg(fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (r < 0) return r;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < n && n_received_fds < 8; i++)
+      memcpy(&received_fds[n_received_fds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+  }
+  return r;
+}
 static int worker_recv(pp_wire_frame *f) {
   pp_wire_decoder dec;
   for (int turn = 0; turn < 2000; turn++) {
@@ -112,7 +134,7 @@ static int worker_recv(pp_wire_frame *f) {
       return 1;
     }
     uv_run(srv.loop, UV_RUN_NOWAIT);
-    ssize_t r = recv(worker_fd, frame_buf + frame_len, sizeof frame_buf - frame_len, MSG_DONTWAIT);
+    ssize_t r = recv_with_fds(worker_fd, frame_buf + frame_len, sizeof frame_buf - frame_len);
     if (r > 0) frame_len += (size_t)r;
     if (r <= 0) usleep(1000);
   }
@@ -274,6 +296,7 @@ static void test_worker_lost_is_a_502(void) {
 }
 
 static void test_streamed_body(void) {
+  cfg.body_stream = 1; /* -body-stream: the path before spooling */
   worker_connect();
   reset_events();
   size_t total = PP_BODY_BUFFER_LIMIT + 100000; /* over the buffer limit: streams */
@@ -312,6 +335,132 @@ static void test_streamed_body(void) {
     spin(1);
   CU_ASSERT(saw("end"));
   worker_disconnect();
+  cfg.body_stream = 0;
+}
+
+/* A spooled body: the request is not runnable (no slot taken) until its last byte, then the
+ * REQUEST has BODY_FILE, an empty body, and one descriptor whose file holds the body. With a
+ * Content-Length the file is used from the first byte; without one, the first MiB is in
+ * memory and moves to the file when the body outgrows it. */
+static void spooled_body(int64_t content_length) {
+  worker_connect();
+  reset_events();
+  n_received_fds = 0;
+  size_t total = PP_BODY_BUFFER_LIMIT + 100003;
+  pp_exchange *x = new_exchange("/upload", 0);
+  x->content_length = content_length; /* (new_exchange's env_end said 0) */
+  static uint8_t chunk[65536];
+  size_t sent = 0;
+  uint32_t idle_before = srv.workers.reg.slots_ready - srv.workers.reg.slots_busy;
+  while (sent < total) {
+    size_t n = total - sent < sizeof chunk ? total - sent : sizeof chunk;
+    for (size_t i = 0; i < n; i++)
+      chunk[i] = (uint8_t)((sent + i) * 7 % 251);
+    CU_ASSERT(pp_exchange_can_take_body(x));
+    pp_exchange_body_in(x, chunk, n);
+    sent += n;
+    if (content_length < 0 && sent <= PP_BODY_BUFFER_LIMIT) {
+      CU_ASSERT(!x->spooling);
+      CU_ASSERT_EQUAL(srv.xpool.body_buffered, sent);
+    } else {
+      CU_ASSERT(x->spooling);
+      CU_ASSERT_EQUAL(srv.xpool.body_buffered, 0); /* nothing of it held in memory */
+    }
+    CU_ASSERT_EQUAL(x->state, PP_X_BODY); /* not runnable: no slot is held while it arrives */
+  }
+  CU_ASSERT_EQUAL(srv.workers.reg.slots_ready - srv.workers.reg.slots_busy, idle_before);
+  CU_ASSERT_EQUAL(srv.xpool.spool_bytes, total);
+  pp_exchange_body_done(x);
+  CU_ASSERT_EQUAL(x->state, PP_X_RUNNING);
+  pp_wire_frame f;
+  CU_ASSERT_FATAL(worker_recv(&f));
+  CU_ASSERT_EQUAL(f.type, PP_WIRE_REQUEST);
+  CU_ASSERT(f.flags & PP_WIRE_FLAG_BODY_FILE);
+  CU_ASSERT(!(f.flags & PP_WIRE_FLAG_BODY_STREAMS));
+  CU_ASSERT_EQUAL(f.data_len, 0);
+  CU_ASSERT_EQUAL_FATAL(n_received_fds, 1);
+  int fd = received_fds[0];
+  CU_ASSERT_EQUAL(lseek(fd, 0, SEEK_END), (off_t)total);
+  CU_ASSERT_EQUAL(lseek(fd, 0, SEEK_SET), 0);
+  static uint8_t back[PP_BODY_BUFFER_LIMIT + 200000];
+  size_t got = 0;
+  ssize_t r;
+  while ((r = read(fd, back + got, sizeof back - got)) > 0)
+    got += (size_t)r;
+  CU_ASSERT_EQUAL(got, total);
+  int same = got == total;
+  for (size_t i = 0; same && i < total; i++)
+    same = back[i] == (uint8_t)(i * 7 % 251);
+  CU_ASSERT(same);
+  close(fd);
+  respond(x->id, 200, "ok");
+  for (int i = 0; i < 200 && !saw("end"); i++)
+    spin(1);
+  CU_ASSERT(saw("end"));
+  CU_ASSERT_EQUAL(srv.xpool.spool_bytes, 0); /* released with the exchange */
+  worker_disconnect();
+}
+
+static void test_spooled_body_with_length(void) {
+  spooled_body(PP_BODY_BUFFER_LIMIT + 100003);
+}
+
+static void test_spooled_body_without_length(void) {
+  spooled_body(-1);
+}
+
+/* -max-spool-total: a body larger than the whole budget is a 413, one that does not fit
+ * beside the others a 503; each answered through fail() from the loop, never inside
+ * body_in; later bytes are dropped, and the budget comes back. */
+static void test_spool_budget_refusals(void) {
+  cfg.max_spool_total = 3u << 20;
+  reset_events();
+  static uint8_t chunk[65536];
+  pp_exchange *big = new_exchange("/big", 0);
+  big->content_length = 4 << 20;
+  pp_exchange_body_in(big, chunk, sizeof chunk);
+  CU_ASSERT(!saw("fail"));                       /* not from inside the owner's call */
+  pp_exchange_body_in(big, chunk, sizeof chunk); /* dropped */
+  for (int i = 0; i < 50 && !saw("fail"); i++)
+    spin(1);
+  CU_ASSERT_EQUAL(n_fails, 1);
+  CU_ASSERT_EQUAL(fail_statuses[0], 413);
+  CU_ASSERT_EQUAL(srv.xpool.spool_bytes, 0);
+
+  reset_events();
+  pp_exchange *a = new_exchange("/a", 0);
+  a->content_length = 2 << 20;
+  pp_exchange_body_in(a, chunk, sizeof chunk);
+  CU_ASSERT(a->spooling);
+  CU_ASSERT_EQUAL(srv.xpool.spool_bytes, 2u << 20); /* a known length is reserved whole */
+  pp_exchange *b = new_exchange("/b", 0);           /* no length: grows past 1 MiB, then no room */
+  for (size_t sent = 0; sent < (2u << 20); sent += sizeof chunk)
+    pp_exchange_body_in(b, chunk, sizeof chunk);
+  for (int i = 0; i < 50 && !saw("fail"); i++)
+    spin(1);
+  CU_ASSERT_EQUAL(n_fails, 1);
+  CU_ASSERT_EQUAL(fail_statuses[0], 503);
+  CU_ASSERT(a->spooling && !a->refuse_status);
+  pp_exchange_abandon(a); /* its client went away: file closed, budget back */
+  CU_ASSERT_EQUAL(srv.xpool.spool_bytes, 0);
+  CU_ASSERT_EQUAL(srv.xpool.spool_refused_413, 1);
+  CU_ASSERT_EQUAL(srv.xpool.spool_refused_503, 1);
+
+  /* a Content-Length known at the head is checked there, before any body byte (HTTP/1.1
+   * then sends no 100 Continue): refused at env_end */
+  reset_events();
+  pp_exchange *early = new_exchange("/early", 4u << 20);
+  CU_ASSERT_EQUAL(early->refuse_status, 413);
+  for (int i = 0; i < 50 && !saw("fail"); i++)
+    spin(1);
+  CU_ASSERT_EQUAL(n_fails, 1);
+  CU_ASSERT_EQUAL(fail_statuses[0], 413);
+  pp_exchange *fits = new_exchange("/fits", 2u << 20); /* spooling at once, reserved whole */
+  CU_ASSERT(fits->spooling && !fits->refuse_status);
+  CU_ASSERT_EQUAL(srv.xpool.spool_bytes, 2u << 20);
+  pp_exchange_abandon(fits);
+  CU_ASSERT_EQUAL(srv.xpool.spool_bytes, 0);
+  cfg.max_spool_total = 4ull << 30;
 }
 
 /* ---------------------------------------------------------------- liveness (wlink.c) */
@@ -710,6 +859,7 @@ static int suite_init(void) {
   memset(&srv, 0, sizeof srv);
   srv.cfg = &cfg;
   srv.loop = uv_default_loop();
+  srv.net.loop = srv.loop; /* a spooled body's descriptor is wrapped in a handle of this loop */
   /* what process/server.c hands the worker link: the core's dispatch */
   srv.hooks.slot_free = slot_free;
   pp_exchange_pool_init(&srv.xpool, &cfg, &srv);
@@ -746,7 +896,13 @@ int main(void) {
   CU_add_test(s, "abandon while queued leaves the queue", test_abandon_queued_leaves_the_queue);
   CU_add_test(s, "abandon while running sends CANCEL", test_abandon_running_sends_cancel);
   CU_add_test(s, "the worker dies: fail(502)", test_worker_lost_is_a_502);
-  CU_add_test(s, "a body over 1 MiB streams as BODY frames", test_streamed_body);
+  CU_add_test(s, "-body-stream: a body over 1 MiB streams as BODY frames", test_streamed_body);
+  CU_add_test(s, "a body over 1 MiB is spooled, runnable when whole, its file passed",
+              test_spooled_body_with_length);
+  CU_add_test(s, "a body of unknown length moves from memory to its spool file at 1 MiB",
+              test_spooled_body_without_length);
+  CU_add_test(s, "-max-spool-total: 413 for one body over it, 503 beside others",
+              test_spool_budget_refusals);
   CU_add_test(s, "request timeout: 504, TIMEOUT, slot held until RESPONSE_END",
               test_request_timeout_answers_504_and_interrupts);
   CU_add_test(s, "a thread that keeps a timed-out request: killed after the grace",

@@ -118,6 +118,59 @@ static void test_ring_keeps_the_newest(void) {
   pp_buf_dispose(&out);
 }
 
+/* The tick history a new subscriber gets first (and GET /stats/history): the newest
+ * PP_DASH_HISTORY ticks, oldest first, each with what /stats showed on that tick. */
+static void test_history_keeps_the_newest_ticks_with_their_figures(void) {
+  fresh();
+  pp_stats *st = &srv.core.stats;
+  uint32_t n = PP_DASH_HISTORY + 7;
+  for (uint32_t i = 1; i <= n; i++) {
+    st->arrivals_last = i; /* window of 1 s: i arrivals/s on tick i */
+    st->completions_last = 2 * i;
+    st->last_window_ns = 1000000000;
+    st->shed = 10 * i;
+    st->timeouts = i / 2;
+    pp_dashboard_tick(&srv.ops);
+  }
+  CU_ASSERT_EQUAL(srv.ops.dash.points_len, PP_DASH_HISTORY);
+  pp_buf out;
+  pp_buf_init(&out);
+  pp_dashboard_history_json(&srv.ops, &out);
+  json_error_t err;
+  json_t *root = json_loadb((const char *)out.data, out.len, 0, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(root, "window_seconds")), 1.0, 1e-12);
+  json_t *pts = json_object_get(root, "points");
+  CU_ASSERT_EQUAL_FATAL(json_array_size(pts), PP_DASH_HISTORY);
+  for (size_t k = 0; k < PP_DASH_HISTORY; k++) {
+    json_t *p = json_array_get(pts, k);
+    uint64_t tick = n - PP_DASH_HISTORY + 1 + k; /* oldest first, consecutive */
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(p, "id")), (json_int_t)tick);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(p, "arrival_rate")), (double)tick,
+                           1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(p, "completion_rate")), 2.0 * tick,
+                           1e-9);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(p, "shed")), (json_int_t)(10 * tick));
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(p, "timeouts")), (json_int_t)(tick / 2));
+    CU_ASSERT_PTR_NOT_NULL(json_object_get(p, "p95_ms"));
+  }
+  json_decref(root);
+  /* the stream's prelude: the history event, then the latest stats event, both with its id */
+  out.len = 0;
+  pp_dashboard_stream_prelude(&srv.ops, &out);
+  pp_buf_append(&out, "", 1);
+  const char *text = (const char *)out.data;
+  char want[64];
+  snprintf(want, sizeof want, "id: %u\nevent: history\ndata: {", n);
+  const char *hist = strstr(text, want);
+  snprintf(want, sizeof want, "id: %u\nevent: stats\ndata: {", n);
+  const char *stats = strstr(text, want);
+  CU_ASSERT_PTR_NOT_NULL(hist);
+  CU_ASSERT_PTR_NOT_NULL(stats);
+  CU_ASSERT(hist && stats && hist < stats);
+  pp_buf_dispose(&out);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("dashboard", NULL, NULL);
@@ -126,6 +179,8 @@ int main(void) {
               test_a_tick_without_a_decision_adds_nothing);
   CU_add_test(s, "the ring keeps the newest, /stats lists them newest first",
               test_ring_keeps_the_newest);
+  CU_add_test(s, "the tick history: the newest ticks, oldest first, first in the stream",
+              test_history_keeps_the_newest_ticks_with_their_figures);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();

@@ -5,6 +5,11 @@ class RactorApp
   MIX = %r{\A/mix/(\d+)/(\d+)\z}.freeze
 
   def call(env)
+    # /echo: the request body back, and the class of rack.input (tests/e2e/test_spool.rb)
+    if env["PATH_INFO"] == "/echo"
+      input = env["rack.input"]
+      return [200, { "content-type" => "application/octet-stream", "x-input-class" => input.class.to_s }, [input.read]]
+    end
     if (m = MIX.match(env["PATH_INFO"]))
       spin(m[1].to_i)
       sleep(m[2].to_i / 1000.0)
