@@ -27,6 +27,7 @@
 #define PP_WIRE_FLAG_EARLY_HINTS  0x04u /* REQUEST flags bit 2: EARLY_HINTS may be sent */
 #define PP_WIRE_CAP_GVL           0x01u /* HELLO capabilities bit 0 */
 #define PP_WIRE_CAP_CPU           0x02u /* HELLO capabilities bit 1 */
+#define PP_WIRE_CAP_RACTOR        0x04u /* bit 2: the slot is a Ractor (its own GVL) */
 
 typedef enum pp_wire_type {
   PP_WIRE_HELLO = 0x01,

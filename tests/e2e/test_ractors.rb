@@ -29,6 +29,12 @@ class TestRactors < Minitest::Test
     st = srv.stats
     assert_equal 3, st["queue"]["slots_ready"], "3 connections, one per Ractor"
     assert_equal pids.first.to_i, st["worker_status"].first["pid"]
+    # HELLO's RACTOR bit: /stats and /metrics count them, per worker and in total.
+    assert_equal 3, st["ractor_slots"], "top-level ractor_slots"
+    assert_equal 3, st["worker_status"].first["ractor_slots"]
+    metrics = srv.control_get("/metrics")[1]
+    assert_match(/^puma_plus_ractor_slots 3$/, metrics)
+    assert_match(/^puma_plus_worker_ractor_slots\{index="0",pid="#{pids.first}"\} 3$/, metrics)
     # SIGTERM: the Ractors close their connections and the worker exits 0.
     status = srv.stop(signal: "TERM", timeout: 20)
     refute_nil status, "the server did not exit\n#{srv.log}"
@@ -69,13 +75,28 @@ class TestRactors < Minitest::Test
     names = rs.map { |r| r.dig(0, 2)[/ractor=(\S+)/, 1] }.uniq.sort
     assert_equal (0..5).map { |i| "slot-#{i}" }, names, "the 4 new Ractors serve too"
     assert_equal 6, srv.stats["queue"]["slots_ready"]
+    assert_equal 6, srv.stats["ractor_slots"], "the Ractors SLOTS started say HELLO as Ractors"
     # Back to 2: SLOT_CLOSE ends 4 Ractors (their Connection returns :closed); the rest serve.
     assert_equal 200, control_post(srv, "/slots?worker=0&count=2")[0]
     deadline = srv.now + 10
     sleep 0.02 until srv.stats["worker_status"].first["slots"] == 2 || srv.now > deadline
     assert_equal 2, srv.stats["worker_status"].first["slots"], srv.log
+    assert_equal 2, srv.stats["worker_status"].first["ractor_slots"], "closed Ractors leave the count"
     assert_equal [200] * 4, Array.new(4) { Thread.new { get(srv.port, "/hello") } }.map { |t| t.value.dig(0, 0) }
     refute_match(/died|Error/, srv.log, "no slot Ractor failed")
+  ensure
+    srv&.stop
+  end
+
+  # Thread slots do not set the RACTOR bit: the same app on 2 threads counts none.
+  def test_thread_slots_are_not_counted_as_ractors
+    srv = E2E::Server.new(app: APP, workers: 1, threads: 2)
+    assert_equal 200, get(srv.port, "/hello").dig(0, 0)
+    st = srv.stats
+    assert_equal 2, st["queue"]["slots_ready"]
+    assert_equal 0, st["ractor_slots"]
+    assert_equal 0, st["worker_status"].first["ractor_slots"]
+    assert_match(/^puma_plus_ractor_slots 0$/, srv.control_get("/metrics")[1])
   ensure
     srv&.stop
   end
