@@ -306,6 +306,13 @@ void pp_autoscale_tick(pp_ops *op) {
   }
   in.worker_cpu_ns = worker_cpu;
   in.n_worker_cpu = n_cpu;
+  /* Ractor slots (HELLO's RACTOR bit): a GVL each, so rule 4b bounds them by the cores (the
+   * policy's, which -autoscale sets from the machine without a policy file, else the
+   * machine's) instead of one core a worker. */
+  if (op->workers->reg.ractor_slots) {
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    in.ractor_cores = ct->policy.cores ? ct->policy.cores : nproc > 0 ? (uint32_t)nproc : 1;
+  }
   in.arrivals = st->arrivals_window;
   in.completions = st->completions_window;
   in.shed = st->shed_window;
