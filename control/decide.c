@@ -216,9 +216,11 @@ static uint32_t worker_cap(const pp_policy *p, const pp_observation *o, const vi
   if (p->cores > 0 && o->service_cpu_mean_ns >= 0 && o->service_mean_ns > 0) {
     double share = (double)o->service_cpu_mean_ns / (double)o->service_mean_ns;
     if (share > 1) share = 1;
-    /* A busy worker keeps at most one core (the GVL) and at most tpw * share of one. */
+    /* A busy worker keeps at most one core (the GVL) and at most tpw * share of one; a worker
+     * of Ractor slots (a GVL each) up to the machine's cores. */
     double per_worker = (double)v->tpw * share;
-    if (per_worker > 1) per_worker = 1;
+    double per_max = o->ractor_cores ? (double)o->ractor_cores : 1;
+    if (per_worker > per_max) per_worker = per_max;
     if (per_worker > 0) {
       double by_cores = floor((double)p->cores / per_worker);
       if (by_cores < (double)cap) {
@@ -280,6 +282,14 @@ static void put_cpu(line *l, const pp_observation *o) {
   put(l, " of a core (max ");
   put_pct(l, o->cpu_share_max);
   put(l, ")");
+  if (o->ractor_cores) {
+    /* Ractor slots: a GVL each, so what bounds them is the machine's cores, not one core. */
+    put(l, ", Ractor slots: ");
+    put_pct(l, o->cpu_share_mean * (double)o->cpu_workers);
+    put(l, " of ");
+    put_u64(l, o->ractor_cores);
+    put(l, " cores");
+  }
 }
 
 /* What rule 4b needs, derived once per tick. */
@@ -288,8 +298,11 @@ typedef struct slots_view {
   int settled;      /* every ready worker has its slots connected */
   int cooled;       /* slots.cooldown has passed since the last set_slots */
   double c_req;     /* CPU per request, ns */
-  uint32_t n_cpu;   /* the CPU bound: slots per worker whose full occupancy fills one core */
+  uint32_t n_cpu;   /* the CPU bound: slots per worker whose full occupancy fills one core
+                       (Ractor slots: the worker's share of the machine's cores) */
   uint32_t workers; /* workers sizing divides by (ready + booting, at least 1) */
+  double cores;     /* cores one worker's slots can fill: 1 (one GVL), or for Ractor slots the
+                       machine's cores shared among the workers */
 } slots_view;
 
 static double clampd(double x, double lo, double hi) {
@@ -313,11 +326,25 @@ static slots_view slots_derive(const pp_policy *p, const pp_ctl_state *st, const
   sv.settled = (uint64_t)o->slots_ready >= (uint64_t)o->workers_ready * v->tpw;
   sv.cooled = elapsed_since(o->time_ns, st->last_slots_ns) >= p->slots_cooldown_ns;
   sv.workers = v->expected ? v->expected : 1;
+  sv.cores = 1;
+  if (o->ractor_cores) sv.cores = clampd((double)o->ractor_cores / (double)sv.workers, 1, 1e9);
   /* A busy slot keeps its worker at c_req / S of a core; S / c_req of them fill the core (the
-   * GVL): slots beyond that cannot run. */
-  double n_cpu = sv.c_req > 0 ? (double)o->service_mean_ns / sv.c_req : 1e9;
+   * GVL): slots beyond that cannot run. Ractor slots hold a GVL each: cores x S / c_req of
+   * them fill the worker's share of the machine. */
+  double n_cpu = sv.c_req > 0 ? sv.cores * (double)o->service_mean_ns / sv.c_req : 1e9;
   sv.n_cpu = (uint32_t)clampd(floor(n_cpu), 1, 1e9);
   return sv;
+}
+
+/* The CPU leaves more slots nothing to run on. Thread and fiber slots: the busiest worker is
+ * at slots.cpu_target of its one core (its GVL). Ractor slots: the workers together are at
+ * slots.cpu_target of the machine's cores (each slot has its own GVL, so one core is not a
+ * bound; the cores are). */
+static int slots_cpu_full(const pp_policy *p, const pp_observation *o) {
+  if (o->ractor_cores)
+    return o->cpu_share_mean * (double)o->cpu_workers >=
+           p->slots_cpu_target * (double)o->ractor_cores;
+  return o->cpu_share_max >= p->slots_cpu_target;
 }
 
 /* Slots per worker that carry the offered load at target utilisation and drain the backlog
@@ -367,11 +394,15 @@ static uint32_t slots_grow_target(const pp_policy *p, const pp_ctl_state *st,
     if (g < 1) return 0;
     n = floor((double)v->tpw * g + sqrt((double)v->tpw));
   } else {
-    if (o->cpu_share_max >= p->slots_cpu_target) return 0; /* GVL-bound: processes */
+    if (slots_cpu_full(p, o)) return 0; /* GVL- (or, Ractors, core-) bound: processes */
     /* Where Ruby measures GVL wait (>= 3.2), a wait at threads.gvl_wait_max says the same.
      * Unknown (-1, Ruby 3.1) is not zero: it neither allows nor forbids; the CPU share decides. */
     if (o->gvl_wait_ns >= 0 && (uint64_t)o->gvl_wait_ns >= p->gvl_wait_max_ns) return 0;
     n = (double)slots_needed(p, o, v, sv);
+    /* Ractor slots with cores to spare: a confirmed breach buys at least one more slot (10 ms
+     * and a third of a MB) before a fork (seconds and tens of MB), even when Little's law finds
+     * the slots enough (a breach near the target, or CPU-bound work queueing). */
+    if (o->ractor_cores && n <= (double)v->tpw) n = (double)v->tpw + 1;
     if (n > (double)sv->n_cpu) n = sv->n_cpu;
   }
   if (st->slots_ceiling && n > (double)st->slots_ceiling) n = st->slots_ceiling;
@@ -408,7 +439,7 @@ static uint32_t slots_shrink_target(const pp_policy *p, const pp_ctl_state *st,
     if (g >= 1) return 0;
     n = floor((double)v->tpw * g + sqrt((double)v->tpw));
     *why = "gradient";
-  } else if (!gradient && o->cpu_share_max >= p->slots_cpu_target && sv->n_cpu < v->tpw) {
+  } else if (!gradient && slots_cpu_full(p, o) && sv->n_cpu < v->tpw) {
     n = sv->n_cpu;
     *why = "cpu";
   } else {
@@ -610,10 +641,12 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
     }
     double need = o->service_mean_ns ? workers_needed(p, o, &v, tpw_eff) : 0;
     /* With the CPU per request measured, a worker carries at most cpu_target / c_req requests
-     * per second (one core, the GVL): processes for that, however many slots each has. */
+     * per second (one core, the GVL): processes for that, however many slots each has. A
+     * worker of Ractor slots carries up to the machine's cores. */
     double need_cpu = 0;
     if (sv.known && sv.c_req > 0)
-      need_cpu = ceil(o->arrival_rate * sv.c_req / 1e9 / p->slots_cpu_target);
+      need_cpu = ceil(o->arrival_rate * sv.c_req / 1e9 / p->slots_cpu_target /
+                      (o->ractor_cores ? (double)o->ractor_cores : 1));
     if (need_cpu > need) need = need_cpu > 1e9 ? 1e9 : need_cpu;
     uint32_t slot_grow = 0;
     /* Sized capacity suffices and the request arriving now would meet the target: the high
@@ -659,6 +692,7 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
         put_u64(&l, o->queue_len);
         put(&l, "), CPU bound ");
         put_u64(&l, sv.n_cpu);
+        if (o->ractor_cores && n > slots_needed(p, o, &v, &sv)) put(&l, "; a Ractor before a fork");
         if (n == p->max_slots) put(&l, ", capped by slots.max");
         if (st->slots_ceiling && n == st->slots_ceiling) put(&l, ", capped by an inflation revert");
         st->slots_from = v.tpw;
@@ -668,8 +702,7 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       slots_set(&d, st, now, n);
       st->breach_ticks = 0;
     } else if (sv.known && !gradient && !draining && tpw_eff > v.tpw &&
-               need <= (double)v.expected && (!sv.cooled || !sv.settled) &&
-               o->cpu_share_max < p->slots_cpu_target) {
+               need <= (double)v.expected && (!sv.cooled || !sv.settled) && !slots_cpu_full(p, o)) {
       /* The settled gate for slots: they grew (or are connecting) and can still grow, the
        * workers wait on I/O, and sizing that counts slots at what they can grow to finds
        * the processes enough: wait for the slots rather than fork. */
@@ -823,6 +856,7 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put_cpu(&l, o);
       put(&l, " at or over slots.cpu_target ");
       put_pct(&l, p->slots_cpu_target);
+      if (o->ractor_cores) put(&l, " of the cores");
       put(&l, "; the CPU uses ");
       put_u64(&l, sv.n_cpu);
       put(&l, " slots (");

@@ -48,6 +48,8 @@ typedef struct jfield {
   { #n, k, offsetof(pp_decision, n), 0, 2, 0 }
 #define OBS3(n, k, dflt)                                                                           \
   { #n, k, offsetof(pp_observation, n), 0, 3, dflt }
+#define OBS4(n, k, dflt)                                                                           \
+  { #n, k, offsetof(pp_observation, n), 0, 4, dflt }
 #define STATE3(n, k, dflt)                                                                         \
   { #n, k, offsetof(pp_ctl_state, n), 0, 3, dflt }
 
@@ -83,6 +85,7 @@ static const jfield obs_fields[] = {
     OBS3(cpu_share_max, K_F64, D_UNKNOWN),
     OBS3(cpu_workers, K_U32, D_ZERO),
     OBS3(cpu_per_request_ns, K_I64, D_UNKNOWN),
+    OBS4(ractor_cores, K_U32, D_ZERO),
 };
 
 static const jfield state_fields[] = {

@@ -16,10 +16,11 @@
 #include "control/policy.h"
 
 /* Tick lines are written as the lowest version that holds every field not at its default
- * (docs/CONTROL.md §5): version 3 for the concurrency signal and the slot state (and any
- * set_slots), version 2 for standby, else version 1, byte for byte what earlier releases
- * wrote; all three are read. Header lines are always version 1. */
-#define PP_DECLOG_VERSION     3
+ * (docs/CONTROL.md §5): version 4 for Ractor slots (obs.ractor_cores), version 3 for the
+ * concurrency signal and the slot state (and any set_slots), version 2 for standby, else
+ * version 1, byte for byte what earlier releases wrote; all four are read. Header lines are
+ * always version 1. */
+#define PP_DECLOG_VERSION     4
 #define PP_DECLOG_VERSION_MIN 1
 
 typedef struct pp_declog_record {

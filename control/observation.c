@@ -83,6 +83,7 @@ int pp_observation_build(pp_observation *out, const pp_obs_input *in) {
       }
     }
   }
+  o.ractor_cores = in->ractor_cores;
   *out = o;
   return PP_CTL_OK;
 }

@@ -56,6 +56,12 @@ typedef struct pp_observation {
   double cpu_share_max;       /* the busiest worker's share */
   uint32_t cpu_workers;       /* workers the two shares cover (0 when unknown) */
   int64_t cpu_per_request_ns; /* sum of the workers' CPU time / completions, -1 if unknown */
+
+  /* The slot kind (decision log v4; docs/CONTROL.md rule 4b). 0: the workers' slots are
+   * threads or fibers, one GVL per worker (a worker runs Ruby on at most one core). n > 0: they
+   * are Ractors, each with its own GVL, on a machine of n cores: one worker's slots run Ruby
+   * on up to n cores at once, so a worker near one core may still grow slots. */
+  uint32_t ractor_cores;
 } pp_observation;
 
 /* What a tick's caller hands the builder. Histograms are read, never kept or freed. */
@@ -86,6 +92,7 @@ typedef struct pp_obs_input {
    * threads or fibers alike); slots_ready is what is connected. */
   const int64_t *worker_cpu_ns;
   uint32_t n_worker_cpu;
+  uint32_t ractor_cores; /* 0: thread or fiber slots; n: Ractor slots on n cores (copied) */
 } pp_obs_input;
 
 /* Fills *out from *in. Returns 0, or PP_CTL_EINVAL if a required pointer is NULL or

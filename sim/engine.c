@@ -1027,6 +1027,8 @@ static void on_tick(sim *s) {
   }
   in.worker_cpu_ns = s->scn->cpu_measured ? s->cpu_buf : NULL;
   in.n_worker_cpu = s->scn->cpu_measured ? ncpu : 0;
+  /* Ractor slots (slots: ractor): a GVL each, bounded by the machine's cores (rule 4b). */
+  in.ractor_cores = s->cfg->ractors ? s->scn->cores : 0;
 
   pp_declog_record rec;
   memset(&rec, 0, sizeof rec);

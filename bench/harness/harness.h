@@ -27,6 +27,8 @@ typedef struct pb_server_spec {
   char name[64];
   pb_server_kind kind;
   uint32_t workers, threads;
+  bool ractors; /* puma-plus: the slots are Ractors (--ractors THREADS; a scenario's
+                 * `slots: ractor`, issue 28), each with its own GVL */
   bool autoscale;
   uint32_t max_workers;     /* autoscale bound; 0 = server default */
   char policy_path[512];    /* autoscale policy file, "" for the server's default */

@@ -107,6 +107,10 @@ int pb_server_argv(const pb_server_spec *s, char **argv, int max, char *storage,
   add(&b, "%u", s->workers);
   add(&b, "-t");
   add(&b, "%u:%u", s->threads, s->threads);
+  if (!puma && s->ractors) {
+    add(&b, "--ractors");
+    add(&b, "%u", s->threads);
+  }
   add(&b, "-b");
   add(&b, "tcp://127.0.0.1:%d", s->port);
   if (puma) {

@@ -48,6 +48,12 @@ int pb_plan_server(const pp_scenario *scn, uint32_t i, const char *app, const ch
   out->kind = c->server == PP_SERVER_PUMA ? PB_SERVER_PUMA : PB_SERVER_PUMAPLUS;
   out->workers = c->workers ? c->workers : 1;
   out->threads = c->threads ? c->threads : 1;
+  if (c->ractors && c->server == PP_SERVER_PUMA) {
+    snprintf(err, errlen, "%s: slots: ractor needs server: pumaplus (puma has no Ractor slots)",
+             c->name);
+    return -1;
+  }
+  out->ractors = c->ractors != 0;
   out->autoscale = c->autoscale != 0;
   if (c->autoscale) out->max_workers = c->policy.max_workers;
   if (c->autoscale && policy_dir) {

@@ -1078,6 +1078,124 @@ static void test_slots_gradient(void) {
   CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
 }
 
+/* ---- rule 4b with Ractor slots (obs.ractor_cores) ---- */
+
+/* mkc() for workers whose slots are Ractors on `cores` cores. */
+static pp_observation mkr(uint64_t t, uint32_t workers, uint32_t tpw, double rate, uint64_t svc,
+                          uint64_t p95, uint32_t len, uint32_t busy, double share, int64_t c_req,
+                          uint32_t cores) {
+  pp_observation o = mkc(t, workers, tpw, rate, svc, p95, len, busy, share, c_req);
+  o.ractor_cores = cores;
+  return o;
+}
+
+/* CPU-bound work on one worker near one core: threads (one GVL) get a process; Ractor slots (a
+ * GVL each) on 2 cores grow to the cores first, S / c x 2 = 2 slots, without a fork. */
+static void test_ractor_cpu_grows_slots_to_cores(void) {
+  /* 55 rps x 17 ms (all CPU) / 0.7 = 1.34 slots + 10 queued x 17 ms / 1 s: 2 slots. */
+  pp_observation o = mkr(20, 1, 1, 55, 17 * MS, 900 * MS, 10, 1, 0.98, 17 * MS, 0);
+  setup(1, 1);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_PTR_NULL(strstr(d.reason, "Ractor"));
+  setup(1, 1);
+  o.ractor_cores = 2;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 2);
+  CU_ASSERT_EQUAL(d.workers_target, 1);
+  CU_ASSERT_NSTRING_EQUAL(d.reason, "set_slots 1->2: queue p95 900ms over severe 200ms", 49);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(d.reason, "workers at 98% of a core (max 98%), Ractor slots: 98% of 2 cores"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "CPU bound 2"));
+  CU_ASSERT_PTR_NULL(strstr(d.reason, "before a fork")); /* Little's law asked for 2 itself */
+  /* On 4 cores the CPU bound is 4 slots, and Little's law's 2 is what it grows to. */
+  setup(1, 1);
+  o.ractor_cores = 4;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "CPU bound 4"));
+}
+
+/* A breach Little's law finds 1 slot enough for (near the target): Ractor slots with cores to
+ * spare grow by one, the cheap actuator, where threads fork (the sizing's floor of one). */
+static void test_ractor_one_more_before_a_fork(void) {
+  /* 20 rps x 17 ms / 0.7 = 0.49 slots + 3 queued x 17 ms / 1 s: 1 slot; but the request
+   * arriving now waits (3 + 1) x 17 ms = 68 ms, over the 50 ms target, on a second breach
+   * tick: not a backlog draining. */
+  pp_observation o = mkr(20, 1, 1, 20, 17 * MS, 16 * MS, 3, 1, 0.35, 17 * MS, 0);
+  setup(1, 1);
+  st.breach_ticks = 1;
+  CU_ASSERT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SPAWN_WORKER);
+  setup(1, 1);
+  st.breach_ticks = 1;
+  o.ractor_cores = 2;
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "sized 1 slots"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; a Ractor before a fork"));
+  /* At the CPU bound already (2 slots of 17 ms CPU fill 2 cores) no slot is added. */
+  setup(1, 2);
+  st.breach_ticks = 1;
+  o = mkr(20, 1, 2, 20, 17 * MS, 16 * MS, 6, 2, 0.35, 17 * MS, 2); /* waits 7 x 17 / 2 ms */
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+}
+
+/* The cores full: Ractor workers together at slots.cpu_target of the cores get no more slots;
+ * processes as for threads, sized by CPU a worker's cores at a time; with the policy's cores
+ * set, the cores bound holds them at one worker (a thread worker holds one core, so two). */
+static void test_ractor_cores_full(void) {
+  /* 1 worker x 2 Ractors at 1.9 cores (>= 0.8 x 2): 110 rps x 17 ms = 1.87 cores of work. */
+  pp_observation o = mkr(20, 1, 2, 110, 17 * MS, 900 * MS, 30, 2, 1.9, 17 * MS, 2);
+  o.service_cpu_mean_ns = 17 * MS; /* the cores bound reads the CPU share of service */
+  setup(1, 2);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  setup(1, 2);
+  P.cores = 2;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "at cores bound of 1 worker"));
+  /* threads on the same policy: one core a worker, so a second one fits the 2 cores */
+  setup(1, 2);
+  P.cores = 2;
+  o.ractor_cores = 0;
+  o.cpu_share_mean = o.cpu_share_max = 0.98;
+  CU_ASSERT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SPAWN_WORKER);
+  /* Two Ractor workers share the 2 cores: each one's CPU bound is S / c x 1 = 1 slot, so a
+   * breach at 0.5 cores each (1 of 2 in all) with 1 slot each grows none. */
+  setup(2, 1);
+  o = mkr(20, 2, 1, 50, 17 * MS, 900 * MS, 10, 2, 0.5, 17 * MS, 2);
+  CU_ASSERT_NOT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SET_SLOTS);
+}
+
+/* Taking back: Ractor slots beyond the cores' bound go back once the cores are full; a Ractor
+ * worker near one core of two keeps them (a thread worker there would give them back). */
+static void test_ractor_taken_back_at_the_cores(void) {
+  /* Not a breach, not calm (busy 5/6): S / c = 1, 2 cores: 2 slots carry the CPU. */
+  pp_observation o = mkr(30, 1, 6, 110, 17 * MS, 0, 0, 5, 1.9, 17 * MS, 2);
+  setup(1, 6);
+  st.slots_base = 1;
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "at or over slots.cpu_target 80% of the cores"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "the CPU uses 2 slots"));
+  setup(1, 6);
+  st.slots_base = 1;
+  o = mkr(30, 1, 6, 55, 17 * MS, 0, 0, 5, 0.95, 17 * MS, 2);
+  CU_ASSERT_NOT_EQUAL(pp_decide(&P, &st, &o).action, PP_ACTION_SET_SLOTS);
+  setup(1, 6);
+  st.slots_base = 1;
+  o.ractor_cores = 0;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 1);
+}
+
 int pp_test_register(void) {
   static const test_case cases[] = {
       {"breach for breach_ticks spawns", test_breach_spawns},
@@ -1110,6 +1228,10 @@ int pp_test_register(void) {
       {"slots: bounds, cooldown, settled gate", test_slots_bounds_and_gates},
       {"slots: the gradient design", test_slots_gradient},
       {"slots: unknown GVL wait stays unknown; measured wait means processes", test_slots_gvl_wait},
+      {"Ractor slots: CPU-bound grows slots to the cores", test_ractor_cpu_grows_slots_to_cores},
+      {"Ractor slots: one more slot before a fork", test_ractor_one_more_before_a_fork},
+      {"Ractor slots: the cores full means processes, cores bound", test_ractor_cores_full},
+      {"Ractor slots: taken back at the cores", test_ractor_taken_back_at_the_cores},
       {NULL, NULL},
   };
   return register_suite("decide", cases);

@@ -124,6 +124,7 @@ static void any_record(test_rng *r, pp_declog_record *rec) {
     o->cpu_workers = any_u32(r);
     o->cpu_per_request_ns = any_i64(r);
   }
+  if (rng_next(r) % 3 == 0) o->ractor_cores = any_u32(r); /* v4 */
   any_state(r, &rec->state_before);
   any_state(r, &rec->state_after);
   pp_decision *d = &rec->decision;
@@ -312,7 +313,7 @@ static void test_field_errors(void) {
       {"\"policy_hash\":\"0123456789abcdef\"", "\"policy_hash\":81985529216486895", "policy_hash",
        "hex"},
       {"\"source\":\"sim\"", "\"source\":\"a-very-long-source-name\"", "source", "at most"},
-      {"\"v\":1", "\"v\":4", "v", "version"}, /* 3 is known since the slot fields */
+      {"\"v\":1", "\"v\":5", "v", "version"}, /* 4 is known since ractor_cores */
       {"\"v\":1", "\"v\":0", "v", "version"},
       /* A version-1 line has none of the version-2 fields, and they are not optional in v2. */
       {"\"timeouts\":0", "\"timeouts\":0,\"workers_standby\":2", "obs.workers_standby",
@@ -482,9 +483,42 @@ static void test_version_3(void) {
   edit("\"v\":3", "\"v\":2");
   CU_ASSERT_EQUAL(pp_declog_decode(&back, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
   CU_ASSERT_STRING_EQUAL(e.field, "obs.cpu_share_mean");
-  edit("\"v\":3", "\"v\":4");
+  edit("\"v\":3", "\"v\":5");
   CU_ASSERT_EQUAL(pp_declog_decode(&back, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
   CU_ASSERT_STRING_EQUAL(e.field, "v");
+}
+
+/* Version 4: obs.ractor_cores (Ractor slots). Written only when not 0, after v3's keys; a v3
+ * line reads it as 0 and refuses it; a v4 line requires it. */
+static void test_version_4(void) {
+  pp_declog_record rec = sample_record();
+  int n = pp_declog_encode(&rec, line1, sizeof line1);
+  CU_ASSERT_FATAL(n > 0);
+  CU_ASSERT_PTR_NULL(strstr(line1, "ractor_cores")); /* threads: as before, byte for byte */
+  rec.obs.cpu_share_mean = rec.obs.cpu_share_max = 0.9;
+  rec.obs.cpu_workers = 1;
+  rec.obs.cpu_per_request_ns = 17000000;
+  rec.obs.ractor_cores = 2;
+  n = pp_declog_encode(&rec, line1, sizeof line1);
+  CU_ASSERT_FATAL(n > 0);
+  CU_ASSERT_NSTRING_EQUAL(line1, "{\"v\":4,", 7);
+  CU_ASSERT_PTR_NOT_NULL(strstr(line1, "\"cpu_per_request_ns\":17000000,\"ractor_cores\":2}"));
+  pp_declog_record back;
+  pp_declog_error e;
+  CU_ASSERT_EQUAL_FATAL(pp_declog_decode(&back, line1, (size_t)n, 1, &e), 0);
+  CU_ASSERT_EQUAL(back.obs.ractor_cores, 2);
+  CU_ASSERT_EQUAL(pp_declog_encode(&back, line2, sizeof line2), n);
+  CU_ASSERT_STRING_EQUAL(line1, line2);
+  edit(",\"ractor_cores\":2", "");
+  CU_ASSERT_EQUAL(pp_declog_decode(&back, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
+  CU_ASSERT_STRING_EQUAL(e.field, "obs.ractor_cores");
+  edit("\"v\":4", "\"v\":3");
+  CU_ASSERT_EQUAL(pp_declog_decode(&back, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
+  CU_ASSERT_STRING_EQUAL(e.field, "obs.ractor_cores");
+  /* at 0 it is not written: the line falls back to v3 */
+  rec.obs.ractor_cores = 0;
+  CU_ASSERT_FATAL(pp_declog_encode(&rec, line1, sizeof line1) > 0);
+  CU_ASSERT_NSTRING_EQUAL(line1, "{\"v\":3,", 7);
 }
 
 static void test_header_lines(void) {
@@ -573,6 +607,7 @@ int pp_test_register(void) {
       {"header lines carry the policy", test_header_lines},
       {"version 2: standby fields", test_version_2},
       {"version 3: concurrency signal and slot state", test_version_3},
+      {"version 4: Ractor slots (obs.ractor_cores)", test_version_4},
       {NULL, NULL},
   };
   return register_suite("declog", cases);

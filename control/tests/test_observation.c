@@ -68,6 +68,10 @@ static void test_build_fields(void) {
   CU_ASSERT_EQUAL(o.mem_per_worker_bytes, -1);
   CU_ASSERT_EQUAL(o.shed, 4);
   CU_ASSERT_EQUAL(o.timeouts, 2);
+  CU_ASSERT_EQUAL(o.ractor_cores, 0); /* thread slots */
+  in.ractor_cores = 4;                /* Ractor slots on 4 cores: passed through */
+  CU_ASSERT_EQUAL_FATAL(pp_observation_build(&o, &in), 0);
+  CU_ASSERT_EQUAL(o.ractor_cores, 4);
 }
 
 static void test_build_rate_uses_window(void) {

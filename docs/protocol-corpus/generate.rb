@@ -72,7 +72,8 @@ def hello(version, pid, wi, ti, caps)
    u16(version) + u32(pid) + u32(wi) + u32(ti) + u32(caps)]
 end
 good("hello", *hello(1, 12_345, 0, 0, 2))
-good("hello-all-capabilities", *hello(1, 4242, 3, 4, 3))
+good("hello-all-capabilities", *hello(1, 4242, 3, 4, 7))
+good("hello-ractor", *hello(1, 12_346, 1, 2, 6))
 good("hello-max", *hello(1, U32_MAX, U32_MAX, U32_MAX, 0))
 
 # ---- REQUEST -----------------------------------------------------------------------------

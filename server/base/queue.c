@@ -80,6 +80,7 @@ pp_worker *pp_registry_attach(pp_registry *r, pp_slot *s, uint32_t pid, uint32_t
   s->thread_index = thread_index;
   s->busy = 0;
   w->slots++;
+  if (s->ractor) w->ractor_slots++, r->ractor_slots++;
   if (w->state == PP_WORKER_BOOTING) {
     w->state = PP_WORKER_READY;
     w->ready_ns = now_ns;
@@ -101,6 +102,7 @@ pp_worker *pp_registry_detach(pp_registry *r, pp_slot *s) {
   }
   if (w->state == PP_WORKER_READY) r->slots_ready--;
   w->slots--;
+  if (s->ractor) w->ractor_slots--, r->ractor_slots--;
   s->busy = 0;
   s->worker = NULL;
   return w;

@@ -49,20 +49,22 @@ typedef struct pp_slot {
   pp_worker *worker;
   uint32_t thread_index;
   int busy;
+  int ractor; /* the slot is a Ractor (HELLO's RACTOR bit); set by the caller before attach */
   void *data; /* the caller's */
 } pp_slot;
 
 struct pp_worker {
   pp_worker_state state;
   uint32_t pid;
-  uint32_t index;    /* the shepherd's worker_index */
-  uint32_t slots;    /* connected slots */
-  uint32_t busy;     /* slots running a request */
-  pp_queue idle;     /* idle slots, FIFO */
-  int64_t forked_ns; /* when FORKED (or first seen) arrived */
-  int64_t ready_ns;  /* when the first HELLO arrived; 0 before */
-  uint64_t requests; /* requests dispatched to this worker */
-  int retire_sent;   /* RETIRE has been sent to the shepherd */
+  uint32_t index;        /* the shepherd's worker_index */
+  uint32_t slots;        /* connected slots */
+  uint32_t ractor_slots; /* of those, Ractor slots (HELLO's RACTOR bit) */
+  uint32_t busy;         /* slots running a request */
+  pp_queue idle;         /* idle slots, FIFO */
+  int64_t forked_ns;     /* when FORKED (or first seen) arrived */
+  int64_t ready_ns;      /* when the first HELLO arrived; 0 before */
+  uint64_t requests;     /* requests dispatched to this worker */
+  int retire_sent;       /* RETIRE has been sent to the shepherd */
   /* Liveness (wlink.c): the last HEARTBEAT on its monitor connection (0: none yet, never timed
    * out), and whether the server has killed it (request timeout or silent heartbeat). */
   int64_t heartbeat_ns;
@@ -92,7 +94,8 @@ typedef struct pp_registry {
   uint32_t high;        /* entries [high, PP_MAX_WORKERS) have never been used */
   uint32_t slots_ready; /* connected slots of READY workers */
   uint32_t slots_busy;
-  uint32_t phase; /* the generation new entries get; a phased restart increments it */
+  uint32_t ractor_slots; /* connected Ractor slots of every worker, whatever its state */
+  uint32_t phase;        /* the generation new entries get; a phased restart increments it */
 } pp_registry;
 
 void pp_registry_init(pp_registry *r);

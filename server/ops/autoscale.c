@@ -302,10 +302,22 @@ void pp_autoscale_tick(pp_ops *op) {
   for (uint32_t i = 0; i < op->workers->reg.high && n_cpu < PP_MAX_WORKERS; i++) {
     const pp_worker *w = &op->workers->reg.workers[i];
     if (w->state != PP_WORKER_READY || w->slots == 0) continue;
-    worker_cpu[n_cpu++] = w->cpu_delta_ns < 0 ? -1 : w->cpu_delta_ns + w->wait_delta_ns;
+    /* A worker of Ractor slots: CPU time only. Its slots are runnable at once (a GVL each),
+     * so its threads' run-queue waits add up past the cores (6.5 "cores" of demand on 2,
+     * measured, notebooks/ractors step), which read as "the cores are full": fork. */
+    worker_cpu[n_cpu++] = w->cpu_delta_ns < 0   ? -1
+                          : w->ractor_slots > 0 ? w->cpu_delta_ns
+                                                : w->cpu_delta_ns + w->wait_delta_ns;
   }
   in.worker_cpu_ns = worker_cpu;
   in.n_worker_cpu = n_cpu;
+  /* Ractor slots (HELLO's RACTOR bit): a GVL each, so rule 4b bounds them by the cores (the
+   * policy's, which -autoscale sets from the machine without a policy file, else the
+   * machine's) instead of one core a worker. */
+  if (op->workers->reg.ractor_slots) {
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    in.ractor_cores = ct->policy.cores ? ct->policy.cores : nproc > 0 ? (uint32_t)nproc : 1;
+  }
   in.arrivals = st->arrivals_window;
   in.completions = st->completions_window;
   in.shed = st->shed_window;

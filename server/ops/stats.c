@@ -165,6 +165,8 @@ static void json_workers(pp_ops *op, json_t *root) {
     /* Run-time slots (docs/SERVER.md "Slots at run time") and the process's CPU time, whose
      * change per tick is its share of one core (docs/DESIGN.md 3b). */
     json_object_set_new(o, "slots", json_integer(w->slots));
+    /* of those, Ractors (HELLO's RACTOR bit: each runs under its own GVL) */
+    json_object_set_new(o, "ractor_slots", json_integer(w->ractor_slots));
     json_object_set_new(o, "slots_target", json_integer(pp_wlink_slots_target(op->workers, w)));
     uint64_t cpu_ns;
     json_object_set_new(o, "cpu_ns",
@@ -179,6 +181,8 @@ static void json_workers(pp_ops *op, json_t *root) {
   json_object_set_new(root, "slots_per_worker",
                       json_integer(op->workers->slots_shape ? op->workers->slots_shape
                                                             : pp_config_slots_initial(op->cfg)));
+  /* connected Ractor slots of every worker (the sum of worker_status[].ractor_slots) */
+  json_object_set_new(root, "ractor_slots", json_integer(op->workers->reg.ractor_slots));
   json_t *mo = json_object();
   json_object_set_new(mo, "source", json_string("/proc/PID/smaps_rollup"));
   json_object_set_new(mo, "workers_measured", json_integer(mem_known));
@@ -554,6 +558,17 @@ static void metrics_core(pp_ops *op, pp_buf *out) {
     if (w->state == PP_WORKER_FREE) continue;
     pp_prom_appendf(out, "puma_plus_worker_slots{index=\"%u\",pid=\"%u\"} %u\n", w->index, w->pid,
                     w->slots);
+  }
+  pp_prom_gauge(out, "puma_plus_ractor_slots",
+                "Connected slots that are Ractors (HELLO's RACTOR bit), every worker.",
+                op->workers->reg.ractor_slots);
+  pp_prom_appendf(out, "# HELP puma_plus_worker_ractor_slots Connected Ractor slots of each "
+                       "worker process.\n# TYPE puma_plus_worker_ractor_slots gauge\n");
+  for (uint32_t i = 0; i < op->workers->reg.high; i++) {
+    pp_worker *w = &op->workers->reg.workers[i];
+    if (w->state == PP_WORKER_FREE) continue;
+    pp_prom_appendf(out, "puma_plus_worker_ractor_slots{index=\"%u\",pid=\"%u\"} %u\n", w->index,
+                    w->pid, w->ractor_slots);
   }
   pp_prom_appendf(
       out, "# HELP puma_plus_worker_slots_target Slot target of each worker process.\n# TYPE "

@@ -197,6 +197,7 @@ static int on_hello(wconn *w, const pp_wire_frame *f) {
   w->hello = 1;
   w->pid = f->pid;
   w->slot.data = w;
+  w->slot.ractor = (f->capabilities & PP_WIRE_CAP_RACTOR) != 0;
   pp_worker *wk = pp_registry_find(&ws->reg, f->pid);
   int was_ready = wk && wk->state == PP_WORKER_READY;
   wk =

@@ -731,14 +731,15 @@ static void test_standby_improves_step(void) {
 /* Rule 4b in the loop (scenarios/conc-io.yaml, conc-cpu.yaml, config `little`): the I/O-bound
  * load ends with more slots and no extra process; the CPU-bound one with processes and no
  * extra slots. The decisions are read back from the decision log. */
-static void conc_run(const char *file, uint32_t *max_slots, uint32_t *peak_workers,
-                     uint32_t *set_slots, double *p99, uint32_t *final_slots) {
+static void conc_run_config(const char *file, const char *config, uint32_t *max_slots,
+                            uint32_t *peak_workers, uint32_t *set_slots, double *p99,
+                            uint32_t *final_slots, uint32_t *ractor_cores) {
   pp_scenario s;
   pp_scn_error err;
   int rc = pp_scenario_load(&s, file, &err);
   if (rc) printf("\n  %s:%d: %s: %s", err.file, err.line, err.field, err.message);
   CU_ASSERT_EQUAL_FATAL(rc, 0);
-  int ci = pp_scenario_find_config(&s, "little");
+  int ci = pp_scenario_find_config(&s, config);
   CU_ASSERT_FATAL(ci >= 0);
   pp_sim_options o;
   pp_sim_options_default(&o, &s);
@@ -746,6 +747,7 @@ static void conc_run(const char *file, uint32_t *max_slots, uint32_t *peak_worke
   CU_ASSERT_EQUAL_FATAL(pp_sim_run(&s, (uint32_t)ci, &o, &r), 0);
   *max_slots = 0;
   *set_slots = 0;
+  *ractor_cores = UINT32_MAX; /* the least any tick carried */
   for (size_t i = 0; i < r.n_ticks; i++) {
     pp_declog_record rec;
     pp_declog_error e;
@@ -754,6 +756,7 @@ static void conc_run(const char *file, uint32_t *max_slots, uint32_t *peak_worke
                           0);
     CU_ASSERT(rec.obs.cpu_workers > 0 || rec.obs.workers_ready == 0 || i == 0);
     *final_slots = rec.state_after.threads_wanted;
+    if (rec.obs.ractor_cores < *ractor_cores) *ractor_cores = rec.obs.ractor_cores;
     if (rec.decision.action == PP_ACTION_SET_SLOTS) {
       (*set_slots)++;
       if (rec.decision.count > *max_slots) *max_slots = rec.decision.count;
@@ -763,6 +766,33 @@ static void conc_run(const char *file, uint32_t *max_slots, uint32_t *peak_worke
   *p99 = r.summary.p99_ns;
   pp_sim_result_dispose(&r);
   pp_scenario_dispose(&s);
+}
+
+static void conc_run(const char *file, uint32_t *max_slots, uint32_t *peak_workers,
+                     uint32_t *set_slots, double *p99, uint32_t *final_slots) {
+  uint32_t cores;
+  conc_run_config(file, "little", max_slots, peak_workers, set_slots, p99, final_slots, &cores);
+  CU_ASSERT_EQUAL(cores, 0); /* thread slots: never a v4 field */
+}
+
+/* Rule 4b with Ractor slots in the loop (scenarios/ractor-cpu.yaml, /mix/17/0 on 2 cores, one
+ * slot to start): threads fork a second worker and change no slot; Ractor slots (every tick
+ * carries ractor_cores 2) grow to the 2 cores and never fork. */
+static void test_ractor_rule_in_the_loop(void) {
+  uint32_t slots, workers, changes, final, cores;
+  double p99;
+  const char *f = PP_SOURCE_DIR "/scenarios/ractor-cpu.yaml";
+  conc_run_config(f, "auto-thread-s1", &slots, &workers, &changes, &p99, &final, &cores);
+  printf("\n  threads: peak workers %u, %u set_slots, p99 %.0fms", workers, changes, p99 / 1e6);
+  CU_ASSERT_EQUAL(workers, 2);
+  CU_ASSERT_EQUAL(changes, 0);
+  CU_ASSERT_EQUAL(cores, 0);
+  conc_run_config(f, "auto-ractor-s1", &slots, &workers, &changes, &p99, &final, &cores);
+  printf("; Ractors: peak workers %u, max slots %u, p99 %.0fms", workers, slots, p99 / 1e6);
+  CU_ASSERT_EQUAL(workers, 1);
+  CU_ASSERT_EQUAL(slots, 2);
+  CU_ASSERT_EQUAL(cores, 2);
+  CU_ASSERT(p99 < 150e6);
 }
 
 static void test_slots_rule_in_the_loop(void) {
@@ -839,6 +869,8 @@ int main(void) {
   CU_add_test(s, "standby-step: standby cuts p99 and recovery (3 seeds)",
               test_standby_improves_step);
   CU_add_test(s, "without the CPU signal: decisions as before rule 4b", test_without_cpu_as_before);
+  CU_add_test(s, "rule 4b with Ractor slots: grows to the cores, no fork",
+              test_ractor_rule_in_the_loop);
   CU_add_test(s, "rule 4b: I/O-bound grows slots, CPU-bound adds processes",
               test_slots_rule_in_the_loop);
   CU_basic_set_mode(CU_BRM_VERBOSE);

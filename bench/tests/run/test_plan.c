@@ -129,10 +129,32 @@ static void test_autoscale_argv(void) {
                                  "-decision-log /tmp/auto.decisions.jsonl");
 }
 
+/* slots: ractor: puma-plus runs its slots as Ractors (--ractors, one per slot). */
+static void test_ractors_argv(void) {
+  pb_server_spec spec;
+  memset(&spec, 0, sizeof spec);
+  spec.kind = PB_SERVER_PUMAPLUS;
+  spec.workers = 1;
+  spec.threads = 4;
+  spec.ractors = true;
+  spec.port = 4567;
+  spec.stats_port = 4568;
+  snprintf(spec.app, sizeof spec.app, "/app/config.ru");
+  char joined[1024];
+  CU_ASSERT_FATAL(command_line(&spec, joined, sizeof joined) > 0);
+  CU_ASSERT_STRING_EQUAL(joined, "puma-plus -e production -w 1 -t 4:4 --ractors 4 -b "
+                                 "tcp://127.0.0.1:4567 --control-url tcp://127.0.0.1:4568 "
+                                 "/app/config.ru -- -quiet");
+  spec.kind = PB_SERVER_PUMA; /* never passed to puma */
+  CU_ASSERT_FATAL(command_line(&spec, joined, sizeof joined) > 0);
+  CU_ASSERT_PTR_NULL(strstr(joined, "ractors"));
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite s = CU_add_suite("bench_plan", NULL, NULL);
   CU_add_test(s, "schedule identical to the simulator's", test_schedule_identical_to_simulator);
+  CU_add_test(s, "slots: ractor gives puma-plus --ractors", test_ractors_argv);
   CU_add_test(s, "seed moves the schedule", test_seed_moves_the_schedule);
   CU_add_test(s, "server specs", test_server_specs);
   CU_add_test(s, "autoscale command line", test_autoscale_argv);

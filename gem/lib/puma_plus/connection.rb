@@ -66,8 +66,11 @@ module PumaPlus
     # `fiber`: the connection is a fiber slot under a Fiber scheduler (Worker, fibers:): its
     # socket stays non-blocking so that every wait yields to the scheduler, and #stop wakes it
     # by shutting down the read side instead of Thread#raise (its thread hosts other slots).
-    def initialize(app, sock, proto_env, worker_index:, thread_index:, log: $stderr, fiber: false)
+    def initialize(app, sock, proto_env, worker_index:, thread_index:, log: $stderr, fiber: false,
+                   ractor: false)
       @app = app
+      # HELLO's capabilities: CAP_RACTOR says this slot is a Ractor (the server counts them).
+      @capabilities = ractor ? CAPABILITIES | Wire::CAP_RACTOR : CAPABILITIES
       @sock = sock
       @fiber = fiber
       # Blocking mode (Ruby makes sockets non-blocking): the wait for the next REQUEST is then
@@ -182,7 +185,7 @@ module PumaPlus
 
     def serve
       @thread = Thread.current
-      write_out(Wire.encode_hello(Process.pid, @worker_index, @thread_index, CAPABILITIES).dup)
+      write_out(Wire.encode_hello(Process.pid, @worker_index, @thread_index, @capabilities).dup)
       loop do
         @idle = true
         return :eof if @stopping

@@ -178,7 +178,8 @@ module PumaPlus
         sock = slot_connect(socket_path, state)
         break unless sock
 
-        conn = Connection.new(app, sock, proto, worker_index: worker_index, thread_index: slot_index, log: $stderr)
+        conn = Connection.new(app, sock, proto, worker_index: worker_index, thread_index: slot_index, log: $stderr,
+                              ractor: true)
         lock.synchronize do
           conn.stop if state[:stopping]
           state[:conn] = conn

@@ -61,6 +61,7 @@ module PumaPlus
     # HELLO capability bits and REQUEST flag bits.
     CAP_GVL_WAIT = 1
     CAP_CPU_TIME = 2
+    CAP_RACTOR = 4 # the slot is a Ractor (its own GVL), not a thread or fiber
     FLAG_BODY_STREAMS = 1
     FLAG_HIJACKABLE = 2
     FLAG_EARLY_HINTS = 4

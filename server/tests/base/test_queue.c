@@ -146,6 +146,40 @@ static void test_generation(void) {
   CU_ASSERT_EQUAL(next->generation, 1);
 }
 
+/* Ractor slots (HELLO's RACTOR bit, set on the slot before attach) are counted per worker and
+ * in total; a thread slot beside them is not; detaching one takes it off both counts, also
+ * after its worker retired. */
+static void test_ractor_counts(void) {
+  static pp_registry r;
+  pp_registry_init(&r);
+  pp_slot s[5];
+  memset(s, 0, sizeof s);
+  s[0].ractor = s[1].ractor = s[3].ractor = 1;
+  for (int i = 0; i < 3; i++)
+    pp_registry_attach(&r, &s[i], 100, 0, (uint32_t)i, 2);
+  pp_registry_attach(&r, &s[3], 200, 1, 0, 3);
+  pp_registry_attach(&r, &s[4], 200, 1, 1, 3);
+  pp_worker *a = pp_registry_find(&r, 100), *b = pp_registry_find(&r, 200);
+  CU_ASSERT_EQUAL(a->slots, 3);
+  CU_ASSERT_EQUAL(a->ractor_slots, 2);
+  CU_ASSERT_EQUAL(b->ractor_slots, 1);
+  CU_ASSERT_EQUAL(r.ractor_slots, 3);
+  pp_registry_detach(&r, &s[1]);
+  CU_ASSERT_EQUAL(a->ractor_slots, 1);
+  CU_ASSERT_EQUAL(r.ractor_slots, 2);
+  pp_registry_detach(&r, &s[2]); /* a thread slot: no Ractor count moves */
+  CU_ASSERT_EQUAL(a->ractor_slots, 1);
+  CU_ASSERT_EQUAL(r.ractor_slots, 2);
+  pp_registry_retire(&r, b);
+  pp_registry_detach(&r, &s[3]);
+  CU_ASSERT_EQUAL(b->ractor_slots, 0);
+  CU_ASSERT_EQUAL(r.ractor_slots, 1);
+  pp_registry_detach(&r, &s[4]);
+  pp_registry_remove(&r, b);
+  /* a new worker in the freed entry starts from none */
+  CU_ASSERT_EQUAL(pp_registry_add(&r, 300, 2, 4)->ractor_slots, 0);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("queue", NULL, NULL);
@@ -153,6 +187,7 @@ int main(void) {
   CU_add_test(s, "dispatch order and capacity accounting", test_dispatch_order);
   CU_add_test(s, "worker generation from the registry's phase", test_generation);
   CU_add_test(s, "sticky dispatch: a slot of one worker", test_take_worker);
+  CU_add_test(s, "Ractor slots counted per worker and in total", test_ractor_counts);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();
