@@ -233,8 +233,11 @@ static void recompute_mem(sim *s) {
 
 /* ---- processor sharing of cores among GVL holders ------------------------------------- */
 
+/* machine.background other runnable threads share the cores with the nrun GVL holders, all
+ * equally: each runs at cores / (nrun + background) of a core, at most 1. */
 static inline double ps_rate(const sim *s) {
-  return s->nrun <= s->scn->cores ? 1.0 : (double)s->scn->cores / (double)s->nrun;
+  double n = (double)s->nrun + s->scn->background;
+  return n <= (double)s->scn->cores ? 1.0 : (double)s->scn->cores / n;
 }
 
 static void ps_advance(sim *s) {

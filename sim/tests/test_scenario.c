@@ -118,6 +118,8 @@ static void test_errors(void) {
       {"threads: 5}", "threads: 5, slots: ractors}", 24, "configs[0].slots"},
       {"per_thread: 1MiB}", "per_thread: 1MiB, per_ractor: big}", 19, "machine.memory.per_ractor"},
       {"  gvl_timeslice: 50ms\n", "  slot_delay_ractor: later\n", 20, "machine.slot_delay_ractor"},
+      {"  gvl_timeslice: 50ms\n", "  background: -1\n", 20, "machine.background"},
+      {"  gvl_timeslice: 50ms\n", "  background: busy\n", 20, "machine.background"},
       {"      max_workers: 4", "      max_wrkrs: 4", 31, "configs[1].policy.max_wrkrs"},
       {"      spawn_cooldown: 2s", "      spawn_cooldown: soon", 32,
        "configs[1].policy.spawn_cooldown"},
