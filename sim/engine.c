@@ -798,6 +798,9 @@ static void on_arrival(sim *s) {
     uint64_t save = 2 * (s->scn->switch_thread_ns - s->scn->switch_fiber_ns);
     r->cpu_ns = r->cpu_ns > save ? r->cpu_ns - save : 0;
   }
+  /* The worker's own CPU per request outside the app (frames, env, response), on the GVL
+   * like the app's: machine.overhead, 0 unless the scenario says. */
+  r->cpu_ns += s->scn->overhead_ns;
   r->io_ns = s->pending.io_ns;
   r->kind = s->pending.kind;
   r->status = R_QUEUED;

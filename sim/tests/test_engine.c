@@ -125,6 +125,13 @@ static void test_cores_processor_sharing(void) {
          b2);
   CU_ASSERT(fabs(b4 / (400.0 * 4 / 6) - 1) < 0.03);
   CU_ASSERT(fabs(b2 / 200 - 1) < 0.03);
+  /* machine.overhead: 10 ms of the worker's own CPU on each 10 ms request halves what the 2
+   * workers serve. */
+  s.background = 0;
+  s.overhead_ns = 10000000;
+  double o2 = throughput(&s);
+  printf("; with 10 ms of overhead: %.1f rps", o2);
+  CU_ASSERT(fabs(o2 / 100 - 1) < 0.03);
 }
 
 /* Ractor slots each hold their own GVL: one process's CPU-bound slots run in parallel up to the

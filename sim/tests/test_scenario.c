@@ -120,6 +120,7 @@ static void test_errors(void) {
       {"  gvl_timeslice: 50ms\n", "  slot_delay_ractor: later\n", 20, "machine.slot_delay_ractor"},
       {"  gvl_timeslice: 50ms\n", "  background: -1\n", 20, "machine.background"},
       {"  gvl_timeslice: 50ms\n", "  background: busy\n", 20, "machine.background"},
+      {"  gvl_timeslice: 50ms\n", "  overhead: -2ms\n", 20, "machine.overhead"},
       {"      max_workers: 4", "      max_wrkrs: 4", 31, "configs[1].policy.max_wrkrs"},
       {"      spawn_cooldown: 2s", "      spawn_cooldown: soon", 32,
        "configs[1].policy.spawn_cooldown"},
