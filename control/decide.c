@@ -313,9 +313,12 @@ static slots_view slots_derive(const pp_policy *p, const pp_ctl_state *st, const
   sv.settled = (uint64_t)o->slots_ready >= (uint64_t)o->workers_ready * v->tpw;
   sv.cooled = elapsed_since(o->time_ns, st->last_slots_ns) >= p->slots_cooldown_ns;
   sv.workers = v->expected ? v->expected : 1;
-  /* A busy slot keeps its worker at c_req / S of a core; S / c_req of them fill the core (the
-   * GVL): slots beyond that cannot run. */
-  double n_cpu = sv.c_req > 0 ? (double)o->service_mean_ns / sv.c_req : 1e9;
+  /* A busy slot keeps its worker at c_req / S of a core; S / c_req of them would fill the
+   * core (the GVL) only if their CPU never overlapped. Their CPU comes at random, so at S /
+   * c_req the GVL idles at times while requests wait in the queue for a slot: the bound is
+   * S / (c_req x slots.cpu_target), the slots whose demand is 1 / cpu_target of a core. More
+   * than that queue at the GVL. */
+  double n_cpu = sv.c_req > 0 ? (double)o->service_mean_ns / (sv.c_req * p->slots_cpu_target) : 1e9;
   sv.n_cpu = (uint32_t)clampd(floor(n_cpu), 1, 1e9);
   return sv;
 }
