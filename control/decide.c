@@ -216,8 +216,13 @@ static uint32_t worker_cap(const pp_policy *p, const pp_observation *o, const vi
   if (p->cores > 0 && o->service_cpu_mean_ns >= 0 && o->service_mean_ns > 0) {
     double share = (double)o->service_cpu_mean_ns / (double)o->service_mean_ns;
     if (share > 1) share = 1;
-    /* A busy worker keeps at most one core (the GVL) and at most tpw * share of one. */
+    /* A busy worker keeps at most one core (the GVL) and at most tpw * share of one. Where
+     * the workers' CPU demand is measured (rule 4b's signal: CPU time plus run-queue wait),
+     * the busiest one's share is what a worker takes now: on a machine shared with other
+     * work, run-queue wait stretches S, so tpw * c / S reads a fraction of the core a
+     * GVL-bound worker in fact demands, and the bound let 3-8 processes fork on 2 cores. */
     double per_worker = (double)v->tpw * share;
+    if (o->cpu_workers > 0 && o->cpu_share_max > per_worker) per_worker = o->cpu_share_max;
     if (per_worker > 1) per_worker = 1;
     if (per_worker > 0) {
       double by_cores = floor((double)p->cores / per_worker);

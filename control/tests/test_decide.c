@@ -837,6 +837,26 @@ static void test_slots_cpu_bound_spawns(void) {
   CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
 }
 
+/* The cores bound on a shared machine: run-queue wait stretches S to 250 ms for 5 slots of
+ * 17 ms CPU, so 5 x 17 / 250 = 0.34 of a core per worker would allow floor(2 / 0.34) = 5
+ * workers on 2 cores; the workers' measured demand (0.97 of a core) bounds them at 2. */
+static void test_cores_bound_uses_cpu_demand(void) {
+  setup(2, 5);
+  P.cores = 2;
+  pp_observation o = mkc(20, 2, 5, 60, 250 * MS, 900 * MS, 60, 10, 0.97, 17 * MS);
+  o.service_cpu_mean_ns = 17 * MS;
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "but at cores bound of 2 workers"));
+  /* Without the demand signal, the old bound: a third worker is forked. */
+  setup(2, 5);
+  P.cores = 2;
+  o.cpu_workers = 0;
+  o.cpu_share_mean = o.cpu_share_max = -1;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+}
+
 /* Taking concurrency back: a worker at its CPU target with more slots than the CPU can use
  * returns the extra slots (only what rule 4b added); calm returns them to twice the need. */
 static void test_slots_taken_back(void) {
@@ -1105,6 +1125,7 @@ int pp_test_register(void) {
       {"slots: I/O-bound grows slots sized by Little's law", test_slots_io_grows_by_little},
       {"slots: CPU-bound adds processes, not slots", test_slots_cpu_bound_spawns},
       {"slots: taken back (CPU, calm, processes added)", test_slots_taken_back},
+      {"cores bound: the workers' CPU demand, not tpw x c / S", test_cores_bound_uses_cpu_demand},
       {"slots: inflation after an increase reverts it", test_slots_inflation_reverts},
       {"slots: a breach waits for slots still settling", test_slots_settling_holds_forks},
       {"slots: bounds, cooldown, settled gate", test_slots_bounds_and_gates},
