@@ -217,8 +217,13 @@ static uint32_t worker_cap(const pp_policy *p, const pp_observation *o, const vi
     double share = (double)o->service_cpu_mean_ns / (double)o->service_mean_ns;
     if (share > 1) share = 1;
     /* A busy worker keeps at most one core (the GVL) and at most tpw * share of one; a worker
-     * of Ractor slots (a GVL each) up to the machine's cores. */
+     * of Ractor slots (a GVL each) up to the machine's cores. Where the workers' CPU demand is
+     * measured (rule 4b's signal: CPU time plus run-queue wait), the busiest one's share is what
+     * a worker takes now: on a machine shared with other work, run-queue wait stretches S, so
+     * tpw * c / S reads a fraction of the core a GVL-bound worker in fact demands, and the bound
+     * let 3-8 processes fork on 2 cores. */
     double per_worker = (double)v->tpw * share;
+    if (o->cpu_workers > 0 && o->cpu_share_max > per_worker) per_worker = o->cpu_share_max;
     double per_max = o->ractor_cores ? (double)o->ractor_cores : 1;
     if (per_worker > per_max) per_worker = per_max;
     if (per_worker > 0) {
@@ -328,10 +333,15 @@ static slots_view slots_derive(const pp_policy *p, const pp_ctl_state *st, const
   sv.workers = v->expected ? v->expected : 1;
   sv.cores = 1;
   if (o->ractor_cores) sv.cores = clampd((double)o->ractor_cores / (double)sv.workers, 1, 1e9);
-  /* A busy slot keeps its worker at c_req / S of a core; S / c_req of them fill the core (the
-   * GVL): slots beyond that cannot run. Ractor slots hold a GVL each: cores x S / c_req of
-   * them fill the worker's share of the machine. */
-  double n_cpu = sv.c_req > 0 ? sv.cores * (double)o->service_mean_ns / sv.c_req : 1e9;
+  /* A busy slot keeps its worker at c_req / S of a core; S / c_req of them would fill the
+   * core (the GVL) only if their CPU never overlapped. Their CPU comes at random, so at S /
+   * c_req the GVL idles at times while requests wait in the queue for a slot: the bound is
+   * S / (c_req x slots.cpu_target), the slots whose demand is 1 / cpu_target of a core. More
+   * than that queue at the GVL. Ractor slots hold a GVL each: cores times as many fill the
+   * worker's share of the machine. */
+  double n_cpu = sv.c_req > 0
+                     ? sv.cores * (double)o->service_mean_ns / (sv.c_req * p->slots_cpu_target)
+                     : 1e9;
   sv.n_cpu = (uint32_t)clampd(floor(n_cpu), 1, 1e9);
   return sv;
 }

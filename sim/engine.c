@@ -233,8 +233,11 @@ static void recompute_mem(sim *s) {
 
 /* ---- processor sharing of cores among GVL holders ------------------------------------- */
 
+/* machine.background other runnable threads share the cores with the nrun GVL holders, all
+ * equally: each runs at cores / (nrun + background) of a core, at most 1. */
 static inline double ps_rate(const sim *s) {
-  return s->nrun <= s->scn->cores ? 1.0 : (double)s->scn->cores / (double)s->nrun;
+  double n = (double)s->nrun + s->scn->background;
+  return n <= (double)s->scn->cores ? 1.0 : (double)s->scn->cores / n;
 }
 
 static void ps_advance(sim *s) {
@@ -795,6 +798,9 @@ static void on_arrival(sim *s) {
     uint64_t save = 2 * (s->scn->switch_thread_ns - s->scn->switch_fiber_ns);
     r->cpu_ns = r->cpu_ns > save ? r->cpu_ns - save : 0;
   }
+  /* The worker's own CPU per request outside the app (frames, env, response), on the GVL
+   * like the app's: machine.overhead, 0 unless the scenario says. */
+  r->cpu_ns += s->scn->overhead_ns;
   r->io_ns = s->pending.io_ns;
   r->kind = s->pending.kind;
   r->status = R_QUEUED;

@@ -443,6 +443,10 @@ static int parse_machine(walk *w, const yaml_node_t *n, pp_scenario *s) {
     int rc;
     if (!strcmp(key, "cores"))
       rc = get_u32(w, v, f, 1, 4096, &s->cores);
+    else if (!strcmp(key, "background"))
+      rc = get_double(w, v, f, 0, 4096, &s->background);
+    else if (!strcmp(key, "overhead"))
+      rc = get_duration(w, v, f, &s->overhead_ns);
     else if (!strcmp(key, "memory"))
       rc = parse_memory(w, v, s);
     else if (!strcmp(key, "gvl_timeslice")) {
@@ -466,7 +470,8 @@ static int parse_machine(walk *w, const yaml_node_t *n, pp_scenario *s) {
       rc = get_duration(w, v, f, &s->switch_fiber_ns);
     else
       return fail(w, k, f,
-                  "unknown field (expected cores, memory, gvl_timeslice, gvl_measured, boot, "
+                  "unknown field (expected cores, background, overhead, memory, gvl_timeslice, "
+                  "gvl_measured, boot, "
                   "activation, slot_delay, slot_delay_ractor, switch_thread, switch_fiber, "
                   "cpu_measured)");
     if (rc) return rc;

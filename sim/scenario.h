@@ -185,6 +185,10 @@ typedef struct pp_scenario {
   uint64_t drain_limit_ns;    /* how long to keep serving after the last arrival; 600s */
 
   uint32_t cores;                /* machine.cores, default 8 */
+  double background;             /* machine.background: other runnable threads sharing the
+                                    cores (mean run-queue length of other work), default 0 */
+  uint64_t overhead_ns;          /* machine.overhead: the worker's CPU per request outside the
+                                    app (frames, env, response), default 0 */
   uint64_t mem_worker_bytes;     /* machine.memory.worker, default 80MB */
   uint64_t mem_thread_bytes;     /* machine.memory.per_thread, default 2MB */
   uint64_t mem_fiber_bytes;      /* machine.memory.per_fiber, default 640KB (docs/SIM.md) */

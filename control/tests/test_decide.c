@@ -815,26 +815,46 @@ static void test_slots_cpu_bound_spawns(void) {
   CU_ASSERT_EQUAL(d.count, 2);
   CU_ASSERT_EQUAL(st.threads_wanted, 5);
   CU_ASSERT_NSTRING_EQUAL(d.reason, "spawn_worker x2: ", 17);
-  /* Mixed, one worker short of CPU: the cheap actuator first, up to the CPU bound S / c
-   * (305 / 5 = 61 slots fill a core) ... */
+  /* Mixed, one worker short of CPU: the cheap actuator first, up to the CPU bound
+   * S / (c x cpu_target) (305 / (5 x 0.8) = 76 slots keep a core's GVL busy) ... */
   setup(1, 5);
   o = mkc(20, 1, 5, 300, 305 * MS, 900 * MS, 200, 5, 0.40, 5 * MS);
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
-  CU_ASSERT_EQUAL(d.count, 61);
-  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "CPU bound 61"));
-  /* ... then, the worker near a core, processes, sized with 61 slots each (156 slots of
+  CU_ASSERT_EQUAL(d.count, 76);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "CPU bound 76"));
+  /* ... then, the worker near a core, processes, sized with 76 slots each (156 slots of
    * work and backlog: 3 workers) and by CPU (300 x 5 ms / 0.8: 2): 2 more. */
-  o = mkc(21, 1, 61, 300, 305 * MS, 900 * MS, 250, 61, 0.95, 5 * MS);
+  o = mkc(21, 1, 76, 300, 305 * MS, 900 * MS, 250, 76, 0.95, 5 * MS);
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
   CU_ASSERT_EQUAL(d.count, 2);
-  CU_ASSERT_EQUAL(st.threads_wanted, 61);
+  CU_ASSERT_EQUAL(st.threads_wanted, 76);
   /* While they boot, slots grow no further (at the CPU bound) and no more forks. */
-  o = mkc(22, 1, 61, 300, 305 * MS, 900 * MS, 250, 61, 0.95, 5 * MS);
+  o = mkc(22, 1, 76, 300, 305 * MS, 900 * MS, 250, 76, 0.95, 5 * MS);
   o.workers_booting = 2;
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+}
+
+/* The cores bound on a shared machine: run-queue wait stretches S to 250 ms for 5 slots of
+ * 17 ms CPU, so 5 x 17 / 250 = 0.34 of a core per worker would allow floor(2 / 0.34) = 5
+ * workers on 2 cores; the workers' measured demand (0.97 of a core) bounds them at 2. */
+static void test_cores_bound_uses_cpu_demand(void) {
+  setup(2, 5);
+  P.cores = 2;
+  pp_observation o = mkc(20, 2, 5, 60, 250 * MS, 900 * MS, 60, 10, 0.97, 17 * MS);
+  o.service_cpu_mean_ns = 17 * MS;
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "but at cores bound of 2 workers"));
+  /* Without the demand signal, the old bound: a third worker is forked. */
+  setup(2, 5);
+  P.cores = 2;
+  o.cpu_workers = 0;
+  o.cpu_share_mean = o.cpu_share_max = -1;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
 }
 
 /* Taking concurrency back: a worker at its CPU target with more slots than the CPU can use
@@ -842,12 +862,12 @@ static void test_slots_cpu_bound_spawns(void) {
 static void test_slots_taken_back(void) {
   setup(1, 40);
   st.slots_base = 5;
-  /* Not a breach, not calm (busy 35/40): 0.95 of a core, S / c = 100 / 10 = 10 slots. */
+  /* Not a breach, not calm (busy 35/40): 0.95 of a core, S / (c x 0.8) = 100 / 8 = 12 slots. */
   pp_observation o = mkc(30, 1, 40, 300, 100 * MS, 0, 0, 35, 0.95, 10 * MS);
   pp_decision d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
-  CU_ASSERT_EQUAL(d.count, 10);
-  CU_ASSERT_NSTRING_EQUAL(d.reason, "set_slots 40->10: workers at 95% of a core", 41);
+  CU_ASSERT_EQUAL(d.count, 12);
+  CU_ASSERT_NSTRING_EQUAL(d.reason, "set_slots 40->12: workers at 95% of a core", 41);
   CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "at or over slots.cpu_target 80%"));
   CU_ASSERT_EQUAL(st.slots_base, 5);
   /* Nothing added by the rule (slots_base 0): the operator's slots stay. */
@@ -1223,6 +1243,7 @@ int pp_test_register(void) {
       {"slots: I/O-bound grows slots sized by Little's law", test_slots_io_grows_by_little},
       {"slots: CPU-bound adds processes, not slots", test_slots_cpu_bound_spawns},
       {"slots: taken back (CPU, calm, processes added)", test_slots_taken_back},
+      {"cores bound: the workers' CPU demand, not tpw x c / S", test_cores_bound_uses_cpu_demand},
       {"slots: inflation after an increase reverts it", test_slots_inflation_reverts},
       {"slots: a breach waits for slots still settling", test_slots_settling_holds_forks},
       {"slots: bounds, cooldown, settled gate", test_slots_bounds_and_gates},

@@ -20,7 +20,7 @@ shift || true
 WORKLOADS=${*:-io200 io1000 mixed cpu}
 DUR=${DUR:-10}
 APP=$ROOT/scenarios/apps/mix/config.ru
-PP=$ROOT/build/server/puma-plus-server
+PP=${PP:-$ROOT/build/server/puma-plus-server} # PP=...: another server binary, side by side
 export GEM_HOME=$ROOT/build/gems BUNDLE_GEMFILE=$ROOT/tests/apps/gemfiles/rubygems/Gemfile BUNDLE_FROZEN=true
 export BUNDLE_APP_CONFIG=$ROOT/build/gems/.bundle-config BUNDLE_USER_HOME=$ROOT/build/gems/.bundle-home
 export RACK_ENV=production RUBYOPT=-rbundler/setup

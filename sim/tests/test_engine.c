@@ -114,6 +114,24 @@ static void test_cores_processor_sharing(void) {
   CU_ASSERT(fabs(r4 / 400 - 1) < 0.03);
   CU_ASSERT(fabs(r2 / 200 - 1) < 0.03);
   CU_ASSERT(fabs(r1 / 100 - 1) < 0.03);
+  /* machine.background: 4 busy workers and 2 other runnable threads on 4 cores get 4/6 of a
+   * core each (267 rps); 2 busy workers and 2 others fit 4 cores: one core each (200 rps). */
+  s.cores = 4;
+  s.background = 2;
+  double b4 = throughput(&s);
+  s.configs[0].workers = 2;
+  double b2 = throughput(&s);
+  printf("; with 2 other runnable threads on 4 cores: %.1f rps (4 workers), %.1f (2 workers)", b4,
+         b2);
+  CU_ASSERT(fabs(b4 / (400.0 * 4 / 6) - 1) < 0.03);
+  CU_ASSERT(fabs(b2 / 200 - 1) < 0.03);
+  /* machine.overhead: 10 ms of the worker's own CPU on each 10 ms request halves what the 2
+   * workers serve. */
+  s.background = 0;
+  s.overhead_ns = 10000000;
+  double o2 = throughput(&s);
+  printf("; with 10 ms of overhead: %.1f rps", o2);
+  CU_ASSERT(fabs(o2 / 100 - 1) < 0.03);
 }
 
 /* Ractor slots each hold their own GVL: one process's CPU-bound slots run in parallel up to the

@@ -11,7 +11,10 @@
 #   here on 127.0.0.1 and stopped by PID, counts how many calls it had at once), and stream
 #   uploads and big responses concurrently;
 # - a Rails 7.2 app with `config.active_support.isolation_level = :fiber` serves its scaffold
-#   (HTML, a CSRF-protected form POST, the JSON endpoint) under fiber slots.
+#   (HTML, a CSRF-protected form POST, the JSON endpoint) under fiber slots;
+# - -request-timeout interrupts a fiber slot: its sleeping request gets 504 at the deadline,
+#   PumaPlus::RequestTimeout is raised in that fiber only (the other slot's request ends on its
+#   own), and the slot is free at once and serves the next requests in the same process.
 require "net/http"
 require "cgi"
 require_relative "helper"
@@ -276,6 +279,64 @@ class TestSlots < Minitest::Test
     assert_equal 0, @srv.stats["requests"]["bad_gateway"]
     assert_equal 1, @srv.stats["booted_workers"], "one process did it"
     assert_equal 0, @srv.stop&.exitstatus
+  end
+
+  def test_fiber_slot_request_timeout_interrupts_the_fiber
+    app = File.join(E2E::ROOT, "tests/apps/timeout/config.ru")
+    @srv = E2E::Server.new(app: app, workers: 1, env: E2E.rubygems_env,
+                           extra: ["-fibers", "2", "-max-slots", "2", "-request-timeout", "1000ms",
+                                   "-worker-kill-grace", "5000ms"])
+    assert_match(/--threads 2 .*--fibers/, @srv.log)
+    wait_slots(2)
+    get = lambda do |path|
+      t0 = @srv.now
+      r = E2E.raw(@srv.port, "GET #{path} HTTP/1.1\r\nHost: a\r\n\r\n", timeout: 20)[0] ||
+          flunk("GET #{path}: no response\n#{@srv.log[-3000..]}")
+      r + [@srv.now - t0]
+    end
+    pid = get.call("/pid")[2]
+    # A sleeps past the deadline on one fiber slot; B, started 0.6 s later on the other, sleeps
+    # 0.9 s and ends on its own 0.5 s after A's interrupt: the raise reaches A's fiber only.
+    a = Thread.new { get.call("/sleep/8000") }
+    sleep 0.6
+    b = Thread.new { get.call("/sleep/900") }
+    status, _, body, secs = a.value
+    assert_equal 504, status, body
+    assert_in_delta 1.0, secs, 0.4, "504 at about the deadline"
+    bs, _, bbody, bsecs = b.value
+    # Without the interrupt A's fiber would sleep 6 s more; it let go at its deadline.
+    deadline = @srv.now + 0.5
+    until (busy = @srv.stats["queue"]["slots_busy"]).zero?
+      flunk("the interrupted fiber slot is still busy (#{busy})\n#{@srv.log[-3000..]}") if @srv.now > deadline
+      sleep 0.02
+    end
+    assert_equal [200, "slept 900"], [bs, bbody], "the other fiber's request was not interrupted"
+    assert_operator bsecs, :<, 1.0 + 0.4
+    interrupts = get.call("/interrupts")[2].lines
+    assert_equal 1, interrupts.size, interrupts.inspect
+    assert_match(/PumaPlus::RequestTimeout/, interrupts.first, "raised in the app's fiber")
+    assert_match(/interrupted at .*config\.ru/, @srv.log, "the worker logs where the fiber was interrupted")
+    # The slot survives: the same process, both slots connected, two requests at once served.
+    assert_equal pid, get.call("/pid")[2]
+    both = Array.new(2) { Thread.new { get.call("/sleep/300") } }.map(&:value)
+    assert_equal [[200, "slept 300"]] * 2, both.map { |r| [r[0], r[2]] }
+    assert_operator both.map(&:last).max, :<, 0.8, "both slots serve at once"
+    assert_equal 2, worker_stats["slots"]
+    assert_operator @srv.stats["requests"]["request_timeouts"], :>=, 1
+    # After the head went out the response is cut, and the slot is free again.
+    s = TCPSocket.new("127.0.0.1", @srv.port)
+    s.write("GET /drip/100 HTTP/1.1\r\nHost: a\r\n\r\n")
+    raw = Timeout.timeout(10) { s.read }
+    assert_match(%r{\AHTTP/1.1 200 }, raw)
+    refute raw.end_with?("0\r\n\r\n"), "the chunked body is cut"
+    deadline = @srv.now + 2
+    until @srv.stats["queue"]["slots_busy"].zero?
+      flunk("the dripping fiber slot is still busy") if @srv.now > deadline
+      sleep 0.02
+    end
+    assert_equal pid, get.call("/pid")[2]
+  ensure
+    s&.close
   end
 
   # The Rails 7.2 app of scripts/gen-rails-app.sh, copied, with fiber isolation, the async gem

@@ -58,6 +58,9 @@ module PumaPlus
     # The masks of the request-timeout machinery, built once (a literal makes a Hash per call).
     TIMEOUT_NEVER = { RequestTimeout => :never }.freeze
     TIMEOUT_IMMEDIATE = { RequestTimeout => :immediate }.freeze
+    # Backtrace paths that are not the app's (#timeout_note): this gem, the async gem's
+    # scheduler and its io-event selector.
+    NOT_APP_FRAME = %r{/puma_plus/|/gems/async-\d|/gems/io-event-\d}
 
     attr_reader :thread_index
 
@@ -66,13 +69,17 @@ module PumaPlus
     # `fiber`: the connection is a fiber slot under a Fiber scheduler (Worker, fibers:): its
     # socket stays non-blocking so that every wait yields to the scheduler, and #stop wakes it
     # by shutting down the read side instead of Thread#raise (its thread hosts other slots).
+    # `fiber_interrupt`: with `fiber`, a callable (connection, request_id) that has the fiber
+    # slots' thread call #raise_timeout_in_fiber (Worker#fiber_interrupt): a fiber can only be
+    # raised into from its own thread.
     def initialize(app, sock, proto_env, worker_index:, thread_index:, log: $stderr, fiber: false,
-                   ractor: false)
+                   ractor: false, fiber_interrupt: nil)
       @app = app
       # HELLO's capabilities: CAP_RACTOR says this slot is a Ractor (the server counts them).
       @capabilities = ractor ? CAPABILITIES | Wire::CAP_RACTOR : CAPABILITIES
       @sock = sock
       @fiber = fiber
+      @fiber_interrupt = fiber_interrupt
       # Blocking mode (Ruby makes sockets non-blocking): the wait for the next REQUEST is then
       # one read(2) that sleeps in the kernel, GVL released, instead of read (EAGAIN), poll,
       # read. Thread#raise still wakes it (EINTR). poll_cancel's read_nonblock puts the socket
@@ -116,6 +123,11 @@ module PumaPlus
       @interrupt_lock = Mutex.new
       @in_app = false
       @timed_out_id = nil
+      # Fiber slots: the fiber running the app's code, whether it is writing a frame (a timeout
+      # then waits for the write), and a timeout that came during the write.
+      @app_fiber = nil
+      @writing = false
+      @timeout_pending = false
       # out_of_band hooks of this worker (AppHooks, installed before its threads start): nil
       # unless the config has some.
       @oob = AppHooks.out_of_band
@@ -148,14 +160,39 @@ module PumaPlus
 
         @timed_out_id = request_id
         @cancelled = true # a streaming body or poll_cancel sees the end, as for a CANCEL
-        # A fiber slot's thread runs other slots: no exception is raised into it (docs/RACK.md
-        # "Fiber slots"); the request ends when the app returns, its response discarded.
-        return true if @fiber
+        # A fiber slot's thread runs other slots: Thread#raise would hit whichever fiber runs.
+        # The fiber slots' thread raises into this slot's fiber instead (#raise_timeout_in_fiber);
+        # before the app's code is entered, #interruptible raises on entry.
+        if @fiber
+          @fiber_interrupt&.call(self, request_id) if @in_app
+          return true
+        end
 
         thread = @thread
         thread.raise(RequestTimeout, timeout_message(request_id)) if @in_app && thread&.alive?
         true
       end
+    end
+
+    # On the fiber slots' thread (the reactor, never this slot's own fiber): raises
+    # RequestTimeout into the slot's fiber where it waits (a sleep, a socket, Net::HTTP), as
+    # the async gem's Task#stop raises its Stop, if request `request_id` still runs the app's
+    # code here. A fiber in the middle of writing a frame gets it when the write is done. A
+    # fiber that never yields (a CPU loop) cannot be reached: the worker is killed after
+    # -worker-kill-grace, as a thread that does not let go is.
+    def raise_timeout_in_fiber(request_id)
+      fiber = @interrupt_lock.synchronize do
+        @app_fiber if @in_app && @current_id == request_id && @timed_out_id == request_id
+      end
+      return unless fiber&.alive? && fiber != Fiber.current
+
+      if @writing
+        @timeout_pending = true
+      else
+        Fiber.scheduler.raise(fiber, RequestTimeout, timeout_message(request_id))
+      end
+    rescue FiberError
+      nil # it ended, or runs, in the meantime: nothing to interrupt
     end
 
     # The fiber slot's #stop: an idle connection's pending read ends (EOF) when its read side is
@@ -360,10 +397,22 @@ module PumaPlus
       # Never interrupted in the middle of a frame: a timeout waits for the write to finish.
       if PumaPlus.request_timeouts? && !@fiber
         Thread.handle_interrupt(TIMEOUT_NEVER) { send_out(out) }
+      elsif @fiber && @in_app
+        begin
+          @writing = true
+          send_out(out)
+        ensure
+          @writing = false
+        end
+        fiber_timeout_after_write = @timeout_pending
       else
         send_out(out)
       end
       out.clear
+      if fiber_timeout_after_write
+        @timeout_pending = false
+        raise RequestTimeout, timeout_message(@current_id)
+      end
     rescue IOError, SystemCallError => e
       raise ConnectionLost, e.message
     end
@@ -710,22 +759,30 @@ module PumaPlus
     # before app.call started is raised on entry (raise_pending, inside the caller's rescue);
     # one raised just as the block ended is taken here, so it never reaches the next request.
     def interruptible(raise_pending: true)
-      # The server never sends TIMEOUT, or a fiber slot (never interrupted, and masks are per
-      # thread).
-      return yield if !PumaPlus.request_timeouts? || @fiber
+      # The server never sends TIMEOUT: nothing to let through.
+      return yield unless PumaPlus.request_timeouts?
 
       entered = false
       @interrupt_lock.synchronize do
         raise RequestTimeout, timeout_message(@current_id) if raise_pending && timed_out?(@current_id)
 
         @in_app = true
+        @app_fiber = Fiber.current if @fiber
         entered = true
       end
+      # A fiber slot pushes no mask (masks are per thread, and fibers would pop each other's):
+      # its timeout comes from its own thread, only while @in_app (#raise_timeout_in_fiber).
+      return yield if @fiber
+
       Thread.handle_interrupt(TIMEOUT_IMMEDIATE) { yield }
     ensure
       if entered
-        @interrupt_lock.synchronize { @in_app = false }
-        discard_late_timeout
+        @interrupt_lock.synchronize do
+          @in_app = false
+          @app_fiber = nil
+        end
+        @timeout_pending = false
+        discard_late_timeout unless @fiber
       end
     end
 
@@ -745,7 +802,8 @@ module PumaPlus
     def timeout_message(id) = "request #{id} ran past the server's request timeout"
 
     def timeout_note(env, error)
-      where = error.backtrace_locations&.find { |l| !l.path.include?("/puma_plus/") } || error.backtrace&.first
+      # The app's own frame: not the gem's, nor (on a fiber slot) the Fiber scheduler's.
+      where = error.backtrace_locations&.find { |l| !l.path.match?(NOT_APP_FRAME) } || error.backtrace&.first
       @log.puts("puma-plus worker #{Process.pid}: #{env['REQUEST_METHOD']} #{env['PATH_INFO']}: " \
                 "#{error.message}; interrupted at #{where}")
     end

@@ -1,10 +1,10 @@
 # frozen_string_literal: true
 
 module PumaPlus
-  # Raised in the app's thread when its request ran past the server's `-request-timeout`
-  # (DSL `request_timeout`; docs/PROTOCOL.md "Monitor connection", docs/RACK.md). By then the
-  # client already has its 504 from the server; the exception is there to free the thread
-  # for the next request, as rack-timeout's is. Code in `ensure` blocks runs as usual.
+  # Raised in the app's thread (on a fiber slot, in the request's fiber) when its request ran
+  # past the server's `-request-timeout` (DSL `request_timeout`; docs/PROTOCOL.md "Monitor
+  # connection", docs/RACK.md). By then the client already has its 504 from the server; the
+  # exception is there to free the slot for the next request, as rack-timeout's is. Code in `ensure` blocks runs as usual.
   #
   # Like rack-timeout's RequestTimeoutException it descends from Exception, not
   # StandardError, so an app's `rescue => e` does not swallow it by accident; rescue it by

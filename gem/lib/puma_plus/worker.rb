@@ -241,8 +241,9 @@ module PumaPlus
         sock = connect
         return unless sock
 
-        conn = Connection.new(@app, sock, @proto_env, worker_index: @worker_index,
-                                                      thread_index: index, log: @log, fiber: @fibers)
+        conn = Connection.new(@app, sock, @proto_env, worker_index: @worker_index, thread_index: index,
+                                                      log: @log, fiber: @fibers,
+                                                      fiber_interrupt: @fibers ? @fiber_interrupt_call : nil)
         @lock.synchronize do
           conn.stop if @stopping
           @connections[index] = conn
@@ -273,8 +274,18 @@ module PumaPlus
     def start_fiber_host
       require_relative "fiber_slots"
       @fiber_queue = Thread::Queue.new
+      @fiber_timeouts = Thread::Queue.new # [connection, request_id] from the monitor thread
+      @fiber_interrupt_call = method(:fiber_interrupt)
       @fiber_wake_r, @fiber_wake_w = IO.pipe
       @fiber_host = Thread.new { fiber_host_main }
+    end
+
+    # A TIMEOUT for a fiber slot's request (Connection#interrupt, on the monitor thread): the
+    # fiber slots' thread raises it into the slot's fiber (a fiber cannot be raised into from
+    # another thread).
+    def fiber_interrupt(conn, request_id)
+      @fiber_timeouts << [conn, request_id]
+      @fiber_wake_w.write_nonblock(".", exception: false)
     end
 
     def stop_fiber_host
@@ -298,6 +309,10 @@ module PumaPlus
             ensure
               slot_ended(index)
             end
+          end
+          until @fiber_timeouts.empty?
+            conn, request_id = @fiber_timeouts.pop
+            conn.raise_timeout_in_fiber(request_id)
           end
         end
       end
