@@ -1110,7 +1110,7 @@ static pp_observation mkr(uint64_t t, uint32_t workers, uint32_t tpw, double rat
 }
 
 /* CPU-bound work on one worker near one core: threads (one GVL) get a process; Ractor slots (a
- * GVL each) on 2 cores grow to the cores first, S / c x 2 = 2 slots, without a fork. */
+ * GVL each) on 2 cores grow to the cores first, S / c x 2 / 0.8 = 2 slots, without a fork. */
 static void test_ractor_cpu_grows_slots_to_cores(void) {
   /* 55 rps x 17 ms (all CPU) / 0.7 = 1.34 slots + 10 queued x 17 ms / 1 s: 2 slots. */
   pp_observation o = mkr(20, 1, 1, 55, 17 * MS, 900 * MS, 10, 1, 0.98, 17 * MS, 0);
@@ -1129,13 +1129,14 @@ static void test_ractor_cpu_grows_slots_to_cores(void) {
       strstr(d.reason, "workers at 98% of a core (max 98%), Ractor slots: 98% of 2 cores"));
   CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "CPU bound 2"));
   CU_ASSERT_PTR_NULL(strstr(d.reason, "before a fork")); /* Little's law asked for 2 itself */
-  /* On 4 cores the CPU bound is 4 slots, and Little's law's 2 is what it grows to. */
+  /* On 4 cores the CPU bound is 4 / slots.cpu_target (0.8) = 5 slots, and Little's law's 2 is
+   * what it grows to. */
   setup(1, 1);
   o.ractor_cores = 4;
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
   CU_ASSERT_EQUAL(d.count, 2);
-  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "CPU bound 4"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "CPU bound 5"));
 }
 
 /* A breach Little's law finds 1 slot enough for (near the target): Ractor slots with cores to

@@ -60,7 +60,7 @@ static void remember_point(pp_ops *op) {
   p->workers_ready = pp_registry_count(&op->workers->reg, PP_WORKER_READY);
   p->workers_booting =
       pp_registry_count(&op->workers->reg, PP_WORKER_BOOTING) + op->workers->spawns_pending;
-  p->old_workers = pp_phased_old_workers(op->srv);
+  p->old_workers = pp_phased_old_workers(op->workers);
   p->shed = st->shed;
   p->timeouts = st->timeouts;
 }

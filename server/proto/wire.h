@@ -26,7 +26,7 @@
 #define PP_WIRE_FLAG_HIJACKABLE   0x02u /* REQUEST flags bit 1: HIJACK may be sent */
 #define PP_WIRE_FLAG_EARLY_HINTS  0x04u /* REQUEST flags bit 2: EARLY_HINTS may be sent */
 /* REQUEST flags bit 4: the body is in a spooled file whose descriptor rides on the frame
- * (SCM_RIGHTS); `body` is empty. (Bit 3 is left to the WebSocket frames.) */
+ * (SCM_RIGHTS); `body` is empty. */
 #define PP_WIRE_FLAG_BODY_FILE 0x10u
 #define PP_WIRE_CAP_GVL           0x01u /* HELLO capabilities bit 0 */
 #define PP_WIRE_CAP_CPU           0x02u /* HELLO capabilities bit 1 */

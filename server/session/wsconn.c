@@ -495,9 +495,8 @@ void pp_wshub_init(pp_wshub *h, uv_loop_t *loop, const pp_config *cfg, pp_core *
   uint64_t cap = PP_WIRE_MAX_PAYLOAD - 64 - PP_WS_HANDLER_MAX;
   if (h->limits.max_message_bytes > cap) h->limits.max_message_bytes = cap;
   pp_queue_init(&h->conns);
-  uv_timer_init(loop, &h->timer);
-  h->timer.data = h;
-  uv_unref((uv_handle_t *)&h->timer);
+  /* the timer is set up with the first connection (a hub that never holds one, as in the unit
+   * tests of other parts, needs no loop) */
 }
 
 /* ---------------------------------------------------------------- the connection */
@@ -528,6 +527,12 @@ pp_wsconn *pp_wsconn_open(pp_wshub *h, const pp_wsconn_io *io, void *t, const pp
   st->ws.open++;
   st->ws.opened++;
   if (!h->timer_on && (h->ping_interval_ns || h->close_timeout_ns)) {
+    if (!h->timer_ready) {
+      uv_timer_init(h->loop, &h->timer);
+      h->timer.data = h;
+      uv_unref((uv_handle_t *)&h->timer);
+      h->timer_ready = 1;
+    }
     uv_timer_start(&h->timer, on_hub_timer, 1000, 1000);
     h->timer_on = 1;
   }

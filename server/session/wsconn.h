@@ -114,6 +114,7 @@ struct pp_wshub {
   pp_queue conns; /* every connection not yet freed (the timer's walk) */
   uv_timer_t timer;
   int timer_on;
+  int timer_ready; /* uv_timer_init done (at the first connection) */
   /* Handed in at set-up (pp_wshub_init). */
   uv_loop_t *loop;
   const pp_config *cfg;
