@@ -339,9 +339,8 @@ static slots_view slots_derive(const pp_policy *p, const pp_ctl_state *st, const
    * S / (c_req x slots.cpu_target), the slots whose demand is 1 / cpu_target of a core. More
    * than that queue at the GVL. Ractor slots hold a GVL each: cores times as many fill the
    * worker's share of the machine. */
-  double n_cpu = sv.c_req > 0
-                     ? sv.cores * (double)o->service_mean_ns / (sv.c_req * p->slots_cpu_target)
-                     : 1e9;
+  double n_cpu =
+      sv.c_req > 0 ? sv.cores * (double)o->service_mean_ns / (sv.c_req * p->slots_cpu_target) : 1e9;
   sv.n_cpu = (uint32_t)clampd(floor(n_cpu), 1, 1e9);
   return sv;
 }

@@ -28,9 +28,9 @@
 /* REQUEST flags bit 4: the body is in a spooled file whose descriptor rides on the frame
  * (SCM_RIGHTS); `body` is empty. */
 #define PP_WIRE_FLAG_BODY_FILE 0x10u
-#define PP_WIRE_CAP_GVL           0x01u /* HELLO capabilities bit 0 */
-#define PP_WIRE_CAP_CPU           0x02u /* HELLO capabilities bit 1 */
-#define PP_WIRE_CAP_RACTOR        0x04u /* bit 2: the slot is a Ractor (its own GVL) */
+#define PP_WIRE_CAP_GVL        0x01u /* HELLO capabilities bit 0 */
+#define PP_WIRE_CAP_CPU        0x02u /* HELLO capabilities bit 1 */
+#define PP_WIRE_CAP_RACTOR     0x04u /* bit 2: the slot is a Ractor (its own GVL) */
 
 typedef enum pp_wire_type {
   PP_WIRE_HELLO = 0x01,
