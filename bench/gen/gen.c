@@ -397,6 +397,7 @@ static int setup(gen *g, const pb_gen_config *cfg, const pb_schedule *sched, pb_
   g->h2 = cfg->proto == PB_PROTO_H2;
   g->mux = cfg->proto == PB_PROTO_H2 || cfg->proto == PB_PROTO_H3;
   g->ops = cfg->proto == PB_PROTO_H3 ? &gen_quic_ops : &gen_tcp_ops;
+  g->session = g->h2 ? &gen_h2_session_ops : NULL;
   g->kinds = cfg->kinds;
   bool any_body = false;
   for (size_t k = 0; g->kinds && k < sched->path_count; k++) {

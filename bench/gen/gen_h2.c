@@ -1,10 +1,12 @@
-/* The h2 session of the h1/h2 generator (gen_tcp.c): an nghttp2 client session per TCP (or TLS)
- * connection. Streams are multiplexed on the pool's connections, all opened at the start. A
- * connection takes no stream before the server's SETTINGS arrived, and at most the server's
- * SETTINGS_MAX_CONCURRENT_STREAMS (capped at PB_H2_STREAM_CAP) at once; arrivals beyond that wait
- * in the core's FIFO. Cleartext h2 is prior knowledge (h2c): the server's first frame must be
- * SETTINGS, or the connection fails with PB_ERR_H2_NO_SETTINGS. nghttp2 callbacks only record
- * what happened; the engine is driven again only after nghttp2_session_mem_recv has returned. */
+/* The h2 session of the h1/h2 generator, over gen_tcp.c's connections: an nghttp2 client session
+ * per TCP (or TLS) connection. Streams are multiplexed on the pool's connections, all opened at the
+ * start. A connection takes no stream before the server's SETTINGS arrived, and at most the
+ * server's SETTINGS_MAX_CONCURRENT_STREAMS (capped at PB_H2_STREAM_CAP) at once; arrivals beyond
+ * that wait in the core's FIFO. Cleartext h2 is prior knowledge (h2c): the server's first frame
+ * must be SETTINGS, or the connection fails with PB_ERR_H2_NO_SETTINGS. nghttp2 callbacks only
+ * record what happened; the engine is driven again only after nghttp2_session_mem_recv has
+ * returned. The transport reaches this file only through gen_h2_session_ops (the core hands it over
+ * in g->session); this file calls the transport's gen_tcp_fail/queue/flush below it. */
 #include "bench/gen/gen_int.h"
 #include "bench/gen/gen_tcp_int.h"
 
@@ -72,7 +74,7 @@ static int h2_on_stream_close(nghttp2_session *s, int32_t stream_id, uint32_t er
 }
 
 /* Sends what the session has to send, then writes. */
-void gen_h2_pump(conn *c) {
+static void h2_pump(conn *c) {
   if (!gen_conn_alive(c) || !c->h2) return;
   while (c->out.len < (1u << 20)) { /* a soft cap; on_write pumps again */
     const uint8_t *data;
@@ -111,7 +113,7 @@ static ssize_t h2_body_read(nghttp2_session *s, int32_t stream_id, uint8_t *buf,
 }
 
 /* Opens a stream for arrival `i` on `c` (which has room). */
-void gen_h2_submit(conn *c, uint32_t i) {
+static void h2_submit(conn *c, uint32_t i) {
   gen *g = c->g;
   pb_result *r = &g->results[i];
   uint32_t kind = g->sched->arrivals[i].kind;
@@ -153,7 +155,7 @@ static bool h2_has_room(const conn *c) {
 }
 
 /* Moves waiting arrivals onto `c` while it has room. */
-void gen_h2_fill(conn *c) {
+static void h2_fill(conn *c) {
   gen *g = c->g;
   uint32_t i;
   while (h2_has_room(c) && gen_pending_pop(g, &i)) {
@@ -161,12 +163,12 @@ void gen_h2_fill(conn *c) {
       gen_finish_request(g, i, PB_TIMEOUT, 0, 0);
       continue;
     }
-    gen_h2_submit(c, i);
+    h2_submit(c, i);
   }
 }
 
 /* The least loaded usable h2 connection, NULL when all are full or not ready. */
-conn *gen_h2_pick(gen *g) {
+static conn *h2_pick(gen *g) {
   conn *best = NULL;
   for (uint32_t k = 0; k < g->conn_high; k++) {
     conn *c = &g->conns[(g->rr + k) % g->conn_high];
@@ -177,7 +179,7 @@ conn *gen_h2_pick(gen *g) {
 }
 
 /* The transport is up (TCP, and TLS if any): start the h2 session with our SETTINGS. */
-void gen_h2_start(conn *c) {
+static void h2_start(conn *c) {
   gen *g = c->g;
   if (nghttp2_session_client_new(&c->h2, g->h2_callbacks, c) != 0) {
     c->h2 = NULL;
@@ -187,7 +189,7 @@ void gen_h2_start(conn *c) {
   nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
                                  {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1u << 20}};
   nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
-  gen_h2_pump(c);
+  h2_pump(c);
 }
 
 /* After the engine consumed input: become usable on the server's SETTINGS, take waiting
@@ -218,8 +220,8 @@ static void h2_after_input(conn *c) {
     c->h2_cap = max < c->h2_alloc ? max : c->h2_alloc;
     c->h2_settings_new = false;
   }
-  gen_h2_fill(c);
-  gen_h2_pump(c);
+  h2_fill(c);
+  h2_pump(c);
   if (!gen_conn_alive(c)) return;
   if ((c->goaway && c->n_streams == 0) ||
       (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2))) {
@@ -231,7 +233,7 @@ static void h2_after_input(conn *c) {
   }
 }
 
-void gen_h2_input(conn *c, const char *p, size_t n) {
+static void h2_input(conn *c, const char *p, size_t n) {
   gen *g = c->g;
   /* Before nghttp2 sees anything, make sure the server speaks h2: its first frame must be
    * SETTINGS (type 0x4, the fourth byte). An HTTP/1 server answers "HTTP/1.1 400 ...". */
@@ -270,7 +272,7 @@ void gen_h2_input(conn *c, const char *p, size_t n) {
   h2_after_input(c);
 }
 
-void gen_h2_eof(conn *c, int err) {
+static void h2_eof(conn *c, int err) {
   if (c->state == C_CONNECTING) {
     gen_note_error(c->g,
                    "the server closed the connection before sending h2 SETTINGS (%s): it does "
@@ -282,7 +284,7 @@ void gen_h2_eof(conn *c, int err) {
   gen_tcp_fail(c, PB_CONN_ERROR, c->goaway ? PB_ERR_H2_GOAWAY : err);
 }
 
-int gen_h2_init(gen *g) {
+static int h2_init(gen *g) {
   if (nghttp2_session_callbacks_new(&g->h2_callbacks) != 0) return -1;
   nghttp2_session_callbacks_set_on_header_callback(g->h2_callbacks, h2_on_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(g->h2_callbacks, h2_on_frame_recv);
@@ -290,7 +292,32 @@ int gen_h2_init(gen *g) {
   return 0;
 }
 
-void gen_h2_dispose(gen *g) {
+static void h2_dispose(gen *g) {
   if (g->h2_callbacks) nghttp2_session_callbacks_del(g->h2_callbacks);
   g->h2_callbacks = NULL;
 }
+
+/* RST_STREAM(CANCEL); the stream's user data is cleared so its close is not counted twice. */
+static void h2_cancel(conn *c, int64_t stream_id) {
+  nghttp2_session_set_stream_user_data(c->h2, (int32_t)stream_id, NULL);
+  nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, (int32_t)stream_id, NGHTTP2_CANCEL);
+}
+
+static void h2_release(conn *c) {
+  if (c->h2) nghttp2_session_del(c->h2);
+  c->h2 = NULL;
+}
+
+const struct gen_tcp_session_ops gen_h2_session_ops = {
+    .init = h2_init,
+    .dispose = h2_dispose,
+    .start = h2_start,
+    .input = h2_input,
+    .eof = h2_eof,
+    .pump = h2_pump,
+    .pick = h2_pick,
+    .submit = h2_submit,
+    .fill = h2_fill,
+    .cancel = h2_cancel,
+    .release = h2_release,
+};

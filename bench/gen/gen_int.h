@@ -53,6 +53,9 @@ typedef struct gen_proto_ops {
 
 extern const gen_proto_ops gen_tcp_ops;  /* h1 and h2, cleartext or TLS (gen_tcp.c) */
 extern const gen_proto_ops gen_quic_ops; /* h3 (gen_h3.c) */
+/* The h2 session over gen_tcp_ops' connections (gen_h2.c), handed to the run in g->session. */
+struct gen_tcp_session_ops;
+extern const struct gen_tcp_session_ops gen_h2_session_ops;
 
 /* C_CONNECTING lasts until the connection can carry a request: TCP connected, TLS handshake
  * done, and for h2 the server's SETTINGS received. C_OPEN: usable, nothing in flight (h1) or
@@ -152,6 +155,7 @@ struct gen {
   bool mux;                 /* h2 or h3: requests are streams on the pool's connections */
   /* h1/h2 generator (gen_tcp.c, gen_h2.c) */
   bool h2;
+  const struct gen_tcp_session_ops *session; /* h2: the session over TCP/TLS; NULL for h1 */
   struct h3ctx *h3ctx; /* h3 generator (gen_h3.c): GnuTLS credentials, QUIC callbacks */
   SSL_CTX *ssl_ctx;
   nghttp2_session_callbacks *h2_callbacks;

@@ -1,5 +1,6 @@
 /* The h1/h2 generator: connections over TCP (libuv), optionally TLS, carrying HTTP/1.1 (llhttp,
- * one request at a time) or HTTP/2 (gen_h2.c). It implements gen_proto_ops (gen_tcp_ops) for
+ * one request at a time) or HTTP/2 (gen_h2.c, reached only through the session ops in
+ * g->session, never by name). It implements gen_proto_ops (gen_tcp_ops) for
  * the core (gen.c), which owns pacing, the pool and outcomes.
  *
  * Layers of a connection, bottom up: TCP -> optional TLS (OpenSSL over two memory BIOs: socket
@@ -18,7 +19,6 @@
 #include <string.h>
 
 #include <llhttp.h>
-#include <nghttp2/nghttp2.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <uv.h>
@@ -95,7 +95,7 @@ static void on_write(uv_write_t *w, int status) {
     }
     return;
   }
-  if (c->h2) gen_h2_pump(c);
+  if (c->h2) c->g->session->pump(c);
   if (!c->h2 && c->state == C_BUSY && c->body_left > 0 && body_pump(c) < 0) {
     gen_tcp_fail(c, PB_CONN_ERROR, c->ssl ? PB_ERR_TLS : UV_ENOMEM);
     return;
@@ -240,8 +240,8 @@ static void h1_input(conn *c, const char *p, size_t left) {
 
 /* TCP (and TLS) up and the protocol checked: the connection can start its session. */
 static void transport_ready(conn *c) {
-  if (c->g->h2) {
-    gen_h2_start(c);
+  if (c->g->session) {
+    c->g->session->start(c);
     return;
   }
   c->g->connecting--;
@@ -251,7 +251,7 @@ static void transport_ready(conn *c) {
 
 static void plain_input(conn *c, const char *p, size_t n) {
   if (c->h2)
-    gen_h2_input(c, p, n);
+    c->g->session->input(c, p, n);
   else
     h1_input(c, p, n);
 }
@@ -265,7 +265,7 @@ static void transport_eof(conn *c, int err) {
     return;
   }
   if (c->h2)
-    gen_h2_eof(c, err);
+    c->g->session->eof(c, err);
   else
     h1_eof(c, err);
 }
@@ -442,7 +442,7 @@ static void on_connect(uv_connect_t *req, int status) {
 static int tcp_init(gen *g, char *err, size_t errlen) {
   const pb_gen_config *cfg = g->cfg;
   const pb_schedule *sched = g->sched;
-  if (g->h2 && gen_h2_init(g) < 0) return PB_ENOMEM;
+  if (g->session && g->session->init(g) < 0) return PB_ENOMEM;
   if (cfg->tls) {
     g->ssl_ctx = SSL_CTX_new(TLS_client_method());
     if (!g->ssl_ctx) {
@@ -491,7 +491,7 @@ static void tcp_dispose(gen *g) {
   free(g->request_lens);
   g->requests = NULL;
   g->request_lens = NULL;
-  gen_h2_dispose(g);
+  if (g->session) g->session->dispose(g);
   if (g->ssl_ctx) SSL_CTX_free(g->ssl_ctx);
   g->ssl_ctx = NULL;
 }
@@ -511,10 +511,7 @@ static bool tcp_open(conn *c) {
 }
 
 static void tcp_close(conn *c) {
-  if (c->h2) {
-    nghttp2_session_del(c->h2);
-    c->h2 = NULL;
-  }
+  if (c->h2) c->g->session->release(c);
   if (c->ssl) {
     SSL_free(c->ssl); /* frees both memory BIOs */
     c->ssl = NULL;
@@ -525,11 +522,11 @@ static void tcp_close(conn *c) {
 
 /* h2: the least loaded connection with room takes the stream; h1: an idle connection. */
 static bool tcp_dispatch(gen *g, uint32_t i) {
-  if (g->h2) {
-    conn *c = gen_h2_pick(g);
+  if (g->session) {
+    conn *c = g->session->pick(g);
     if (!c) return false;
-    gen_h2_submit(c, i);
-    gen_h2_pump(c);
+    g->session->submit(c, i);
+    g->session->pump(c);
     return true;
   }
   if (g->idle_len == 0) return false;
@@ -571,15 +568,14 @@ static void tcp_sweep_conn(conn *c, uint64_t now) {
   }
 }
 
-/* h2: RST_STREAM(CANCEL); the stream's user data is cleared so its close is not counted twice. */
+/* h2: the session resets the stream. */
 static void tcp_cancel_stream(conn *c, int64_t stream_id) {
-  nghttp2_session_set_stream_user_data(c->h2, (int32_t)stream_id, NULL);
-  nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, (int32_t)stream_id, NGHTTP2_CANCEL);
+  c->g->session->cancel(c, stream_id);
 }
 
 static void tcp_fill(conn *c) {
-  gen_h2_fill(c);
-  gen_h2_pump(c);
+  c->g->session->fill(c);
+  c->g->session->pump(c);
 }
 
 const gen_proto_ops gen_tcp_ops = {

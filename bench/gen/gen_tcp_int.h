@@ -14,15 +14,21 @@ int gen_tcp_queue(conn *c, const void *data, size_t n);
 /* Hands the queued bytes to libuv when no write is in flight. */
 void gen_tcp_flush(conn *c);
 
-/* gen_h2.c: the h2 session. */
-int gen_h2_init(gen *g);     /* the nghttp2 callbacks of the run: 0 or -1 (no memory) */
-void gen_h2_dispose(gen *g); /* safe without init */
-void gen_h2_start(conn *c);  /* TCP (and TLS) up: the client session and our SETTINGS */
-void gen_h2_input(conn *c, const char *p, size_t n); /* plaintext bytes from the server */
-void gen_h2_eof(conn *c, int err);                   /* the server closed, or a read failed */
-void gen_h2_pump(conn *c);                           /* what the session has to send, written */
-conn *gen_h2_pick(gen *g);               /* least loaded usable connection with room, or NULL */
-void gen_h2_submit(conn *c, uint32_t i); /* arrival `i` as a stream on `c` (which has room) */
-void gen_h2_fill(conn *c);               /* waiting arrivals onto `c` while it has room */
+/* The session a TCP/TLS connection carries when it is not h1: what the transport (gen_tcp.c)
+ * calls upward. gen_h2.c implements it (gen_h2_session_ops); the core hands it to the run in
+ * g->session, so the transport never names the session's functions. */
+struct gen_tcp_session_ops {
+  int (*init)(gen *g);     /* the session callbacks of the run: 0 or -1 (no memory) */
+  void (*dispose)(gen *g); /* safe without init */
+  void (*start)(conn *c);  /* TCP (and TLS) up: the client session and our SETTINGS */
+  void (*input)(conn *c, const char *p, size_t n); /* plaintext bytes from the server */
+  void (*eof)(conn *c, int err);                   /* the server closed, or a read failed */
+  void (*pump)(conn *c);                           /* what the session has to send, written */
+  conn *(*pick)(gen *g);               /* least loaded usable connection with room, or NULL */
+  void (*submit)(conn *c, uint32_t i); /* arrival `i` as a stream on `c` (which has room) */
+  void (*fill)(conn *c);               /* waiting arrivals onto `c` while it has room */
+  void (*cancel)(conn *c, int64_t stream_id); /* reset a stream the core gave up on */
+  void (*release)(conn *c);                   /* the connection closes: free its session */
+};
 
 #endif
