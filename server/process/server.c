@@ -282,8 +282,10 @@ static void server_init(server *s, pp_config *cfg) {
                &s->ops.ctl.shedding);
   pp_ops_init(&s->ops, s, s->loop, cfg, &s->hooks, &s->xpool, &s->workers, &s->core, &s->sess,
               &s->draining, &s->stopping, &s->started_at);
-  pp_sessions_init(&s->sess, s, s->loop, cfg, &s->net, &s->xpool, &s->core, &s->hooks,
-                   &s->draining);
+  static const pp_session_starters starters = {.h1 = pp_h1conn_start, .h2 = pp_h2conn_start};
+  pp_sessions_init(&s->sess, s, s->loop, cfg, &s->net, &s->xpool, &s->core, &s->hooks, &s->draining,
+                   &starters);
+  pp_wshub_init(&s->sess.wshub, s->loop, cfg, &s->core, &s->xpool);
   s->sess.wall = &s->wall;
   s->workers.ws_command = pp_wshub_command;
   s->workers.ws_ctx = &s->sess.wshub;

@@ -19,7 +19,7 @@
 
 void pp_sessions_init(pp_sessions *s, server *srv, uv_loop_t *loop, const pp_config *cfg,
                       pp_net *net, pp_exchange_pool *xpool, pp_core *core, const pp_hooks *hooks,
-                      const int *draining) {
+                      const int *draining, const pp_session_starters *start) {
   pp_queue_init(&s->clients);
   s->srv = srv;
   s->loop = loop;
@@ -29,7 +29,7 @@ void pp_sessions_init(pp_sessions *s, server *srv, uv_loop_t *loop, const pp_con
   s->core = core;
   s->hooks = hooks;
   s->draining = draining;
-  pp_wshub_init(&s->wshub, loop, cfg, core, xpool);
+  s->start = *start;
 }
 
 /* The read buffer of a connection that holds none (c->rbuf is never NULL, so that
@@ -306,7 +306,7 @@ static int tls_read(client *c, const uint8_t *data, size_t len) {
     s->core->stats.tls_handshakes++;
     const char *alpn = pp_tls_conn_alpn(c->tls);
     if (alpn && !strcmp(alpn, "h2")) {
-      pp_h2conn_start(c, NULL, NULL, 0);
+      s->start.h2(c, NULL, NULL, 0);
       return -1; /* the session took the plaintext already */
     }
   }
@@ -448,7 +448,7 @@ static void client_start(client *c) {
   c->timer.data = c;
   c->proxy_wait = c->ls->addr.proxy;
   pp_queue_push(&s->clients, &c->link);
-  pp_h1conn_start(c);
+  s->start.h1(c);
 }
 
 /* Over -max-connections: the connection is accepted (so the kernel's backlog does not fill)

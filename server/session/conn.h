@@ -3,7 +3,8 @@
  * (http1.h) and the one exchange an HTTP/1.1 connection carries at a time, or the HTTP/2
  * session and its streams. conn.c holds the stream part (accept, read, write, close) and
  * calls the protocol through c->proto; h1conn.c and h2conn.c are the protocol parts (parse
- * loop, timeouts, responses) and set c->proto.
+ * loop, timeouts, responses) and set c->proto. conn.c names no function of theirs: it starts
+ * a protocol through the starters it was handed (pp_session_starters, pp_sessions_init).
  *
  * Pipelined bytes wait unparsed in rbuf while an exchange is in flight, so responses go out
  * in order. The client struct is pooled with its read buffer. */
@@ -32,6 +33,16 @@
 
 typedef struct client client;
 typedef struct pp_sessions pp_sessions;
+
+/* How conn.c starts the protocol on a connection, handed in by the layer that sets the
+ * sessions up (process/server.c: pp_h1conn_start and pp_h2conn_start below), so the stream
+ * part calls the protocol parts only through what it was handed. */
+typedef struct pp_session_starters {
+  /* A connection was accepted: start HTTP/1.1 on it. */
+  void (*h1)(client *c);
+  /* TLS chose ALPN h2: switch c to HTTP/2 (upgraded NULL here); 0, or -1 (c is closed). */
+  int (*h2)(client *c, pp_exchange *upgraded, const uint8_t *settings, size_t len);
+} pp_session_starters;
 
 /* The protocol on a client connection, set by the session glue that owns it (h1conn.c at
  * start, h2conn.c when the connection switches to HTTP/2): conn.c calls the stream's events
@@ -140,17 +151,19 @@ struct pp_sessions {
   pp_net *net;
   pp_exchange_pool *xpool;
   pp_core *core;
-  const pp_hooks *hooks;    /* drain_progress */
-  const int *draining;      /* the process is draining: no keep-alive, GOAWAY */
-  server *srv;              /* handed to the hooks and the local app; never read here */
-  const pp_wallclock *wall; /* the Date value (base/wallclock.h), kept by the process layer */
-  pp_wshub wshub;           /* WebSockets owned by the server (wsconn.h) */
+  const pp_hooks *hooks;     /* drain_progress */
+  const int *draining;       /* the process is draining: no keep-alive, GOAWAY */
+  server *srv;               /* handed to the hooks and the local app; never read here */
+  const pp_wallclock *wall;  /* the Date value (base/wallclock.h), kept by the process layer */
+  pp_wshub wshub;            /* WebSockets owned by the server (wsconn.h, pp_wshub_init) */
+  pp_session_starters start; /* the protocols' starters */
 };
 
-/* Sets up s's lists and what it is handed (conn.c). */
+/* Sets up s's lists and what it is handed (conn.c); start: both starters, copied. s->wshub is
+ * set up by the caller (pp_wshub_init). */
 void pp_sessions_init(pp_sessions *s, server *srv, uv_loop_t *loop, const pp_config *cfg,
                       pp_net *net, pp_exchange_pool *xpool, pp_core *core, const pp_hooks *hooks,
-                      const int *draining);
+                      const int *draining, const pp_session_starters *start);
 
 /* conn.c: the stream. */
 

@@ -16,8 +16,10 @@ static void fresh(void) {
   memset(&srv, 0, sizeof srv);
   pp_config_defaults(&cfg);
   srv.cfg = &cfg;
+  static const pp_session_starters starters = {.h1 = pp_h1conn_start, .h2 = pp_h2conn_start};
   pp_sessions_init(&srv.sess, &srv, srv.loop, &cfg, &srv.net, &srv.xpool, &srv.core, &srv.hooks,
-                   &srv.draining);
+                   &srv.draining, &starters);
+  pp_wshub_init(&srv.sess.wshub, srv.loop, &cfg, &srv.core, &srv.xpool);
   pp_exchange_pool_init(&srv.xpool, &cfg, &srv);
   pp_core_init(&srv.core, &srv, &srv.hooks, &srv.net, &srv.xpool, &srv.workers.reg,
                &srv.ops.ctl.policy, &srv.ops.ctl.shedding);
