@@ -5,7 +5,9 @@ server/ is one folder per layer. A file may include, and name a function of, its
 and the folders below it, never one above: an upper layer reaches a lower one by calling it,
 and the lower one reaches back only through callbacks or ops tables it was handed. Also no
 include circle: no two files include each other, directly or around a longer circle, and no
-two modules (x.c + x.h) include each other's headers.
+two modules (x.c + x.h) include each other's headers. And no call circle: no two files of
+different modules name functions of each other (one of the two must be reached through what
+it was handed instead).
 
     check-layers.py [ROOT]      checks ROOT/server (ROOT: the checkout, default: this script's ..)
     check-layers.py --prune [ROOT]  deletes the exceptions that no longer occur, then checks
@@ -18,6 +20,12 @@ What is checked, and how (name-based, no compiler):
   files; a file that names one defined in a folder above its own (a call, or taking its
   address) is a violation. Comments and string literals are ignored.
 - circles: the include graph of server/'s files, and of its modules.
+- call circles: two files that each name a function the other defines (directly; longer
+  circles of calls are not looked for). A module's files are one: x.c, x.h and x_int.h; and a
+  module split over several .c files is one too, by this explicit rule: a .c file that
+  includes a private header <folder>/<name>_int.h of its own folder belongs to module
+  <folder>/<name> (proto/h3.c, h3_quic.c and h3_stream.c share proto/h3_int.h; proto/h2.c,
+  h2_mem.c and h2_response.c share proto/h2_int.h), so calls among them are not a circle.
 
 server/main.c is the program (above every folder); server/tests/ and server/tools/ are not
 checked. Exceptions that had to stay are in server/layers-allow.txt, one a line with its
@@ -210,6 +218,26 @@ def check(root):
             if a < b and a in mgraph.get(b, ()) and a.split("/")[0] == b.split("/")[0]:
                 problems.append((a, "circle", b, "modules %s and %s include each other's headers" % (a, b)))
 
+    # call circles between files of different modules (a split module is one, by its private
+    # header: see the docstring)
+    def unit(rel):
+        folder = rel.split("/")[0]
+        own = {mod(t) for t in graph.get(rel, ()) if t in files and t.endswith("_int.h")
+               and t.split("/")[0] == folder}
+        if rel.endswith(".c") and len(own) == 1 and mod(rel) not in own:
+            return own.pop()
+        return mod(rel)
+
+    names = {}  # (caller file, callee file) -> names
+    for rel, (layer, raw, text) in files.items():
+        for name in set(NAME_RE.findall(text)):
+            if name in owner and owner[name][1] != rel:
+                names.setdefault((rel, owner[name][1]), set()).add(name)
+    for (a, b), ab in sorted(names.items()):
+        if a < b and (b, a) in names and unit(a) != unit(b):
+            problems.append((a, "circle", b, "call circle: %s names %s (server/%s) and server/%s names %s" %
+                             (a, ", ".join(sorted(ab)), b, b, ", ".join(sorted(names[(b, a)])))))
+
     allow, allow_path = load_allow(root)
     used, errors = set(), []
     for rel, kind, what, msg in problems:
@@ -266,6 +294,30 @@ def self_test():
                                 "int pp_c_get(void) { return pp_b_get(); }\n",
              "server/base/b.c": '#include "server/base/b.h"\n#include "server/base/c.h"\n'
                                 "int pp_b_get(void) { return 0; }\n"}, 1),
+        "two files call each other": (
+            {"server/base/c.c": "int pp_b_get(void);\nint pp_c_get(void) { return pp_b_get(); }\n",
+             "server/base/b.c": '#include "server/base/b.h"\nint pp_c_get(void);\n'
+                                "int pp_b_get(void) { return pp_c_get(); }\n"}, 1),
+        "two files call each other, one by address": (
+            {"server/base/c.c": "int pp_b_get(void);\nint pp_c_get(void) { return pp_b_get(); }\n",
+             "server/base/b.c": '#include "server/base/b.h"\nint pp_c_get(void);\n'
+                                "int (*f)(void) = pp_c_get;\nint pp_b_get(void) { return 0; }\n"}, 1),
+        "a call circle allowed with its reason": (
+            {"server/base/c.c": "int pp_b_get(void);\nint pp_c_get(void) { return pp_b_get(); }\n",
+             "server/base/b.c": '#include "server/base/b.h"\nint pp_c_get(void);\n'
+                                "int pp_b_get(void) { return pp_c_get(); }\n",
+             "server/layers-allow.txt": "base/b.c circle base/c.c  # why\n"}, 0),
+        "one call each way inside a split module": (
+            {"server/base/m_int.h": "int pp_m__a(void);\nint pp_m__b(void);\n",
+             "server/base/m.c": '#include "server/base/m_int.h"\nint pp_m__a(void) { return pp_m__b(); }\n',
+             "server/base/m_part.c": '#include "server/base/m_int.h"\n'
+                                     "int pp_m__b(void) { return 0; }\nint pp_m_c(void) { return pp_m__a(); }\n"},
+            0),
+        "a call circle with a file that shares no private header": (
+            {"server/base/m_int.h": "int pp_m__a(void);\n",
+             "server/base/m.c": '#include "server/base/m_int.h"\nint pp_x_get(void);\n'
+                                "int pp_m__a(void) { return pp_x_get(); }\n",
+             "server/base/x.c": "int pp_m__a(void);\nint pp_x_get(void) { return pp_m__a(); }\n"}, 1),
         "a file in no layer folder": ({"server/misc/x.c": "int x;\n"}, 2),
         "a stale exception": ({"server/layers-allow.txt": "base/b.c include process/p.h  # gone\n"}, 1),
         "an allowed exception": ({"server/base/b.c": '#include "server/base/b.h"\n#include "server/process/p.h"\n'

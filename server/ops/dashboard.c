@@ -93,7 +93,7 @@ static void build_event(pp_ops *op, pp_buf *ev) {
   char head[64];
   int n = snprintf(head, sizeof head, "id: %" PRIu64 "\nevent: stats\ndata: ", op->dash.ticks);
   pp_buf_append(ev, head, (size_t)n);
-  pp_stats_json(op, 0, ev);
+  op->stats_json(op, 0, ev);
   while (ev->len && ev->data[ev->len - 1] == '\n')
     ev->len--;
   pp_buf_append(ev, "\n\n", 2);

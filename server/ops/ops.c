@@ -15,4 +15,5 @@ void pp_ops_init(pp_ops *op, server *srv, uv_loop_t *loop, pp_config *cfg, const
   op->draining = draining;
   op->stopping = stopping;
   op->started_at = started_at;
+  op->stats_json = pp_stats_json;
 }

@@ -53,6 +53,10 @@ struct pp_ops {
   const int *stopping;      /* the process is stopping its workers (the drain's end) */
   const time_t *started_at; /* when the process started */
   server *srv;              /* handed to the hooks */
+  /* The /stats writer (pp_stats_json, set by pp_ops_init), which the dashboard's events carry:
+   * dashboard.c calls it here, so it and stats.c (which asks it for its part) do not name each
+   * other both ways. */
+  void (*stats_json)(pp_ops *op, int pretty, pp_buf *out);
 };
 
 void pp_ops_init(pp_ops *op, server *srv, uv_loop_t *loop, pp_config *cfg, const pp_hooks *hooks,
