@@ -599,44 +599,21 @@ static int ws_head(client *c, pp_h2h3_ws *t, pp_exchange *x, const pp_wire_frame
 static int ws_request(client *c, const pp_h2h3_origin *o, pp_h2h3_request *r,
                       const pp_h2_request *rq, void **stream_data) {
   pp_sessions *s = c->sess;
-  if (!(rq->protocol_len == 9 && !memcmp(rq->protocol, "websocket", 9))) {
-    pp_h2h3_log_refused(s->hooks, c->remote, "HTTP/2", 501, rq->method, rq->method_len, rq->path,
-                        rq->path_len);
-    return 501; /* a protocol we do not carry */
-  }
-  pp_h2h3_ws *t = pp_h2h3_ws_new(s->loop, c, rq->stream_id, ws_pump);
-  const char *why = "";
-  int status = pp_h2h3_ws_check(t, &hub_of(s)->pmd, r, rq->protocol, rq->protocol_len, rq->scheme,
-                                rq->scheme_len, &why);
-  if (status) {
-    LOG(s, "client %s: stream %d: WebSocket handshake refused with %d: %s", c->remote,
-        (int)rq->stream_id, status, why);
-    pp_h2h3_ws_free(t);
-    pp_h2h3_log_refused(s->hooks, c->remote, "HTTP/2", status, rq->method, rq->method_len, rq->path,
-                        rq->path_len);
-    if (status != 426) return status;
-    /* RFC 6455 §4.4: the versions we speak go with the 426 */
-    static const char msg[] = "426 Upgrade Required\n";
-    pp_h2_header hd[2] = {{(const uint8_t *)"sec-websocket-version", 21, (const uint8_t *)"13", 2},
-                          {(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10}};
-    pp_h2_respond(c->h2, rq->stream_id, 426, hd, 2, 0);
-    pp_h2_send_data(c->h2, rq->stream_id, (const uint8_t *)msg, sizeof msg - 1);
+  pp_h2h3_ws *t;
+  int status =
+      pp_h2h3_ws_request(o, r, &hub_of(s)->pmd, rq->protocol, rq->protocol_len, rq->scheme,
+                         rq->scheme_len, c, rq->stream_id, ws_pump, &c->h2hdrs, &c->streams, &t);
+  if (status == 426) {
+    pp_h2_respond(c->h2, rq->stream_id, 426, PP_H2H3_WS_426_FIELDS, 2, 0);
+    pp_h2_send_data(c->h2, rq->stream_id, (const uint8_t *)PP_H2H3_WS_426_BODY,
+                    sizeof PP_H2H3_WS_426_BODY - 1);
     pp_h2_send_end(c->h2, rq->stream_id);
     *stream_data = NULL;
     return 0;
   }
-  r->websocket = 1;
-  r->ws_protocols = t->offered.len ? t->offered.data : NULL;
-  r->ws_protocols_len = t->offered.len;
-  int refuse;
-  pp_exchange *x = pp_h2h3_open(o, r, rq->stream_id, 1, &c->h2hdrs, &c->streams, &refuse);
-  if (!x) {
-    pp_h2h3_ws_free(t);
-    return refuse;
-  }
-  t->x = x;
+  if (status) return status;
   pp_queue_push(&c->h2ws, &t->link);
-  *stream_data = x;
+  *stream_data = t->x;
   return 0;
 }
 

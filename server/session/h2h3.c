@@ -14,6 +14,7 @@
 #include "server/base/clock.h"
 #include "server/core/exchange_owner.h"
 #include "server/base/hooks.h"
+#include "server/base/log.h"
 #include "server/proto/http_status.h"
 #include "server/session/conn.h"
 
@@ -250,4 +251,45 @@ size_t pp_h2h3_ws_headers(const pp_h2h3_ws *t, const pp_ws_accept *a, const char
 pp_wsconn *pp_h2h3_ws_open(pp_h2h3_ws *t, pp_wshub *hub, const pp_wsconn_io *io,
                            const pp_ws_accept *a, const pp_wire_frame *f) {
   return pp_wsconn_open(hub, io, t, a, f, t->x, t->pmd_ok ? &t->pmd : NULL);
+}
+
+const pp_h2_header PP_H2H3_WS_426_FIELDS[2] = {
+    {(const uint8_t *)"sec-websocket-version", 21, (const uint8_t *)"13", 2},
+    {(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10}};
+
+int pp_h2h3_ws_request(const pp_h2h3_origin *o, pp_h2h3_request *r, const pp_ws_pmd_config *pmd,
+                       const uint8_t *protocol, size_t protocol_len, const uint8_t *scheme,
+                       size_t scheme_len, void *conn, int64_t stream_id,
+                       void (*pump)(pp_h2h3_ws *t), pp_buf *hdrs, pp_queue *streams,
+                       pp_h2h3_ws **out) {
+  pp_sessions *s = o->s;
+  *out = NULL;
+  if (!(protocol_len == 9 && !memcmp(protocol, "websocket", 9))) {
+    pp_h2h3_log_refused(s->hooks, o->remote, o->protocol, 501, r->method, r->method_len, r->path,
+                        r->path_len);
+    return 501; /* a protocol we do not carry (WebTransport: docs/WEBSOCKET.md) */
+  }
+  pp_h2h3_ws *t = pp_h2h3_ws_new(s->loop, conn, stream_id, pump);
+  const char *why = "";
+  int status = pp_h2h3_ws_check(t, pmd, r, protocol, protocol_len, scheme, scheme_len, &why);
+  if (status) {
+    LOG(s, "client %s: stream %lld: WebSocket handshake refused with %d: %s", o->remote,
+        (long long)stream_id, status, why);
+    pp_h2h3_ws_free(t);
+    pp_h2h3_log_refused(s->hooks, o->remote, o->protocol, status, r->method, r->method_len, r->path,
+                        r->path_len);
+    return status;
+  }
+  r->websocket = 1;
+  r->ws_protocols = t->offered.len ? t->offered.data : NULL;
+  r->ws_protocols_len = t->offered.len;
+  int refuse;
+  pp_exchange *x = pp_h2h3_open(o, r, stream_id, 1, hdrs, streams, &refuse);
+  if (!x) {
+    pp_h2h3_ws_free(t);
+    return refuse;
+  }
+  t->x = x;
+  *out = t;
+  return 0;
 }

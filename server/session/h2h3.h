@@ -125,6 +125,20 @@ pp_h2h3_ws *pp_h2h3_ws_find(pp_queue *list, int64_t stream_id);
 int pp_h2h3_ws_check(pp_h2h3_ws *t, const pp_ws_pmd_config *pmd, const pp_h2h3_request *rq,
                      const uint8_t *protocol, size_t protocol_len, const uint8_t *scheme,
                      size_t scheme_len, const char **why);
+/* The shared part of an extended CONNECT on a stream of conn (rq: :protocol, :scheme; r: the
+ * request): a :protocol other than websocket is 501; the handshake is checked against pmd
+ * (pp_h2h3_ws_check) and a refusal logged; else the upgrade request's exchange opens
+ * (pp_h2h3_open, on hdrs and streams). Returns 0 with *out the tunnel (its x set; not yet in
+ * the connection's list), or the status the session answers itself: 426 is written by the
+ * caller on its stream with PP_H2H3_WS_426_FIELDS and PP_H2H3_WS_426_BODY (RFC 6455 §4.4: the
+ * versions we speak go with it), any other as its bare status. */
+int pp_h2h3_ws_request(const pp_h2h3_origin *o, pp_h2h3_request *r, const pp_ws_pmd_config *pmd,
+                       const uint8_t *protocol, size_t protocol_len, const uint8_t *scheme,
+                       size_t scheme_len, void *conn, int64_t stream_id,
+                       void (*pump)(pp_h2h3_ws *t), pp_buf *hdrs, pp_queue *streams,
+                       pp_h2h3_ws **out);
+extern const struct pp_h2_header PP_H2H3_WS_426_FIELDS[2];
+#define PP_H2H3_WS_426_BODY "426 Upgrade Required\n"
 /* The fields of the 200 that accepts (a, from the app's head f): the app's own fields except
  * those pp_ws_accept_skips_field names, then date, sec-websocket-protocol (the app's choice)
  * and sec-websocket-extensions (agreed). As pp_h2h3_headers: entries in *out, the count

@@ -792,47 +792,24 @@ static int ws_head(h3_conn *hc, pp_h2h3_ws *t, pp_exchange *x, const pp_wire_fra
 static int ws_request(h3_conn *hc, const pp_h2h3_origin *o, pp_h2h3_request *r,
                       const pp_h3_request *rq, void **stream_data) {
   pp_sessions *s = hc->l->sess;
-  if (!(rq->protocol_len == 9 && !memcmp(rq->protocol, "websocket", 9))) {
-    pp_h2h3_log_refused(s->hooks, hc->remote, "HTTP/3", 501, rq->method, rq->method_len, rq->path,
-                        rq->path_len);
-    return 501; /* a protocol we do not carry (WebTransport: docs/WEBSOCKET.md) */
-  }
-  pp_h2h3_ws *t = pp_h2h3_ws_new(s->loop, hc, rq->stream_id, ws_pump);
-  const char *why = "";
-  int status = pp_h2h3_ws_check(t, &s->wshub.pmd, r, rq->protocol, rq->protocol_len, rq->scheme,
-                                rq->scheme_len, &why);
-  if (status) {
-    LOG(s, "client %s: stream %lld: WebSocket handshake refused with %d: %s", hc->remote,
-        (long long)rq->stream_id, status, why);
-    pp_h2h3_ws_free(t);
-    pp_h2h3_log_refused(s->hooks, hc->remote, "HTTP/3", status, rq->method, rq->method_len,
-                        rq->path, rq->path_len);
-    if (status != 426) return status;
-    /* RFC 6455 §4.4: the versions we speak go with the 426 */
-    static const char msg[] = "426 Upgrade Required\n";
-    pp_h2_header hd[2] = {{(const uint8_t *)"sec-websocket-version", 21, (const uint8_t *)"13", 2},
-                          {(const uint8_t *)"content-type", 12, (const uint8_t *)"text/plain", 10}};
-    pp_h3_respond(hc->conn, rq->stream_id, 426, hd, 2, 0);
-    pp_h3_send_data(hc->conn, rq->stream_id, (const uint8_t *)msg, sizeof msg - 1);
+  pp_h2h3_ws *t;
+  int status =
+      pp_h2h3_ws_request(o, r, &s->wshub.pmd, rq->protocol, rq->protocol_len, rq->scheme,
+                         rq->scheme_len, hc, rq->stream_id, ws_pump, &hc->hdrs, &hc->streams, &t);
+  if (status == 426) {
+    pp_h3_respond(hc->conn, rq->stream_id, 426, PP_H2H3_WS_426_FIELDS, 2, 0);
+    pp_h3_send_data(hc->conn, rq->stream_id, (const uint8_t *)PP_H2H3_WS_426_BODY,
+                    sizeof PP_H2H3_WS_426_BODY - 1);
     pp_h3_send_end(hc->conn, rq->stream_id);
     *stream_data = NULL;
     return 0;
   }
-  r->websocket = 1;
-  r->ws_protocols = t->offered.len ? t->offered.data : NULL;
-  r->ws_protocols_len = t->offered.len;
-  int refuse;
-  pp_exchange *x = pp_h2h3_open(o, r, rq->stream_id, 1, &hc->hdrs, &hc->streams, &refuse);
-  if (!x) {
-    pp_h2h3_ws_free(t);
-    return refuse;
-  }
-  t->x = x;
+  if (status) return status;
   pp_queue_push(&hc->ws, &t->link);
   /* QUIC's idle timeout (-keepalive-timeout) would end a quiet WebSocket: PINGs at half of it
    * keep the connection while its WebSockets are open and the client answers */
   if (hc->ws.len == 1) pp_h3_conn_keep_alive(hc->conn, s->cfg->keepalive_timeout_ns / 2);
-  *stream_data = x;
+  *stream_data = t->x;
   return 0;
 }
 
