@@ -12,8 +12,11 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "server/base/alloc.h"
 
 static llhttp_settings_t settings;
 static int settings_ready;
@@ -92,6 +95,14 @@ static int trailer_bytes(pp_h1 *h, size_t len) {
   return 0;
 }
 
+/* The header spans, at the connection's first field: max_headers of each. */
+static void spans_alloc(pp_h1 *h) {
+  size_t n = h->limits->max_headers < PP_H1_MAX_HEADERS_CAP ? h->limits->max_headers
+                                                            : PP_H1_MAX_HEADERS_CAP;
+  h->name = pp_xmalloc(2 * n * sizeof *h->name);
+  h->value = h->name + n;
+}
+
 static int on_header_field(llhttp_t *p, const char *at, size_t len) {
   pp_h1 *h = of(p);
   if (h->in_trailers) return trailer_bytes(h, len);
@@ -99,6 +110,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len) {
   if (!h->in_value) {
     if (i >= h->limits->max_headers || i >= PP_H1_MAX_HEADERS_CAP)
       return fail(h, 431, "too many header fields");
+    if (!h->name) spans_alloc(h);
     h->name[i].off = (uint32_t)h->raw.len;
     h->name[i].len = 0;
     h->in_value = 1; /* a field is open */
@@ -344,6 +356,8 @@ void pp_h1_init(pp_h1 *h, const pp_h1_callbacks *cb, const pp_h1_limits *limits,
 
 void pp_h1_dispose(pp_h1 *h) {
   pp_buf_dispose(&h->raw);
+  free(h->name);
+  h->name = h->value = NULL;
 }
 
 pp_h1_result pp_h1_execute(pp_h1 *h, const uint8_t *data, size_t len, size_t *consumed) {

@@ -283,7 +283,7 @@ static pp_exchange *event_new(pp_wsconn *c, uint8_t type) {
   pp_wire_put_u64(fixed + 16, c->id);
   pp_buf_append(&x->head, fixed, sizeof fixed); /* t_ready_ns, t3_ns: at dispatch */
   pp_buf_append_u32(&x->head, c->handler_len);
-  pp_buf_append(&x->head, c->handler, c->handler_len);
+  if (c->handler_len) pp_buf_append(&x->head, c->handler, c->handler_len);
   return x;
 }
 
@@ -504,7 +504,9 @@ void pp_wshub_init(pp_wshub *h, uv_loop_t *loop, const pp_config *cfg, pp_core *
 pp_wsconn *pp_wsconn_open(pp_wshub *h, const pp_wsconn_io *io, void *t, const pp_ws_accept *a,
                           const pp_wire_frame *head, const pp_exchange *x,
                           const pp_ws_pmd_params *pmd) {
-  pp_wsconn *c = pp_xmalloc(sizeof *c);
+  /* the handler key lives right after the struct, in the same allocation */
+  size_t hl = a->handler_len > PP_WS_HANDLER_MAX ? 0 : a->handler_len;
+  pp_wsconn *c = pp_xmalloc(sizeof *c + hl);
   memset(c, 0, sizeof *c);
   if (pp_ws_init(&c->ws, &codec_cb, &h->limits, pmd, &h->pmd, c) != 0) {
     free(c);
@@ -516,8 +518,11 @@ pp_wsconn *pp_wsconn_open(pp_wshub *h, const pp_wsconn_io *io, void *t, const pp
   c->id = ++h->next_conn_id;
   c->route = a->route;
   c->sticky_pid = x->w ? x->w->pid : 0;
-  c->handler_len = (uint8_t)(a->handler_len > PP_WS_HANDLER_MAX ? 0 : a->handler_len);
-  if (c->handler_len) memcpy(c->handler, a->handler, c->handler_len);
+  c->handler_len = (uint8_t)hl;
+  if (hl) {
+    memcpy(c + 1, a->handler, hl);
+    c->handler = (const uint8_t *)(c + 1);
+  }
   c->last_in_ns = pp_now_ns();
   c->close_by = -1; /* no close yet */
   pp_queue_init(&c->pending);

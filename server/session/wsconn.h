@@ -142,8 +142,8 @@ struct pp_wsconn {
   void *t;
   pp_ws ws;
   uint8_t route;
-  uint32_t sticky_pid; /* the accepting worker (sticky) */
-  uint8_t handler[PP_WS_HANDLER_MAX];
+  uint32_t sticky_pid;    /* the accepting worker (sticky) */
+  const uint8_t *handler; /* the app's handler key: the bytes after the struct, or NULL */
   uint8_t handler_len;
   pp_wssub *subs;           /* its tags */
   pp_exchange *running;     /* the event queued or running (one at a time) */

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""The C front end's memory per idle WebSocket (not a test: it measures, it asserts nothing).
+
+    python3 notebooks/websocket/idle_mem.py [--conns 2000] [--rounds 3] [--path /room?name=bench]
+        [--json FILE]
+
+Per round, two fresh servers in turn (order swapped every round): tests/apps/websocket on
+PumaPlus::WebSocket, one worker of 3 threads (bench.py's `pumaplus-ws`). Each gets a warm-up
+of 10 connections (opened, then closed), then its front end's RSS and PSS are read
+(/proc/PID/smaps_rollup of the puma-plus-server process only), --conns WebSockets are opened
+to --path and left idle in two halves, each followed by 3 s (the hub's 1 s timer trims idle
+codecs) and a memory reading. The difference over all of them divided by --conns is the cost
+of one idle connection as bench.py counts it; the second half's difference divided by its
+connections is the marginal cost, without the server's pools (up to 64 read buffers of 16 KiB,
+output chunks, queued events) that fill during the first half. One server's
+clients offer nothing ("plain"), the other's offer `permessage-deflate;
+client_max_window_bits` as browsers do ("deflate"; every 101 must agree to it, or the round
+fails). The idle connections send no message, so zlib's streams are never created (they are
+made on first use). The machine's steal over each round comes from /proc/stat.
+
+Memory the kernel holds for the sockets is not in the process's RSS and is not counted.
+"""
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402
+import wsload  # noqa: E402
+
+DEFLATE_OFFER = b"Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
+
+
+class Conn(wsload.WSConn):
+    """wsload's connection, optionally offering permessage-deflate and checking the answer."""
+
+    def __init__(self, client, path, host, origin, deflate):
+        super().__init__(client, path, host, origin, None)
+        self.deflate = deflate
+        if deflate:
+            self.req = self.req[:-2] + DEFLATE_OFFER + b"\r\n"
+
+    def data_received(self, data):
+        if not self.upgraded and self.deflate:
+            head = bytes(self.buf + data)
+            end = head.find(b"\r\n\r\n")
+            if end >= 0 and b"permessage-deflate" not in head[:end].lower():
+                self.ready.set_exception(ConnectionError("deflate not agreed: %r" % head[:end]))
+                self.transport.close()
+                return
+        super().data_received(data)
+
+
+async def open_conns(port, path, n, deflate, parallel=100):
+    client = wsload.Client("ws://127.0.0.1:%d%s" % (port, path), "raw")
+    loop = asyncio.get_running_loop()
+    sem = asyncio.Semaphore(parallel)
+
+    async def one():
+        async with sem:
+            _, c = await loop.create_connection(
+                lambda: Conn(client, client.path, "127.0.0.1:%d" % port, client.origin, deflate),
+                "127.0.0.1", port)
+            await asyncio.wait_for(c.ready, 60)
+            client.conns.append(c)
+
+    t0 = time.monotonic()
+    await asyncio.wait_for(asyncio.gather(*(one() for _ in range(n))), 300)
+    return client, time.monotonic() - t0
+
+
+def frontend_memory(srv):
+    for p in srv.pids():
+        if wsload.comm(p).startswith("puma-plus-serv"):
+            return wsload.memory(p)
+    raise SystemExit("no puma-plus-server process under pid %d" % srv.proc.pid)
+
+
+async def one(kind, args, tmp, rnd):
+    srv = bench.Server("pumaplus-ws", None, os.path.join(tmp, "%s-%d.log" % (kind, rnd)))
+    try:
+        deflate = kind == "deflate"
+        warm, _ = await open_conns(srv.port, args.path, 10, deflate)
+        warm.close_all()
+        await asyncio.sleep(2)
+        s0 = wsload.steal_sample()
+        rss0, pss0 = frontend_memory(srv)
+        half = args.conns // 2
+        first, secs1 = await open_conns(srv.port, args.path, half, deflate)
+        await asyncio.sleep(3)
+        rss_h, pss_h = frontend_memory(srv)
+        second, secs2 = await open_conns(srv.port, args.path, args.conns - half, deflate)
+        await asyncio.sleep(3)
+        rss1, pss1 = frontend_memory(srv)
+        s1 = wsload.steal_sample()
+        lost = first.lost + second.lost
+        first.close_all()
+        second.close_all()
+        return {"kind": kind, "round": rnd, "conns": args.conns, "open_s": round(secs1 + secs2, 2),
+                "rss_per_conn": round((rss1 - rss0) / args.conns),
+                "pss_per_conn": round((pss1 - pss0) / args.conns),
+                "rss_marginal": round((rss1 - rss_h) / (args.conns - half)),
+                "rss_before": rss0, "rss_half": rss_h, "rss_after": rss1, "lost": lost,
+                "steal_pct": round(wsload.steal_pct(s0, s1), 2),
+                "busy_pct": round(wsload.busy_pct(s0, s1), 1)}
+    finally:
+        srv.stop()
+
+
+def span(rs, key):
+    return "%d..%d" % (min(r[key] for r in rs), max(r[key] for r in rs))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--conns", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--path", default="/room?name=bench")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < args.conns + 100:
+        raise SystemExit("ulimit -n hard limit %d is below --conns + 100" % hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    results = []
+    with tempfile.TemporaryDirectory(prefix="pp-idle-mem-") as tmp:
+        for rnd in range(args.rounds):
+            kinds = ["plain", "deflate"] if rnd % 2 == 0 else ["deflate", "plain"]
+            for kind in kinds:
+                r = asyncio.run(one(kind, args, tmp, rnd))
+                print(json.dumps(r), flush=True)
+                results.append(r)
+    for kind in ("plain", "deflate"):
+        rs = [r for r in results if r["kind"] == kind]
+        print("%-8s RSS B/conn median %d (%s), PSS median %d, second half's RSS B/conn median "
+              "%d (%s), steal median %.2f%%" % (
+                  kind, statistics.median(r["rss_per_conn"] for r in rs), span(rs, "rss_per_conn"),
+                  statistics.median(r["pss_per_conn"] for r in rs),
+                  statistics.median(r["rss_marginal"] for r in rs), span(rs, "rss_marginal"),
+                  statistics.median(r["steal_pct"] for r in rs)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
