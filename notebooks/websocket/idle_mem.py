@@ -2,9 +2,11 @@
 """The C front end's memory per idle WebSocket (not a test: it measures, it asserts nothing).
 
     python3 notebooks/websocket/idle_mem.py [--conns 2000] [--rounds 3] [--path /room?name=bench]
-        [--json FILE]
+        [--bins LABEL=PATH,...] [--json FILE]
 
-Per round, two fresh servers in turn (order swapped every round): tests/apps/websocket on
+--bins compares server binaries (default: this tree's build/server/puma-plus-server, labelled
+"this"); each needs its ../gem/ext-lib beside it, as bench.py does. Per round, for each binary,
+two fresh servers in turn (the order of all of them reversed every round): tests/apps/websocket on
 PumaPlus::WebSocket, one worker of 3 threads (bench.py's `pumaplus-ws`). Each gets a warm-up
 of 10 connections (opened, then closed), then its front end's RSS and PSS are read
 (/proc/PID/smaps_rollup of the puma-plus-server process only), --conns WebSockets are opened
@@ -82,8 +84,9 @@ def frontend_memory(srv):
     raise SystemExit("no puma-plus-server process under pid %d" % srv.proc.pid)
 
 
-async def one(kind, args, tmp, rnd):
-    srv = bench.Server("pumaplus-ws", None, os.path.join(tmp, "%s-%d.log" % (kind, rnd)))
+async def one(label, binary, kind, args, tmp, rnd):
+    bench.SERVER_BIN = binary
+    srv = bench.Server("pumaplus-ws", None, os.path.join(tmp, "%s-%s-%d.log" % (label, kind, rnd)))
     try:
         deflate = kind == "deflate"
         warm, _ = await open_conns(srv.port, args.path, 10, deflate)
@@ -102,7 +105,7 @@ async def one(kind, args, tmp, rnd):
         lost = first.lost + second.lost
         first.close_all()
         second.close_all()
-        return {"kind": kind, "round": rnd, "conns": args.conns, "open_s": round(secs1 + secs2, 2),
+        return {"bin": label, "kind": kind, "round": rnd, "conns": args.conns, "open_s": round(secs1 + secs2, 2),
                 "rss_per_conn": round((rss1 - rss0) / args.conns),
                 "pss_per_conn": round((pss1 - pss0) / args.conns),
                 "rss_marginal": round((rss1 - rss_h) / (args.conns - half)),
@@ -122,25 +125,27 @@ def main():
     ap.add_argument("--conns", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--path", default="/room?name=bench")
+    ap.add_argument("--bins", default="this=" + bench.SERVER_BIN)
     ap.add_argument("--json")
     args = ap.parse_args()
+    bins = [b.split("=", 1) for b in args.bins.split(",")]
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < args.conns + 100:
         raise SystemExit("ulimit -n hard limit %d is below --conns + 100" % hard)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     results = []
     with tempfile.TemporaryDirectory(prefix="pp-idle-mem-") as tmp:
+        runs = [(label, path, kind) for label, path in bins for kind in ("plain", "deflate")]
         for rnd in range(args.rounds):
-            kinds = ["plain", "deflate"] if rnd % 2 == 0 else ["deflate", "plain"]
-            for kind in kinds:
-                r = asyncio.run(one(kind, args, tmp, rnd))
+            for label, path, kind in (runs if rnd % 2 == 0 else runs[::-1]):
+                r = asyncio.run(one(label, path, kind, args, tmp, rnd))
                 print(json.dumps(r), flush=True)
                 results.append(r)
-    for kind in ("plain", "deflate"):
-        rs = [r for r in results if r["kind"] == kind]
-        print("%-8s RSS B/conn median %d (%s), PSS median %d, second half's RSS B/conn median "
+    for (label, _), kind in [(b, k) for b in bins for k in ("plain", "deflate")]:
+        rs = [r for r in results if r["kind"] == kind and r["bin"] == label]
+        print("%-8s %-8s RSS B/conn median %d (%s), PSS median %d, second half's RSS B/conn median "
               "%d (%s), steal median %.2f%%" % (
-                  kind, statistics.median(r["rss_per_conn"] for r in rs), span(rs, "rss_per_conn"),
+                  label, kind, statistics.median(r["rss_per_conn"] for r in rs), span(rs, "rss_per_conn"),
                   statistics.median(r["pss_per_conn"] for r in rs),
                   statistics.median(r["rss_marginal"] for r in rs), span(rs, "rss_marginal"),
                   statistics.median(r["steal_pct"] for r in rs)))
