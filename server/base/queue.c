@@ -196,17 +196,6 @@ void pp_runq_init(pp_runq *q) {
   pp_queue_init(&q->gone);
 }
 
-void pp_runq_push(pp_runq *q, pp_registry *r, pp_runlink *e, uint32_t sticky_pid) {
-  e->seq = q->next_seq++;
-  e->sticky_pid = sticky_pid;
-  e->worker = sticky_pid ? pp_registry_find(r, sticky_pid) : NULL;
-  pp_queue_push(e->worker ? &e->worker->sticky : sticky_pid ? &q->gone : &q->any, &e->node);
-}
-
-void pp_runq_remove(pp_runq *q, pp_runlink *e) {
-  pp_queue_remove(e->worker ? &e->worker->sticky : e->sticky_pid ? &q->gone : &q->any, &e->node);
-}
-
 static pp_runlink *run_head(const pp_queue *l) {
   return PP_CONTAINER_OF(l->head.next, pp_runlink, node);
 }
@@ -218,6 +207,11 @@ pp_runlink *pp_runq_first(pp_runq *q, pp_registry *r, pp_worker **wk, int *gone)
     q->looked++;
     *gone = 1;
     return run_head(&q->gone);
+  }
+  if (!q->waiting) { /* requests only (the common case): any slot takes the oldest */
+    if (!q->any.len || !pp_registry_has_idle(r)) return NULL;
+    q->looked++;
+    return run_head(&q->any);
   }
   pp_runlink *best = NULL;
   int idle = 0; /* some slot may run an entry of `any` */

@@ -152,14 +152,25 @@ typedef struct pp_runq {
   pp_queue any;  /* entries any slot may run */
   pp_queue gone; /* sticky entries whose worker was not registered when they were queued */
   uint64_t next_seq;
-  uint64_t looked; /* list heads pp_runq_first looked at, in total: its cost */
+  uint32_t waiting; /* entries in workers' lists: none, and the choice is any's head */
+  uint64_t looked;  /* list heads pp_runq_first looked at, in total: its cost */
 } pp_runq;
 
 void pp_runq_init(pp_runq *q);
-/* Links e into its run list (sticky_pid 0: any slot; else that worker's list, or `gone`). */
-void pp_runq_push(pp_runq *q, pp_registry *r, pp_runlink *e, uint32_t sticky_pid);
+/* Links e into its run list (sticky_pid 0: any slot; else that worker's list, or `gone`).
+ * Inline: once per request on the hot path. */
+static inline void pp_runq_push(pp_runq *q, pp_registry *r, pp_runlink *e, uint32_t sticky_pid) {
+  e->seq = q->next_seq++;
+  e->sticky_pid = sticky_pid;
+  e->worker = sticky_pid ? pp_registry_find(r, sticky_pid) : NULL;
+  q->waiting += e->worker != NULL;
+  pp_queue_push(e->worker ? &e->worker->sticky : sticky_pid ? &q->gone : &q->any, &e->node);
+}
 /* Unlinks e (pushed, not yet removed) from its run list. */
-void pp_runq_remove(pp_runq *q, pp_runlink *e);
+static inline void pp_runq_remove(pp_runq *q, pp_runlink *e) {
+  q->waiting -= e->worker != NULL;
+  pp_queue_remove(e->worker ? &e->worker->sticky : e->sticky_pid ? &q->gone : &q->any, &e->node);
+}
 /* The entry to take off next, or NULL when no idle slot may run any (then only entries of busy
  * workers wait). *gone = 1: a sticky entry whose worker is gone or no longer takes work (not
  * READY or BOOTING), which the caller fails; these come first. Else the oldest entry an idle

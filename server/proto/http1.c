@@ -126,10 +126,11 @@ static int on_header_field_complete(llhttp_t *p) {
   if (h->in_trailers) return 0;
   uint32_t i = h->header_count;
   /* RFC 9112: a field name is a token; whitespace before the colon is a smuggling shape. */
-  if (h->name[i].len == 0) return fail(h, 400, "empty header name");
-  for (uint32_t k = 0; k < h->name[i].len; k++)
-    if (!pp_h1__is_tchar(h->raw.data[h->name[i].off + k]))
-      return fail(h, 400, "invalid header name");
+  const pp_h1_span name = h->name[i];
+  if (name.len == 0) return fail(h, 400, "empty header name");
+  const uint8_t *b = h->raw.data + name.off;
+  for (uint32_t k = 0; k < name.len; k++)
+    if (!pp_h1__is_tchar(b[k])) return fail(h, 400, "invalid header name");
   h->value[i].off = (uint32_t)h->raw.len;
   h->value[i].len = 0;
   return 0;
