@@ -68,16 +68,7 @@ static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
                       c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
                       c->ls->addr.port_text,
                       c->tls ? "https" : "http"};
-  pp_h2h3_request r = {.method = rq->method,
-                       .method_len = rq->method_len,
-                       .path = rq->path,
-                       .path_len = rq->path_len,
-                       .authority = rq->authority,
-                       .authority_len = rq->authority_len,
-                       .headers = rq->headers,
-                       .header_count = rq->header_count,
-                       .has_content_length = rq->has_content_length,
-                       .content_length = rq->content_length};
+  pp_h2h3_request r = PP_H2H3_REQUEST_OF(rq);
   if (rq->protocol) return ws_request(c, &o, &r, rq, stream_data);
   int refuse;
   *stream_data =

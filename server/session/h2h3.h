@@ -38,6 +38,18 @@ typedef struct pp_h2h3_request {
   size_t ws_protocols_len;
 } pp_h2h3_request;
 
+/* An initializer of a pp_h2h3_request from rq, a pp_h2_request or a pp_h3_request (the two name
+ * these fields alike): the request line, fields and length as they came, the WebSocket part
+ * zero (pp_h2h3_ws_request fills it). A macro, as the two request types are distinct. */
+#define PP_H2H3_REQUEST_OF(rq)                                                                     \
+  {                                                                                                \
+    .method = (rq)->method, .method_len = (rq)->method_len, .path = (rq)->path,                    \
+    .path_len = (rq)->path_len, .authority = (rq)->authority,                                      \
+    .authority_len = (rq)->authority_len, .headers = (rq)->headers,                                \
+    .header_count = (rq)->header_count, .has_content_length = (rq)->has_content_length,            \
+    .content_length = (rq)->content_length                                                         \
+  }
+
 #define PP_H2H3_WS_ENV_FLAG      "puma_plus.websocket?"
 #define PP_H2H3_WS_ENV_PROTOCOLS "puma_plus.websocket.protocols"
 /* Where a request came from, for its exchange and env: the session's state, the exchange ops and

@@ -346,16 +346,7 @@ static int on_request(pp_h3_conn *conn, const pp_h3_request *rq, void **stream_d
   snprintf(port, sizeof port, "%d", hc->l->addr.port);
   pp_h2h3_origin o = {hc->l->sess, &h3_ops,          hc,   hc->remote,
                       "HTTP/3",    hc->l->addr.host, port, "https"};
-  pp_h2h3_request r = {.method = rq->method,
-                       .method_len = rq->method_len,
-                       .path = rq->path,
-                       .path_len = rq->path_len,
-                       .authority = rq->authority,
-                       .authority_len = rq->authority_len,
-                       .headers = rq->headers,
-                       .header_count = rq->header_count,
-                       .has_content_length = rq->has_content_length,
-                       .content_length = rq->content_length};
+  pp_h2h3_request r = PP_H2H3_REQUEST_OF(rq);
   if (rq->protocol) return ws_request(hc, &o, &r, rq, stream_data);
   int refuse;
   *stream_data =
