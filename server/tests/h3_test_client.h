@@ -38,7 +38,7 @@ typedef struct cstream {
 } cstream;
 
 typedef struct client {
-  pp_qc_session s;  /* the connection (the kit's); s.data = this client */
+  pp_qc_session s;  /* first: the connection (the kit's); s.data = this client */
   ngtcp2_conn *qc;  /* s.qc */
   nghttp3_conn *h3; /* s.h3, once the handshake completed */
   gnutls_certificate_credentials_t cred;
@@ -100,15 +100,7 @@ static int h3_recv_data(nghttp3_conn *h3, int64_t id, const uint8_t *data, size_
   client *c = ud;
   cstream *s = cs_of(c, id);
   if (s) pp_buf_append(&s->body, data, len);
-  ngtcp2_conn_extend_max_stream_offset(c->qc, id, len);
-  ngtcp2_conn_extend_max_offset(c->qc, len);
-  return 0;
-}
-static int h3_deferred_consume(nghttp3_conn *h3, int64_t id, size_t n, void *ud, void *sud) {
-  (void)h3, (void)sud;
-  client *c = ud;
-  ngtcp2_conn_extend_max_stream_offset(c->qc, id, n);
-  ngtcp2_conn_extend_max_offset(c->qc, n);
+  pp_qc_consumed(&c->s, id, len);
   return 0;
 }
 static int h3_end_stream(nghttp3_conn *h3, int64_t id, void *ud, void *sud) {
@@ -123,16 +115,6 @@ static int h3_stream_close(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud
   if (s) s->closed = 1, s->close_code = code;
   return 0;
 }
-static int h3_stop_sending(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
-  (void)h3, (void)sud;
-  ngtcp2_conn_shutdown_stream_read(((client *)ud)->qc, id, code);
-  return 0;
-}
-static int h3_reset_stream(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
-  (void)h3, (void)sud;
-  ngtcp2_conn_shutdown_stream_write(((client *)ud)->qc, id, code);
-  return 0;
-}
 static int h3_shutdown(nghttp3_conn *h3, int64_t id, void *ud) {
   (void)h3;
   client *c = ud;
@@ -141,16 +123,7 @@ static int h3_shutdown(nghttp3_conn *h3, int64_t id, void *ud) {
   return 0;
 }
 
-static const nghttp3_callbacks client_h3_callbacks = {
-    .stream_close = h3_stream_close,
-    .recv_data = h3_recv_data,
-    .deferred_consume = h3_deferred_consume,
-    .recv_header = h3_recv_header,
-    .stop_sending = h3_stop_sending,
-    .end_stream = h3_end_stream,
-    .reset_stream = h3_reset_stream,
-    .shutdown = h3_shutdown,
-};
+static nghttp3_callbacks client_h3_callbacks; /* the kit's glue and the above (client_new) */
 
 /* The client's current path: its address may change (a migration test moves it), so this is
  * built from c->addr each time rather than from the kit's copy of the first path. */
@@ -182,12 +155,13 @@ static client *client_new(int idx) {
   pp_qc_client_callbacks(&cbs);
   cbs.recv_new_token = cli_recv_new_token;
   ngtcp2_transport_params params;
-  ngtcp2_transport_params_default(&params);
-  params.initial_max_streams_uni = 3;
-  params.initial_max_stream_data_bidi_local = 4 << 20;
-  params.initial_max_stream_data_uni = 1 << 20;
-  params.initial_max_data = 16 << 20;
-  params.max_idle_timeout = 60 * NGTCP2_SECONDS;
+  pp_qc_client_params(&params, 4 << 20, 16 << 20, 60 * NGTCP2_SECONDS);
+  pp_qc_h3_client_callbacks(&client_h3_callbacks);
+  client_h3_callbacks.recv_header = h3_recv_header;
+  client_h3_callbacks.recv_data = h3_recv_data;
+  client_h3_callbacks.end_stream = h3_end_stream;
+  client_h3_callbacks.stream_close = h3_stream_close;
+  client_h3_callbacks.shutdown = h3_shutdown;
   CU_ASSERT_FATAL(gnutls_certificate_allocate_credentials(&c->cred) == 0);
   const pp_qc_client_config cfg = {
       .local = (const struct sockaddr *)&c->addr,
