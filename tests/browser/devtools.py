@@ -7,6 +7,7 @@ python3-websockets, no other browser tooling: what the browser probes share
 
 Every failure to get the browser or the page ends the program with exit status 2 and a line on
 stderr naming the program and why (fail)."""
+import argparse
 import asyncio
 import contextlib
 import json
@@ -149,3 +150,17 @@ async def print_page_result(port, url, timeout):
     (the page probes' shared job); fails if nothing came within timeout seconds."""
     async with page_at(port, url) as page:
         print(await page.wait_for(RESULT_JS, timeout, "result"), flush=True)
+
+
+def page_probe_main(description, profile_prefix, extra_args=()):
+    """The whole of a page probe (ws_page_probe.py, h2_browser.py): --url, --chromium and
+    --timeout from the command line, the page loaded in chromium (extra_args added to its
+    command line) and its result printed (print_page_result)."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument("--timeout", type=float, default=20)
+    opts = ap.parse_args()
+    with chromium(opts.chromium, profile_prefix, 800, 600, extra_args) as port:
+        asyncio.run(asyncio.wait_for(print_page_result(port, opts.url, opts.timeout),
+                                     opts.timeout + 30))

@@ -8,25 +8,11 @@ document.body.dataset.result, a JSON object, on one line.
 The page (tests/apps/ws_page/page.html) opens a WebSocket back to its server and records the
 exchange; judging it is the caller's business (tests/e2e/test_ws_browser.rb). Exits 2, saying
 why, when Chromium or the page cannot be had or the page wrote no result within --timeout."""
-import argparse
-import asyncio
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from devtools import chromium, print_page_result  # noqa: E402
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--url", required=True)
-    ap.add_argument("--chromium", default="/usr/bin/chromium")
-    ap.add_argument("--timeout", type=float, default=20)
-    opts = ap.parse_args()
-    with chromium(opts.chromium, "pp-ws-chromium-", 800, 600) as port:
-        asyncio.run(asyncio.wait_for(print_page_result(port, opts.url, opts.timeout),
-                                     opts.timeout + 30))
-
+from devtools import page_probe_main  # noqa: E402
 
 if __name__ == "__main__":
-    main()
+    page_probe_main(__doc__.split("\n\n")[0], "pp-ws-chromium-")
