@@ -274,6 +274,21 @@ module E2E
     end
   end
 
+  # What a test class gains with `include E2E::Helpers`.
+  module Helpers
+    # Starts a Server (options as Server.new), runs the block with it, then stops it with
+    # SIGTERM: the test also fails unless the server then exited 0.
+    def with_server(**opts)
+      srv = Server.new(**opts)
+      begin
+        yield srv
+      ensure
+        status = srv.stop
+      end
+      assert status&.success?, "server did not exit 0 on SIGTERM: #{status.inspect}\n#{srv.log[-3000..]}"
+    end
+  end
+
   # Debian's python3: its python3-* modules (websockets, h2) load only there.
   PYTHON = "/usr/bin/python3"
 
