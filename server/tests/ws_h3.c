@@ -355,19 +355,23 @@ static void report(const char *name, const char *why) {
     }                                                                                              \
   } while (0)
 
-/* Opens /echo and waits for its 200. */
-static wstream *open_echo(char *why, size_t cap) {
-  wstream *s = ws_open("websocket", "/echo", "13");
+/* Opens path (a WebSocket) and waits for its 200. */
+static wstream *open_path(const char *path, char *why, size_t cap) {
+  wstream *s = ws_open("websocket", path, "13");
   if (!s) {
     snprintf(why, cap, "cannot open a stream");
     return NULL;
   }
   if (!run_until(status_or_closed, s) || s->status != 200 || s->closed) {
-    snprintf(why, cap, "status %d closed %d code 0x%llx%s%s", s->status, s->closed,
+    snprintf(why, cap, "%.100s: status %d closed %d code 0x%llx%s%s", path, s->status, s->closed,
              (unsigned long long)s->close_code, dead ? ": " : "", dead ? dead_why : "");
     return NULL;
   }
   return s;
+}
+
+static wstream *open_echo(char *why, size_t cap) {
+  return open_path("/echo", why, cap);
 }
 
 /* Sends one message and expects it back whole (the server may split it into frames). */
@@ -453,20 +457,6 @@ static void case_early(char *why, size_t cap) {
   int ok = f.op == 1 && f.n == 10 && !memcmp(f.p, "sent early", 10);
   free(f.p);
   CHECK(ok, "the early message was not echoed");
-}
-
-/* Opens path (a WebSocket) and waits for its 200. */
-static wstream *open_path(const char *path, char *why, size_t cap) {
-  wstream *s = ws_open("websocket", path, "13");
-  if (!s) {
-    snprintf(why, cap, "cannot open a stream");
-    return NULL;
-  }
-  if (!run_until(status_or_closed, s) || s->status != 200 || s->closed) {
-    snprintf(why, cap, "%.100s: status %d closed %d", path, s->status, s->closed);
-    return NULL;
-  }
-  return s;
 }
 
 /* The next frame of s is a whole message (text or binary: a POST body broadcast by the app is
