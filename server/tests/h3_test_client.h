@@ -198,69 +198,62 @@ static void client_free(client *c) {
   memset(c, 0, sizeof *c);
 }
 
-/* Flips the last byte of the token of an Initial that carries one. */
-static void tamper_token(uint8_t *p, size_t n) {
-  if (n < 7 || !(p[0] & 0x80) || ((p[0] >> 4) & 3) != 0) return;
+/* In a client Initial p (first byte, version, DCID and SCID with their lengths, then the token:
+ * RFC 9000 §17.2.2), the offset of the token's length varint; *vlen is that varint's width and
+ * *tlen its value. */
+static size_t initial_token_field(const uint8_t *p, size_t *vlen, uint64_t *tlen) {
   size_t off = 5;
   off += 1 + p[off];
   off += 1 + p[off];
-  size_t vl = (size_t)1 << (p[off] >> 6);
-  uint64_t tl = p[off] & 0x3f;
-  for (size_t i = 1; i < vl; i++)
-    tl = (tl << 8) | p[off + i];
+  *vlen = (size_t)1 << (p[off] >> 6);
+  *tlen = p[off] & 0x3f;
+  for (size_t i = 1; i < *vlen; i++)
+    *tlen = (*tlen << 8) | p[off + i];
+  return off;
+}
+
+/* Flips the last byte of the token of an Initial that carries one. */
+static void tamper_token(uint8_t *p, size_t n) {
+  if (n < 7 || !(p[0] & 0x80) || ((p[0] >> 4) & 3) != 0) return;
+  size_t vl;
+  uint64_t tl;
+  size_t off = initial_token_field(p, &vl, &tl);
   if (tl) p[off + vl + tl - 1] ^= 0x55;
+}
+
+/* One packet carrying the raw stream's bytes (written around nghttp3, with FIN): its length, or
+ * a negative ngtcp2 error; NGTCP2_ERR_WRITE_MORE when the bytes all went into a packet that
+ * pp_qc_write_packet then completes. */
+static ngtcp2_ssize write_raw(client *c, uint8_t *buf, size_t len) {
+  ngtcp2_vec v = {(uint8_t *)(uintptr_t)c->raw, c->raw_len};
+  ngtcp2_path_storage ps;
+  ngtcp2_path_storage_zero(&ps);
+  ngtcp2_pkt_info pi;
+  ngtcp2_ssize ndatalen = -1;
+  ngtcp2_ssize n = ngtcp2_conn_writev_stream(
+      c->qc, &ps.path, &pi, buf, len, &ndatalen,
+      NGTCP2_WRITE_STREAM_FLAG_MORE | NGTCP2_WRITE_STREAM_FLAG_FIN, c->raw_sid, &v, 1, now);
+  if (n == NGTCP2_ERR_WRITE_MORE)
+    c->raw_len = 0;
+  else if (n >= 0 && ndatalen >= 0)
+    c->raw += ndatalen, c->raw_len -= (size_t)ndatalen;
+  return n;
 }
 
 static void client_write(client *c) {
   if (!c->qc || c->write_err) return;
+  uint8_t buf[1452]; /* one buffer: a packet built over two calls (WRITE_MORE) stays in it */
   for (int guard = 0; guard < 1000; guard++) {
-    int64_t sid = -1;
-    int fin = 0;
-    nghttp3_vec vec[16];
-    nghttp3_ssize veccnt = 0;
-    int raw = 0;
-    if (c->raw_len) {
-      sid = c->raw_sid, fin = 1, raw = 1;
-      vec[0].base = (uint8_t *)(uintptr_t)c->raw;
-      vec[0].len = c->raw_len;
-      veccnt = 1;
-    } else if (c->h3 && ngtcp2_conn_get_max_data_left(c->qc)) {
-      veccnt = nghttp3_conn_writev_stream(c->h3, &sid, &fin, vec, 16);
-      CU_ASSERT(veccnt >= 0);
-      if (veccnt < 0) return;
-    }
-    uint8_t buf[1452];
-    ngtcp2_path_storage ps;
-    ngtcp2_path_storage_zero(&ps);
-    ngtcp2_pkt_info pi;
-    ngtcp2_ssize ndatalen = -1;
-    uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
-    ngtcp2_ssize n =
-        ngtcp2_conn_writev_stream(c->qc, &ps.path, &pi, buf, sizeof buf, &ndatalen, flags, sid,
-                                  (const ngtcp2_vec *)vec, (size_t)veccnt, now);
+    int h3_error = 0;
+    ngtcp2_ssize n = c->raw_len ? write_raw(c, buf, sizeof buf)
+                                : pp_qc_write_packet(&c->s, buf, sizeof buf, now, &h3_error);
+    CU_ASSERT(h3_error == 0);
+    if (h3_error) return;
+    if (n == NGTCP2_ERR_WRITE_MORE) continue;
     if (n < 0) {
-      if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
-        nghttp3_conn_block_stream(c->h3, sid);
-        continue;
-      }
-      if (n == NGTCP2_ERR_STREAM_SHUT_WR) {
-        nghttp3_conn_shutdown_stream_write(c->h3, sid);
-        continue;
-      }
-      if (n == NGTCP2_ERR_WRITE_MORE) {
-        if (raw)
-          c->raw_len = 0;
-        else
-          nghttp3_conn_add_write_offset(c->h3, sid, (size_t)ndatalen);
-        continue;
-      }
       c->write_err = (int)n;
       return;
     }
-    if (raw && ndatalen >= 0)
-      c->raw += ndatalen, c->raw_len -= (size_t)ndatalen;
-    else if (ndatalen >= 0 && sid >= 0)
-      nghttp3_conn_add_write_offset(c->h3, sid, (size_t)ndatalen);
     if (n == 0) return;
     c->sent++;
     if (c->mute) {
