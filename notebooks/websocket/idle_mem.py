@@ -2,7 +2,7 @@
 """The C front end's memory per idle WebSocket (not a test: it measures, it asserts nothing).
 
     python3 notebooks/websocket/idle_mem.py [--conns 2000] [--rounds 3] [--path /room?name=bench]
-        [--bins LABEL=PATH,...] [--json FILE]
+        [--bins LABEL=PATH,...] [--echo BYTES] [--json FILE]
 
 --bins compares server binaries (default: this tree's build/server/puma-plus-server, labelled
 "this"); each needs its ../gem/ext-lib beside it, as bench.py does. Per round, for each binary,
@@ -20,6 +20,12 @@ client_max_window_bits` as browsers do ("deflate"; every 101 must agree to it, o
 fails). The idle connections send no message, so zlib's streams are never created (they are
 made on first use). The machine's steal over each round comes from /proc/stat.
 
+--echo BYTES (use with --path /echo): each connection, once open, sends one text message of
+BYTES bytes and waits for its echo before it idles. With deflate the message is compressed
+(RSV1, raw DEFLATE with the sync-flush tail removed, as browsers send every message), so the
+server inflates it, and the echo (at least 64 bytes) is compressed by the server: this shows
+what the zlib streams that context takeover keeps cost once a message went each way.
+
 Memory the kernel holds for the sockets is not in the process's RSS and is not counted.
 """
 import argparse
@@ -31,6 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
@@ -48,6 +55,22 @@ class Conn(wsload.WSConn):
         if deflate:
             self.req = self.req[:-2] + DEFLATE_OFFER + b"\r\n"
 
+    def send_message(self, text):
+        """One text message: compressed (RSV1) when deflate was agreed, with a fresh context
+        (the client side keeps none: it may, and it makes no difference to the server)."""
+        if self.deflate:
+            z = zlib.compressobj(wbits=-15)
+            body = z.compress(text) + z.flush(zlib.Z_SYNC_FLUSH)
+            self.send_rsv1(body[:-4])
+        else:
+            self.send(0x1, text)
+
+    def send_rsv1(self, payload):
+        n = len(payload)
+        key = os.urandom(4)
+        head = bytes([0xC1, 0x80 | n]) if n < 126 else bytes([0xC1, 0xFE]) + n.to_bytes(2, "big")
+        self.transport.write(head + key + bytes(b ^ key[i & 3] for i, b in enumerate(payload)))
+
     def data_received(self, data):
         if not self.upgraded and self.deflate:
             head = bytes(self.buf + data)
@@ -59,8 +82,17 @@ class Conn(wsload.WSConn):
         super().data_received(data)
 
 
-async def open_conns(port, path, n, deflate, parallel=100):
-    client = wsload.Client("ws://127.0.0.1:%d%s" % (port, path), "raw")
+class EchoClient(wsload.Client):
+    """wsload's client; a connection's first message from the server resolves its `echoed`."""
+
+    def on_text(self, c, payload):
+        f = getattr(c, "echoed", None)
+        if f is not None and not f.done():
+            f.set_result(payload)
+
+
+async def open_conns(port, path, n, deflate, parallel=100, echo=0):
+    client = EchoClient("ws://127.0.0.1:%d%s" % (port, path), "raw")
     loop = asyncio.get_running_loop()
     sem = asyncio.Semaphore(parallel)
 
@@ -70,6 +102,10 @@ async def open_conns(port, path, n, deflate, parallel=100):
                 lambda: Conn(client, client.path, "127.0.0.1:%d" % port, client.origin, deflate),
                 "127.0.0.1", port)
             await asyncio.wait_for(c.ready, 60)
+            if echo:
+                c.echoed = loop.create_future()
+                c.send_message((b"x%d " % len(client.conns)).ljust(echo, b"m"))
+                await asyncio.wait_for(c.echoed, 60)
             client.conns.append(c)
 
     t0 = time.monotonic()
@@ -95,17 +131,18 @@ async def one(label, binary, kind, args, tmp, rnd):
         s0 = wsload.steal_sample()
         rss0, pss0 = frontend_memory(srv)
         half = args.conns // 2
-        first, secs1 = await open_conns(srv.port, args.path, half, deflate)
+        first, secs1 = await open_conns(srv.port, args.path, half, deflate, echo=args.echo)
         await asyncio.sleep(3)
         rss_h, pss_h = frontend_memory(srv)
-        second, secs2 = await open_conns(srv.port, args.path, args.conns - half, deflate)
+        second, secs2 = await open_conns(srv.port, args.path, args.conns - half, deflate,
+                                         echo=args.echo)
         await asyncio.sleep(3)
         rss1, pss1 = frontend_memory(srv)
         s1 = wsload.steal_sample()
         lost = first.lost + second.lost
         first.close_all()
         second.close_all()
-        return {"bin": label, "kind": kind, "round": rnd, "conns": args.conns, "open_s": round(secs1 + secs2, 2),
+        return {"bin": label, "kind": kind, "echo": args.echo, "path": args.path, "round": rnd, "conns": args.conns, "open_s": round(secs1 + secs2, 2),
                 "rss_per_conn": round((rss1 - rss0) / args.conns),
                 "pss_per_conn": round((pss1 - pss0) / args.conns),
                 "rss_marginal": round((rss1 - rss_h) / (args.conns - half)),
@@ -126,6 +163,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--path", default="/room?name=bench")
     ap.add_argument("--bins", default="this=" + bench.SERVER_BIN)
+    ap.add_argument("--echo", type=int, default=0)
     ap.add_argument("--json")
     args = ap.parse_args()
     bins = [b.split("=", 1) for b in args.bins.split(",")]
