@@ -95,12 +95,15 @@ static int trailer_bytes(pp_h1 *h, size_t len) {
   return 0;
 }
 
-/* The header spans, at the connection's first field: max_headers of each. */
+/* The header spans, at the connection's first field: max_headers of each (the limit as it is
+ * now; spans_cap keeps the count, so a limit changed later never indexes past them). */
 static void spans_alloc(pp_h1 *h) {
-  size_t n = h->limits->max_headers < PP_H1_MAX_HEADERS_CAP ? h->limits->max_headers
-                                                            : PP_H1_MAX_HEADERS_CAP;
-  h->name = pp_xmalloc(2 * n * sizeof *h->name);
-  h->value = h->name + n;
+  uint32_t n = h->limits->max_headers < PP_H1_MAX_HEADERS_CAP ? h->limits->max_headers
+                                                              : PP_H1_MAX_HEADERS_CAP;
+  size_t each = n ? n : 1;
+  h->name = pp_xmalloc(2 * each * sizeof *h->name);
+  h->value = h->name + each;
+  h->spans_cap = n;
 }
 
 static int on_header_field(llhttp_t *p, const char *at, size_t len) {
@@ -108,9 +111,9 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len) {
   if (h->in_trailers) return trailer_bytes(h, len);
   uint32_t i = h->header_count;
   if (!h->in_value) {
-    if (i >= h->limits->max_headers || i >= PP_H1_MAX_HEADERS_CAP)
-      return fail(h, 431, "too many header fields");
     if (!h->name) spans_alloc(h);
+    if (i >= h->limits->max_headers || i >= h->spans_cap)
+      return fail(h, 431, "too many header fields");
     h->name[i].off = (uint32_t)h->raw.len;
     h->name[i].len = 0;
     h->in_value = 1; /* a field is open */
@@ -359,6 +362,7 @@ void pp_h1_dispose(pp_h1 *h) {
   pp_buf_dispose(&h->raw);
   free(h->name);
   h->name = h->value = NULL;
+  h->spans_cap = 0;
 }
 
 pp_h1_result pp_h1_execute(pp_h1 *h, const uint8_t *data, size_t len, size_t *consumed) {

@@ -71,6 +71,7 @@ struct pp_h1 {
   pp_buf raw;
   pp_h1_span url;
   pp_h1_span *name, *value;
+  uint32_t spans_cap; /* spans in each of name and value */
   uint32_t header_count;
   int in_value;   /* a header field is open (until its value completes) */
   uint8_t method; /* llhttp_method_t */
