@@ -468,6 +468,80 @@ static void put_standby_split(line *l, uint32_t activated, uint32_t forked) {
   put(l, " forked");
 }
 
+/* ---- the standby pool behind the slots (rule 6a, standby_cover) ---- */
+
+/* A share as a percentage without put_pct's 99% cap: "180%". */
+static void put_pct_over(line *l, double share) {
+  if (!(share >= 0)) share = 0;
+  if (share > 1e6) share = 1e6;
+  put_u64(l, (uint64_t)(share * 100.0 + 0.5));
+  put(l, "%");
+}
+
+enum {
+  STANDBY_UNMEASURED = -1, /* closed: no CPU signal yet, so nothing says slots cannot carry it */
+  STANDBY_CLOSED = 0,      /* closed: slots could carry standby_cover x the load */
+  STANDBY_CPU = 1,         /* open: the busiest worker's CPU x standby_cover reaches the target */
+  STANDBY_SLOTS = 2,       /* open: slots are at their bound (slots.max or the CPU bound) */
+  STANDBY_NOSLOTS = 3,     /* open: slots.enabled is false, processes are the only actuator */
+  STANDBY_ALWAYS = 4,      /* standby_cover 0: the pool is always kept (every earlier release) */
+};
+
+/* With standby_cover F > 0 the pool is kept only while slots alone could not carry F times
+ * today's load: a worker at CPU share u absorbs a step of cpu_target / u by slots, so an
+ * I/O-leaning app (u small) parks nothing and a CPU-heavy one keeps its pool. */
+static int standby_gate(const pp_policy *p, const pp_observation *o, const view *v,
+                        const slots_view *sv) {
+  if (!p->slots_enabled) return STANDBY_NOSLOTS;
+  if (o->cpu_workers == 0 || !(o->cpu_share_max >= 0)) return STANDBY_UNMEASURED;
+  if (o->cpu_share_max * p->standby_cover >= p->slots_cpu_target) return STANDBY_CPU;
+  if (sv->known && v->tpw >= min32(p->max_slots, sv->n_cpu)) return STANDBY_SLOTS;
+  return STANDBY_CLOSED;
+}
+
+/* "; standby 0 of 2: busiest worker at 6% of a core, x4 = 24% under slots.cpu_target 80%" */
+static void put_standby_held(line *l, const pp_policy *p, const pp_observation *o, uint32_t have,
+                             int gate) {
+  put(l, "; standby ");
+  put_u64(l, have);
+  put(l, " of ");
+  put_u64(l, p->standby);
+  if (gate == STANDBY_UNMEASURED) {
+    put(l, ": worker CPU not measured yet");
+    return;
+  }
+  put(l, ": busiest worker at ");
+  put_pct(l, o->cpu_share_max);
+  put(l, " of a core, x");
+  put_ratio(l, p->standby_cover);
+  put(l, " = ");
+  put_pct_over(l, o->cpu_share_max * p->standby_cover);
+  put(l, " under slots.cpu_target ");
+  put_pct(l, p->slots_cpu_target);
+}
+
+/* " (busiest worker at 45% of a core, x4 = 180% over slots.cpu_target 80%)" */
+static void put_standby_open(line *l, const pp_policy *p, const pp_observation *o, int gate) {
+  if (gate == STANDBY_NOSLOTS) {
+    put(l, " (slots.enabled is false)");
+    return;
+  }
+  put(l, " (busiest worker at ");
+  put_pct(l, o->cpu_share_max);
+  put(l, " of a core");
+  if (gate == STANDBY_CPU) {
+    put(l, ", x");
+    put_ratio(l, p->standby_cover);
+    put(l, " = ");
+    put_pct_over(l, o->cpu_share_max * p->standby_cover);
+    put(l, " at or over slots.cpu_target ");
+    put_pct(l, p->slots_cpu_target);
+  } else {
+    put(l, ", slots at their bound");
+  }
+  put(l, ")");
+}
+
 static int policy_ok(const pp_policy *p, line *l) {
   if (pp_policy_validate(p, NULL) == 0) return 1;
   pp_policy_error e;
@@ -971,12 +1045,16 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
    * memory is reserved in the cap. A pool above `standby` (a reload lowered it) is used up by
    * activations and not refilled. */
   st->standby_wanted -= d.activate;
-  if (p->standby > st->standby_wanted) {
+  int gate = p->standby && p->standby_cover > 0 ? standby_gate(p, o, &v, &sv) : STANDBY_ALWAYS;
+  if (gate <= STANDBY_CLOSED) {
+    if (p->standby > st->standby_wanted) put_standby_held(&l, p, o, st->standby_wanted, gate);
+  } else if (p->standby > st->standby_wanted) {
     d.standby_spawn = p->standby - st->standby_wanted;
     put(&l, "; standby +");
     put_u64(&l, d.standby_spawn);
     put(&l, " to ");
     put_u64(&l, p->standby);
+    if (gate != STANDBY_ALWAYS) put_standby_open(&l, p, o, gate);
     st->standby_wanted = p->standby;
   }
 

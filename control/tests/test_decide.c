@@ -773,6 +773,91 @@ static pp_observation mkc(uint64_t t, uint32_t workers, uint32_t tpw, double rat
   return o;
 }
 
+/* standby_cover: the pool is kept only while slots alone could not carry standby_cover x the
+ * load. Each branch with its reason: CPU not measured, closed (I/O-leaning), open by CPU, open
+ * at the slot bound, open without slots, a parked pool kept but not refilled while closed, and
+ * standby_cover 0 as before. */
+static void test_standby_cover(void) {
+  setup(1, 4);
+  P.standby = 2;
+  P.standby_cover = 4;
+  /* A steady tick, no CPU signal yet: nothing parked, and the reason says why. */
+  pp_observation o = mk_sb(1, 1, 0, 30, 5 * MS, 0, 1, 0, 0);
+  o.threads_per_worker = 4, o.slots_ready = 4;
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_EQUAL(st.standby_wanted, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 0 of 2: worker CPU not measured yet"));
+  /* I/O-leaning: 6% of a core x4 = 24% is under slots.cpu_target: slots carry a 4x step. */
+  o = mkc(2, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_EQUAL(st.standby_wanted, 0);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(d.reason, "; standby 0 of 2: busiest worker at 6% of a core, x4.00 = 24% under "
+                       "slots.cpu_target 80%"));
+  /* CPU-leaning: 45% x4 = 180%: the pool is filled. */
+  o = mkc(3, 1, 4, 225, 22 * MS, 0, 0, 2, 0.45, 2 * (int64_t)MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 2);
+  CU_ASSERT_EQUAL(st.standby_wanted, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(
+      d.reason, "; standby +2 to 2 (busiest worker at 45% of a core, x4.00 = 180% at or over "
+                "slots.cpu_target 80%)"));
+  /* Closed again with one parked and one booting: kept (nothing retires a parked worker),
+   * not refilled. */
+  setup(1, 4);
+  P.standby = 2;
+  P.standby_cover = 4;
+  o = mkc(4, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
+  o.workers_standby = 1;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_EQUAL(st.standby_wanted, 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 1 of 2: busiest worker at 6%"));
+  /* Slots at their bound (slots.max 4 reached) with little CPU: slots cannot carry more. */
+  setup(1, 4);
+  P.standby = 1;
+  P.standby_cover = 4;
+  P.max_slots = 4;
+  o = mkc(5, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 1);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(d.reason, "; standby +1 to 1 (busiest worker at 6% of a core, slots at their bound)"));
+  /* Slots disabled: processes are the only actuator, so the pool is kept. */
+  setup(1, 4);
+  P.standby = 1;
+  P.standby_cover = 4;
+  P.slots_enabled = 0;
+  o = mkc(6, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +1 to 1 (slots.enabled is false)"));
+  /* A closed gate does not stop activations: a severe step with two parked uses them (no CPU
+   * signal, so rule 4b does not act), and the pool is not refilled. */
+  setup(1, 5);
+  P.standby = 2;
+  P.standby_cover = 4;
+  o = mk_sb(7, 1, 0, 700, 503 * MS, 500, 5, 2, 0);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_EQUAL(d.activate, 2);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_EQUAL(st.standby_wanted, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "2 from standby, 3 forked; standby 0 of 2: worker CPU"));
+  /* standby_cover 0: the pool is always kept, whatever the CPU, and the reason is as before. */
+  setup(1, 4);
+  P.standby = 2;
+  o = mkc(8, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +2 to 2"));
+  CU_ASSERT_PTR_NULL(strstr(d.reason, "busiest"));
+}
+
 /* I/O-bound: workers at 6% of a core with a queue grow their slots, sized by Little's law in
  * one step (not one at a time), and no process is added. */
 static void test_slots_io_grows_by_little(void) {
@@ -1241,6 +1326,7 @@ int pp_test_register(void) {
       {"standby: declined cases", test_standby_declined},
       {"standby: gate and cooldowns hold forks, not activations", test_standby_gate_and_cooldowns},
       {"standby: replaces a dead worker at the floor", test_standby_floor},
+      {"standby_cover: the pool behind the slots", test_standby_cover},
       {"slots: I/O-bound grows slots sized by Little's law", test_slots_io_grows_by_little},
       {"slots: CPU-bound adds processes, not slots", test_slots_cpu_bound_spawns},
       {"slots: taken back (CPU, calm, processes added)", test_slots_taken_back},
