@@ -479,65 +479,85 @@ static void put_pct_over(line *l, double share) {
 }
 
 enum {
-  STANDBY_UNMEASURED = -1, /* closed: no CPU signal yet, so nothing says slots cannot carry it */
-  STANDBY_CLOSED = 0,      /* closed: slots could carry standby_cover x the load */
-  STANDBY_CPU = 1,         /* open: the busiest worker's CPU x standby_cover reaches the target */
-  STANDBY_SLOTS = 2,       /* open: slots are at their bound (slots.max or the CPU bound) */
-  STANDBY_NOSLOTS = 3,     /* open: slots.enabled is false, processes are the only actuator */
-  STANDBY_ALWAYS = 4,      /* standby_cover 0: the pool is always kept (every earlier release) */
+  STANDBY_UNMEASURED =
+      -1,              /* closed: no CPU per request yet, so nothing says slots cannot carry it */
+  STANDBY_CLOSED = 0,  /* closed: slots could carry standby_cover x the load */
+  STANDBY_CPU = 1,     /* open: the load's CPU per worker x standby_cover reaches the target */
+  STANDBY_SLOTS = 2,   /* open: slots are at their bound (slots.max or the CPU bound) */
+  STANDBY_NOSLOTS = 3, /* open: slots.enabled is false, processes are the only actuator */
+  STANDBY_ALWAYS = 4,  /* standby_cover 0: the pool is always kept (every earlier release) */
 };
 
+/* The share of a core the arriving load's CPU needs per worker: arrival_rate x CPU per request
+ * (the requests' own thread CPU), spread over the workers (a Ractor worker's share of the
+ * cores). Not the workers' measured CPU demand: that counts run-queue wait, and on a shared
+ * machine it read 4-78% of a core per tick for a load needing 6% (pp-bench, step12-2core). */
+static double standby_load(const pp_observation *o, const slots_view *sv) {
+  return o->arrival_rate * sv->c_req / 1e9 / (double)sv->workers / sv->cores;
+}
+
 /* With standby_cover F > 0 the pool is kept only while slots alone could not carry F times
- * today's load: a worker at CPU share u absorbs a step of cpu_target / u by slots, so an
- * I/O-leaning app (u small) parks nothing and a CPU-heavy one keeps its pool. */
+ * today's load: a worker whose load needs u of a core absorbs a step of cpu_target / u by
+ * growing slots, so an I/O-leaning app (u small) parks nothing and a CPU-heavy one keeps its
+ * pool. */
 static int standby_gate(const pp_policy *p, const pp_observation *o, const view *v,
                         const slots_view *sv) {
   if (!p->slots_enabled) return STANDBY_NOSLOTS;
-  if (o->cpu_workers == 0 || !(o->cpu_share_max >= 0)) return STANDBY_UNMEASURED;
-  if (o->cpu_share_max * p->standby_cover >= p->slots_cpu_target) return STANDBY_CPU;
-  if (sv->known && v->tpw >= min32(p->max_slots, sv->n_cpu)) return STANDBY_SLOTS;
+  if (!sv->known || !(sv->c_req > 0)) return STANDBY_UNMEASURED;
+  if (standby_load(o, sv) * p->standby_cover >= p->slots_cpu_target) return STANDBY_CPU;
+  if (v->tpw >= min32(p->max_slots, sv->n_cpu)) return STANDBY_SLOTS;
   return STANDBY_CLOSED;
 }
 
-/* "; standby 0 of 2: busiest worker at 6% of a core, x4 = 24% under slots.cpu_target 80%" */
-static void put_standby_held(line *l, const pp_policy *p, const pp_observation *o, uint32_t have,
-                             int gate) {
+/* "load 6% of a core per worker (30.00 rps x 2.0ms CPU), x4.00 = 24%" */
+static void put_standby_load(line *l, const pp_policy *p, const pp_observation *o,
+                             const slots_view *sv) {
+  double u = standby_load(o, sv);
+  put(l, "load ");
+  put_pct_over(l, u);
+  put(l, " of a core per worker (");
+  put_ratio(l, o->arrival_rate);
+  put(l, " rps x ");
+  put_dur(l, (uint64_t)sv->c_req);
+  put(l, " CPU), x");
+  put_ratio(l, p->standby_cover);
+  put(l, " = ");
+  put_pct_over(l, u * p->standby_cover);
+}
+
+/* "; standby 0 of 2: load 6% of a core per worker (...), x4.00 = 24% under slots.cpu_target
+ * 80%" */
+static void put_standby_held(line *l, const pp_policy *p, const pp_observation *o,
+                             const slots_view *sv, uint32_t have, int gate) {
   put(l, "; standby ");
   put_u64(l, have);
   put(l, " of ");
   put_u64(l, p->standby);
   if (gate == STANDBY_UNMEASURED) {
-    put(l, ": worker CPU not measured yet");
+    put(l, ": CPU per request not measured yet");
     return;
   }
-  put(l, ": busiest worker at ");
-  put_pct(l, o->cpu_share_max);
-  put(l, " of a core, x");
-  put_ratio(l, p->standby_cover);
-  put(l, " = ");
-  put_pct_over(l, o->cpu_share_max * p->standby_cover);
+  put(l, ": ");
+  put_standby_load(l, p, o, sv);
   put(l, " under slots.cpu_target ");
   put_pct(l, p->slots_cpu_target);
 }
 
-/* " (busiest worker at 45% of a core, x4 = 180% over slots.cpu_target 80%)" */
-static void put_standby_open(line *l, const pp_policy *p, const pp_observation *o, int gate) {
+/* " (load 45% of a core per worker (...), x4.00 = 180% at or over slots.cpu_target 80%)" */
+static void put_standby_open(line *l, const pp_policy *p, const pp_observation *o,
+                             const slots_view *sv, int gate) {
   if (gate == STANDBY_NOSLOTS) {
     put(l, " (slots.enabled is false)");
     return;
   }
-  put(l, " (busiest worker at ");
-  put_pct(l, o->cpu_share_max);
-  put(l, " of a core");
+  put(l, " (");
   if (gate == STANDBY_CPU) {
-    put(l, ", x");
-    put_ratio(l, p->standby_cover);
-    put(l, " = ");
-    put_pct_over(l, o->cpu_share_max * p->standby_cover);
+    put_standby_load(l, p, o, sv);
     put(l, " at or over slots.cpu_target ");
     put_pct(l, p->slots_cpu_target);
   } else {
-    put(l, ", slots at their bound");
+    put(l, "slots at their bound of ");
+    put_u64(l, min32(p->max_slots, sv->n_cpu));
   }
   put(l, ")");
 }
@@ -1047,14 +1067,14 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
   st->standby_wanted -= d.activate;
   int gate = p->standby && p->standby_cover > 0 ? standby_gate(p, o, &v, &sv) : STANDBY_ALWAYS;
   if (gate <= STANDBY_CLOSED) {
-    if (p->standby > st->standby_wanted) put_standby_held(&l, p, o, st->standby_wanted, gate);
+    if (p->standby > st->standby_wanted) put_standby_held(&l, p, o, &sv, st->standby_wanted, gate);
   } else if (p->standby > st->standby_wanted) {
     d.standby_spawn = p->standby - st->standby_wanted;
     put(&l, "; standby +");
     put_u64(&l, d.standby_spawn);
     put(&l, " to ");
     put_u64(&l, p->standby);
-    if (gate != STANDBY_ALWAYS) put_standby_open(&l, p, o, gate);
+    if (gate != STANDBY_ALWAYS) put_standby_open(&l, p, o, &sv, gate);
     st->standby_wanted = p->standby;
   }
 

@@ -774,9 +774,10 @@ static pp_observation mkc(uint64_t t, uint32_t workers, uint32_t tpw, double rat
 }
 
 /* standby_cover: the pool is kept only while slots alone could not carry standby_cover x the
- * load. Each branch with its reason: CPU not measured, closed (I/O-leaning), open by CPU, open
- * at the slot bound, open without slots, a parked pool kept but not refilled while closed, and
- * standby_cover 0 as before. */
+ * load (arrival rate x CPU per request, per worker). Each branch with its reason: CPU per
+ * request not measured, closed (I/O-leaning, also when run-queue wait inflates the measured
+ * demand), open by the load's CPU, open at the slot bound, open without slots, a parked pool
+ * kept but not refilled while closed, activations not gated, and standby_cover 0 as before. */
 static void test_standby_cover(void) {
   setup(1, 4);
   P.standby = 2;
@@ -788,51 +789,59 @@ static void test_standby_cover(void) {
   CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
   CU_ASSERT_EQUAL(d.standby_spawn, 0);
   CU_ASSERT_EQUAL(st.standby_wanted, 0);
-  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 0 of 2: worker CPU not measured yet"));
-  /* I/O-leaning: 6% of a core x4 = 24% is under slots.cpu_target: slots carry a 4x step. */
-  o = mkc(2, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 0 of 2: CPU per request not measured yet"));
+  /* I/O-leaning: 30 rps x 2 ms = 6% of a core, x4 = 24% under slots.cpu_target: slots carry
+   * a 4x step. The worker's measured demand (70%: run-queue wait on a shared machine) does
+   * not open the gate. */
+  o = mkc(2, 1, 4, 30, 22 * MS, 0, 0, 1, 0.70, 2 * (int64_t)MS);
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
   CU_ASSERT_EQUAL(d.standby_spawn, 0);
   CU_ASSERT_EQUAL(st.standby_wanted, 0);
-  CU_ASSERT_PTR_NOT_NULL(
-      strstr(d.reason, "; standby 0 of 2: busiest worker at 6% of a core, x4.00 = 24% under "
-                       "slots.cpu_target 80%"));
-  /* CPU-leaning: 45% x4 = 180%: the pool is filled. */
-  o = mkc(3, 1, 4, 225, 22 * MS, 0, 0, 2, 0.45, 2 * (int64_t)MS);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 0 of 2: load 6% of a core per worker "
+                                          "(30.00 rps x 2.0ms CPU), x4.00 = 24% under "
+                                          "slots.cpu_target 80%"));
+  /* CPU-leaning: 225 rps x 2 ms = 45%, x4 = 180%: the pool is filled. */
+  o = mkc(3, 1, 4, 225, 22 * MS, 0, 0, 2, 0.10, 2 * (int64_t)MS);
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.standby_spawn, 2);
   CU_ASSERT_EQUAL(st.standby_wanted, 2);
-  CU_ASSERT_PTR_NOT_NULL(strstr(
-      d.reason, "; standby +2 to 2 (busiest worker at 45% of a core, x4.00 = 180% at or over "
-                "slots.cpu_target 80%)"));
-  /* Closed again with one parked and one booting: kept (nothing retires a parked worker),
-   * not refilled. */
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +2 to 2 (load 45% of a core per worker "
+                                          "(225.00 rps x 2.0ms CPU), x4.00 = 180% at or over "
+                                          "slots.cpu_target 80%)"));
+  /* The load is per worker: the same 225 rps over 3 workers is 15%, x4 = 60%: closed. */
+  setup(3, 4);
+  P.standby = 2;
+  P.standby_cover = 4;
+  o = mkc(4, 3, 4, 225, 22 * MS, 0, 0, 2, 0.15, 2 * (int64_t)MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 0 of 2: load 15% of a core per worker"));
+  /* Closed with one parked: kept (no decision retires a parked worker), not refilled. */
   setup(1, 4);
   P.standby = 2;
   P.standby_cover = 4;
-  o = mkc(4, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
+  o = mkc(5, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
   o.workers_standby = 1;
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.standby_spawn, 0);
   CU_ASSERT_EQUAL(st.standby_wanted, 1);
-  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 1 of 2: busiest worker at 6%"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 1 of 2: load 6% of a core"));
   /* Slots at their bound (slots.max 4 reached) with little CPU: slots cannot carry more. */
   setup(1, 4);
   P.standby = 1;
   P.standby_cover = 4;
   P.max_slots = 4;
-  o = mkc(5, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
+  o = mkc(6, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.standby_spawn, 1);
-  CU_ASSERT_PTR_NOT_NULL(
-      strstr(d.reason, "; standby +1 to 1 (busiest worker at 6% of a core, slots at their bound)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +1 to 1 (slots at their bound of 4)"));
   /* Slots disabled: processes are the only actuator, so the pool is kept. */
   setup(1, 4);
   P.standby = 1;
   P.standby_cover = 4;
   P.slots_enabled = 0;
-  o = mkc(6, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
+  o = mkc(7, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.standby_spawn, 1);
   CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +1 to 1 (slots.enabled is false)"));
@@ -841,21 +850,22 @@ static void test_standby_cover(void) {
   setup(1, 5);
   P.standby = 2;
   P.standby_cover = 4;
-  o = mk_sb(7, 1, 0, 700, 503 * MS, 500, 5, 2, 0);
+  o = mk_sb(8, 1, 0, 700, 503 * MS, 500, 5, 2, 0);
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
   CU_ASSERT_EQUAL(d.activate, 2);
   CU_ASSERT_EQUAL(d.standby_spawn, 0);
   CU_ASSERT_EQUAL(st.standby_wanted, 0);
-  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "2 from standby, 3 forked; standby 0 of 2: worker CPU"));
-  /* standby_cover 0: the pool is always kept, whatever the CPU, and the reason is as before. */
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(d.reason, "2 from standby, 3 forked; standby 0 of 2: CPU per request not measured"));
+  /* standby_cover 0: the pool is always kept, whatever the load, and the reason is as before. */
   setup(1, 4);
   P.standby = 2;
-  o = mkc(8, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
+  o = mkc(9, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.standby_spawn, 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +2 to 2"));
-  CU_ASSERT_PTR_NULL(strstr(d.reason, "busiest"));
+  CU_ASSERT_PTR_NULL(strstr(d.reason, "of a core per worker"));
 }
 
 /* I/O-bound: workers at 6% of a core with a queue grow their slots, sized by Little's law in
