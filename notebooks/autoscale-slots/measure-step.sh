@@ -22,7 +22,6 @@ while [ "$r" -le "$ROUNDS" ]; do
     s1=$(steal)
     echo "round $r $c load_before $load steal_ticks $((s1 - s0)) $(date -u +%H:%M:%S)"
     grep -E "^$c " "$LOGS.r$r-$c.out" || tail -3 "$LOGS.r$r-$c.out"
-    grep -c . "$LOGS/r$r-$c"/*.log 2>/dev/null || true
   done
   r=$((r + 1))
 done
