@@ -44,6 +44,8 @@ typedef struct field {
   { name, kind, offsetof(pp_policy, member), 4 }
 #define FIELD5(name, kind, member)                                                                 \
   { name, kind, offsetof(pp_policy, member), 5 }
+#define FIELD6(name, kind, member)                                                                 \
+  { name, kind, offsetof(pp_policy, member), 6 }
 static const field fields[] = {
     FIELD("tick", F_DURATION, tick_ns),
     FIELD("min_workers", F_U32, min_workers),
@@ -81,7 +83,8 @@ static const field fields[] = {
     FIELD4("slots.cpu_target", F_DOUBLE, slots_cpu_target),
     FIELD4("slots.inflation", F_DOUBLE, slots_inflation),
     FIELD4("slots.cooldown", F_DURATION, slots_cooldown_ns),
-    FIELD5("standby_cover", F_DOUBLE, standby_cover),
+    FIELD5("slots.cut", F_BOOL, slots_cut),
+    FIELD6("standby_cover", F_DOUBLE, standby_cover),
 };
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
@@ -122,6 +125,7 @@ const char *const pp_policy_field_names[] = {
     "slots.cpu_target",
     "slots.inflation",
     "slots.cooldown",
+    "slots.cut",
     "standby_cover",
     NULL,
 };
@@ -171,6 +175,7 @@ void pp_policy_defaults(pp_policy *p) {
   p->slots_cpu_target = 0.8;
   p->slots_inflation = 1.5;
   p->slots_cooldown_ns = 1000000000ull;
+  p->slots_cut = 1;
   p->standby_cover = 0; /* the pool is always parked, as before */
 }
 

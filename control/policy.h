@@ -69,11 +69,15 @@ typedef struct pp_policy {
                                  slot increase reverts it (default 1.5) */
   uint64_t slots_cooldown_ns; /* slots.cooldown: least time between slot changes, and the
                                  settling time before judging one (default 1s) */
+  /* Policy format 5, likewise written only when not default. */
+  int slots_cut; /* slots.cut: may halve a GVL-bound worker's configured slots, each cut judged
+                    (docs/CONTROL.md rule 4b; default true) */
 
-  /* The standby pool behind the slots (docs/CONTROL.md rule 6a): policy format 5, written in
+  /* The standby pool behind the slots (docs/CONTROL.md rule 6a): policy format 6, written in
    * the canonical text only when not default. 0 keeps the pool parked always (as before);
-   * F >= 1 keeps it only while slots alone could not carry F times the load: the busiest
-   * worker's CPU demand times F reaches slots.cpu_target, or its slots are at their bound. */
+   * F >= 1 refills it only while slots alone could not carry F times the load: the load's CPU
+   * per worker (arrival rate x CPU per request) times F reaches slots.cpu_target, or the
+   * slots are at their bound. */
   double standby_cover; /* standby_cover: the load multiple the pool insures against (default 0) */
 } pp_policy;
 
