@@ -539,7 +539,12 @@ static int standby_gate(const pp_policy *p, const pp_observation *o, const view 
   if (!p->slots_enabled) return STANDBY_NOSLOTS;
   if (!sv->known || !(sv->c_req > 0)) return STANDBY_UNMEASURED;
   if (standby_load(o, sv) * p->standby_cover >= p->slots_cpu_target) return STANDBY_CPU;
-  if (v->tpw >= min32(p->max_slots, sv->n_cpu)) return STANDBY_SLOTS;
+  /* Slots that cannot grow (slots.max, or the CPU bound: a CPU-only app's is 1) carry a step
+   * only as far as they are idle: open when F x the load's busy slots (Little's law, per
+   * worker) would fill them past target_utilisation. */
+  if (v->tpw >= min32(p->max_slots, sv->n_cpu) &&
+      v->offered / (double)sv->workers * p->standby_cover >= p->target_utilisation * (double)v->tpw)
+    return STANDBY_SLOTS;
   return STANDBY_CLOSED;
 }
 
@@ -578,7 +583,7 @@ static void put_standby_held(line *l, const pp_policy *p, const pp_observation *
 }
 
 /* " (load 45% of a core per worker (...), x4.00 = 180% at or over slots.cpu_target 80%)" */
-static void put_standby_open(line *l, const pp_policy *p, const pp_observation *o,
+static void put_standby_open(line *l, const pp_policy *p, const pp_observation *o, const view *v,
                              const slots_view *sv, int gate) {
   if (gate == STANDBY_NOSLOTS) {
     put(l, " (slots.enabled is false)");
@@ -592,6 +597,12 @@ static void put_standby_open(line *l, const pp_policy *p, const pp_observation *
   } else {
     put(l, "slots at their bound of ");
     put_u64(l, min32(p->max_slots, sv->n_cpu));
+    put(l, "; x");
+    put_ratio(l, p->standby_cover);
+    put(l, " the load keeps ");
+    put_ratio(l, v->offered / (double)sv->workers * p->standby_cover);
+    put(l, " busy, over target_utilisation ");
+    put_pct(l, p->target_utilisation);
   }
   put(l, ")");
 }
@@ -1155,7 +1166,7 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
     put_u64(&l, d.standby_spawn);
     put(&l, " to ");
     put_u64(&l, p->standby);
-    if (gate != STANDBY_ALWAYS) put_standby_open(&l, p, o, &sv, gate);
+    if (gate != STANDBY_ALWAYS) put_standby_open(&l, p, o, &v, &sv, gate);
     st->standby_wanted = p->standby;
   }
 

@@ -827,15 +827,26 @@ static void test_standby_cover(void) {
   CU_ASSERT_EQUAL(d.standby_spawn, 0);
   CU_ASSERT_EQUAL(st.standby_wanted, 1);
   CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 1 of 2: load 6% of a core"));
-  /* Slots at their bound (slots.max 4 reached) with little CPU: slots cannot carry more. */
+  /* Slots at their bound (slots.max 4 reached) with little CPU: 40 rps x 22 ms = 0.88 busy,
+   * x4 = 3.52 over 70% of 4 slots: they cannot carry a 4x step. */
   setup(1, 4);
   P.standby = 1;
   P.standby_cover = 4;
   P.max_slots = 4;
-  o = mkc(6, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
+  o = mkc(6, 1, 4, 40, 22 * MS, 0, 0, 1, 0.08, 2 * (int64_t)MS);
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.standby_spawn, 1);
-  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +1 to 1 (slots at their bound of 4)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +1 to 1 (slots at their bound of 4; x4.00 the "
+                                          "load keeps 3.52 busy, over target_utilisation 70%)"));
+  /* At the bound but lightly loaded (a CPU-only app's bound is 1 slot): 10 rps x 1.5 ms, x4 =
+   * 0.06 busy of 2 slots: they carry it, nothing parked. */
+  setup(1, 2);
+  P.standby = 1;
+  P.standby_cover = 4;
+  o = mkc(6, 1, 2, 10, 1500000, 0, 0, 0, 0.02, 1500000);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 0 of 1: load 2% of a core per worker"));
   /* Slots disabled: processes are the only actuator, so the pool is kept. */
   setup(1, 4);
   P.standby = 1;
