@@ -911,6 +911,27 @@ static void test_slots_io_grows_by_little(void) {
   CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
 }
 
+/* The step's first tick (measured on step12-2core): the window's arrival rate lags the step,
+ * so Little's law finds 4 slots enough, yet 10 requests queue. A slot for each queued request
+ * (microseconds) comes before a fork (seconds). */
+static void test_slots_for_the_queue_before_a_fork(void) {
+  setup(1, 4);
+  P.breach_ticks = 1;
+  pp_observation o = mkc(20, 1, 4, 120, 22 * MS, 14 * MS, 10, 4, 0.18, 2 * MS);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 13); /* 4 + 10 queued, capped by the CPU bound 22 / (2 x 0.8) */
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "sized 4 slots"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "CPU bound 13"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "a slot for each queued request before a fork"));
+  /* The CPU bound still holds: at 2 ms CPU of 3 ms service, S / (c x 0.8) = 1 slot. */
+  setup(1, 4);
+  P.breach_ticks = 1;
+  o = mkc(20, 1, 4, 120, 3 * MS, 14 * MS, 10, 4, 0.5, 2 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_NOT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+}
+
 /* CPU-bound: a worker near one core gets processes (sized by CPU), not slots. */
 static void test_slots_cpu_bound_spawns(void) {
   setup(1, 5);
@@ -1464,6 +1485,8 @@ int pp_test_register(void) {
       {"slots: CPU-bound adds processes, not slots", test_slots_cpu_bound_spawns},
       {"slots: taken back (CPU, calm, processes added)", test_slots_taken_back},
       {"slots: configured slots cut on a GVL-bound worker, judged", test_slots_cut},
+      {"slots: a slot for each queued request before a fork",
+       test_slots_for_the_queue_before_a_fork},
       {"cores bound: the workers' CPU demand, not tpw x c / S", test_cores_bound_uses_cpu_demand},
       {"slots: inflation after an increase reverts it", test_slots_inflation_reverts},
       {"slots: a breach waits for slots still settling", test_slots_settling_holds_forks},
