@@ -71,7 +71,6 @@ struct pp_h1 {
   pp_buf raw;
   pp_h1_span url;
   pp_h1_span *name, *value;
-  uint32_t spans_cap; /* spans in each of name and value */
   uint32_t header_count;
   int in_value;   /* a header field is open (until its value completes) */
   uint8_t method; /* llhttp_method_t */
@@ -114,6 +113,7 @@ struct pp_h1 {
   int resp_length_known;
   uint64_t resp_length_left;
 
+  uint32_t spans_cap; /* spans in each of name and value (beside status: no padding) */
   int status;         /* after PP_H1_ERROR: the HTTP status to answer */
   const char *reason; /* after PP_H1_ERROR: why, for the log */
 };
