@@ -458,6 +458,40 @@ static uint32_t slots_shrink_target(const pp_policy *p, const pp_ctl_state *st,
   return n < (double)v->tpw ? (uint32_t)n : 0;
 }
 
+/* The cut: slots per worker rule 4b takes from a GVL-bound worker that it did not add (the
+ * configured ones, `-threads 5`), or 0. A worker at its CPU target gains nothing from slots
+ * whose requests wait for its one GVL, and they cost the tail: a request then waits at the
+ * GVL, where no order holds, instead of in the queue, first in first out (measured on
+ * /mix/17/0: 2 x 5 slots, p99 1.37x the static 2 x 1's). On Ruby 3.1 no signal tells GVL wait
+ * from I/O wait (both are time off the CPU inside S), so the cut halves and is judged: if the
+ * CPU then idles below its target, the slots were waiting on I/O and the cut is reverted
+ * (slots_floor). Only when every worker is at the target (the mean, not only the busiest),
+ * rule 4b has added nothing to take back (slots_base) and no change awaits judgement; never
+ * under slots.min or the floor; not for Ractor slots (a GVL each) or the gradient rule. */
+static uint32_t slots_cut_target(const pp_policy *p, const pp_ctl_state *st,
+                                 const pp_observation *o, const view *v, const slots_view *sv,
+                                 int gradient) {
+  if (!p->slots_cut || gradient || !sv->known || !sv->settled || !sv->cooled || o->ractor_cores)
+    return 0;
+  if (st->slots_base || st->slots_from || st->slots_cut_from) return 0;
+  if (!slots_cpu_full(p, o) || !(o->cpu_share_mean >= p->slots_cpu_target)) return 0;
+  uint32_t floor_n = st->slots_floor > p->min_slots ? st->slots_floor : p->min_slots;
+  if (v->tpw <= floor_n) return 0;
+  uint32_t n = v->tpw / 2 + v->tpw % 2;
+  if (n < floor_n) n = floor_n;
+  return n < v->tpw ? n : 0;
+}
+
+/* The cut's reason after its action: "workers at 97% of a core (max 99%) at or over
+ * slots.cpu_target 80%: slots wait for the GVL, not in the queue; halved, judged in 1.00s". */
+static void put_cut(line *l, const pp_policy *p, const pp_observation *o) {
+  put_cpu(l, o);
+  put(l, " at or over slots.cpu_target ");
+  put_pct(l, p->slots_cpu_target);
+  put(l, ": slots wait for the GVL, not in the queue; halved, judged in ");
+  put_dur(l, p->slots_cooldown_ns);
+}
+
 /* "; 2 from standby, 4 forked": how a spawn that used the standby pool was made up. */
 static void put_standby_split(line *l, uint32_t activated, uint32_t forked) {
   if (!activated) return;
@@ -538,6 +572,8 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
     st->breach_ticks = 0;
     st->calm_ticks = 0;
   }
+  /* A calm period clears the floor a reverted cut set (rule 4b's cut may probe again). */
+  if (st->calm_ticks >= p->calm_ticks) st->slots_floor = 0;
 
   /* Shedding recommendation, with its own hysteresis: on above the budget, off at half. */
   int shed_before = st->shedding;
@@ -575,6 +611,21 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
   double slot_ratio = st->slots_from ? (double)v.tpw / (double)st->slots_from : 0;
   int inflated = judge && svc_ratio > p->slots_inflation && slot_ratio < 1.2 * svc_ratio;
   if (judge && !inflated) st->slots_from = 0; /* kept */
+  /* Rule 4b's judgement of its last cut, likewise: did the CPU fall under its target? */
+  int cut_judge =
+      !gradient && st->slots_cut_from && sv.known && sv.settled && sv.cooled && o->completions;
+  /* Starved: the busiest worker fell under the CPU target, or by a tenth of its share before
+   * the cut, counted at most one core (a worker that was exactly at its core with all its
+   * slots would otherwise lose a fifth of its throughput unseen, at 80%; its demand reads over
+   * one core on a machine shared with other work, run-queue wait included). */
+  double cut_keep = (st->slots_cut_share < 1 ? st->slots_cut_share : 1) * 0.9;
+  if (cut_keep < p->slots_cpu_target) cut_keep = p->slots_cpu_target;
+  int cut_starved = cut_judge && !(o->cpu_share_max >= cut_keep);
+  if (cut_judge) {
+    if (!cut_starved) st->slots_cut_from = 0; /* kept */
+    st->slots_cut_share = 0;
+  }
+  uint32_t slot_cut = 0;
 
   if (inflated) {
     uint32_t back = st->slots_from;
@@ -599,6 +650,20 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
     put(&l, ", processes next");
     st->slots_ceiling = back;
     st->slots_from = 0;
+  } else if (cut_starved) {
+    uint32_t back = st->slots_cut_from;
+    slots_set(&d, st, now, back);
+    put_slots_action(&l, v.tpw, back);
+    put_cpu(&l, o);
+    put(&l, " under ");
+    put_pct(&l, cut_keep);
+    put(&l, " after the cut from ");
+    put_u64(&l, back);
+    put(&l, ": the slots waited on I/O, not on the GVL; no cut under ");
+    put_u64(&l, back);
+    put(&l, " until calm");
+    st->slots_floor = back;
+    st->slots_cut_from = 0;
   } else if (v.expected < p->min_workers) {
     /* Bounds: the floor. Forks are still behind the settled gate; standby workers are not
      * (they serve within a tick), and are used first. */
@@ -762,6 +827,22 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put(&l, " threads, rho ");
       put_ratio(&l, v.rho);
       put(&l, ")");
+    } else if (v.expected >= cap && !act_now &&
+               (slot_cut = slots_cut_target(p, st, o, &v, &sv, gradient))) {
+      /* No process can be added: slots the GVL cannot use only move the wait from the queue,
+       * first in first out, to the GVL. */
+      put_slots_action(&l, v.tpw, slot_cut);
+      put_breach(&l, &v, st->breach_ticks);
+      put(&l, " at the ");
+      put(&l, cap_why);
+      put(&l, " bound of ");
+      put_count(&l, cap, "worker", "workers");
+      put(&l, "; ");
+      put_cut(&l, p, o);
+      st->slots_cut_from = v.tpw;
+      st->slots_cut_share = o->cpu_share_max;
+      slots_set(&d, st, now, slot_cut);
+      st->breach_ticks = 0;
     } else if (spawn_wait < p->spawn_cooldown_ns && act_now) {
       held = "cooldown";
     } else if (spawn_wait < p->spawn_cooldown_ns) {

@@ -47,6 +47,13 @@ typedef struct pp_ctl_state {
                                    taking concurrency back returns to (0: none added) */
   uint64_t svc_base_ns;         /* slots.rule gradient: the baseline service time (fast down,
                                    slow up); 0 until measured */
+  /* Added with cutting configured slots on GVL-bound workers (decision log v5). Both stay 0
+   * until the first cut, so older logs replay unchanged. */
+  uint32_t slots_cut_from; /* slots per worker before the last cut of slots the rule did not
+                              add, until it is judged (0: nothing to judge) */
+  uint32_t slots_floor;    /* a cut that left the CPU idle was reverted to this: no cut below
+                              it until a calm period clears it (0: none) */
+  double slots_cut_share;  /* the busiest worker's CPU share at that cut (0: none) */
 } pp_ctl_state;
 
 typedef struct pp_decision {

@@ -52,6 +52,8 @@ typedef struct jfield {
   { #n, k, offsetof(pp_observation, n), 0, 4, dflt }
 #define STATE3(n, k, dflt)                                                                         \
   { #n, k, offsetof(pp_ctl_state, n), 0, 3, dflt }
+#define STATE5(n, k, dflt)                                                                         \
+  { #n, k, offsetof(pp_ctl_state, n), 0, 5, dflt }
 
 static const jfield obs_fields[] = {
     OBS(tick, K_U64),
@@ -105,6 +107,9 @@ static const jfield state_fields[] = {
     STATE3(slots_ceiling, K_U32, D_ZERO),
     STATE3(slots_base, K_U32, D_ZERO),
     STATE3(svc_base_ns, K_U64, D_ZERO),
+    STATE5(slots_cut_from, K_U32, D_ZERO),
+    STATE5(slots_floor, K_U32, D_ZERO),
+    STATE5(slots_cut_share, K_F64, D_ZERO),
 };
 
 static const jfield decision_fields[] = {

@@ -16,11 +16,12 @@
 #include "control/policy.h"
 
 /* Tick lines are written as the lowest version that holds every field not at its default
- * (docs/CONTROL.md §5): version 4 for Ractor slots (obs.ractor_cores), version 3 for the
+ * (docs/CONTROL.md §5): version 5 for a cut of configured slots (state.slots_cut_from,
+ * state.slots_floor), version 4 for Ractor slots (obs.ractor_cores), version 3 for the
  * concurrency signal and the slot state (and any set_slots), version 2 for standby, else
- * version 1, byte for byte what earlier releases wrote; all four are read. Header lines are
+ * version 1, byte for byte what earlier releases wrote; all five are read. Header lines are
  * always version 1. */
-#define PP_DECLOG_VERSION     4
+#define PP_DECLOG_VERSION     5
 #define PP_DECLOG_VERSION_MIN 1
 
 typedef struct pp_declog_record {

@@ -42,6 +42,8 @@ typedef struct field {
   { name, kind, offsetof(pp_policy, member), 3 }
 #define FIELD4(name, kind, member)                                                                 \
   { name, kind, offsetof(pp_policy, member), 4 }
+#define FIELD5(name, kind, member)                                                                 \
+  { name, kind, offsetof(pp_policy, member), 5 }
 static const field fields[] = {
     FIELD("tick", F_DURATION, tick_ns),
     FIELD("min_workers", F_U32, min_workers),
@@ -79,6 +81,7 @@ static const field fields[] = {
     FIELD4("slots.cpu_target", F_DOUBLE, slots_cpu_target),
     FIELD4("slots.inflation", F_DOUBLE, slots_inflation),
     FIELD4("slots.cooldown", F_DURATION, slots_cooldown_ns),
+    FIELD5("slots.cut", F_BOOL, slots_cut),
 };
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
@@ -119,6 +122,7 @@ const char *const pp_policy_field_names[] = {
     "slots.cpu_target",
     "slots.inflation",
     "slots.cooldown",
+    "slots.cut",
     NULL,
 };
 
@@ -167,6 +171,7 @@ void pp_policy_defaults(pp_policy *p) {
   p->slots_cpu_target = 0.8;
   p->slots_inflation = 1.5;
   p->slots_cooldown_ns = 1000000000ull;
+  p->slots_cut = 1;
 }
 
 static const char *const slots_rule_names[] = {"little", "gradient"};

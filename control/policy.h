@@ -69,6 +69,9 @@ typedef struct pp_policy {
                                  slot increase reverts it (default 1.5) */
   uint64_t slots_cooldown_ns; /* slots.cooldown: least time between slot changes, and the
                                  settling time before judging one (default 1s) */
+  /* Policy format 5, likewise written only when not default. */
+  int slots_cut; /* slots.cut: may halve a GVL-bound worker's configured slots, each cut judged
+                    (docs/CONTROL.md rule 4b; default true) */
 } pp_policy;
 
 /* slots.rule values (pp_policy.slots_rule); docs/CONTROL.md §3b compares them. */

@@ -846,8 +846,22 @@ static void test_cores_bound_uses_cpu_demand(void) {
   pp_observation o = mkc(20, 2, 5, 60, 250 * MS, 900 * MS, 60, 10, 0.97, 17 * MS);
   o.service_cpu_mean_ns = 17 * MS;
   pp_decision d = pp_decide(&P, &st, &o);
+  /* No third worker: at the bound, the configured slots the GVL cannot use are cut. */
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 3);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "at the cores bound of 2 workers"));
+  /* With the slots' cut at the floor, the breach at the bound does nothing. */
+  setup(2, 1);
+  P.cores = 2;
+  o = mkc(20, 2, 1, 60, 17 * MS, 900 * MS, 60, 2, 0.97, 17 * MS);
+  o.service_cpu_mean_ns = 17 * MS;
+  d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
   CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "but at cores bound of 2 workers"));
+  setup(2, 5);
+  P.cores = 2;
+  o = mkc(20, 2, 5, 60, 250 * MS, 900 * MS, 60, 10, 0.97, 17 * MS);
+  o.service_cpu_mean_ns = 17 * MS;
   /* Without the demand signal, the old bound: a third worker is forked. */
   setup(2, 5);
   P.cores = 2;
@@ -855,6 +869,103 @@ static void test_cores_bound_uses_cpu_demand(void) {
   o.cpu_share_mean = o.cpu_share_max = -1;
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+}
+
+/* The cut: a GVL-bound worker's configured slots (none added by rule 4b) are halved, each cut
+ * judged a cooldown later: kept while the CPU stays at its target, reverted (with a floor that
+ * calm clears) when the CPU idles, which says the slots were waiting on I/O. */
+static void test_slots_cut(void) {
+  setup(1, 5);
+  P.max_workers = 1;
+  /* 1 worker at the max_workers bound, 5 slots of 17 ms CPU queueing at the GVL: 57 rps. */
+  pp_observation o = mkc(20, 1, 5, 57, 85 * MS, 900 * MS, 20, 5, 0.97, 17 * MS);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 3);
+  CU_ASSERT_STRING_EQUAL(d.reason,
+                         "set_slots 5->3: queue p95 900ms over severe 200ms for 1 tick at the "
+                         "max_workers bound of 1 worker; workers at 97% of a core (max 97%) at "
+                         "or over slots.cpu_target 80%: slots wait for the GVL, not in the "
+                         "queue; halved, judged in 1.00s");
+  CU_ASSERT_EQUAL(st.slots_cut_from, 5);
+  CU_ASSERT_EQUAL(st.slots_base, 0);
+  /* Within the cooldown: nothing more, and no judgement yet. */
+  o = mkc(20, 1, 3, 57, 51 * MS, 900 * MS, 20, 3, 0.97, 17 * MS);
+  o.time_ns += (int64_t)(S / 2);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_NOT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(st.slots_cut_from, 5);
+  /* A cooldown later the CPU is still at its target: kept, and cut again, 3 -> 2 -> 1. */
+  o = mkc(22, 1, 3, 57, 51 * MS, 900 * MS, 20, 3, 0.97, 17 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 2);
+  CU_ASSERT_EQUAL(st.slots_cut_from, 3);
+  o = mkc(24, 1, 2, 57, 34 * MS, 900 * MS, 20, 2, 0.97, 17 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.count, 1);
+  o = mkc(26, 1, 1, 57, 17 * MS, 900 * MS, 20, 1, 0.97, 17 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE); /* at slots.min: the breach waits at the bound */
+  CU_ASSERT_EQUAL(st.slots_cut_from, 0);
+  CU_ASSERT_EQUAL(st.threads_wanted, 1);
+  /* The CPU stays full at 1 slot: nothing grows back. */
+  o = mkc(28, 1, 1, 57, 17 * MS, 900 * MS, 20, 1, 0.97, 17 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+
+  /* slots.min is the floor: 5 -> 4 (not 3), then nothing. */
+  setup(1, 5);
+  P.max_workers = 1;
+  P.min_slots = 4;
+  o = mkc(20, 1, 5, 57, 85 * MS, 900 * MS, 20, 5, 0.97, 17 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.count, 4);
+  o = mkc(22, 1, 4, 57, 68 * MS, 900 * MS, 20, 4, 0.97, 17 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+
+  /* A worker of I/O (20 slots of 5 ms CPU and 100 ms sleep) near its core: the cut starves
+   * the CPU (40%), so it is reverted and floored. */
+  setup(1, 20);
+  P.max_workers = 1;
+  o = mkc(20, 1, 20, 180, 110 * MS, 900 * MS, 40, 20, 0.9, 5 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.count, 10);
+  o = mkc(22, 1, 10, 90, 105 * MS, 900 * MS, 60, 10, 0.45, 5 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 20);
+  CU_ASSERT_STRING_EQUAL(d.reason,
+                         "set_slots 10->20: workers at 45% of a core (max 45%) under 81% after "
+                         "the cut from 20: the slots waited on I/O, not on the GVL; no cut under "
+                         "20 until calm");
+  CU_ASSERT_EQUAL(st.slots_floor, 20);
+  CU_ASSERT_EQUAL(st.slots_cut_from, 0);
+  /* Back at its core with 20 slots: no second cut while the floor holds. */
+  o = mkc(24, 1, 20, 180, 110 * MS, 900 * MS, 40, 20, 0.9, 5 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_NOT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  /* A calm period clears the floor. */
+  for (uint64_t t = 30; t < 30 + P.calm_ticks; t++) {
+    o = mkc(t, 1, 20, 10, 105 * MS, 0, 0, 1, 0.05, 5 * MS);
+    d = pp_decide(&P, &st, &o);
+  }
+  CU_ASSERT_EQUAL(st.slots_floor, 0);
+
+  /* Slots rule 4b added are taken back (to slots_base), never cut; Ractor slots are not cut. */
+  setup(1, 5);
+  P.max_workers = 1;
+  st.slots_base = 5;
+  o = mkc(20, 1, 5, 57, 85 * MS, 900 * MS, 20, 5, 0.97, 17 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_NOT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  setup(1, 5);
+  P.max_workers = 1;
+  o.ractor_cores = 2;
+  o.cpu_share_mean = o.cpu_share_max = 0.99;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT(d.action != PP_ACTION_SET_SLOTS || d.count > 5);
 }
 
 /* Taking concurrency back: a worker at its CPU target with more slots than the CPU can use
@@ -870,7 +981,8 @@ static void test_slots_taken_back(void) {
   CU_ASSERT_NSTRING_EQUAL(d.reason, "set_slots 40->12: workers at 95% of a core", 41);
   CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "at or over slots.cpu_target 80%"));
   CU_ASSERT_EQUAL(st.slots_base, 5);
-  /* Nothing added by the rule (slots_base 0): the operator's slots stay. */
+  /* Nothing added by the rule (slots_base 0): the operator's slots are not taken back; off a
+   * breach they are not cut either (that is on a breach at the process bound: test_slots_cut). */
   setup(1, 40);
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
@@ -1244,6 +1356,7 @@ int pp_test_register(void) {
       {"slots: I/O-bound grows slots sized by Little's law", test_slots_io_grows_by_little},
       {"slots: CPU-bound adds processes, not slots", test_slots_cpu_bound_spawns},
       {"slots: taken back (CPU, calm, processes added)", test_slots_taken_back},
+      {"slots: configured slots cut on a GVL-bound worker, judged", test_slots_cut},
       {"cores bound: the workers' CPU demand, not tpw x c / S", test_cores_bound_uses_cpu_demand},
       {"slots: inflation after an increase reverts it", test_slots_inflation_reverts},
       {"slots: a breach waits for slots still settling", test_slots_settling_holds_forks},

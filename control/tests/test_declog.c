@@ -78,6 +78,11 @@ static void any_state(test_rng *r, pp_ctl_state *s) {
   s->slots_ceiling = v3 ? any_u32(r) : 0;
   s->slots_base = v3 ? any_u32(r) : 0;
   s->svc_base_ns = v3 ? any_u64(r) : 0;
+  /* Version-5 fields (a cut of configured slots): at their defaults two times in three. */
+  int v5 = rng_next(r) % 3 == 0;
+  s->slots_cut_from = v5 ? any_u32(r) : 0;
+  s->slots_floor = v5 ? any_u32(r) : 0;
+  s->slots_cut_share = v5 ? any_double(r) : 0;
 }
 
 static void any_record(test_rng *r, pp_declog_record *rec) {
@@ -313,7 +318,7 @@ static void test_field_errors(void) {
       {"\"policy_hash\":\"0123456789abcdef\"", "\"policy_hash\":81985529216486895", "policy_hash",
        "hex"},
       {"\"source\":\"sim\"", "\"source\":\"a-very-long-source-name\"", "source", "at most"},
-      {"\"v\":1", "\"v\":5", "v", "version"}, /* 4 is known since ractor_cores */
+      {"\"v\":1", "\"v\":6", "v", "version"}, /* 5 is known since slots_cut_from */
       {"\"v\":1", "\"v\":0", "v", "version"},
       /* A version-1 line has none of the version-2 fields, and they are not optional in v2. */
       {"\"timeouts\":0", "\"timeouts\":0,\"workers_standby\":2", "obs.workers_standby",
@@ -483,7 +488,7 @@ static void test_version_3(void) {
   edit("\"v\":3", "\"v\":2");
   CU_ASSERT_EQUAL(pp_declog_decode(&back, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
   CU_ASSERT_STRING_EQUAL(e.field, "obs.cpu_share_mean");
-  edit("\"v\":3", "\"v\":5");
+  edit("\"v\":3", "\"v\":6");
   CU_ASSERT_EQUAL(pp_declog_decode(&back, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
   CU_ASSERT_STRING_EQUAL(e.field, "v");
 }
@@ -519,6 +524,40 @@ static void test_version_4(void) {
   rec.obs.ractor_cores = 0;
   CU_ASSERT_FATAL(pp_declog_encode(&rec, line1, sizeof line1) > 0);
   CU_ASSERT_NSTRING_EQUAL(line1, "{\"v\":3,", 7);
+}
+
+/* Version 5: state.slots_cut_from and state.slots_floor (a cut of configured slots on a
+ * GVL-bound worker). Written only when not 0; a v4 line reads them as 0 and refuses them; a
+ * v5 line requires them. */
+static void test_version_5(void) {
+  pp_declog_record rec = sample_record();
+  int n = pp_declog_encode(&rec, line1, sizeof line1);
+  CU_ASSERT_FATAL(n > 0);
+  CU_ASSERT_PTR_NULL(strstr(line1, "slots_cut_from")); /* no cut: as before, byte for byte */
+  rec.state_after.slots_cut_from = 5;
+  rec.state_after.slots_floor = 3;
+  n = pp_declog_encode(&rec, line1, sizeof line1);
+  CU_ASSERT_FATAL(n > 0);
+  CU_ASSERT_NSTRING_EQUAL(line1, "{\"v\":5,", 7);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(line1, "\"slots_cut_from\":5,\"slots_floor\":3,\"slots_cut_share\":0.0}"));
+  pp_declog_record back;
+  pp_declog_error e;
+  CU_ASSERT_EQUAL_FATAL(pp_declog_decode(&back, line1, (size_t)n, 1, &e), 0);
+  CU_ASSERT_EQUAL(back.state_after.slots_cut_from, 5);
+  CU_ASSERT_EQUAL(back.state_after.slots_floor, 3);
+  CU_ASSERT_EQUAL(back.state_before.slots_cut_from, 0); /* written as 0 in a v5 line */
+  CU_ASSERT_EQUAL(pp_declog_encode(&back, line2, sizeof line2), n);
+  CU_ASSERT_STRING_EQUAL(line1, line2);
+  edit(",\"slots_floor\":3", "");
+  CU_ASSERT_EQUAL(pp_declog_decode(&back, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
+  CU_ASSERT_STRING_EQUAL(e.field, "state_after.slots_floor");
+  edit("\"v\":5", "\"v\":4");
+  CU_ASSERT_EQUAL(pp_declog_decode(&back, line2, strlen(line2), 4, &e), PP_CTL_EPARSE);
+  CU_ASSERT_STRING_EQUAL(e.field, "state_before.slots_cut_from");
+  rec.state_after.slots_cut_from = rec.state_after.slots_floor = 0;
+  CU_ASSERT_FATAL(pp_declog_encode(&rec, line1, sizeof line1) > 0);
+  CU_ASSERT_NSTRING_EQUAL(line1, "{\"v\":1,", 7);
 }
 
 static void test_header_lines(void) {
@@ -608,6 +647,7 @@ int pp_test_register(void) {
       {"version 2: standby fields", test_version_2},
       {"version 3: concurrency signal and slot state", test_version_3},
       {"version 4: Ractor slots (obs.ractor_cores)", test_version_4},
+      {"version 5: a cut of configured slots (state)", test_version_5},
       {NULL, NULL},
   };
   return register_suite("declog", cases);

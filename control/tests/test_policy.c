@@ -171,13 +171,13 @@ static void test_hash_stable_across_spellings(void) {
   uint64_t h0 = pp_policy_hash(&d);
   for (const char *const *f = pp_policy_field_names; *f; f++) {
     pp_policy x = d;
-    /* slots.enabled defaults to true, so "false" is its non-default value. */
-    const char *v = strcmp(*f, "slots.enabled") == 0               ? "false"
-                    : strstr(*f, "enabled")                        ? "true"
-                    : strstr(*f, "fraction") || strstr(*f, "util") ? "0.33"
-                    : strcmp(*f, "shed.rule") == 0                 ? "codel"
-                    : strcmp(*f, "slots.rule") == 0                ? "gradient"
-                                                                   : "17";
+    /* slots.enabled and slots.cut default to true, so "false" is their non-default value. */
+    const char *v = strcmp(*f, "slots.enabled") == 0 || strcmp(*f, "slots.cut") == 0 ? "false"
+                    : strstr(*f, "enabled")                                          ? "true"
+                    : strstr(*f, "fraction") || strstr(*f, "util")                   ? "0.33"
+                    : strcmp(*f, "shed.rule") == 0                                   ? "codel"
+                    : strcmp(*f, "slots.rule") == 0                                  ? "gradient"
+                                                                                     : "17";
     CU_ASSERT_EQUAL(pp_policy_set(&x, *f, v, NULL), 0);
     CU_ASSERT_NOT_EQUAL(pp_policy_hash(&x), h0);
   }
@@ -187,7 +187,7 @@ static void test_field_names(void) {
   size_t n = 0;
   for (const char *const *f = pp_policy_field_names; *f; f++)
     n++;
-  CU_ASSERT_EQUAL(n, 36);
+  CU_ASSERT_EQUAL(n, 37);
   pp_policy p;
   pp_policy_defaults(&p);
   char buf[2048];

@@ -7,6 +7,7 @@
 #   mixed    /mix/5/300   200 connections   pp-auto, falcon -n 2
 #   cpu      /mix/17/0     20 connections   pp-auto, pp 2x1 (static, one process a core), pp 1x5
 #   mixed-static  /mix/5/300  200 connections   static pp 2x60, 2x72, 2x100, 2x150, falcon -n 2
+#   cpucut   /mix/17/0     20 connections   pp-auto, pp-auto with slots.cut false, pp 2x1
 # Each run starts the server fresh, then `cold`: the first DUR seconds of load from the start
 # (the controller has to find its size inside them), then `warm`: DUR more seconds. The sum of
 # PSS over the server's process group is read near the end of the warm run; pp-auto's final
@@ -76,6 +77,11 @@ ppauto() { echo "$PP" -app "$APP" -workers 1 -threads 5 -autoscale -listen 127.0
 ppstatic() { echo "$PP" -app "$APP" -workers "$1" -threads "$2" -listen 127.0.0.1:$PORT -control 127.0.0.1:$CPORT -quiet; }
 falcon() { echo bundle exec falcon serve --bind "http://127.0.0.1:$PORT" --count "$1" --forked --config "$APP"; }
 
+# pp-auto as it starts without a policy file (cores = the machine's CPUs), the cut turned off.
+NOCUT=$(mktemp --suffix=.yaml)
+trap 'rm -f "$NOCUT"' EXIT
+printf 'cores: %s\nslots:\n  cut: false\n' "$(nproc)" >"$NOCUT"
+
 s0=$(steal); t0=$(total)
 for r in $(seq "$ROUNDS"); do
   echo "round $r"
@@ -97,6 +103,10 @@ for r in $(seq "$ROUNDS"); do
         run cpu pp-auto /mix/17/0 20 $(ppauto)
         run cpu pp-2x1 /mix/17/0 20 $(ppstatic 2 1)
         run cpu pp-1x5 /mix/17/0 20 $(ppstatic 1 5) ;;
+      cpucut) # rule 4b's cut of configured slots against the same server without it
+        run cpu pp-auto /mix/17/0 20 $(ppauto)
+        run cpu pp-nocut /mix/17/0 20 $(ppauto) -policy "$NOCUT"
+        run cpu pp-2x1 /mix/17/0 20 $(ppstatic 2 1) ;;
       *) echo "unknown workload $wl" >&2; exit 2 ;;
     esac
   done

@@ -277,7 +277,7 @@ static void on_ws_done(wconn *w, pp_exchange *r, const pp_wire_frame *f) {
   pp_worker *wk = w->slot.worker;
   pp_registry_release(&ws->reg, &w->slot);
   if (w->slot_closing) slot_close_now(w);
-  pp_shepherd_retire_if_drained(ws->srv, wk);
+  pp_shepherd_retire_if_drained(ws, wk);
   if (r->owner) {
     r->ops->end(r);
   } else {

@@ -4,7 +4,8 @@
 # server with -autoscale, one worker of 2 slots, and no -max-slots. An I/O-bound load (requests
 # that sleep 500 ms) makes the worker grow its slots at run time, sized by Little's law and
 # without a fork, seen in /stats and in the decision log; after the load the slots go back. A
-# CPU-bound load on a worker that may not fork adds no slot (its worker is near one core).
+# CPU-bound load on a worker that may not fork adds no slot (its worker is near one core), and
+# its configured slots are cut to one.
 require_relative "helper"
 
 class TestAutoscaleSlots < Minitest::Test
@@ -119,7 +120,15 @@ class TestAutoscaleSlots < Minitest::Test
                          recs.map { |r| r.dig("decision", "reason") }.uniq.join("\n")
     grew = recs.select { |r| r.dig("decision", "action") == "set_slots" && r.dig("decision", "count").to_i > 2 }
     assert_empty grew, "slots added to a CPU-bound worker: " + grew.map { |r| r.dig("decision", "reason") }.join("\n")
-    assert_equal 2, srv.stats["worker_status"][0]["slots"]
+    # The configured slots the GVL cannot use are cut (rule 4b's cut), judged and kept: the
+    # worker stays near its core with one slot.
+    cut = recs.find { |r| r.dig("decision", "action") == "set_slots" && r.dig("decision", "count").to_i == 1 }
+    refute_nil cut, "the CPU-bound worker's 2 slots were not cut:\n#{ticks(log)}"
+    assert_match(/^set_slots 2->1: .* at the max_workers bound of 1 worker; workers at \d+% of a core .*slots wait for the GVL/,
+                 cut.dig("decision", "reason"))
+    reverted = recs.select { |r| r.dig("decision", "reason").to_s.include?("after the cut") }
+    assert_empty reverted, "a cut on a CPU-bound worker was reverted:\n#{ticks(log)}"
+    assert_equal 1, srv.stats["worker_status"][0]["slots"]
   ensure
     srv&.stop
     FileUtils.rm_rf(dir) if dir
