@@ -13,6 +13,8 @@
 #   SERVER: pp-W-T (static puma-plus, W workers x T threads), ppf-W-N (W workers x N fiber
 #   slots), pp-auto, falcon-N
 #   PP=binary (default build/server/puma-plus-server of this checkout)
+#   PP_GEM_DIR=DIR PP_EXT_LIB=DIR: puma-plus runs another copy of the gem with the C codec built
+#   in DIR (e.g. /work/main/gem and /work/main/build/gem/ext-lib): a before/after of the gem alone
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 SERVER=$1 CONNS=${2:-60} DUR=${3:-20} URLPATH=${4:-/mix/5/300}
@@ -36,6 +38,10 @@ case $SERVER in
   *) echo "cpu_per_request: unknown server $SERVER" >&2; exit 2 ;;
 esac
 
+if [[ -n ${PP_GEM_DIR:-} && $SERVER == pp* ]]; then
+  cmd+=(-gem-dir "$PP_GEM_DIR")
+  export RUBYLIB=${PP_EXT_LIB:?PP_EXT_LIB must name the directory holding puma_plus/puma_plus_ext.so}${RUBYLIB:+:$RUBYLIB}
+fi
 setsid "${cmd[@]}" > /tmp/pp-cpr-$SERVER.log 2>&1 &
 pid=$!
 stop() {
