@@ -412,6 +412,13 @@ static uint32_t slots_grow_target(const pp_policy *p, const pp_ctl_state *st,
      * and a third of a MB) before a fork (seconds and tens of MB), even when Little's law finds
      * the slots enough (a breach near the target, or CPU-bound work queueing). */
     if (o->ractor_cores && n <= (double)v->tpw) n = (double)v->tpw + 1;
+    /* Thread and fiber slots with the CPU to spare: when Little's law finds the slots enough
+     * but requests queue (the arrival rate of a window that began before a step lags it, and
+     * the drain term assumes a slot turns over many times within the horizon), a slot for
+     * each queued request is microseconds away; without it the breach forked a process
+     * (measured on step12-2core: a fork on the step's first tick, 4 slots, 10 queued). */
+    if (!o->ractor_cores && n <= (double)v->tpw && o->queue_len > 0)
+      n = (double)v->tpw + ceil((double)o->queue_len / (double)sv->workers);
     if (n > (double)sv->n_cpu) n = sv->n_cpu;
   }
   if (st->slots_ceiling && n > (double)st->slots_ceiling) n = st->slots_ceiling;
@@ -500,6 +507,111 @@ static void put_standby_split(line *l, uint32_t activated, uint32_t forked) {
   put(l, " from standby, ");
   put_u64(l, forked);
   put(l, " forked");
+}
+
+/* ---- the standby pool behind the slots (rule 6a, standby_cover) ---- */
+
+/* A share as a percentage without put_pct's 99% cap: "180%". */
+static void put_pct_over(line *l, double share) {
+  if (!(share >= 0)) share = 0;
+  if (share > 1e6) share = 1e6;
+  put_u64(l, (uint64_t)(share * 100.0 + 0.5));
+  put(l, "%");
+}
+
+enum {
+  STANDBY_UNMEASURED =
+      -1,              /* closed: no CPU per request yet, so nothing says slots cannot carry it */
+  STANDBY_CLOSED = 0,  /* closed: slots could carry standby_cover x the load */
+  STANDBY_CPU = 1,     /* open: the load's CPU per worker x standby_cover reaches the target */
+  STANDBY_SLOTS = 2,   /* open: slots are at their bound (slots.max or the CPU bound) */
+  STANDBY_NOSLOTS = 3, /* open: slots.enabled is false, processes are the only actuator */
+  STANDBY_ALWAYS = 4,  /* standby_cover 0: the pool is always kept (every earlier release) */
+};
+
+/* The share of a core the arriving load's CPU needs per worker: arrival_rate x CPU per request
+ * (the requests' own thread CPU), spread over the workers (a Ractor worker's share of the
+ * cores). Not the workers' measured CPU demand: that counts run-queue wait, and on a shared
+ * machine it read 4-78% of a core per tick for a load needing 6% (pp-bench, step12-2core). */
+static double standby_load(const pp_observation *o, const slots_view *sv) {
+  return o->arrival_rate * sv->c_req / 1e9 / (double)sv->workers / sv->cores;
+}
+
+/* With standby_cover F > 0 the pool is kept only while slots alone could not carry F times
+ * today's load: a worker whose load needs u of a core absorbs a step of cpu_target / u by
+ * growing slots, so an I/O-leaning app (u small) parks nothing and a CPU-heavy one keeps its
+ * pool. */
+static int standby_gate(const pp_policy *p, const pp_observation *o, const view *v,
+                        const slots_view *sv) {
+  if (!p->slots_enabled) return STANDBY_NOSLOTS;
+  if (!sv->known || !(sv->c_req > 0)) return STANDBY_UNMEASURED;
+  if (standby_load(o, sv) * p->standby_cover >= p->slots_cpu_target) return STANDBY_CPU;
+  /* Slots that cannot grow (slots.max, or the CPU bound: a CPU-only app's is 1) carry a step
+   * only as far as they are idle: open when F x the load's busy slots (Little's law, per
+   * worker) would fill them past target_utilisation. */
+  if (v->tpw >= min32(p->max_slots, sv->n_cpu) &&
+      v->offered / (double)sv->workers * p->standby_cover >= p->target_utilisation * (double)v->tpw)
+    return STANDBY_SLOTS;
+  return STANDBY_CLOSED;
+}
+
+/* "load 6% of a core per worker (30.00 rps x 2.0ms CPU), x4.00 = 24%" */
+static void put_standby_load(line *l, const pp_policy *p, const pp_observation *o,
+                             const slots_view *sv) {
+  double u = standby_load(o, sv);
+  put(l, "load ");
+  put_pct_over(l, u);
+  put(l, " of a core per worker (");
+  put_ratio(l, o->arrival_rate);
+  put(l, " rps x ");
+  put_dur(l, (uint64_t)sv->c_req);
+  put(l, " CPU), x");
+  put_ratio(l, p->standby_cover);
+  put(l, " = ");
+  put_pct_over(l, u * p->standby_cover);
+}
+
+/* "; standby 0 of 2: load 6% of a core per worker (...), x4.00 = 24% under slots.cpu_target
+ * 80%" */
+static void put_standby_held(line *l, const pp_policy *p, const pp_observation *o,
+                             const slots_view *sv, uint32_t have, int gate) {
+  put(l, "; standby ");
+  put_u64(l, have);
+  put(l, " of ");
+  put_u64(l, p->standby);
+  if (gate == STANDBY_UNMEASURED) {
+    put(l, ": CPU per request not measured yet");
+    return;
+  }
+  put(l, ": ");
+  put_standby_load(l, p, o, sv);
+  put(l, " under slots.cpu_target ");
+  put_pct(l, p->slots_cpu_target);
+}
+
+/* " (load 45% of a core per worker (...), x4.00 = 180% at or over slots.cpu_target 80%)" */
+static void put_standby_open(line *l, const pp_policy *p, const pp_observation *o, const view *v,
+                             const slots_view *sv, int gate) {
+  if (gate == STANDBY_NOSLOTS) {
+    put(l, " (slots.enabled is false)");
+    return;
+  }
+  put(l, " (");
+  if (gate == STANDBY_CPU) {
+    put_standby_load(l, p, o, sv);
+    put(l, " at or over slots.cpu_target ");
+    put_pct(l, p->slots_cpu_target);
+  } else {
+    put(l, "slots at their bound of ");
+    put_u64(l, min32(p->max_slots, sv->n_cpu));
+    put(l, "; x");
+    put_ratio(l, p->standby_cover);
+    put(l, " the load keeps ");
+    put_ratio(l, v->offered / (double)sv->workers * p->standby_cover);
+    put(l, " busy, over target_utilisation ");
+    put_pct(l, p->target_utilisation);
+  }
+  put(l, ")");
 }
 
 static int policy_ok(const pp_policy *p, line *l) {
@@ -766,7 +878,10 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
         put_u64(&l, o->queue_len);
         put(&l, "), CPU bound ");
         put_u64(&l, sv.n_cpu);
-        if (o->ractor_cores && n > slots_needed(p, o, &v, &sv)) put(&l, "; a Ractor before a fork");
+        if (o->ractor_cores && n > slots_needed(p, o, &v, &sv))
+          put(&l, "; a Ractor before a fork");
+        else if (n > slots_needed(p, o, &v, &sv) && slots_needed(p, o, &v, &sv) <= v.tpw)
+          put(&l, "; a slot for each queued request before a fork");
         if (n == p->max_slots) put(&l, ", capped by slots.max");
         if (st->slots_ceiling && n == st->slots_ceiling) put(&l, ", capped by an inflation revert");
         st->slots_from = v.tpw;
@@ -1052,12 +1167,16 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
    * memory is reserved in the cap. A pool above `standby` (a reload lowered it) is used up by
    * activations and not refilled. */
   st->standby_wanted -= d.activate;
-  if (p->standby > st->standby_wanted) {
+  int gate = p->standby && p->standby_cover > 0 ? standby_gate(p, o, &v, &sv) : STANDBY_ALWAYS;
+  if (gate <= STANDBY_CLOSED) {
+    if (p->standby > st->standby_wanted) put_standby_held(&l, p, o, &sv, st->standby_wanted, gate);
+  } else if (p->standby > st->standby_wanted) {
     d.standby_spawn = p->standby - st->standby_wanted;
     put(&l, "; standby +");
     put_u64(&l, d.standby_spawn);
     put(&l, " to ");
     put_u64(&l, p->standby);
+    if (gate != STANDBY_ALWAYS) put_standby_open(&l, p, o, &v, &sv, gate);
     st->standby_wanted = p->standby;
   }
 

@@ -44,6 +44,8 @@ typedef struct field {
   { name, kind, offsetof(pp_policy, member), 4 }
 #define FIELD5(name, kind, member)                                                                 \
   { name, kind, offsetof(pp_policy, member), 5 }
+#define FIELD6(name, kind, member)                                                                 \
+  { name, kind, offsetof(pp_policy, member), 6 }
 static const field fields[] = {
     FIELD("tick", F_DURATION, tick_ns),
     FIELD("min_workers", F_U32, min_workers),
@@ -82,6 +84,7 @@ static const field fields[] = {
     FIELD4("slots.inflation", F_DOUBLE, slots_inflation),
     FIELD4("slots.cooldown", F_DURATION, slots_cooldown_ns),
     FIELD5("slots.cut", F_BOOL, slots_cut),
+    FIELD6("standby_cover", F_DOUBLE, standby_cover),
 };
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
@@ -123,6 +126,7 @@ const char *const pp_policy_field_names[] = {
     "slots.inflation",
     "slots.cooldown",
     "slots.cut",
+    "standby_cover",
     NULL,
 };
 
@@ -172,6 +176,7 @@ void pp_policy_defaults(pp_policy *p) {
   p->slots_inflation = 1.5;
   p->slots_cooldown_ns = 1000000000ull;
   p->slots_cut = 1;
+  p->standby_cover = 0; /* the pool is always parked, as before */
 }
 
 static const char *const slots_rule_names[] = {"little", "gradient"};
@@ -599,6 +604,8 @@ int pp_policy_validate(const pp_policy *p, pp_policy_error *err) {
   CHECK(p->slots_inflation > 1 && p->slots_inflation <= 1e6, "slots.inflation",
         "must be greater than 1 and at most 1e6");
   CHECK(p->slots_cooldown_ns <= DURATION_MAX_NS, "slots.cooldown", "is too large");
+  CHECK(p->standby_cover == 0 || (p->standby_cover >= 1 && p->standby_cover <= 1e6),
+        "standby_cover", "must be 0 (the pool always parked) or a load multiple from 1 to 1e6");
   CHECK(p->tick_ns <= DURATION_MAX_NS && p->target_queue_p95_ns <= DURATION_MAX_NS, "tick",
         "is too large");
 #undef CHECK

@@ -72,6 +72,13 @@ typedef struct pp_policy {
   /* Policy format 5, likewise written only when not default. */
   int slots_cut; /* slots.cut: may halve a GVL-bound worker's configured slots, each cut judged
                     (docs/CONTROL.md rule 4b; default true) */
+
+  /* The standby pool behind the slots (docs/CONTROL.md rule 6a): policy format 6, written in
+   * the canonical text only when not default. 0 keeps the pool parked always (as before);
+   * F >= 1 refills it only while slots alone could not carry F times the load: the load's CPU
+   * per worker (arrival rate x CPU per request) times F reaches slots.cpu_target, or the
+   * slots are at their bound. */
+  double standby_cover; /* standby_cover: the load multiple the pool insures against (default 0) */
 } pp_policy;
 
 /* slots.rule values (pp_policy.slots_rule); docs/CONTROL.md §3b compares them. */

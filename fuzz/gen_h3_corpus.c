@@ -298,15 +298,10 @@ static void hand_made(void) {
   SEED("initial-cut-small");
   memcpy(pkt, ini, ilen);
   {
-    /* first byte, version, DCID len + DCID, SCID len + SCID, token length varint, Length */
-    size_t off = 5;
-    off += 1 + pkt[off];
-    off += 1 + pkt[off];
-    size_t tvl = (size_t)1 << (pkt[off] >> 6);
-    uint64_t tl = pkt[off] & 0x3f;
-    for (size_t i = 1; i < tvl; i++)
-      tl = tl << 8 | pkt[off + i];
-    off += tvl + tl;
+    /* past the token (its length varint and bytes): the Length field */
+    size_t tvl;
+    uint64_t tl;
+    size_t off = initial_token_field(pkt, &tvl, &tl) + tvl + tl;
     /* the Length varint: the largest value of its width (ngtcp2 writes a 4-byte one) */
     size_t lvl = (size_t)1 << (pkt[off] >> 6);
     CU_ASSERT(lvl >= 2);

@@ -148,7 +148,50 @@ void pp_qc_client_callbacks(ngtcp2_callbacks *cbs) {
   cbs->version_negotiation = ngtcp2_crypto_version_negotiation_cb;
 }
 
+/* ---- nghttp3 -> ngtcp2 glue (user data: the pp_qc_session, or a record that starts with it) ----
+ */
+
+void pp_qc_consumed(pp_qc_session *s, int64_t id, size_t n) {
+  ngtcp2_conn_extend_max_stream_offset(s->qc, id, n);
+  ngtcp2_conn_extend_max_offset(s->qc, n);
+}
+
+static int h3_deferred_consume(nghttp3_conn *h3, int64_t id, size_t n, void *ud, void *sud) {
+  (void)h3, (void)sud;
+  pp_qc_consumed(ud, id, n);
+  return 0;
+}
+
+static int h3_stop_sending(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
+  (void)h3, (void)sud;
+  ngtcp2_conn_shutdown_stream_read(((pp_qc_session *)ud)->qc, id, code);
+  return 0;
+}
+
+static int h3_reset_stream(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
+  (void)h3, (void)sud;
+  ngtcp2_conn_shutdown_stream_write(((pp_qc_session *)ud)->qc, id, code);
+  return 0;
+}
+
+void pp_qc_h3_client_callbacks(nghttp3_callbacks *cbs) {
+  memset(cbs, 0, sizeof *cbs);
+  cbs->deferred_consume = h3_deferred_consume;
+  cbs->stop_sending = h3_stop_sending;
+  cbs->reset_stream = h3_reset_stream;
+}
+
 /* ---- set-up ---- */
+
+void pp_qc_client_params(ngtcp2_transport_params *params, uint64_t stream_window,
+                         uint64_t conn_window, ngtcp2_duration idle_timeout) {
+  ngtcp2_transport_params_default(params);
+  params->initial_max_streams_uni = 3;
+  params->initial_max_stream_data_bidi_local = stream_window;
+  params->initial_max_stream_data_uni = 1 << 20;
+  params->initial_max_data = conn_window;
+  params->max_idle_timeout = idle_timeout;
+}
 
 void pp_qc_session_path(pp_qc_session *s, ngtcp2_path *path) {
   path->local.addr = (ngtcp2_sockaddr *)&s->local;

@@ -1,14 +1,15 @@
 /* The QUIC client kit: one HTTP/3 client connection set up the same way for every program of
  * the project that speaks QUIC as a client (pp-bench's generator, bench/gen/gen_h3.c; the
- * in-process test client of server/tests/test_h3.c and fuzz/gen_h3_corpus.c; h3-upload), plus
- * the few pieces a QUIC server shares with them (pp-bench's HTTP/3 reference server).
+ * in-process test client of server/tests/test_h3.c and fuzz/gen_h3_corpus.c; h3-upload, ws-h3),
+ * plus the few pieces a QUIC server shares with them (pp-bench's HTTP/3 reference server).
  *
  * Stack: ngtcp2 0.12 with the GnuTLS crypto backend (libngtcp2_crypto_gnutls), TLS 1.3 only
  * (PP_QC_TLS_PRIORITY), QUIC v1, and an nghttp3 0.8 client connection started as soon as the
  * handshake completed (control stream and the two QPACK streams bound). The kit owns the
  * connection objects and the glue between ngtcp2 and nghttp3 (stream data in, acknowledged
  * offsets, stream close and reset, flow-control unblocking); the caller owns the socket (or the
- * in-memory link), the clock, its nghttp3 callbacks and what it does with responses.
+ * in-memory link), the clock, its nghttp3 response callbacks and what it does with responses
+ * (quic_udp.h is the socket edge of the clients that talk to a real server).
  *
  * The server certificate is NOT verified: every user talks to loopback or in-memory servers
  * with development certificates (the credentials the caller passes may be empty).
@@ -37,8 +38,10 @@
 
 /* Errors of pp_qc_* (negative). */
 enum {
-  PP_QC_ENOMEM = -1, /* ngtcp2_conn_client_new or gnutls_init failed */
-  PP_QC_ETLS = -2,   /* the GnuTLS session could not be configured (priority, ALPN, SNI, ...) */
+  PP_QC_ENOMEM = -1,   /* ngtcp2_conn_client_new or gnutls_init failed */
+  PP_QC_ETLS = -2,     /* the GnuTLS session could not be configured (priority, ALPN, SNI, ...) */
+  PP_QC_ERESOLVE = -3, /* quic_udp.h: the host and port did not resolve */
+  PP_QC_ESOCKET = -4,  /* quic_udp.h: the UDP socket could not be made or connected (errno) */
 };
 
 /* ngtcp2 callbacks any endpoint may use, client or server: randomness from GnuTLS
@@ -84,6 +87,13 @@ void pp_qc_client_callbacks(ngtcp2_callbacks *cbs);
  * reading the stream. */
 int pp_qc_stream_stop_sending_cb(ngtcp2_conn *qc, int64_t id, uint64_t code, void *ud, void *sud);
 
+/* A client's transport parameters as the clients here set them: ngtcp2's defaults, three
+ * unidirectional streams (the server's control and QPACK streams) with 1 MiB each,
+ * stream_window bytes on each bidirectional stream we open, conn_window on the connection,
+ * and idle_timeout (ns). */
+void pp_qc_client_params(ngtcp2_transport_params *params, uint64_t stream_window,
+                         uint64_t conn_window, ngtcp2_duration idle_timeout);
+
 typedef struct pp_qc_client_config {
   const struct sockaddr *local; /* the path: local address (the socket's own) */
   socklen_t local_len;
@@ -116,6 +126,22 @@ void pp_qc_session_path(pp_qc_session *s, ngtcp2_path *path);
  * NGTCP2_ERR_CALLBACK_FAILURE with `*h3_error` set to the nghttp3 code (0 otherwise). */
 ngtcp2_ssize pp_qc_write_packet(pp_qc_session *s, uint8_t *buf, size_t buflen, ngtcp2_tstamp ts,
                                 int *h3_error);
+
+/* ---- nghttp3 -> ngtcp2 glue (the other direction) ----
+ * The client's nghttp3 callbacks that only pass a stream's state on to ngtcp2. They find the
+ * session through nghttp3's user data, pp_qc_session.data: a caller that uses them sets it to
+ * the session itself or to its own record whose first member is the session. */
+
+/* Fills `cbs` with the glue (deferred_consume and the caller's recv_data through
+ * pp_qc_consumed: flow-control credit back; stop_sending and reset_stream: the QUIC stream's
+ * read or write side shut), the rest zero: the caller adds its own response callbacks
+ * (recv_header, recv_data, end_stream, stream_close, ...) and keeps the table as long as the
+ * session. */
+void pp_qc_h3_client_callbacks(nghttp3_callbacks *cbs);
+
+/* `n` bytes of stream `id` were consumed: gives their flow-control credit back to the server
+ * (the stream's and the connection's). What a recv_data callback calls for the body it took. */
+void pp_qc_consumed(pp_qc_session *s, int64_t id, size_t n);
 
 /* Frees the nghttp3 connection, the ngtcp2 connection and the GnuTLS session (any may be NULL)
  * and sets them to NULL. The credentials are the caller's. */

@@ -1257,8 +1257,9 @@ int pp_sim_run(const pp_scenario *scn, uint32_t config_index, const pp_sim_optio
   pp_admit_state_init(&s->admit);
   for (uint32_t i = 0; i < s->cfg->workers; i++)
     spawn(s, 0);
-  /* The standby pool is there from the start, as the initial workers are. */
-  if (s->cfg->autoscale)
+  /* The standby pool is there from the start, as the initial workers are; a pool behind the
+   * slots (standby_cover > 0) starts empty and is filled when the controller finds it needed. */
+  if (s->cfg->autoscale && s->policy.standby_cover == 0)
     for (uint32_t i = 0; i < s->policy.standby; i++)
       spawn_standby(s, 0);
   schedule_next_arrival(s);

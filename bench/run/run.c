@@ -2,6 +2,7 @@
 #include "bench/run/run.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +174,43 @@ static void warm_up(const char *host, int port, const pb_run_options *o) {
   pb_schedule_dispose(&w);
 }
 
+static bool path_exists(const char *p) {
+  return p[0] && access(p, F_OK) == 0;
+}
+
+/* `path` with ".N" before its suffix: ".decisions.jsonl" when it ends so, else the basename's
+ * last extension ("x.log" -> "x.2.log"), else appended. -1 when it does not fit. */
+static int numbered(char *out, size_t cap, const char *path, unsigned n) {
+  size_t len = strlen(path), at = len;
+  static const char dl[] = ".decisions.jsonl";
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  if (len >= sizeof dl - 1 && strcmp(path + len - (sizeof dl - 1), dl) == 0 &&
+      path + len - (sizeof dl - 1) > base) {
+    at = len - (sizeof dl - 1);
+  } else {
+    const char *dot = strrchr(base, '.');
+    if (dot && dot > base) at = (size_t)(dot - path);
+  }
+  int w = snprintf(out, cap, "%.*s.%u%s", (int)at, path, n, path + at);
+  return w < 0 || (size_t)w >= cap ? -1 : 0;
+}
+
+int pb_run_fresh_logs(pb_server_spec *s) {
+  if (!path_exists(s->log_path) && !path_exists(s->decision_log)) return 0;
+  char log[sizeof s->log_path], dec[sizeof s->decision_log];
+  for (unsigned n = 2; n < 10000; n++) {
+    log[0] = dec[0] = '\0';
+    if (s->log_path[0] && numbered(log, sizeof log, s->log_path, n) < 0) return -1;
+    if (s->decision_log[0] && numbered(dec, sizeof dec, s->decision_log, n) < 0) return -1;
+    if (path_exists(log) || path_exists(dec)) continue;
+    memcpy(s->log_path, log, sizeof log);
+    memcpy(s->decision_log, dec, sizeof dec);
+    return (int)n;
+  }
+  return -1;
+}
+
 void pb_run_config(const pb_server_spec *spec, const pb_schedule *sched, const pb_run_options *o,
                    pb_config_result *out) {
   memset(out, 0, sizeof *out);
@@ -186,6 +224,22 @@ void pb_run_config(const pb_server_spec *spec, const pb_schedule *sched, const p
       !out->spec.decision_log[0])
     snprintf(out->spec.decision_log, sizeof out->spec.decision_log, "%s/%s.decisions.jsonl",
              o->log_dir, spec->name);
+  /* A log an earlier run left in the same directory is kept, and this run gets its own: the
+   * server appends to an existing log, and two runs' ticks in one decision log collide when
+   * stored. */
+  char before[sizeof out->spec.log_path];
+  memcpy(before, out->spec.log_path, sizeof before);
+  int fresh = pb_run_fresh_logs(&out->spec);
+  if (fresh < 0) {
+    snprintf(out->error, sizeof out->error,
+             "%.300s (or its decision log) exists and no free numbered name was found beside it",
+             before);
+    return;
+  }
+  if (fresh > 0 && !o->quiet)
+    fprintf(stderr, "[%s] an earlier run's log is in the log directory: this run writes %s%s%s\n",
+            spec->name, out->spec.log_path, out->spec.decision_log[0] ? " and " : "",
+            out->spec.decision_log);
   pb_server srv;
   char err[256];
   note(o, "[%s] starting %s\n", spec->name, spec->kind == PB_SERVER_PUMA ? "puma" : "puma-plus");

@@ -67,6 +67,11 @@ typedef struct pb_config_result {
 /* Picks a free loopback TCP port (bind to 0, read it, close). > 0 or -1. */
 int pb_free_port(void);
 
+/* When s->log_path or s->decision_log already exists (a -log-dir reused), renames both to the
+ * first free "NAME.N.log" / "NAME.N.decisions.jsonl" (N >= 2), so no run appends to another's
+ * log. 0: kept as they were; N: renamed; -1: no free name that fits. pb_run_config calls it. */
+int pb_run_fresh_logs(pb_server_spec *s);
+
 /* Runs `sched` against the server `spec` describes. Always fills `out` (check out->ran). */
 void pb_run_config(const pb_server_spec *spec, const pb_schedule *sched, const pb_run_options *o,
                    pb_config_result *out);

@@ -311,7 +311,10 @@ static int write_side(sqlite3 *db, int64_t config_id, const pb_config_result *r,
  * one row per tick line, as pp-sim does for simulated runs. Header lines are skipped. A line
  * that does not decode (a server stopped mid-write leaves a truncated last line) is reported on
  * stderr with its line number and skipped: the other ticks are still stored. A missing log is
- * reported and stores nothing. Returns 0, or -1 when the database refuses a row. */
+ * reported and stores nothing. A log that holds more than one run (a server appended to a log
+ * an earlier run left: the ticks start again) is stored up to the end of its first run, and
+ * the rest is reported, not stored: the ticks of two runs would collide in the table and
+ * refuse the whole run. Returns 0, or -1 when the database refuses a row. */
 static int add_decisions(pp_results_db *db, int64_t config_id, const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) {
@@ -321,10 +324,12 @@ static int add_decisions(pp_results_db *db, int64_t config_id, const char *path)
   char *line = NULL;
   size_t cap = 0;
   ssize_t len;
-  long lineno = 0;
+  long lineno = 0, ticks = 0;
+  uint64_t last_tick = 0;
   int rc = 0;
   while (rc == 0 && (len = getline(&line, &cap, f)) > 0) {
     lineno++;
+    /* Headers also come within one run (a reload, a policy change): not a run boundary. */
     if (pp_declog_line_kind(line, (size_t)len) == PP_DECLOG_KIND_HEADER) continue;
     pp_declog_record rec;
     pp_declog_error derr;
@@ -333,6 +338,16 @@ static int add_decisions(pp_results_db *db, int64_t config_id, const char *path)
               derr.message);
       continue;
     }
+    if (ticks > 0 && rec.tick <= last_tick) {
+      fprintf(stderr,
+              "pp-bench: %s:%ld: tick %" PRIu64 " after tick %" PRIu64
+              ": the log holds another run after this one's %ld ticks (a server appended to an "
+              "earlier run's log); only the first run's ticks are stored\n",
+              path, lineno, rec.tick, last_tick, ticks);
+      break;
+    }
+    last_tick = rec.tick;
+    ticks++;
     while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
       line[--len] = '\0';
     rc = pp_results_add_decision(db, config_id, rec.tick, rec.time_ns,

@@ -773,6 +773,112 @@ static pp_observation mkc(uint64_t t, uint32_t workers, uint32_t tpw, double rat
   return o;
 }
 
+/* standby_cover: the pool is kept only while slots alone could not carry standby_cover x the
+ * load (arrival rate x CPU per request, per worker). Each branch with its reason: CPU per
+ * request not measured, closed (I/O-leaning, also when run-queue wait inflates the measured
+ * demand), open by the load's CPU, open at the slot bound, open without slots, a parked pool
+ * kept but not refilled while closed, activations not gated, and standby_cover 0 as before. */
+static void test_standby_cover(void) {
+  setup(1, 4);
+  P.standby = 2;
+  P.standby_cover = 4;
+  /* A steady tick, no CPU signal yet: nothing parked, and the reason says why. */
+  pp_observation o = mk_sb(1, 1, 0, 30, 5 * MS, 0, 1, 0, 0);
+  o.threads_per_worker = 4, o.slots_ready = 4;
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_EQUAL(st.standby_wanted, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 0 of 2: CPU per request not measured yet"));
+  /* I/O-leaning: 30 rps x 2 ms = 6% of a core, x4 = 24% under slots.cpu_target: slots carry
+   * a 4x step. The worker's measured demand (70%: run-queue wait on a shared machine) does
+   * not open the gate. */
+  o = mkc(2, 1, 4, 30, 22 * MS, 0, 0, 1, 0.70, 2 * (int64_t)MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_EQUAL(st.standby_wanted, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 0 of 2: load 6% of a core per worker "
+                                          "(30.00 rps x 2.0ms CPU), x4.00 = 24% under "
+                                          "slots.cpu_target 80%"));
+  /* CPU-leaning: 225 rps x 2 ms = 45%, x4 = 180%: the pool is filled. */
+  o = mkc(3, 1, 4, 225, 22 * MS, 0, 0, 2, 0.10, 2 * (int64_t)MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 2);
+  CU_ASSERT_EQUAL(st.standby_wanted, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +2 to 2 (load 45% of a core per worker "
+                                          "(225.00 rps x 2.0ms CPU), x4.00 = 180% at or over "
+                                          "slots.cpu_target 80%)"));
+  /* The load is per worker: the same 225 rps over 3 workers is 15%, x4 = 60%: closed. */
+  setup(3, 4);
+  P.standby = 2;
+  P.standby_cover = 4;
+  o = mkc(4, 3, 4, 225, 22 * MS, 0, 0, 2, 0.15, 2 * (int64_t)MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 0 of 2: load 15% of a core per worker"));
+  /* Closed with one parked: kept (no decision retires a parked worker), not refilled. */
+  setup(1, 4);
+  P.standby = 2;
+  P.standby_cover = 4;
+  o = mkc(5, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
+  o.workers_standby = 1;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_EQUAL(st.standby_wanted, 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 1 of 2: load 6% of a core"));
+  /* Slots at their bound (slots.max 4 reached) with little CPU: 40 rps x 22 ms = 0.88 busy,
+   * x4 = 3.52 over 70% of 4 slots: they cannot carry a 4x step. */
+  setup(1, 4);
+  P.standby = 1;
+  P.standby_cover = 4;
+  P.max_slots = 4;
+  o = mkc(6, 1, 4, 40, 22 * MS, 0, 0, 1, 0.08, 2 * (int64_t)MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +1 to 1 (slots at their bound of 4; x4.00 the "
+                                          "load keeps 3.52 busy, over target_utilisation 70%)"));
+  /* At the bound but lightly loaded (a CPU-only app's bound is 1 slot): 10 rps x 1.5 ms, x4 =
+   * 0.06 busy of 2 slots: they carry it, nothing parked. */
+  setup(1, 2);
+  P.standby = 1;
+  P.standby_cover = 4;
+  o = mkc(6, 1, 2, 10, 1500000, 0, 0, 0, 0.02, 1500000);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 0 of 1: load 2% of a core per worker"));
+  /* Slots disabled: processes are the only actuator, so the pool is kept. */
+  setup(1, 4);
+  P.standby = 1;
+  P.standby_cover = 4;
+  P.slots_enabled = 0;
+  o = mkc(7, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +1 to 1 (slots.enabled is false)"));
+  /* A closed gate does not stop activations: a severe step with two parked uses them (no CPU
+   * signal, so rule 4b does not act), and the pool is not refilled. */
+  setup(1, 5);
+  P.standby = 2;
+  P.standby_cover = 4;
+  o = mk_sb(8, 1, 0, 700, 503 * MS, 500, 5, 2, 0);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_EQUAL(d.activate, 2);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_EQUAL(st.standby_wanted, 0);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(d.reason, "2 from standby, 3 forked; standby 0 of 2: CPU per request not measured"));
+  /* standby_cover 0: the pool is always kept, whatever the load, and the reason is as before. */
+  setup(1, 4);
+  P.standby = 2;
+  o = mkc(9, 1, 4, 30, 22 * MS, 0, 0, 1, 0.06, 2 * (int64_t)MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +2 to 2"));
+  CU_ASSERT_PTR_NULL(strstr(d.reason, "of a core per worker"));
+}
+
 /* I/O-bound: workers at 6% of a core with a queue grow their slots, sized by Little's law in
  * one step (not one at a time), and no process is added. */
 static void test_slots_io_grows_by_little(void) {
@@ -803,6 +909,27 @@ static void test_slots_io_grows_by_little(void) {
   o = mkc(20, 1, 5, 376, 500 * MS, 600 * MS, 264, 5, 0.06, 300000);
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+}
+
+/* The step's first tick (measured on step12-2core): the window's arrival rate lags the step,
+ * so Little's law finds 4 slots enough, yet 10 requests queue. A slot for each queued request
+ * (microseconds) comes before a fork (seconds). */
+static void test_slots_for_the_queue_before_a_fork(void) {
+  setup(1, 4);
+  P.breach_ticks = 1;
+  pp_observation o = mkc(20, 1, 4, 120, 22 * MS, 14 * MS, 10, 4, 0.18, 2 * MS);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 13); /* 4 + 10 queued, capped by the CPU bound 22 / (2 x 0.8) */
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "sized 4 slots"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "CPU bound 13"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "a slot for each queued request before a fork"));
+  /* The CPU bound still holds: at 2 ms CPU of 3 ms service, S / (c x 0.8) = 1 slot. */
+  setup(1, 4);
+  P.breach_ticks = 1;
+  o = mkc(20, 1, 4, 120, 3 * MS, 14 * MS, 10, 4, 0.5, 2 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_NOT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
 }
 
 /* CPU-bound: a worker near one core gets processes (sized by CPU), not slots. */
@@ -1353,10 +1480,13 @@ int pp_test_register(void) {
       {"standby: declined cases", test_standby_declined},
       {"standby: gate and cooldowns hold forks, not activations", test_standby_gate_and_cooldowns},
       {"standby: replaces a dead worker at the floor", test_standby_floor},
+      {"standby_cover: the pool behind the slots", test_standby_cover},
       {"slots: I/O-bound grows slots sized by Little's law", test_slots_io_grows_by_little},
       {"slots: CPU-bound adds processes, not slots", test_slots_cpu_bound_spawns},
       {"slots: taken back (CPU, calm, processes added)", test_slots_taken_back},
       {"slots: configured slots cut on a GVL-bound worker, judged", test_slots_cut},
+      {"slots: a slot for each queued request before a fork",
+       test_slots_for_the_queue_before_a_fork},
       {"cores bound: the workers' CPU demand, not tpw x c / S", test_cores_bound_uses_cpu_demand},
       {"slots: inflation after an increase reverts it", test_slots_inflation_reverts},
       {"slots: a breach waits for slots still settling", test_slots_settling_holds_forks},

@@ -187,7 +187,7 @@ static void test_field_names(void) {
   size_t n = 0;
   for (const char *const *f = pp_policy_field_names; *f; f++)
     n++;
-  CU_ASSERT_EQUAL(n, 37);
+  CU_ASSERT_EQUAL(n, 38);
   pp_policy p;
   pp_policy_defaults(&p);
   char buf[2048];
@@ -351,6 +351,53 @@ static void test_standby_field(void) {
              strcmp(e.field, "standby") == 0 && strstr(e.message, bad[i].message_part);
     if (!ok)
       fprintf(stderr, "standby case %zu: rc %d line %d col %d field %s: %s\n", i, rc, e.line,
+              e.column, e.field, e.message);
+    CU_ASSERT(ok);
+  }
+}
+
+/* standby_cover (policy format 5): 0 or a load multiple from 1 to 1e6; in the canonical text
+ * only when not 0, so every earlier policy keeps its text and hash. */
+static void test_standby_cover_field(void) {
+  pp_policy p, q, d;
+  pp_policy_error e;
+  pp_policy_defaults(&d);
+  CU_ASSERT_EQUAL(d.standby_cover, 0);
+  char buf[2048];
+  CU_ASSERT_FATAL(pp_policy_canonical(&d, buf, sizeof buf) > 0);
+  CU_ASSERT_PTR_NULL(strstr(buf, "standby_cover"));
+  CU_ASSERT_EQUAL(pp_policy_hash(&d), 0xccaa2fca84f4120bull);
+  CU_ASSERT_EQUAL_FATAL(parse(&p, "standby: 2\nstandby_cover: 4\n", &e), 0);
+  CU_ASSERT_EQUAL(p.standby_cover, 4.0);
+  int n = pp_policy_canonical(&p, buf, sizeof buf);
+  CU_ASSERT_FATAL(n > 0);
+  CU_ASSERT_EQUAL(strcmp(buf + n - strlen("standby_cover: 4\n"), "standby_cover: 4\n"), 0);
+  CU_ASSERT_EQUAL_FATAL(pp_policy_parse(&q, buf, (size_t)n, &e), 0);
+  CU_ASSERT_EQUAL(memcmp(&p, &q, sizeof p), 0);
+  CU_ASSERT_EQUAL_FATAL(parse(&q, "standby: 2\nstandby_cover: 0\n", &e), 0);
+  CU_ASSERT_NOT_EQUAL(pp_policy_hash(&q), pp_policy_hash(&p));
+  CU_ASSERT_EQUAL_FATAL(parse(&q, "standby_cover: 0\n", &e), 0);
+  CU_ASSERT_EQUAL(pp_policy_hash(&q), pp_policy_hash(&d)); /* 0 is the default */
+  CU_ASSERT_EQUAL(pp_policy_set(&q, "standby_cover", "1", &e), 0);
+  CU_ASSERT_EQUAL(pp_policy_validate(&q, &e), 0);
+  static const struct {
+    const char *text;
+    int line, column;
+    const char *message_part;
+  } bad[] = {
+      {"standby: 1\nstandby_cover: 0.5\n", 2, 16,
+       "must be 0 (the pool always parked) or a load multiple from 1 to 1e6"},
+      {"standby_cover: -2\n", 1, 16, "load multiple from 1 to 1e6"},
+      {"standby_cover: 2e6\n", 1, 16, "load multiple from 1 to 1e6"},
+      {"standby_cover: .nan\n", 1, 16, ""},
+      {"standby_cover: four\n", 1, 16, ""},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = parse(&q, bad[i].text, &e);
+    int ok = rc != 0 && e.line == bad[i].line && e.column == bad[i].column &&
+             strcmp(e.field, "standby_cover") == 0 && strstr(e.message, bad[i].message_part);
+    if (!ok)
+      fprintf(stderr, "standby_cover case %zu: rc %d line %d col %d field %s: %s\n", i, rc, e.line,
               e.column, e.field, e.message);
     CU_ASSERT(ok);
   }
@@ -673,6 +720,7 @@ int pp_test_register(void) {
       {"format-1 text keeps its canonical text and hash", test_format1_text_keeps_hash},
       {"shed fields: parse, canonical, round trip", test_shed_fields},
       {"standby: parse, canonical, hash, errors", test_standby_field},
+      {"standby_cover: parse, canonical, hash, errors", test_standby_cover_field},
       {"pp_policy_set overrides", test_set_overrides},
       {"every error path names field and line", test_error_paths},
       {"long durations and sizes exact or refused", test_long_numbers_exact_or_refused},

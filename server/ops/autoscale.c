@@ -178,6 +178,9 @@ int pp_autoscale_init(pp_ops *op) {
     /* docs/CONTROL.md section 8: the shepherd gets --standby K and keeps K workers parked */
     op->workers->standby.enabled = 1;
     op->workers->standby.k = ct->policy.standby;
+    /* A pool behind the slots (standby_cover > 0) starts empty: --standby 0 negotiates the
+     * frames, and the controller asks for the pool when slots could not carry a step. */
+    if (ct->policy.standby_cover > 0) op->workers->standby.k = 0;
   }
   if (ct->enabled) {
     cfg->tick_ns = ct->policy.tick_ns; /* the controller's period is the policy's */

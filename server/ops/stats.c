@@ -349,7 +349,7 @@ static void json_controller(pp_ops *op, json_t *root) {
   json_object_set_new(co, "workers_booting", json_integer(booting + op->workers->spawns_pending));
   json_object_set_new(co, "workers_retiring", json_integer(retiring));
   const pp_standby *sb = &op->workers->standby;
-  json_object_set_new(co, "standby", json_integer(sb->k));
+  json_object_set_new(co, "standby", json_integer(sb->enabled ? ct->policy.standby : 0));
   json_object_set_new(co, "workers_standby", json_integer(parked));
   json_object_set_new(co, "workers_standby_booting", json_integer(sb->pending));
   json_object_set_new(co, "activations", json_integer((json_int_t)sb->activations));

@@ -68,16 +68,7 @@ static int on_request(pp_h2 *h, const pp_h2_request *rq, void **stream_data) {
                       c->ls->addr.is_unix ? "localhost" : c->ls->addr.host,
                       c->ls->addr.port_text,
                       c->tls ? "https" : "http"};
-  pp_h2h3_request r = {.method = rq->method,
-                       .method_len = rq->method_len,
-                       .path = rq->path,
-                       .path_len = rq->path_len,
-                       .authority = rq->authority,
-                       .authority_len = rq->authority_len,
-                       .headers = rq->headers,
-                       .header_count = rq->header_count,
-                       .has_content_length = rq->has_content_length,
-                       .content_length = rq->content_length};
+  pp_h2h3_request r = PP_H2H3_REQUEST_OF(rq);
   if (rq->protocol) return ws_request(c, &o, &r, rq, stream_data);
   int refuse;
   *stream_data =
@@ -371,10 +362,7 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
     x->resp_no_body = 1;
     return;
   }
-  pp_exchange_count_status(s->xpool, status);
-  x->status = status;
-  s->core->stats.responses++;
-  pp_hist_window_record(&s->core->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
+  pp_h2h3_count_response(s, x, status);
 }
 
 static void x_body(pp_exchange *x, const uint8_t *data, size_t len) {
@@ -506,12 +494,7 @@ static const pp_wsconn_io h2_ws_io = {ws_io_write, ws_io_unsent, ws_io_pause, ws
 /* The tunnel leaves the connection (its stream ended, or the connection did). */
 static void ws_closed(client *c, pp_h2h3_ws *t) {
   pp_queue_remove(&c->h2ws, &t->link);
-  if (t->wc) {
-    pp_wsconn *wc = t->wc;
-    t->wc = NULL;
-    pp_wsconn_gone(wc);
-  }
-  pp_h2h3_ws_free(t);
+  pp_h2h3_ws_end(t);
 }
 
 /* Not accepted: the stream is an ordinary request's; bytes that came early are given back. */
@@ -572,24 +555,14 @@ static int ws_head(client *c, pp_h2h3_ws *t, pp_exchange *x, const pp_wire_frame
     ws_drop(c, t);
     return 1;
   }
-  pp_exchange_count_status(s->xpool, 200);
-  x->status = 200;
-  s->core->stats.responses++;
-  pp_hist_window_record(&s->core->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
+  pp_h2h3_count_response(s, x, 200);
   t->wc = pp_h2h3_ws_open(t, hub_of(s), &h2_ws_io, &a, f);
   if (!t->wc) {
     pp_h2_reset(c->h2, id, NGHTTP2_INTERNAL_ERROR);
     return 1;
   }
-  if (t->early.len) {
-    size_t k = t->early.len;
-    pp_wsconn_feed(t->wc, t->early.data, k);
-    t->early.len = 0;
-    if (t->paused)
-      t->held += k;
-    else
-      pp_h2_consume(c->h2, id, k);
-  }
+  size_t credit = pp_h2h3_ws_feed_early(t);
+  if (credit) pp_h2_consume(c->h2, id, credit);
   if (t->fin_in) ws_fin(c, t);
   pp_h2h3_ws_kick(t);
   return 1;

@@ -96,8 +96,15 @@ pp_exchange *pp_h2h3_open(const pp_h2h3_origin *o, const pp_h2h3_request *rq, in
   return x;
 }
 
-size_t pp_h2h3_headers(const char *alt_svc, const char *date, const pp_wire_pairs *pairs,
-                       pp_buf *out) {
+static void put_header(pp_buf *out, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl) {
+  pp_h2_header hd = {k, kl, v, vl};
+  pp_buf_append(out, &hd, sizeof hd);
+}
+
+/* The app's pairs as entries in *out (emptied first), less those pp_ws_accept_skips_field names
+ * when ws_accept, then date unless it is NULL or the app gave its own. Returns the count. */
+static size_t put_app_fields(pp_buf *out, const pp_wire_pairs *pairs, const char *date,
+                             int ws_accept) {
   out->len = 0;
   pp_wire_pairs_iter it;
   pp_wire_pairs_iter_init(&it, pairs);
@@ -106,22 +113,28 @@ size_t pp_h2h3_headers(const char *alt_svc, const char *date, const pp_wire_pair
   size_t n = 0;
   int has_date = 0;
   while (pp_wire_pairs_next(&it, &k, &kl, &v, &vl)) {
-    pp_h2_header hd = {k, kl, v, vl};
-    pp_buf_append(out, &hd, sizeof hd);
-    n++;
+    if (ws_accept && pp_ws_accept_skips_field(k, kl)) continue;
     if (kl == 4 && !strncasecmp((const char *)k, "date", 4)) has_date = 1;
+    put_header(out, k, kl, v, vl), n++;
   }
-  if (date && !has_date) {
-    pp_h2_header hd = {(const uint8_t *)"date", 4, (const uint8_t *)date, strlen(date)};
-    pp_buf_append(out, &hd, sizeof hd);
-    n++;
-  }
-  if (alt_svc[0]) {
-    pp_h2_header hd = {(const uint8_t *)"alt-svc", 7, (const uint8_t *)alt_svc, strlen(alt_svc)};
-    pp_buf_append(out, &hd, sizeof hd);
-    n++;
-  }
+  if (date && !has_date)
+    put_header(out, (const uint8_t *)"date", 4, (const uint8_t *)date, strlen(date)), n++;
   return n;
+}
+
+size_t pp_h2h3_headers(const char *alt_svc, const char *date, const pp_wire_pairs *pairs,
+                       pp_buf *out) {
+  size_t n = put_app_fields(out, pairs, date, 0);
+  if (alt_svc[0])
+    put_header(out, (const uint8_t *)"alt-svc", 7, (const uint8_t *)alt_svc, strlen(alt_svc)), n++;
+  return n;
+}
+
+void pp_h2h3_count_response(pp_sessions *s, pp_exchange *x, int status) {
+  pp_exchange_count_status(s->xpool, status);
+  x->status = status;
+  s->core->stats.responses++;
+  pp_hist_window_record(&s->core->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
 }
 
 void pp_h2h3_log_refused(const pp_hooks *hooks, const char *remote, const char *protocol,
@@ -178,6 +191,25 @@ void pp_h2h3_ws_free(pp_h2h3_ws *t) {
   uv_close((uv_handle_t *)&t->kick, on_kick_closed);
 }
 
+void pp_h2h3_ws_end(pp_h2h3_ws *t) {
+  if (t->wc) {
+    pp_wsconn *wc = t->wc;
+    t->wc = NULL;
+    pp_wsconn_gone(wc);
+  }
+  pp_h2h3_ws_free(t);
+}
+
+size_t pp_h2h3_ws_feed_early(pp_h2h3_ws *t) {
+  size_t k = t->early.len;
+  if (!k) return 0;
+  pp_wsconn_feed(t->wc, t->early.data, k);
+  t->early.len = 0;
+  if (!t->paused) return k;
+  t->held += k;
+  return 0;
+}
+
 void pp_h2h3_ws_kick(pp_h2h3_ws *t) {
   if (!uv_is_active((uv_handle_t *)&t->kick)) uv_timer_start(&t->kick, on_kick, 0, 0);
 }
@@ -217,27 +249,9 @@ int pp_h2h3_ws_check(pp_h2h3_ws *t, const pp_ws_pmd_config *pmd, const pp_h2h3_r
   return status;
 }
 
-static void put_header(pp_buf *out, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl) {
-  pp_h2_header hd = {k, kl, v, vl};
-  pp_buf_append(out, &hd, sizeof hd);
-}
-
 size_t pp_h2h3_ws_headers(const pp_h2h3_ws *t, const pp_ws_accept *a, const char *date,
                           const pp_wire_pairs *pairs, pp_buf *out) {
-  out->len = 0;
-  pp_wire_pairs_iter it;
-  pp_wire_pairs_iter_init(&it, pairs);
-  const uint8_t *k, *v;
-  uint32_t kl, vl;
-  size_t n = 0;
-  int has_date = 0;
-  while (pp_wire_pairs_next(&it, &k, &kl, &v, &vl)) {
-    if (pp_ws_accept_skips_field(k, kl)) continue;
-    if (kl == 4 && !strncasecmp((const char *)k, "date", 4)) has_date = 1;
-    put_header(out, k, kl, v, vl), n++;
-  }
-  if (date && !has_date)
-    put_header(out, (const uint8_t *)"date", 4, (const uint8_t *)date, strlen(date)), n++;
+  size_t n = put_app_fields(out, pairs, date, 1);
   if (a->protocol)
     put_header(out, (const uint8_t *)"sec-websocket-protocol", 22, a->protocol, a->protocol_len),
         n++;

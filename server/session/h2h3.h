@@ -38,6 +38,18 @@ typedef struct pp_h2h3_request {
   size_t ws_protocols_len;
 } pp_h2h3_request;
 
+/* An initializer of a pp_h2h3_request from rq, a pp_h2_request or a pp_h3_request (the two name
+ * these fields alike): the request line, fields and length as they came, the WebSocket part
+ * zero (pp_h2h3_ws_request fills it). A macro, as the two request types are distinct. */
+#define PP_H2H3_REQUEST_OF(rq)                                                                     \
+  {                                                                                                \
+    .method = (rq)->method, .method_len = (rq)->method_len, .path = (rq)->path,                    \
+    .path_len = (rq)->path_len, .authority = (rq)->authority,                                      \
+    .authority_len = (rq)->authority_len, .headers = (rq)->headers,                                \
+    .header_count = (rq)->header_count, .has_content_length = (rq)->has_content_length,            \
+    .content_length = (rq)->content_length                                                         \
+  }
+
 #define PP_H2H3_WS_ENV_FLAG      "puma_plus.websocket?"
 #define PP_H2H3_WS_ENV_PROTOCOLS "puma_plus.websocket.protocols"
 /* Where a request came from, for its exchange and env: the session's state, the exchange ops and
@@ -68,6 +80,9 @@ void pp_h2h3_env(pp_exchange *x, pp_buf *scratch, const char *protocol, const pp
  * is "" (s->alt_svc: an HTTP/3 listener is open). Returns the count. */
 size_t pp_h2h3_headers(const char *alt_svc, const char *date, const pp_wire_pairs *pairs,
                        pp_buf *out);
+/* A response head with `status` went out on x's stream: sets x->status and counts it (the
+ * pool's status counts, the responses, x's time to first byte). */
+void pp_h2h3_count_response(pp_sessions *s, pp_exchange *x, int status);
 /* The access-log record of a request the session refuses at its header section (admission's
  * 503) before it has an exchange: the session answers "<status> <reason>\n" itself. */
 void pp_h2h3_log_refused(const pp_hooks *hooks, const char *remote, const char *protocol,
@@ -114,6 +129,9 @@ pp_h2h3_ws *pp_h2h3_ws_new(uv_loop_t *loop, void *conn, int64_t stream_id,
                            void (*pump)(pp_h2h3_ws *t));
 /* Frees t (its timer is closed first); t must be out of its list. */
 void pp_h2h3_ws_free(pp_h2h3_ws *t);
+/* The tunnel's stream or connection is gone: its WebSocket, if it has one, is told so
+ * (pp_wsconn_gone, t->wc cleared first), then t is freed. t must be out of its list. */
+void pp_h2h3_ws_end(pp_h2h3_ws *t);
 /* The connection's pump runs soon (from the loop, not from this call). */
 void pp_h2h3_ws_kick(pp_h2h3_ws *t);
 /* The tunnel of stream_id in list (of pp_h2h3_ws.link), or NULL. */
@@ -149,5 +167,9 @@ size_t pp_h2h3_ws_headers(const pp_h2h3_ws *t, const pp_ws_accept *a, const char
  * agreed permessage-deflate). NULL: the codec could not start. */
 pp_wsconn *pp_h2h3_ws_open(pp_h2h3_ws *t, pp_wshub *hub, const pp_wsconn_io *io,
                            const pp_ws_accept *a, const pp_wire_frame *f);
+/* Feeds the tunnel's new WebSocket the DATA that came before the accept (t->early, emptied).
+ * Returns how many of those bytes the caller gives flow-control credit back for now: all, or 0
+ * while t is paused (they are added to t->held). */
+size_t pp_h2h3_ws_feed_early(pp_h2h3_ws *t);
 
 #endif

@@ -346,16 +346,7 @@ static int on_request(pp_h3_conn *conn, const pp_h3_request *rq, void **stream_d
   snprintf(port, sizeof port, "%d", hc->l->addr.port);
   pp_h2h3_origin o = {hc->l->sess, &h3_ops,          hc,   hc->remote,
                       "HTTP/3",    hc->l->addr.host, port, "https"};
-  pp_h2h3_request r = {.method = rq->method,
-                       .method_len = rq->method_len,
-                       .path = rq->path,
-                       .path_len = rq->path_len,
-                       .authority = rq->authority,
-                       .authority_len = rq->authority_len,
-                       .headers = rq->headers,
-                       .header_count = rq->header_count,
-                       .has_content_length = rq->has_content_length,
-                       .content_length = rq->content_length};
+  pp_h2h3_request r = PP_H2H3_REQUEST_OF(rq);
   if (rq->protocol) return ws_request(hc, &o, &r, rq, stream_data);
   int refuse;
   *stream_data =
@@ -526,10 +517,7 @@ static void x_head(pp_exchange *x, const pp_wire_frame *f) {
     x->resp_no_body = 1;
     return;
   }
-  pp_exchange_count_status(s->xpool, status);
-  x->status = status;
-  s->core->stats.responses++;
-  pp_hist_window_record(&s->core->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
+  pp_h2h3_count_response(s, x, status);
 }
 
 static void x_body(pp_exchange *x, const uint8_t *data, size_t len) {
@@ -704,12 +692,7 @@ static const pp_wsconn_io h3_ws_io = {ws_io_write, ws_io_unsent, ws_io_pause, ws
 static void ws_closed(h3_conn *hc, pp_h2h3_ws *t) {
   pp_queue_remove(&hc->ws, &t->link);
   if (!hc->ws.len && hc->conn) pp_h3_conn_keep_alive(hc->conn, 0);
-  if (t->wc) {
-    pp_wsconn *wc = t->wc;
-    t->wc = NULL;
-    pp_wsconn_gone(wc);
-  }
-  pp_h2h3_ws_free(t);
+  pp_h2h3_ws_end(t);
 }
 
 static void ws_drop(h3_conn *hc, pp_h2h3_ws *t) {
@@ -765,24 +748,14 @@ static int ws_head(h3_conn *hc, pp_h2h3_ws *t, pp_exchange *x, const pp_wire_fra
     ws_drop(hc, t);
     return 1;
   }
-  pp_exchange_count_status(s->xpool, 200);
-  x->status = 200;
-  s->core->stats.responses++;
-  pp_hist_window_record(&s->core->stats.ttfb, (uint64_t)(pp_now_ns() - x->t1));
+  pp_h2h3_count_response(s, x, 200);
   t->wc = pp_h2h3_ws_open(t, &s->wshub, &h3_ws_io, &a, f);
   if (!t->wc) {
     pp_h3_reset(hc->conn, t->stream_id, H3_INTERNAL_ERR);
     return 1;
   }
-  if (t->early.len) {
-    size_t k = t->early.len;
-    pp_wsconn_feed(t->wc, t->early.data, k);
-    t->early.len = 0;
-    if (t->paused)
-      t->held += k;
-    else
-      pp_h3_consume(hc->conn, t->stream_id, k);
-  }
+  size_t credit = pp_h2h3_ws_feed_early(t);
+  if (credit) pp_h3_consume(hc->conn, t->stream_id, credit);
   if (t->fin_in) ws_fin(hc, t);
   pp_h2h3_ws_kick(t);
   return 1;

@@ -38,7 +38,7 @@ typedef struct cstream {
 } cstream;
 
 typedef struct client {
-  pp_qc_session s;  /* the connection (the kit's); s.data = this client */
+  pp_qc_session s;  /* first: the connection (the kit's); s.data = this client */
   ngtcp2_conn *qc;  /* s.qc */
   nghttp3_conn *h3; /* s.h3, once the handshake completed */
   gnutls_certificate_credentials_t cred;
@@ -100,15 +100,7 @@ static int h3_recv_data(nghttp3_conn *h3, int64_t id, const uint8_t *data, size_
   client *c = ud;
   cstream *s = cs_of(c, id);
   if (s) pp_buf_append(&s->body, data, len);
-  ngtcp2_conn_extend_max_stream_offset(c->qc, id, len);
-  ngtcp2_conn_extend_max_offset(c->qc, len);
-  return 0;
-}
-static int h3_deferred_consume(nghttp3_conn *h3, int64_t id, size_t n, void *ud, void *sud) {
-  (void)h3, (void)sud;
-  client *c = ud;
-  ngtcp2_conn_extend_max_stream_offset(c->qc, id, n);
-  ngtcp2_conn_extend_max_offset(c->qc, n);
+  pp_qc_consumed(&c->s, id, len);
   return 0;
 }
 static int h3_end_stream(nghttp3_conn *h3, int64_t id, void *ud, void *sud) {
@@ -123,16 +115,6 @@ static int h3_stream_close(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud
   if (s) s->closed = 1, s->close_code = code;
   return 0;
 }
-static int h3_stop_sending(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
-  (void)h3, (void)sud;
-  ngtcp2_conn_shutdown_stream_read(((client *)ud)->qc, id, code);
-  return 0;
-}
-static int h3_reset_stream(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
-  (void)h3, (void)sud;
-  ngtcp2_conn_shutdown_stream_write(((client *)ud)->qc, id, code);
-  return 0;
-}
 static int h3_shutdown(nghttp3_conn *h3, int64_t id, void *ud) {
   (void)h3;
   client *c = ud;
@@ -141,16 +123,7 @@ static int h3_shutdown(nghttp3_conn *h3, int64_t id, void *ud) {
   return 0;
 }
 
-static const nghttp3_callbacks client_h3_callbacks = {
-    .stream_close = h3_stream_close,
-    .recv_data = h3_recv_data,
-    .deferred_consume = h3_deferred_consume,
-    .recv_header = h3_recv_header,
-    .stop_sending = h3_stop_sending,
-    .end_stream = h3_end_stream,
-    .reset_stream = h3_reset_stream,
-    .shutdown = h3_shutdown,
-};
+static nghttp3_callbacks client_h3_callbacks; /* the kit's glue and the above (client_new) */
 
 /* The client's current path: its address may change (a migration test moves it), so this is
  * built from c->addr each time rather than from the kit's copy of the first path. */
@@ -182,12 +155,13 @@ static client *client_new(int idx) {
   pp_qc_client_callbacks(&cbs);
   cbs.recv_new_token = cli_recv_new_token;
   ngtcp2_transport_params params;
-  ngtcp2_transport_params_default(&params);
-  params.initial_max_streams_uni = 3;
-  params.initial_max_stream_data_bidi_local = 4 << 20;
-  params.initial_max_stream_data_uni = 1 << 20;
-  params.initial_max_data = 16 << 20;
-  params.max_idle_timeout = 60 * NGTCP2_SECONDS;
+  pp_qc_client_params(&params, 4 << 20, 16 << 20, 60 * NGTCP2_SECONDS);
+  pp_qc_h3_client_callbacks(&client_h3_callbacks);
+  client_h3_callbacks.recv_header = h3_recv_header;
+  client_h3_callbacks.recv_data = h3_recv_data;
+  client_h3_callbacks.end_stream = h3_end_stream;
+  client_h3_callbacks.stream_close = h3_stream_close;
+  client_h3_callbacks.shutdown = h3_shutdown;
   CU_ASSERT_FATAL(gnutls_certificate_allocate_credentials(&c->cred) == 0);
   const pp_qc_client_config cfg = {
       .local = (const struct sockaddr *)&c->addr,
@@ -224,69 +198,62 @@ static void client_free(client *c) {
   memset(c, 0, sizeof *c);
 }
 
-/* Flips the last byte of the token of an Initial that carries one. */
-static void tamper_token(uint8_t *p, size_t n) {
-  if (n < 7 || !(p[0] & 0x80) || ((p[0] >> 4) & 3) != 0) return;
+/* In a client Initial p (first byte, version, DCID and SCID with their lengths, then the token:
+ * RFC 9000 §17.2.2), the offset of the token's length varint; *vlen is that varint's width and
+ * *tlen its value. */
+static size_t initial_token_field(const uint8_t *p, size_t *vlen, uint64_t *tlen) {
   size_t off = 5;
   off += 1 + p[off];
   off += 1 + p[off];
-  size_t vl = (size_t)1 << (p[off] >> 6);
-  uint64_t tl = p[off] & 0x3f;
-  for (size_t i = 1; i < vl; i++)
-    tl = (tl << 8) | p[off + i];
+  *vlen = (size_t)1 << (p[off] >> 6);
+  *tlen = p[off] & 0x3f;
+  for (size_t i = 1; i < *vlen; i++)
+    *tlen = (*tlen << 8) | p[off + i];
+  return off;
+}
+
+/* Flips the last byte of the token of an Initial that carries one. */
+static void tamper_token(uint8_t *p, size_t n) {
+  if (n < 7 || !(p[0] & 0x80) || ((p[0] >> 4) & 3) != 0) return;
+  size_t vl;
+  uint64_t tl;
+  size_t off = initial_token_field(p, &vl, &tl);
   if (tl) p[off + vl + tl - 1] ^= 0x55;
+}
+
+/* One packet carrying the raw stream's bytes (written around nghttp3, with FIN): its length, or
+ * a negative ngtcp2 error; NGTCP2_ERR_WRITE_MORE when the bytes all went into a packet that
+ * pp_qc_write_packet then completes. */
+static ngtcp2_ssize write_raw(client *c, uint8_t *buf, size_t len) {
+  ngtcp2_vec v = {(uint8_t *)(uintptr_t)c->raw, c->raw_len};
+  ngtcp2_path_storage ps;
+  ngtcp2_path_storage_zero(&ps);
+  ngtcp2_pkt_info pi;
+  ngtcp2_ssize ndatalen = -1;
+  ngtcp2_ssize n = ngtcp2_conn_writev_stream(
+      c->qc, &ps.path, &pi, buf, len, &ndatalen,
+      NGTCP2_WRITE_STREAM_FLAG_MORE | NGTCP2_WRITE_STREAM_FLAG_FIN, c->raw_sid, &v, 1, now);
+  if (n == NGTCP2_ERR_WRITE_MORE)
+    c->raw_len = 0;
+  else if (n >= 0 && ndatalen >= 0)
+    c->raw += ndatalen, c->raw_len -= (size_t)ndatalen;
+  return n;
 }
 
 static void client_write(client *c) {
   if (!c->qc || c->write_err) return;
+  uint8_t buf[1452]; /* one buffer: a packet built over two calls (WRITE_MORE) stays in it */
   for (int guard = 0; guard < 1000; guard++) {
-    int64_t sid = -1;
-    int fin = 0;
-    nghttp3_vec vec[16];
-    nghttp3_ssize veccnt = 0;
-    int raw = 0;
-    if (c->raw_len) {
-      sid = c->raw_sid, fin = 1, raw = 1;
-      vec[0].base = (uint8_t *)(uintptr_t)c->raw;
-      vec[0].len = c->raw_len;
-      veccnt = 1;
-    } else if (c->h3 && ngtcp2_conn_get_max_data_left(c->qc)) {
-      veccnt = nghttp3_conn_writev_stream(c->h3, &sid, &fin, vec, 16);
-      CU_ASSERT(veccnt >= 0);
-      if (veccnt < 0) return;
-    }
-    uint8_t buf[1452];
-    ngtcp2_path_storage ps;
-    ngtcp2_path_storage_zero(&ps);
-    ngtcp2_pkt_info pi;
-    ngtcp2_ssize ndatalen = -1;
-    uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
-    ngtcp2_ssize n =
-        ngtcp2_conn_writev_stream(c->qc, &ps.path, &pi, buf, sizeof buf, &ndatalen, flags, sid,
-                                  (const ngtcp2_vec *)vec, (size_t)veccnt, now);
+    int h3_error = 0;
+    ngtcp2_ssize n = c->raw_len ? write_raw(c, buf, sizeof buf)
+                                : pp_qc_write_packet(&c->s, buf, sizeof buf, now, &h3_error);
+    CU_ASSERT(h3_error == 0);
+    if (h3_error) return;
+    if (n == NGTCP2_ERR_WRITE_MORE) continue;
     if (n < 0) {
-      if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
-        nghttp3_conn_block_stream(c->h3, sid);
-        continue;
-      }
-      if (n == NGTCP2_ERR_STREAM_SHUT_WR) {
-        nghttp3_conn_shutdown_stream_write(c->h3, sid);
-        continue;
-      }
-      if (n == NGTCP2_ERR_WRITE_MORE) {
-        if (raw)
-          c->raw_len = 0;
-        else
-          nghttp3_conn_add_write_offset(c->h3, sid, (size_t)ndatalen);
-        continue;
-      }
       c->write_err = (int)n;
       return;
     }
-    if (raw && ndatalen >= 0)
-      c->raw += ndatalen, c->raw_len -= (size_t)ndatalen;
-    else if (ndatalen >= 0 && sid >= 0)
-      nghttp3_conn_add_write_offset(c->h3, sid, (size_t)ndatalen);
     if (n == 0) return;
     c->sent++;
     if (c->mute) {

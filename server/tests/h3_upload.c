@@ -19,8 +19,8 @@
  * Prints one summary line (ok, failed, bytes, seconds) and a line per failed stream on stderr;
  * exits 0 when every stream got status 200 and exactly its own bytes back, 1 otherwise, 2 on
  * usage errors. The client is the project's QUIC client kit (quic_client/quic_client.h: ngtcp2
- * 0.12 + GnuTLS + nghttp3 0.8, ALPN h3) on blocking-free UDP sockets and poll(2), and does NOT
- * verify the server certificate (loopback development certificates).
+ * 0.12 + GnuTLS + nghttp3 0.8, ALPN h3) on blocking-free UDP sockets (quic_client/quic_udp.h)
+ * and poll(2), and does NOT verify the server certificate (loopback development certificates).
  *
  * -show sends one request as given (the method, the :path as is, "*" included, extra header
  * fields, a body of -size pool bytes or none) and prints what came back on stdout: "status N",
@@ -28,23 +28,18 @@
  * status line), "body N bytes", then the body; it exits 0 when the stream ended cleanly, whatever
  * the status (the caller judges it), and 1 otherwise. tests/e2e/test_ops_headers.rb uses it for
  * what gtlsclient cannot send (OPTIONS *, the server's own answers). */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
-#include <netdb.h>
 #include <nghttp3/nghttp3.h>
 #include <ngtcp2/ngtcp2.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "quic_client/quic_client.h"
+#include "quic_client/quic_udp.h"
 
 #define POOL_SIZE   (8u << 20)
 #define MAX_CONNS   64
@@ -84,8 +79,9 @@ typedef struct ustream {
 } ustream;
 
 typedef struct uconn {
+  pp_qc_session s; /* first (the kit's glue finds it through s.data = this uconn): the QUIC
+                      connection and its HTTP/3 session */
   int idx, fd;
-  pp_qc_session s; /* the QUIC connection and its HTTP/3 session; s.data = this uconn */
   int submitted, dead, want_out;
   char dead_why[96];
   ustream streams[MAX_STREAMS];
@@ -95,12 +91,6 @@ typedef struct uconn {
 static uconn conns[MAX_CONNS];
 static int nconns = 4, nstreams = 8;
 static gnutls_certificate_credentials_t cred;
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void fail_stream(ustream *s, const char *why) {
   if (s->bad) return;
@@ -172,16 +162,7 @@ static int h3_recv_data(nghttp3_conn *h3, int64_t id, const uint8_t *data, size_
     }
     s->got += len;
   }
-  ngtcp2_conn_extend_max_stream_offset(c->s.qc, id, len);
-  ngtcp2_conn_extend_max_offset(c->s.qc, len);
-  return 0;
-}
-
-static int h3_deferred_consume(nghttp3_conn *h3, int64_t id, size_t n, void *ud, void *sud) {
-  (void)h3, (void)sud;
-  uconn *c = ud;
-  ngtcp2_conn_extend_max_stream_offset(c->s.qc, id, n);
-  ngtcp2_conn_extend_max_offset(c->s.qc, n);
+  pp_qc_consumed(&c->s, id, len);
   return 0;
 }
 
@@ -196,18 +177,6 @@ static int h3_stream_close(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud
   (void)h3, (void)sud;
   ustream *s = stream_of(ud, id);
   if (s) s->closed = 1, s->close_code = code;
-  return 0;
-}
-
-static int h3_stop_sending(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
-  (void)h3, (void)sud;
-  ngtcp2_conn_shutdown_stream_read(((uconn *)ud)->s.qc, id, code);
-  return 0;
-}
-
-static int h3_reset_stream(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
-  (void)h3, (void)sud;
-  ngtcp2_conn_shutdown_stream_write(((uconn *)ud)->s.qc, id, code);
   return 0;
 }
 
@@ -226,49 +195,17 @@ static nghttp3_ssize read_body(nghttp3_conn *h3, int64_t id, nghttp3_vec *vec, s
   return 1;
 }
 
-static const nghttp3_callbacks h3_callbacks = {
-    .stream_close = h3_stream_close,
-    .recv_data = h3_recv_data,
-    .deferred_consume = h3_deferred_consume,
-    .recv_header = h3_recv_header,
-    .stop_sending = h3_stop_sending,
-    .end_stream = h3_end_stream,
-    .reset_stream = h3_reset_stream,
-};
+static nghttp3_callbacks h3_callbacks; /* the kit's glue and the callbacks above (main) */
 
 /* ---- connections ---- */
 
-static int conn_open(uconn *c, const struct addrinfo *ai) {
-  c->fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (c->fd < 0) return -1;
-  int size = 4 << 20;
-  setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-  setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
-  if (connect(c->fd, ai->ai_addr, ai->ai_addrlen) != 0) return -1;
-  struct sockaddr_storage local;
-  socklen_t local_len = sizeof local;
-  getsockname(c->fd, (struct sockaddr *)&local, &local_len);
+/* Dials host:port for c: 0, or the kit's error (quic_udp.h). */
+static int conn_open(uconn *c, const char *host, const char *port) {
   ngtcp2_transport_params params;
-  ngtcp2_transport_params_default(&params);
-  params.initial_max_streams_uni = 3;
-  params.initial_max_stream_data_bidi_local = 4 << 20;
-  params.initial_max_stream_data_uni = 1 << 20;
-  params.initial_max_data = 32 << 20;
-  params.max_idle_timeout = 60 * NGTCP2_SECONDS;
-  const pp_qc_client_config cfg = {
-      .local = (const struct sockaddr *)&local,
-      .local_len = local_len,
-      .remote = ai->ai_addr,
-      .remote_len = ai->ai_addrlen,
-      .params = &params,
-      .initial_ts = now_ns(),
-      .cred = cred,
-      .alpn = "h3",
-      .sni = "localhost",
-  };
+  pp_qc_client_params(&params, 4 << 20, 32 << 20, 60 * NGTCP2_SECONDS);
   c->s.h3_callbacks = &h3_callbacks;
   c->s.data = c;
-  return pp_qc_client_new(&c->s, &cfg) == 0 ? 0 : -1;
+  return pp_qc_udp_dial(&c->s, &c->fd, host, port, &params, cred);
 }
 
 /* Opens every stream of c once HTTP/3 is up. */
@@ -339,45 +276,19 @@ static void submit_all(uconn *c) {
 /* Writes what c has to send until ngtcp2 has nothing or the socket is full. */
 static void conn_write(uconn *c) {
   if (c->dead) return;
-  c->want_out = 0;
-  uint64_t ts = now_ns();
-  for (int guard = 0; guard < 4096; guard++) {
-    uint8_t buf[1452];
-    int h3_error;
-    ngtcp2_ssize n = pp_qc_write_packet(&c->s, buf, sizeof buf, ts, &h3_error);
-    if (h3_error) {
-      kill_conn(c, "nghttp3_conn_writev_stream", h3_error);
-      return;
-    }
-    if (n < 0) {
-      kill_conn(c, "ngtcp2_conn_writev_stream", (int)n);
-      return;
-    }
-    if (n == 0) break;
-    if (send(c->fd, buf, (size_t)n, 0) < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        c->want_out = 1; /* dropped like a lost datagram; POLLOUT continues */
-        break;
-      }
-      /* ECONNREFUSED etc.: QUIC treats it as loss; the idle timeout ends a dead server */
-    }
-  }
-  ngtcp2_conn_update_pkt_tx_time(c->s.qc, ts);
+  int h3_error;
+  int rv = pp_qc_udp_write(&c->s, c->fd, &c->want_out, &h3_error);
+  if (h3_error)
+    kill_conn(c, "nghttp3_conn_writev_stream", h3_error);
+  else if (rv)
+    kill_conn(c, "ngtcp2_conn_writev_stream", rv);
 }
 
 static void conn_read(uconn *c) {
-  uint8_t buf[65536];
-  for (int i = 0; i < 256 && !c->dead; i++) {
-    ssize_t n = recv(c->fd, buf, sizeof buf, 0);
-    if (n < 0) break;
-    ngtcp2_path path;
-    pp_qc_session_path(&c->s, &path);
-    ngtcp2_pkt_info pi = {0};
-    int rv = ngtcp2_conn_read_pkt(c->s.qc, &path, &pi, buf, (size_t)n, now_ns());
-    if (rv != 0) {
-      kill_conn(c, ngtcp2_strerror(rv), rv);
-      return;
-    }
+  int rv = pp_qc_udp_read(&c->s, c->fd);
+  if (rv) {
+    kill_conn(c, ngtcp2_strerror(rv), rv);
+    return;
   }
   submit_all(c);
 }
@@ -442,11 +353,6 @@ int main(int argc, char **argv) {
       (body_size == 0 && !show_mode) || timeout_s <= 0 || (show_mode && nconns * nstreams != 1))
     return usage();
   snprintf(authority, sizeof authority, "%s:%s", host, port);
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM}, *ai = NULL;
-  if (getaddrinfo(host, port, &hints, &ai) != 0 || !ai) {
-    fprintf(stderr, "h3-upload: cannot resolve %s:%s\n", host, port);
-    return 2;
-  }
   pool = malloc(POOL_SIZE);
   if (!pool) return 1;
   uint64_t x = 0x9e3779b97f4a7c15ull;
@@ -455,15 +361,25 @@ int main(int argc, char **argv) {
     pool[i] = (uint8_t)(x >> 32);
   }
   if (gnutls_certificate_allocate_credentials(&cred) != 0) return 1;
+  pp_qc_h3_client_callbacks(&h3_callbacks);
+  h3_callbacks.recv_header = h3_recv_header;
+  h3_callbacks.recv_data = h3_recv_data;
+  h3_callbacks.end_stream = h3_end_stream;
+  h3_callbacks.stream_close = h3_stream_close;
   for (int i = 0; i < nconns; i++) {
     conns[i].idx = i;
-    if (conn_open(&conns[i], ai) != 0) {
-      fprintf(stderr, "h3-upload: connection %d: setup failed: %s\n", i, strerror(errno));
+    int rv = conn_open(&conns[i], host, port);
+    if (rv == PP_QC_ERESOLVE) {
+      fprintf(stderr, "h3-upload: cannot resolve %s:%s\n", host, port);
+      return 2;
+    }
+    if (rv != 0) {
+      fprintf(stderr, "h3-upload: connection %d: setup failed: %s\n", i,
+              rv == PP_QC_ESOCKET ? strerror(errno) : "the QUIC client kit");
       return 1;
     }
   }
-  freeaddrinfo(ai);
-  uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)(timeout_s * 1e9), linger_until = 0;
+  uint64_t t0 = pp_qc_udp_now(), deadline = t0 + (uint64_t)(timeout_s * 1e9), linger_until = 0;
   struct pollfd pfd[MAX_CONNS];
   for (;;) {
     int all = 1;
@@ -480,7 +396,7 @@ int main(int argc, char **argv) {
         if (e < next) next = e;
       }
     }
-    uint64_t t = now_ns();
+    uint64_t t = pp_qc_udp_now();
     /* -show: once done, 200 ms more of the loop, so the client's last ACKs reach the server
      * (which keeps a stream until its response is acknowledged) before it goes away */
     if (all && show_mode && !linger_until) linger_until = t + 200000000u;
@@ -488,7 +404,7 @@ int main(int argc, char **argv) {
     if (linger_until && linger_until < next) next = linger_until;
     int ms = next > t ? (int)((next - t + 999999) / 1000000) : 0;
     poll(pfd, (nfds_t)nconns, ms);
-    t = now_ns();
+    t = pp_qc_udp_now();
     for (int i = 0; i < nconns; i++) {
       uconn *c = &conns[i];
       if (c->dead) continue;
@@ -499,7 +415,7 @@ int main(int argc, char **argv) {
       }
     }
   }
-  double secs = (double)(now_ns() - t0) / 1e9;
+  double secs = (double)(pp_qc_udp_now() - t0) / 1e9;
   if (show_mode) {
     uconn *c = &conns[0];
     ustream *s = c->nstreams ? &c->streams[0] : NULL;

@@ -4,8 +4,9 @@
  *
  *   ws-h3 HOST PORT [-timeout SECS] [-quiet SECS] [-subscribe ROOM MESSAGE] [-sticky-close]
  *
- * One QUIC connection (the project's client kit, quic_client/quic_client.h: ngtcp2 0.12 + GnuTLS
- * + nghttp3 0.8, ALPN h3; the certificate is NOT verified, loopback development pairs). Each case
+ * One QUIC connection (the project's client kit, quic_client/quic_client.h and its UDP edge
+ * quic_udp.h: ngtcp2 0.12 + GnuTLS + nghttp3 0.8, ALPN h3; the certificate is NOT verified,
+ * loopback development pairs). Each case
  * opens request streams with an extended CONNECT (:protocol websocket) and frames the WebSocket
  * bytes itself (RFC 6455 §5, client frames masked):
  *   echo          200, text, binary 100 KB (several frames of the server's), ping/pong, sticky
@@ -27,23 +28,20 @@
  * exits 0 once MESSAGE arrived (a subscriber for a cross-protocol broadcast test). With
  * -sticky-close it opens /echo, prints its worker's "pid N", then "close CODE" once the server
  * closes it (the caller kills that worker). */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
-#include <netdb.h>
 #include <nghttp3/nghttp3.h>
 #include <ngtcp2/ngtcp2.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "quic_client/quic_client.h"
+#include "quic_client/quic_udp.h"
 
 #define MAX_STREAMS 16
 #define OUT_CAP                                                                                    \
@@ -70,7 +68,7 @@ typedef struct frame {
 } frame;
 
 static int fd;
-static pp_qc_session S;
+static pp_qc_session S; /* S.data = &S, for the kit's nghttp3 glue */
 static gnutls_certificate_credentials_t cred;
 static wstream streams[MAX_STREAMS];
 static int nstreams;
@@ -80,12 +78,6 @@ static char authority[300];
 static double timeout_s = 10, quiet_s = 0;
 static const char *sub_room, *sub_msg; /* -subscribe ROOM MESSAGE */
 static int sticky_close;               /* -sticky-close */
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static wstream *stream_of(int64_t id) {
   for (int i = 0; i < nstreams; i++)
@@ -123,15 +115,7 @@ static int h3_recv_data(nghttp3_conn *h3, int64_t id, const uint8_t *data, size_
       s->in_len += len;
     }
   }
-  ngtcp2_conn_extend_max_stream_offset(S.qc, id, len);
-  ngtcp2_conn_extend_max_offset(S.qc, len);
-  return 0;
-}
-
-static int h3_deferred_consume(nghttp3_conn *h3, int64_t id, size_t n, void *ud, void *sud) {
-  (void)h3, (void)ud, (void)sud;
-  ngtcp2_conn_extend_max_stream_offset(S.qc, id, n);
-  ngtcp2_conn_extend_max_offset(S.qc, n);
+  pp_qc_consumed(&S, id, len);
   return 0;
 }
 
@@ -146,18 +130,6 @@ static int h3_stream_close(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud
   (void)h3, (void)ud, (void)sud;
   wstream *s = stream_of(id);
   if (s) s->closed = 1, s->close_code = code;
-  return 0;
-}
-
-static int h3_stop_sending(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
-  (void)h3, (void)ud, (void)sud;
-  ngtcp2_conn_shutdown_stream_read(S.qc, id, code);
-  return 0;
-}
-
-static int h3_reset_stream(nghttp3_conn *h3, int64_t id, uint64_t code, void *ud, void *sud) {
-  (void)h3, (void)ud, (void)sud;
-  ngtcp2_conn_shutdown_stream_write(S.qc, id, code);
   return 0;
 }
 
@@ -179,61 +151,38 @@ static nghttp3_ssize read_out(nghttp3_conn *h3, int64_t id, nghttp3_vec *vec, si
   return 1;
 }
 
-static const nghttp3_callbacks h3_callbacks = {
-    .stream_close = h3_stream_close,
-    .recv_data = h3_recv_data,
-    .deferred_consume = h3_deferred_consume,
-    .recv_header = h3_recv_header,
-    .stop_sending = h3_stop_sending,
-    .end_stream = h3_end_stream,
-    .reset_stream = h3_reset_stream,
-};
+static nghttp3_callbacks h3_callbacks; /* the kit's glue and the callbacks above (main) */
 
 /* ---- the connection ---- */
 
+/* A full socket is left to the next round of run_until (at most 50 ms on). */
 static void conn_write(void) {
   if (dead) return;
-  uint64_t ts = now_ns();
-  for (int guard = 0; guard < 4096; guard++) {
-    uint8_t buf[1452];
-    int h3_error;
-    ngtcp2_ssize n = pp_qc_write_packet(&S, buf, sizeof buf, ts, &h3_error);
-    if (h3_error || n < 0) {
-      dead = 1;
-      snprintf(dead_why, sizeof dead_why, "write: %s",
-               h3_error ? nghttp3_strerror(h3_error) : ngtcp2_strerror((int)n));
-      return;
-    }
-    if (n == 0) break;
-    if (send(fd, buf, (size_t)n, 0) < 0 && errno != EAGAIN && errno != ECONNREFUSED) break;
+  int full, h3_error;
+  int rv = pp_qc_udp_write(&S, fd, &full, &h3_error);
+  if (rv) {
+    dead = 1;
+    snprintf(dead_why, sizeof dead_why, "write: %s",
+             h3_error ? nghttp3_strerror(h3_error) : ngtcp2_strerror(rv));
   }
-  ngtcp2_conn_update_pkt_tx_time(S.qc, ts);
 }
 
 static void conn_read(void) {
-  uint8_t buf[65536];
-  for (int i = 0; i < 256 && !dead; i++) {
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n < 0) break;
-    ngtcp2_path path;
-    pp_qc_session_path(&S, &path);
-    ngtcp2_pkt_info pi = {0};
-    int rv = ngtcp2_conn_read_pkt(S.qc, &path, &pi, buf, (size_t)n, now_ns());
-    if (rv != 0) {
-      dead = 1;
-      snprintf(dead_why, sizeof dead_why, "read: %s", ngtcp2_strerror(rv));
-    }
+  int rv = pp_qc_udp_read(&S, fd);
+  if (rv) {
+    dead = 1;
+    snprintf(dead_why, sizeof dead_why, "read: %s", ngtcp2_strerror(rv));
   }
 }
 
 /* Runs the connection until done(arg) or the deadline; 1 if done. */
 static int run_until(int (*done)(void *), void *arg) {
-  uint64_t deadline = now_ns() + (uint64_t)(timeout_s * 1e9);
+  uint64_t deadline = pp_qc_udp_now() + (uint64_t)(timeout_s * 1e9);
   for (;;) {
     conn_write();
     if (done(arg)) return 1;
     if (dead) return 0;
-    uint64_t t = now_ns();
+    uint64_t t = pp_qc_udp_now();
     if (t >= deadline) return 0;
     uint64_t next = ngtcp2_conn_get_expiry(S.qc);
     if (next > deadline) next = deadline;
@@ -242,7 +191,7 @@ static int run_until(int (*done)(void *), void *arg) {
     struct pollfd pfd = {fd, POLLIN, 0};
     poll(&pfd, 1, ms);
     if (pfd.revents & (POLLIN | POLLERR)) conn_read();
-    t = now_ns();
+    t = pp_qc_udp_now();
     if (!dead && ngtcp2_conn_get_expiry(S.qc) <= t) {
       int rv = ngtcp2_conn_handle_expiry(S.qc, t);
       if (rv != 0) {
@@ -406,19 +355,23 @@ static void report(const char *name, const char *why) {
     }                                                                                              \
   } while (0)
 
-/* Opens /echo and waits for its 200. */
-static wstream *open_echo(char *why, size_t cap) {
-  wstream *s = ws_open("websocket", "/echo", "13");
+/* Opens path (a WebSocket) and waits for its 200. */
+static wstream *open_path(const char *path, char *why, size_t cap) {
+  wstream *s = ws_open("websocket", path, "13");
   if (!s) {
     snprintf(why, cap, "cannot open a stream");
     return NULL;
   }
   if (!run_until(status_or_closed, s) || s->status != 200 || s->closed) {
-    snprintf(why, cap, "status %d closed %d code 0x%llx%s%s", s->status, s->closed,
+    snprintf(why, cap, "%.100s: status %d closed %d code 0x%llx%s%s", path, s->status, s->closed,
              (unsigned long long)s->close_code, dead ? ": " : "", dead ? dead_why : "");
     return NULL;
   }
   return s;
+}
+
+static wstream *open_echo(char *why, size_t cap) {
+  return open_path("/echo", why, cap);
 }
 
 /* Sends one message and expects it back whole (the server may split it into frames). */
@@ -506,20 +459,6 @@ static void case_early(char *why, size_t cap) {
   CHECK(ok, "the early message was not echoed");
 }
 
-/* Opens path (a WebSocket) and waits for its 200. */
-static wstream *open_path(const char *path, char *why, size_t cap) {
-  wstream *s = ws_open("websocket", path, "13");
-  if (!s) {
-    snprintf(why, cap, "cannot open a stream");
-    return NULL;
-  }
-  if (!run_until(status_or_closed, s) || s->status != 200 || s->closed) {
-    snprintf(why, cap, "%.100s: status %d closed %d", path, s->status, s->closed);
-    return NULL;
-  }
-  return s;
-}
-
 /* The next frame of s is a whole message (text or binary: a POST body broadcast by the app is
  * binary) equal to want. */
 static int expect_text(wstream *s, const char *want, char *why, size_t cap) {
@@ -595,13 +534,13 @@ static uint64_t quiet_until;
 
 static int quiet_over(void *arg) {
   (void)arg;
-  return now_ns() >= quiet_until;
+  return pp_qc_udp_now() >= quiet_until;
 }
 
 static void case_quiet(char *why, size_t cap) {
   wstream *s = open_echo(why, cap);
   if (!s) return;
-  quiet_until = now_ns() + (uint64_t)(quiet_s * 1e9);
+  quiet_until = pp_qc_udp_now() + (uint64_t)(quiet_s * 1e9);
   double keep = timeout_s;
   timeout_s = quiet_s + 1;
   run_until(quiet_over, NULL); /* the connection runs (ACKs, PINGs) but we send nothing */
@@ -633,42 +572,29 @@ int main(int argc, char **argv) {
       return usage();
   }
   snprintf(authority, sizeof authority, "%s:%s", host, port);
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM}, *ai = NULL;
-  if (getaddrinfo(host, port, &hints, &ai) != 0 || !ai) {
+  if (gnutls_certificate_allocate_credentials(&cred) != 0) return 1;
+  pp_qc_h3_client_callbacks(&h3_callbacks);
+  h3_callbacks.recv_header = h3_recv_header;
+  h3_callbacks.recv_data = h3_recv_data;
+  h3_callbacks.end_stream = h3_end_stream;
+  h3_callbacks.stream_close = h3_stream_close;
+  ngtcp2_transport_params params;
+  pp_qc_client_params(&params, 1 << 20, 8 << 20, 30 * NGTCP2_SECONDS);
+  S.h3_callbacks = &h3_callbacks;
+  S.data = &S;
+  int rv = pp_qc_udp_dial(&S, &fd, host, port, &params, cred);
+  if (rv == PP_QC_ERESOLVE) {
     fprintf(stderr, "ws-h3: cannot resolve %s:%s\n", host, port);
     return 2;
   }
-  if (gnutls_certificate_allocate_credentials(&cred) != 0) return 1;
-  fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+  if (rv == PP_QC_ESOCKET) {
     fprintf(stderr, "ws-h3: socket: %s\n", strerror(errno));
     return 1;
   }
-  struct sockaddr_storage local;
-  socklen_t local_len = sizeof local;
-  getsockname(fd, (struct sockaddr *)&local, &local_len);
-  ngtcp2_transport_params params;
-  ngtcp2_transport_params_default(&params);
-  params.initial_max_streams_uni = 3;
-  params.initial_max_stream_data_bidi_local = 1 << 20;
-  params.initial_max_stream_data_uni = 1 << 20;
-  params.initial_max_data = 8 << 20;
-  params.max_idle_timeout = 30 * NGTCP2_SECONDS;
-  const pp_qc_client_config cfg = {.local = (const struct sockaddr *)&local,
-                                   .local_len = local_len,
-                                   .remote = ai->ai_addr,
-                                   .remote_len = ai->ai_addrlen,
-                                   .params = &params,
-                                   .initial_ts = now_ns(),
-                                   .cred = cred,
-                                   .alpn = "h3",
-                                   .sni = "localhost"};
-  S.h3_callbacks = &h3_callbacks;
-  if (pp_qc_client_new(&S, &cfg) != 0) {
+  if (rv != 0) {
     fprintf(stderr, "ws-h3: client setup failed\n");
     return 1;
   }
-  freeaddrinfo(ai);
   if (!run_until(handshake_done, NULL)) {
     printf("FAIL handshake: %s\n0 passed, 1 failed\n", dead ? dead_why : "timeout");
     return 1;
@@ -759,8 +685,8 @@ int main(int argc, char **argv) {
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_pkt_info pi;
-    ngtcp2_ssize n =
-        ngtcp2_conn_write_connection_close(S.qc, &ps.path, &pi, buf, sizeof buf, &ccerr, now_ns());
+    ngtcp2_ssize n = ngtcp2_conn_write_connection_close(S.qc, &ps.path, &pi, buf, sizeof buf,
+                                                        &ccerr, pp_qc_udp_now());
     if (n > 0) send(fd, buf, (size_t)n, 0);
   }
   pp_qc_session_dispose(&S);

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Reads the live dashboard the way a person sees it: headless Chromium (Debian's chromium)
-driven over the DevTools protocol (python3-websockets), no other browser tooling.
+driven over the DevTools protocol (python3-websockets: tests/browser/devtools.py), no other
+browser tooling.
 
     /usr/bin/python3 tests/browser/dashboard_probe.py --url http://127.0.0.1:PORT/dashboard \
         --stats-url http://127.0.0.1:PORT/stats --samples 4 --interval 1.5 \
@@ -22,18 +23,12 @@ import asyncio
 import base64
 import json
 import os
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
-try:
-    import websockets
-except ImportError:
-    sys.exit("dashboard_probe: python3-websockets is missing (Debian package python3-websockets)")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from devtools import chromium, page_at  # noqa: E402
 
 IDS = ["status", "tick", "window", "q-p50", "q-p95", "q-p99", "q-depth", "q-pred", "rate-in",
        "rate-out", "w-ready", "w-booting", "w-old", "w-retiring", "w-wanted", "shed", "shed-rate", "timeouts",
@@ -58,87 +53,15 @@ FIRST_JS = """(() => JSON.stringify({
 }))()"""
 
 
-def fail(msg):
-    print("dashboard_probe: " + msg, file=sys.stderr)
-    sys.exit(2)
-
-
-class Page:
-    """One DevTools session on one page target: numbered commands, events ignored."""
-
-    def __init__(self, ws):
-        self.ws = ws
-        self.next_id = 0
-
-    async def call(self, method, **params):
-        self.next_id += 1
-        my_id = self.next_id
-        await self.ws.send(json.dumps({"id": my_id, "method": method, "params": params}))
-        while True:
-            msg = json.loads(await asyncio.wait_for(self.ws.recv(), 30))
-            if msg.get("id") == my_id:
-                if "error" in msg:
-                    raise RuntimeError(f"{method}: {msg['error']}")
-                return msg.get("result", {})
-
-    async def evaluate(self, expr):
-        r = await self.call("Runtime.evaluate", expression=expr, returnByValue=True)
-        if "exceptionDetails" in r:
-            raise RuntimeError(f"page script failed: {r['exceptionDetails']}")
-        return r["result"].get("value")
-
-
-def launch(chromium, profile, width, height):
-    args = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
-            "--disable-background-networking", "--no-first-run", "--no-default-browser-check",
-            "--no-proxy-server", "--disable-extensions", "--hide-scrollbars",
-            f"--user-data-dir={profile}", "--remote-debugging-port=0",
-            "--remote-debugging-address=127.0.0.1", f"--window-size={width},{height}",
-            "about:blank"]
-    log = open(os.path.join(profile, "chromium.log"), "wb")
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                            start_new_session=True)
-    port_file = os.path.join(profile, "DevToolsActivePort")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            fail(f"chromium exited with {proc.returncode} before DevTools was up")
-        if os.path.exists(port_file):
-            lines = open(port_file).read().split()
-            if len(lines) >= 2:
-                return proc, int(lines[0])
-        time.sleep(0.05)
-    fail("chromium did not open its DevTools port within 30 s")
-
-
-def page_ws_url(port):
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as r:
-            for t in json.load(r):
-                if t.get("type") == "page":
-                    return t["webSocketDebuggerUrl"]
-        time.sleep(0.05)
-    fail("no page target in chromium")
-
-
 def get_json(url):
     with urllib.request.urlopen(url, timeout=10) as r:
         return json.load(r)
 
 
 async def probe(opts, port):
-    async with websockets.connect(page_ws_url(port), max_size=64 << 20) as ws:
-        page = Page(ws)
-        await page.call("Page.enable")
-        await page.call("Runtime.enable")
-        await page.call("Page.navigate", url=opts.url)
-        deadline = time.monotonic() + opts.timeout
-        while not await page.evaluate("!!(document.body && document.body.dataset.tick)"):
-            if time.monotonic() > deadline:
-                text = await page.evaluate("document.documentElement.outerHTML.slice(0, 2000)")
-                fail(f"the page showed no tick within {opts.timeout} s; it holds:\n{text}")
-            await asyncio.sleep(0.05)
+    async with page_at(port, opts.url) as page:
+        await page.wait_for("!!(document.body && document.body.dataset.tick)", opts.timeout,
+                            "tick")
         print(json.dumps({"first": json.loads(await page.evaluate(FIRST_JS))}), flush=True)
         snapshots = {}  # every /stats fetched, by stream.ticks (the latest few)
 
@@ -185,24 +108,10 @@ def main():
     ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("--size", default="1280x1100")
     opts = ap.parse_args()
-    if not os.access(opts.chromium, os.X_OK):
-        fail(f"{opts.chromium} not found: install Debian's chromium (scripts/install-deps.sh)")
     width, height = (int(v) for v in opts.size.split("x"))
-    profile = tempfile.mkdtemp(prefix="pp-dash-chromium-")
-    proc = None
-    try:
-        proc, port = launch(opts.chromium, profile, width, height)
+    with chromium(opts.chromium, "pp-dash-chromium-", width, height) as port:
         asyncio.run(asyncio.wait_for(probe(opts, port), opts.timeout + opts.samples *
                                      (opts.interval + 5) + 30))
-    finally:
-        if proc and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)  # chromium's own children share its group
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -274,6 +274,127 @@ module E2E
     end
   end
 
+  # What a test class gains with `include E2E::Helpers`.
+  module Helpers
+    # Starts a Server (options as Server.new), runs the block with it, then stops it with
+    # SIGTERM: the test also fails unless the server then exited 0.
+    def with_server(**opts)
+      srv = Server.new(**opts)
+      begin
+        yield srv
+      ensure
+        status = srv.stop
+      end
+      assert status&.success?, "server did not exit 0 on SIGTERM: #{status.inspect}\n#{srv.log[-3000..]}"
+    end
+  end
+
+  # Debian's python3: its python3-* modules (websockets, h2) load only there.
+  PYTHON = "/usr/bin/python3"
+
+  # Fails the test unless PYTHON has python3-websockets.
+  def self.need_python_websockets
+    return if system(PYTHON, "-c", "import websockets", out: File::NULL, err: File::NULL)
+
+    raise Minitest::Assertion, "#{PYTHON} with python3-websockets is missing (scripts/install-deps.sh installs it)"
+  end
+
+  # A real WebSocket client (python3-websockets) in a child process (at most 60 s), driven by
+  # lines. Its first line is "OPEN <subprotocol>" (None: none agreed) or "REFUSED <status>".
+  # Lines to it: "T text", "B hex" (a frame each), "C code" (a Close); a closed stdin closes
+  # with 1000. Lines from it: "T text" (newlines as \n) or "B hex" a frame, then
+  # "CLOSED code reason" when the WebSocket closed.
+  class WsRelay
+    SCRIPT = <<~PY
+      import asyncio, sys, websockets
+      async def main(url, protos, origin):
+          try:
+              ws = await websockets.connect(url, origin=origin or None, open_timeout=10, close_timeout=5,
+                                            max_size=None, subprotocols=[p for p in protos.split(",") if p] or None)
+          except websockets.exceptions.InvalidHandshake as e:
+              status = getattr(e, "status_code", None) or getattr(getattr(e, "response", None), "status_code", "?")
+              print("REFUSED", status, flush=True)
+              return
+          print("OPEN", ws.subprotocol, flush=True)
+          loop = asyncio.get_running_loop()
+          async def pump():
+              while True:
+                  line = await loop.run_in_executor(None, sys.stdin.readline)
+                  if not line:
+                      await ws.close()
+                      return
+                  kind, _, rest = line.rstrip("\\n").partition(" ")
+                  if kind == "T":
+                      await ws.send(rest)
+                  elif kind == "B":
+                      await ws.send(bytes.fromhex(rest))
+                  elif kind == "C":
+                      await ws.close(int(rest))
+                      return
+          sender = asyncio.ensure_future(pump())
+          try:
+              async for msg in ws:
+                  if isinstance(msg, bytes):
+                      print("B", msg.hex(), flush=True)
+                  else:
+                      print("T", msg.replace("\\n", "\\\\n"), flush=True)
+          except websockets.exceptions.ConnectionClosed:
+              pass
+          finally:
+              sender.cancel()
+          print("CLOSED", ws.close_code, ws.close_reason, flush=True)
+      asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
+    PY
+
+    attr_reader :first
+
+    # protocols: the subprotocols offered, comma-separated; origin: the Origin sent ("" none).
+    def initialize(url, protocols: "", origin: "")
+      @stdin, @stdout, @stderr, @wait = Open3.popen3("timeout", "60", PYTHON, "-c", SCRIPT, url, protocols, origin)
+      @first = line(15)
+    end
+
+    # The next line within `timeout` s (chomped), or :timeout, or :ended (the client exited).
+    def read_line(timeout)
+      return :timeout unless IO.select([@stdout], nil, nil, timeout)
+
+      l = @stdout.gets
+      l ? l.chomp : :ended
+    end
+
+    # The next line; fails the test if none comes within `timeout` s or the client ended.
+    def line(timeout = 10)
+      case (l = read_line(timeout))
+      when :timeout then raise Minitest::Assertion, "nothing from the client within #{timeout}s: #{err}"
+      when :ended then raise Minitest::Assertion, "the client ended: #{err}"
+      else l
+      end
+    end
+
+    # Nothing arrives within `seconds`.
+    def quiet?(seconds) = IO.select([@stdout], nil, nil, seconds).nil?
+
+    # What the client wrote on stderr so far (it may still be running: waits `wait` s at most).
+    def err(wait = 1) = IO.select([@stderr], nil, nil, wait) ? @stderr.read_nonblock(65_536, exception: false).to_s : ""
+
+    def text(s) = @stdin.puts("T #{s}")
+
+    def binary(bytes) = @stdin.puts("B #{bytes.unpack1('H*')}")
+
+    def close_with(code) = @stdin.puts("C #{code}")
+
+    def close
+      @stdin.close unless @stdin.closed?
+      begin
+        Process.kill("TERM", @wait.pid) if @wait.alive? && !@wait.join(5)
+      rescue Errno::ESRCH
+        nil
+      end
+      @wait.value
+      [@stdout, @stderr].each { |io| io.close unless io.closed? }
+    end
+  end
+
   # curl bounds itself (--max-time), so a hang fails the test instead of hanging the suite.
   def self.curl(*args, timeout: 30)
     Open3.capture3("curl", "-sS", "--max-time", timeout.to_s, *args)

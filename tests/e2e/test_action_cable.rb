@@ -27,75 +27,39 @@ require_relative "helper"
 require "net/http"
 
 class TestActionCable < Minitest::Test
-  PYTHON = "/usr/bin/python3"
+  PYTHON = E2E::PYTHON
   REDIS_SERVER = "/usr/bin/redis-server"
-  # A relay: stdin lines go out as text frames, every frame received is printed as a line.
-  # First line: "OPEN <subprotocol>", or "REFUSED <status>" when the handshake is refused.
-  WS_RELAY = <<~PY
-    import asyncio, sys, websockets
-    async def main(url, origin):
-        try:
-            ws = await websockets.connect(url, origin=origin, open_timeout=10, close_timeout=5,
-                                          subprotocols=["actioncable-v1-json", "actioncable-unsupported"])
-        except websockets.exceptions.InvalidHandshake as e:
-            status = getattr(e, "status_code", None) or getattr(getattr(e, "response", None), "status_code", "?")
-            print("REFUSED", status, flush=True)
-            return
-        print("OPEN", ws.subprotocol, flush=True)
-        loop = asyncio.get_running_loop()
-        async def pump_stdin():
-            while True:
-                line = await loop.run_in_executor(None, sys.stdin.readline)
-                if not line:
-                    await ws.close()
-                    return
-                await ws.send(line.rstrip("\\n"))
-        sender = asyncio.ensure_future(pump_stdin())
-        try:
-            async for msg in ws:
-                print(msg, flush=True)
-        finally:
-            sender.cancel()
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
-  PY
 
-  # One Action Cable client over the relay; reads are bounded.
+  # One Action Cable client over a WebSocket relay (E2E::WsRelay); reads are bounded.
   class CableClient
     attr_reader :subprotocol, :seen
 
     def initialize(url, origin)
-      @stdin, @stdout, @stderr, @wait = Open3.popen3("timeout", "60", PYTHON, "-c", WS_RELAY, url, origin)
+      @ws = E2E::WsRelay.new(url, protocols: "actioncable-v1-json,actioncable-unsupported", origin: origin)
       @seen = []
       @backlog = []
-      first = read_line(15)
+      first = @ws.first
       @refused = first[/\AREFUSED (\S+)/, 1]
       @subprotocol = first[/\AOPEN (\S+)/, 1]
       raise Minitest::Assertion, "the relay said #{first.inspect}: #{stderr_text}" unless @refused || @subprotocol
     end
 
     # What the relay wrote on stderr so far (it may still be running: never waits long).
-    def stderr_text
-      IO.select([@stderr], nil, nil, 2) ? @stderr.read_nonblock(65_536, exception: false).to_s : ""
-    end
+    def stderr_text = @ws.err(2)
 
     def refused = @refused
 
+    # The next text message within `timeout` s; fails the test on none or on the WebSocket's end.
     def read_line(timeout)
-      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
-      loop do
-        left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)
-        raise Minitest::Assertion, "no WebSocket message within #{timeout}s (seen: #{@seen.last(5)})" if left <= 0
-
-        next unless IO.select([@stdout], nil, nil, left)
-
-        line = @stdout.gets
-        unless line
-          messages = @seen.reject { |m| m["type"] == "ping" }.last(20)
-          raise Minitest::Assertion, "the WebSocket closed (seen: #{messages}): #{stderr_text}"
-        end
-
-        return line.chomp
+      l = @ws.read_line(timeout)
+      raise Minitest::Assertion, "no WebSocket message within #{timeout}s (seen: #{@seen.last(5)})" if l == :timeout
+      if l == :ended || l.start_with?("CLOSED ")
+        messages = @seen.reject { |m| m["type"] == "ping" }.last(20)
+        raise Minitest::Assertion, "the WebSocket closed (seen: #{messages}): #{l} #{stderr_text}"
       end
+      raise Minitest::Assertion, "a frame that is not text: #{l[0, 200]}" unless l.start_with?("T ")
+
+      l.delete_prefix("T ")
     end
 
     # The next Action Cable message that is not a ping (the server sends one every 3 s), parsed.
@@ -129,27 +93,22 @@ class TestActionCable < Minitest::Test
     def drain(seconds)
       deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
       while (left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)).positive?
-        next unless IO.select([@stdout], nil, nil, left)
+        line = @ws.read_line(left)
+        next if line == :timeout
+        break if line == :ended || line.start_with?("CLOSED ")
 
-        line = @stdout.gets or break
-        @seen << JSON.parse(line)
+        @seen << JSON.parse(line.delete_prefix("T "))
       end
     end
 
-    def command(hash) = @stdin.puts(JSON.generate(hash))
+    def command(hash) = @ws.text(JSON.generate(hash))
 
-    def close
-      @stdin.close unless @stdin.closed?
-      Process.kill("TERM", @wait.pid) rescue nil if @wait.alive? && !@wait.join(5)
-      @wait.value
-      [@stdout, @stderr].each { |io| io.close unless io.closed? }
-    end
+    def close = @ws.close
   end
 
   # Each test names its app: Rails 7.2 (the pinned RubyGems set) or Debian's 6.1.
   def app(version)
-    flunk "#{PYTHON} with python3-websockets is missing (scripts/install-deps.sh installs it)" unless
-      system(PYTHON, "-c", "import websockets", out: File::NULL, err: File::NULL)
+    E2E.need_python_websockets
     column_env = if version == "6.1"
                    E2E.debian_env.merge("GEM_HOME" => File.join(E2E::ROOT, "build/apps/debian-gems"))
                  else
@@ -264,13 +223,7 @@ class TestActionCable < Minitest::Test
       assert_equal({ "text" => text, "from_pid" => http_pid }, await_text(client, identifier, text))
     end
     # A second room's subscriber on the same worker gets only its own room's broadcast.
-    other = connect
-    other_id, = subscribe(other, "#{room}-b")
-    broadcast("#{room}-b", "only b")
-    assert_equal "only b", await_text(other, other_id, "only b")["text"]
-    broadcast(room, "only a")
-    await_text(client, identifier, "only a")
-    refute client.seen.any? { |m| m.dig("message", "text") == "only b" }, "room a got room b's broadcast"
+    assert_rooms_apart(client, identifier, room)
 
     # config.action_cable.allowed_request_origins: a handshake from another origin gets a 404
     # (answered, not hijacked); another port of 127.0.0.1, which is not this page's origin
@@ -304,13 +257,8 @@ class TestActionCable < Minitest::Test
     assert_equal [1], redis(port, "PUBSUB", "NUMSUB", "pp_cable:room:#{room}").values_at(1),
                  "the worker holding the WebSocket subscribed in Redis"
 
-    sent, other = broadcast_until_another_worker(room, ws_pid)
-    text, http_pid = other
-    refute_equal ws_pid, http_pid
+    assert_broadcasts_cross_workers(client, identifier, room, ws_pid)
     assert_equal 2, @srv.stats["booted_workers"]
-    assert_equal({ "text" => text, "from_pid" => http_pid }, await_text(client, identifier, text),
-                 "a broadcast from worker #{http_pid} reached the WebSocket held by worker #{ws_pid}")
-    sent.except(text).each { |t, pid| assert_equal pid, await_text(client, identifier, t)["from_pid"] }
     assert_equal 0, @srv.stats["requests"]["status_5xx"], @srv.log[-3000..]
     refute_cable_errors(@srv.log)
     assert_equal 0, @srv.stop&.exitstatus, "a clean stop with the WebSocket still open"
@@ -331,6 +279,31 @@ class TestActionCable < Minitest::Test
       return [sent, other] if other
     end
     flunk "20 rounds of 6 requests, all served by the WebSocket's worker #{ws_pid}"
+  end
+
+  # Broadcasts to room until one is made by a worker other than ws_pid's: that one and every
+  # other reach client (subscribed to room as identifier), each from the worker that made it.
+  # Returns the broadcasts ({text => pid}).
+  def assert_broadcasts_cross_workers(client, identifier, room, ws_pid)
+    sent, other = broadcast_until_another_worker(room, ws_pid)
+    text, http_pid = other
+    refute_equal ws_pid, http_pid
+    assert_equal({ "text" => text, "from_pid" => http_pid }, await_text(client, identifier, text),
+                 "a broadcast from worker #{http_pid} reached the WebSocket of worker #{ws_pid}")
+    sent.except(text).each { |t, pid| assert_equal pid, await_text(client, identifier, t)["from_pid"] }
+    sent
+  end
+
+  # A second subscriber, of room "<room>-b", gets that room's broadcast, and client (of room,
+  # as identifier) does not.
+  def assert_rooms_apart(client, identifier, room)
+    other = connect
+    other_id, = subscribe(other, "#{room}-b")
+    broadcast("#{room}-b", "only b")
+    assert_equal "only b", await_text(other, other_id, "only b")["text"]
+    broadcast(room, "only a")
+    await_text(client, identifier, "only a")
+    refute client.seen.any? { |m| m.dig("message", "text") == "only b" }, "room a got room b's broadcast"
   end
 
   # The contrast that gives the Redis test its meaning: with the async adapter each worker
@@ -395,20 +368,9 @@ class TestActionCable < Minitest::Test
     identifier, ws_pid = subscribe(client, room)
     assert_equal "PumaPlus::ActionCable::Pubsub", @pubsub
     assert_equal hijacked, @srv.stats["queue"]["hijacked"], "the /cable handshake was not hijacked"
-    sent, other = broadcast_until_another_worker(room, ws_pid)
-    text, http_pid = other
-    refute_equal ws_pid, http_pid
-    assert_equal({ "text" => text, "from_pid" => http_pid }, await_text(client, identifier, text),
-                 "a broadcast from worker #{http_pid} reached the WebSocket accepted by worker #{ws_pid}")
-    sent.except(text).each { |t, pid| assert_equal pid, await_text(client, identifier, t)["from_pid"] }
+    sent = assert_broadcasts_cross_workers(client, identifier, room, ws_pid)
     # A second subscriber, another room: only its own broadcasts.
-    other_client = connect
-    other_id, = subscribe(other_client, "#{room}-b")
-    broadcast("#{room}-b", "only b")
-    assert_equal "only b", await_text(other_client, other_id, "only b")["text"]
-    broadcast(room, "only a")
-    await_text(client, identifier, "only a")
-    refute client.seen.any? { |m| m.dig("message", "text") == "only b" }, "room a got room b's broadcast"
+    assert_rooms_apart(client, identifier, room)
     # Action Cable's pings (every 3 s, from its timer thread) go on the monitor connection.
     client.drain(3.5)
     assert client.seen.any? { |m| m["type"] == "ping" }, "no ping in #{client.seen.size} messages"

@@ -29,6 +29,18 @@ class TestStandby < Minitest::Test
 
   ACTIVATION_BOUND_MS = 20.0
 
+  # The pool behind the slots (rule 6a, standby_cover): refilled only while slots alone could
+  # not carry 4x the load.
+  COVER_POLICY = <<~YAML
+    tick: 250ms
+    min_workers: 1
+    max_workers: 2
+    standby: 1
+    standby_cover: 4
+    calm_ticks: 200
+    retire_cooldown: 30s
+  YAML
+
   def open_loop(port, rate, secs, path)
     n = (rate * secs).to_i
     t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
@@ -91,6 +103,48 @@ class TestStandby < Minitest::Test
     assert_operator sh["uss_bytes"], :<=, sh["pss_bytes"]
     assert_operator sh["pss_bytes"], :<=, sh["rss_bytes"]
     assert_equal st["worker_status"].size, mem["workers_measured"]
+  end
+
+  # An I/O-light load parks nothing (the shepherd starts with --standby 0 and the log says why);
+  # a CPU-heavy one fills the pool, and the decision log names the load that opened it.
+  def test_pool_behind_the_slots_parks_only_for_a_cpu_heavy_load
+    dir = Dir.mktmpdir("pp-e2e-standby-cover")
+    policy = File.join(dir, "policy.yaml")
+    log = File.join(dir, "decisions.jsonl")
+    File.write(policy, COVER_POLICY)
+    srv = E2E::Server.new(workers: 1, threads: 2, extra: ["-autoscale", "-policy", policy, "-decision-log", log])
+    assert_match(/--standby 0/, srv.log, "a pool behind the slots starts the shepherd with --standby 0")
+    # 10 req/s of 1 ms CPU: 1% of a core, x4 far under slots.cpu_target.
+    statuses = open_loop(srv.port, 10, 3, "/mix/1/0").map(&:value)
+    assert_equal [200] * statuses.size, statuses
+    st = srv.stats
+    assert_equal 0, parked(st).size + st.dig("controller", "workers_standby_booting"),
+                 "nothing parked or booting for the pool under a light load: #{st["controller"]}"
+    assert_equal 1, st.dig("controller", "standby"), "/stats shows the policy's standby"
+    recs = File.readlines(log).map { |l| JSON.parse(l) }.reject { |r| r["type"] == "header" }
+    assert(recs.none? { |r| r.dig("decision", "standby_spawn").to_i.positive? }, "no standby forked yet")
+    held = recs.map { |r| r.dig("decision", "reason") }.grep(/; standby 0 of 1: load \d+% of a core per worker/)
+    refute_empty held, "the reason says why the pool is empty: #{recs.last&.dig("decision", "reason")}"
+    assert_match(/under slots\.cpu_target 80%/, held.last)
+    # 25 req/s of 20 ms CPU: about 50% of a core, x4 over 80%: the pool is filled.
+    statuses = open_loop(srv.port, 25, 3, "/mix/20/0").map(&:value)
+    assert_equal [200] * statuses.size, statuses
+    st = wait_for(srv, 15) { |s| parked(s).size == 1 }
+    refute_nil st, "one parked standby worker after the CPU-heavy load: #{srv.stats["controller"]}\n#{srv.log}"
+    recs = File.readlines(log).map { |l| JSON.parse(l) }.reject { |r| r["type"] == "header" }
+    opened = recs.select { |r| r.dig("decision", "standby_spawn").to_i.positive? }
+    assert_equal 1, opened.sum { |r| r.dig("decision", "standby_spawn") }, "one standby forked"
+    assert_match(/; standby \+1 to 1 \(load \d+% of a core per worker .* at or over slots\.cpu_target 80%\)/,
+                 opened.first.dig("decision", "reason"))
+    srv.stop
+    srv = nil
+    replay = ENV["PP_REPLAY_BIN"] || File.join(E2E::ROOT, "build/replay/pp-replay")
+    out, err, rs = Open3.capture3(replay, log)
+    assert rs.success?, "pp-replay #{log}: exit #{rs.exitstatus}\n#{out}\n#{err}"
+    assert_match(/replayed identically/, out)
+  ensure
+    srv&.stop
+    FileUtils.rm_rf(dir) if dir
   end
 
   def test_parked_workers_activate_within_the_bound_and_are_replaced

@@ -13,90 +13,10 @@ require_relative "helper"
 require "net/http"
 
 class TestWsApi < Minitest::Test
-  PYTHON = "/usr/bin/python3"
   APP = File.join(E2E::ROOT, "tests/apps/websocket/config.ru")
-  # stdin "T text" / "B hex" / "C code" (close) → frames; each frame received → "T text" /
-  # "B hex" on stdout; then "CLOSED code reason". First line "OPEN subprotocol" or "REFUSED status".
-  RELAY = <<~PY
-    import asyncio, sys, websockets
-    async def main(url, protos):
-        try:
-            ws = await websockets.connect(url, open_timeout=10, close_timeout=5, max_size=None,
-                                          subprotocols=[p for p in protos.split(",") if p] or None)
-        except websockets.exceptions.InvalidHandshake as e:
-            status = getattr(e, "status_code", None) or getattr(getattr(e, "response", None), "status_code", "?")
-            print("REFUSED", status, flush=True)
-            return
-        print("OPEN", ws.subprotocol, flush=True)
-        loop = asyncio.get_running_loop()
-        async def pump():
-            while True:
-                line = await loop.run_in_executor(None, sys.stdin.readline)
-                if not line:
-                    await ws.close()
-                    return
-                kind, _, rest = line.rstrip("\\n").partition(" ")
-                if kind == "T":
-                    await ws.send(rest)
-                elif kind == "B":
-                    await ws.send(bytes.fromhex(rest))
-                elif kind == "C":
-                    await ws.close(int(rest))
-                    return
-        sender = asyncio.ensure_future(pump())
-        try:
-            async for msg in ws:
-                if isinstance(msg, bytes):
-                    print("B", msg.hex(), flush=True)
-                else:
-                    print("T", msg.replace("\\n", "\\\\n"), flush=True)
-        except websockets.exceptions.ConnectionClosed:
-            pass
-        finally:
-            sender.cancel()
-        print("CLOSED", ws.close_code, ws.close_reason, flush=True)
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
-  PY
-
-  class Client
-    attr_reader :first
-
-    def initialize(url, protocols = "")
-      @stdin, @stdout, @stderr, @wait = Open3.popen3("timeout", "60", PYTHON, "-c", RELAY, url, protocols)
-      @first = line(15)
-    end
-
-    def line(timeout = 10)
-      raise Minitest::Assertion, "nothing from the client within #{timeout}s: #{err}" unless IO.select([@stdout], nil, nil, timeout)
-
-      l = @stdout.gets or raise Minitest::Assertion, "the client ended: #{err}"
-      l.chomp
-    end
-
-    # Nothing arrives within `seconds`.
-    def quiet?(seconds) = IO.select([@stdout], nil, nil, seconds).nil?
-
-    def err = IO.select([@stderr], nil, nil, 1) ? @stderr.read_nonblock(65_536, exception: false).to_s : ""
-
-    def text(s) = @stdin.puts("T #{s}")
-
-    def binary(bytes) = @stdin.puts("B #{bytes.unpack1('H*')}")
-
-    def close_with(code) = @stdin.puts("C #{code}")
-
-    def close
-      @stdin.close unless @stdin.closed?
-      Process.kill("TERM", @wait.pid) if @wait.alive? && !@wait.join(5)
-      @wait.value
-      [@stdout, @stderr].each { |io| io.close unless io.closed? }
-    rescue Errno::ESRCH
-      nil
-    end
-  end
 
   def setup
-    flunk "#{PYTHON} with python3-websockets is missing (scripts/install-deps.sh installs it)" unless
-      system(PYTHON, "-c", "import websockets", out: File::NULL, err: File::NULL)
+    E2E.need_python_websockets
     @clients = []
     @srv = E2E::Server.new(app: APP, workers: 2, threads: 2) unless name.include?("fiber")
   end
@@ -107,7 +27,7 @@ class TestWsApi < Minitest::Test
   end
 
   def connect(path, protocols = "")
-    c = Client.new("ws://127.0.0.1:#{@srv.port}#{path}", protocols)
+    c = E2E::WsRelay.new("ws://127.0.0.1:#{@srv.port}#{path}", protocols: protocols)
     @clients << c
     c
   end

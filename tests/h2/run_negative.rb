@@ -9,6 +9,8 @@
 require_relative "../e2e/helper"
 
 class TestH2Negative < Minitest::Test
+  include E2E::Helpers
+
   PY = "/usr/bin/python3" # Debian's python3-h2 (hpack) loads only in this interpreter
   SCRIPT = File.join(__dir__, "negative.py")
 
@@ -17,10 +19,9 @@ class TestH2Negative < Minitest::Test
     out, st = Open3.capture2e(PY, "-c", "import hpack")
     assert st.success?, "python3-h2 (hpack) not importable by #{PY} (scripts/install-deps.sh): #{out}"
 
-    srv = E2E::Server.new(workers: 1, threads: 4,
-                          extra: ["-h2c", "-h2-max-streams", "8", "-max-header-size", "16KiB",
-                                  "-max-body-size", "1MiB"])
-    begin
+    with_server(workers: 1, threads: 4,
+                extra: ["-h2c", "-h2-max-streams", "8", "-max-header-size", "16KiB",
+                        "-max-body-size", "1MiB"]) do |srv|
       filters = ARGV.select { |a| !a.start_with?("-") && !File.executable?(a) }
       out, st = Timeout.timeout(400) do
         Open3.capture2e(PY, SCRIPT, "127.0.0.1", srv.port.to_s, *filters)
@@ -31,9 +32,6 @@ class TestH2Negative < Minitest::Test
       assert st.success?, "negative.py: #{summary}\n" + out.lines.grep(/\AFAIL/).join
       assert_equal 200, E2E.curl("-o", "/dev/null", "-w", "%{http_code}", "--http2-prior-knowledge",
                                  "http://127.0.0.1:#{srv.port}/hello")[0].to_i
-    ensure
-      status = srv.stop
     end
-    assert status&.success?, "server did not exit 0 on SIGTERM: #{status.inspect}\n#{srv.log[-3000..]}"
   end
 end

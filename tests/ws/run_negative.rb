@@ -16,6 +16,8 @@
 require_relative "../e2e/helper"
 
 class TestWsNegative < Minitest::Test
+  include E2E::Helpers
+
   PY = "/usr/bin/python3"
   SCRIPT = File.join(__dir__, "negative.py")
   APP = File.join(E2E::ROOT, "tests/apps/websocket/config.ru")
@@ -40,54 +42,38 @@ class TestWsNegative < Minitest::Test
   end
 
   def test_negative_cases_against_the_server
-    srv = E2E::Server.new(app: APP, workers: 1, threads: 4)
-    begin
+    with_server(app: APP, workers: 1, threads: 4) do |srv|
       pid_before = worker_pid(srv)
       run_suite(srv)
       run_suite(srv, "--dribble", "--skip-handshake")
       assert_equal pid_before, worker_pid(srv), "the worker was replaced during the suite"
-    ensure
-      status = srv.stop
     end
-    assert status&.success?, "server did not exit 0 on SIGTERM: #{status.inspect}\n#{srv.log[-3000..]}"
   end
 
   def test_ping_and_close_timers
-    srv = E2E::Server.new(app: APP, workers: 1, threads: 2,
-                          extra: ["-ws-ping-interval", "1s", "-ws-close-timeout", "1s"])
-    begin
+    with_server(app: APP, workers: 1, threads: 2,
+                extra: ["-ws-ping-interval", "1s", "-ws-close-timeout", "1s"]) do |srv|
       summary = run_suite(srv, "--timers", "1,1", filters: ["(timer)"])
       assert_equal "3 passed, 0 failed", summary
-    ensure
-      status = srv.stop
     end
-    assert status&.success?, "server did not exit 0 on SIGTERM: #{status.inspect}\n#{srv.log[-3000..]}"
   end
 
   def test_frame_cases_over_http2_tunnels
     out, st = Open3.capture2e(PY, "-c", "import h2")
     assert st.success?, "python3-h2 not importable by #{PY} (scripts/install-deps.sh): #{out}"
-    srv = E2E::Server.new(app: APP, workers: 1, threads: 2, extra: ["-h2c"])
-    begin
+    with_server(app: APP, workers: 1, threads: 2, extra: ["-h2c"]) do |srv|
       pid_before = worker_pid(srv)
       assert_equal "63 passed, 0 failed", run_suite(srv, "--h2")
       assert_equal "63 passed, 0 failed", run_suite(srv, "--h2", "--dribble")
       assert_equal pid_before, worker_pid(srv), "the worker was replaced during the suite"
-    ensure
-      status = srv.stop
     end
-    assert status&.success?, "server did not exit 0 on SIGTERM: #{status.inspect}\n#{srv.log[-3000..]}"
   end
 
   def test_declined_deflate_and_a_64k_message_limit
-    srv = E2E::Server.new(app: APP, workers: 1, threads: 2, extra: ["-ws-no-deflate", "-ws-max-message", "64k"])
-    begin
+    with_server(app: APP, workers: 1, threads: 2, extra: ["-ws-no-deflate", "-ws-max-message", "64k"]) do |srv|
       url = "ws://127.0.0.1:#{srv.port}/echo"
       summary = run_suite(srv, "--nodeflate-url", url, "--max-message", "65536", filters: ["§10.4", "declined"])
       assert_equal "4 passed, 0 failed", summary
-    ensure
-      status = srv.stop
     end
-    assert status&.success?, "server did not exit 0 on SIGTERM: #{status.inspect}\n#{srv.log[-3000..]}"
   end
 end

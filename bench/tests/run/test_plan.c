@@ -4,9 +4,13 @@
  * every intended time and request path, the digest both tools print, and that the seed (and
  * only the seed) moves it. */
 #include <CUnit/Basic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench/run/plan.h"
+#include "bench/run/run.h"
 #include "bench/gen/schedule.h"
 #include "sim/arrivals.h"
 #include "sim/scenario_file.h"
@@ -150,6 +154,63 @@ static void test_ractors_argv(void) {
   CU_ASSERT_PTR_NULL(strstr(joined, "ractors"));
 }
 
+static void touch(const char *path) {
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("an earlier run\n", f);
+  fclose(f);
+}
+
+/* A reused -log-dir: a run never appends to the logs an earlier run left (the server appends,
+ * and two runs' ticks in one decision log refused the whole store); it gets numbered names
+ * beside them, and the earlier files are untouched. */
+static void test_fresh_logs(void) {
+  char dir[] = "/tmp/test_bench_plan.XXXXXX";
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+  pb_server_spec s;
+  memset(&s, 0, sizeof s);
+  char log[512], dec[512], want[600];
+  snprintf(log, sizeof log, "%s/auto-k0.log", dir);
+  snprintf(dec, sizeof dec, "%s/auto-k0.decisions.jsonl", dir);
+  snprintf(s.log_path, sizeof s.log_path, "%s", log);
+  snprintf(s.decision_log, sizeof s.decision_log, "%s", dec);
+  CU_ASSERT_EQUAL(pb_run_fresh_logs(&s), 0); /* a fresh directory: kept */
+  CU_ASSERT_STRING_EQUAL(s.log_path, log);
+  CU_ASSERT_STRING_EQUAL(s.decision_log, dec);
+  touch(log);
+  touch(dec);
+  CU_ASSERT_EQUAL(pb_run_fresh_logs(&s), 2);
+  snprintf(want, sizeof want, "%s/auto-k0.2.log", dir);
+  CU_ASSERT_STRING_EQUAL(s.log_path, want);
+  snprintf(want, sizeof want, "%s/auto-k0.2.decisions.jsonl", dir);
+  CU_ASSERT_STRING_EQUAL(s.decision_log, want);
+  /* The third run: .2's decision log alone exists (its server log was removed): .3. */
+  touch(s.decision_log);
+  snprintf(s.log_path, sizeof s.log_path, "%s", log);
+  snprintf(s.decision_log, sizeof s.decision_log, "%s", dec);
+  CU_ASSERT_EQUAL(pb_run_fresh_logs(&s), 3);
+  snprintf(want, sizeof want, "%s/auto-k0.3.log", dir);
+  CU_ASSERT_STRING_EQUAL(s.log_path, want);
+  /* A static configuration has no decision log: its server log alone is numbered. */
+  pb_server_spec t;
+  memset(&t, 0, sizeof t);
+  snprintf(t.log_path, sizeof t.log_path, "%s", log);
+  CU_ASSERT_EQUAL(pb_run_fresh_logs(&t), 2);
+  snprintf(want, sizeof want, "%s/auto-k0.2.log", dir);
+  CU_ASSERT_STRING_EQUAL(t.log_path, want);
+  CU_ASSERT_STRING_EQUAL(t.decision_log, "");
+  /* The earlier run's files are as it left them. */
+  FILE *f = fopen(log, "r");
+  char line[64] = "";
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_PTR_NOT_NULL(fgets(line, sizeof line, f));
+  fclose(f);
+  CU_ASSERT_STRING_EQUAL(line, "an earlier run\n");
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite s = CU_add_suite("bench_plan", NULL, NULL);
@@ -158,6 +219,7 @@ int main(void) {
   CU_add_test(s, "seed moves the schedule", test_seed_moves_the_schedule);
   CU_add_test(s, "server specs", test_server_specs);
   CU_add_test(s, "autoscale command line", test_autoscale_argv);
+  CU_add_test(s, "a reused log directory gets fresh logs", test_fresh_logs);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();

@@ -11,6 +11,7 @@
 #include <sqlite3.h>
 
 #include "bench/store/store.h"
+#include "control/control.h"
 
 static char db_path[64];
 
@@ -214,6 +215,64 @@ static void test_old_soak_tables_get_the_columns(void) {
   unlink(db_path);
 }
 
+/* Writes a decision log of `n` tick lines, ticks first..first+n-1, after a header. */
+static void write_ticks(FILE *f, uint64_t first, int n) {
+  pp_policy p;
+  pp_policy_defaults(&p);
+  pp_declog_header h;
+  char buf[PP_DECLOG_LINE_MAX];
+  CU_ASSERT_EQUAL_FATAL(pp_declog_header_init(&h, &p, "server"), 0);
+  CU_ASSERT_FATAL(pp_declog_encode_header(&h, buf, sizeof buf) > 0);
+  fputs(buf, f);
+  for (int i = 0; i < n; i++) {
+    pp_declog_record r;
+    memset(&r, 0, sizeof r);
+    r.tick = first + (uint64_t)i;
+    r.time_ns = (int64_t)r.tick * 250000000;
+    r.policy_hash = pp_policy_hash(&p);
+    snprintf(r.source, sizeof r.source, "server");
+    pp_ctl_state_init(&r.state_before, &p, 1, 4);
+    r.state_after = r.state_before;
+    snprintf(r.decision.reason, sizeof r.decision.reason, "none: steady");
+    CU_ASSERT_FATAL(pp_declog_encode(&r, buf, sizeof buf) > 0);
+    fputs(buf, f);
+  }
+}
+
+/* A decision log a server appended to (a reused -log-dir before pp-bench gave each run its own
+ * file): ticks start again after the first run's. The run is stored with the first run's ticks;
+ * before, the second run's tick 1 broke the decisions table's uniqueness and the whole run
+ * (summary, timeline, every configuration) was refused. */
+static void test_appended_decision_log(void) {
+  fresh_db();
+  char log[80];
+  snprintf(log, sizeof log, "/tmp/test_bench_store.%d.decisions.jsonl", (int)getpid());
+  FILE *f = fopen(log, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  write_ticks(f, 1, 3);
+  write_ticks(f, 1, 2); /* the next run, appended */
+  fclose(f);
+  pb_config_result r[1];
+  one_config(&r[0], "auto", "h1");
+  r[0].spec.autoscale = true;
+  snprintf(r[0].spec.decision_log, sizeof r[0].spec.decision_log, "%s", log);
+  CU_ASSERT(store(r, 1) > 0);
+  CU_ASSERT_EQUAL(query_i64("SELECT COUNT(*) FROM decisions", NULL), 3);
+  CU_ASSERT_EQUAL(query_i64("SELECT MAX(tick) FROM decisions", NULL), 3);
+  CU_ASSERT_EQUAL(query_i64("SELECT COUNT(*) FROM bench_measure", NULL), 1);
+  /* A header inside one run (a reload) is not a run boundary: ticks 1-3, header, 4-5. */
+  fresh_db();
+  f = fopen(log, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  write_ticks(f, 1, 3);
+  write_ticks(f, 4, 2);
+  fclose(f);
+  CU_ASSERT(store(r, 1) > 0);
+  CU_ASSERT_EQUAL(query_i64("SELECT COUNT(*) FROM decisions", NULL), 5);
+  unlink(log);
+  unlink(db_path);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite s = CU_add_suite("bench_store", NULL, NULL);
@@ -221,6 +280,7 @@ int main(void) {
   CU_add_test(s, "old database gets the column", test_old_database_gets_the_column);
   CU_add_test(s, "soak is stored", test_soak_is_stored);
   CU_add_test(s, "old soak tables get the columns", test_old_soak_tables_get_the_columns);
+  CU_add_test(s, "appended decision log: the first run is stored", test_appended_decision_log);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();

@@ -685,14 +685,9 @@ static void test_retry(void) {
 
 /* The Length field of the first long-header packet, patched by delta. */
 static void patch_length(uint8_t *p, int delta) {
-  size_t off = 5;
-  off += 1 + p[off];
-  off += 1 + p[off];
-  size_t vl = (size_t)1 << (p[off] >> 6);
-  uint64_t tl = p[off] & 0x3f;
-  for (size_t i = 1; i < vl; i++)
-    tl = (tl << 8) | p[off + i];
-  off += vl + tl;
+  size_t vl;
+  uint64_t tl;
+  size_t off = initial_token_field(p, &vl, &tl) + vl + tl;
   size_t ll = (size_t)1 << (p[off] >> 6);
   uint64_t v = p[off] & 0x3f;
   for (size_t i = 1; i < ll; i++)
