@@ -4,6 +4,7 @@
  * real libuv loop in between; no HTTP session is involved, which is the point: anything that
  * speaks this contract is served the same way. */
 #include <CUnit/Basic.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -849,6 +850,118 @@ static void test_slots_actuator(void) {
   cfg.max_slots = 0;
 }
 
+/* ---------------------------------------------------------------- retire (wlink.c, shepherd.c)
+ *
+ * A worker retired while it runs something gets RETIRE on the shepherd's control channel once
+ * the last of it ends, whichever frame ends it: RESPONSE_END, a WebSocket event's WS_DONE, or
+ * the RESPONSE_END of a request that had timed out. The channel here is a socketpair whose far
+ * end the test reads in place of the shepherd. */
+
+typedef enum { WORK_REQUEST, WORK_WS_EVENT, WORK_TIMED_OUT } retire_work;
+
+/* An exchange of a WebSocket event (as session/wsconn.c makes one): its WS_MESSAGE frame whole
+ * in head (dispatch fills in its two times), flexible (no sticky pid). */
+static pp_exchange *new_ws_event(void) {
+  pp_exchange *x = pp_exchange_get(&srv.xpool, &fake_ops, &fake_owner);
+  x->ws_event = 1;
+  x->logged = 1;
+  x->id = ++srv.core.next_request_id;
+  x->t1 = x->t2 = pp_now_ns();
+  x->state = PP_X_BODY;
+  pp_wire_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = PP_WIRE_WS_MESSAGE;
+  f.request_id = x->id;
+  f.conn_id = 7;
+  f.opcode = 1;
+  f.data = (const uint8_t *)"hi";
+  f.data_len = 2;
+  ssize_t n = pp_wire_encoded_size(&f);
+  CU_ASSERT_FATAL(n > 40);
+  pp_buf_reserve(&x->head, (size_t)n);
+  CU_ASSERT_FATAL(pp_wire_encode(&f, x->head.data, (size_t)n) == n);
+  x->head.len = (size_t)n;
+  return x;
+}
+
+/* Nothing waits on the control channel (the loop turns a little first). */
+static int ctl_quiet(int fd) {
+  spin(20);
+  uint8_t b;
+  return recv(fd, &b, 1, MSG_DONTWAIT | MSG_PEEK) < 0 && errno == EAGAIN;
+}
+
+static void retire_after(retire_work work, uint32_t pid, int ctl_fd) {
+  reset_events();
+  cfg.request_timeout_ns = work == WORK_TIMED_OUT ? 30000000 : 0;
+  cfg.worker_kill_grace_ns = 60000000000ull;
+  int thread = dial(PP_WIRE_HELLO, pid, 0);
+  pp_worker *wk = pp_registry_find(&srv.workers.reg, pid);
+  CU_ASSERT_FATAL(wk != NULL && wk->state == PP_WORKER_READY);
+  uint8_t buf[65536];
+  pp_wire_frame f;
+  pp_exchange *x = work == WORK_WS_EVENT ? new_ws_event() : new_exchange("/long", 0);
+  uint64_t id = x->id;
+  if (work == WORK_WS_EVENT)
+    pp_dispatch_push(x);
+  else
+    pp_exchange_body_done(x);
+  CU_ASSERT_FATAL(fd_recv(thread, &f, buf, sizeof buf));
+  CU_ASSERT_EQUAL(f.type, work == WORK_WS_EVENT ? PP_WIRE_WS_MESSAGE : PP_WIRE_REQUEST);
+  CU_ASSERT_EQUAL(f.request_id, id);
+  if (work == WORK_TIMED_OUT) {
+    WATCH_UNTIL(saw("fail"));
+    CU_ASSERT_EQUAL(last_status, 504); /* answered; the thread still holds the slot */
+    cfg.request_timeout_ns = 0;
+  }
+  CU_ASSERT_EQUAL(wk->busy, 1);
+
+  pp_shepherd_retire(&srv.workers, wk);
+  CU_ASSERT_EQUAL(wk->state, PP_WORKER_RETIRING);
+  CU_ASSERT(ctl_quiet(ctl_fd)); /* busy: no RETIRE yet */
+
+  if (work == WORK_WS_EVENT) {
+    memset(&f, 0, sizeof f);
+    f.type = PP_WIRE_WS_DONE;
+    f.request_id = id;
+    f.t4_ns = 1, f.t5_ns = 2, f.gvl_wait_ns = f.cpu_ns = -1;
+    fd_send(thread, &f);
+  } else {
+    fd_respond_end(thread, id);
+  }
+  uint8_t cbuf[64];
+  int got = fd_recv(ctl_fd, &f, cbuf, sizeof cbuf);
+  CU_ASSERT(got);
+  if (got) {
+    CU_ASSERT_EQUAL(f.type, PP_WIRE_RETIRE);
+    CU_ASSERT_EQUAL(f.pid, pid);
+  }
+  CU_ASSERT_EQUAL(wk->busy, 0);
+  CU_ASSERT(wk->retire_sent);
+  CU_ASSERT(work == WORK_TIMED_OUT ? n_fails == 1 && !saw("end") : saw("end"));
+  CU_ASSERT(ctl_quiet(ctl_fd)); /* once */
+  close(thread);
+  spin(50);
+  forget_worker(pid);
+}
+
+static void test_retire_after_the_last_work(void) {
+  int sv[2];
+  CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+  pp_workers *ws = &srv.workers;
+  uv_pipe_init(srv.loop, &ws->ctl, 0);
+  ws->ctl.data = ws;
+  CU_ASSERT_FATAL(uv_pipe_open(&ws->ctl, sv[0]) == 0);
+  ws->ctl_open = 1;
+  retire_after(WORK_REQUEST, 7101, sv[1]);
+  retire_after(WORK_WS_EVENT, 7102, sv[1]);
+  retire_after(WORK_TIMED_OUT, 7103, sv[1]);
+  ws->ctl_open = 0;
+  uv_close((uv_handle_t *)&ws->ctl, NULL);
+  spin(5);
+  close(sv[1]);
+}
+
 static void slot_free(server *s) {
   pp_dispatch_all(&s->core);
 }
@@ -910,6 +1023,9 @@ int main(void) {
   CU_add_test(s, "a silent heartbeat kills the worker", test_silent_heartbeat_kills);
   CU_add_test(s, "slots at run time: SLOTS, SLOT_CLOSE idle now and busy after the response",
               test_slots_actuator);
+  CU_add_test(s,
+              "a retired worker gets RETIRE after its last RESPONSE_END, WS_DONE or timed-out end",
+              test_retire_after_the_last_work);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failures = CU_get_number_of_failures();
