@@ -412,13 +412,16 @@ static uint32_t slots_grow_target(const pp_policy *p, const pp_ctl_state *st,
      * and a third of a MB) before a fork (seconds and tens of MB), even when Little's law finds
      * the slots enough (a breach near the target, or CPU-bound work queueing). */
     if (o->ractor_cores && n <= (double)v->tpw) n = (double)v->tpw + 1;
-    /* Thread and fiber slots with the CPU to spare: when Little's law finds the slots enough
-     * but requests queue (the arrival rate of a window that began before a step lags it, and
-     * the drain term assumes a slot turns over many times within the horizon), a slot for
-     * each queued request is microseconds away; without it the breach forked a process
-     * (measured on step12-2core: a fork on the step's first tick, 4 slots, 10 queued). */
-    if (!o->ractor_cores && n <= (double)v->tpw && o->queue_len > 0)
-      n = (double)v->tpw + ceil((double)o->queue_len / (double)sv->workers);
+    /* Thread and fiber slots with the CPU to spare: at least a slot for each queued request
+     * (microseconds away). The arrival rate of a window that began before a step lags it, and
+     * the drain term assumes a slot turns over many times within the horizon, so Little's law
+     * alone sized the step's first tick at 4 -> 5 slots with 11 queued, and the slots' cooldown
+     * then held the queue for a second (measured on step12-2core, p99 4x the peak static's),
+     * or found the slots enough and forked a process. */
+    if (!o->ractor_cores && o->queue_len > 0) {
+      double q = (double)v->tpw + ceil((double)o->queue_len / (double)sv->workers);
+      if (q > n) n = q;
+    }
     if (n > (double)sv->n_cpu) n = sv->n_cpu;
   }
   if (st->slots_ceiling && n > (double)st->slots_ceiling) n = st->slots_ceiling;
@@ -880,8 +883,8 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
         put_u64(&l, sv.n_cpu);
         if (o->ractor_cores && n > slots_needed(p, o, &v, &sv))
           put(&l, "; a Ractor before a fork");
-        else if (n > slots_needed(p, o, &v, &sv) && slots_needed(p, o, &v, &sv) <= v.tpw)
-          put(&l, "; a slot for each queued request before a fork");
+        else if (n > slots_needed(p, o, &v, &sv))
+          put(&l, "; a slot for each queued request");
         if (n == p->max_slots) put(&l, ", capped by slots.max");
         if (st->slots_ceiling && n == st->slots_ceiling) put(&l, ", capped by an inflation revert");
         st->slots_from = v.tpw;

@@ -261,7 +261,14 @@ int pb_server_wait_ready(pb_server *srv, const char *host, const char *path, uin
       return -1;
     }
     char body[256];
-    last = pb_http_get(host, srv->port, path, 500000000ull, body, sizeof body);
+    /* Each probe may take as long as the path does (a scenario's /mix/0/500 sleeps 500 ms:
+     * a 500 ms probe timeout failed it whenever the answer came a millisecond late), up to 5 s
+     * and the deadline. */
+    uint64_t now = uv_hrtime();
+    uint64_t per = deadline > now ? deadline - now : 0;
+    if (per > 5000000000ull) per = 5000000000ull;
+    if (per < 100000000ull) per = 100000000ull;
+    last = pb_http_get(host, srv->port, path, per, body, sizeof body);
     if (last >= 200 && last <= 299) return 0;
     sleep_ns(100000000ull);
   }

@@ -911,9 +911,9 @@ static void test_slots_io_grows_by_little(void) {
   CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
 }
 
-/* The step's first tick (measured on step12-2core): the window's arrival rate lags the step,
- * so Little's law finds 4 slots enough, yet 10 requests queue. A slot for each queued request
- * (microseconds) comes before a fork (seconds). */
+/* The step's first ticks (measured on step12-2core): the window's arrival rate lags the step,
+ * so Little's law finds 4 slots enough (or 5), yet 10 requests queue. A slot for each queued
+ * request (microseconds) comes before a fork (seconds) or a second growth a cooldown later. */
 static void test_slots_for_the_queue_before_a_fork(void) {
   setup(1, 4);
   P.breach_ticks = 1;
@@ -923,7 +923,17 @@ static void test_slots_for_the_queue_before_a_fork(void) {
   CU_ASSERT_EQUAL(d.count, 13); /* 4 + 10 queued, capped by the CPU bound 22 / (2 x 0.8) */
   CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "sized 4 slots"));
   CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "CPU bound 13"));
-  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "a slot for each queued request before a fork"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "a slot for each queued request"));
+  /* The step's first tick of a measured run: Little's law sizes 5 slots (a lagging 128 rps),
+   * 11 queue: 4 + 11 = 15, capped by the CPU bound 23 / (2 x 0.8) = 14. */
+  setup(1, 4);
+  P.breach_ticks = 1;
+  o = mkc(20, 1, 4, 128, 23 * MS, 51 * MS, 11, 4, 0.19, 2 * MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
+  CU_ASSERT_EQUAL(d.count, 14);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "sized 5 slots"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; a slot for each queued request"));
   /* The CPU bound still holds: at 2 ms CPU of 3 ms service, S / (c x 0.8) = 1 slot. */
   setup(1, 4);
   P.breach_ticks = 1;
@@ -1167,7 +1177,7 @@ static void test_slots_settling_holds_forks(void) {
   pp_decision d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL_FATAL(d.action, PP_ACTION_SET_SLOTS);
   uint32_t grown = d.count;
-  CU_ASSERT(grown > 5 && grown < 40);
+  CU_ASSERT_EQUAL(grown, 40); /* a slot for each queued request: 5 + 35 */
   /* next tick: the queue is still there and only 12 of the new slots have connected */
   o = mkc(21, 1, grown, 24, 500 * MS, 990 * MS, 18, 12, 0.02, 300000);
   o.slots_ready = 12;
@@ -1175,8 +1185,8 @@ static void test_slots_settling_holds_forks(void) {
   CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
   CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "but slots changed 1.00s ago and are still connecting"));
   CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "workers at 2% of a core"));
-  /* settled and cooled: it grows again, from the arrivals the new slots let in */
-  o = mkc(22, 1, grown, 40, 500 * MS, 990 * MS, 18, grown, 0.03, 300000);
+  /* settled and cooled, more clients queued: it grows again */
+  o = mkc(22, 1, grown, 80, 500 * MS, 990 * MS, 18, grown, 0.03, 300000);
   d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL(d.action, PP_ACTION_SET_SLOTS);
   CU_ASSERT(d.count > grown);
@@ -1193,12 +1203,13 @@ static void test_slots_settling_holds_forks(void) {
 /* Service time inflating after a slot increase reverts it, and caps later growth there. */
 static void test_slots_inflation_reverts(void) {
   setup(1, 5);
-  pp_observation o = mkc(20, 1, 5, 50, 100 * MS, 600 * MS, 50, 5, 0.10, 2 * MS);
+  /* 5 queued: Little's law sizes the increase (over 5 + a slot for each queued request). */
+  pp_observation o = mkc(20, 1, 5, 85, 100 * MS, 600 * MS, 5, 5, 0.10, 2 * MS);
   pp_decision d = pp_decide(&P, &st, &o);
   CU_ASSERT_EQUAL_FATAL(d.action, PP_ACTION_SET_SLOTS);
   uint32_t grown = d.count;
   CU_ASSERT(grown > 5);
-  CU_ASSERT_EQUAL(grown, 13); /* 50 x 100 ms / 0.7 + 50 queued x 100 ms / 1 s */
+  CU_ASSERT_EQUAL(grown, 13); /* 85 x 100 ms / 0.7 + 5 x 100 ms / 1 s */
   /* Settled a cooldown later, service mean tripled for 2.6x the slots (capacity down): back
    * to 5. */
   o = mkc(22, 1, grown, 50, 300 * MS, 600 * MS, 50, grown, 0.20, 2 * MS);
@@ -1216,7 +1227,7 @@ static void test_slots_inflation_reverts(void) {
   CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
   /* Service doubled for 2.6x the slots: capacity still grew 30%, so the increase is kept. */
   setup(1, 5);
-  o = mkc(20, 1, 5, 50, 100 * MS, 600 * MS, 50, 5, 0.10, 2 * MS);
+  o = mkc(20, 1, 5, 85, 100 * MS, 600 * MS, 5, 5, 0.10, 2 * MS);
   d = pp_decide(&P, &st, &o);
   o = mkc(22, 1, d.count, 50, 200 * MS, 0, 0, d.count / 2, 0.20, 2 * MS);
   d = pp_decide(&P, &st, &o);
@@ -1485,8 +1496,7 @@ int pp_test_register(void) {
       {"slots: CPU-bound adds processes, not slots", test_slots_cpu_bound_spawns},
       {"slots: taken back (CPU, calm, processes added)", test_slots_taken_back},
       {"slots: configured slots cut on a GVL-bound worker, judged", test_slots_cut},
-      {"slots: a slot for each queued request before a fork",
-       test_slots_for_the_queue_before_a_fork},
+      {"slots: a slot for each queued request", test_slots_for_the_queue_before_a_fork},
       {"cores bound: the workers' CPU demand, not tpw x c / S", test_cores_bound_uses_cpu_demand},
       {"slots: inflation after an increase reverts it", test_slots_inflation_reverts},
       {"slots: a breach waits for slots still settling", test_slots_settling_holds_forks},
