@@ -614,6 +614,24 @@ static void put_standby_open(line *l, const pp_policy *p, const pp_observation *
   put(l, ")");
 }
 
+/* "; standby 3 of 4: room for 3 under the cores bound of 8 workers (5 expected)" */
+static void put_standby_room(line *l, const pp_policy *p, const pp_ctl_state *st, uint32_t cap,
+                             const char *cap_why, uint32_t want) {
+  put(l, "; standby ");
+  put_u64(l, want);
+  put(l, " of ");
+  put_u64(l, p->standby);
+  put(l, ": room for ");
+  put_u64(l, cap > st->workers_wanted ? cap - st->workers_wanted : 0);
+  put(l, " under the ");
+  put(l, cap_why);
+  put(l, " bound of ");
+  put_count(l, cap, "worker", "workers");
+  put(l, " (");
+  put_u64(l, st->workers_wanted);
+  put(l, " expected)");
+}
+
 static int policy_ok(const pp_policy *p, line *l) {
   if (pp_policy_validate(p, NULL) == 0) return 1;
   pp_policy_error e;
@@ -1170,14 +1188,27 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
   int gate = p->standby && p->standby_cover > 0 ? standby_gate(p, o, &v, &sv) : STANDBY_ALWAYS;
   if (gate <= STANDBY_CLOSED) {
     if (p->standby > st->standby_wanted) put_standby_held(&l, p, o, &sv, st->standby_wanted, gate);
-  } else if (p->standby > st->standby_wanted) {
-    d.standby_spawn = p->standby - st->standby_wanted;
-    put(&l, "; standby +");
-    put_u64(&l, d.standby_spawn);
-    put(&l, " to ");
-    put_u64(&l, p->standby);
-    if (gate != STANDBY_ALWAYS) put_standby_open(&l, p, o, &v, &sv, gate);
-    st->standby_wanted = p->standby;
+  } else {
+    /* Behind the slots (standby_cover > 0) the pool is also bounded by the room the worker
+     * cap leaves after this tick's action: a parked worker beyond it could never be
+     * activated, and costs its memory for nothing. */
+    uint32_t want = p->standby;
+    if (gate != STANDBY_ALWAYS && p->standby > st->standby_wanted) {
+      uint32_t room = cap > st->workers_wanted ? cap - st->workers_wanted : 0;
+      if (room < want) {
+        want = room > st->standby_wanted ? room : st->standby_wanted;
+        put_standby_room(&l, p, st, cap, cap_why, want);
+      }
+    }
+    if (want > st->standby_wanted) {
+      d.standby_spawn = want - st->standby_wanted;
+      put(&l, "; standby +");
+      put_u64(&l, d.standby_spawn);
+      put(&l, " to ");
+      put_u64(&l, want);
+      if (gate != STANDBY_ALWAYS) put_standby_open(&l, p, o, &v, &sv, gate);
+      st->standby_wanted = want;
+    }
   }
 
   if (st->shedding != shed_before && !p->shed_enabled) {
