@@ -835,6 +835,15 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
                      (uint64_t)o->gvl_wait_ns < p->gvl_wait_max_ns && v.tpw < p->max_threads &&
                      elapsed_since(now, st->last_thread_ns) >= p->spawn_cooldown_ns;
     uint64_t spawn_wait = elapsed_since(now, st->last_spawn_ns);
+    /* Rule 6a, behind the slots (standby_cover > 0): an activation starts the forks'
+     * cooldown too. The workers it added serve within a tick, but the window that follows
+     * still holds the backlog from before them (dead time, rule 5); a fork made on it arrives
+     * seconds later, after the backlog has drained, and stays. Activations are not held. */
+    int act_cool = 0;
+    if (p->standby_cover > 0 && elapsed_since(now, st->last_activate_ns) < spawn_wait) {
+      spawn_wait = elapsed_since(now, st->last_activate_ns);
+      act_cool = 1;
+    }
     /* Rule 4b: while slots can still grow, a worker's slots are counted at what they can grow
      * to (slots.max, the CPU bound S / c, an inflation ceiling), not at what they are now. */
     uint32_t tpw_eff = v.tpw;
@@ -983,7 +992,7 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put_breach(&l, &v, st->breach_ticks);
       put(&l, " but spawn cooldown has ");
       put_dur(&l, p->spawn_cooldown_ns - spawn_wait);
-      put(&l, " left");
+      put(&l, act_cool ? " left after a standby activation" : " left");
       put_context(&l, &v, o, !v.over_p95);
     } else if (v.expected >= cap) {
       put_action(&l, PP_ACTION_NONE, 0);
@@ -1041,7 +1050,7 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       } else {
         put(&l, "; forks held: cooldown ");
         put_dur(&l, p->spawn_cooldown_ns - spawn_wait);
-        put(&l, " left");
+        put(&l, act_cool ? " left after a standby activation" : " left");
       }
       put_context(&l, &v, o, !v.over_p95);
       put(&l, "; sized ");
