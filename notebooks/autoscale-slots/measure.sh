@@ -6,6 +6,7 @@
 #   io1000   /mix/0/500  1000 connections   pp-auto, falcon -n 1
 #   mixed    /mix/5/300   200 connections   pp-auto, falcon -n 2
 #   cpu      /mix/17/0     20 connections   pp-auto, pp 2x1 (static, one process a core), pp 1x5
+#   mixed-static  /mix/5/300  200 connections   static pp 2x60, 2x72, 2x100, 2x150, falcon -n 2
 #   cpucut   /mix/17/0     20 connections   pp-auto, pp-auto with slots.cut false, pp 2x1
 # Each run starts the server fresh, then `cold`: the first DUR seconds of load from the start
 # (the controller has to find its size inside them), then `warm`: DUR more seconds. The sum of
@@ -94,6 +95,9 @@ for r in $(seq "$ROUNDS"); do
         run io1000 falcon-n1 /mix/0/500 1000 $(falcon 1) ;;
       mixed)
         run mixed pp-auto /mix/5/300 200 $(ppauto)
+        run mixed falcon-n2 /mix/5/300 200 $(falcon 2) ;;
+      mixed-static)
+        for t in 60 72 100 150; do run mixed pp-2x$t /mix/5/300 200 $(ppstatic 2 $t); done
         run mixed falcon-n2 /mix/5/300 200 $(falcon 2) ;;
       cpu)
         run cpu pp-auto /mix/17/0 20 $(ppauto)

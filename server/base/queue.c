@@ -37,8 +37,10 @@ pp_qnode *pp_queue_pop(pp_queue *q) {
 
 void pp_registry_init(pp_registry *r) {
   memset(r, 0, sizeof *r);
-  for (int i = 0; i < PP_MAX_WORKERS; i++)
+  for (int i = 0; i < PP_MAX_WORKERS; i++) {
     pp_queue_init(&r->workers[i].idle);
+    pp_queue_init(&r->workers[i].sticky);
+  }
 }
 
 pp_worker *pp_registry_find(pp_registry *r, uint32_t pid) {
@@ -52,9 +54,10 @@ pp_worker *pp_registry_add(pp_registry *r, uint32_t pid, uint32_t index, int64_t
   if (w) return w;
   for (int i = 0; i < PP_MAX_WORKERS; i++) {
     w = &r->workers[i];
-    if (w->state != PP_WORKER_FREE) continue;
+    if (w->state != PP_WORKER_FREE || w->sticky.len) continue; /* in use, or still referenced */
     memset(w, 0, sizeof *w);
     pp_queue_init(&w->idle);
+    pp_queue_init(&w->sticky);
     w->state = PP_WORKER_BOOTING;
     w->pid = pid;
     w->heap_live_slots = -1;
@@ -183,4 +186,53 @@ void pp_worker_sample_cpu(pp_worker *w, int64_t now_ns) {
   w->cpu_ns = cpu;
   if (have_wait) w->wait_ns = wait;
   w->cpu_sampled_ns = now_ns;
+}
+
+/* ---------------------------------------------------------------- the run lists */
+
+void pp_runq_init(pp_runq *q) {
+  memset(q, 0, sizeof *q);
+  pp_queue_init(&q->any);
+  pp_queue_init(&q->gone);
+}
+
+static pp_runlink *run_head(const pp_queue *l) {
+  return PP_CONTAINER_OF(l->head.next, pp_runlink, node);
+}
+
+pp_runlink *pp_runq_first(pp_runq *q, pp_registry *r, pp_worker **wk, int *gone) {
+  *wk = NULL;
+  *gone = 0;
+  if (q->gone.len) {
+    q->looked++;
+    *gone = 1;
+    return run_head(&q->gone);
+  }
+  if (!q->waiting) { /* requests only (the common case): any slot takes the oldest */
+    if (!q->any.len || !pp_registry_has_idle(r)) return NULL;
+    q->looked++;
+    return run_head(&q->any);
+  }
+  pp_runlink *best = NULL;
+  int idle = 0; /* some slot may run an entry of `any` */
+  for (uint32_t i = 0; i < r->high; i++) {
+    pp_worker *w = &r->workers[i];
+    int takes = w->state == PP_WORKER_READY && w->idle.len;
+    idle |= takes;
+    if (!w->sticky.len) continue;
+    pp_runlink *e = run_head(&w->sticky);
+    q->looked++;
+    if (w->state != PP_WORKER_READY && w->state != PP_WORKER_BOOTING) {
+      *wk = NULL;
+      *gone = 1;
+      return e;
+    }
+    if (takes && (!best || e->seq < best->seq)) best = e, *wk = w;
+  }
+  if (idle && q->any.len) {
+    pp_runlink *e = run_head(&q->any);
+    q->looked++;
+    if (!best || e->seq < best->seq) best = e, *wk = NULL;
+  }
+  return best;
 }

@@ -85,6 +85,9 @@ struct pp_worker {
   int64_t parked_ns;
   int64_t activated_ns;
   uint32_t generation; /* the registry's phase when the entry was made (phased.h) */
+  /* Queued entries that only this worker may run (sticky WebSocket events, pp_runlink.node),
+   * oldest first. An entry is not reused for another worker while this holds any. */
+  pp_queue sticky;
 };
 
 #define PP_MAX_WORKERS 256
@@ -129,5 +132,50 @@ int pp_registry_has_idle(const pp_registry *r);
 void pp_registry_release(pp_registry *r, pp_slot *s);
 /* Counts by state. */
 uint32_t pp_registry_count(const pp_registry *r, pp_worker_state state);
+
+/* The run lists: which queued entry an idle slot takes next (core/dispatch.c). Every queued
+ * entry is in the one FIFO (the caller's pp_queue, which gives L, the oldest entry and its
+ * queue time) and, through its pp_runlink, in one run list: `any` (any slot may run it), its
+ * sticky worker's pp_worker.sticky (only that worker's slots may), or `gone` (its worker was
+ * not registered when it was queued). The choice looks at the head of each list and never
+ * walks past entries that wait for a busy worker: O(workers) per dispatch (as the slot choice
+ * of pp_registry_take), whatever the queue holds. Order is kept: each list is FIFO, and the
+ * heads compare by when they were queued. */
+typedef struct pp_runlink {
+  pp_qnode node;       /* in its run list */
+  uint64_t seq;        /* queue order */
+  uint32_t sticky_pid; /* 0: any slot */
+  pp_worker *worker;   /* its sticky worker's entry, or NULL (any slot, or gone) */
+} pp_runlink;
+
+typedef struct pp_runq {
+  pp_queue any;  /* entries any slot may run */
+  pp_queue gone; /* sticky entries whose worker was not registered when they were queued */
+  uint64_t next_seq;
+  uint32_t waiting; /* entries in workers' lists: none, and the choice is any's head */
+  uint64_t looked;  /* list heads pp_runq_first looked at, in total: its cost */
+} pp_runq;
+
+void pp_runq_init(pp_runq *q);
+/* Links e into its run list (sticky_pid 0: any slot; else that worker's list, or `gone`).
+ * Inline: once per request on the hot path. */
+static inline void pp_runq_push(pp_runq *q, pp_registry *r, pp_runlink *e, uint32_t sticky_pid) {
+  e->seq = q->next_seq++;
+  e->sticky_pid = sticky_pid;
+  e->worker = sticky_pid ? pp_registry_find(r, sticky_pid) : NULL;
+  q->waiting += e->worker != NULL;
+  pp_queue_push(e->worker ? &e->worker->sticky : sticky_pid ? &q->gone : &q->any, &e->node);
+}
+/* Unlinks e (pushed, not yet removed) from its run list. */
+static inline void pp_runq_remove(pp_runq *q, pp_runlink *e) {
+  q->waiting -= e->worker != NULL;
+  pp_queue_remove(e->worker ? &e->worker->sticky : e->sticky_pid ? &q->gone : &q->any, &e->node);
+}
+/* The entry to take off next, or NULL when no idle slot may run any (then only entries of busy
+ * workers wait). *gone = 1: a sticky entry whose worker is gone or no longer takes work (not
+ * READY or BOOTING), which the caller fails; these come first. Else the oldest entry an idle
+ * slot may run, with *wk its sticky worker (take the slot with pp_registry_take_worker), or
+ * NULL (any slot: pp_registry_take). The entry stays linked. */
+pp_runlink *pp_runq_first(pp_runq *q, pp_registry *r, pp_worker **wk, int *gone);
 
 #endif

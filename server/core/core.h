@@ -16,7 +16,8 @@
 #include "server/proto/tls.h"
 
 typedef struct pp_core {
-  pp_queue queue; /* runnable exchanges waiting for a worker (PP_X_QUEUED) */
+  pp_queue queue; /* runnable exchanges waiting for a worker (PP_X_QUEUED), oldest first */
+  pp_runq runq;   /* the same exchanges by who may run them (base/queue.h; x->run) */
   uint64_t next_request_id;
   pp_stats stats;
   pp_admit_state admit; /* the admission rule's memory (control/admit.h) */

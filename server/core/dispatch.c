@@ -24,6 +24,7 @@ void pp_core_init(pp_core *c, server *srv, const pp_hooks *hooks, pp_net *net,
                   pp_exchange_pool *xpool, pp_registry *reg, const pp_policy *policy,
                   const int *shedding) {
   pp_queue_init(&c->queue);
+  pp_runq_init(&c->runq);
   pp_admit_state_init(&c->admit);
   c->srv = srv;
   c->hooks = hooks;
@@ -33,6 +34,12 @@ void pp_core_init(pp_core *c, server *srv, const pp_hooks *hooks, pp_net *net,
   c->policy = policy;
   c->shedding = shedding;
   xpool->up = c;
+}
+
+/* Into the one queue (its tail) and its run list. */
+static void enqueue(pp_core *c, pp_exchange *r) {
+  pp_queue_push(&c->queue, &r->qlink);
+  pp_runq_push(&c->runq, c->reg, &r->run, r->sticky_pid);
 }
 
 void pp_dispatch_push(pp_exchange *r) {
@@ -45,7 +52,7 @@ void pp_dispatch_push(pp_exchange *r) {
     c->stats.ws.events++;
   else if (r->t2b > r->t2)
     pp_hist_window_record(&c->stats.body_wait, (uint64_t)(r->t2b - r->t2));
-  pp_queue_push(&c->queue, &r->qlink);
+  enqueue(c, r);
   pp_dispatch_all(c);
 }
 
@@ -68,43 +75,29 @@ static int shed_at_dequeue(pp_core *c, pp_exchange *r) {
   return 1;
 }
 
-/* The first queued entry an idle slot can take: the oldest one without a sticky worker, or
- * a sticky one whose worker has an idle slot (*wk set). A sticky entry whose worker is gone or
- * no longer takes work is returned in *gone instead (its connection closes with 1012). One FIFO,
- * one L: a sticky entry waiting for its busy worker is skipped, not reordered. */
-static pp_exchange *first_runnable(pp_core *c, pp_worker **wk, pp_exchange **gone) {
-  *wk = NULL, *gone = NULL;
-  for (pp_qnode *n = c->queue.head.next; n != &c->queue.head; n = n->next) {
-    pp_exchange *r = PP_CONTAINER_OF(n, pp_exchange, qlink);
-    if (!r->sticky_pid) return r;
-    pp_worker *w = pp_registry_find(c->reg, r->sticky_pid);
-    if (!w || (w->state != PP_WORKER_READY && w->state != PP_WORKER_BOOTING)) {
-      *gone = r;
-      return NULL;
-    }
-    if (w->state == PP_WORKER_READY && w->idle.len) {
-      *wk = w;
-      return r;
-    }
-  }
-  return NULL;
-}
-
+/* Dispatch takes the oldest queued entry an idle slot may run: one without a sticky worker,
+ * or a sticky one whose worker has an idle slot; a sticky entry whose worker is gone or no
+ * longer takes work is failed (its connection closes with 1012). One FIFO, one L: an entry
+ * waiting for its busy worker is skipped, not reordered, and never walked past: the run lists
+ * (pp_runq, base/queue.h) hold each worker's waiting entries apart, so the choice looks at the
+ * head of each list only. */
 void pp_dispatch_all(pp_core *c) {
   while (c->queue.len && pp_registry_has_idle(c->reg)) {
     pp_worker *wk;
-    pp_exchange *gone, *r = first_runnable(c, &wk, &gone);
+    int gone;
+    pp_runlink *e = pp_runq_first(&c->runq, c->reg, &wk, &gone);
+    if (!e) return; /* only sticky entries of busy workers wait */
+    pp_exchange *r = PP_CONTAINER_OF(e, pp_exchange, run);
+    pp_queue_remove(&c->queue, &r->qlink);
+    pp_runq_remove(&c->runq, &r->run);
     if (gone) {
-      pp_queue_remove(&c->queue, &gone->qlink);
-      gone->ops->fail(gone, 1012, "its worker is gone");
+      r->ops->fail(r, 1012, "its worker is gone");
       continue;
     }
-    if (!r) return; /* only sticky entries of busy workers wait */
-    pp_queue_remove(&c->queue, &r->qlink);
     if (!r->ws_event && shed_at_dequeue(c, r)) continue;
     pp_slot *slot = wk ? pp_registry_take_worker(c->reg, wk) : pp_registry_take(c->reg);
     if (!slot) { /* cannot happen: a slot was idle */
-      pp_queue_push(&c->queue, &r->qlink);
+      enqueue(c, r);
       return;
     }
     if (slot->worker->activated_ns && c->hooks->activated_dispatch)

@@ -227,6 +227,7 @@ void pp_exchange_abandon(pp_exchange *x) {
   switch (x->state) {
   case PP_X_QUEUED:
     pp_queue_remove(&c->queue, &x->qlink);
+    pp_runq_remove(&c->runq, &x->run);
     c->stats.cancelled_queued++;
     c->stats.timeouts_window++;
     pp_exchange_release(x->pool, x);

@@ -158,6 +158,7 @@ struct pp_exchange {
    * answers WS_DONE (ops->end). sticky_pid: only a slot of that worker may take it (0: any). */
   int ws_event;
   uint32_t sticky_pid;
+  pp_runlink run;  /* in the core's run lists while PP_X_QUEUED (base/queue.h pp_runq) */
   pp_qnode wslink; /* in its connection's list of events not yet queued */
 };
 

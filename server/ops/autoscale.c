@@ -168,6 +168,7 @@ int pp_autoscale_init(pp_ops *op) {
   controller *ct = &op->ctl;
   pp_config *cfg = op->cfg;
   memset(ct, 0, sizeof *ct);
+  ct->mem_pss = -1; /* not read yet */
   ct->enabled = cfg->autoscale;
   if (load_policy(cfg, &ct->policy) != 0) return -1;
   pp_hist_init(&op->workers->standby.dispatch);
@@ -244,6 +245,28 @@ static pp_worker *retire_candidate(pp_ops *op) {
       best = w;
   }
   return best;
+}
+
+/* Section 8's memory per worker, the ready workers' mean PSS, read again every
+ * PSS_EVERY_TICKS ticks and at once when the ready workers change. One read of
+ * /proc/PID/smaps_rollup makes the kernel walk the worker's page tables: 0.45-0.67 ms of the
+ * front end's CPU for a mix-app worker of 5-150 thread slots, more for a larger one, and most of
+ * an idle autoscaled front end's CPU (notebooks/autoscale-slots, 2026-12-03). */
+enum { PSS_EVERY_TICKS = 5 };
+
+static int64_t mean_pss(pp_ops *op, controller *ct) {
+  uint64_t key = 1469598103934665603ull; /* FNV-1a over the ready workers' pids */
+  for (uint32_t i = 0; i < op->workers->reg.high; i++) {
+    const pp_worker *w = &op->workers->reg.workers[i];
+    if (w->state != PP_WORKER_READY) continue;
+    key = (key ^ (uint64_t)w->pid) * 1099511628211ull;
+  }
+  if (ct->mem_pss < 0 || key != ct->mem_key || ct->tick - ct->mem_tick >= PSS_EVERY_TICKS) {
+    ct->mem_pss = pp_workers_mean_pss(op);
+    ct->mem_tick = ct->tick;
+    ct->mem_key = key;
+  }
+  return ct->mem_pss;
 }
 
 void pp_autoscale_tick(pp_ops *op) {
@@ -327,7 +350,7 @@ void pp_autoscale_tick(pp_ops *op) {
   in.timeouts = st->timeouts_window;
   in.service_cpu_mean_ns = st->cpu_count ? st->cpu_sum_ns / (int64_t)st->cpu_count : PP_UNKNOWN_NS;
   in.gvl_wait_ns = st->gvl_count ? st->gvl_sum_ns / (int64_t)st->gvl_count : PP_UNKNOWN_NS;
-  in.mem_per_worker_bytes = pp_workers_mean_pss(op); /* section 8: serving workers' mean PSS */
+  in.mem_per_worker_bytes = mean_pss(op, ct); /* section 8: serving workers' mean PSS */
   in.workers_standby = pp_registry_count(&op->workers->reg, PP_WORKER_PARKED);
   in.workers_standby_booting = sb->pending;
 

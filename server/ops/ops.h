@@ -32,6 +32,10 @@ typedef struct controller {
   const char *log_path;
   int shedding;
   uint64_t shed_budget_ns;
+  /* The observation's mem_per_worker_bytes as last read (autoscale.c, pss_every_ticks): at
+   * tick mem_tick, for the ready workers whose pids hash to mem_key; -1 before the first read. */
+  int64_t mem_pss;
+  uint64_t mem_tick, mem_key;
 } controller;
 typedef struct pp_ops pp_ops;
 

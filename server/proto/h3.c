@@ -17,6 +17,7 @@
 #include <gnutls/gnutls.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 
+#include "server/base/hash.h"
 #include "server/proto/h3_int.h"
 /* TLS 1.3 only, the QUIC cipher suites and groups (RFC 9001 §5.3 allows any TLS 1.3 suite but
  * CCM_8); middlebox compatibility mode is meaningless over QUIC. */
@@ -102,13 +103,9 @@ void *pp_h3__xcalloc(size_t n, size_t size) {
 /* ---- the connection-ID map ---- */
 
 static size_t cid_hash(const pp_h3_server *srv, const uint8_t *id, size_t len) {
-  /* FNV-1a seeded with the secret: the client picks its first DCID, so the seed keeps it from
-   * aiming at one chain. */
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < 8; i++)
-    h = (h ^ srv->cfg.secret[i]) * 1099511628211ull;
-  for (size_t i = 0; i < len; i++)
-    h = (h ^ id[i]) * 1099511628211ull;
+  /* The base hash seeded with the secret: the client picks its first DCID, so the seed keeps
+   * it from aiming at one chain. */
+  uint64_t h = pp_hash_bytes(pp_hash_bytes(PP_HASH_SEED, srv->cfg.secret, 8), id, len);
   return (size_t)(h ^ (h >> 29)) & (srv->cid_nbuckets - 1);
 }
 

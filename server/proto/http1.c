@@ -12,8 +12,11 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "server/base/alloc.h"
 
 static llhttp_settings_t settings;
 static int settings_ready;
@@ -92,12 +95,24 @@ static int trailer_bytes(pp_h1 *h, size_t len) {
   return 0;
 }
 
+/* The header spans, at the connection's first field: max_headers of each (the limit as it is
+ * now; spans_cap keeps the count, so a limit changed later never indexes past them). */
+static void spans_alloc(pp_h1 *h) {
+  uint32_t n = h->limits->max_headers < PP_H1_MAX_HEADERS_CAP ? h->limits->max_headers
+                                                              : PP_H1_MAX_HEADERS_CAP;
+  size_t each = n ? n : 1;
+  h->name = pp_xmalloc(2 * each * sizeof *h->name);
+  h->value = h->name + each;
+  h->spans_cap = n;
+}
+
 static int on_header_field(llhttp_t *p, const char *at, size_t len) {
   pp_h1 *h = of(p);
   if (h->in_trailers) return trailer_bytes(h, len);
   uint32_t i = h->header_count;
   if (!h->in_value) {
-    if (i >= h->limits->max_headers || i >= PP_H1_MAX_HEADERS_CAP)
+    if (!h->name) spans_alloc(h);
+    if (i >= h->limits->max_headers || i >= h->spans_cap)
       return fail(h, 431, "too many header fields");
     h->name[i].off = (uint32_t)h->raw.len;
     h->name[i].len = 0;
@@ -114,10 +129,11 @@ static int on_header_field_complete(llhttp_t *p) {
   if (h->in_trailers) return 0;
   uint32_t i = h->header_count;
   /* RFC 9112: a field name is a token; whitespace before the colon is a smuggling shape. */
-  if (h->name[i].len == 0) return fail(h, 400, "empty header name");
-  for (uint32_t k = 0; k < h->name[i].len; k++)
-    if (!pp_h1__is_tchar(h->raw.data[h->name[i].off + k]))
-      return fail(h, 400, "invalid header name");
+  const pp_h1_span name = h->name[i];
+  if (name.len == 0) return fail(h, 400, "empty header name");
+  const uint8_t *b = h->raw.data + name.off;
+  for (uint32_t k = 0; k < name.len; k++)
+    if (!pp_h1__is_tchar(b[k])) return fail(h, 400, "invalid header name");
   h->value[i].off = (uint32_t)h->raw.len;
   h->value[i].len = 0;
   return 0;
@@ -344,6 +360,9 @@ void pp_h1_init(pp_h1 *h, const pp_h1_callbacks *cb, const pp_h1_limits *limits,
 
 void pp_h1_dispose(pp_h1 *h) {
   pp_buf_dispose(&h->raw);
+  free(h->name);
+  h->name = h->value = NULL;
+  h->spans_cap = 0;
 }
 
 pp_h1_result pp_h1_execute(pp_h1 *h, const uint8_t *data, size_t len, size_t *consumed) {

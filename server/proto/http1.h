@@ -64,10 +64,13 @@ struct pp_h1 {
   const pp_h1_limits *limits;
   void *data; /* the owner's */
 
-  /* The current request. Spans index into `raw`. */
+  /* The current request. Spans index into `raw`. name and value hold limits->max_headers
+   * spans each, in one allocation made at the connection's first header field (NULL
+   * before), so a connection that switched protocols gives them back with raw
+   * (pp_h1_dispose). */
   pp_buf raw;
   pp_h1_span url;
-  pp_h1_span name[PP_H1_MAX_HEADERS_CAP], value[PP_H1_MAX_HEADERS_CAP];
+  pp_h1_span *name, *value;
   uint32_t header_count;
   int in_value;   /* a header field is open (until its value completes) */
   uint8_t method; /* llhttp_method_t */
@@ -110,12 +113,15 @@ struct pp_h1 {
   int resp_length_known;
   uint64_t resp_length_left;
 
+  uint32_t spans_cap; /* spans in each of name and value (beside status: no padding) */
   int status;         /* after PP_H1_ERROR: the HTTP status to answer */
   const char *reason; /* after PP_H1_ERROR: why, for the log */
 };
 
 /* Initialises a parser; cb and limits must outlive it. */
 void pp_h1_init(pp_h1 *h, const pp_h1_callbacks *cb, const pp_h1_limits *limits, void *data);
+/* Frees the parser's heap memory (the request head and the header spans). It may be called
+ * again; a parser fed after it allocates them anew. */
 void pp_h1_dispose(pp_h1 *h);
 
 /* Feeds bytes. *consumed is how many were parsed (all of them for NEED_MORE; up to the end of

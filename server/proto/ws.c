@@ -137,12 +137,21 @@ int pp_ws_init(pp_ws *ws, const pp_ws_callbacks *cb, const pp_ws_limits *limits,
   pp_buf_init(&ws->msg);
   pp_buf_init(&ws->out);
   if (pmd) {
-    ws->pmd = malloc(sizeof *ws->pmd);
-    if (!ws->pmd) return PP_WS_EZLIB;
-    pp_ws__pmd_init(ws->pmd, pmd);
+    ws->pmd_on = 1;
+    ws->pmd_params = *pmd;
     ws->pmd_cfg = cfg;
   }
   return 0;
+}
+
+/* The compression state, made at the first compressed message (either way): 0 if it cannot
+ * be allocated. */
+static int pmd_get(pp_ws *ws) {
+  if (ws->pmd) return 1;
+  ws->pmd = malloc(sizeof *ws->pmd);
+  if (!ws->pmd) return 0;
+  pp_ws__pmd_init(ws->pmd, &ws->pmd_params);
+  return 1;
 }
 
 void pp_ws_dispose(pp_ws *ws) {
@@ -186,7 +195,14 @@ void pp_ws_trim(pp_ws *ws) {
     pp_buf_dispose(&ws->out);
     ws->out_head = 0;
   }
-  if (ws->pmd && ws->msg_opcode == 0) pp_ws__pmd_trim(ws->pmd);
+  if (ws->pmd && ws->msg_opcode == 0) {
+    pp_ws__pmd_trim(ws->pmd);
+    if (!ws->pmd->inflater_ready && !ws->pmd->deflater_ready) { /* nothing kept: all of it goes */
+      pp_ws__pmd_dispose(ws->pmd);
+      free(ws->pmd);
+      ws->pmd = NULL;
+    }
+  }
 }
 
 /* Appends a Close frame with code (0: no body) and reason. */
@@ -276,7 +292,7 @@ static int check_first_bytes(pp_ws *ws) {
   ws->rsv1 = (b0 >> 6) & 1;
   ws->opcode = b0 & 0x0F;
   if (b0 & 0x30) return fail(ws, PP_WS_CLOSE_PROTOCOL_ERROR, "RSV2 or RSV3 set");
-  if (ws->rsv1 && !ws->pmd)
+  if (ws->rsv1 && !ws->pmd_on)
     return fail(ws, PP_WS_CLOSE_PROTOCOL_ERROR, "RSV1 set without an extension");
   switch (ws->opcode) {
   case PP_WS_OP_CONTINUATION:
@@ -302,7 +318,10 @@ static int check_first_bytes(pp_ws *ws) {
     ws->msg_opcode = ws->opcode;
     ws->msg_compressed = ws->rsv1;
     ws->utf8_state = 0;
-    if (ws->msg_compressed) ws->pmd->inflate_ended = 0;
+    if (ws->msg_compressed) {
+      if (!pmd_get(ws)) return fail(ws, PP_WS_CLOSE_INTERNAL_ERROR, "internal error");
+      ws->pmd->inflate_ended = 0;
+    }
   }
   uint8_t len7 = b1 & 0x7F;
   ws->hdr_need = (uint8_t)(2 + (len7 == 126 ? 2 : len7 == 127 ? 8 : 0) + 4);
@@ -504,7 +523,8 @@ int pp_ws_send(pp_ws *ws, pp_ws_opcode op, const uint8_t *data, size_t len) {
   if (pp_ws_pending(ws) >= ws->limits->max_pending_bytes) return PP_WS_EFULL;
   if (!data) data = (const uint8_t *)"";
   size_t min = ws->pmd_cfg ? ws->pmd_cfg->compress_min_bytes : 0;
-  if (ws->pmd && len >= min) {
+  if (ws->pmd_on && len >= min) {
+    if (!pmd_get(ws)) return PP_WS_EZLIB;
     int rc = pp_ws__deflate(ws->pmd, data, len);
     if (rc) return rc;
     frame_message(ws, op, 1, ws->pmd->scratch.data, ws->pmd->scratch.len);

@@ -177,6 +177,7 @@ struct pp_ws {
   /* The message being reassembled (msg_opcode 0: none). */
   uint8_t msg_opcode;
   uint8_t msg_compressed;
+  uint8_t pmd_on; /* permessage-deflate was agreed (pmd_params) */
   uint32_t utf8_state;
   uint64_t msg_wire_bytes; /* payload bytes on the wire (compressed ones count here) */
   pp_buf msg;
@@ -194,7 +195,11 @@ struct pp_ws {
   pp_buf out; /* frames for the peer; out.data[out_head..out.len) not yet consumed */
   size_t out_head;
 
-  struct pp_ws_pmd *pmd; /* NULL without permessage-deflate */
+  /* permessage-deflate: the agreed parameters, and the compression state, made at the first
+   * compressed message either way and freed again by pp_ws_trim once it keeps no zlib stream
+   * (NULL until then, and always without the extension). */
+  pp_ws_pmd_params pmd_params;
+  struct pp_ws_pmd *pmd;
   const pp_ws_pmd_config *pmd_cfg;
 
   /* Counters (messages and payload bytes after inflation / before deflation). */
@@ -203,7 +208,8 @@ struct pp_ws {
 
 /* Initialises a session; cb and limits must outlive it. pmd is NULL, or the parameters the
  * handshake agreed, with cfg (which must outlive the session) for compress_min_bytes. Returns
- * 0, or PP_WS_EZLIB when zlib's streams cannot be set up (nothing to dispose then). */
+ * 0: nothing is allocated here (zlib's state is made on first use; when it cannot be, the
+ * connection fails with 1011, or pp_ws_send returns PP_WS_EZLIB). */
 int pp_ws_init(pp_ws *ws, const pp_ws_callbacks *cb, const pp_ws_limits *limits,
                const pp_ws_pmd_params *pmd, const pp_ws_pmd_config *cfg, void *data);
 void pp_ws_dispose(pp_ws *ws);

@@ -678,6 +678,9 @@ static const pp_wsconn_io h1_ws_io = {ws_io_write, ws_io_unsent, ws_io_pause, ws
 /* The client's bytes go to the WebSocket. */
 static void ws_process(client *c) {
   if (c->in_parse || c->closing || !c->wsc) return;
+  /* HTTP/1.1 is over on this connection: the parser's request head and header spans go
+   * (outside the parser, which is never running here) */
+  pp_h1_dispose(&c->h1);
   pp_conn_take_plain(c);
   while (c->rpos < c->rlen && !c->closing && c->wsc) {
     size_t n = c->rlen - c->rpos;

@@ -83,88 +83,41 @@ int pp_ws_accept_parse(const pp_wire_frame *f, const char *offered, size_t offer
 /* ---------------------------------------------------------------- ids and tags */
 
 typedef struct pp_wstag {
-  struct pp_wstag *next; /* hash chain */
-  uint64_t hash;
+  pp_hnode node; /* in hub->tags */
+  uint64_t hash; /* of its name */
   uint32_t count;
   pp_wssub *first; /* subscriptions, doubly linked */
   size_t len;
   uint8_t name[];
 } pp_wstag;
 
-static uint64_t hash_bytes(const uint8_t *p, size_t n) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ p[i]) * 1099511628211ull;
-  return h;
+static uint64_t id_hash(const pp_hnode *n) {
+  return PP_CONTAINER_OF(n, pp_wsconn, id_node)->id;
 }
 
-static void ids_grow(pp_wshub *h) {
-  size_t cap = h->ids_cap ? h->ids_cap * 2 : 64;
-  pp_wsconn **ids = pp_xmalloc(cap * sizeof *ids);
-  memset(ids, 0, cap * sizeof *ids);
-  for (size_t i = 0; i < h->ids_cap; i++)
-    for (pp_wsconn *c = h->ids[i], *next; c; c = next) {
-      next = c->id_next;
-      c->id_next = ids[c->id & (cap - 1)];
-      ids[c->id & (cap - 1)] = c;
-    }
-  free(h->ids);
-  h->ids = ids;
-  h->ids_cap = cap;
-}
-
-static void ids_add(pp_wshub *h, pp_wsconn *c) {
-  if (h->ids_count >= h->ids_cap) ids_grow(h);
-  pp_wsconn **b = &h->ids[c->id & (h->ids_cap - 1)];
-  c->id_next = *b;
-  *b = c;
-  h->ids_count++;
-}
-
-static void ids_remove(pp_wshub *h, pp_wsconn *c) {
-  if (!h->ids_cap) return;
-  for (pp_wsconn **p = &h->ids[c->id & (h->ids_cap - 1)]; *p; p = &(*p)->id_next)
-    if (*p == c) {
-      *p = c->id_next;
-      c->id_next = NULL;
-      h->ids_count--;
-      return;
-    }
+static uint64_t tag_hash(const pp_hnode *n) {
+  return PP_CONTAINER_OF(n, pp_wstag, node)->hash;
 }
 
 pp_wsconn *pp_wshub_find(const pp_wshub *h, uint64_t id) {
-  if (!h->ids_cap) return NULL;
-  for (pp_wsconn *c = h->ids[id & (h->ids_cap - 1)]; c; c = c->id_next)
+  for (pp_hnode *n = pp_htable_chain(&h->ids, id); n; n = n->next) {
+    pp_wsconn *c = PP_CONTAINER_OF(n, pp_wsconn, id_node);
     if (c->id == id) return c;
+  }
   return NULL;
 }
 
-static pp_wstag **tag_slot(const pp_wshub *h, const uint8_t *name, size_t len, uint64_t hash) {
-  pp_wstag **p = &h->tags[hash & (h->tags_cap - 1)];
-  for (; *p; p = &(*p)->next)
-    if ((*p)->hash == hash && (*p)->len == len && (!len || memcmp((*p)->name, name, len) == 0))
-      return p;
-  return p;
-}
-
-static void tags_grow(pp_wshub *h) {
-  size_t cap = h->tags_cap ? h->tags_cap * 2 : 64;
-  pp_wstag **tags = pp_xmalloc(cap * sizeof *tags);
-  memset(tags, 0, cap * sizeof *tags);
-  for (size_t i = 0; i < h->tags_cap; i++)
-    for (pp_wstag *t = h->tags[i], *next; t; t = next) {
-      next = t->next;
-      t->next = tags[t->hash & (cap - 1)];
-      tags[t->hash & (cap - 1)] = t;
-    }
-  free(h->tags);
-  h->tags = tags;
-  h->tags_cap = cap;
+static pp_wstag *tag_find_hashed(const pp_wshub *h, const uint8_t *name, size_t len,
+                                 uint64_t hash) {
+  for (pp_hnode *n = pp_htable_chain(&h->tags, hash); n; n = n->next) {
+    pp_wstag *t = PP_CONTAINER_OF(n, pp_wstag, node);
+    if (t->hash == hash && t->len == len && (!len || memcmp(t->name, name, len) == 0)) return t;
+  }
+  return NULL;
 }
 
 static const pp_wstag *tag_find(const pp_wshub *h, const uint8_t *name, size_t len) {
-  if (!h->tags_cap) return NULL;
-  return *tag_slot(h, name, len, hash_bytes(name, len));
+  return tag_find_hashed(h, name, len, pp_hash_bytes(PP_HASH_SEED, name, len));
 }
 
 uint32_t pp_wshub_tag_count(const pp_wshub *h, const uint8_t *tag, size_t len) {
@@ -182,9 +135,7 @@ static void sub_free(pp_wshub *h, pp_wssub *s) {
     t->first = s->tnext;
   if (s->tnext) s->tnext->tprev = s->tprev;
   if (--t->count == 0) {
-    pp_wstag **p = tag_slot(h, t->name, t->len, t->hash);
-    *p = t->next;
-    h->tags_count--;
+    pp_htable_remove(&h->tags, &t->node, t->hash);
     free(t);
   }
   free(s);
@@ -211,18 +162,15 @@ int pp_wshub_tag(pp_wshub *h, pp_wsconn *c, int op, const uint8_t *tag, size_t t
     }
   }
   if (op != PP_WIRE_WS_TAG_ADD) return 0;
-  if (h->tags_count >= h->tags_cap) tags_grow(h);
-  uint64_t hash = hash_bytes(tag, tag_len);
-  pp_wstag **slot = tag_slot(h, tag, tag_len, hash);
-  pp_wstag *t = *slot;
+  uint64_t hash = pp_hash_bytes(PP_HASH_SEED, tag, tag_len);
+  pp_wstag *t = tag_find_hashed(h, tag, tag_len, hash);
   if (!t) {
     t = pp_xmalloc(sizeof *t + tag_len);
     memset(t, 0, sizeof *t);
     t->hash = hash;
     t->len = tag_len;
     if (tag_len) memcpy(t->name, tag, tag_len);
-    *slot = t;
-    h->tags_count++;
+    pp_htable_add(&h->tags, &t->node, hash);
   }
   pp_wssub *s = pp_xmalloc(sizeof *s + prefix_len + suffix_len);
   memset(s, 0, sizeof *s);
@@ -283,7 +231,7 @@ static pp_exchange *event_new(pp_wsconn *c, uint8_t type) {
   pp_wire_put_u64(fixed + 16, c->id);
   pp_buf_append(&x->head, fixed, sizeof fixed); /* t_ready_ns, t3_ns: at dispatch */
   pp_buf_append_u32(&x->head, c->handler_len);
-  pp_buf_append(&x->head, c->handler, c->handler_len);
+  if (c->handler_len) pp_buf_append(&x->head, c->handler, c->handler_len);
   return x;
 }
 
@@ -495,6 +443,8 @@ void pp_wshub_init(pp_wshub *h, uv_loop_t *loop, const pp_config *cfg, pp_core *
   uint64_t cap = PP_WIRE_MAX_PAYLOAD - 64 - PP_WS_HANDLER_MAX;
   if (h->limits.max_message_bytes > cap) h->limits.max_message_bytes = cap;
   pp_queue_init(&h->conns);
+  pp_htable_init(&h->ids, id_hash);
+  pp_htable_init(&h->tags, tag_hash);
   /* the timer is set up with the first connection (a hub that never holds one, as in the unit
    * tests of other parts, needs no loop) */
 }
@@ -504,7 +454,9 @@ void pp_wshub_init(pp_wshub *h, uv_loop_t *loop, const pp_config *cfg, pp_core *
 pp_wsconn *pp_wsconn_open(pp_wshub *h, const pp_wsconn_io *io, void *t, const pp_ws_accept *a,
                           const pp_wire_frame *head, const pp_exchange *x,
                           const pp_ws_pmd_params *pmd) {
-  pp_wsconn *c = pp_xmalloc(sizeof *c);
+  /* the handler key lives right after the struct, in the same allocation */
+  size_t hl = a->handler_len > PP_WS_HANDLER_MAX ? 0 : a->handler_len;
+  pp_wsconn *c = pp_xmalloc(sizeof *c + hl);
   memset(c, 0, sizeof *c);
   if (pp_ws_init(&c->ws, &codec_cb, &h->limits, pmd, &h->pmd, c) != 0) {
     free(c);
@@ -516,13 +468,16 @@ pp_wsconn *pp_wsconn_open(pp_wshub *h, const pp_wsconn_io *io, void *t, const pp
   c->id = ++h->next_conn_id;
   c->route = a->route;
   c->sticky_pid = x->w ? x->w->pid : 0;
-  c->handler_len = (uint8_t)(a->handler_len > PP_WS_HANDLER_MAX ? 0 : a->handler_len);
-  if (c->handler_len) memcpy(c->handler, a->handler, c->handler_len);
+  c->handler_len = (uint8_t)hl;
+  if (hl) {
+    memcpy(c + 1, a->handler, hl);
+    c->handler = (const uint8_t *)(c + 1);
+  }
   c->last_in_ns = pp_now_ns();
   c->close_by = -1; /* no close yet */
   pp_queue_init(&c->pending);
   pp_queue_push(&h->conns, &c->link);
-  ids_add(h, c);
+  pp_htable_add(&h->ids, &c->id_node, c->id);
   pp_stats *st = &h->core->stats;
   st->ws.open++;
   st->ws.opened++;
@@ -586,7 +541,7 @@ void pp_wsconn_gone(pp_wsconn *c) {
   if (c->gone) return;
   c->gone = 1;
   count_output(c); /* its unsent output is dropped with the transport */
-  ids_remove(h, c);
+  pp_htable_remove(&h->ids, &c->id_node, c->id);
   pp_wshub_tag(h, c, PP_WIRE_WS_TAG_REMOVE_ALL, NULL, 0, NULL, 0, NULL, 0);
   if (c->close_by < 0) c->close_by = PP_WIRE_WS_BY_TRANSPORT, c->close_code = PP_WS_CLOSE_ABNORMAL;
   if (c->close_by == (int)PP_WIRE_WS_BY_SERVER)

@@ -42,6 +42,7 @@
 
 #include "server/base/buf.h"
 #include "server/base/config.h"
+#include "server/base/hash.h"
 #include "server/base/queue.h"
 #include "server/core/core.h"
 #include "server/exchange/exchange.h"
@@ -105,12 +106,8 @@ struct pp_wshub {
   uint64_t max_output_total; /* -ws-max-output-total: past it, 1013 (0: no limit) */
   uint64_t output_total;     /* codec output held for all connections (sum of pp_ws_pending) */
   uint64_t next_conn_id;
-  /* open connections by id (chained hash, power-of-two buckets) */
-  pp_wsconn **ids;
-  size_t ids_cap, ids_count;
-  /* tags: tag -> subscriptions (chained hash); each connection lists its own */
-  struct pp_wstag **tags;
-  size_t tags_cap, tags_count;
+  pp_htable ids;  /* open connections by id (pp_wsconn.id_node; the id is the hash) */
+  pp_htable tags; /* tag -> its subscriptions (struct pp_wstag); each connection lists its own */
   pp_queue conns; /* every connection not yet freed (the timer's walk) */
   uv_timer_t timer;
   int timer_on;
@@ -136,14 +133,14 @@ struct pp_wssub {
 struct pp_wsconn {
   pp_wshub *hub;
   uint64_t id;
-  pp_wsconn *id_next; /* in hub->ids while open */
-  pp_qnode link;      /* in hub->conns */
+  pp_hnode id_node; /* in hub->ids while open */
+  pp_qnode link;    /* in hub->conns */
   const pp_wsconn_io *io;
   void *t;
   pp_ws ws;
   uint8_t route;
-  uint32_t sticky_pid; /* the accepting worker (sticky) */
-  uint8_t handler[PP_WS_HANDLER_MAX];
+  uint32_t sticky_pid;    /* the accepting worker (sticky) */
+  const uint8_t *handler; /* the app's handler key: the bytes after the struct, or NULL */
   uint8_t handler_len;
   pp_wssub *subs;           /* its tags */
   pp_exchange *running;     /* the event queued or running (one at a time) */

@@ -65,11 +65,11 @@ static void test_tags(void) {
   CU_ASSERT_PTR_NULL(a.subs);
   CU_ASSERT_EQUAL(count("a,b"), 0);
   CU_ASSERT_EQUAL(count(""), 0);
-  size_t before = hub.tags_count;
+  size_t before = hub.tags.count;
   tag(&b, PP_WIRE_WS_TAG_REMOVE_ALL, "", "", "");
   tag(&c, PP_WIRE_WS_TAG_REMOVE_ALL, "", "", "");
-  CU_ASSERT_EQUAL(hub.tags_count, before - 2);
-  CU_ASSERT_EQUAL(hub.tags_count, 0);
+  CU_ASSERT_EQUAL(hub.tags.count, before - 2);
+  CU_ASSERT_EQUAL(hub.tags.count, 0);
 }
 
 /* Thousands of tags and subscriptions through several rehashes: every count stays exact. */
@@ -83,8 +83,8 @@ static void test_tags_grow(void) {
     for (int k = 0; k <= t % 5; k++)
       tag(&conns[(t + k) % CONNS], PP_WIRE_WS_TAG_ADD, name, "", "");
   }
-  CU_ASSERT_EQUAL(hub.tags_count, TAGS);
-  CU_ASSERT(hub.tags_cap >= TAGS);
+  CU_ASSERT_EQUAL(hub.tags.count, TAGS);
+  CU_ASSERT(hub.tags.cap >= TAGS);
   int bad = 0;
   for (int t = 0; t < TAGS; t++) {
     snprintf(name, sizeof name, "stream:%d", t);
@@ -95,7 +95,7 @@ static void test_tags_grow(void) {
     tag(&conns[i], PP_WIRE_WS_TAG_REMOVE_ALL, "", "", "");
   for (int i = 1; i < CONNS; i += 2)
     tag(&conns[i], PP_WIRE_WS_TAG_REMOVE_ALL, "", "", "");
-  CU_ASSERT_EQUAL(hub.tags_count, 0);
+  CU_ASSERT_EQUAL(hub.tags.count, 0);
 }
 
 static pp_wire_frame head_frame(int status, pp_buf *pairs, uint32_t n) {
