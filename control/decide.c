@@ -617,6 +617,24 @@ static void put_standby_open(line *l, const pp_policy *p, const pp_observation *
   put(l, ")");
 }
 
+/* "; standby 3 of 4: room for 3 under the cores bound of 8 workers (5 expected)" */
+static void put_standby_room(line *l, const pp_policy *p, const pp_ctl_state *st, uint32_t cap,
+                             const char *cap_why, uint32_t want) {
+  put(l, "; standby ");
+  put_u64(l, want);
+  put(l, " of ");
+  put_u64(l, p->standby);
+  put(l, ": room for ");
+  put_u64(l, cap > st->workers_wanted ? cap - st->workers_wanted : 0);
+  put(l, " under the ");
+  put(l, cap_why);
+  put(l, " bound of ");
+  put_count(l, cap, "worker", "workers");
+  put(l, " (");
+  put_u64(l, st->workers_wanted);
+  put(l, " expected)");
+}
+
 static int policy_ok(const pp_policy *p, line *l) {
   if (pp_policy_validate(p, NULL) == 0) return 1;
   pp_policy_error e;
@@ -820,6 +838,15 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
                      (uint64_t)o->gvl_wait_ns < p->gvl_wait_max_ns && v.tpw < p->max_threads &&
                      elapsed_since(now, st->last_thread_ns) >= p->spawn_cooldown_ns;
     uint64_t spawn_wait = elapsed_since(now, st->last_spawn_ns);
+    /* Rule 6a, behind the slots (standby_cover > 0): an activation starts the forks'
+     * cooldown too. The workers it added serve within a tick, but the window that follows
+     * still holds the backlog from before them (dead time, rule 5); a fork made on it arrives
+     * seconds later, after the backlog has drained, and stays. Activations are not held. */
+    int act_cool = 0;
+    if (p->standby_cover > 0 && elapsed_since(now, st->last_activate_ns) < spawn_wait) {
+      spawn_wait = elapsed_since(now, st->last_activate_ns);
+      act_cool = 1;
+    }
     /* Rule 4b: while slots can still grow, a worker's slots are counted at what they can grow
      * to (slots.max, the CPU bound S / c, an inflation ceiling), not at what they are now. */
     uint32_t tpw_eff = v.tpw;
@@ -968,7 +995,7 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put_breach(&l, &v, st->breach_ticks);
       put(&l, " but spawn cooldown has ");
       put_dur(&l, p->spawn_cooldown_ns - spawn_wait);
-      put(&l, " left");
+      put(&l, act_cool ? " left after a standby activation" : " left");
       put_context(&l, &v, o, !v.over_p95);
     } else if (v.expected >= cap) {
       put_action(&l, PP_ACTION_NONE, 0);
@@ -1026,7 +1053,7 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       } else {
         put(&l, "; forks held: cooldown ");
         put_dur(&l, p->spawn_cooldown_ns - spawn_wait);
-        put(&l, " left");
+        put(&l, act_cool ? " left after a standby activation" : " left");
       }
       put_context(&l, &v, o, !v.over_p95);
       put(&l, "; sized ");
@@ -1173,14 +1200,27 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
   int gate = p->standby && p->standby_cover > 0 ? standby_gate(p, o, &v, &sv) : STANDBY_ALWAYS;
   if (gate <= STANDBY_CLOSED) {
     if (p->standby > st->standby_wanted) put_standby_held(&l, p, o, &sv, st->standby_wanted, gate);
-  } else if (p->standby > st->standby_wanted) {
-    d.standby_spawn = p->standby - st->standby_wanted;
-    put(&l, "; standby +");
-    put_u64(&l, d.standby_spawn);
-    put(&l, " to ");
-    put_u64(&l, p->standby);
-    if (gate != STANDBY_ALWAYS) put_standby_open(&l, p, o, &v, &sv, gate);
-    st->standby_wanted = p->standby;
+  } else {
+    /* Behind the slots (standby_cover > 0) the pool is also bounded by the room the worker
+     * cap leaves after this tick's action: a parked worker beyond it could never be
+     * activated, and costs its memory for nothing. */
+    uint32_t want = p->standby;
+    if (gate != STANDBY_ALWAYS && p->standby > st->standby_wanted) {
+      uint32_t room = cap > st->workers_wanted ? cap - st->workers_wanted : 0;
+      if (room < want) {
+        want = room > st->standby_wanted ? room : st->standby_wanted;
+        put_standby_room(&l, p, st, cap, cap_why, want);
+      }
+    }
+    if (want > st->standby_wanted) {
+      d.standby_spawn = want - st->standby_wanted;
+      put(&l, "; standby +");
+      put_u64(&l, d.standby_spawn);
+      put(&l, " to ");
+      put_u64(&l, want);
+      if (gate != STANDBY_ALWAYS) put_standby_open(&l, p, o, &v, &sv, gate);
+      st->standby_wanted = want;
+    }
   }
 
   if (st->shedding != shed_before && !p->shed_enabled) {

@@ -879,6 +879,99 @@ static void test_standby_cover(void) {
   CU_ASSERT_PTR_NULL(strstr(d.reason, "of a core per worker"));
 }
 
+/* standby_cover > 0: the pool is refilled only up to the room the worker cap leaves (a parked
+ * worker beyond it could never be activated); the reason names the bound. standby_cover 0
+ * keeps the pool at K whatever the cap, as before. */
+static void test_standby_cover_room(void) {
+  setup(5, 5);
+  P.standby = 4;
+  P.standby_cover = 4;
+  P.max_workers = 6;
+  /* 700 rps x 5 ms over 5 workers = 70% of a core, x4 = 280%: open, but 6 - 5 leaves 1. */
+  pp_observation o = mkc(1, 5, 5, 700, 25 * MS, 0, 0, 10, 0.70, 5 * (int64_t)MS);
+  pp_decision d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+  CU_ASSERT_EQUAL(d.standby_spawn, 1);
+  CU_ASSERT_EQUAL(st.standby_wanted, 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 1 of 4: room for 1 under the max_workers "
+                                          "bound of 6 workers (5 expected); standby +1 to 1 (load "
+                                          "70% of a core per worker"));
+  /* One parked: the room is used up, nothing forked, and the reason says so. */
+  o = mkc(2, 5, 5, 700, 25 * MS, 0, 0, 10, 0.70, 5 * (int64_t)MS);
+  o.workers_standby = 1;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 0);
+  CU_ASSERT_EQUAL(st.standby_wanted, 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby 1 of 4: room for 1 under the max_workers"));
+  CU_ASSERT_PTR_NULL(strstr(d.reason, "standby +"));
+  /* Back at 1 worker (60 rps x 5 ms = 30%, x4 = 120%: open), room 5: refilled to K. */
+  setup(1, 5);
+  P.standby = 4;
+  P.standby_cover = 4;
+  P.max_workers = 6;
+  o = mkc(3, 1, 5, 60, 25 * MS, 0, 0, 2, 0.30, 5 * (int64_t)MS);
+  o.workers_standby = 1;
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 3);
+  CU_ASSERT_EQUAL(st.standby_wanted, 4);
+  CU_ASSERT_PTR_NULL(strstr(d.reason, "room for"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +3 to 4 (load 30% of a core"));
+  /* standby_cover 0: K whatever the room. */
+  setup(5, 5);
+  P.standby = 2;
+  P.max_workers = 6;
+  o = mkc(4, 5, 5, 700, 25 * MS, 0, 0, 10, 0.70, 5 * (int64_t)MS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_EQUAL(d.standby_spawn, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "; standby +2 to 2"));
+  CU_ASSERT_PTR_NULL(strstr(d.reason, "room for"));
+}
+
+/* standby_cover > 0: an activation starts the forks' spawn cooldown too (the window after it
+ * still holds the backlog from before the activated workers); activations are not held.
+ * standby_cover 0: an activation leaves forks free, as before. */
+static void test_standby_cover_activation_cools_forks(void) {
+  for (int cover = 0; cover <= 4; cover += 4) {
+    setup(1, 5);
+    P.standby = 2;
+    P.standby_cover = cover;
+    /* 150 rps x 25 ms / 0.7 over 5 slots: 2 workers; one parked covers it, nothing forked. */
+    pp_observation o = mk_sb(10, 1, 0, 150, 250 * MS, 10, 5, 2, 0);
+    pp_decision d = pp_decide(&P, &st, &o);
+    CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+    CU_ASSERT_EQUAL(d.count, 1);
+    CU_ASSERT_EQUAL(d.activate, 1);
+    CU_ASSERT_EQUAL(st.last_spawn_ns, INT64_MIN);
+    /* 1 s later, 500 rps: 4 workers, one parked. */
+    o = mk_sb(11, 2, 0, 500, 250 * MS, 50, 10, 1, 0);
+    d = pp_decide(&P, &st, &o);
+    CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+    CU_ASSERT_EQUAL(d.activate, 1);
+    if (cover) {
+      CU_ASSERT_EQUAL(d.count, 1);
+      CU_ASSERT_PTR_NOT_NULL(
+          strstr(d.reason, "; forks held: cooldown 2.00s left after a standby activation"));
+      CU_ASSERT_EQUAL(st.last_spawn_ns, INT64_MIN);
+      /* Pool empty, 1 s later: no fork until 3 s after the last activation. */
+      o = mk_sb(12, 3, 0, 500, 250 * MS, 50, 15, 0, 0);
+      d = pp_decide(&P, &st, &o);
+      CU_ASSERT_EQUAL(d.action, PP_ACTION_NONE);
+      CU_ASSERT_PTR_NOT_NULL(
+          strstr(d.reason, " but spawn cooldown has 2.00s left after a standby activation"));
+      /* 3 s after it, forks are free again. */
+      o = mk_sb(14, 3, 0, 500, 250 * MS, 50, 15, 0, 0);
+      d = pp_decide(&P, &st, &o);
+      CU_ASSERT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+      CU_ASSERT_EQUAL(d.activate, 0);
+      CU_ASSERT_EQUAL(d.count, 1);
+    } else {
+      CU_ASSERT_EQUAL(d.count, 2);
+      CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "1 from standby, 1 forked"));
+      CU_ASSERT_PTR_NULL(strstr(d.reason, "after a standby activation"));
+    }
+  }
+}
+
 /* I/O-bound: workers at 6% of a core with a queue grow their slots, sized by Little's law in
  * one step (not one at a time), and no process is added. */
 static void test_slots_io_grows_by_little(void) {
@@ -1492,6 +1585,8 @@ int pp_test_register(void) {
       {"standby: gate and cooldowns hold forks, not activations", test_standby_gate_and_cooldowns},
       {"standby: replaces a dead worker at the floor", test_standby_floor},
       {"standby_cover: the pool behind the slots", test_standby_cover},
+      {"standby_cover: the pool within the worker cap's room", test_standby_cover_room},
+      {"standby_cover: an activation cools forks", test_standby_cover_activation_cools_forks},
       {"slots: I/O-bound grows slots sized by Little's law", test_slots_io_grows_by_little},
       {"slots: CPU-bound adds processes, not slots", test_slots_cpu_bound_spawns},
       {"slots: taken back (CPU, calm, processes added)", test_slots_taken_back},
