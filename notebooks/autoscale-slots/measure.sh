@@ -8,6 +8,7 @@
 #   cpu      /mix/17/0     20 connections   pp-auto, pp 2x1 (static, one process a core), pp 1x5
 #   mixed-static  /mix/5/300  200 connections   static pp 2x60, 2x72, 2x100, 2x150, falcon -n 2
 #   cpucut   /mix/17/0     20 connections   pp-auto, pp-auto with slots.cut false, pp 2x1
+#   mixedfiber /mix/5/300  200 connections   pp-auto, pp-auto with fiber slots (-fibers 5), falcon -n 2
 # Each run starts the server fresh, then `cold`: the first DUR seconds of load from the start
 # (the controller has to find its size inside them), then `warm`: DUR more seconds. The sum of
 # PSS over the server's process group is read near the end of the warm run; pp-auto's final
@@ -95,6 +96,10 @@ for r in $(seq "$ROUNDS"); do
         run io1000 falcon-n1 /mix/0/500 1000 $(falcon 1) ;;
       mixed)
         run mixed pp-auto /mix/5/300 200 $(ppauto)
+        run mixed falcon-n2 /mix/5/300 200 $(falcon 2) ;;
+      mixedfiber) # the same start with fiber slots (-fibers 5: opt-in, a fiber-safe app)
+        run mixed pp-auto /mix/5/300 200 $(ppauto)
+        run mixed pp-auto-fib /mix/5/300 200 $(ppauto | sed 's/-threads 5/-fibers 5/')
         run mixed falcon-n2 /mix/5/300 200 $(falcon 2) ;;
       mixed-static)
         for t in 60 72 100 150; do run mixed pp-2x$t /mix/5/300 200 $(ppstatic 2 $t); done
