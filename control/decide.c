@@ -213,8 +213,11 @@ static uint32_t worker_cap(const pp_policy *p, const pp_observation *o, const vi
                            const char **why) {
   uint32_t cap = p->max_workers;
   *why = "max_workers";
-  if (p->cores > 0 && o->service_cpu_mean_ns >= 0 && o->service_mean_ns > 0) {
-    double share = (double)o->service_cpu_mean_ns / (double)o->service_mean_ns;
+  /* CPU per request: the requests' own figure, else the workers' process CPU per completion
+   * (fiber slots report no per-request CPU: their thread's clock counts the other fibers'). */
+  int64_t c_req = o->service_cpu_mean_ns >= 0 ? o->service_cpu_mean_ns : o->cpu_per_request_ns;
+  if (p->cores > 0 && c_req >= 0 && o->service_mean_ns > 0) {
+    double share = (double)c_req / (double)o->service_mean_ns;
     if (share > 1) share = 1;
     /* A busy worker keeps at most one core (the GVL) and at most tpw * share of one; a worker
      * of Ractor slots (a GVL each) up to the machine's cores. Where the workers' CPU demand is

@@ -1092,6 +1092,19 @@ static void test_cores_bound_uses_cpu_demand(void) {
   P.cores = 2;
   o = mkc(20, 2, 5, 60, 250 * MS, 900 * MS, 60, 10, 0.97, 17 * MS);
   o.service_cpu_mean_ns = 17 * MS;
+  /* Fiber slots report no per-request CPU (service_cpu_mean_ns unknown): the workers' process
+   * CPU per completion stands in, and the cores still bound the processes. */
+  setup(2, 5);
+  P.cores = 2;
+  o = mkc(20, 2, 5, 60, 250 * MS, 900 * MS, 60, 10, 0.97, 17 * MS);
+  CU_ASSERT_EQUAL(o.service_cpu_mean_ns, PP_UNKNOWN_NS);
+  d = pp_decide(&P, &st, &o);
+  CU_ASSERT_NOT_EQUAL(d.action, PP_ACTION_SPAWN_WORKER);
+  CU_ASSERT_PTR_NOT_NULL(strstr(d.reason, "cores bound of 2 workers"));
+  setup(2, 5);
+  P.cores = 2;
+  o = mkc(20, 2, 5, 60, 250 * MS, 900 * MS, 60, 10, 0.97, 17 * MS);
+  o.service_cpu_mean_ns = 17 * MS;
   /* Without the demand signal, the old bound: a third worker is forked. */
   setup(2, 5);
   P.cores = 2;

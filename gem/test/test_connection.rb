@@ -72,6 +72,20 @@ class TestConnection < Minitest::Test
     assert_equal W::CAP_CPU_TIME, hello.capabilities
   end
 
+  # A fiber slot shares its thread's CPU clock with the other fibers: it announces no CPU time
+  # and reports cpu_ns -1, so the server uses the process's CPU per completion.
+  def test_fiber_slot_announces_no_cpu_time
+    @conn = PumaPlus::Connection.new(->(_env) { [200, {}, ["ok"]] }, @client, @proto, worker_index: 3,
+                                                                                 thread_index: 1, log: @log, fiber: true)
+    @thread = Thread.new { @conn.run }
+    hello = FakeServer.read_frame(@server)
+    assert_equal 0, hello.capabilities & W::CAP_CPU_TIME
+    res = call(7, "GET", "/x")
+    assert_equal "ok", res[:body]
+    assert_equal(-1, res[:end].cpu_ns)
+    @server.close
+  end
+
   def test_simple_get_and_timings
     start { |_env| [200, { "Content-Type" => "text/plain" }, ["hello ", "world"]] }
     before = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
