@@ -207,17 +207,28 @@ static void put_action(line *l, pp_action a, uint32_t count) {
   put(l, ": ");
 }
 
+/* CPU per request, ns, or -1: the workers' own per-request figure (RESPONSE_END's thread CPU)
+ * when they report it, else the process's CPU over the tick per completion. The latter also
+ * counts what is not a request's (slots starting, GC of other threads), and with few
+ * completions in a tick (a closed-loop load right after slots grew) it overstated c
+ * several-fold, so the CPU bound S / c read 22 slots for a worker at 3% of a core. Fiber slots
+ * report no per-request CPU (their thread's clock counts the other fibers'): theirs is the
+ * latter. Rule 4b's c and rule 8's cores bound both read this. */
+static double cpu_per_request(const pp_observation *o) {
+  return o->service_cpu_mean_ns >= 0  ? (double)o->service_cpu_mean_ns
+         : o->cpu_per_request_ns >= 0 ? (double)o->cpu_per_request_ns
+                                      : -1;
+}
+
 /* The capacity bound on workers: max_workers, then cores (when the CPU share of service is
  * measured), then memory (when RSS per worker is measured). *why names the binding one. */
 static uint32_t worker_cap(const pp_policy *p, const pp_observation *o, const view *v,
                            const char **why) {
   uint32_t cap = p->max_workers;
   *why = "max_workers";
-  /* CPU per request: the requests' own figure, else the workers' process CPU per completion
-   * (fiber slots report no per-request CPU: their thread's clock counts the other fibers'). */
-  int64_t c_req = o->service_cpu_mean_ns >= 0 ? o->service_cpu_mean_ns : o->cpu_per_request_ns;
+  double c_req = cpu_per_request(o);
   if (p->cores > 0 && c_req >= 0 && o->service_mean_ns > 0) {
-    double share = (double)c_req / (double)o->service_mean_ns;
+    double share = c_req / (double)o->service_mean_ns;
     if (share > 1) share = 1;
     /* A busy worker keeps at most one core (the GVL) and at most tpw * share of one; a worker
      * of Ractor slots (a GVL each) up to the machine's cores. Where the workers' CPU demand is
@@ -248,6 +259,13 @@ static uint32_t worker_cap(const pp_policy *p, const pp_observation *o, const vi
   return cap;
 }
 
+/* "cores bound of 2 workers": the worker cap and what binds it (worker_cap's *why). */
+static void put_cap(line *l, const char *why, uint32_t cap) {
+  put(l, why);
+  put(l, " bound of ");
+  put_count(l, cap, "worker", "workers");
+}
+
 /* Workers needed: enough slots to carry the offered load at target utilisation, plus enough
  * to drain the backlog L within a drain horizon (the longer of a tick and the spawn
  * cooldown, the soonest the controller could correct itself). Little's law both ways. */
@@ -266,12 +284,17 @@ static uint32_t min32(uint32_t a, uint32_t b) {
 
 /* ---- slots per worker (rule 4b) ---- */
 
-/* A share of one core as a percentage: "8%", "97%". */
-static void put_pct(line *l, double share) {
+/* A share as a percentage, "8%", "97%", "180%", at most max (a bound against overflow). */
+static void put_pct_upto(line *l, double share, double max) {
   if (!(share >= 0)) share = 0;
-  if (share > 99.0) share = 99.0;
+  if (share > max) share = max;
   put_u64(l, (uint64_t)(share * 100.0 + 0.5));
   put(l, "%");
+}
+
+/* A share of one core as a percentage: "8%", "97%". */
+static void put_pct(line *l, double share) {
+  put_pct_upto(l, share, 99.0);
 }
 
 /* "set_slots 5->40: " */
@@ -321,14 +344,7 @@ static slots_view slots_derive(const pp_policy *p, const pp_ctl_state *st, const
                                const view *v) {
   slots_view sv;
   memset(&sv, 0, sizeof sv);
-  /* CPU per request: the workers' own per-request figure (RESPONSE_END's thread CPU) when they
-   * report it, else the process's CPU over the tick per completion. The latter also counts
-   * what is not a request's (slots starting, GC of other threads), and with few completions in
-   * a tick (a closed-loop load right after slots grew) it overstated c several-fold, so the CPU
-   * bound S / c read 22 slots for a worker at 3% of a core. */
-  sv.c_req = o->service_cpu_mean_ns >= 0  ? (double)o->service_cpu_mean_ns
-             : o->cpu_per_request_ns >= 0 ? (double)o->cpu_per_request_ns
-                                          : -1;
+  sv.c_req = cpu_per_request(o);
   sv.known = p->slots_enabled && o->cpu_workers > 0 && o->cpu_share_max >= 0 &&
              o->service_mean_ns > 0 && sv.c_req >= 0;
   sv.settled = (uint64_t)o->slots_ready >= (uint64_t)o->workers_ready * v->tpw;
@@ -517,14 +533,6 @@ static void put_standby_split(line *l, uint32_t activated, uint32_t forked) {
 
 /* ---- the standby pool behind the slots (rule 6a, standby_cover) ---- */
 
-/* A share as a percentage without put_pct's 99% cap: "180%". */
-static void put_pct_over(line *l, double share) {
-  if (!(share >= 0)) share = 0;
-  if (share > 1e6) share = 1e6;
-  put_u64(l, (uint64_t)(share * 100.0 + 0.5));
-  put(l, "%");
-}
-
 enum {
   STANDBY_UNMEASURED =
       -1,              /* closed: no CPU per request yet, so nothing says slots cannot carry it */
@@ -566,7 +574,7 @@ static void put_standby_load(line *l, const pp_policy *p, const pp_observation *
                              const slots_view *sv) {
   double u = standby_load(o, sv);
   put(l, "load ");
-  put_pct_over(l, u);
+  put_pct_upto(l, u, 1e6);
   put(l, " of a core per worker (");
   put_ratio(l, o->arrival_rate);
   put(l, " rps x ");
@@ -574,7 +582,7 @@ static void put_standby_load(line *l, const pp_policy *p, const pp_observation *
   put(l, " CPU), x");
   put_ratio(l, p->standby_cover);
   put(l, " = ");
-  put_pct_over(l, u * p->standby_cover);
+  put_pct_upto(l, u * p->standby_cover, 1e6);
 }
 
 /* "; standby 0 of 2: load 6% of a core per worker (...), x4.00 = 24% under slots.cpu_target
@@ -630,9 +638,7 @@ static void put_standby_room(line *l, const pp_policy *p, const pp_ctl_state *st
   put(l, ": room for ");
   put_u64(l, cap > st->workers_wanted ? cap - st->workers_wanted : 0);
   put(l, " under the ");
-  put(l, cap_why);
-  put(l, " bound of ");
-  put_count(l, cap, "worker", "workers");
+  put_cap(l, cap_why, cap);
   put(l, " (");
   put_u64(l, st->workers_wanted);
   put(l, " expected)");
@@ -982,9 +988,7 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put_slots_action(&l, v.tpw, slot_cut);
       put_breach(&l, &v, st->breach_ticks);
       put(&l, " at the ");
-      put(&l, cap_why);
-      put(&l, " bound of ");
-      put_count(&l, cap, "worker", "workers");
+      put_cap(&l, cap_why, cap);
       put(&l, "; ");
       put_cut(&l, p, o);
       st->slots_cut_from = v.tpw;
@@ -1004,9 +1008,7 @@ pp_decision pp_decide(const pp_policy *p, pp_ctl_state *st, const pp_observation
       put_action(&l, PP_ACTION_NONE, 0);
       put_breach(&l, &v, st->breach_ticks);
       put(&l, " but at ");
-      put(&l, cap_why);
-      put(&l, " bound of ");
-      put_count(&l, cap, "worker", "workers");
+      put_cap(&l, cap_why, cap);
       put_context(&l, &v, o, !v.over_p95);
     } else {
       int64_t add = (int64_t)need - (int64_t)v.expected;
