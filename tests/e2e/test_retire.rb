@@ -45,27 +45,6 @@ class TestRetire < Minitest::Test
     true
   end
 
-  def get(port, path)
-    Timeout.timeout(40) do
-      s = TCPSocket.new("127.0.0.1", port)
-      s.write("GET #{path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-      raw = s.read
-      s.close
-      head, body = raw.split("\r\n\r\n", 2)
-      [head[%r{\AHTTP/1\.1 (\d+)}, 1].to_i, body]
-    end
-  end
-
-  def post_control(srv, path)
-    Timeout.timeout(10) do
-      s = TCPSocket.new("127.0.0.1", srv.control_port)
-      s.write("POST #{path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-      raw = s.read
-      s.close
-      raw[%r{\AHTTP/1\.1 (\d+)}, 1].to_i
-    end
-  end
-
   def wait_until(srv, what, timeout)
     deadline = now + timeout
     loop do
@@ -98,7 +77,8 @@ class TestRetire < Minitest::Test
     assert File.exist?(running), "#{name} did not start within 10 s"
     assert_equal old, File.read(running).to_i, "#{name} runs in the only worker"
 
-    assert_equal 202, post_control(srv, "/phased-restart")
+    post = "POST /phased-restart HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    assert_equal 202, E2E.raw(srv.control_port, post, timeout: 10).dig(0, 0)
     st = wait_until(srv, "worker #{old} retiring while it runs #{name}", 30) do |s|
       worker(s, old)&.fetch("state") == "retiring"
     end
@@ -135,7 +115,10 @@ class TestRetire < Minitest::Test
   def rounds(srv)
     # 1. An HTTP request (RESPONSE_END).
     retire_while_busy(srv, "http") do
-      t = Thread.new { get(srv.port, "/hold?name=http") }
+      t = Thread.new do
+        E2E.raw(srv.port, "GET /hold?name=http HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout: 40)
+           .first.values_at(0, 2)
+      end
       t.report_on_exception = false
       lambda do
         status, body = t.value
