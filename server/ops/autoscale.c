@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "server/base/clock.h"
+#include "server/base/hash.h"
 #include "server/base/log.h"
 #include "server/ops/ops.h"
 #include "server/workers/shepherd.h"
@@ -255,11 +256,11 @@ static pp_worker *retire_candidate(pp_ops *op) {
 enum { PSS_EVERY_TICKS = 5 };
 
 static int64_t mean_pss(pp_ops *op, controller *ct) {
-  uint64_t key = 1469598103934665603ull; /* FNV-1a over the ready workers' pids */
+  uint64_t key = PP_HASH_SEED; /* the ready workers' pids, hashed */
   for (uint32_t i = 0; i < op->workers->reg.high; i++) {
     const pp_worker *w = &op->workers->reg.workers[i];
     if (w->state != PP_WORKER_READY) continue;
-    key = (key ^ (uint64_t)w->pid) * 1099511628211ull;
+    key = pp_hash_bytes(key, &w->pid, sizeof w->pid);
   }
   if (ct->mem_pss < 0 || key != ct->mem_key || ct->tick - ct->mem_tick >= PSS_EVERY_TICKS) {
     ct->mem_pss = pp_workers_mean_pss(op);
